@@ -1,0 +1,59 @@
+/* batch.h — packs and the fixed-shape batch handed to the model.
+ *
+ * Packing (packing.c) groups graph ids into packs under per-pack limits.
+ * A batch is `n_packs` packs laid side by side in arrays of a fixed capacity:
+ * every batch of a job has the same shape whatever graphs it holds, as an IPU
+ * program compiled for static shapes requires.  Padding is explicit:
+ *
+ *   nodes   pack p owns node slots [p*max_nodes, (p+1)*max_nodes); its real
+ *           atoms come first; padding slots have z = 0 and node_graph = -1.
+ *   edges   pack p owns edge slots [p*max_edges, (p+1)*max_edges); real edges
+ *           come first, sorted by receiver (edge_dst) then sender; padding
+ *           edges point from and to the pack's last node slot with
+ *           edge_dist = cutoff, so the cosine cutoff makes them contribute 0.
+ *           edge_dst is therefore non-decreasing over the whole batch and
+ *           dst_offset is its CSR row pointer.
+ *   graphs  pack p owns graph slots [p*max_graphs, (p+1)*max_graphs); padding
+ *           slots have graph_id = -1 and never enter the loss or metrics. */
+#ifndef PT_BATCH_H
+#define PT_BATCH_H
+
+#include <stdint.h>
+
+typedef struct pt_pack_limits {
+    int32_t max_nodes;   /* node slots per pack */
+    int32_t max_edges;   /* edge slots per pack */
+    int32_t max_graphs;  /* graph slots per pack */
+} pt_pack_limits;
+
+/* A list of packs: pack k holds graph ids graphs[graph_offset[k] .. graph_offset[k+1]). */
+typedef struct pt_packs {
+    pt_pack_limits limits;
+    uint32_t n_packs;
+    uint32_t *graph_offset;  /* [n_packs + 1] */
+    uint32_t *graphs;        /* [graph_offset[n_packs]] dataset structure ids */
+} pt_packs;
+
+typedef struct pt_batch {
+    pt_pack_limits limits;   /* per pack */
+    int32_t n_packs;         /* packs per batch (model_batch_size) */
+    int32_t cap_nodes;       /* n_packs * limits.max_nodes */
+    int32_t cap_edges;       /* n_packs * limits.max_edges */
+    int32_t cap_graphs;      /* n_packs * limits.max_graphs */
+    float cutoff;            /* distance given to padding edges */
+
+    /* real content of the current fill (the rest is padding) */
+    int32_t n_real_nodes, n_real_edges, n_real_graphs;
+
+    uint8_t *z;              /* [cap_nodes] atomic number, 0 = padding */
+    int32_t *node_graph;     /* [cap_nodes] graph slot, -1 = padding */
+    int32_t *edge_src;       /* [cap_edges] sender j (batch node slot) */
+    int32_t *edge_dst;       /* [cap_edges] receiver i, non-decreasing */
+    float *edge_dist;        /* [cap_edges] d_ij in Å */
+    int32_t *dst_offset;     /* [cap_nodes + 1] CSR over edge_dst */
+    int32_t *graph_id;       /* [cap_graphs] dataset structure id, -1 = padding */
+    int32_t *graph_natoms;   /* [cap_graphs] real atoms of the graph, 0 = padding */
+    double *target;          /* [cap_graphs] target value in dataset units, 0 = padding */
+} pt_batch;
+
+#endif

@@ -1,0 +1,45 @@
+/* dataset.h — an ingested molecular dataset as the rest of the engine sees it.
+ *
+ * A pt_dataset is a read-only columnar view: one array per quantity, indexed by
+ * structure or by atom.  It is either backed by the mmap of a .ptd file written
+ * by ingest (pt_dataset_open / pt_dataset_close), or by arrays a caller owns
+ * (tests build synthetic datasets that way and never call close).
+ *
+ * Layout contract used by neighbours, packing and training:
+ *   atoms of structure s are [atom_offset[s], atom_offset[s+1])
+ *   z[a] in 1..PT_Z_MAX, pos[3a..3a+2] in Å
+ *   targets[k * n_structs + s] is numeric key k of structure s; NaN means
+ *   "this structure has no such key" (parsers reject NaN/Inf values, so NaN is
+ *   only ever absence). */
+#ifndef PT_DATASET_H
+#define PT_DATASET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PT_Z_MAX 99          /* embedding has 100 rows, row 0 = padding */
+#define PT_KEY_MAX 64        /* longest per-structure key name, with NUL */
+
+typedef struct pt_dataset {
+    uint32_t n_structs;
+    uint64_t n_atoms;
+    const uint64_t *atom_offset;   /* [n_structs + 1] */
+    const uint8_t *z;              /* [n_atoms] */
+    const float *pos;              /* [n_atoms * 3] */
+    const float *forces;           /* [n_atoms * 3] or NULL when absent */
+    const uint64_t *source_line;   /* [n_structs] first line in the source file, or NULL */
+    uint32_t n_targets;
+    const char (*target_names)[PT_KEY_MAX]; /* [n_targets] */
+    const double *targets;         /* [n_targets * n_structs], key-major */
+
+    /* private: set by pt_dataset_open */
+    void *map_base;
+    size_t map_size;
+} pt_dataset;
+
+static inline uint32_t pt_dataset_natoms(const pt_dataset *ds, uint32_t s)
+{
+    return (uint32_t)(ds->atom_offset[s + 1] - ds->atom_offset[s]);
+}
+
+#endif

@@ -1,0 +1,39 @@
+/* graph.h — neighbour graphs of a whole dataset (types; built by neighbors.c).
+ *
+ * For every structure, the directed edges i <- j (j sends, i receives) with
+ * d_ij < cutoff, at most max_neighbors per receiver (nearest kept, ties broken
+ * by sender index).  Indices are local to the structure (0-based atom index
+ * within it).  Within a structure edges are sorted by receiver, then sender,
+ * which is the CSR order the model's segmented sums rely on. */
+#ifndef PT_GRAPH_H
+#define PT_GRAPH_H
+
+#include <stdint.h>
+
+typedef enum pt_graph_mode {
+    PT_GRAPH_RADIUS = 0,   /* all j within cutoff, capped at max_neighbors nearest */
+    PT_GRAPH_KNN = 1       /* exactly the k = max_neighbors nearest within cutoff */
+} pt_graph_mode;
+
+typedef struct pt_graph_params {
+    float cutoff;          /* Å */
+    int32_t max_neighbors; /* per receiver */
+    pt_graph_mode mode;
+} pt_graph_params;
+
+typedef struct pt_graphs {
+    pt_graph_params params;
+    uint32_t n_structs;
+    uint64_t n_edges;
+    uint64_t *edge_offset;   /* [n_structs + 1] edges of s are [edge_offset[s], edge_offset[s+1]) */
+    uint32_t *src;           /* [n_edges] local sender index j */
+    uint32_t *dst;           /* [n_edges] local receiver index i */
+    float *dist;             /* [n_edges] d_ij in Å */
+} pt_graphs;
+
+static inline uint32_t pt_graphs_nedges(const pt_graphs *g, uint32_t s)
+{
+    return (uint32_t)(g->edge_offset[s + 1] - g->edge_offset[s]);
+}
+
+#endif

@@ -1,0 +1,20 @@
+/* commands.h — the subcommands of the packtrain binary.
+ *
+ * Each command is `int pt_cmd_NAME(int argc, char **argv)` where argv[0] is the
+ * command name; it returns the process exit status (0 success, 1 runtime
+ * failure, 2 usage error) and handles --help itself. */
+#ifndef PT_COMMANDS_H
+#define PT_COMMANDS_H
+
+typedef struct pt_command {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv);
+} pt_command;
+
+/* true when argv has -h or --help */
+int pt_cli_wants_help(int argc, char **argv);
+
+int pt_cmd_version(int argc, char **argv);
+
+#endif
