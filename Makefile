@@ -15,7 +15,7 @@ BUILD   ?= build
 BIN     ?= bin
 OPT     ?= -O3 -march=$(ARCH)
 
-PKGS       := openblas libmicrohttpd jansson sqlite3 libuv zlib
+PKGS       := openblas libmicrohttpd jansson sqlite3 libuv zlib libcurl nettle
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
