@@ -38,7 +38,7 @@ UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 UNIT_HELP  := $(filter-out $(UNIT_SRC),$(wildcard tests/unit/*.c))
 UNIT_HOBJ  := $(UNIT_HELP:%.c=$(BUILD)/%.o)
 
-.PHONY: all run test unit integration webtest asan bench deps clean help
+.PHONY: all run test unit integration webtest asan bench deps clean help docker-lint
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -76,8 +76,18 @@ asan:
 	    OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
 	    EXTRA_LDFLAGS="-fsanitize=address,undefined" unit
 
-bench: all
-	@bench/run_all.sh "$(BIN)/packtrain"
+BENCH_SRC := $(sort $(wildcard bench/*.c))
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+$(BUILD)/bench/%: bench/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+bench: all $(BENCH_BIN)
+	@bench/run_all.sh "$(BIN)/packtrain" "$(BUILD)/bench"
+
+docker-lint: all
+	@docker/lint.sh $(BIN)/packtrain
 
 # --- set-up ----------------------------------------------------------------
 # The Debian packages packtrain needs are listed once, in docker/packages.txt.

@@ -1,0 +1,134 @@
+/* bf16.h — bfloat16 matrix products with fp32 accumulation (training.precision
+ * "bf16").
+ *
+ * bf16 keeps fp32's 8-bit exponent (so, unlike fp16, activations and gradients
+ * cannot overflow: seed 004) and 8 significant bits.  A product of two bf16
+ * numbers is exact in fp32, so every rounding of a bf16 GEMM happens in two
+ * places only: the fp32 → bf16 conversion of the operands (relative error
+ * ≤ 2^-8 each) and the fp32 additions of the accumulation.
+ *
+ * Debian 12's OpenBLAS (0.3.21) exports no cblas_sbgemm, so the products run
+ * on packtrain's own kernel: AVX512-BF16 `vdpbf16ps`, GotoBLAS-style blocking
+ * (B packed once per call into pair-interleaved panels, A packed per cache
+ * block).  On a CPU without AVX512-BF16 the same entry points fall back to a
+ * portable path (operands rounded through bf16, widened, cblas_sgemm) so the
+ * numbers stay bf16 numbers; jobs asking for bf16 on such a CPU are rejected
+ * at submission with pt_bf16_cpu_explain()'s message.
+ *
+ * All products are row-major, with cblas_sgemm's transpose options:
+ *   C[m,n] = alpha · op(A)[m,k] · op(B)[k,n] + beta · C
+ * and cblas' leading-dimension rules.  beta = 0 never reads C. */
+#ifndef PT_BF16_H
+#define PT_BF16_H
+
+#include <cblas.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef uint16_t pt_bf16;
+
+/* Return codes of the products; pt_bf16_strerror() says what each means. */
+enum {
+    PT_BF16_OK = 0,
+    PT_BF16_EDIM = -1,     /* m, n or k negative */
+    PT_BF16_ETRANS = -2,   /* transpose flag not a CBLAS_TRANSPOSE */
+    PT_BF16_ELDA = -3,     /* lda smaller than the stored rows of A need */
+    PT_BF16_ELDB = -4,
+    PT_BF16_ELDC = -5,
+    PT_BF16_ENULL = -6,    /* a, b or c NULL while the product needs it */
+    PT_BF16_ETOOBIG = -7,  /* packed operand would exceed PT_BF16_MAX_PACK */
+    PT_BF16_ENOMEM = -8,
+    PT_BF16_ENOCPU = -9,   /* the AVX512-BF16 kernel was forced on a CPU without it */
+    PT_BF16_EPACKED = -10  /* packed B not initialised */
+};
+const char *pt_bf16_strerror(int code);
+
+/* Largest packed operand a product allocates (bytes). */
+#define PT_BF16_MAX_PACK ((size_t)1 << 34)
+
+/* --- conversions ---------------------------------------------------------
+ * fp32 → bf16 rounds to nearest, ties to even; ±inf stays ±inf, finite values
+ * past the bf16 range round to ±inf, NaN stays NaN (made quiet, sign kept).
+ * bf16 → fp32 is exact. */
+pt_bf16 pt_bf16_from_float(float x);
+float pt_bf16_to_float(pt_bf16 h);
+void pt_bf16_from_floats(pt_bf16 *dst, const float *src, size_t n);
+void pt_bf16_to_floats(float *dst, const pt_bf16 *src, size_t n);
+
+/* --- CPU support ----------------------------------------------------------- */
+typedef struct pt_cpu_features {
+    int avx512f, avx512bw, avx512vl; /* cpuid leaf 7.0 EBX bits 16, 30, 31 */
+    int avx512bf16;                  /* cpuid leaf 7.1 EAX bit 5 */
+    int os_avx512;                   /* XCR0 has opmask + ZMM state (xgetbv) */
+    int amx_bf16;                    /* cpuid 7.0 EDX bit 22; reported, not used */
+    int hidden;                      /* PACKTRAIN_CPU_HIDE_BF16 was set */
+} pt_cpu_features;
+
+/* What this CPU and OS provide (detected once).  Setting the environment
+ * variable PACKTRAIN_CPU_HIDE_BF16=1 before the first call makes packtrain
+ * behave as on a CPU without AVX512-BF16 (to test the rejection path). */
+void pt_cpu_features_get(pt_cpu_features *f);
+/* 1 when the AVX512-BF16 kernel can run here. */
+int pt_cpu_has_bf16(void);
+/* Fills buf with why bf16 cannot run on a CPU with features f, e.g.
+ *   training.precision "bf16" needs a CPU with AVX512-BF16; this CPU lacks
+ *   avx512_bf16 — use "fp32"
+ * Returns 1 (and buf = "") when f supports bf16, 0 otherwise. */
+int pt_bf16_cpu_explain(const pt_cpu_features *f, char *buf, size_t len);
+
+/* --- products -------------------------------------------------------------- */
+typedef enum pt_bf16_kernel {
+    PT_BF16_KERNEL_AUTO = 0,     /* AVX512-BF16 when present, else portable */
+    PT_BF16_KERNEL_AVX512 = 1,
+    PT_BF16_KERNEL_PORTABLE = 2
+} pt_bf16_kernel;
+
+/* Process-wide choice, like openblas_set_num_threads: forcing AVX512 on a CPU
+ * without it returns PT_BF16_ENOCPU and changes nothing. */
+int pt_bf16_set_kernel(pt_bf16_kernel kernel);
+/* The kernel products use now (never AUTO). */
+pt_bf16_kernel pt_bf16_kernel_active(void);
+/* Threads one product may use (default 1; rows of C are split between them,
+ * and small products stay on one thread).  Values < 1 mean 1. */
+void pt_bf16_set_threads(int threads);
+int pt_bf16_get_threads(void);
+
+/* A and B already bf16. */
+int pt_bf16_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
+                 const pt_bf16 *a, int lda, const pt_bf16 *b, int ldb, float beta, float *c,
+                 int ldc);
+/* A and B fp32, rounded to bf16 while they are packed: a drop-in for
+ * cblas_sgemm(CblasRowMajor, ...) in bf16 mode. */
+int pt_bf16_sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
+                  const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                  int ldc);
+
+/* op(B) packed once and reused: the weights of a layer, re-packed after each
+ * optimizer step with pt_bf16_pack_update (no allocation). */
+typedef struct pt_bf16_packed {
+    uint32_t *data;        /* bf16 pairs (k, k+1) per column, 64-column panels */
+    int k, n;
+    CBLAS_TRANSPOSE trans; /* of the fp32 source */
+    size_t pairs;          /* uint32 entries in data */
+} pt_bf16_packed;
+
+int pt_bf16_pack_init(pt_bf16_packed *p, CBLAS_TRANSPOSE tb, int k, int n, const float *b,
+                      int ldb);
+/* Re-packs new values of the same shape and transpose. */
+int pt_bf16_pack_update(pt_bf16_packed *p, const float *b, int ldb);
+void pt_bf16_pack_close(pt_bf16_packed *p);
+/* C = alpha · op(A) · B + beta · C with A fp32 (rounded while packed). */
+int pt_bf16_gemm_packed(CBLAS_TRANSPOSE ta, int m, float alpha, const float *a, int lda,
+                        const pt_bf16_packed *b, float beta, float *c, int ldc);
+
+/* The arithmetic of the AVX512-BF16 kernel, one element at a time, for tests:
+ * per K block of PT_BF16_KC, acc = 0; for each pair (k, k+1): acc += a[k+1]·b[k+1],
+ * then acc += a[k]·b[k] (fused, bf16 subnormal inputs read as 0, subnormal
+ * results flushed to 0, as vdpbf16ps does); then C = alpha·acc + beta·C for
+ * the first block and C = alpha·acc + C for the next ones.  Validates nothing. */
+#define PT_BF16_KC 256
+void pt_bf16_gemm_ref(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
+                      const pt_bf16 *a, int lda, const pt_bf16 *b, int ldb, float beta, float *c,
+                      int ldc);
+
+#endif
