@@ -42,4 +42,13 @@ static inline uint32_t pt_dataset_natoms(const pt_dataset *ds, uint32_t s)
     return (uint32_t)(ds->atom_offset[s + 1] - ds->atom_offset[s]);
 }
 
+/* Maps a .ptd file written by ingest (dataset_file.c) and checks it whole:
+ * magic, version, byte order, header and section CRC-32s, section bounds,
+ * atom offsets and atomic numbers.  0 ok; -1 with "PATH: reason" in err. */
+int pt_dataset_open(pt_dataset *ds, const char *path, char *err, size_t errlen);
+/* Unmaps a dataset from pt_dataset_open; harmless on a zeroed struct. */
+void pt_dataset_close(pt_dataset *ds);
+/* Index of target `key` in ds->target_names, -1 if absent. */
+int pt_dataset_find_target(const pt_dataset *ds, const char *key);
+
 #endif

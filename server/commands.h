@@ -16,5 +16,6 @@ typedef struct pt_command {
 int pt_cli_wants_help(int argc, char **argv);
 
 int pt_cmd_version(int argc, char **argv);
+int pt_cmd_ingest(int argc, char **argv);
 
 #endif

@@ -8,6 +8,7 @@
 #define PT_VERSION "0.1.0"
 
 static const pt_command commands[] = {
+    {"ingest", "parse xyz/extxyz/QM9 files into a .ptd dataset", pt_cmd_ingest},
     {"version", "print the version", pt_cmd_version},
 };
 
