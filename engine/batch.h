@@ -56,4 +56,43 @@ typedef struct pt_batch {
     double *target;          /* [cap_graphs] target value in dataset units, 0 = padding */
 } pt_batch;
 
+/* --- filling batches (batch.c) -------------------------------------------- */
+struct pt_dataset;
+struct pt_graphs;
+
+enum {
+    PT_BATCH_OK = 0,
+    PT_BATCH_ELIMITS = -1,   /* invalid limits / pack count, or > 2^31-1 slots */
+    PT_BATCH_ENOMEM = -2,
+    PT_BATCH_ERANGE = -3,    /* n_packs_avail beyond the batch or the epoch's packs */
+    PT_BATCH_EGRAPH = -4,    /* a graph id not in the dataset / neighbour graphs */
+    PT_BATCH_ENODES = -5,    /* a pack over max_nodes */
+    PT_BATCH_EEDGES = -6,    /* a pack over max_edges */
+    PT_BATCH_EGRAPHS = -7,   /* a pack over max_graphs */
+    PT_BATCH_ETARGET = -8    /* target_index not a key of the dataset */
+};
+
+/* Allocates a batch of n_packs packs of `limits` once (cutoff: the distance
+ * padding edges get).  Returns PT_BATCH_OK or an error code. */
+int pt_batch_init(pt_batch *b, pt_pack_limits limits, int32_t n_packs, float cutoff);
+
+/* Fills the batch, without allocating, from packs[first_pack ..
+ * first_pack + n_packs_avail) of an epoch; batch pack slots past n_packs_avail
+ * (the end of an epoch) are all padding.  target_index selects the dataset
+ * key copied to `target` (-1: none, targets 0; a structure lacking the key
+ * copies its NaN).  Every pack is checked before anything is written.
+ * Returns PT_BATCH_OK or an error code (pt_batch_strerror). */
+int pt_batch_fill(pt_batch *b, const struct pt_dataset *ds, const struct pt_graphs *g,
+                  const pt_packs *packs, uint32_t first_pack, int32_t n_packs_avail,
+                  int target_index);
+/* As pt_batch_fill, with pack slot p taking packs ids[p] for p < n. */
+int pt_batch_fill_ids(pt_batch *b, const struct pt_dataset *ds, const struct pt_graphs *g,
+                      const pt_packs *packs, const uint32_t *ids, int32_t n, int target_index);
+/* Graphs, atoms and edges of pack k (ids out of range are not counted). */
+void pt_batch_pack_sizes(const struct pt_dataset *ds, const struct pt_graphs *g,
+                         const pt_packs *packs, uint32_t k, int64_t *graphs, int64_t *nodes,
+                         int64_t *edges);
+void pt_batch_close(pt_batch *b);
+const char *pt_batch_strerror(int rc);
+
 #endif

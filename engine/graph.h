@@ -10,6 +10,9 @@
 
 #include <stdint.h>
 
+#include "engine/dataset.h"
+#include "engine/errors.h"
+
 typedef enum pt_graph_mode {
     PT_GRAPH_RADIUS = 0,   /* all j within cutoff, capped at max_neighbors nearest */
     PT_GRAPH_KNN = 1       /* exactly the k = max_neighbors nearest within cutoff */
@@ -35,5 +38,23 @@ static inline uint32_t pt_graphs_nedges(const pt_graphs *g, uint32_t s)
 {
     return (uint32_t)(g->edge_offset[s + 1] - g->edge_offset[s]);
 }
+
+/* --- construction (neighbors.c) ------------------------------------------ */
+
+/* Adds one error per invalid parameter (cutoff finite and > 0, max_neighbors
+ * >= 1, known mode); returns 0 when all are valid. */
+int pt_graph_params_check(const pt_graph_params *p, pt_errors *errs);
+
+/* Builds the neighbour graphs of every structure of ds (definition and
+ * distance convention in neighbors.h).  Returns 0, or -1 with errors added
+ * (invalid parameters, out of memory).  g is zeroed on failure. */
+int pt_graphs_build(pt_graphs *g, const pt_dataset *ds, const pt_graph_params *p,
+                    pt_errors *errs);
+void pt_graphs_close(pt_graphs *g);
+
+/* Only the edge count of every structure (nedges: [ds->n_structs]), without
+ * storing edges: what packing needs, at a fraction of the memory. */
+int pt_graphs_count(uint32_t *nedges, const pt_dataset *ds, const pt_graph_params *p,
+                    pt_errors *errs);
 
 #endif

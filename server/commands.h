@@ -17,5 +17,7 @@ int pt_cli_wants_help(int argc, char **argv);
 
 int pt_cmd_version(int argc, char **argv);
 int pt_cmd_ingest(int argc, char **argv);
+int pt_cmd_pack(int argc, char **argv);
+int pt_cmd_eval(int argc, char **argv);
 
 #endif

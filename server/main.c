@@ -9,6 +9,8 @@
 
 static const pt_command commands[] = {
     {"ingest", "parse xyz/extxyz/QM9 files into a .ptd dataset", pt_cmd_ingest},
+    {"pack", "packing report: efficiency of each packing method on a dataset", pt_cmd_pack},
+    {"eval", "evaluate a model on a dataset (predictions, loss, gradients)", pt_cmd_eval},
     {"version", "print the version", pt_cmd_version},
 };
 

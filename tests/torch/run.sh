@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# run.sh [PACKTRAIN] — cross-check packtrain's SchNet against plain PyTorch.
+#
+# For each case: PyTorch builds and exports a model (safetensors, PyG's
+# state_dict names), packtrain ingests a small dataset and evaluates the
+# model with --grads, and schnet_ref.py compares predictions and autograd
+# gradients (in float64) with packtrain's.  A last case trains a few steps
+# with packtrain and loads ITS file into PyTorch with strict load_state_dict,
+# so files travel both ways.  Skips, with a message, when torch is missing.
+# The last line is "N passed, N failed".
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+bin=${1:-$root/bin/packtrain}
+py=/usr/bin/python3
+passed=0; failed=0
+
+if ! "$py" -c 'import torch' 2>/dev/null; then
+  echo "SKIP: python3-torch is not installed (apt-get install -y python3-torch)"
+  echo "0 passed, 0 failed"
+  exit 0
+fi
+if [ ! -x "$bin" ]; then
+  echo "FAIL: no packtrain binary at $bin"
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+
+work=$(mktemp -d /tmp/pt_torch_XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+# case NAME DATA TARGET N EXPORT-ARGS...
+run_case() {
+  local name=$1 data=$2 target=$3 n=$4; shift 4
+  echo "== $name"
+  local ptd="$work/$name.ptd" model="$work/$name.safetensors"
+  if ! "$bin" ingest "$data" --out "$ptd" >"$work/$name.ingest.log" 2>&1; then
+    echo "FAIL $name: ingest"; cat "$work/$name.ingest.log"; failed=$((failed + 1)); return
+  fi
+  if ! "$py" "$here/schnet_ref.py" export --out "$model" "$@"; then
+    echo "FAIL $name: export"; failed=$((failed + 1)); return
+  fi
+  check "$name" "$model" "$ptd" "$data" "$target" "$n"
+}
+
+# check NAME MODEL PTD DATA TARGET N
+check() {
+  local name=$1 model=$2 ptd=$3 data=$4 target=$5 n=$6
+  if ! "$bin" eval --model "$model" --data "$ptd" --target "$target" --n "$n" \
+       --grads "$work/$name.grads.json" >"$work/$name.eval.json" 2>"$work/$name.eval.err"; then
+    echo "FAIL $name: packtrain eval"; cat "$work/$name.eval.err"; failed=$((failed + 1)); return
+  fi
+  local out
+  out=$("$py" "$here/schnet_ref.py" check --model "$model" --data "$data" --target "$target" \
+        --n "$n" --eval-json "$work/$name.eval.json" --grads "$work/$name.grads.json" 2>&1)
+  printf '%s\n' "$out" | sed '$d'
+  local last p f
+  last=$(printf '%s\n' "$out" | tail -1)
+  p=$(printf '%s' "$last" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
+  f=$(printf '%s' "$last" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
+  if [ -z "$p" ]; then
+    echo "FAIL $name: schnet_ref.py did not finish"; printf '%s\n' "$out" | tail -5
+    failed=$((failed + 1)); return
+  fi
+  passed=$((passed + p)); failed=$((failed + f))
+}
+
+# QM9 atomrefs of energy_U0 in eV (shared/data/README.md: Hartree × 27.211386)
+qm9_ref="1=-13.61312,6=-1029.86312,7=-1485.30251,8=-2042.61129,9=-2713.48485"
+
+run_case qm9_sum "$root/tests/data/schnet_qm9_32.extxyz" energy_U0 32 \
+  --hidden 64 --filters 48 --interactions 3 --gaussians 25 --cutoff 6.0 --readout add \
+  --atomref "$qm9_ref" --mean -0.35 --std 0.8 --perturb-biases --seed 1
+run_case water_mean "$root/tests/data/schnet_water_6.extxyz" energy 6 \
+  --hidden 32 --filters 24 --interactions 2 --gaussians 12 --cutoff 5.0 --max-neighbors 12 \
+  --readout mean --mean -0.1 --std 0.05 --perturb-biases --seed 2
+
+# packtrain writes the model this time; PyTorch must load it strictly
+echo "== trained_by_packtrain"
+cat >"$work/job.json" <<'EOF'
+{"target": "energy_U0",
+ "model": {"hidden": 32, "filters": 32, "interactions": 2, "gaussians": 16, "cutoff": 5.0,
+           "max_neighbors": 32, "readout": "sum"},
+ "batching": {"method": "lpfhp", "max_nodes": "auto", "max_edges": "auto", "model_batch_size": 2},
+ "training": {"epochs": 1, "max_steps": 3, "optimizer": "adam", "lr": 0.001,
+              "split": [0.8, 0.1, 0.1], "seed": 0, "normalize": "atomref"}}
+EOF
+if "$bin" train "$work/qm9_sum.ptd" --config "$work/job.json" --out "$work/trained" \
+     >"$work/train.log" 2>&1 && [ -f "$work/trained/model.safetensors" ]; then
+  check trained_by_packtrain "$work/trained/model.safetensors" "$work/qm9_sum.ptd" \
+    "$root/tests/data/schnet_qm9_32.extxyz" energy_U0 32
+else
+  echo "FAIL trained_by_packtrain: packtrain train"; tail -5 "$work/train.log"
+  failed=$((failed + 1))
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,231 @@
+/* test_cmd_pack.c — `packtrain pack` on a real slice (QM9 + water): the JSON
+ * keys and their agreement with the engine, --method all, the markdown and
+ * human tables, and every usage and runtime error message. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/ingest.h"
+#include "server/commands.h"
+
+static char ptd_path[96], out_path[96], err_path[96];
+
+static int setup(void **state)
+{
+    (void)state;
+    long pid = (long)getpid();
+    snprintf(ptd_path, sizeof ptd_path, "/tmp/pt-test-cmd-pack-%ld.ptd", pid);
+    snprintf(out_path, sizeof out_path, "/tmp/pt-test-cmd-pack-%ld.out", pid);
+    snprintf(err_path, sizeof err_path, "/tmp/pt-test-cmd-pack-%ld.err", pid);
+    const char *src = "tests/data/pack_mixed_slice.extxyz.gz";
+    pt_ingest_options opt;
+    pt_ingest_options_init(&opt);
+    pt_ingest_report rep;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    int rc = pt_ingest_files(&src, 1, ptd_path, &opt, &rep, &errs);
+    pt_ingest_report_close(&rep);
+    pt_errors_close(&errs);
+    return rc;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    unlink(ptd_path);
+    unlink(out_path);
+    unlink(err_path);
+    return 0;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return strdup("");
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    size_t got = fread(s, 1, (size_t)n, f);
+    s[got] = '\0';
+    fclose(f);
+    return s;
+}
+
+/* Runs `packtrain pack ARGS...` (NULL-terminated) with stdout and stderr
+ * sent to files. */
+static int run_pack(char **out, char **err, ...)
+{
+    char *argv[32] = {"pack"};
+    int argc = 1;
+    va_list ap;
+    va_start(ap, err);
+    for (char *s; (s = va_arg(ap, char *)) != NULL;) argv[argc++] = s;
+    va_end(ap);
+    fflush(stdout);
+    fflush(stderr);
+    int so = dup(1), se = dup(2);
+    int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fo, 1);
+    dup2(fe, 2);
+    close(fo);
+    close(fe);
+    int rc = pt_cmd_pack(argc, argv);
+    fflush(stdout);
+    fflush(stderr);
+    dup2(so, 1);
+    dup2(se, 2);
+    close(so);
+    close(se);
+    *out = slurp(out_path);
+    *err = slurp(err_path);
+    return rc;
+}
+
+static void test_json_has_the_report_keys(void **state)
+{
+    (void)state;
+    char *out, *err;
+    assert_int_equal(run_pack(&out, &err, ptd_path, "--method", "tuple", "--json", NULL), 0);
+    json_error_t je;
+    json_t *j = json_loads(out, 0, &je);
+    assert_non_null(j);
+    const char *keys[] = {"method", "max_nodes", "max_edges", "packs", "graphs",
+                          "node_efficiency", "edge_efficiency", "graphs_per_pack"};
+    for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+        assert_non_null(json_object_get(j, keys[k]));
+    assert_string_equal(json_string_value(json_object_get(j, "method")), "tuple");
+    assert_int_equal(json_integer_value(json_object_get(j, "graphs")), 144);
+    double packs = (double)json_integer_value(json_object_get(j, "packs"));
+    assert_true(fabs(json_real_value(json_object_get(j, "graphs_per_pack")) - 144 / packs) < 1e-9);
+    double ne = json_real_value(json_object_get(j, "node_efficiency"));
+    double ee = json_real_value(json_object_get(j, "edge_efficiency"));
+    assert_true(ne > 0 && ne <= 1 && ee > 0 && ee <= 1);
+    assert_true(fabs(json_real_value(json_object_get(j, "node_padding")) - (1 - ne)) < 1e-12);
+    /* atoms over slots: the dataset's 3787 atoms */
+    double slots = packs * (double)json_integer_value(json_object_get(j, "max_nodes"));
+    assert_true(fabs(ne - 3787 / slots) < 1e-12);
+    json_decref(j);
+    assert_string_equal(err, "");
+    free(out);
+    free(err);
+}
+
+static void test_all_methods_json_markdown_and_table(void **state)
+{
+    (void)state;
+    char *out, *err;
+    assert_int_equal(run_pack(&out, &err, ptd_path, "--method", "all", "--json", "--batch-size",
+                              "8", NULL), 0);
+    json_t *arr = json_loads(out, 0, NULL);
+    assert_true(json_is_array(arr));
+    assert_int_equal(json_array_size(arr), 6);
+    const char *names[] = {"lpfhp", "tuple", "pad", "static64", "static2n", "dynamic"};
+    for (size_t i = 0; i < 6; i++) {
+        json_t *r = json_array_get(arr, i);
+        assert_string_equal(json_string_value(json_object_get(r, "method")), names[i]);
+        assert_int_equal(json_integer_value(json_object_get(r, "graphs")), 144);
+    }
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(arr, 5), "max_graphs")), 8);
+    json_decref(arr);
+    free(out);
+    free(err);
+
+    assert_int_equal(run_pack(&out, &err, ptd_path, "--method", "all", "--markdown", NULL), 0);
+    int lines = 0;
+    for (const char *p = out; *p; p++) lines += *p == '\n';
+    assert_int_equal(lines, 8); /* header, rule, six methods */
+    assert_non_null(strstr(out, "| method | max_nodes |"));
+    assert_non_null(strstr(out, "\n| dynamic | "));
+    free(out);
+    free(err);
+
+    assert_int_equal(run_pack(&out, &err, ptd_path, "--knn", "--max-neighbors", "12", NULL), 0);
+    assert_non_null(strstr(out, "144 graphs, 3787 atoms"));
+    assert_non_null(strstr(out, "k nearest 12"));
+    assert_non_null(strstr(out, "\nlpfhp "));
+    free(out);
+    free(err);
+
+    assert_int_equal(run_pack(&out, &err, "--help", NULL), 0);
+    assert_non_null(strstr(out, "usage: packtrain pack DATA.ptd"));
+    free(out);
+    free(err);
+}
+
+static void expect_usage(const char *expect, const char *a1, const char *a2, const char *a3)
+{
+    char *out, *err;
+    assert_int_equal(run_pack(&out, &err, (char *)a1, (char *)a2, (char *)a3, NULL), 2);
+    char want[300];
+    snprintf(want, sizeof want, "packtrain pack: %s\ntry 'packtrain pack --help'\n", expect);
+    assert_string_equal(err, want);
+    free(out);
+    free(err);
+}
+
+static void test_usage_errors(void **state)
+{
+    (void)state;
+    const char *p = ptd_path;
+    expect_usage("unknown option --frobnicate", p, "--frobnicate", NULL);
+    expect_usage("missing value for --method", p, "--method", NULL);
+    expect_usage("--cutoff needs a distance > 0 in Å, got 0", p, "--cutoff", "0");
+    expect_usage("--cutoff needs a distance > 0 in Å, got 6x", p, "--cutoff", "6x");
+    expect_usage("--max-neighbors needs a positive integer, got -3", p, "--max-neighbors", "-3");
+    expect_usage("unknown --method lpfhp2", p, "--method", "lpfhp2");
+    expect_usage("--max-nodes needs a positive integer or auto, got 0", p, "--max-nodes", "0");
+    expect_usage("--max-edges needs a positive integer or auto, got big", p, "--max-edges", "big");
+    expect_usage("--max-graphs needs a positive integer, got auto", p, "--max-graphs", "auto");
+    expect_usage("unknown --heuristic area", p, "--heuristic", "area");
+    expect_usage("--target needs a number in (0, 1], got 1.01", p, "--target", "1.01");
+    expect_usage("--batch-size needs an integer >= 2, got 1", p, "--batch-size", "1");
+    expect_usage("--seed needs a non-negative integer, got -1", p, "--seed", "-1");
+    expect_usage("choose one of --json and --markdown", p, "--json", "--markdown");
+    expect_usage("no dataset given", "--json", NULL, NULL);
+    expect_usage("one dataset only, extra argument b.ptd", "a.ptd", "b.ptd", NULL);
+}
+
+static void test_runtime_errors(void **state)
+{
+    (void)state;
+    char *out, *err;
+    assert_int_equal(run_pack(&out, &err, "/nonexistent/x.ptd", NULL), 1);
+    assert_true(strncmp(err, "packtrain pack: /nonexistent/x.ptd: ", 36) == 0);
+    free(out);
+    free(err);
+    /* the slice's largest graphs are three 90-atom water clusters: each is
+     * named, and no table is printed */
+    assert_int_equal(run_pack(&out, &err, ptd_path, "--method", "pad", "--max-nodes", "89", NULL), 1);
+    assert_string_equal(err, "packtrain pack: max_nodes: graph 129 has 90 atoms, more than max_nodes 89\n"
+                             "packtrain pack: max_nodes: graph 139 has 90 atoms, more than max_nodes 89\n"
+                             "packtrain pack: max_nodes: graph 140 has 90 atoms, more than max_nodes 89\n");
+    assert_string_equal(out, "");
+    free(out);
+    free(err);
+    assert_int_equal(run_pack(&out, &err, ptd_path, "--method", "lpfhp", "--max-edges", "10", NULL), 1);
+    assert_non_null(strstr(err, "packtrain pack: max_edges: max_edges 10 is below "));
+    free(out);
+    free(err);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_json_has_the_report_keys),
+        cmocka_unit_test(test_all_methods_json_markdown_and_table),
+        cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_runtime_errors),
+    };
+    return cmocka_run_group_tests_name("cmd_pack", tests, setup, teardown);
+}
