@@ -19,5 +19,7 @@ int pt_cmd_version(int argc, char **argv);
 int pt_cmd_ingest(int argc, char **argv);
 int pt_cmd_pack(int argc, char **argv);
 int pt_cmd_eval(int argc, char **argv);
+int pt_cmd_train(int argc, char **argv);
+int pt_cmd_bench(int argc, char **argv);
 
 #endif

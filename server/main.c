@@ -10,7 +10,9 @@
 static const pt_command commands[] = {
     {"ingest", "parse xyz/extxyz/QM9 files into a .ptd dataset", pt_cmd_ingest},
     {"pack", "packing report: efficiency of each packing method on a dataset", pt_cmd_pack},
+    {"train", "train SchNet on a .ptd dataset locally (no server)", pt_cmd_train},
     {"eval", "evaluate a model on a dataset (predictions, loss, gradients)", pt_cmd_eval},
+    {"bench", "training throughput of a job configuration (JSON)", pt_cmd_bench},
     {"version", "print the version", pt_cmd_version},
 };
 

@@ -1,0 +1,140 @@
+/* cmd_train.c — `packtrain train DATA.ptd [--config job.json] [--out DIR]`:
+ * local training without the server, through the same pt_train_run and
+ * emulated multi-IPU backend (engine/backend.h) the server's workers use.
+ * Metrics lines go to stdout as JSON lines (and to DIR/metrics.jsonl), the
+ * summary and any errors to stderr.  Ctrl-C stops
+ * after the current step and keeps the best model so far. */
+#include "server/commands.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/backend.h"
+#include "engine/config.h"
+#include "engine/dataset.h"
+#include "engine/errors.h"
+#include "engine/train.h"
+
+#define DEFAULT_OUT "train-out"
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+static int stop_requested(void *user)
+{
+    (void)user;
+    return interrupted;
+}
+
+static void print_line(void *user, const pt_train_metrics *m, const char *json)
+{
+    (void)user;
+    (void)m;
+    printf("%s\n", json);
+    fflush(stdout);
+}
+
+static void print_errors(const pt_errors *errs)
+{
+    char buf[PT_ERR_FILE_MAX + PT_ERR_FIELD_MAX + PT_ERR_MSG_MAX + 32];
+    for (size_t i = 0; i < errs->kept; i++) {
+        pt_error_format(&errs->items[i], buf, sizeof buf);
+        fprintf(stderr, "packtrain train: %s\n", buf);
+    }
+    if (errs->total > errs->kept)
+        fprintf(stderr, "packtrain train: ... and %zu more errors\n", errs->total - errs->kept);
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: packtrain train DATA.ptd [--config job.json] [--out DIR]\n"
+            "\n"
+            "Trains SchNet on an ingested dataset (see 'packtrain ingest') as the server's\n"
+            "workers do, printing one JSON line per logged step and per epoch:\n"
+            "  {\"kind\":\"step\"|\"epoch\",\"step\",\"epoch\",\"loss\",\"lr\",\"graphs_per_s\",\n"
+            "   \"nodes_per_s\",\"padding_fraction\",\"seconds\"}  (epoch lines add\n"
+            "   \"train_loss\",\"val_mae\",\"val_rmse\")\n"
+            "\n"
+            "  --config FILE  job configuration (JSON, the same the REST API accepts); every\n"
+            "                 key is optional, defaults as in docs and engine/config.h\n"
+            "  --out DIR      writes DIR/model.safetensors (best by validation loss),\n"
+            "                 DIR/metrics.jsonl and DIR/result.json; default ./" DEFAULT_OUT "\n"
+            "\n"
+            "Ctrl-C ends training after the current step; the best model is kept.\n"
+            "Exit status: 0 trained, 1 training failed, 2 bad arguments or configuration.\n");
+}
+
+int pt_cmd_train(int argc, char **argv)
+{
+    if (pt_cli_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    const char *data = NULL, *config = NULL, *out = DEFAULT_OUT;
+    for (int i = 1; i < argc; i++) {
+        if ((!strcmp(argv[i], "--config") || !strcmp(argv[i], "--out")) && i + 1 < argc) {
+            if (!strcmp(argv[i], "--config")) config = argv[++i];
+            else out = argv[++i];
+        } else if (argv[i][0] == '-' || data) {
+            fprintf(stderr, "packtrain train: unexpected argument '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        } else {
+            data = argv[i];
+        }
+    }
+    if (!data) {
+        fprintf(stderr, "packtrain train: missing DATA.ptd\n");
+        usage(stderr);
+        return 2;
+    }
+
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    pt_job_config cfg;
+    int rc = config ? pt_job_config_load(&cfg, config, &errs) : (pt_job_config_defaults(&cfg), 0);
+    if (rc != 0) {
+        print_errors(&errs);
+        pt_errors_close(&errs);
+        return 2;
+    }
+    pt_dataset ds;
+    char err[PT_ERR_FILE_MAX + PT_ERR_MSG_MAX];
+    if (pt_dataset_open(&ds, data, err, sizeof err) != 0) {
+        fprintf(stderr, "packtrain train: %s\n", err);
+        pt_errors_close(&errs);
+        return 1;
+    }
+
+    struct sigaction sa = {.sa_handler = on_sigint};
+    sigemptyset(&sa.sa_mask);
+    struct sigaction old;
+    sigaction(SIGINT, &sa, &old);
+    /* the emulated multi-IPU backend computes the gradients, as in the server */
+    pt_train_options opt = {.on_metrics = print_line, .should_stop = stop_requested,
+                            .engine_open = pt_backend_open};
+    pt_train_result res;
+    rc = pt_train_run(&cfg, &ds, out, &opt, &res, &errs);
+    sigaction(SIGINT, &old, NULL);
+
+    if (rc != 0) {
+        print_errors(&errs);
+    } else {
+        fprintf(stderr,
+                "packtrain train: %lld steps, %d epochs in %.1f s (%s); best epoch %d: "
+                "val MAE %.6g RMSE %.6g, test MAE %.6g RMSE %.6g; model in %s/model.safetensors\n",
+                (long long)res.steps, (int)res.epochs, res.seconds, res.stop_reason,
+                (int)res.best_epoch, res.best_val_mae, res.best_val_rmse, res.test_mae,
+                res.test_rmse, out);
+    }
+    pt_dataset_close(&ds);
+    pt_errors_close(&errs);
+    return rc == 0 ? 0 : 1;
+}

@@ -1,0 +1,147 @@
+/* backend_fixture.h — shared by the backend tests (header-only, included by
+ * test_backend.c and test_backend_api.c after <cmocka.h>): a 240-molecule
+ * QM9 slice (every 53rd molecule of the shared subset) ingested into a
+ * temporary .ptd, its neighbour graphs, LPFHP packs of epoch 0, a small
+ * seeded SchNet, and helpers to open the backend with a given split. */
+#ifndef PT_BACKEND_FIXTURE_H
+#define PT_BACKEND_FIXTURE_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/backend.h"
+#include "engine/config.h"
+#include "engine/graph.h"
+#include "engine/ingest.h"
+#include "engine/optim.h"
+#include "engine/packing.h"
+#include "engine/rng.h"
+#include "engine/train.h"
+
+#define DATA "tests/data/backend_qm9_240.extxyz.gz"
+
+/* ---- fixture: dataset, graphs, packs, model -------------------------------- */
+
+typedef struct fixture {
+    char dir[64], ptd[96];
+    pt_dataset ds;
+    pt_graphs graphs;
+    uint32_t *natoms, *nedges, *ids;
+    pt_packer packer;
+    pt_packs packs;            /* epoch 0 */
+    pt_schnet model;
+    float *init_params;        /* [n_params] */
+    pt_job_config cfg;
+    uint32_t target_key;
+} fixture;
+
+static fixture F;
+
+static int setup(void **state)
+{
+    (void)state;
+    memset(&F, 0, sizeof F);
+    snprintf(F.dir, sizeof F.dir, "%s", "/tmp/pt_test_backend_" "XX" "XX" "XX"); /* mkdtemp pattern */
+    if (!mkdtemp(F.dir)) return -1;
+    snprintf(F.ptd, sizeof F.ptd, "%s/qm9.ptd", F.dir);
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    pt_ingest_options io;
+    pt_ingest_options_init(&io);
+    pt_ingest_report rep;
+    const char *inputs[] = {DATA};
+    int rc = pt_ingest_files(inputs, 1, F.ptd, &io, &rep, &errs);
+    pt_ingest_report_close(&rep);
+    char err[256];
+    if (rc || pt_dataset_open(&F.ds, F.ptd, err, sizeof err)) return -1;
+    int key = pt_dataset_find_target(&F.ds, "energy_U0");
+    if (key < 0) return -1;
+    F.target_key = (uint32_t)key;
+
+    pt_job_config_defaults(&F.cfg);
+    F.cfg.model.hidden = 32;
+    F.cfg.model.filters = 32;
+    F.cfg.model.interactions = 2;
+    F.cfg.model.gaussians = 16;
+    F.cfg.backend.threads = 1;
+    pt_graph_params gp = {(float)F.cfg.model.cutoff, F.cfg.model.max_neighbors, PT_GRAPH_RADIUS};
+    if (pt_graphs_build(&F.graphs, &F.ds, &gp, &errs)) return -1;
+
+    uint32_t n = F.ds.n_structs;
+    F.natoms = malloc(n * sizeof(uint32_t));
+    F.nedges = malloc(n * sizeof(uint32_t));
+    F.ids = malloc(n * sizeof(uint32_t));
+    for (uint32_t s = 0; s < n; s++) {
+        F.natoms[s] = pt_dataset_natoms(&F.ds, s);
+        F.nedges[s] = pt_graphs_nedges(&F.graphs, s);
+        F.ids[s] = s;
+    }
+    pt_pack_request req = {.method = PT_PACK_LPFHP, .max_graphs = 3};
+    if (pt_packer_init(&F.packer, &req, F.natoms, F.nedges, n, F.ids, n, &errs)) return -1;
+    if (pt_packer_epoch(&F.packer, 7, 0, &F.packs)) return -1;
+
+    pt_schnet_config mc = pt_schnet_config_default();
+    mc.hidden = F.cfg.model.hidden;
+    mc.filters = F.cfg.model.filters;
+    mc.interactions = F.cfg.model.interactions;
+    mc.gaussians = F.cfg.model.gaussians;
+    if (pt_schnet_init(&F.model, &mc, &errs)) return -1;
+    pt_schnet_init_weights(&F.model, 3);
+    /* a per-atom mean keeps the loss and gradients in a sane range */
+    double sum = 0.0;
+    uint64_t atoms = 0;
+    for (uint32_t s = 0; s < n; s++) {
+        sum += F.ds.targets[(size_t)F.target_key * n + s];
+        atoms += F.natoms[s];
+    }
+    F.model.mean = sum / (double)atoms;
+    F.init_params = malloc(F.model.n_params * sizeof(float));
+    memcpy(F.init_params, F.model.params_memory, F.model.n_params * sizeof(float));
+    pt_errors_close(&errs);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    pt_schnet_close(&F.model);
+    pt_packs_close(&F.packs);
+    pt_packer_close(&F.packer);
+    pt_graphs_close(&F.graphs);
+    pt_dataset_close(&F.ds);
+    free(F.natoms);
+    free(F.nedges);
+    free(F.ids);
+    free(F.init_params);
+    unlink(F.ptd);
+    rmdir(F.dir);
+    return 0;
+}
+
+static pt_train_data data_for(pt_job_config *cfg, int R, int A, int b)
+{
+    *cfg = F.cfg;
+    cfg->backend.replication_factor = R;
+    cfg->backend.gradient_accumulation = A;
+    cfg->batching.model_batch_size = b;
+    return (pt_train_data){cfg, &F.ds, &F.graphs, F.target_key, &F.model, F.packer.limits, b};
+}
+
+static void open_ok(pt_grad_engine *eng, const pt_train_data *d)
+{
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    int rc = pt_backend_open(eng, d, &errs);
+    if (rc) {
+        char buf[512];
+        pt_errors_first(&errs, buf, sizeof buf);
+        fail_msg("open: %s", buf);
+    }
+    pt_errors_close(&errs);
+    assert_true(pt_backend_is(eng));
+}
+
+#endif

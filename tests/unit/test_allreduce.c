@@ -1,0 +1,258 @@
+/* test_allreduce.c — the replica all-reduce: its sum is bitwise the fixed
+ * pairwise tree of pt_allreduce_reference for any rank count (powers of two
+ * or not), buffer length (chunk boundaries, fewer floats than ranks) and
+ * segmentation; per-tensor segments give the same bits as one merged buffer;
+ * the tree differs from a left-to-right sum (so order really is fixed, not
+ * accidentally equal); bad segment tables are rejected with their reason. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/allreduce.h"
+#include "engine/rng.h"
+
+typedef struct run_arg {
+    pt_allreduce *ar;
+    int rank;
+    float *const *bufs;
+    float *out;
+} run_arg;
+
+static void *run_rank(void *p)
+{
+    run_arg *a = p;
+    pt_allreduce_run(a->ar, a->rank, a->bufs, a->out);
+    return NULL;
+}
+
+/* Fills R buffers of n floats with values of mixed magnitude, so that the
+ * order of summation changes the rounding. */
+static float **make_bufs(int R, size_t n, uint64_t seed)
+{
+    pt_rng rng;
+    pt_rng_init(&rng, seed, 1);
+    float **b = calloc((size_t)R, sizeof(*b));
+    assert_non_null(b);
+    for (int r = 0; r < R; r++) {
+        b[r] = malloc(n * sizeof(float));
+        assert_non_null(b[r]);
+        for (size_t j = 0; j < n; j++)
+            b[r][j] = (float)(pt_rng_normal(&rng) * pow(10.0, (double)pt_rng_below(&rng, 7) - 3));
+    }
+    return b;
+}
+
+static float **copy_bufs(float *const *src, int R, size_t n)
+{
+    float **b = calloc((size_t)R, sizeof(*b));
+    assert_non_null(b);
+    for (int r = 0; r < R; r++) {
+        b[r] = malloc(n * sizeof(float));
+        assert_non_null(b[r]);
+        memcpy(b[r], src[r], n * sizeof(float));
+    }
+    return b;
+}
+
+static void free_bufs(float **b, int R)
+{
+    for (int r = 0; r < R; r++) free(b[r]);
+    free(b);
+}
+
+/* Runs the collective on R threads over copies of src; returns the output. */
+static float *threaded_sum(float *const *src, int R, size_t n, const pt_allreduce_segment *segs,
+                           size_t n_segs)
+{
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    pt_allreduce ar;
+    assert_int_equal(pt_allreduce_init(&ar, R, n, segs, n_segs, &errs), 0);
+    float **work = copy_bufs(src, R, n);
+    float *out = malloc(n * sizeof(float));
+    assert_non_null(out);
+    pthread_t *th = calloc((size_t)R, sizeof(*th));
+    run_arg *args = calloc((size_t)R, sizeof(*args));
+    assert_non_null(th);
+    assert_non_null(args);
+    for (int r = 0; r < R; r++) {
+        args[r] = (run_arg){&ar, r, work, out};
+        assert_int_equal(pthread_create(&th[r], NULL, run_rank, &args[r]), 0);
+    }
+    for (int r = 0; r < R; r++) pthread_join(th[r], NULL);
+    free(th);
+    free(args);
+    free_bufs(work, R);
+    pt_allreduce_close(&ar);
+    pt_errors_close(&errs);
+    return out;
+}
+
+static void assert_bitwise(const float *a, const float *b, size_t n)
+{
+    assert_memory_equal(a, b, n * sizeof(float));
+}
+
+static void test_merged_equals_reference(void **state)
+{
+    (void)state;
+    static const int ranks[] = {1, 2, 3, 4, 5, 7, 8};
+    /* lengths around the chunk size and below the rank count */
+    static const size_t lens[] = {3, 1000, PT_ALLREDUCE_CHUNK * 2 + 17};
+    for (size_t ri = 0; ri < sizeof ranks / sizeof *ranks; ri++) {
+        for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+            int R = ranks[ri];
+            size_t n = lens[li];
+            float **src = make_bufs(R, n, 100 + ri * 10 + li);
+            float **keep = copy_bufs(src, R, n);
+            float *ref = malloc(n * sizeof(float));
+            assert_non_null(ref);
+            assert_int_equal(pt_allreduce_reference(R, n, src, ref), 0);
+            /* the reference leaves its inputs alone */
+            for (int r = 0; r < R; r++) assert_bitwise(src[r], keep[r], n);
+            float *out = threaded_sum(src, R, n, NULL, 0);
+            assert_bitwise(out, ref, n);
+            /* and it is a sum: close to the double-precision total */
+            for (size_t j = 0; j < n; j++) {
+                double s = 0.0, mag = 0.0;
+                for (int r = 0; r < R; r++) {
+                    s += src[r][j];
+                    mag += fabs(src[r][j]);
+                }
+                assert_true(fabs(out[j] - s) <= 1e-6 * mag + 1e-30);
+            }
+            free(out);
+            free(ref);
+            free_bufs(keep, R);
+            free_bufs(src, R);
+        }
+    }
+}
+
+/* The ablation: one collective per tensor, same bits as the merged buffer. */
+static void test_segments_equal_merged(void **state)
+{
+    (void)state;
+    const int R = 4;
+    static const size_t sizes[] = {2500, 25, 100, 10000, 1, 100, 5000, 50};
+    pt_allreduce_segment segs[8];
+    size_t n = 0;
+    for (int i = 0; i < 8; i++) {
+        segs[i] = (pt_allreduce_segment){n, sizes[i]};
+        n += sizes[i];
+    }
+    float **src = make_bufs(R, n, 7);
+    float *merged = threaded_sum(src, R, n, NULL, 0);
+    float *split = threaded_sum(src, R, n, segs, 8);
+    assert_bitwise(merged, split, n);
+    free(merged);
+    free(split);
+    free_bufs(src, R);
+}
+
+/* The tree is not a left-to-right sum: 1 + 1e8 - 1e8 + 1 is 2 exactly, but
+ * in float the tree (1 + 1e8) + (-1e8 + 1) gives 0 and the left fold
+ * ((1 + 1e8) - 1e8) + 1 gives 1; the collective must give the tree's value. */
+static void test_order_is_the_pairwise_tree(void **state)
+{
+    (void)state;
+    float v[4][1] = {{1.0f}, {1e8f}, {-1e8f}, {1.0f}};
+    float *bufs[4] = {v[0], v[1], v[2], v[3]};
+    float *out = threaded_sum(bufs, 4, 1, NULL, 0);
+    float tree = (1.0f + 1e8f) + (-1e8f + 1.0f);
+    volatile float left = 1.0f;
+    left += 1e8f;
+    left += -1e8f;
+    left += 1.0f;
+    assert_true(tree != left);
+    assert_true(out[0] == tree);
+    free(out);
+}
+
+/* Many consecutive collectives on the same handle (the barrier is reused). */
+static void test_repeated_runs(void **state)
+{
+    (void)state;
+    const int R = 3;
+    const size_t n = 777;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    pt_allreduce ar;
+    assert_int_equal(pt_allreduce_init(&ar, R, n, NULL, 0, &errs), 0);
+    float *out = malloc(n * sizeof(float));
+    float *ref = malloc(n * sizeof(float));
+    assert_non_null(out);
+    assert_non_null(ref);
+    for (int it = 0; it < 20; it++) {
+        float **src = make_bufs(R, n, 1000 + (uint64_t)it);
+        assert_int_equal(pt_allreduce_reference(R, n, src, ref), 0);
+        pthread_t th[3];
+        run_arg args[3];
+        for (int r = 0; r < R; r++) {
+            args[r] = (run_arg){&ar, r, src, out};
+            assert_int_equal(pthread_create(&th[r], NULL, run_rank, &args[r]), 0);
+        }
+        for (int r = 0; r < R; r++) pthread_join(th[r], NULL);
+        assert_bitwise(out, ref, n);
+        free_bufs(src, R);
+    }
+    free(out);
+    free(ref);
+    pt_allreduce_close(&ar);
+    pt_errors_close(&errs);
+}
+
+static void expect_init_error(int R, size_t n, const pt_allreduce_segment *segs, size_t n_segs,
+                              const char *field, const char *message)
+{
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    pt_allreduce ar;
+    assert_int_equal(pt_allreduce_init(&ar, R, n, segs, n_segs, &errs), -1);
+    assert_int_equal(errs.kept, 1);
+    assert_string_equal(errs.items[0].field, field);
+    assert_string_equal(errs.items[0].message, message);
+    pt_errors_close(&errs);
+}
+
+static void test_init_errors(void **state)
+{
+    (void)state;
+    expect_init_error(0, 10, NULL, 0, "replication_factor",
+                      "all-reduce needs at least 1 rank, got 0");
+    expect_init_error(2, 0, NULL, 0, "allreduce", "all-reduce over an empty buffer");
+    pt_allreduce_segment one = {0, 10};
+    expect_init_error(2, 10, &one, 0, "allreduce", "segment list is empty");
+    pt_allreduce_segment gap[2] = {{0, 4}, {5, 5}};
+    expect_init_error(2, 10, gap, 2, "allreduce",
+                      "segment 1 [5, +5) does not continue the tiling of 10 floats at offset 4");
+    pt_allreduce_segment overlap[2] = {{0, 6}, {4, 6}};
+    expect_init_error(2, 10, overlap, 2, "allreduce",
+                      "segment 1 [4, +6) does not continue the tiling of 10 floats at offset 6");
+    pt_allreduce_segment empty[2] = {{0, 10}, {10, 0}};
+    expect_init_error(2, 10, empty, 2, "allreduce",
+                      "segment 1 [10, +0) does not continue the tiling of 10 floats at offset 10");
+    pt_allreduce_segment past[1] = {{0, 11}};
+    expect_init_error(2, 10, past, 1, "allreduce",
+                      "segment 0 [0, +11) does not continue the tiling of 10 floats at offset 0");
+    pt_allreduce_segment shortfall[1] = {{0, 9}};
+    expect_init_error(2, 10, shortfall, 1, "allreduce", "segments cover 9 of 10 floats");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_merged_equals_reference),
+        cmocka_unit_test(test_segments_equal_merged),
+        cmocka_unit_test(test_order_is_the_pairwise_tree),
+        cmocka_unit_test(test_repeated_runs),
+        cmocka_unit_test(test_init_errors),
+    };
+    return cmocka_run_group_tests_name("allreduce", tests, NULL, NULL);
+}

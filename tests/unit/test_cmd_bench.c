@@ -1,0 +1,219 @@
+/* test_cmd_bench.c — `packtrain bench` run in-process on the backend tests'
+ * QM9 slice with a small model: the JSON it prints has the measured window
+ * (steps, graphs, a positive rate consistent with graphs / seconds), the
+ * backend settings that --set asked for and a memory plan; the local engine
+ * reports no phases; every usage and configuration error prints its message
+ * and returns its exit status. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/ingest.h"
+#include "server/commands.h"
+
+static char dir[64] = "/tmp/pt_test_bench_" "XX" "XX" "XX"; /* mkdtemp pattern */
+static char ptd[128], cfg[128], out_path[128], err_path[128];
+
+static int setup(void **state)
+{
+    (void)state;
+    if (!mkdtemp(dir)) return -1;
+    snprintf(ptd, sizeof ptd, "%s/q.ptd", dir);
+    snprintf(cfg, sizeof cfg, "%s/job.json", dir);
+    snprintf(out_path, sizeof out_path, "%s/stdout", dir);
+    snprintf(err_path, sizeof err_path, "%s/stderr", dir);
+    const char *in[1] = {"tests/data/backend_qm9_240.extxyz.gz"};
+    pt_ingest_options opt;
+    pt_ingest_options_init(&opt);
+    pt_ingest_report rep;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    int rc = pt_ingest_files(in, 1, ptd, &opt, &rep, &errs);
+    pt_ingest_report_close(&rep);
+    pt_errors_close(&errs);
+    FILE *f = fopen(cfg, "w");
+    if (rc || !f) return -1;
+    fputs("{\"target\":\"energy_U0\",\"model\":{\"hidden\":16,\"filters\":16,\"interactions\":2,"
+          "\"gaussians\":8},\"batching\":{\"model_batch_size\":2},\"backend\":{\"threads\":1}}\n",
+          f);
+    return fclose(f);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return strdup("");
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strdup(buf);
+}
+
+/* Runs `packtrain bench ARGS...` from a NULL-terminated list, with stdout
+ * and stderr sent to files. */
+static int run_list(char **out, char **err, va_list ap)
+{
+    char *argv[32] = {"bench"};
+    int argc = 1;
+    for (char *s; (s = va_arg(ap, char *)) != NULL;) argv[argc++] = s;
+    fflush(stdout);
+    fflush(stderr);
+    int so = dup(1), se = dup(2);
+    int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fo, 1);
+    dup2(fe, 2);
+    close(fo);
+    close(fe);
+    int rc = pt_cmd_bench(argc, argv);
+    fflush(stdout);
+    fflush(stderr);
+    dup2(so, 1);
+    dup2(se, 2);
+    close(so);
+    close(se);
+    *out = slurp(out_path);
+    *err = slurp(err_path);
+    return rc;
+}
+
+static int run_bench(char **out, char **err, ...)
+{
+    va_list ap;
+    va_start(ap, err);
+    int rc = run_list(out, err, ap);
+    va_end(ap);
+    return rc;
+}
+
+static void test_backend_run(void **state)
+{
+    (void)state;
+    char *out, *err;
+    assert_int_equal(run_bench(&out, &err, ptd, "--config", cfg, "--steps", "4", "--warmup", "1",
+                               "--set", "backend.replication_factor=2", "--set",
+                               "backend.gradient_accumulation=2", NULL), 0);
+    json_error_t je;
+    json_t *r = json_loads(out, 0, &je);
+    if (!r) fail_msg("not JSON (%s): %s / %s", je.text, out, err);
+    assert_int_equal(json_integer_value(json_object_get(r, "steps")), 4);
+    double graphs = (double)json_integer_value(json_object_get(r, "graphs"));
+    double seconds = json_real_value(json_object_get(r, "seconds"));
+    double rate = json_real_value(json_object_get(r, "graphs_per_s"));
+    assert_true(graphs > 0 && seconds > 0 && rate > 0);
+    assert_true(fabs(rate - graphs / seconds) <= 1e-3 * rate);
+    json_t *be = json_object_get(r, "backend");
+    assert_string_equal(json_string_value(json_object_get(be, "engine")), "backend");
+    assert_int_equal(json_integer_value(json_object_get(be, "replication_factor")), 2);
+    assert_int_equal(json_integer_value(json_object_get(be, "global_packs")), 8);
+    assert_int_equal(json_integer_value(json_object_get(be, "blas_threads")), 1);
+    json_t *ph = json_object_get(r, "phases_ms");
+    assert_true(json_real_value(json_object_get(ph, "forward")) > 0);
+    assert_true(json_is_true(json_object_get(json_object_get(r, "memplan"), "fits")));
+    json_decref(r);
+    free(out);
+    free(err);
+}
+
+static void test_local_engine_has_no_phases(void **state)
+{
+    (void)state;
+    char *out, *err;
+    assert_int_equal(run_bench(&out, &err, ptd, "--config", cfg, "--steps", "2", "--warmup", "0",
+                               "--engine", "local", NULL), 0);
+    json_t *r = json_loads(out, 0, NULL);
+    assert_non_null(r);
+    json_t *ph = json_object_get(r, "phases_ms");
+    assert_true(json_is_null(json_object_get(ph, "forward")));
+    assert_true(json_real_value(json_object_get(ph, "outside")) > 0);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(r, "backend"), "engine")),
+                        "local");
+    json_decref(r);
+    free(out);
+    free(err);
+}
+
+static void expect_error(int status, const char *message, ...)
+{
+    char *out, *err;
+    va_list ap;
+    va_start(ap, message);
+    int rc = run_list(&out, &err, ap);
+    va_end(ap);
+    if (rc != status) fail_msg("status %d, not %d, for '%s': %s", rc, status, message, err);
+    if (!strstr(err, message)) fail_msg("expected '%s' in stderr, got '%s'", message, err);
+    assert_string_equal(out, "");
+    free(out);
+    free(err);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    expect_error(2, "packtrain bench: DATA.ptd and --config are required\n", ptd, NULL);
+    expect_error(2, "packtrain bench: --steps: '0' is not in 1..1000000\n", ptd, "--config", cfg,
+                 "--steps", "0", NULL);
+    expect_error(2, "packtrain bench: --warmup: 'x' is not in 0..1000000\n", ptd, "--config", cfg,
+                 "--warmup", "x", NULL);
+    expect_error(2, "packtrain bench: --engine: 'gpu' is not backend or local\n", ptd, "--config",
+                 cfg, "--engine", "gpu", NULL);
+    expect_error(2, "packtrain bench: unexpected argument 'extra'\n", ptd, "extra", "--config", cfg,
+                 NULL);
+    expect_error(1, "packtrain bench: --set 'threads=2' is not SECTION.KEY=VALUE\n", ptd,
+                 "--config", cfg, "--set", "threads=2", NULL);
+    expect_error(1, "packtrain bench: --set 'target.x=1': section 'target' is not an object\n",
+                 ptd, "--config", cfg, "--set", "target.x=1", NULL);
+    char longset[128];
+    snprintf(longset, sizeof longset, "%0100d.x=1", 0);
+    char want[192];
+    snprintf(want, sizeof want, "packtrain bench: --set '%s': name too long\n", longset);
+    expect_error(1, want, ptd, "--config", cfg, "--set", longset, NULL);
+    expect_error(1, "backend.replication_factor", ptd, "--config", cfg, "--set",
+                 "backend.replication_factor=0", NULL);
+    expect_error(1, "packtrain bench: /nonexistent/job.json:", ptd, "--config",
+                 "/nonexistent/job.json", NULL);
+    expect_error(1, "packtrain bench: /nonexistent.ptd", "/nonexistent.ptd", "--config", cfg,
+                 NULL);
+    /* the memory plan refuses the job when the backend opens */
+    expect_error(1, "more than the 1 MB of device memory", ptd, "--config", cfg, "--set",
+                 "backend.device_memory_mb=1", "--set", "batching.model_batch_size=64", NULL);
+}
+
+static void test_help(void **state)
+{
+    (void)state;
+    char *out, *err;
+    assert_int_equal(run_bench(&out, &err, "--help", NULL), 0);
+    assert_non_null(strstr(out, "usage: packtrain bench DATA.ptd --config JOB.json"));
+    free(out);
+    free(err);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_backend_run),
+        cmocka_unit_test(test_local_engine_has_no_phases),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_help),
+    };
+    return cmocka_run_group_tests_name("cmd_bench", tests, setup, teardown);
+}

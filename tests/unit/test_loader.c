@@ -1,0 +1,302 @@
+/* test_loader.c — the prefetch ring: every submitted job is filled exactly
+ * once and handed to its consumer with its own content, in sequence, for
+ * 0 (inline), 1 and 3 fill threads and one or several consumers; the ring
+ * never holds more than n_slots jobs; inline fills run on the consumer;
+ * fill errors, cancelled and never-submitted jobs are reported with their
+ * message; close stops threads whatever is pending. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/loader.h"
+
+#define MAX_SLOTS 16
+
+/* The caller's per-slot storage: the job (a number) and the "batch" the
+ * fill builds from it. */
+typedef struct fake {
+    uint64_t job[MAX_SLOTS];
+    uint64_t batch[MAX_SLOTS];
+    pthread_t filler[MAX_SLOTS];
+    atomic_int fills;
+    uint64_t fail_job;      /* job whose fill fails; UINT64_MAX = none */
+} fake;
+
+static int fake_fill(void *user, int slot, pt_errors *errs)
+{
+    fake *f = user;
+    atomic_fetch_add(&f->fills, 1);
+    f->filler[slot] = pthread_self();
+    if (f->job[slot] == f->fail_job) {
+        pt_errors_add(errs, "qm9.ptd", 0, "graph", "structure %llu is missing",
+                      (unsigned long long)f->job[slot]);
+        return -1;
+    }
+    /* a little work so fills and consumption overlap */
+    volatile uint64_t h = f->job[slot];
+    for (int i = 0; i < 2000; i++) h = h * 6364136223846793005ULL + 1442695040888963407ULL;
+    f->batch[slot] = f->job[slot] * 1000003ULL;
+    return 0;
+}
+
+static void fake_init(fake *f)
+{
+    memset(f, 0, sizeof(*f));
+    f->fail_job = UINT64_MAX;
+}
+
+/* Submits job value `v` if the ring has room; returns its seq or -1. */
+static int64_t try_submit(pt_loader *ld, fake *f, uint64_t v)
+{
+    uint64_t seq;
+    int s = pt_loader_next_slot(ld, &seq);
+    if (s < 0) return -1;
+    f->job[s] = v;
+    pt_loader_submit(ld);
+    return (int64_t)seq;
+}
+
+/* One consumer, jobs pushed through the ring as fast as it drains. */
+static void run_single(int n_slots, int n_threads)
+{
+    fake f;
+    fake_init(&f);
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    pt_loader ld;
+    assert_int_equal(pt_loader_init(&ld, n_slots, n_threads, fake_fill, &f, &errs), 0);
+    const uint64_t n = 500;
+    uint64_t submitted = 0, consumed = 0;
+    while (consumed < n) {
+        while (submitted < n) {
+            int64_t seq = try_submit(&ld, &f, 7 * submitted + 3);
+            if (seq < 0) break;
+            assert_int_equal(seq, submitted);
+            submitted++;
+        }
+        /* the ring never holds more than n_slots jobs */
+        assert_true(submitted - consumed <= (uint64_t)n_slots);
+        int s = pt_loader_acquire(&ld, consumed, &errs);
+        assert_true(s >= 0);
+        assert_int_equal(f.batch[s], (7 * consumed + 3) * 1000003ULL);
+        if (n_threads == 0) assert_true(pthread_equal(f.filler[s], pthread_self()));
+        else assert_false(pthread_equal(f.filler[s], pthread_self()));
+        pt_loader_release(&ld, consumed);
+        consumed++;
+    }
+    assert_int_equal(atomic_load(&f.fills), n);
+    assert_int_equal(errs.total, 0);
+    pt_loader_close(&ld);
+    pt_errors_close(&errs);
+}
+
+static void test_single_consumer(void **state)
+{
+    (void)state;
+    run_single(1, 0);
+    run_single(3, 0);
+    run_single(1, 1);
+    run_single(3, 1);
+    run_single(4, 3);
+}
+
+/* Several consumers (the replicas): consumer r takes jobs r, r+C, r+2C, …
+ * each step; the host submits a step's jobs only once the ring has room. */
+typedef struct consumer_arg {
+    pt_loader *ld;
+    fake *f;
+    int rank, n_consumers, steps;
+    pthread_barrier_t *step_start, *step_end;
+    int bad;
+} consumer_arg;
+
+static void *consumer(void *p)
+{
+    consumer_arg *a = p;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    for (int st = 0; st < a->steps; st++) {
+        pthread_barrier_wait(a->step_start);
+        uint64_t seq = (uint64_t)st * (uint64_t)a->n_consumers + (uint64_t)a->rank;
+        int s = pt_loader_acquire(a->ld, seq, &errs);
+        if (s < 0 || a->f->batch[s] != (seq + 11) * 1000003ULL) a->bad++;
+        if (s >= 0) pt_loader_release(a->ld, seq);
+        pthread_barrier_wait(a->step_end);
+    }
+    pt_errors_close(&errs);
+    return NULL;
+}
+
+static void run_multi(int n_consumers, int prefetch, int n_threads)
+{
+    fake f;
+    fake_init(&f);
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    pt_loader ld;
+    int n_slots = n_consumers * (1 + prefetch);
+    assert_true(n_slots <= MAX_SLOTS);
+    assert_int_equal(pt_loader_init(&ld, n_slots, n_threads, fake_fill, &f, &errs), 0);
+    const int steps = 60;
+    pthread_barrier_t start, end;
+    pthread_barrier_init(&start, NULL, (unsigned)n_consumers + 1);
+    pthread_barrier_init(&end, NULL, (unsigned)n_consumers + 1);
+    consumer_arg args[8];
+    pthread_t th[8];
+    for (int r = 0; r < n_consumers; r++) {
+        args[r] = (consumer_arg){&ld, &f, r, n_consumers, steps, &start, &end, 0};
+        assert_int_equal(pthread_create(&th[r], NULL, consumer, &args[r]), 0);
+    }
+    uint64_t next = 0, total = (uint64_t)steps * (uint64_t)n_consumers;
+    for (int st = 0; st < steps; st++) {
+        /* this step's jobs must all fit, later ones as room allows */
+        while (next < total && try_submit(&ld, &f, next + 11) >= 0) next++;
+        assert_true(next >= (uint64_t)(st + 1) * (uint64_t)n_consumers);
+        pthread_barrier_wait(&start);
+        pthread_barrier_wait(&end);
+    }
+    for (int r = 0; r < n_consumers; r++) {
+        pthread_join(th[r], NULL);
+        assert_int_equal(args[r].bad, 0);
+    }
+    assert_int_equal(atomic_load(&f.fills), total);
+    pthread_barrier_destroy(&start);
+    pthread_barrier_destroy(&end);
+    pt_loader_close(&ld);
+    pt_errors_close(&errs);
+}
+
+static void test_several_consumers(void **state)
+{
+    (void)state;
+    run_multi(3, 0, 0);
+    run_multi(3, 1, 1);
+    run_multi(2, 3, 1);
+    run_multi(4, 2, 2);
+}
+
+static void test_fill_error(void **state)
+{
+    (void)state;
+    for (int threads = 0; threads <= 1; threads++) {
+        fake f;
+        fake_init(&f);
+        f.fail_job = 42;
+        pt_errors errs;
+        pt_errors_init(&errs, 0);
+        pt_loader ld;
+        assert_int_equal(pt_loader_init(&ld, 2, threads, fake_fill, &f, &errs), 0);
+        assert_int_equal(try_submit(&ld, &f, 41), 0);
+        assert_int_equal(try_submit(&ld, &f, 42), 1);
+        int s = pt_loader_acquire(&ld, 0, &errs);
+        assert_true(s >= 0);
+        pt_loader_release(&ld, 0);
+        assert_int_equal(pt_loader_acquire(&ld, 1, &errs), -1);
+        assert_int_equal(errs.kept, 1);
+        assert_string_equal(errs.items[0].message, "qm9.ptd: graph: structure 42 is missing");
+        pt_loader_release(&ld, 1);
+        /* the ring goes on after a failed job */
+        assert_int_equal(try_submit(&ld, &f, 43), 2);
+        s = pt_loader_acquire(&ld, 2, &errs);
+        assert_true(s >= 0);
+        assert_int_equal(f.batch[s], 43 * 1000003ULL);
+        pt_loader_release(&ld, 2);
+        pt_loader_close(&ld);
+        pt_errors_close(&errs);
+    }
+}
+
+static void test_ring_full_and_bad_sequences(void **state)
+{
+    (void)state;
+    fake f;
+    fake_init(&f);
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    pt_loader ld;
+    assert_int_equal(pt_loader_init(&ld, 2, 1, fake_fill, &f, &errs), 0);
+    assert_int_equal(try_submit(&ld, &f, 1), 0);
+    assert_int_equal(try_submit(&ld, &f, 2), 1);
+    assert_int_equal(try_submit(&ld, &f, 3), -1);          /* full */
+    assert_int_equal(pt_loader_acquire(&ld, 5, &errs), -1);
+    assert_string_equal(errs.items[0].message, "batch 5 was never submitted");
+    int s = pt_loader_acquire(&ld, 0, &errs);
+    assert_true(s >= 0);
+    assert_int_equal(pt_loader_acquire(&ld, 0, &errs), -1);
+    assert_string_equal(errs.items[1].message, "batch 0 is already held");
+    pt_loader_release(&ld, 0);
+    assert_int_equal(pt_loader_acquire(&ld, 0, &errs), -1);
+    assert_string_equal(errs.items[2].message, "batch 0 was cancelled or already released");
+    /* seq 1 is pending: cancel drops it, numbering goes on */
+    pt_loader_cancel(&ld);
+    assert_int_equal(pt_loader_acquire(&ld, 1, &errs), -1);
+    assert_string_equal(errs.items[3].message, "batch 1 was cancelled or already released");
+    assert_int_equal(try_submit(&ld, &f, 9), 2);
+    assert_int_equal(try_submit(&ld, &f, 10), 3);
+    s = pt_loader_acquire(&ld, 3, &errs);
+    assert_true(s >= 0);
+    assert_int_equal(f.batch[s], 10 * 1000003ULL);
+    pt_loader_release(&ld, 3);
+    s = pt_loader_acquire(&ld, 2, &errs);
+    assert_int_equal(f.batch[s], 9 * 1000003ULL);
+    pt_loader_release(&ld, 2);
+    assert_int_equal(errs.total, 4);
+    pt_loader_close(&ld);
+    pt_errors_close(&errs);
+}
+
+/* Close with submitted jobs nobody consumes, several threads: must return. */
+static void test_close_with_pending(void **state)
+{
+    (void)state;
+    for (int k = 0; k < 20; k++) {
+        fake f;
+        fake_init(&f);
+        pt_errors errs;
+        pt_errors_init(&errs, 0);
+        pt_loader ld;
+        assert_int_equal(pt_loader_init(&ld, 4, 3, fake_fill, &f, &errs), 0);
+        for (int i = 0; i < k % 5; i++) assert_true(try_submit(&ld, &f, (uint64_t)i) >= 0);
+        pt_loader_close(&ld);
+        assert_null(ld.slots);
+        pt_loader_close(&ld);   /* harmless twice */
+        pt_errors_close(&errs);
+    }
+}
+
+static void test_init_errors(void **state)
+{
+    (void)state;
+    fake f;
+    fake_init(&f);
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    pt_loader ld;
+    assert_int_equal(pt_loader_init(&ld, 0, 1, fake_fill, &f, &errs), -1);
+    assert_string_equal(errs.items[0].field, "prefetch_depth");
+    assert_string_equal(errs.items[0].message, "the loader needs at least 1 batch buffer, got 0");
+    assert_int_equal(pt_loader_init(&ld, 2, -1, fake_fill, &f, &errs), -1);
+    assert_string_equal(errs.items[1].message, "thread count must be >= 0, got -1");
+    assert_int_equal(pt_loader_init(&ld, 2, 1, NULL, &f, &errs), -1);
+    assert_string_equal(errs.items[2].message, "no fill function");
+    pt_errors_close(&errs);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_single_consumer),
+        cmocka_unit_test(test_several_consumers),
+        cmocka_unit_test(test_fill_error),
+        cmocka_unit_test(test_ring_full_and_bad_sequences),
+        cmocka_unit_test(test_close_with_pending),
+        cmocka_unit_test(test_init_errors),
+    };
+    return cmocka_run_group_tests_name("loader", tests, NULL, NULL);
+}
