@@ -38,7 +38,7 @@ UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 UNIT_HELP  := $(filter-out $(UNIT_SRC),$(wildcard tests/unit/*.c))
 UNIT_HOBJ  := $(UNIT_HELP:%.c=$(BUILD)/%.o)
 
-.PHONY: all run test unit integration webtest asan bench deps clean help docker-lint
+.PHONY: all run test unit integration webtest asan bench deps deps-test deps-check clean help docker-lint
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -93,6 +93,9 @@ docker-lint: all
 # The Debian packages packtrain needs are listed once, in docker/packages.txt.
 deps:
 	@docker/install-deps.sh
+
+deps-test:
+	@PACKAGES_FILE=docker/packages-test.txt docker/install-deps.sh
 
 deps-check:
 	@docker/install-deps.sh --check-only

@@ -18,7 +18,7 @@ status=0
 tests/run_unit.sh "$unit_dir" 2>&1 | tee "$log"; [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 tally "$log"
 
-for suite in tests/integration/*.sh tests/web/run.sh; do
+for suite in tests/torch/run.sh tests/integration/*.sh tests/web/run.sh; do
   [ -x "$suite" ] || continue
   echo "== $suite"
   "$suite" 2>&1 | tee "$log"; rc=${PIPESTATUS[0]}

@@ -11,11 +11,14 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-bin=${1:-$root/bin/packtrain}
+bin=${1:-${PACKTRAIN_BIN:-$root/bin/packtrain}}
 py=/usr/bin/python3
 passed=0; failed=0
 
 if ! "$py" -c 'import torch' 2>/dev/null; then
+  if [ -n "${CI:-}" ]; then  # CI installs it (make deps-test): absence is a failure there
+    echo "FAIL: python3-torch is not installed (make deps-test)"; echo "0 passed, 1 failed"; exit 1
+  fi
   echo "SKIP: python3-torch is not installed (apt-get install -y python3-torch)"
   echo "0 passed, 0 failed"
   exit 0
