@@ -50,6 +50,7 @@ void pt_job_config_defaults(pt_job_config *cfg)
     t->split[2] = 0.1;
     t->normalize = PT_JOB_NORMALIZE_ATOMREF;
     t->log_every = 10;
+    t->checkpoint_every = 200;
     cfg->backend = (pt_job_backend){.kind = PT_JOB_BACKEND_IPU_EMULATED, .replication_factor = 1,
                                     .gradient_accumulation = 1, .device_iterations = 1,
                                     .merge_all_reduce = true, .use_async_loader = true,
@@ -351,7 +352,8 @@ static void parse_training(parse_ctx *c, const json_t *o, pt_job_training *t)
 {
     static const char *const keys[] = {"epochs", "max_steps", "optimizer", "lr", "weight_decay",
                                        "clip_grad_norm", "schedule", "early_stopping_patience",
-                                       "split", "seed", "normalize", "log_every", NULL};
+                                       "split", "seed", "normalize", "log_every",
+                                       "checkpoint_every", NULL};
     const char *s = "training";
     check_keys(c, o, s, keys);
     read_int(c, o, s, "epochs", 1, 1000000, NULL, &t->epochs);
@@ -376,6 +378,7 @@ static void parse_training(parse_ctx *c, const json_t *o, pt_job_training *t)
     read_enum(c, o, s, "normalize", normalize_names, &norm);
     t->normalize = (pt_job_normalize)norm;
     read_int(c, o, s, "log_every", 1, 1000000, NULL, &t->log_every);
+    read_int(c, o, s, "checkpoint_every", 1, 1000000000, "null", &t->checkpoint_every);
 }
 
 static void parse_backend(parse_ctx *c, const json_t *o, pt_job_backend *b)
@@ -512,7 +515,7 @@ json_t *pt_job_config_to_json(const pt_job_config *cfg)
     const pt_job_backend *k = &cfg->backend;
     return json_pack(
         "{s:s, s:{s:i, s:i, s:i, s:i, s:f, s:i, s:s}, s:{s:s, s:o, s:o, s:o, s:i},"
-        " s:{s:i, s:o, s:s, s:f, s:f, s:o, s:o, s:o, s:[f,f,f], s:I, s:s, s:i},"
+        " s:{s:i, s:o, s:s, s:f, s:f, s:o, s:o, s:o, s:[f,f,f], s:I, s:s, s:i, s:o},"
         " s:{s:s, s:i, s:i, s:i, s:b, s:b, s:i, s:i, s:o}}",
         "target", cfg->target,
         "model", "hidden", (int)m->hidden, "filters", (int)m->filters,
@@ -529,6 +532,7 @@ json_t *pt_job_config_to_json(const pt_job_config *cfg)
         "early_stopping_patience", int_or(t->early_stopping_patience, NULL),
         "split", t->split[0], t->split[1], t->split[2], "seed", (json_int_t)t->seed,
         "normalize", normalize_names[t->normalize], "log_every", (int)t->log_every,
+        "checkpoint_every", int_or(t->checkpoint_every, NULL),
         "backend", "kind", backend_names[k->kind], "replication_factor", (int)k->replication_factor,
         "gradient_accumulation", (int)k->gradient_accumulation,
         "device_iterations", (int)k->device_iterations, "merge_all_reduce", (int)k->merge_all_reduce,

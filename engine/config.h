@@ -14,7 +14,8 @@
  * molecules at the auto pack size); training 25 epochs, no max_steps, adam
  * (weight decay 0; 0.01 when the optimizer is adamw, as in PyTorch), lr 1e-3,
  * no clipping, constant schedule, no early stopping, split 0.8/0.1/0.1, seed
- * 0, atomref normalisation, a step line every 10 steps; backend ipu-emulated,
+ * 0, atomref normalisation, a step line every 10 steps, a checkpoint every 200
+ * steps (and at every epoch end); backend ipu-emulated,
  * R = A = D = 1, merged all-reduce, async loader with prefetch depth 3,
  * 900 MB per replica (one Bow IPU), threads auto (all cores).
  *
@@ -89,6 +90,8 @@ typedef struct pt_job_training {
     uint64_t seed;                      /* 0 .. 2^63-1 */
     pt_job_normalize normalize;
     int32_t log_every;                  /* optimizer steps between step lines */
+    int32_t checkpoint_every;           /* optimizer steps between checkpoints; 0 = null
+                                           (only at epoch ends and when stopped) */
 } pt_job_training;
 
 typedef struct pt_job_backend {

@@ -1,7 +1,8 @@
 /* train.c — the training loop behind `packtrain train` and the server's
  * workers: set-up from a job configuration, epochs of global-batch optimizer
- * steps, validation, schedule, early stopping, best model, metrics lines
- * (see train.h for the order of work and the metrics contract). */
+ * steps, validation, schedule, early stopping, best model, metrics lines,
+ * checkpoints and resume (see train.h for the order of work and the
+ * metrics contract; train_ckpt.c saves and restores the state). */
 #include "engine/train.h"
 
 #include <cblas.h>
@@ -14,10 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/optim.h"
-#include "engine/packing.h"
-#include "engine/schedule.h"
-#include "engine/split.h"
+#include "engine/backend.h"
 #include "engine/train_internal.h"
 
 static double now(void)
@@ -27,95 +25,9 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* --- metrics lines ------------------------------------------------------ */
+/* --- set-up ----------------------------------------------------------------- */
 
-static int put_num(char *buf, size_t len, const char *key, double x, int last)
-{
-    const char *sep = last ? "}" : ",";
-    if (!isfinite(x)) return snprintf(buf, len, "\"%s\":null%s", key, sep);
-    return snprintf(buf, len, "\"%s\":%.9g%s", key, x, sep);
-}
-
-int pt_train_metrics_json(const pt_train_metrics *m, char *buf, size_t len)
-{
-    int epoch_line = !strcmp(m->kind, "epoch");
-    size_t n = (size_t)snprintf(buf, len, "{\"kind\":\"%s\",\"step\":%lld,\"epoch\":%d,", m->kind,
-                                (long long)m->step, (int)m->epoch);
-    const char *keys[] = {"loss", "lr", "graphs_per_s", "nodes_per_s", "padding_fraction",
-                          "seconds", "train_loss", "val_mae", "val_rmse"};
-    const double vals[] = {m->loss, m->lr, m->graphs_per_s, m->nodes_per_s, m->padding_fraction,
-                           m->seconds, m->train_loss, m->val_mae, m->val_rmse};
-    int count = epoch_line ? 9 : 6;
-    for (int i = 0; i < count; i++)
-        n += (size_t)put_num(buf + (n < len ? n : len), n < len ? len - n : 0, keys[i], vals[i],
-                             i == count - 1);
-    return (int)n;
-}
-
-static json_t *num_or_null(double x)
-{
-    return isfinite(x) ? json_real(x) : json_null();
-}
-
-json_t *pt_train_result_json(const pt_train_result *r)
-{
-    return json_pack(
-        "{s:I, s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:s, s:f, s:f, s:i, s:i, s:i, s:i, s:i, s:i,"
-        " s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I}",
-        "steps", (json_int_t)r->steps, "epochs", (int)r->epochs, "best_epoch", (int)r->best_epoch,
-        "best_val_loss", num_or_null(r->best_val_loss), "best_val_mae", num_or_null(r->best_val_mae),
-        "best_val_rmse", num_or_null(r->best_val_rmse), "test_mae", num_or_null(r->test_mae),
-        "test_rmse", num_or_null(r->test_rmse), "stop_reason", r->stop_reason,
-        "seconds", r->seconds, "step_seconds", r->step_seconds, "n_train", (int)r->n_train,
-        "n_val", (int)r->n_val, "n_test", (int)r->n_test, "split_moved", (int)r->split_moved,
-        "max_nodes", (int)r->limits.max_nodes,
-        "max_edges", (int)r->limits.max_edges, "max_graphs", (int)r->limits.max_graphs,
-        "micro_packs", (int)r->micro_packs, "global_packs", (json_int_t)r->global_packs,
-        "graphs", (json_int_t)r->graphs, "nodes", (json_int_t)r->nodes,
-        "edges", (json_int_t)r->edges, "node_slots", (json_int_t)r->node_slots,
-        "edge_slots", (json_int_t)r->edge_slots);
-}
-
-/* --- the trainer -------------------------------------------------------- */
-
-typedef struct window {          /* steps accumulated since the last line */
-    pt_step_stats st;
-    double seconds;
-} window;
-
-typedef struct trainer {
-    const pt_job_config *cfg;
-    const pt_dataset *ds;
-    const pt_train_options *opt;
-    pt_train_result *res;
-    pt_errors *errs;
-    double t_start;
-
-    pt_graphs graphs;
-    uint32_t *natoms, *nedges;
-    pt_split split;
-    pt_norm norm;
-    pt_packer train_pk, val_pk, test_pk;
-    pt_packs packs, val_packs, test_packs;
-    uint32_t *ids;
-    uint32_t ids_cap;
-
-    pt_schnet model;
-    pt_train_data data;
-    pt_grad_engine engine;
-    pt_evaluator val_eval, test_eval;
-    float *grads, *best;
-    pt_optim optim;
-    pt_schedule sched;
-    pt_early_stop early;
-    int64_t global_packs;        /* R·A·b */
-
-    FILE *metrics;
-    char model_path[4096];
-    char result_path[4096];
-} trainer;
-
-static int find_target(trainer *tr, uint32_t *key)
+static int find_target(pt_trainer *tr, uint32_t *key)
 {
     const pt_dataset *ds = tr->ds;
     int k0 = pt_dataset_find_target(ds, tr->cfg->target);
@@ -133,7 +45,7 @@ static int find_target(trainer *tr, uint32_t *key)
 }
 
 /* Every structure must carry the target: none is silently left out. */
-static int check_targets_present(trainer *tr, uint32_t key)
+static int check_targets_present(pt_trainer *tr, uint32_t key)
 {
     const pt_dataset *ds = tr->ds;
     const double *col = ds->targets + (size_t)key * ds->n_structs;
@@ -150,7 +62,7 @@ static int check_targets_present(trainer *tr, uint32_t key)
     return -1;
 }
 
-static int build_graphs(trainer *tr)
+static int build_graphs(pt_trainer *tr)
 {
     const pt_job_model *m = &tr->cfg->model;
     pt_graph_params gp = {.cutoff = (float)m->cutoff, .max_neighbors = m->max_neighbors,
@@ -172,7 +84,7 @@ static int build_graphs(trainer *tr)
 
 /* One packer per split part, each with the job's method and limits ("auto"
  * resolved on that part), so every validation graph fits its packs too. */
-static int plan_packer(trainer *tr, pt_packer *pk, const uint32_t *ids, uint32_t n)
+static int plan_packer(pt_trainer *tr, pt_packer *pk, const uint32_t *ids, uint32_t n)
 {
     const pt_job_batching *b = &tr->cfg->batching;
     pt_pack_request req = {.method = (pt_pack_method)b->method, .max_nodes = b->max_nodes,
@@ -184,7 +96,7 @@ static int plan_packer(trainer *tr, pt_packer *pk, const uint32_t *ids, uint32_t
     return pt_packer_init(pk, &req, tr->natoms, tr->nedges, tr->ds->n_structs, ids, n, tr->errs);
 }
 
-static int init_model(trainer *tr)
+static int init_model(pt_trainer *tr)
 {
     const pt_job_config *cfg = tr->cfg;
     pt_schnet_config mc = {.hidden = cfg->model.hidden, .filters = cfg->model.filters,
@@ -219,7 +131,7 @@ static int init_model(trainer *tr)
     return 0;
 }
 
-static int open_outputs(trainer *tr, const char *out_dir)
+static int open_outputs(pt_trainer *tr, const char *out_dir)
 {
     if (!out_dir) return 0;
     if (mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
@@ -227,23 +139,28 @@ static int open_outputs(trainer *tr, const char *out_dir)
                       strerror(errno));
         return -1;
     }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", out_dir);
-    tr->metrics = fopen(path, "w");
-    if (!tr->metrics) {
-        pt_errors_add(tr->errs, path, 0, "", "cannot write: %s", strerror(errno));
-        return -1;
-    }
+    snprintf(tr->metrics_path, sizeof tr->metrics_path, "%s/metrics.jsonl", out_dir);
+    if (pt_trainer_metrics_open(tr, tr->metrics_path) != 0) return -1;
     snprintf(tr->model_path, sizeof tr->model_path, "%s/model.safetensors", out_dir);
     snprintf(tr->result_path, sizeof tr->result_path, "%s/result.json", out_dir);
-    return 0;
+    return pt_trainer_ckpt_dir(tr, out_dir);
 }
 
-static int setup(trainer *tr, const char *out_dir)
+/* The emulated IPU backend for its kind, unless the caller brings an engine. */
+static pt_grad_engine_open_fn engine_for(const pt_trainer *tr)
+{
+    if (tr->opt && tr->opt->engine_open) return tr->opt->engine_open;
+    return tr->cfg->backend.kind == PT_JOB_BACKEND_IPU_EMULATED ? pt_backend_open
+                                                                : pt_grad_engine_open_local;
+}
+
+static int setup(pt_trainer *tr, const char *out_dir)
 {
     const pt_job_config *cfg = tr->cfg;
     uint32_t key;
     if (find_target(tr, &key) != 0 || check_targets_present(tr, key) != 0) return -1;
+    tr->target_key = key;
+    if (out_dir || tr->resuming) tr->data_crc = pt_checkpoint_data_crc(tr->ds, key);
     if (open_outputs(tr, out_dir) != 0) return -1;
     if (cfg->backend.threads > 0) openblas_set_num_threads(cfg->backend.threads);
     if (build_graphs(tr) != 0) return -1;
@@ -273,9 +190,7 @@ static int setup(trainer *tr, const char *out_dir)
                                .micro_packs = cfg->batching.model_batch_size};
     tr->global_packs = (int64_t)cfg->backend.replication_factor *
                        cfg->backend.gradient_accumulation * cfg->batching.model_batch_size;
-    pt_grad_engine_open_fn open = tr->opt && tr->opt->engine_open ? tr->opt->engine_open
-                                                                   : pt_grad_engine_open_local;
-    if (open(&tr->engine, &tr->data, tr->errs) != 0) return -1;
+    if (engine_for(tr)(&tr->engine, &tr->data, tr->errs) != 0) return -1;
     if (pt_evaluator_init(&tr->val_eval, &tr->data, tr->val_pk.limits, tr->errs) != 0) return -1;
     if (tr->split.n_test &&
         pt_evaluator_init(&tr->test_eval, &tr->data, tr->test_pk.limits, tr->errs) != 0)
@@ -289,9 +204,10 @@ static int setup(trainer *tr, const char *out_dir)
     return 0;
 }
 
-static void teardown(trainer *tr)
+static void teardown(pt_trainer *tr)
 {
     if (tr->engine.close) tr->engine.close(tr->engine.self);
+    pt_checkpoint_close(&tr->resume);
     pt_evaluator_close(&tr->val_eval);
     pt_evaluator_close(&tr->test_eval);
     pt_optim_close(&tr->optim);
@@ -312,18 +228,22 @@ static void teardown(trainer *tr)
     if (tr->metrics) fclose(tr->metrics);
 }
 
-static void emit(trainer *tr, pt_train_metrics *m)
+/* --- metrics lines ------------------------------------------------------------ */
+
+static void emit(pt_trainer *tr, pt_train_metrics *m)
 {
     char line[1024];
+    m->total_steps = tr->planned_steps;
     pt_train_metrics_json(m, line, sizeof line);
     if (tr->metrics) {
         fprintf(tr->metrics, "%s\n", line);
         fflush(tr->metrics);
     }
+    tr->lines++;
     if (tr->opt && tr->opt->on_metrics) tr->opt->on_metrics(tr->opt->user, m, line);
 }
 
-static void fill_rates(pt_train_metrics *m, const window *w)
+static void fill_rates(pt_train_metrics *m, const pt_train_window *w)
 {
     m->loss = w->st.graphs ? w->st.loss_sum / (double)w->st.graphs : NAN;
     m->graphs_per_s = w->seconds > 0 ? (double)w->st.graphs / w->seconds : 0.0;
@@ -343,7 +263,7 @@ static void result_add(pt_train_result *r, const pt_step_stats *st, double secon
     r->step_seconds += seconds;
 }
 
-static void window_add(window *w, const pt_step_stats *st, double seconds)
+static void window_add(pt_train_window *w, const pt_step_stats *st, double seconds)
 {
     w->st.loss_sum += st->loss_sum;
     w->st.graphs += st->graphs;
@@ -352,24 +272,32 @@ static void window_add(window *w, const pt_step_stats *st, double seconds)
     w->st.edges += st->edges;
     w->st.edge_slots += st->edge_slots;
     w->seconds += seconds;
+    w->steps++;
 }
 
-/* The model is written to a temporary name and renamed, so a reader never
- * sees a half-written file. */
-static int save_model(trainer *tr)
+/* Starts a new step-line window: ours and the backend's phase clocks too. */
+static void step_window_reset(pt_trainer *tr)
 {
-    if (!tr->model_path[0]) return 0;
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", tr->model_path);
-    if (pt_schnet_save(&tr->model, tmp, tr->errs) != 0) return -1;
-    if (rename(tmp, tr->model_path) != 0) {
-        pt_errors_add(tr->errs, tr->model_path, 0, "", "cannot write: %s", strerror(errno));
-        return -1;
-    }
-    return 0;
+    pt_phase_times ignored;
+    pt_backend_phases(&tr->engine, &ignored, 1);
+    memset(&tr->step_win, 0, sizeof tr->step_win);
+    pt_phase_times_clear(&tr->phases);
 }
 
-static int write_result(trainer *tr)
+static void step_line(pt_trainer *tr, int32_t epoch, double lr)
+{
+    pt_train_metrics m = {.kind = "step", .step = tr->res->steps, .epoch = epoch + 1, .lr = lr,
+                          .seconds = now() - tr->t_start, .has_phases = 1};
+    fill_rates(&m, &tr->step_win);
+    pt_backend_phases(&tr->engine, &m.phases, 1);   /* all zero without the backend */
+    for (int p = 0; p < PT_PHASE_COUNT; p++) m.phases.seconds[p] += tr->phases.seconds[p];
+    m.phases.steps = tr->step_win.steps;
+    if (isnan(tr->res->first_loss)) tr->res->first_loss = m.loss;
+    emit(tr, &m);
+    step_window_reset(tr);
+}
+
+static int write_result(pt_trainer *tr)
 {
     json_t *o = pt_train_result_json(tr->res);
     int rc = o ? json_dump_file(o, tr->result_path, JSON_INDENT(2) | JSON_REAL_PRECISION(9)) : -1;
@@ -379,12 +307,17 @@ static int write_result(trainer *tr)
     return rc;
 }
 
+/* --- the loop ----------------------------------------------------------------- */
+
 /* One optimizer step on the global batch ids[0..n): gradient from the
  * engine, optional clipping, Adam(W) at the schedule's rate. */
-static int train_step(trainer *tr, const uint32_t *ids, uint32_t n, pt_step_stats *st)
+static int train_step(pt_trainer *tr, const uint32_t *ids, uint32_t n, pt_step_stats *st)
 {
+    double t0 = now();
     if (tr->engine.compute(tr->engine.self, &tr->packs, ids, n, tr->grads, st, tr->errs) != 0)
         return -1;
+    double t1 = now();
+    if (!pt_backend_is(&tr->engine)) tr->phases.seconds[PT_PHASE_OTHER] += t1 - t0;
     if (!isfinite(st->loss_sum)) {
         pt_errors_add(tr->errs, NULL, 0, "training.lr",
                       "training diverged: the loss is not finite at step %lld; lower "
@@ -395,12 +328,14 @@ static int train_step(trainer *tr, const uint32_t *ids, uint32_t n, pt_step_stat
     if (tr->cfg->training.clip_grad_norm > 0)
         pt_grad_clip(tr->grads, tr->model.n_params, tr->cfg->training.clip_grad_norm);
     pt_optim_step(&tr->optim, tr->model.params_memory, tr->grads, pt_schedule_lr(&tr->sched));
+    tr->phases.seconds[PT_PHASE_OPTIMIZER] += now() - t1;
+    tr->phases.steps++;
     pt_schedule_step(&tr->sched);
     tr->res->steps++;
     return 0;
 }
 
-static int ensure_ids(trainer *tr, uint32_t n)
+static int ensure_ids(pt_trainer *tr, uint32_t n)
 {
     if (n > tr->ids_cap) {
         uint32_t *p = realloc(tr->ids, (size_t)n * sizeof(uint32_t));
@@ -416,15 +351,16 @@ static int ensure_ids(trainer *tr, uint32_t n)
 }
 
 /* Validation at the end of an epoch: epoch line, schedule, best model,
- * early stopping.  Returns 1 to stop, 0 to go on, -1 on error. */
-static int end_epoch(trainer *tr, int32_t epoch, const window *ew)
+ * early stopping; the windows start afresh for the next epoch.  Returns 1
+ * to stop, 0 to go on, -1 on error. */
+static int end_epoch(pt_trainer *tr, int32_t epoch)
 {
     pt_eval_result v;
     if (pt_evaluate(&tr->val_eval, &tr->val_packs, &v, tr->errs) != 0) return -1;
     pt_train_metrics m = {.kind = "epoch", .step = tr->res->steps, .epoch = epoch + 1,
                           .lr = pt_schedule_lr(&tr->sched), .seconds = now() - tr->t_start,
                           .val_mae = v.mae, .val_rmse = v.rmse};
-    fill_rates(&m, ew);
+    fill_rates(&m, &tr->epoch_win);
     m.train_loss = m.loss;
     tr->res->epochs = epoch + 1;
     tr->res->last_loss = m.loss;
@@ -434,9 +370,11 @@ static int end_epoch(trainer *tr, int32_t epoch, const window *ew)
         tr->res->best_val_rmse = v.rmse;
         tr->res->best_epoch = epoch + 1;
         memcpy(tr->best, tr->model.params_memory, tr->model.n_params * sizeof(float));
-        if (save_model(tr) != 0) return -1;
+        if (pt_trainer_save_best(tr) != 0) return -1;
     }
     emit(tr, &m);
+    memset(&tr->epoch_win, 0, sizeof tr->epoch_win);
+    step_window_reset(tr);
     pt_schedule_epoch_end(&tr->sched, v.mse);
     if (pt_early_stop_update(&tr->early, v.mse)) {
         tr->res->stop_reason = "early_stopping";
@@ -445,52 +383,66 @@ static int end_epoch(trainer *tr, int32_t epoch, const window *ew)
     return 0;
 }
 
-static int run_epochs(trainer *tr)
+/* The steps of one epoch from pack `at` on.  Returns 1 when training is to
+ * end before the epoch's evaluation (should_stop: checkpoint written), 0
+ * to evaluate, -1 on error. */
+static int epoch_steps(pt_trainer *tr, int32_t epoch, uint32_t at)
 {
     const pt_job_training *t = &tr->cfg->training;
-    for (int32_t epoch = 0; epoch < t->epochs; epoch++) {
+    const uint32_t n_packs = tr->packs.n_packs;
+    while (at < n_packs) {
+        uint32_t n = n_packs - at;
+        if ((int64_t)n > tr->global_packs) n = (uint32_t)tr->global_packs;
+        double lr = pt_schedule_lr(&tr->sched), t0 = now();
+        pt_step_stats st;
+        if (train_step(tr, tr->ids + at, n, &st) != 0) return -1;
+        at += n;
+        double dt = now() - t0;
+        window_add(&tr->epoch_win, &st, dt);
+        window_add(&tr->step_win, &st, dt);
+        result_add(tr->res, &st, dt);
+        if (tr->res->steps % t->log_every == 0) step_line(tr, epoch, lr);
+        if (t->max_steps && tr->res->steps >= t->max_steps) {
+            tr->res->stop_reason = "max_steps";
+            return 0;
+        }
+        if (tr->opt && tr->opt->should_stop && tr->opt->should_stop(tr->opt->user)) {
+            tr->res->stop_reason = "cancelled";
+            return pt_trainer_checkpoint(tr, epoch, at, 0) != 0 ? -1 : 1;
+        }
+        /* at an epoch's end the end-of-epoch checkpoint follows anyway */
+        if (t->checkpoint_every && tr->res->steps % t->checkpoint_every == 0 && at < n_packs &&
+            pt_trainer_checkpoint(tr, epoch, at, 0) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int run_epochs(pt_trainer *tr)
+{
+    const pt_job_training *t = &tr->cfg->training;
+    for (int32_t epoch = tr->start_epoch; epoch < t->epochs; epoch++) {
         if (pt_packer_epoch(&tr->train_pk, t->seed, (uint32_t)epoch, &tr->packs) != 0) {
             pt_errors_add(tr->errs, NULL, 0, "", "out of memory");
             return -1;
         }
         if (ensure_ids(tr, tr->packs.n_packs) != 0) return -1;
-        window ew = {0}, sw = {0};
-        for (uint32_t at = 0; at < tr->packs.n_packs; at += (uint32_t)tr->global_packs) {
-            uint32_t n = tr->packs.n_packs - at;
-            if ((int64_t)n > tr->global_packs) n = (uint32_t)tr->global_packs;
-            double lr = pt_schedule_lr(&tr->sched), t0 = now();
-            pt_step_stats st;
-            if (train_step(tr, tr->ids + at, n, &st) != 0) return -1;
-            double dt = now() - t0;
-            window_add(&ew, &st, dt);
-            window_add(&sw, &st, dt);
-            result_add(tr->res, &st, dt);
-            if (tr->res->steps % t->log_every == 0) {
-                pt_train_metrics m = {.kind = "step", .step = tr->res->steps, .epoch = epoch + 1,
-                                      .lr = lr, .seconds = now() - tr->t_start};
-                fill_rates(&m, &sw);
-                if (isnan(tr->res->first_loss)) tr->res->first_loss = m.loss;
-                emit(tr, &m);
-                memset(&sw, 0, sizeof sw);
-            }
-            if (t->max_steps && tr->res->steps >= t->max_steps) {
-                tr->res->stop_reason = "max_steps";
-                break;
-            }
-            if (tr->opt && tr->opt->should_stop && tr->opt->should_stop(tr->opt->user)) {
-                tr->res->stop_reason = "cancelled";
-                return 0;
-            }
-        }
-        int rc = end_epoch(tr, epoch, &ew);
-        if (rc != 0 || !strcmp(tr->res->stop_reason, "max_steps")) return rc < 0 ? -1 : 0;
+        /* a resumed run's position was checked against this epoch's packs */
+        uint32_t at = epoch == tr->start_epoch ? tr->start_position : 0;
+        int rc = epoch_steps(tr, epoch, at);
+        if (rc != 0) return rc < 0 ? -1 : 0;
+        rc = end_epoch(tr, epoch);
+        if (rc < 0) return -1;
+        int last = rc == 1 || !strcmp(tr->res->stop_reason, "max_steps") || epoch + 1 == t->epochs;
+        if (pt_trainer_checkpoint(tr, epoch + 1, 0, last) != 0) return -1;
+        if (last) break;
     }
     return 0;
 }
 
 /* Steps the cosine needs to know: epochs x steps per epoch, capped by
  * max_steps (for static and dynamic batching, epoch 0's count stands in). */
-static int64_t planned_steps(trainer *tr)
+static int64_t planned_steps(pt_trainer *tr)
 {
     const pt_job_training *t = &tr->cfg->training;
     int64_t per_epoch = (tr->packs.n_packs + tr->global_packs - 1) / tr->global_packs;
@@ -498,29 +450,45 @@ static int64_t planned_steps(trainer *tr)
     return t->max_steps && t->max_steps < total ? t->max_steps : total;
 }
 
+/* Schedule and early stopping from the configuration (a resume then
+ * overwrites their state). */
+static int start_policies(pt_trainer *tr)
+{
+    const pt_job_config *cfg = tr->cfg;
+    if (pt_packer_epoch(&tr->train_pk, cfg->training.seed, 0, &tr->packs) != 0) {
+        pt_errors_add(tr->errs, NULL, 0, "", "out of memory");
+        return -1;
+    }
+    tr->planned_steps = planned_steps(tr);
+    pt_schedule_params sp = cfg->training.schedule;
+    sp.lr = cfg->training.lr;
+    sp.total_steps = (long)tr->planned_steps;
+    pt_schedule_init(&tr->sched, &sp);
+    pt_early_stop_init(&tr->early, cfg->training.early_stopping_patience, sp.threshold);
+    return 0;
+}
+
 int pt_train_run(const pt_job_config *cfg, const pt_dataset *ds, const char *out_dir,
                  const pt_train_options *opt, pt_train_result *res, pt_errors *errs)
 {
-    trainer tr = {.cfg = cfg, .ds = ds, .opt = opt, .res = res, .errs = errs};
+    pt_trainer tr = {.cfg = cfg, .ds = ds, .opt = opt, .res = res, .errs = errs};
     memset(res, 0, sizeof(*res));
     res->best_val_loss = res->best_val_mae = res->best_val_rmse = INFINITY;
     res->test_mae = res->test_rmse = NAN;
     res->first_loss = res->last_loss = NAN;
     res->stop_reason = "epochs";
+    res->resumed_step = -1;
     tr.t_start = now();
-    int rc = setup(&tr, out_dir);
-    if (rc == 0 && pt_packer_epoch(&tr.train_pk, cfg->training.seed, 0, &tr.packs) != 0) {
+    int rc = 0;
+    if (pt_checkpoint_config_hash(cfg, tr.config_hash) != 0) {
         pt_errors_add(errs, NULL, 0, "", "out of memory");
         rc = -1;
     }
-    if (rc == 0) {
-        pt_schedule_params sp = cfg->training.schedule;
-        sp.lr = cfg->training.lr;
-        sp.total_steps = (long)planned_steps(&tr);
-        pt_schedule_init(&tr.sched, &sp);
-        pt_early_stop_init(&tr.early, cfg->training.early_stopping_patience, sp.threshold);
-        rc = run_epochs(&tr);
-    }
+    if (rc == 0 && opt && opt->resume_path) rc = pt_trainer_resume_open(&tr);
+    if (rc == 0) rc = setup(&tr, out_dir);
+    if (rc == 0) rc = start_policies(&tr);
+    if (rc == 0 && tr.resuming) rc = pt_trainer_resume_apply(&tr);
+    if (rc == 0 && !tr.resumed_final) rc = run_epochs(&tr);
     if (rc == 0 && res->best_epoch > 0) {
         /* the kept model is the best by validation: evaluate it on the test part */
         memcpy(tr.model.params_memory, tr.best, tr.model.n_params * sizeof(float));

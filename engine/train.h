@@ -14,8 +14,10 @@
  * packs an optimizer step consumes depend only on the seed and R·A·b, never
  * on how a backend splits them into replicas and micro-batches.  The gradient
  * of one global batch comes from a pt_grad_engine; the built-in one runs the
- * R·A micro-batches of b packs one after the other on this thread, and a
- * backend replaces it by passing its own `engine_open` in pt_train_options.
+ * R·A micro-batches of b packs one after the other on this thread; the
+ * emulated multi-IPU backend (backend.h) is the default for backend kind
+ * "ipu-emulated", and a caller may pass any `engine_open` in
+ * pt_train_options.
  * Every engine must produce the gradient of the MEAN loss over all real
  * graphs of the global batch (pt_schnet_loss with n_norm = that count).
  *
@@ -28,7 +30,19 @@
  * (target units²) over the real graphs of the steps since the previous step
  * line (on epoch lines: over the whole epoch, equal to train_loss), `seconds`
  * is wall time since training started, throughput and padding are measured
- * over the same steps as `loss` and exclude evaluation time. */
+ * over the same steps as `loss` and exclude evaluation time.  Step lines
+ * add the mean seconds per step of each phase over the same steps
+ * (phase.h): "phase_io_s","phase_forward_s","phase_backward_s",
+ * "phase_allreduce_s","phase_optimizer_s","phase_other_s" — from the
+ * backend, plus the optimizer timed here; with another engine its whole
+ * gradient computation counts as "other".
+ *
+ * Checkpoints (checkpoint.h) go to out_dir/checkpoints/ckpt-STEP.safetensors
+ * every training.checkpoint_every steps, at the end of every epoch, and when
+ * should_stop ends training; the newest PT_TRAIN_CHECKPOINTS_KEPT (3) are
+ * kept.  With resume_path the run restores one and continues with the very
+ * next step: the same parameters, bit for bit, and the same metrics lines
+ * as a run that never stopped (times aside). */
 #ifndef PT_TRAIN_H
 #define PT_TRAIN_H
 
@@ -41,7 +55,10 @@
 #include "engine/errors.h"
 #include "engine/graph.h"
 #include "engine/normalize.h"
+#include "engine/phase.h"
 #include "engine/schnet.h"
+
+#define PT_TRAIN_CHECKPOINTS_KEPT 3
 
 /* What a gradient engine computes for one global batch. */
 typedef struct pt_step_stats {
@@ -90,21 +107,38 @@ typedef struct pt_train_metrics {
     int32_t epoch;
     double loss, lr, graphs_per_s, nodes_per_s, padding_fraction, seconds;
     double train_loss, val_mae, val_rmse;   /* epoch lines only */
+    int64_t total_steps;      /* planned steps of the run (for progress; not printed) */
+    int has_phases;           /* phase fields printed (step lines) */
+    pt_phase_times phases;    /* totals over phases.steps steps */
 } pt_train_metrics;
 
 /* Formats one metrics line as compact JSON (no newline; non-finite numbers
- * as null).  Returns the length, as snprintf. */
+ * as null; phase fields when has_phases).  Returns the length, as snprintf. */
 int pt_train_metrics_json(const pt_train_metrics *m, char *buf, size_t len);
+
+typedef struct pt_train_checkpoint {
+    const char *path;
+    int64_t step;            /* optimizer steps done */
+    int32_t epoch;           /* 1-based epoch of the last step, as in metrics lines */
+    int final;               /* written as training ended (nothing left but the test) */
+} pt_train_checkpoint;
 
 typedef struct pt_train_options {
     void *user;
     /* every metrics line, as a struct and as its JSON text; may be NULL */
     void (*on_metrics)(void *user, const pt_train_metrics *m, const char *json);
     /* polled between optimizer steps; nonzero ends training early (the best
-     * model so far is kept); may be NULL */
+     * model so far is kept, and with an output directory a checkpoint of
+     * the exact state is written to resume from); may be NULL */
     int (*should_stop)(void *user);
-    /* gradient engine; NULL = pt_grad_engine_open_local */
+    /* gradient engine; NULL = pt_backend_open for backend kind
+     * "ipu-emulated", else pt_grad_engine_open_local */
     pt_grad_engine_open_fn engine_open;
+    /* a checkpoint to continue from (NULL = a fresh run); it must have been
+     * made with the same configuration (checkpoint_every aside) and data */
+    const char *resume_path;
+    /* after each checkpoint is durable; may be NULL */
+    void (*on_checkpoint)(void *user, const pt_train_checkpoint *ck);
 } pt_train_options;
 
 typedef struct pt_train_result {
@@ -125,6 +159,8 @@ typedef struct pt_train_result {
     /* real content processed in training steps (for FLOP counts) */
     int64_t graphs, nodes, edges, node_slots, edge_slots;
     double step_seconds;        /* time inside optimizer steps */
+    int64_t resumed_step;       /* step of the checkpoint resumed from; -1 = fresh run */
+    char last_checkpoint[4200]; /* newest checkpoint written, "" if none */
 } pt_train_result;
 
 /* The result as a JSON object (new reference; NULL when out of memory):
@@ -132,7 +168,8 @@ typedef struct pt_train_result {
  *  "test_mae","test_rmse","stop_reason","seconds","step_seconds","n_train","n_val",
  *  "n_test","split_moved","max_nodes","max_edges","max_graphs","micro_packs",
  *  "global_packs",
- *  "graphs","nodes","edges","node_slots","edge_slots"}, non-finite numbers null.
+ *  "graphs","nodes","edges","node_slots","edge_slots","resumed_step"}, non-finite
+ * numbers null.
  * pt_train_run writes it to out_dir/result.json at the end of a run. */
 json_t *pt_train_result_json(const pt_train_result *res);
 

@@ -1,16 +1,18 @@
-/* cmd_train.c — `packtrain train DATA.ptd [--config job.json] [--out DIR]`:
- * local training without the server, through the same pt_train_run and
- * emulated multi-IPU backend (engine/backend.h) the server's workers use.
- * Metrics lines go to stdout as JSON lines (and to DIR/metrics.jsonl), the
- * summary and any errors to stderr.  Ctrl-C stops
- * after the current step and keeps the best model so far. */
+/* cmd_train.c — `packtrain train DATA.ptd [--config job.json] [--out DIR]
+ * [--checkpoint-every N] [--resume CHECKPOINT]`: local training without the
+ * server, through the same pt_train_run and emulated multi-IPU backend
+ * (engine/backend.h) the server's workers use.  Metrics lines go to stdout
+ * as JSON lines (and to DIR/metrics.jsonl), the summary and any errors to
+ * stderr.  Ctrl-C stops after the current step, keeps the best model so far
+ * and writes a checkpoint to continue from with --resume. */
 #include "server/commands.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "engine/backend.h"
 #include "engine/config.h"
 #include "engine/dataset.h"
 #include "engine/errors.h"
@@ -55,6 +57,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: packtrain train DATA.ptd [--config job.json] [--out DIR]\n"
+            "                       [--checkpoint-every N] [--resume CHECKPOINT]\n"
             "\n"
             "Trains SchNet on an ingested dataset (see 'packtrain ingest') as the server's\n"
             "workers do, printing one JSON line per logged step and per epoch:\n"
@@ -65,23 +68,42 @@ static void usage(FILE *out)
             "  --config FILE  job configuration (JSON, the same the REST API accepts); every\n"
             "                 key is optional, defaults as in docs and engine/config.h\n"
             "  --out DIR      writes DIR/model.safetensors (best by validation loss),\n"
-            "                 DIR/metrics.jsonl and DIR/result.json; default ./" DEFAULT_OUT "\n"
+            "                 DIR/metrics.jsonl, DIR/result.json and checkpoints in\n"
+            "                 DIR/checkpoints/; default ./" DEFAULT_OUT "\n"
+            "  --checkpoint-every N\n"
+            "                 a checkpoint every N optimizer steps (overrides\n"
+            "                 training.checkpoint_every; 0 = only at epoch ends)\n"
+            "  --resume FILE  continue from a checkpoint of the same configuration and\n"
+            "                 data: the run goes on with the very next step\n"
             "\n"
-            "Ctrl-C ends training after the current step; the best model is kept.\n"
+            "Ctrl-C ends training after the current step; the best model is kept and a\n"
+            "checkpoint written, whose path is printed, to continue from with --resume.\n"
             "Exit status: 0 trained, 1 training failed, 2 bad arguments or configuration.\n");
+}
+
+/* Here rather than pt_cli_wants_help (main.c), so tests can call the command. */
+static int wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
+    return 0;
 }
 
 int pt_cmd_train(int argc, char **argv)
 {
-    if (pt_cli_wants_help(argc, argv)) {
+    if (wants_help(argc, argv)) {
         usage(stdout);
         return 0;
     }
-    const char *data = NULL, *config = NULL, *out = DEFAULT_OUT;
+    const char *data = NULL, *config = NULL, *out = DEFAULT_OUT, *resume = NULL, *every = NULL;
     for (int i = 1; i < argc; i++) {
-        if ((!strcmp(argv[i], "--config") || !strcmp(argv[i], "--out")) && i + 1 < argc) {
-            if (!strcmp(argv[i], "--config")) config = argv[++i];
-            else out = argv[++i];
+        const char **slot = !strcmp(argv[i], "--config")             ? &config
+                            : !strcmp(argv[i], "--out")              ? &out
+                            : !strcmp(argv[i], "--resume")           ? &resume
+                            : !strcmp(argv[i], "--checkpoint-every") ? &every
+                                                                     : NULL;
+        if (slot && i + 1 < argc) {
+            *slot = argv[++i];
         } else if (argv[i][0] == '-' || data) {
             fprintf(stderr, "packtrain train: unexpected argument '%s'\n", argv[i]);
             usage(stderr);
@@ -96,6 +118,18 @@ int pt_cmd_train(int argc, char **argv)
         return 2;
     }
 
+    long long every_n = -1;
+    if (every) {
+        char *end;
+        errno = 0;
+        every_n = strtoll(every, &end, 10);
+        if (errno || end == every || *end || every_n < 0 || every_n > 1000000000) {
+            fprintf(stderr, "packtrain train: --checkpoint-every must be an integer from 0 to "
+                    "1000000000, got '%s'\n", every);
+            return 2;
+        }
+    }
+
     pt_errors errs;
     pt_errors_init(&errs, 0);
     pt_job_config cfg;
@@ -105,6 +139,7 @@ int pt_cmd_train(int argc, char **argv)
         pt_errors_close(&errs);
         return 2;
     }
+    if (every_n >= 0) cfg.training.checkpoint_every = (int32_t)every_n;
     pt_dataset ds;
     char err[PT_ERR_FILE_MAX + PT_ERR_MSG_MAX];
     if (pt_dataset_open(&ds, data, err, sizeof err) != 0) {
@@ -113,13 +148,16 @@ int pt_cmd_train(int argc, char **argv)
         return 1;
     }
 
-    struct sigaction sa = {.sa_handler = on_sigint};
+    /* SA_RESTART: Ctrl-C while a checkpoint is written must not fail the write */
+    struct sigaction sa = {.sa_handler = on_sigint, .sa_flags = SA_RESTART};
+    interrupted = 0;
     sigemptyset(&sa.sa_mask);
     struct sigaction old;
     sigaction(SIGINT, &sa, &old);
-    /* the emulated multi-IPU backend computes the gradients, as in the server */
+    /* the emulated multi-IPU backend (the default for its kind) computes the
+     * gradients, as in the server's workers */
     pt_train_options opt = {.on_metrics = print_line, .should_stop = stop_requested,
-                            .engine_open = pt_backend_open};
+                            .resume_path = resume};
     pt_train_result res;
     rc = pt_train_run(&cfg, &ds, out, &opt, &res, &errs);
     sigaction(SIGINT, &old, NULL);
@@ -133,6 +171,10 @@ int pt_cmd_train(int argc, char **argv)
                 (long long)res.steps, (int)res.epochs, res.seconds, res.stop_reason,
                 (int)res.best_epoch, res.best_val_mae, res.best_val_rmse, res.test_mae,
                 res.test_rmse, out);
+        if (!strcmp(res.stop_reason, "cancelled") && res.last_checkpoint[0])
+            fprintf(stderr, "packtrain train: to continue: packtrain train %s%s%s --out %s "
+                    "--resume %s\n", data, config ? " --config " : "", config ? config : "",
+                    out, res.last_checkpoint);
     }
     pt_dataset_close(&ds);
     pt_errors_close(&errs);

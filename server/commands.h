@@ -21,5 +21,6 @@ int pt_cmd_pack(int argc, char **argv);
 int pt_cmd_eval(int argc, char **argv);
 int pt_cmd_train(int argc, char **argv);
 int pt_cmd_bench(int argc, char **argv);
+int pt_cmd_worker(int argc, char **argv);
 
 #endif

@@ -13,6 +13,7 @@ static const pt_command commands[] = {
     {"train", "train SchNet on a .ptd dataset locally (no server)", pt_cmd_train},
     {"eval", "evaluate a model on a dataset (predictions, loss, gradients)", pt_cmd_eval},
     {"bench", "training throughput of a job configuration (JSON)", pt_cmd_bench},
+    {"worker", "run one job for the server (JSON-lines progress on stdout)", pt_cmd_worker},
     {"version", "print the version", pt_cmd_version},
 };
 

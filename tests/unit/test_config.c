@@ -21,8 +21,8 @@ static const char *defaults_json =
     "\"model\":{\"cutoff\":6.0,\"filters\":100,\"gaussians\":25,\"hidden\":100,"
     "\"interactions\":4,\"max_neighbors\":32,\"readout\":\"sum\"},"
     "\"target\":\"energy_U0\","
-    "\"training\":{\"clip_grad_norm\":null,\"early_stopping_patience\":null,\"epochs\":25,"
-    "\"log_every\":10,\"lr\":0.001,\"max_steps\":null,\"normalize\":\"atomref\","
+    "\"training\":{\"checkpoint_every\":200,\"clip_grad_norm\":null,"
+    "\"early_stopping_patience\":null,\"epochs\":25,\"log_every\":10,\"lr\":0.001,\"max_steps\":null,\"normalize\":\"atomref\","
     "\"optimizer\":\"adam\",\"schedule\":{\"kind\":\"constant\"},\"seed\":0,"
     "\"split\":[0.8,0.1,0.1],\"weight_decay\":0.0}}";
 
@@ -106,7 +106,8 @@ static void test_all_keys_round_trip(void **state)
         "\"optimizer\":\"adamw\",\"lr\":0.0005,\"weight_decay\":0.05,\"clip_grad_norm\":10,"
         "\"schedule\":{\"kind\":\"plateau\",\"factor\":0.8,\"patience\":5,\"threshold\":0.001,"
         "\"cooldown\":1,\"min_lr\":1e-07},\"early_stopping_patience\":7,\"split\":[0.7,0.2,0.1],"
-        "\"seed\":12345678901,\"normalize\":\"mean_std\",\"log_every\":1},"
+        "\"seed\":12345678901,\"normalize\":\"mean_std\",\"log_every\":1,"
+        "\"checkpoint_every\":50},"
         "\"backend\":{\"kind\":\"mpi\",\"replication_factor\":4,\"gradient_accumulation\":2,"
         "\"device_iterations\":3,\"merge_all_reduce\":false,\"use_async_loader\":false,"
         "\"prefetch_depth\":5,\"device_memory_mb\":450,\"threads\":2}}";
@@ -133,6 +134,7 @@ static void test_all_keys_round_trip(void **state)
     assert_int_equal(a.backend.kind, PT_JOB_BACKEND_MPI);
     assert_false(a.backend.merge_all_reduce);
     assert_int_equal(a.backend.threads, 2);
+    assert_int_equal(a.training.checkpoint_every, 50);
 
     char *text = pt_job_config_dump(&a);
     assert_int_equal(parse(&b, text, &errs), 0);
@@ -270,6 +272,22 @@ static void test_error_null_or_integer(void **state)
     expect_one_error("{\"training\":{\"early_stopping_patience\":0}}",
                      "training.early_stopping_patience",
                      "must be an integer from 1 to 1000000 or null, got 0");
+    expect_one_error("{\"training\":{\"checkpoint_every\":0}}", "training.checkpoint_every",
+                     "must be an integer from 1 to 1000000000 or null, got 0");
+}
+
+/* checkpoint_every null: checkpoints only at epoch ends and when stopped. */
+static void test_checkpoint_every_null(void **state)
+{
+    (void)state;
+    pt_job_config cfg;
+    pt_errors errs;
+    assert_int_equal(parse(&cfg, "{\"training\":{\"checkpoint_every\":null}}", &errs), 0);
+    pt_errors_close(&errs);
+    assert_int_equal(cfg.training.checkpoint_every, 0);
+    char *s = pt_job_config_dump(&cfg);
+    assert_non_null(strstr(s, "\"checkpoint_every\":null,"));
+    free(s);
 }
 
 static void test_error_number(void **state)
@@ -431,6 +449,7 @@ int main(void)
         cmocka_unit_test(test_error_integer_range),
         cmocka_unit_test(test_error_auto_or_integer),
         cmocka_unit_test(test_error_null_or_integer),
+        cmocka_unit_test(test_checkpoint_every_null),
         cmocka_unit_test(test_error_number),
         cmocka_unit_test(test_error_enum),
         cmocka_unit_test(test_error_boolean),

@@ -3,7 +3,9 @@
  * subset), ingested once per run: the loss falls, runs are deterministic, the
  * global batch is invariant to its split into replicas and micro-batches,
  * max_steps / early stopping / cancellation end training as documented, the
- * outputs are written, and the errors say what is wrong. */
+ * outputs are written, step lines carry phase times from the default
+ * (emulated IPU) engine, and the errors say what is wrong.  Checkpoints and
+ * resume: test_train_resume.c. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -240,8 +242,14 @@ static void test_max_steps_and_outputs(void **state)
     assert_int_equal(json_integer_value(json_object_get(result, "steps")), 7);
     assert_string_equal(json_string_value(json_object_get(result, "stop_reason")), "max_steps");
     assert_int_equal(json_integer_value(json_object_get(result, "graphs")), res.graphs);
+    assert_int_equal(json_integer_value(json_object_get(result, "resumed_step")), -1);
     assert_true(res.graphs > 0 && res.nodes > res.graphs && res.node_slots >= res.nodes);
     json_decref(result);
+
+    /* the end of the (partial) epoch left a checkpoint, announced in the result */
+    snprintf(path, sizeof path, "%s/checkpoints/ckpt-0000000007.safetensors", out);
+    assert_int_equal(access(path, F_OK), 0);
+    assert_string_equal(res.last_checkpoint, path);
 
     snprintf(path, sizeof path, "%s/model.safetensors", out);
     pt_schnet m;
@@ -286,6 +294,48 @@ static void test_cancel_between_steps(void **state)
     assert_int_equal(res.steps, 4);
     assert_int_equal(res.epochs, 0);
     free(rec);
+}
+
+/* Step lines carry phase times.  The default engine for backend kind
+ * "ipu-emulated" is the emulated IPU backend, which measures forward and
+ * backward; the built-in local engine (asked for explicitly) counts its
+ * whole computation as "other".  The loop times the optimizer either way,
+ * and the phases cover the same log_every steps as the line. */
+static void test_phase_times(void **state)
+{
+    (void)state;
+    pt_job_config cfg;
+    small_config(&cfg);
+    cfg.training.max_steps = 8;
+    cfg.training.log_every = 4;
+    for (int local = 0; local < 2; local++) {
+        recorder *rec = calloc(1, sizeof *rec);
+        pt_errors errs;
+        pt_errors_init(&errs, 0);
+        pt_train_options opt = {.user = rec, .on_metrics = record,
+                                .engine_open = local ? pt_grad_engine_open_local : NULL};
+        pt_train_result res;
+        assert_int_equal(pt_train_run(&cfg, &qm9, NULL, &opt, &res, &errs), 0);
+        pt_errors_close(&errs);
+        assert_int_equal(rec->n, 3);
+        for (int i = 0; i < 2; i++) {
+            const pt_train_metrics *m = &rec->m[i];
+            assert_string_equal(m->kind, "step");
+            assert_int_equal(m->has_phases, 1);
+            assert_int_equal(m->phases.steps, 4);
+            assert_int_equal(m->total_steps, 8);
+            const double *t = m->phases.seconds;
+            assert_true(t[PT_PHASE_OPTIMIZER] > 0);
+            if (local) {
+                assert_true(t[PT_PHASE_FORWARD] == 0 && t[PT_PHASE_BACKWARD] == 0);
+                assert_true(t[PT_PHASE_OTHER] > 0);
+            } else {
+                assert_true(t[PT_PHASE_FORWARD] > 0 && t[PT_PHASE_BACKWARD] > 0);
+            }
+        }
+        assert_int_equal(rec->m[2].has_phases, 0);
+        free(rec);
+    }
 }
 
 static void expect_error(const pt_job_config *cfg, const char *out, const char *field,
@@ -445,11 +495,22 @@ static void test_metrics_json_format(void **state)
     assert_string_equal(buf, "{\"kind\":\"step\",\"step\":12,\"epoch\":2,\"loss\":0.5,\"lr\":0.001,"
                              "\"graphs_per_s\":1234.5,\"nodes_per_s\":22222,"
                              "\"padding_fraction\":0.0125,\"seconds\":3.25}");
+    /* phase times: mean seconds per step, after the core fields */
+    m.has_phases = 1;
+    m.phases = (pt_phase_times){.seconds = {0.002, 0.2, 0.4, 0, 0.1, 0.05}, .steps = 2};
+    pt_train_metrics_json(&m, buf, sizeof buf);
+    assert_string_equal(buf, "{\"kind\":\"step\",\"step\":12,\"epoch\":2,\"loss\":0.5,\"lr\":0.001,"
+                             "\"graphs_per_s\":1234.5,\"nodes_per_s\":22222,"
+                             "\"padding_fraction\":0.0125,\"seconds\":3.25,\"phase_io_s\":0.001,"
+                             "\"phase_forward_s\":0.1,\"phase_backward_s\":0.2,"
+                             "\"phase_allreduce_s\":0,\"phase_optimizer_s\":0.05,"
+                             "\"phase_other_s\":0.025}");
     m.kind = "epoch";
     m.train_loss = 0.5;
     m.val_mae = NAN;
     m.val_rmse = 0.25;
     pt_train_metrics_json(&m, buf, sizeof buf);
+    /* epoch lines never carry phases */
     assert_non_null(strstr(buf, ",\"seconds\":3.25,\"train_loss\":0.5,\"val_mae\":null,"
                                 "\"val_rmse\":0.25}"));
 }
@@ -465,6 +526,7 @@ int main(void)
         cmocka_unit_test(test_max_steps_and_outputs),
         cmocka_unit_test(test_early_stopping),
         cmocka_unit_test(test_cancel_between_steps),
+        cmocka_unit_test(test_phase_times),
         cmocka_unit_test(test_error_unknown_target),
         cmocka_unit_test(test_error_output_directory),
         cmocka_unit_test(test_error_diverged),

@@ -1,0 +1,415 @@
+/* test_train_resume.c — THE invariant of checkpoints, in process on 400 QM9
+ * molecules (tests/data/train_qm9_400.extxyz.gz) with a tiny model:
+ * training N steps straight, and training k steps, stopping (checkpoint),
+ * and resuming in a fresh pt_train_run, end with bit-identical parameters,
+ * optimizer moments, best model and state, and emit the same metrics lines
+ * for every step after k — for k mid-epoch between step lines, k at an
+ * epoch's last step, k in the second epoch, k after the plateau schedule
+ * lowered the rate, from a periodic checkpoint into another directory, and
+ * from the final checkpoint.  A checkpoint of another configuration, of
+ * other data, or a cut one is refused with a message saying so. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/checkpoint.h"
+#include "engine/config.h"
+#include "engine/ingest.h"
+#include "engine/train.h"
+
+#define MAX_LINES 256
+
+static pt_dataset qm9, small;
+static char tmpdir[] = "/tmp/pt_test_resume_" "XX" "XX" "XX"; /* mkdtemp pattern */
+
+static int ingest(const char *src, const char *name, pt_dataset *ds)
+{
+    char ptd[256];
+    snprintf(ptd, sizeof ptd, "%s/%s", tmpdir, name);
+    const char *inputs[1] = {src};
+    pt_ingest_options opt;
+    pt_ingest_options_init(&opt);
+    pt_ingest_report rep;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    int rc = pt_ingest_files(inputs, 1, ptd, &opt, &rep, &errs);
+    pt_ingest_report_close(&rep);
+    pt_errors_close(&errs);
+    char err[512];
+    return rc != 0 ? -1 : pt_dataset_open(ds, ptd, err, sizeof err);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    if (!mkdtemp(tmpdir)) return -1;
+    if (ingest("tests/data/train_qm9_400.extxyz.gz", "qm9.ptd", &qm9) != 0) return -1;
+    return ingest("tests/data/schnet_qm9_32.extxyz", "small.ptd", &small);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    pt_dataset_close(&qm9);
+    pt_dataset_close(&small);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+/* --- resume ---------------------------------------------------------------------- */
+
+typedef struct recorder {
+    int n;
+    pt_train_metrics m[MAX_LINES];
+    int64_t stop_at;         /* should_stop answers 1 once this many steps are done; 0 = never */
+    int64_t steps_seen;      /* steps counted by the polls */
+    int checkpoints;
+    char last_ckpt[4400];
+} recorder;
+
+static void record(void *user, const pt_train_metrics *m, const char *json)
+{
+    (void)json;
+    recorder *r = user;
+    if (r->n < MAX_LINES) r->m[r->n++] = *m;
+}
+
+static int stop_at(void *user)
+{
+    recorder *r = user;
+    r->steps_seen++;
+    return r->stop_at && r->steps_seen >= r->stop_at;
+}
+
+static void saw_checkpoint(void *user, const pt_train_checkpoint *ck)
+{
+    recorder *r = user;
+    r->checkpoints++;
+    snprintf(r->last_ckpt, sizeof r->last_ckpt, "%s", ck->path);
+    assert_int_equal(access(ck->path, F_OK), 0);   /* durable before it is announced */
+}
+
+/* H=F=16, T=1: three epochs of about 18 steps in well under a second. */
+static void tiny_config(pt_job_config *cfg)
+{
+    pt_job_config_defaults(cfg);
+    cfg->model.hidden = 16;
+    cfg->model.filters = 16;
+    cfg->model.interactions = 1;
+    cfg->model.gaussians = 12;
+    cfg->model.cutoff = 5.0;
+    cfg->batching.model_batch_size = 4;
+    cfg->training.epochs = 3;
+    cfg->training.lr = 3e-3;
+    cfg->training.log_every = 3;
+    cfg->training.checkpoint_every = 0;
+    cfg->training.seed = 5;
+    /* plateau with no patience and early stopping keep state across epochs */
+    cfg->training.schedule = pt_schedule_defaults(PT_SCHEDULE_PLATEAU, cfg->training.lr);
+    cfg->training.schedule.patience = 0;
+    cfg->training.schedule.threshold = 0.9;   /* every later epoch counts as bad */
+    cfg->training.early_stopping_patience = 3;
+    cfg->backend.threads = 1;
+}
+
+static int train(const pt_job_config *cfg, const pt_dataset *ds, const char *out,
+                 const char *resume, recorder *rec, pt_train_result *res, pt_errors *errs)
+{
+    rec->steps_seen = 0;
+    pt_train_options opt = {.user = rec, .on_metrics = record, .should_stop = stop_at,
+                            .resume_path = resume, .on_checkpoint = saw_checkpoint};
+    return pt_train_run(cfg, ds, out, &opt, res, errs);
+}
+
+static void train_ok(const pt_job_config *cfg, const char *out, const char *resume,
+                     recorder *rec, pt_train_result *res)
+{
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    int rc = train(cfg, &qm9, out, resume, rec, res, &errs);
+    if (rc != 0) {
+        char buf[600];
+        pt_errors_first(&errs, buf, sizeof buf);
+        fprintf(stderr, "training failed: %s\n", buf);
+    }
+    assert_int_equal(rc, 0);
+    pt_errors_close(&errs);
+}
+
+static void out_path(char *buf, size_t len, const char *name)
+{
+    snprintf(buf, len, "%s/%s", tmpdir, name);
+}
+
+/* Everything a metrics line says except times and throughput. */
+static void assert_same_line(const pt_train_metrics *a, const pt_train_metrics *b)
+{
+    assert_string_equal(a->kind, b->kind);
+    assert_int_equal(a->step, b->step);
+    assert_int_equal(a->epoch, b->epoch);
+    assert_memory_equal(&a->loss, &b->loss, sizeof(double));
+    assert_memory_equal(&a->lr, &b->lr, sizeof(double));
+    assert_memory_equal(&a->padding_fraction, &b->padding_fraction, sizeof(double));
+    if (!strcmp(a->kind, "epoch")) {
+        assert_memory_equal(&a->train_loss, &b->train_loss, sizeof(double));
+        assert_memory_equal(&a->val_mae, &b->val_mae, sizeof(double));
+        assert_memory_equal(&a->val_rmse, &b->val_rmse, sizeof(double));
+    }
+}
+
+/* The final checkpoints of two runs hold the same bits. */
+static void assert_same_final_state(const char *a_path, const char *b_path)
+{
+    pt_checkpoint a, b;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    assert_int_equal(pt_checkpoint_open(&a, a_path, &errs), 0);
+    assert_int_equal(pt_checkpoint_open(&b, b_path, &errs), 0);
+    const char *names[] = {"params", "adam.m", "adam.v", "best"};
+    for (int i = 0; i < 4; i++) {
+        const pt_st_tensor *x = pt_safetensors_find(&a.file, names[i]);
+        const pt_st_tensor *y = pt_safetensors_find(&b.file, names[i]);
+        assert_int_equal(x->numel, y->numel);
+        assert_memory_equal(x->data, y->data, x->numel * sizeof(float));
+    }
+    /* and the same state in every field but the wall times */
+    pt_checkpoint_state *sa = &a.state, *sb = &b.state;
+    sa->seconds = sb->seconds = sa->step_seconds = sb->step_seconds = 0;
+    sa->epoch_window.seconds = sb->epoch_window.seconds = 0;
+    sa->step_window.seconds = sb->step_window.seconds = 0;
+    assert_int_equal(sa->steps, sb->steps);
+    assert_memory_equal(sa, sb, sizeof *sa);
+    pt_checkpoint_close(&a);
+    pt_checkpoint_close(&b);
+    pt_errors_close(&errs);
+}
+
+static int count_lines(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int n = 0;
+    for (int c; (c = getc(f)) != EOF;) n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+/* The straight run every resume is compared with. */
+typedef struct reference {
+    recorder rec;
+    pt_train_result res;
+    int64_t steps_per_epoch;
+    char final_ckpt[4400];
+} reference;
+
+static reference *ref;
+
+static int make_reference(void)
+{
+    ref = calloc(1, sizeof *ref);
+    pt_job_config cfg;
+    tiny_config(&cfg);
+    char out[300];
+    out_path(out, sizeof out, "straight");
+    train_ok(&cfg, out, NULL, &ref->rec, &ref->res);
+    snprintf(ref->final_ckpt, sizeof ref->final_ckpt, "%s", ref->rec.last_ckpt);
+    for (int i = 0; i < ref->rec.n && !ref->steps_per_epoch; i++)
+        if (!strcmp(ref->rec.m[i].kind, "epoch")) ref->steps_per_epoch = ref->rec.m[i].step;
+    return ref->steps_per_epoch > 5 && ref->res.epochs == 3 ? 0 : -1;
+}
+
+static int setup_all(void **state)
+{
+    return setup(state) != 0 ? -1 : make_reference();
+}
+
+static int teardown_all(void **state)
+{
+    free(ref);
+    return teardown(state);
+}
+
+/* Stop after k steps, resume in a new run in the same directory. */
+static void resume_after(int64_t k)
+{
+    pt_job_config cfg;
+    tiny_config(&cfg);
+    char name[64], out[300];
+    snprintf(name, sizeof name, "stop%lld", (long long)k);
+    out_path(out, sizeof out, name);
+    recorder *first = calloc(1, sizeof *first), *second = calloc(1, sizeof *second);
+    pt_train_result r1, r2;
+    first->stop_at = k;
+    train_ok(&cfg, out, NULL, first, &r1);
+    assert_string_equal(r1.stop_reason, "cancelled");
+    assert_int_equal(r1.steps, k);
+    assert_true(first->checkpoints >= 1);
+    assert_string_equal(r1.last_checkpoint, first->last_ckpt);
+    /* the lines before the stop are the straight run's */
+    for (int i = 0; i < first->n; i++) assert_same_line(&first->m[i], &ref->rec.m[i]);
+
+    train_ok(&cfg, out, first->last_ckpt, second, &r2);
+    assert_int_equal(r2.resumed_step, k);
+    assert_int_equal(first->n + second->n, ref->rec.n);
+    for (int i = 0; i < second->n; i++) {
+        /* an epoch line of step k comes after a checkpoint at its last step */
+        assert_true(second->m[i].step > k || (second->m[i].step == k && i == 0 &&
+                                               !strcmp(second->m[i].kind, "epoch")));
+        assert_same_line(&second->m[i], &ref->rec.m[first->n + i]);
+    }
+    assert_int_equal(r2.steps, ref->res.steps);
+    assert_string_equal(r2.stop_reason, ref->res.stop_reason);
+    assert_int_equal(r2.best_epoch, ref->res.best_epoch);
+    assert_memory_equal(&r2.test_mae, &ref->res.test_mae, sizeof(double));
+    assert_int_equal(r2.graphs, ref->res.graphs);
+    assert_same_final_state(ref->final_ckpt, second->last_ckpt);
+    /* metrics.jsonl: the lines up to the checkpoint, then the resumed ones */
+    char path[400];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", out);
+    assert_int_equal(count_lines(path), ref->rec.n);
+    free(first);
+    free(second);
+}
+
+static void test_resume_mid_epoch(void **state)
+{
+    (void)state;
+    resume_after(4);   /* between step lines (log_every 3): the step window is restored */
+}
+
+static void test_resume_at_epoch_last_step(void **state)
+{
+    (void)state;
+    resume_after(ref->steps_per_epoch);   /* the epoch's evaluation is still to do */
+}
+
+static void test_resume_second_epoch(void **state)
+{
+    (void)state;
+    resume_after(ref->steps_per_epoch + 5);
+}
+
+/* after the plateau schedule has lowered the rate once */
+static void test_resume_third_epoch(void **state)
+{
+    (void)state;
+    resume_after(2 * ref->steps_per_epoch + 2);
+}
+
+/* Periodic checkpoints (checkpoint_every is not part of the identity): the
+ * newest three are kept; the oldest of them resumes into a new directory. */
+static void test_resume_periodic_elsewhere(void **state)
+{
+    (void)state;
+    pt_job_config cfg;
+    tiny_config(&cfg);
+    cfg.training.checkpoint_every = 2;
+    char out[300], other[300], path[400];
+    out_path(out, sizeof out, "periodic");
+    out_path(other, sizeof other, "periodic-resumed");
+    recorder *first = calloc(1, sizeof *first), *second = calloc(1, sizeof *second);
+    pt_train_result r1, r2;
+    first->stop_at = 9;
+    train_ok(&cfg, out, NULL, first, &r1);
+    assert_int_equal(first->checkpoints, 5);   /* 2, 4, 6, 8, then 9 on stopping */
+    for (int s = 2; s <= 9; s++) {
+        snprintf(path, sizeof path, "%s/checkpoints/ckpt-%010d.safetensors", out, s);
+        assert_int_equal(access(path, F_OK), s == 6 || s == 8 || s == 9 ? 0 : -1);
+    }
+    snprintf(path, sizeof path, "%s/checkpoints/ckpt-%010d.safetensors", out, 6);
+    pt_checkpoint ck;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    assert_int_equal(pt_checkpoint_open(&ck, path, &errs), 0);
+    int64_t lines = ck.state.lines;
+    assert_int_equal(ck.state.steps, 6);
+    pt_checkpoint_close(&ck);
+    pt_errors_close(&errs);
+
+    cfg.training.checkpoint_every = 0;
+    train_ok(&cfg, other, path, second, &r2);
+    assert_int_equal(lines + second->n, ref->rec.n);
+    for (int i = 0; i < second->n; i++) assert_same_line(&second->m[i], &ref->rec.m[lines + i]);
+    assert_same_final_state(ref->final_ckpt, second->last_ckpt);
+    snprintf(path, sizeof path, "%s/model.safetensors", other);
+    assert_int_equal(access(path, F_OK), 0);
+    free(first);
+    free(second);
+}
+
+/* A checkpoint written as training ended: nothing left but the test. */
+static void test_resume_finished(void **state)
+{
+    (void)state;
+    pt_job_config cfg;
+    tiny_config(&cfg);
+    char out[300];
+    out_path(out, sizeof out, "finished");
+    recorder *rec = calloc(1, sizeof *rec);
+    pt_train_result r;
+    train_ok(&cfg, out, ref->final_ckpt, rec, &r);
+    assert_int_equal(rec->n, 0);
+    assert_int_equal(rec->checkpoints, 0);
+    assert_int_equal(r.steps, ref->res.steps);
+    assert_int_equal(r.epochs, 3);
+    assert_string_equal(r.stop_reason, "epochs");
+    assert_memory_equal(&r.test_mae, &ref->res.test_mae, sizeof(double));
+    free(rec);
+}
+
+static void expect_resume_error(const pt_job_config *cfg, const pt_dataset *ds,
+                                const char *resume, const char *field, const char *message)
+{
+    recorder *rec = calloc(1, sizeof *rec);
+    pt_train_result r;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    assert_int_equal(train(cfg, ds, NULL, resume, rec, &r, &errs), -1);
+    assert_true(errs.kept >= 1);
+    assert_string_equal(errs.items[0].file, resume);
+    assert_string_equal(errs.items[0].field, field);
+    assert_non_null(strstr(errs.items[0].message, message));
+    assert_int_equal(rec->n, 0);
+    pt_errors_close(&errs);
+    free(rec);
+}
+
+static void test_resume_errors(void **state)
+{
+    (void)state;
+    pt_job_config cfg;
+    tiny_config(&cfg);
+    cfg.training.lr = 1e-3;
+    expect_resume_error(&cfg, &qm9, ref->final_ckpt, "config_sha256",
+                        "the checkpoint was made with another job configuration (sha256 ");
+    tiny_config(&cfg);
+    expect_resume_error(&cfg, &small, ref->final_ckpt, "data_crc32",
+                        "the checkpoint was made on other data (400 structures, CRC-32 ");
+    char path[300];
+    out_path(path, sizeof path, "cut.ckpt");
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "head -c 200 %s > %s", ref->final_ckpt, path);
+    assert_int_equal(system(cmd), 0);
+    expect_resume_error(&cfg, &qm9, path, "header", "truncated: the header needs ");
+}
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_resume_mid_epoch),
+        cmocka_unit_test(test_resume_at_epoch_last_step),
+        cmocka_unit_test(test_resume_second_epoch),
+        cmocka_unit_test(test_resume_third_epoch),
+        cmocka_unit_test(test_resume_periodic_elsewhere),
+        cmocka_unit_test(test_resume_finished),
+        cmocka_unit_test(test_resume_errors),
+    };
+    return cmocka_run_group_tests_name("train_resume", tests, setup_all, teardown_all);
+}
