@@ -44,10 +44,12 @@ static const field_spec step_fields[] = {
     {"nodes_per_s", F_NONNEG, 0, NO_SLOT, 0},
     {"padding_fraction", F_FRACTION, 0, NO_SLOT, 0},
     {"seconds", F_NONNEG, 0, AT(seconds), 0},
-    {"io_s", F_NONNEG, 0, NO_SLOT, 0},
-    {"compute_s", F_NONNEG, 0, NO_SLOT, 0},
-    {"allreduce_s", F_NONNEG, 0, NO_SLOT, 0},
-    {"optimizer_s", F_NONNEG, 0, NO_SLOT, 0},
+    {"phase_io_s", F_NONNEG, 0, NO_SLOT, 0},
+    {"phase_forward_s", F_NONNEG, 0, NO_SLOT, 0},
+    {"phase_backward_s", F_NONNEG, 0, NO_SLOT, 0},
+    {"phase_allreduce_s", F_NONNEG, 0, NO_SLOT, 0},
+    {"phase_optimizer_s", F_NONNEG, 0, NO_SLOT, 0},
+    {"phase_other_s", F_NONNEG, 0, NO_SLOT, 0},
     {NULL, F_INT, 0, NO_SLOT, 0},
 };
 

@@ -37,7 +37,7 @@ static void test_step_line(void **state)
     char err[256];
     const char *line = "{\"kind\":\"step\",\"step\":120,\"epoch\":3,\"loss\":0.25,\"lr\":0.001,"
                        "\"graphs_per_s\":512.5,\"nodes_per_s\":9000,\"padding_fraction\":0.05,"
-                       "\"seconds\":0.1,\"io_s\":0.01,\"compute_s\":0.07}\r";
+                       "\"seconds\":0.1,\"phase_io_s\":0.01,\"phase_forward_s\":0.07}\r";
     assert_int_equal(parse(line, &m, err), 0);
     assert_int_equal(m.kind, PT_WORKER_MSG_STEP);
     assert_int_equal(m.step, 120);
@@ -49,7 +49,7 @@ static void test_step_line(void **state)
     assert_true(m.seconds == 0.1);
     /* Fields without a column are kept, in the worker's order. */
     assert_string_equal(m.extra_json, "{\"nodes_per_s\":9000,\"padding_fraction\":0.05,\"seconds\":0.1,"
-                                      "\"io_s\":0.01,\"compute_s\":0.07}");
+                                      "\"phase_io_s\":0.01,\"phase_forward_s\":0.07}");
     pt_worker_msg_clear(&m);
 }
 
