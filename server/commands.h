@@ -18,9 +18,13 @@ int pt_cli_wants_help(int argc, char **argv);
 int pt_cmd_version(int argc, char **argv);
 int pt_cmd_ingest(int argc, char **argv);
 int pt_cmd_pack(int argc, char **argv);
-int pt_cmd_eval(int argc, char **argv);
 int pt_cmd_train(int argc, char **argv);
+int pt_cmd_eval(int argc, char **argv);
 int pt_cmd_bench(int argc, char **argv);
+int pt_cmd_serve(int argc, char **argv);
 int pt_cmd_worker(int argc, char **argv);
+int pt_cmd_token(int argc, char **argv);
+/* submit, status and cancel: argv[0] says which */
+int pt_cmd_client(int argc, char **argv);
 
 #endif

@@ -13,7 +13,12 @@ static const pt_command commands[] = {
     {"train", "train SchNet on a .ptd dataset locally (no server)", pt_cmd_train},
     {"eval", "evaluate a model on a dataset (predictions, loss, gradients)", pt_cmd_eval},
     {"bench", "training throughput of a job configuration (JSON)", pt_cmd_bench},
-    {"worker", "run one job for the server (JSON-lines progress on stdout)", pt_cmd_worker},
+    {"serve", "run the REST API server and its training workers", pt_cmd_serve},
+    {"worker", "run one training job for the server's scheduler (JSON lines)", pt_cmd_worker},
+    {"token", "create, list or revoke API tokens", pt_cmd_token},
+    {"submit", "upload a dataset, submit a job, optionally wait for it (CI)", pt_cmd_client},
+    {"status", "show a job of a server, optionally wait for its end", pt_cmd_client},
+    {"cancel", "cancel a job on a server", pt_cmd_client},
     {"version", "print the version", pt_cmd_version},
 };
 

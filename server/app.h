@@ -1,0 +1,146 @@
+/* app.h — the packtrain service as one object: the HTTP server with every
+ * v1 route, a pool of store handles for its threads, the scheduler that runs
+ * jobs in worker processes, the watch that wakes long-polls and event
+ * streams, the Prometheus registry and the dashboard's static files.
+ *
+ *   pt_app_options o;
+ *   pt_app_options_defaults(&o);
+ *   o.data_dir = "var";
+ *   pt_app app;
+ *   if (pt_app_init(&app, &o, err, sizeof err) != 0) ...
+ *   printf("listening on %u\n", pt_app_port(&app));
+ *   ...                         // until SIGTERM
+ *   pt_app_close(&app);         // stop accepting, drain workers, close
+ *
+ * Files under data_dir: packtrain.db (SQLite), datasets/ID/data.ptd,
+ * jobs/ID/ (the worker's --out: config.json, worker.log, checkpoints,
+ * model.safetensors) and tmp/ (uploads in flight, same file system so a
+ * finished upload is renamed, not copied).
+ *
+ * Identity: with auth on every /v1 route needs a bearer token made by
+ * `packtrain token create`, and acts for the token's owner; with auth off
+ * every request acts for the owner "local".  Rows of another owner answer
+ * 404, exactly like rows that do not exist. */
+#ifndef PT_APP_H
+#define PT_APP_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "server/http.h"
+#include "server/prom.h"
+#include "server/router.h"
+#include "server/scheduler.h"
+#include "server/static.h"
+#include "server/watch.h"
+#include "store/store.h"
+
+#define PT_APP_LOCAL_OWNER "local"
+#define PT_APP_DB_NAME "packtrain.db"
+#define PT_APP_POOL_MAX 64
+#define PT_APP_ROUTES_MAX 48
+
+typedef struct pt_app_options {
+    const char *host;                /* bind address; default "127.0.0.1" */
+    unsigned port;                   /* 0: any free port */
+    const char *data_dir;            /* required */
+    int workers;                     /* job slots; 0 runs no scheduler (jobs stay queued) */
+    int auth;                        /* 1: bearer tokens required */
+    unsigned http_threads;           /* default 4 */
+    uint64_t upload_max;             /* dataset/predict body limit; default 2 GiB */
+    const char *web_dir;             /* static files at /; NULL or missing dir: none */
+    const char *const *worker_argv;  /* NULL-terminated; default {this binary, "worker"} */
+    double max_runtime_s;            /* per worker run when the job sets none; 0 = unlimited */
+    double cancel_grace_s;           /* SIGTERM -> SIGKILL; 0 = scheduler default */
+    int max_attempts;                /* crashes before a job fails; 0 = scheduler default */
+    uint64_t min_free_bytes;         /* /readyz fails below this free space; default 256 MiB */
+    FILE *access_log;                /* one line per request; NULL: none */
+    FILE *log;                       /* scheduler notes; NULL: stderr */
+} pt_app_options;
+
+typedef struct pt_store_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    char db_path[PATH_MAX];
+    pt_store *idle[PT_APP_POOL_MAX];
+    int n_idle, n_open, max_open;
+} pt_store_pool;
+
+/* A registered route, kept so tests can hold the set against the OpenAPI
+ * document. */
+typedef struct pt_app_route {
+    char method[8];
+    char pattern[64];
+} pt_app_route;
+
+typedef struct pt_app {
+    pt_app_options opt;
+    char data_dir[PATH_MAX];         /* absolute */
+    char db_path[PATH_MAX];
+    char datasets_dir[PATH_MAX];
+    char jobs_dir[PATH_MAX];
+    char tmp_dir[PATH_MAX];
+    char host[256];
+    char **worker_argv;              /* owned copy */
+
+    pt_store_pool pool;
+    pt_watch jobs_watch;             /* bumped on any job change */
+    pt_prom prom;
+    pt_router router;
+    pt_app_route routes[PT_APP_ROUTES_MAX];
+    int n_routes;
+    pt_static web;
+    int has_web;
+    pt_scheduler sched;
+    int has_sched;
+    pt_http http;
+    int http_started, closed;
+    pt_prom_metric *m_jobs, *m_slots, *m_active, *m_spawned, *m_crashed, *m_graphs;
+    struct pt_graphs_tally *graphs_tally;   /* app_metrics.c */
+    int64_t started_us;
+} pt_app;
+
+void pt_app_options_defaults(pt_app_options *o);
+/* Creates the data directory layout, opens (and migrates) the database,
+ * registers the routes, starts the scheduler (re-queueing jobs a previous
+ * server left running) and the HTTP server.  Returns 0, or -1 with the
+ * reason in err; nothing is left running on failure. */
+int pt_app_init(pt_app *app, const pt_app_options *opt, char *err, size_t errlen);
+unsigned pt_app_port(const pt_app *app);
+/* Graceful stop: stop accepting, let requests finish, end long-polls and
+ * streams, SIGTERM the workers (their jobs stay `running` and resume from
+ * their checkpoint at the next start), then free everything. */
+void pt_app_close(pt_app *app);
+
+/* Something changed a job (HTTP create/cancel, the scheduler): wake every
+ * long-poll and event stream so they look again.  Thread-safe. */
+void pt_app_jobs_changed(pt_app *app);
+/* Asks the scheduler to look at the store again (no-op without workers). */
+void pt_app_notify_scheduler(pt_app *app);
+
+/* A store handle for the calling thread, to give back with release.  NULL
+ * with a message when the database cannot be opened. */
+pt_store *pt_app_store_acquire(pt_app *app, char *err, size_t errlen);
+void pt_app_store_release(pt_app *app, pt_store *s);
+
+/* The owner a request acts for (its token's owner, or "local"). */
+const char *pt_app_owner(const pt_request *req);
+
+/* Directory of a job (data_dir/jobs/ID) and of a dataset. */
+int pt_app_job_dir(const pt_app *app, const char *job_id, char *out, size_t cap);
+int pt_app_dataset_dir(const pt_app *app, const char *dataset_id, char *out, size_t cap);
+
+/* Registers the service's Prometheus metrics and their collector
+ * (app_metrics.c); close frees the collector's cache. */
+int pt_app_metrics_init(pt_app *app, char *err, size_t errlen);
+void pt_app_metrics_close(pt_app *app);
+
+/* Store pool, exposed for the CLI commands that open the database too. */
+int pt_store_pool_init(pt_store_pool *p, const char *db_path, int max_open);
+pt_store *pt_store_pool_acquire(pt_store_pool *p, char *err, size_t errlen);
+void pt_store_pool_release(pt_store_pool *p, pt_store *s);
+void pt_store_pool_close(pt_store_pool *p);
+
+#endif

@@ -1,0 +1,156 @@
+/* app_metrics.c — the service's Prometheus metrics beyond HTTP's own:
+ *   packtrain_jobs{state}            jobs by state (all owners)
+ *   packtrain_worker_slots, packtrain_workers_active,
+ *   packtrain_workers_spawned, packtrain_workers_crashed
+ *   packtrain_graphs_trained_total   training graphs processed by jobs whose
+ *                                    worker finished a run (result.json)
+ * refreshed by a collector just before each scrape.
+ *
+ * Graphs trained: every finished run of a worker writes DIR/jobs/ID/
+ * result.json with "graphs", the training graphs processed over the whole
+ * job (a resumed run carries the count of the runs before it).  A job's
+ * count is read once, when its result.json appears, and kept in a sorted
+ * tally, so a scrape costs one directory listing plus a stat per job that
+ * has not finished yet. */
+#include "server/app.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct tally_entry {
+    char id[PT_STORE_ID_MAX];
+    int64_t graphs;
+} tally_entry;
+
+struct pt_graphs_tally {
+    pthread_mutex_t mu;
+    tally_entry *items;   /* sorted by id */
+    size_t n, cap;
+    int64_t total;
+};
+
+static int cmp_entry(const void *a, const void *b)
+{
+    return strcmp(((const tally_entry *)a)->id, ((const tally_entry *)b)->id);
+}
+
+static int tally_has(const struct pt_graphs_tally *t, const char *id)
+{
+    if (t->n == 0) return 0;
+    tally_entry key;
+    snprintf(key.id, sizeof key.id, "%.31s", id);
+    return bsearch(&key, t->items, t->n, sizeof(tally_entry), cmp_entry) != NULL;
+}
+
+static void tally_add(struct pt_graphs_tally *t, const char *id, int64_t graphs)
+{
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 64;
+        tally_entry *grown = realloc(t->items, cap * sizeof(tally_entry));
+        if (!grown) return;   /* counted at a later scrape */
+        t->items = grown;
+        t->cap = cap;
+    }
+    size_t k = 0;
+    while (k < t->n && strcmp(t->items[k].id, id) < 0) k++;
+    memmove(t->items + k + 1, t->items + k, (t->n - k) * sizeof(tally_entry));
+    snprintf(t->items[k].id, sizeof t->items[k].id, "%.31s", id);
+    t->items[k].graphs = graphs;
+    t->n++;
+    t->total += graphs;
+}
+
+/* The "graphs" of DIR/ID/result.json; -1 while the job has none. */
+static int64_t result_graphs(const char *jobs_dir, const char *id)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s/result.json", jobs_dir, id) >= (int)sizeof path) return -1;
+    json_t *r = json_load_file(path, 0, NULL);
+    json_t *g = json_object_get(r, "graphs");
+    int64_t n = json_is_integer(g) ? (int64_t)json_integer_value(g) : -1;
+    json_decref(r);
+    return n;
+}
+
+static void count_graphs(pt_app *app)
+{
+    struct pt_graphs_tally *t = app->graphs_tally;
+    DIR *d = opendir(app->jobs_dir);
+    if (!d) return;
+    pthread_mutex_lock(&t->mu);
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strncmp(e->d_name, "job_", 4) != 0 || strlen(e->d_name) >= PT_STORE_ID_MAX || tally_has(t, e->d_name))
+            continue;
+        int64_t g = result_graphs(app->jobs_dir, e->d_name);
+        if (g >= 0) tally_add(t, e->d_name, g);
+    }
+    /* A counter can only be raised, and the tally only grows; under the
+     * lock, so two scrapes at once cannot both add the same increase. */
+    pt_prom_add(app->m_graphs, NULL, (double)t->total - pt_prom_value(app->m_graphs, NULL));
+    pthread_mutex_unlock(&t->mu);
+    closedir(d);
+}
+
+static void collect(pt_prom *p, void *ctx)
+{
+    (void)p;
+    pt_app *app = ctx;
+    char err[256];
+    pt_store *s = pt_app_store_acquire(app, err, sizeof err);
+    int64_t counts[PT_JOB_STATE_COUNT] = {0};
+    if (s && pt_store_job_count_by_state(s, NULL, counts) == PT_STORE_OK) {
+        for (int st = 0; st < PT_JOB_STATE_COUNT; st++) {
+            const char *labels[] = {pt_job_state_name((pt_job_state)st)};
+            pt_prom_set(app->m_jobs, labels, (double)counts[st]);
+        }
+    }
+    pt_app_store_release(app, s);
+    pt_scheduler_stats st = {0};
+    if (app->has_sched) pt_scheduler_stats_get(&app->sched, &st);
+    pt_prom_set(app->m_slots, NULL, st.slots);
+    pt_prom_set(app->m_active, NULL, st.active);
+    pt_prom_set(app->m_spawned, NULL, (double)st.spawned);
+    pt_prom_set(app->m_crashed, NULL, (double)st.crashed);
+    count_graphs(app);
+}
+
+int pt_app_metrics_init(pt_app *app, char *err, size_t errlen)
+{
+    pt_prom *p = &app->prom;
+    app->graphs_tally = calloc(1, sizeof(*app->graphs_tally));
+    if (!app->graphs_tally) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    pthread_mutex_init(&app->graphs_tally->mu, NULL);
+    app->m_jobs = pt_prom_gauge(p, "packtrain_jobs", "Jobs by state.", "state");
+    app->m_slots = pt_prom_gauge(p, "packtrain_worker_slots", "Jobs that may run at once.", "");
+    app->m_active = pt_prom_gauge(p, "packtrain_workers_active", "Worker processes alive.", "");
+    app->m_spawned = pt_prom_gauge(p, "packtrain_workers_spawned",
+                                   "Worker processes started since the server started.", "");
+    app->m_crashed = pt_prom_gauge(p, "packtrain_workers_crashed",
+                                   "Worker runs that ended in a crash since the server started.", "");
+    app->m_graphs = pt_prom_counter(p, "packtrain_graphs_trained_total",
+                                    "Training graphs processed by jobs whose worker finished a run.", "");
+    if (!app->m_jobs || !app->m_slots || !app->m_active || !app->m_spawned || !app->m_crashed || !app->m_graphs) {
+        snprintf(err, errlen, "cannot register metrics: %s", p->error);
+        return -1;
+    }
+    if (pt_prom_add_collector(p, collect, app) != 0) {
+        snprintf(err, errlen, "cannot register the metrics collector");
+        return -1;
+    }
+    return 0;
+}
+
+void pt_app_metrics_close(pt_app *app)
+{
+    struct pt_graphs_tally *t = app->graphs_tally;
+    if (!t) return;
+    pthread_mutex_destroy(&t->mu);
+    free(t->items);
+    free(t);
+    app->graphs_tally = NULL;
+}

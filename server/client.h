@@ -1,0 +1,59 @@
+/* client.h — a small libcurl client for the packtrain REST API, used by the
+ * CI commands (`packtrain submit|status|cancel`) and by tests.
+ *
+ *   pt_client c;
+ *   pt_client_init(&c, "http://127.0.0.1:8080", token);   // token may be NULL
+ *   pt_client_resp r;
+ *   if (pt_client_request(&c, "GET", "/v1/jobs/job_1", NULL, NULL, 0, &r) == 0 && r.status == 200) ...
+ *   pt_client_resp_clear(&r);
+ *   pt_client_close(&c);
+ *
+ * Transport failures (connection refused, timeout) return -1 with the reason
+ * in c.err; any HTTP answer, 4xx and 5xx included, returns 0 with the status
+ * in the response.  Uploads stream the file from disk. */
+#ifndef PT_CLIENT_H
+#define PT_CLIENT_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+typedef struct pt_client {
+    char base[512];          /* without trailing '/' */
+    char auth[600];          /* "Authorization: Bearer ..." or "" */
+    long timeout_s;          /* whole-request limit; 0 = none (default 120) */
+    char err[512];
+    void *curl;              /* CURL *, reused for keep-alive */
+} pt_client;
+
+typedef struct pt_client_resp {
+    long status;
+    char *body;              /* NUL-terminated */
+    size_t len;
+    json_t *json;            /* parsed body when it is JSON, else NULL */
+    char etag[128];
+    char location[256];
+    char content_type[128];
+} pt_client_resp;
+
+/* -1 with err when the URL is not http(s):// or libcurl cannot start. */
+int pt_client_init(pt_client *c, const char *base_url, const char *token);
+void pt_client_close(pt_client *c);
+void pt_client_resp_clear(pt_client_resp *r);
+
+/* `path` starts with '/' (query included); `headers` NULL-terminated "Name: value". */
+int pt_client_request(pt_client *c, const char *method, const char *path, const char *const *headers,
+                      const char *body, size_t len, pt_client_resp *out);
+/* POST json (serialized compactly) with Content-Type application/json. */
+int pt_client_post_json(pt_client *c, const char *path, const json_t *body, const char *const *headers,
+                        pt_client_resp *out);
+/* POSTs the file at `file` as the raw body, streamed. */
+int pt_client_upload(pt_client *c, const char *path, const char *file, pt_client_resp *out);
+
+/* One readable line for a non-2xx answer: the problem's detail and its
+ * errors[] ("line 12: field: message; ..."), or the status and body. */
+void pt_client_describe_error(const pt_client_resp *r, char *buf, size_t cap);
+
+/* Percent-encodes s for a query value into out. */
+void pt_client_escape(const char *s, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,118 @@
+# api_lib.sh — helpers shared by the API integration suites (sourced, not run).
+#
+# Each suite starts real `packtrain serve` processes on loopback with an
+# ephemeral port (--port 0 --port-file), in a fresh data directory, talks to
+# them with curl, and counts checks; `finish` prints "N passed, N failed" and
+# sets the exit status.  Every server a suite starts is stopped on exit.
+#
+#   req METHOD PATH [curl args...]   -> $STATUS, body in $BODY (a file), headers in $HEADERS
+#   jget FILE 'python expression on j' -> prints the value (JSON data via /usr/bin/python3)
+
+set -uo pipefail
+PT=${PACKTRAIN_BIN:-bin/packtrain}
+PT=$(realpath "$PT")
+PY=/usr/bin/python3
+WORK=$(mktemp -d /tmp/pt-it-XXXXXX)
+BODY=$WORK/body
+HEADERS=$WORK/headers
+STATUS=0
+pass=0
+fail=0
+SERVER_PIDS=()
+
+cleanup() {
+  for pid in "${SERVER_PIDS[@]}"; do
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+  done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+ok() { pass=$((pass + 1)); echo "ok - $1"; }
+not_ok() { fail=$((fail + 1)); echo "not ok - $1"; }
+# check DESCRIPTION COMMAND...: passes when the command succeeds.
+check() { local d=$1; shift; if "$@"; then ok "$d"; else not_ok "$d"; fi; }
+# expect DESCRIPTION GOT WANT
+expect() { if [ "$2" == "$3" ]; then ok "$1"; else not_ok "$1: got '$2', want '$3'"; fi; }
+# expect_match DESCRIPTION TEXT REGEX
+expect_match() { if [[ "$2" =~ $3 ]]; then ok "$1"; else not_ok "$1: '$2' does not match /$3/"; fi; }
+
+finish() {
+  echo "$pass passed, $fail failed"
+  [ "$fail" -eq 0 ]
+}
+
+# start_server DIR [serve args...]: sets SERVER_PID, PORT, BASE.  The server's
+# stderr goes to DIR.log.
+start_server() {
+  local dir=$1; shift
+  rm -f "$dir.port"
+  "$PT" serve --data-dir "$dir" --port 0 --port-file "$dir.port" "$@" 2>>"$dir.log" &
+  SERVER_PID=$!
+  SERVER_PIDS+=("$SERVER_PID")
+  for _ in $(seq 1 200); do
+    [ -s "$dir.port" ] && break
+    kill -0 "$SERVER_PID" 2>/dev/null || break
+    sleep 0.05
+  done
+  if [ ! -s "$dir.port" ]; then
+    echo "server did not start; its log:"; cat "$dir.log"
+    return 1
+  fi
+  PORT=$(cat "$dir.port")
+  BASE=http://127.0.0.1:$PORT
+}
+
+# stop_server PID SIGNAL: sends the signal and waits for the process.
+stop_server() {
+  kill "-$2" "$1" 2>/dev/null
+  wait "$1" 2>/dev/null
+  local rc=$?
+  local kept=()
+  for pid in "${SERVER_PIDS[@]}"; do [ "$pid" != "$1" ] && kept+=("$pid"); done
+  SERVER_PIDS=("${kept[@]+"${kept[@]}"}")
+  return $rc
+}
+
+req() {
+  local method=$1 path=$2; shift 2
+  STATUS=$(curl -s -o "$BODY" -D "$HEADERS" -w '%{http_code}' -X "$method" "$@" "$BASE$path")
+}
+
+header() { grep -i "^$1:" "$HEADERS" | head -1 | sed 's/^[^:]*: *//' | tr -d '\r\n'; }
+
+# jget FILE EXPR: evaluates EXPR with j = the parsed JSON of FILE; None prints "null".
+jget() {
+  "$PY" -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+v = eval(sys.argv[2])
+print("null" if v is None else (json.dumps(v) if isinstance(v, (dict, list)) else v))
+' "$1" "$2"
+}
+
+# A small training job's config: fast enough for a test, long enough to watch.
+small_config() { # EPOCHS
+  cat <<EOF
+{"model": {"hidden": 16, "filters": 16, "interactions": 1, "gaussians": 10},
+ "batching": {"model_batch_size": 4},
+ "training": {"epochs": $1, "log_every": 1, "seed": 1},
+ "backend": {"threads": 1}}
+EOF
+}
+
+# wait_state JOB STATE SECONDS: polls until the job is in STATE.
+wait_state() {
+  local deadline=$((SECONDS + $3)) st=""
+  while [ $SECONDS -lt $deadline ]; do
+    req GET "/v1/jobs/$1" "${AUTH[@]+"${AUTH[@]}"}"
+    st=$(jget "$BODY" 'j["state"]' 2>/dev/null)
+    [ "$st" == "$2" ] && return 0
+    sleep 0.2
+  done
+  echo "job $1 is '$st', not '$2' after $3 s" >&2
+  return 1
+}
+
+DEMO=tests/data/api_demo_qm9_64.extxyz

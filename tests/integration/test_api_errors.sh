@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# test_api_errors.sh — every error class of the REST API against the real
+# binary (`packtrain serve` with auth on, a real SQLite file), plus the token
+# and serve command lines.  Each error must be problem+json with the detail a
+# user needs.  No training happens here (--workers 0), so it runs in seconds.
+cd "$(dirname "$0")/../.." || exit 1
+source tests/integration/api_lib.sh
+
+D=$WORK/data
+# --- command lines -------------------------------------------------------------
+"$PT" token create --data-dir "$D" >/dev/null 2>"$WORK/err"; rc=$?
+expect "token create without --owner is a usage error" "$rc" 2
+expect "... and says what is missing" "$(head -1 "$WORK/err")" "packtrain token create: --owner NAME is required"
+ALICE=$("$PT" token create --owner alice --name ci --data-dir "$D" 2>"$WORK/err")
+expect_match "token create prints the secret once" "$ALICE" '^pt_[0-9a-f]{64}$'
+expect_match "... and its id on stderr" "$(cat "$WORK/err")" "^packtrain token: created tok_[0-9a-f]{16} for owner 'alice'"
+BOB=$("$PT" token create --owner bob --data-dir "$D" 2>/dev/null)
+"$PT" token list --owner alice --data-dir "$D" >"$WORK/list"
+expect_match "token list shows the token, active" "$(cat "$WORK/list")" '^tok_[0-9a-f]{16}  [0-9T:-]+Z  active   ci$'
+"$PT" token revoke tok_0000000000000000 --owner alice --data-dir "$D" 2>"$WORK/err"; rc=$?
+expect "revoking an unknown token fails" "$rc" 1
+"$PT" serve --auth maybe --data-dir "$D" 2>"$WORK/err"; rc=$?
+expect "serve --auth maybe is a usage error" "$rc" 2
+expect "... with the reason" "$(head -1 "$WORK/err")" "packtrain serve: --auth must be on or off, got 'maybe'"
+"$PT" serve --port 70000 --data-dir "$D" 2>"$WORK/err"; rc=$?
+expect "serve --port 70000 is a usage error" "$rc" 2
+
+start_server "$D" --auth on --workers 0 --upload-max 100000 || { finish; exit 1; }
+A=(-H "Authorization: Bearer $ALICE")
+B=(-H "Authorization: Bearer $BOB")
+
+# a port already in use
+"$PT" serve --port "$PORT" --data-dir "$WORK/other" --workers 0 2>"$WORK/err"; rc=$?
+expect "a second server on the same port fails" "$rc" 1
+expect_match "... saying why" "$(cat "$WORK/err")" "cannot start the HTTP server on 127.0.0.1 port $PORT"
+
+# --- 401 ---------------------------------------------------------------------------
+req GET /v1/jobs
+expect "no token: 401" "$STATUS" 401
+expect "... problem+json" "$(header Content-Type)" "application/problem+json"
+expect "... WWW-Authenticate" "$(header WWW-Authenticate)" 'Bearer realm="packtrain"'
+req GET /v1/jobs -H "Authorization: Bearer pt_nope"
+expect "unknown token: 401" "$STATUS" 401
+expect "... detail" "$(jget "$BODY" 'j["detail"]')" "the token is unknown or revoked"
+req GET /healthz
+expect "probes need no token" "$STATUS" 200
+
+# --- 400 ---------------------------------------------------------------------------
+req GET "/v1/jobs?limit=abc" "${A[@]}"
+expect "bad limit: 400" "$STATUS" 400
+expect "... names the parameter" "$(jget "$BODY" 'j["errors"][0]["field"] + ": " + j["errors"][0]["message"]')" \
+  "query.limit: 'abc' is not an integer"
+req POST /v1/jobs "${A[@]}" -H 'Content-Type: application/json' --data '{"dataset": '
+expect "malformed JSON: 400" "$STATUS" 400
+expect_match "... with line and column" "$(jget "$BODY" 'j["errors"][0]["message"]')" "column"
+
+# --- 404 / 405 ------------------------------------------------------------------------
+req GET /v1/nothing "${A[@]}"
+expect "unknown path: 404" "$STATUS" 404
+req GET /v1/jobs/job_0000000000000000 "${A[@]}"
+expect "unknown job: 404" "$STATUS" 404
+expect "... detail" "$(jget "$BODY" 'j["detail"]')" "there is no job 'job_0000000000000000'"
+req DELETE /v1/jobs "${A[@]}"
+expect "wrong method: 405" "$STATUS" 405
+expect "... Allow" "$(header Allow)" "POST, GET, HEAD"
+
+# --- uploads: 201, 413, 415, 422 ------------------------------------------------------------
+req POST "/v1/datasets?name=demo.extxyz" "${A[@]}" --data-binary @"$DEMO"
+expect "upload: 201" "$STATUS" 201
+DS=$(jget "$BODY" 'j["id"]')
+expect "... Location" "$(header Location)" "/v1/datasets/$DS"
+expect "... counts" "$(jget "$BODY" 'j["n_structures"]')" 64
+head -c 150000 /dev/zero | tr '\0' 'x' >"$WORK/big"
+req POST /v1/datasets "${A[@]}" --data-binary @"$WORK/big"
+expect "over --upload-max: 413" "$STATUS" 413
+expect "... detail" "$(jget "$BODY" 'j["detail"]')" "the request body is larger than the limit of 100000 bytes"
+req POST /v1/datasets "${A[@]}" -F "file=@$DEMO"
+expect "multipart: 415" "$STATUS" 415
+printf '2\nProperties=species:S:1:pos:R:3 energy=1\nH 0 0 0\nH 0 0 zero\n' >"$WORK/bad.xyz"
+req POST "/v1/datasets?name=bad.xyz" "${A[@]}" --data-binary @"$WORK/bad.xyz"
+expect "invalid file: 422" "$STATUS" 422
+expect "... error on line 4 of bad.xyz" "$(jget "$BODY" 'j["errors"][0]["file"] + ":" + str(j["errors"][0]["line"])')" "bad.xyz:4"
+
+# --- jobs: 422 with field paths, idempotency, 409 -------------------------------------------------
+req POST /v1/jobs "${A[@]}" --data "{\"dataset\":\"$DS\",\"training\":{\"epochs\":0,\"optimizer\":\"sgd\"}}"
+expect "invalid config: 422" "$STATUS" 422
+expect "... every problem with its path" "$(jget "$BODY" '",".join(e["field"] for e in j["errors"])')" \
+  "training.epochs,training.optimizer"
+req POST /v1/jobs "${A[@]}" --data '{"dataset":"ds_0000000000000000"}'
+expect "unknown dataset: 422" "$STATUS" 422
+KEY=(-H "Idempotency-Key: it-$$")
+req POST /v1/jobs "${A[@]}" "${KEY[@]}" --data "{\"dataset\":\"$DS\"}"
+expect "submit with a key: 201" "$STATUS" 201
+JOB=$(jget "$BODY" 'j["id"]')
+req POST /v1/jobs "${A[@]}" "${KEY[@]}" --data "{\"dataset\":\"$DS\"}"
+expect "same key, same body: 200" "$STATUS" 200
+expect "... the same job" "$(jget "$BODY" 'j["id"]')" "$JOB"
+req POST /v1/jobs "${A[@]}" "${KEY[@]}" --data "{\"dataset\":\"$DS\",\"training\":{\"epochs\":2}}"
+expect "same key, other body: 422" "$STATUS" 422
+req DELETE "/v1/datasets/$DS" "${A[@]}"
+expect "delete a dataset in use: 409" "$STATUS" 409
+req GET "/v1/jobs/$JOB/model" "${A[@]}"
+expect "model of a queued job: 409" "$STATUS" 409
+req POST "/v1/jobs/$JOB/cancel" "${A[@]}"
+expect "cancel a queued job: 200" "$STATUS" 200
+req POST "/v1/jobs/$JOB/cancel" "${A[@]}"
+expect "cancel it again: 409" "$STATUS" 409
+
+# --- 304 ----------------------------------------------------------------------------------------
+req GET "/v1/jobs/$JOB" "${A[@]}"
+ETAG=$(header ETag)
+req GET "/v1/jobs/$JOB" "${A[@]}" -H "If-None-Match: $ETAG"
+expect "If-None-Match: 304" "$STATUS" 304
+
+# --- another owner ---------------------------------------------------------------------------------
+for p in "/v1/jobs/$JOB" "/v1/jobs/$JOB/metrics" "/v1/jobs/$JOB/logs" "/v1/datasets/$DS" "/v1/datasets/$DS/packing"; do
+  req GET "$p" "${B[@]}"
+  expect "bob gets 404 for alice's $p" "$STATUS" 404
+done
+req GET /v1/datasets "${B[@]}"
+expect "bob's dataset list is empty" "$(jget "$BODY" 'len(j["datasets"])')" 0
+TOK=$("$PT" token list --owner bob --data-dir "$D" | cut -d' ' -f1)
+"$PT" token revoke "$TOK" --owner bob --data-dir "$D" 2>/dev/null
+req GET /v1/jobs "${B[@]}"
+expect "a revoked token is refused at once: 401" "$STATUS" 401
+
+stop_server "$SERVER_PID" TERM
+expect "SIGTERM stops the server cleanly" "$?" 0
+expect_match "... after draining" "$(tail -2 "$D.log" | tr '\n' ' ')" "SIGTERM received, draining packtrain: stopped"
+
+# --- 503: not ready ---------------------------------------------------------------------------------
+start_server "$WORK/d2" --workers 1 --worker-cmd /nonexistent/worker || { finish; exit 1; }
+req GET /readyz
+expect "readyz with a missing worker program: 503" "$STATUS" 503
+expect "... names it" "$(jget "$BODY" 'j["checks"]["workers"]["detail"]')" \
+  "the worker program is not executable: /nonexistent/worker"
+stop_server "$SERVER_PID" INT
+expect "SIGINT stops the server cleanly" "$?" 0
+
+# --- configuration from the environment -------------------------------------------------------------
+PACKTRAIN_AUTH=on PACKTRAIN_WORKERS=0 start_server "$WORK/d3" || { finish; exit 1; }
+req GET /v1/jobs
+expect "PACKTRAIN_AUTH=on requires tokens" "$STATUS" 401
+req GET /readyz
+expect "PACKTRAIN_WORKERS=0 runs no workers" "$(jget "$BODY" 'j["checks"]["workers"]["slots"]')" 0
+expect_match "the server says how it runs" "$(head -1 "$WORK/d3.log")" \
+  "^packtrain: listening on http://127.0.0.1:$PORT \(auth on, 0 worker slots, data in /tmp/pt-it-"
+stop_server "$SERVER_PID" TERM
+
+finish

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# test_api_flow.sh — the service end to end with real worker processes: the
+# CI flow (`packtrain submit --wait` uploads, submits, follows, exits 0 on
+# success), what a finished job offers (metrics, events, logs, model),
+# long-poll and ETag while a job trains, live SSE, cancel, pagination, and a
+# job that fails (exit 1 with the reason).
+cd "$(dirname "$0")/../.." || exit 1
+source tests/integration/api_lib.sh
+
+D=$WORK/data
+TOKEN=$("$PT" token create --owner ci --data-dir "$D" 2>/dev/null)
+AUTH=(-H "Authorization: Bearer $TOKEN")
+start_server "$D" --auth on --workers 1 || { finish; exit 1; }
+small_config 2 >"$WORK/job.json"
+
+# --- the CI flow -----------------------------------------------------------------------------
+JOB=$("$PT" submit --server "$BASE" --token "$TOKEN" --dataset "$DEMO" --config "$WORK/job.json" --wait \
+  2>"$WORK/submit.err")
+rc=$?
+expect "submit --wait exits 0 when the job succeeds" "$rc" 0
+expect_match "... prints the job id on stdout" "$JOB" '^job_[0-9a-f]{16}$'
+expect_match "... follows progress on stderr" "$(cat "$WORK/submit.err")" "$JOB running +epoch [0-9]+/2"
+expect_match "... and ends with the outcome" "$(tail -1 "$WORK/submit.err")" "^packtrain submit: $JOB succeeded; best val MAE"
+[ $rc -eq 0 ] || cat "$WORK/submit.err"
+
+req GET "/v1/jobs/$JOB" "${AUTH[@]}"
+expect "the job succeeded" "$(jget "$BODY" 'j["state"]')" succeeded
+expect "transitions: queued, running, succeeded" "$(jget "$BODY" '",".join(t["to"] for t in j["transitions"])')" \
+  "queued,running,succeeded"
+expect "progress is 100%" "$(jget "$BODY" 'j["progress_percent"]')" "100.0"
+expect_match "best validation MAE is a number" "$(jget "$BODY" 'j["best_val_mae"]')" '^[0-9.e+-]+$'
+expect_match "latest throughput is a number" "$(jget "$BODY" 'j["latest_graphs_per_s"]')" '^[0-9.e+-]+$'
+STEPS=$(jget "$BODY" 'j["step"]')
+DS=$(jget "$BODY" 'j["dataset"]')
+
+req GET "/v1/jobs/$JOB/metrics?max_points=10000" "${AUTH[@]}"
+expect "metrics: every step logged once, in order" \
+  "$(jget "$BODY" '[s["step"] for s in j["steps"]] == list(range(1, j["total_steps"] + 1))')" True
+expect "metrics: as many steps as the job did" "$(jget "$BODY" 'j["total_steps"]')" "$STEPS"
+expect "metrics: one row per epoch" "$(jget "$BODY" '[e["epoch"] for e in j["epochs"]]')" "[1, 2]"
+expect "metrics: the worker's fields travel along" \
+  "$(jget "$BODY" 'all(k in j["steps"][0] for k in ("loss","lr","graphs_per_s","nodes_per_s","padding_fraction"))')" True
+
+curl -s -N --max-time 20 "${AUTH[@]}" "$BASE/v1/jobs/$JOB/events" >"$WORK/events"
+expect "events of a finished job: the stream ends by itself" "$?" 0
+expect "... every step as an event" "$(grep -c '^event: step$' "$WORK/events")" "$STEPS"
+expect "... the epochs" "$(grep -c '^event: epoch$' "$WORK/events")" 2
+expect "... the last event is the final state" "$(grep '^data:' "$WORK/events" | tail -1 | sed 's/^data: //' | \
+  "$PY" -c 'import json,sys; print(json.load(sys.stdin)["state"])')" succeeded
+THIRD=$(grep '^id: ' "$WORK/events" | sed -n 3p | cut -d' ' -f2)
+curl -s -N --max-time 20 "${AUTH[@]}" -H "Last-Event-ID: $THIRD" "$BASE/v1/jobs/$JOB/events" >"$WORK/events2"
+expect "Last-Event-ID resumes after that event" "$(grep -c '^id: ' "$WORK/events2")" \
+  "$(( $(grep -c '^id: ' "$WORK/events") - 3 ))"
+
+curl -s -o "$WORK/model" -w '%{http_code}' "${AUTH[@]}" "$BASE/v1/jobs/$JOB/model" >"$WORK/code"
+expect "model: 200" "$(cat "$WORK/code")" 200
+expect "... a safetensors file with PyG names" "$("$PY" - "$WORK/model" <<'EOF'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+print("embedding.weight" in h and "interactions.0.mlp.0.weight" in h)
+EOF
+)" True
+req GET /metrics
+expect "/metrics counts the graphs the job trained" \
+  "$(grep '^packtrain_graphs_trained_total ' "$BODY" | cut -d' ' -f2)" "$(jget "$D/jobs/$JOB/result.json" 'j["graphs"]')"
+req GET "/v1/jobs/$JOB/logs?lines=5" "${AUTH[@]}"
+expect "logs: 200 text" "$STATUS:$(header Content-Type)" "200:text/plain; charset=utf-8"
+
+# --- long-poll, ETag and live events on a running job -----------------------------------------
+small_config 100000 >"$WORK/long.json"   # runs until cancelled
+LONG=$("$PT" submit --server "$BASE" --token "$TOKEN" --dataset-id "$DS" --config "$WORK/long.json" 2>/dev/null)
+expect_match "a long job is queued" "$LONG" '^job_'
+check "it starts running" wait_state "$LONG" running 30
+curl -s -N --max-time 4 "${AUTH[@]}" "$BASE/v1/jobs/$LONG/events" >"$WORK/live"
+check "live events arrive while it trains" grep -q '^event: step$' "$WORK/live"
+req GET "/v1/jobs/$JOB" "${AUTH[@]}"
+req GET "/v1/jobs/$JOB" "${AUTH[@]}" -H "If-None-Match: $(header ETag)"
+expect "If-None-Match with the current ETag of a finished job: 304" "$STATUS" 304
+req GET "/v1/jobs/$LONG" "${AUTH[@]}"
+ETAG=$(header ETag)
+start=$SECONDS
+req GET "/v1/jobs/$LONG?wait=30" "${AUTH[@]}" -H "If-None-Match: $ETAG"
+expect "a long-poll returns once the job changes" "$STATUS" 200
+check "... before its 30 s are up" test $((SECONDS - start)) -lt 30
+check "... with a new ETag" test "$(header ETag)" != "$ETAG"
+
+# --- cancel ---------------------------------------------------------------------------------------
+"$PT" cancel "$LONG" --server "$BASE" --token "$TOKEN" >"$WORK/cancel.out" 2>&1
+expect "packtrain cancel: exit 0" "$?" 0
+expect_match "... the job is cancelling" "$(cat "$WORK/cancel.out")" "^$LONG (cancelling|cancelled)$"
+check "the worker stops and the job is cancelled" wait_state "$LONG" cancelled 30
+"$PT" status "$LONG" --wait --server "$BASE" --token "$TOKEN" >/dev/null 2>"$WORK/status.err"
+expect "status --wait on a cancelled job exits 1" "$?" 1
+expect_match "... with the reason" "$(tail -1 "$WORK/status.err")" "$LONG cancelled: "
+
+# --- a failing job -----------------------------------------------------------------------------------
+"$PY" - "$WORK/long.json" "$WORK/slow.json" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1])); c["max_runtime_seconds"] = 1
+json.dump(c, open(sys.argv[2], "w"))
+EOF
+"$PT" submit --server "$BASE" --token "$TOKEN" --dataset-id "$DS" --config "$WORK/slow.json" --wait \
+  >/dev/null 2>"$WORK/fail.err"
+expect "submit --wait exits 1 when the job fails" "$?" 1
+expect_match "... with the failure reason" "$(tail -1 "$WORK/fail.err")" "failed: exceeded max_runtime_seconds=1"
+
+# --- pagination --------------------------------------------------------------------------------------
+req GET "/v1/jobs?limit=2" "${AUTH[@]}"
+P1=$(jget "$BODY" '",".join(x["id"] for x in j["jobs"])')
+NEXT=$(jget "$BODY" 'j["next_page_token"]')
+req GET "/v1/jobs?limit=2&page_token=$NEXT" "${AUTH[@]}"
+P2=$(jget "$BODY" '",".join(x["id"] for x in j["jobs"])')
+expect "two pages hold the three jobs, newest first, once each" "$P1,$P2" "$(
+  curl -s "${AUTH[@]}" "$BASE/v1/jobs?limit=10" | "$PY" -c 'import json,sys; print(",".join(x["id"] for x in json.load(sys.stdin)["jobs"]))')"
+req GET "/v1/jobs?status=succeeded" "${AUTH[@]}"
+expect "status filter" "$(jget "$BODY" '",".join(x["id"] for x in j["jobs"])')" "$JOB"
+
+stop_server "$SERVER_PID" TERM
+expect "the server drains and stops" "$?" 0
+finish

@@ -1,0 +1,204 @@
+/* test_client.c — the REST client (server/client.h) and the CI commands
+ * (submit, status, cancel) against a real app without workers: transport
+ * errors, uploads, problem descriptions with line numbers, and the exit
+ * status contract (0 done, 1 refused or failed, 2 usage). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+
+#include "server/client.h"
+#include "server/commands.h"
+#include "tests/unit/api_fixture.h"
+
+static char g_cfg[300], g_bad_cfg[300];
+
+static int setup(void **state)
+{
+    static api_fx fx;
+    if (fx_start(&fx, NULL) != 0) return -1;
+    snprintf(g_cfg, sizeof g_cfg, "%s/job.json", fx.dir);
+    snprintf(g_bad_cfg, sizeof g_bad_cfg, "%s/bad.json", fx.dir);
+    FILE *f = fopen(g_cfg, "w");
+    fputs("{\"training\": {\"epochs\": 1}}", f);
+    fclose(f);
+    f = fopen(g_bad_cfg, "w");
+    fputs("{\"training\": {\"epochs\": -1}}", f);
+    fclose(f);
+    *state = &fx;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fx_stop(*state);
+    return 0;
+}
+
+/* Runs a command with stdout and stderr sent to a file; returns its status
+ * and leaves what it printed in out (static). */
+static int run_cmd(const char *out_path, int argc, char **argv)
+{
+    fflush(stdout);
+    fflush(stderr);
+    int saved_out = dup(1), saved_err = dup(2);
+    int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    close(fd);
+    int rc = pt_cmd_client(argc, argv);
+    fflush(stdout);
+    fflush(stderr);
+    dup2(saved_out, 1);
+    dup2(saved_err, 2);
+    close(saved_out);
+    close(saved_err);
+    return rc;
+}
+
+static const char *slurp(const char *path)
+{
+    static char buf[8192];
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+static void test_init_and_transport_errors(void **state)
+{
+    (void)state;
+    pt_client c;
+    assert_int_equal(pt_client_init(&c, "ftp://example", NULL), -1);
+    assert_string_equal(c.err, "the server URL must start with http:// or https://, got 'ftp://example'");
+    pt_client_close(&c);
+    assert_int_equal(pt_client_init(&c, "http://127.0.0.1:1/", "tok"), 0);
+    assert_string_equal(c.base, "http://127.0.0.1:1");
+    pt_client_resp r;
+    assert_int_equal(pt_client_request(&c, "GET", "/healthz", NULL, NULL, 0, &r), -1);
+    assert_non_null(strstr(c.err, "GET http://127.0.0.1:1/healthz: "));
+    pt_client_resp_clear(&r);
+    pt_client_close(&c);
+}
+
+static void test_upload_and_describe(void **state)
+{
+    api_fx *fx = *state;
+    pt_client c;
+    assert_int_equal(pt_client_init(&c, fx->base, NULL), 0);
+    pt_client_resp r;
+    assert_int_equal(pt_client_upload(&c, "/v1/datasets?name=demo", "tests/data/api_demo_qm9_64.extxyz", &r), 0);
+    assert_int_equal(r.status, 201);
+    assert_int_equal(json_integer_value(json_object_get(r.json, "n_structures")), 64);
+    assert_non_null(strstr(r.location, "/v1/datasets/ds_"));
+    pt_client_resp_clear(&r);
+    char bad[300];
+    snprintf(bad, sizeof bad, "%s/bad.xyz", fx->dir);
+    FILE *f = fopen(bad, "w");
+    fputs("1\nProperties=species:S:1:pos:R:3 e=1\nQq 0 0 0\n", f);
+    fclose(f);
+    assert_int_equal(pt_client_upload(&c, "/v1/datasets?name=bad.xyz", bad, &r), 0);
+    assert_int_equal(r.status, 422);
+    char msg[1024];
+    pt_client_describe_error(&r, msg, sizeof msg);
+    assert_non_null(strstr(msg, "HTTP 422: 'bad.xyz' is not a valid dataset: 1 problem\n  line 3: "));
+    pt_client_resp_clear(&r);
+    assert_int_equal(pt_client_upload(&c, "/v1/datasets", "/nonexistent/file.xyz", &r), -1);
+    assert_string_equal(c.err, "cannot read /nonexistent/file.xyz: No such file or directory");
+    pt_client_resp_clear(&r);
+    /* The reused handle is back to plain GETs after an upload. */
+    assert_int_equal(pt_client_request(&c, "GET", "/healthz", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    pt_client_resp_clear(&r);
+    pt_client_close(&c);
+}
+
+static void test_escape(void **state)
+{
+    (void)state;
+    char out[64];
+    pt_client_escape("water 20k/é&x=1", out, sizeof out);
+    assert_string_equal(out, "water%2020k%2F%C3%A9%26x%3D1");
+}
+
+static void test_submit_status_cancel(void **state)
+{
+    api_fx *fx = *state;
+    char out[300];
+    snprintf(out, sizeof out, "%s/out.txt", fx->dir);
+    char *submit[] = {"submit", "--server", fx->base, "--dataset", "tests/data/api_demo_qm9_64.extxyz", "--config",
+                      g_cfg, NULL};
+    assert_int_equal(run_cmd(out, 7, submit), 0);
+    char job[64] = "";
+    const char *text = slurp(out);   /* "uploaded ..." on stderr, then the job id alone on stdout */
+    assert_non_null(strstr(text, "packtrain submit: uploaded tests/data/api_demo_qm9_64.extxyz as dataset ds_"));
+    const char *id = strstr(text, "\njob_");
+    assert_non_null(id);
+    snprintf(job, sizeof job, "%.20s", id + 1);
+    char *status[] = {"status", job, "--server", fx->base, NULL};
+    assert_int_equal(run_cmd(out, 4, status), 0);
+    assert_non_null(strstr(slurp(out), "\"state\": \"queued\""));
+    char *cancel[] = {"cancel", job, "--server", fx->base, NULL};
+    assert_int_equal(run_cmd(out, 4, cancel), 0);
+    char want[160];
+    snprintf(want, sizeof want, "%s cancelled\n", job);
+    assert_string_equal(slurp(out), want);
+    /* Waiting on a job that ended badly exits 1 with the reason. */
+    char *wait[] = {"status", job, "--wait", "--server", fx->base, NULL};
+    assert_int_equal(run_cmd(out, 5, wait), 1);
+    snprintf(want, sizeof want, "packtrain status: %s cancelled: cancelled by local through the API", job);
+    assert_non_null(strstr(slurp(out), want));
+    assert_int_equal(run_cmd(out, 4, cancel), 1);
+    assert_non_null(strstr(slurp(out), "packtrain cancel: the job was not cancelled: HTTP 409: "));
+}
+
+static void test_refusals(void **state)
+{
+    api_fx *fx = *state;
+    char out[300];
+    snprintf(out, sizeof out, "%s/out.txt", fx->dir);
+    char *bad_cfg[] = {"submit", "--server", fx->base, "--dataset-id", "ds_0000000000000000", "--config", g_bad_cfg, NULL};
+    assert_int_equal(run_cmd(out, 7, bad_cfg), 1);
+    const char *text = slurp(out);
+    assert_non_null(strstr(text, "packtrain submit: the job was refused: HTTP 422: the job is not valid: 2 problems"));
+    assert_non_null(strstr(text, "\n  training.epochs: must be an integer"));
+    assert_non_null(strstr(text, "\n  dataset: there is no dataset 'ds_0000000000000000'"));
+    char *status[] = {"status", "job_0000000000000000", "--server", fx->base, NULL};
+    assert_int_equal(run_cmd(out, 4, status), 1);
+    assert_string_equal(slurp(out), "packtrain status: cannot read the job: HTTP 404: there is no job "
+                                    "'job_0000000000000000'\n");
+    char *missing[] = {"submit", "--server", fx->base, "--dataset", "x.xyz", NULL};
+    assert_int_equal(run_cmd(out, 5, missing), 2);
+    assert_non_null(strstr(slurp(out), "packtrain submit: --config job.json is required\n"));
+    char *both[] = {"submit", "--config", g_cfg, NULL};
+    assert_int_equal(run_cmd(out, 3, both), 2);
+    assert_non_null(strstr(slurp(out), "packtrain submit: give either --dataset FILE or --dataset-id ID\n"));
+    char *nojob[] = {"cancel", NULL};
+    assert_int_equal(run_cmd(out, 1, nojob), 2);
+    assert_non_null(strstr(slurp(out), "packtrain cancel: which job? give its id (job_...)\n"));
+    char *badurl[] = {"status", "job_1", "--server", "localhost:8080", NULL};
+    assert_int_equal(run_cmd(out, 4, badurl), 2);
+    assert_non_null(strstr(slurp(out), "the server URL must start with http:// or https://"));
+    char *unreachable[] = {"status", "job_1", "--wait", "--retry-for", "0", "--server", "http://127.0.0.1:1", NULL};
+    assert_int_equal(run_cmd(out, 7, unreachable), 1);
+    assert_non_null(strstr(slurp(out), "packtrain status: giving up: GET http://127.0.0.1:1/v1/jobs/job_1?wait=25: "));
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_init_and_transport_errors),
+        cmocka_unit_test(test_upload_and_describe),
+        cmocka_unit_test(test_escape),
+        cmocka_unit_test(test_submit_status_cancel),
+        cmocka_unit_test(test_refusals),
+    };
+    int rc = cmocka_run_group_tests_name("client", tests, setup, teardown);
+    curl_global_cleanup();
+    return rc;
+}

@@ -1,0 +1,339 @@
+// dashboard.test.mjs — drives the dashboard in headless Chromium against a
+// running server (started by run.sh): token, upload (errors and drag and
+// drop), histogram, packing preview, client-side validation against the
+// server's own 422, a job trained while its loss chart grows, model
+// download, a second job cancelled while the jobs list follows it live, a
+// phone-sized layout, labels on every control.  Each check prints ok/FAIL;
+// a failed check leaves a screenshot in --out.  Last line: "N passed, N failed".
+
+import { chromium } from 'playwright-core';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+
+const { values: opt } = parseArgs({ options: {
+  base: { type: 'string' }, token: { type: 'string' }, out: { type: 'string' }, chromium: { type: 'string' },
+  profile: { type: 'string' }, dataset: { type: 'string' } } });
+mkdirSync(opt.out, { recursive: true });
+
+const TRAIN_TIMEOUT = 240e3;
+let passed = 0, failed = 0;
+const state = {};          // what later checks need from earlier ones
+const pageErrors = [];
+
+function assert(cond, msg) {
+  if (!cond) throw new Error(msg);
+}
+
+async function check(name, page, fn) {
+  const t0 = Date.now();
+  try {
+    await fn();
+    passed++;
+    console.log(`ok   ${name} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+  } catch (e) {
+    failed++;
+    console.log(`FAIL ${name}: ${e.message.split('\n')[0]}`);
+    const shot = join(opt.out, `FAIL-${name.replace(/[^\w]+/g, '-').slice(0, 60)}.png`);
+    await page?.screenshot({ path: shot, fullPage: true }).catch(() => {});
+  }
+}
+
+// The REST API, from the test itself (to compare with what the page shows).
+async function api(method, path, body) {
+  const res = await fetch(opt.base + path, { method, headers: { Authorization: `Bearer ${opt.token}`,
+    ...(body ? { 'Content-Type': 'application/json' } : {}) }, body: body ? JSON.stringify(body) : undefined });
+  const text = await res.text();
+  let data = text;
+  try { data = JSON.parse(text); } catch { /* plain text */ }
+  return { status: res.status, data };
+}
+
+async function until(what, fn, timeout = 30e3, every = 200) {
+  const end = Date.now() + timeout;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out after ${timeout / 1000} s waiting for ${what}`);
+    await new Promise(r => setTimeout(r, every));
+  }
+}
+
+const attr = (page, sel, name) => page.locator(sel).getAttribute(name, { timeout: 10e3 });
+const text = (page, sel) => page.locator(sel).innerText({ timeout: 10e3 });
+
+// Fills the new-job form for the dataset with the given field values.
+async function fillJob(page, fields) {
+  await page.goto(`${opt.base}/#/jobs`);   // a fresh form even when the last page was one
+  await page.goto(`${opt.base}/#/submit?dataset=${state.dataset}`);
+  await until('the dataset choice', async () => (await page.locator('#f-dataset').inputValue()) === state.dataset);
+  for (const [id, v] of Object.entries(fields)) {
+    const el = page.locator(`#${id}`);
+    if (await el.evaluate(e => e.tagName === 'SELECT')) await el.selectOption(v);
+    else await el.fill(v);
+  }
+}
+
+async function submitJob(page, fields) {
+  await fillJob(page, fields);
+  await page.click('#submit-job');
+  await page.waitForURL(/#\/jobs\/job_/, { timeout: 15e3 });
+  return decodeURIComponent(page.url().split('#/jobs/')[1]);
+}
+
+const jobState = page => text(page, '#job-state');
+
+// Waits for a job page to show `want`; a job that ends otherwise stops the wait.
+async function waitState(page, want, timeout, every = 250) {
+  await until(`the job to be ${want}`, async () => {
+    const s = await jobState(page);
+    if (s !== want && ['succeeded', 'failed', 'cancelled'].includes(s)) {
+      const why = await page.locator('.summary .failure').innerText({ timeout: 1000 }).catch(() => 'no reason shown');
+      throw new Error(`the job ended ${s} (${why}) while waiting for ${want}`);
+    }
+    return s === want;
+  }, timeout, every);
+}
+
+async function main() {
+  const ctx = await chromium.launchPersistentContext(opt.profile, {
+    executablePath: opt.chromium, headless: true, acceptDownloads: true, viewport: { width: 1280, height: 900 },
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+           '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
+  });
+  const page = ctx.pages()[0] || await ctx.newPage();
+  const watchErrors = p => {
+    p.on('pageerror', e => pageErrors.push(`${p.url()}: ${e.message}`));
+    p.on('console', m => {
+      // 401 and 422 answers are part of the test; Chromium logs every one.
+      if (m.type() === 'error' && !/Failed to load resource/.test(m.text())) pageErrors.push(`${p.url()}: ${m.text()}`);
+    });
+  };
+  watchErrors(page);
+
+  await check('a 401 asks for the token once; it is kept across reloads', page, async () => {
+    await page.goto(`${opt.base}/#/jobs`);
+    await page.locator('#token-dialog').waitFor({ state: 'visible', timeout: 10e3 });
+    await page.fill('#token-input', opt.token);
+    await page.click('#token-form button[value=save]');
+    await page.locator('#jobs-table td.empty').waitFor({ timeout: 10e3 });
+    await page.reload();
+    await page.locator('#jobs-table td.empty').waitFor({ timeout: 10e3 });
+    assert(!(await page.locator('#token-dialog').evaluate(d => d.open)), 'the token dialog opened again after a reload');
+    const kept = await page.evaluate(() => localStorage.getItem('packtrain.token'));
+    assert(kept === opt.token, 'the token is not in local storage');
+    assert((await page.locator('.problem').count()) === 0, 'an error is shown with a valid token');
+  });
+
+  await check('an invalid upload shows the server\'s errors with file and line', page, async () => {
+    await page.goto(`${opt.base}/#/datasets`);
+    const bad = '3\nProperties=species:S:1:pos:R:3 energy=1.0\nH 0 0 0\nH 0 0 0.7\nX 1 2\n';
+    await page.setInputFiles('#upload-file', { name: 'bad.xyz', mimeType: 'chemical/x-xyz', buffer: Buffer.from(bad) });
+    await page.click('#upload-button');
+    const box = page.locator('#upload-errors .problem');
+    await box.waitFor({ timeout: 15e3 });
+    const shown = await box.innerText();
+    const server = await fetch(`${opt.base}/v1/datasets?name=bad.xyz`, { method: 'POST', body: bad,
+      headers: { Authorization: `Bearer ${opt.token}` } }).then(r => r.json());
+    assert(/HTTP 422/.test(shown), `no status in "${shown}"`);
+    assert(server.errors.length > 0, 'the server found nothing wrong');
+    for (const e of server.errors)
+      assert(shown.includes(`bad.xyz:${e.line}: ${e.field}: ${e.message}`), `"${e.message}" (line ${e.line}) is not shown`);
+  });
+
+  const demo = readFileSync(opt.dataset, 'latin1');
+  await check('a dropped file uploads with progress and is listed with its size', page, async () => {
+    const dt = await page.evaluateHandle(({ body, name }) => {
+      const d = new DataTransfer();
+      d.items.add(new File([body], name, { type: 'chemical/x-extxyz' }));
+      return d;
+    }, { body: demo, name: 'demo-upload.extxyz' });
+    await page.dispatchEvent('#dropzone', 'drop', { dataTransfer: dt });
+    assert((await text(page, '#dropzone .chosen')).startsWith('demo-upload.extxyz'), 'the dropped file is not chosen');
+    assert((await page.inputValue('#upload-name')) === 'demo-upload.extxyz', 'the name is not taken from the file');
+    await page.click('#upload-button');
+    await page.waitForURL(/#\/datasets\?id=ds_/, { timeout: 30e3 });
+    state.dataset = new URLSearchParams(page.url().split('?')[1]).get('id');
+    assert(Number(await attr(page, '#upload-progress', 'data-loaded')) === demo.length,
+      'the progress bar did not reach the file size');
+    assert(/Uploaded demo-upload\.extxyz: 64 structures/.test(await text(page, '#upload-form [role=status]')), 'no upload summary');
+    const row = page.locator(`#datasets-table tr[data-dataset="${state.dataset}"]`);
+    await row.waitFor({ timeout: 10e3 });
+    assert((await row.locator('td.num').nth(2).getAttribute('title')) === `${demo.length} bytes uploaded`, 'wrong size in the list');
+  });
+
+  await check('the dataset shows its histogram of atoms per structure', page, async () => {
+    const ds = (await api('GET', `/v1/datasets/${state.dataset}`)).data;
+    const bins = ds.report.atoms_per_structure.histogram.length;
+    await until('the histogram', async () => Number(await attr(page, '#atoms-histogram', 'data-points')) === bins);
+    assert(await page.locator('#atoms-histogram canvas').count() > 0, 'no chart drawn');
+  });
+
+  await check('the packing preview shows the server\'s plan and its 422', page, async () => {
+    await page.selectOption('#pack-method', 'lpfhp');
+    await page.click('#packing-form button[type=submit]');
+    await page.locator('#pack-result dl').waitFor({ timeout: 15e3 });
+    const plan = (await api('GET', `/v1/datasets/${state.dataset}/packing?method=lpfhp`)).data;
+    const shown = await text(page, '#pack-result');
+    assert(shown.includes(`${plan.packs} for ${plan.graphs} graphs`), `"${shown}" lacks the pack count ${plan.packs}`);
+    assert(shown.includes(`${(plan.node_efficiency * 100).toFixed(1)} %`), 'node efficiency differs');
+    await page.fill('#pack-max-nodes', '3');
+    await page.click('#packing-form button[type=submit]');
+    await page.locator('#pack-result .problem').waitFor({ timeout: 15e3 });
+    assert(/HTTP 422.*cannot be packed/s.test(await text(page, '#pack-result')), 'the 422 is not shown');
+  });
+
+  await check('form validation says what the server\'s 422 says, before sending', page, async () => {
+    await fillJob(page, { 'f-model-hidden': '1', 'f-model-cutoff': '0', 'f-batching-max_nodes': 'abc',
+                          'f-training-lr': 'x', 'f-training-max_steps': '1.5', 'f-model-readout': 'mean' });
+    const before = (await api('GET', '/v1/jobs')).data.jobs.length;
+    await page.click('#submit-job');
+    await page.locator('#form-errors .problem').waitFor({ timeout: 5e3 });
+    const body = JSON.parse(await page.locator('#body-preview').textContent());
+    const server = await api('POST', '/v1/jobs', body);
+    assert(server.status === 422, `the server accepted the body (${server.status})`);
+    const byField = new Map();
+    for (const e of server.data.errors) byField.set(e.field, [...(byField.get(e.field) || []), e.message]);
+    assert(byField.size >= 6, `expected 6 fields in error, the server names ${byField.size}`);
+    for (const [field, msgs] of byField) {
+      const id = `#f-${field.replace(/\./g, '-')}-err`;
+      assert((await text(page, id)) === msgs.join('; '), `${field}: form says "${await text(page, id)}", server "${msgs.join('; ')}"`);
+    }
+    assert((await api('GET', '/v1/jobs')).data.jobs.length === before, 'the invalid form was submitted');
+  });
+
+  await check('the server\'s 422 lands on the form\'s fields', page, async () => {
+    const up = await fetch(`${opt.base}/v1/datasets?name=short-lived`, { method: 'POST', body: demo,
+      headers: { Authorization: `Bearer ${opt.token}` } }).then(r => r.json());
+    await page.goto(`${opt.base}/#/jobs`);
+    await page.goto(`${opt.base}/#/submit?dataset=${up.id}`);
+    await until('the dataset choice', async () => (await page.locator('#f-dataset').inputValue()) === up.id);
+    assert((await api('DELETE', `/v1/datasets/${up.id}`)).status < 300, 'cannot delete the dataset');
+    await page.click('#submit-job');
+    await page.locator('#form-errors .problem').waitFor({ timeout: 10e3 });
+    assert(/HTTP 422/.test(await text(page, '#form-errors')), 'the status is not shown');
+    assert((await text(page, '#f-dataset-err')) === `there is no dataset '${up.id}'`,
+      `the dataset field says "${await text(page, '#f-dataset-err')}"`);
+  });
+
+  await check('a submitted job trains while its loss chart gains points', page, async () => {
+    state.jobA = await submitJob(page, { 'f-training-epochs': '400', 'f-training-max_steps': '120', 'f-training-log_every': '1' });
+    await waitState(page, 'running', 60e3);
+    const points = async () => Number(await attr(page, '#loss-chart', 'data-points'));
+    const first = await until('the first points while running', async () => {
+      const n = await points();
+      return n > 0 && (await jobState(page)) === 'running' ? n : 0;
+    }, 60e3, 100);
+    const later = await until('more points while running', async () => {
+      const n = await points();
+      const s = await jobState(page);
+      if (s !== 'running' && n <= first) throw new Error(`the job is ${s} and the chart still has ${n} points`);
+      return n > first && s === 'running' ? n : 0;
+    }, 60e3, 100);
+    console.log(`     loss chart: ${first} then ${later} points while running`);
+    await page.screenshot({ path: join(opt.out, 'job-running.png') });
+  });
+
+  await check('the finished job shows every step, its best MAE, and its model downloads', page, async () => {
+    await waitState(page, 'succeeded', TRAIN_TIMEOUT, 500);
+    const metrics = (await api('GET', `/v1/jobs/${state.jobA}/metrics?max_points=10000`)).data;
+    await until(`${metrics.total_steps} points on the chart`,
+      async () => Number(await attr(page, '#loss-chart', 'data-points')) >= metrics.total_steps);
+    const job = (await api('GET', `/v1/jobs/${state.jobA}`)).data;
+    assert(Number.isFinite(job.best_val_mae), 'the API has no best MAE');
+    assert((await text(page, '#best-mae')) !== '—', 'the page shows no best MAE');
+    assert(/Node efficiency/.test(await text(page, '#packing-summary')), 'no packing summary');
+    const phases = await page.locator('#phase-breakdown tbody th').allInnerTexts();
+    for (const p of ['I/O', 'all-reduce', 'optimizer'])
+      assert(phases.some(t => t.trim() === p), `the phase breakdown lacks ${p} (has ${phases.join(', ')})`);
+    assert(/succeeded/.test(await text(page, '#transitions')), 'transitions lack "succeeded"');
+    assert((await text(page, '#job-logs')).length > 0, 'no log');
+    assert((await text(page, '#job-dataset')) === 'demo-upload.extxyz', 'the dataset is not named');
+    const drawn = await attr(page, '#loss-chart', 'data-points');
+    await page.check('#loss-chart input[type=checkbox]');
+    assert((await attr(page, '#loss-chart', 'data-scale')) === 'log', 'the log-scale toggle did nothing');
+    assert((await attr(page, '#loss-chart', 'data-points')) === drawn, 'the log scale lost points');
+    assert(await page.locator('#loss-chart canvas').count() === 1, 'the log-scale chart is not drawn once');
+    await page.uncheck('#loss-chart input[type=checkbox]');
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await page.screenshot({ path: join(opt.out, 'job-page.png') });
+    await page.screenshot({ path: join(opt.out, 'job-page-full.png'), fullPage: true });
+    const [download] = await Promise.all([page.waitForEvent('download', { timeout: 15e3 }), page.click('#download-model')]);
+    const file = readFileSync(await download.path());
+    const n = Number(file.readBigUInt64LE(0));
+    const header = JSON.parse(file.subarray(8, 8 + n).toString('utf8'));
+    assert(header['embedding.weight'], 'the downloaded model has no embedding.weight');
+    assert(download.suggestedFilename() === `${state.jobA}.safetensors`, `file name ${download.suggestedFilename()}`);
+  });
+
+  const list = await ctx.newPage();
+  watchErrors(list);
+  await check('cancelling a running job, followed live by the jobs list', page, async () => {
+    state.jobB = await submitJob(page, { 'f-training-epochs': '100000', 'f-training-log_every': '1' });
+    await waitState(page, 'running', 60e3);
+    await list.goto(`${opt.base}/#/jobs`);
+    const row = list.locator(`#jobs-table tr[data-job="${state.jobB}"]`);
+    await until('the list to show it running', async () => (await row.getAttribute('data-state')) === 'running', 15e3);
+    await page.click('#cancel-job');
+    await waitState(page, 'cancelled', 60e3);
+    assert(await page.locator('#cancel-job').isDisabled(), 'cancel is still enabled');
+    assert(/cancelling[\s\S]*cancelled/.test(await text(page, '#transitions')), 'transitions lack cancelling → cancelled');
+    await until('the list to follow without a reload', async () => (await row.getAttribute('data-state')) === 'cancelled', 15e3);
+    await page.screenshot({ path: join(opt.out, 'job-cancelled.png') });
+  });
+
+  await check('the jobs list shows state, dataset, progress, MAE, and filters by state', list, async () => {
+    const rowA = list.locator(`#jobs-table tr[data-job="${state.jobA}"]`);
+    const cells = await rowA.locator('td').allInnerTexts();
+    assert(cells[0] === 'succeeded' && cells[1] === 'demo-upload.extxyz', `row: ${cells.join(' | ')}`);
+    const jobA = (await api('GET', `/v1/jobs/${state.jobA}`)).data;
+    assert(cells[2].trim() === `${jobA.progress_percent.toFixed(1)} %`, `progress "${cells[2]}", API ${jobA.progress_percent}`);
+    assert(cells[4] !== '—' && cells[5] !== '—', 'no MAE or throughput');
+    await list.screenshot({ path: join(opt.out, 'jobs-list.png') });
+    await list.selectOption('#job-filter', 'cancelled');
+    await until('the filtered list', async () => {
+      const ids = await list.locator('#jobs-table tbody tr[data-job]').evaluateAll(rs => rs.map(r => r.dataset.job));
+      return ids.length === 1 && ids[0] === state.jobB;
+    }, 10e3);
+  });
+
+  await check('every page fits a phone screen and labels every control', list, async () => {
+    await list.setViewportSize({ width: 390, height: 844 });
+    for (const hash of [`#/jobs/${state.jobA}`, '#/jobs', `#/datasets?id=${state.dataset}`, '#/submit']) {
+      await list.goto(`${opt.base}/${hash}`);
+      await list.locator('main h1').waitFor();
+      await list.waitForTimeout(800);
+      const wide = await list.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      assert(wide <= 1, `${hash} is ${wide}px wider than the phone`);
+      const unlabelled = await list.evaluate(() => [...document.querySelectorAll('input, select, textarea, button')]
+        .filter(e => e.type !== 'hidden' && !(e.labels?.length || e.getAttribute('aria-label') || e.textContent.trim()))
+        .map(e => e.id || e.outerHTML.slice(0, 60)));
+      assert(!unlabelled.length, `${hash}: unlabelled controls ${unlabelled.join(', ')}`);
+      if (hash.startsWith('#/jobs/')) await list.screenshot({ path: join(opt.out, 'job-page-phone.png'), fullPage: true });
+    }
+  });
+
+  await check('the file picker opens from the keyboard', list, async () => {
+    await list.bringToFront();   // a file chooser opens only in the tab in front
+    await list.goto(`${opt.base}/#/datasets`);
+    await list.locator('#upload-form').waitFor();
+    await list.focus('#upload-file');
+    const [chooser] = await Promise.all([list.waitForEvent('filechooser', { timeout: 5e3 }), list.keyboard.press('Space')]);
+    assert(chooser.element(), 'no file chooser');
+  });
+
+  await check('no script errors on any page', page, async () => {
+    assert(!pageErrors.length, pageErrors.slice(0, 3).join(' / '));
+  });
+
+  await ctx.close();
+}
+
+try {
+  await main();
+} catch (e) {
+  failed++;
+  console.log(`FAIL the browser test stopped: ${e.message}`);
+}
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);

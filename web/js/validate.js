@@ -1,0 +1,137 @@
+// validate.js — the job submission's checks, run in the browser on the exact
+// JSON body that would be sent, with the server's own wording: the rules and
+// messages mirror engine/config.c (pt_job_config_from_json) and
+// server/routes_jobs.c, so a problem reads the same whether the form or the
+// server's 422 found it.  The server stays the authority; this only saves a
+// round trip.
+
+const I64_MAX = '9223372036854775807';
+
+// The form's fields: [JSON path, kind, options, default].
+export const FIELDS = [
+  ['model.hidden', 'int', { lo: 2, hi: 4096 }, 100],
+  ['model.filters', 'int', { lo: 1, hi: 4096 }, 100],
+  ['model.interactions', 'int', { lo: 1, hi: 16 }, 4],
+  ['model.gaussians', 'int', { lo: 2, hi: 1024 }, 25],
+  ['model.cutoff', 'num', { lo: 0, open: true, hi: 100 }, 6.0],
+  ['model.max_neighbors', 'int', { lo: 1, hi: 1024 }, 32],
+  ['model.readout', 'enum', { names: ['sum', 'mean'] }, 'sum'],
+  ['batching.method', 'enum', { names: ['lpfhp', 'tuple', 'pad', 'static64', 'static2n', 'dynamic'] }, 'lpfhp'],
+  ['batching.max_nodes', 'int', { lo: 1, hi: 1000000, alt: 'auto' }, 'auto'],
+  ['batching.max_edges', 'int', { lo: 1, hi: 100000000, alt: 'auto' }, 'auto'],
+  ['batching.max_graphs', 'int', { lo: 1, hi: 65536, alt: 'auto' }, 'auto'],
+  ['batching.model_batch_size', 'int', { lo: 1, hi: 65536 }, 16],
+  ['training.epochs', 'int', { lo: 1, hi: 1000000 }, 25],
+  ['training.max_steps', 'int', { lo: 1, hi: I64_MAX, alt: 'null' }, null],
+  ['training.optimizer', 'enum', { names: ['adam', 'adamw'] }, 'adam'],
+  ['training.lr', 'num', { lo: 0, open: true, hi: 10 }, 0.001],
+  ['training.seed', 'int', { lo: 0, hi: I64_MAX }, 0],
+  ['training.normalize', 'enum', { names: ['none', 'mean_std', 'atomref'] }, 'atomref'],
+  ['training.log_every', 'int', { lo: 1, hi: 1000000 }, 10],
+  ['backend.kind', 'enum', { names: ['ipu-emulated', 'mpi'] }, 'ipu-emulated'],
+  ['backend.replication_factor', 'int', { lo: 1, hi: 1024 }, 1],
+  ['backend.gradient_accumulation', 'int', { lo: 1, hi: 65536 }, 1],
+  ['backend.device_iterations', 'int', { lo: 1, hi: 65536 }, 1],
+  ['backend.threads', 'int', { lo: 1, hi: 1024, alt: 'auto' }, 'auto'],
+];
+
+// What a text box means as JSON: a number when it reads as one, "auto" and
+// other words as strings, nothing ('' = leave the default) when empty.
+export function fieldValue(kind, text) {
+  const t = text.trim();
+  if (t === '') return undefined;
+  if (kind === 'enum') return t;
+  if (t === 'null') return null;
+  // A number too large for a double stays text, as the server would see it.
+  if (/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(t) && Number.isFinite(Number(t))) return Number(t);
+  return t;
+}
+
+function typeName(v) {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'an array';
+  if (typeof v === 'object') return 'an object';
+  if (typeof v === 'string') return 'a string';
+  if (typeof v === 'boolean') return 'a boolean';
+  return Number.isInteger(v) ? 'an integer' : 'a real number';
+}
+
+// C's %g, closely enough for messages.
+export function g(x) {
+  if (x === 0) return '0';
+  const s = Number(x.toPrecision(6));
+  const e = Math.floor(Math.log10(Math.abs(s)));
+  if (e < -4 || e >= 6) return s.toExponential().replace(/\.?0+e/, 'e').replace(/e([+-])(\d)$/, 'e$10$2');
+  return String(s);
+}
+
+function checkInt(v, { lo, hi, alt }) {
+  if (alt && (alt === 'null' ? v === null : v === alt)) return null;
+  const what = `an integer from ${lo} to ${hi}${alt ? (alt === 'null' ? ' or null' : ` or "${alt}"`) : ''}`;
+  if (typeof v === 'string') return `must be ${what}, got "${v.slice(0, 40)}"`;
+  if (!Number.isInteger(v)) return `must be ${what}, got ${typeName(v)}`;
+  if (v < Number(lo) || v > Number(hi)) return `must be ${what}, got ${v}`;
+  return null;
+}
+
+function checkNum(v, { lo, open, hi }) {
+  const range = `a number ${open ? 'above' : 'of at least'} ${g(lo)} and at most ${g(hi)}`;
+  if (typeof v !== 'number') return `must be ${range}, got ${typeName(v)}`;
+  if (v < lo || (open && v === lo) || v > hi) return `must be ${range}, got ${g(v)}`;
+  return null;
+}
+
+function checkEnum(v, { names }) {
+  const list = names.map(n => `"${n}"`).join(', ');
+  if (typeof v !== 'string') return `must be one of ${list}, got ${typeName(v)}`;
+  return names.includes(v) ? null : `must be one of ${list}, got "${v.slice(0, 40)}"`;
+}
+
+const CHECKS = { int: checkInt, num: checkNum, enum: checkEnum };
+
+function at(body, path) {
+  return path.split('.').reduce((o, k) => (o && typeof o === 'object' ? o[k] : undefined), body);
+}
+
+// Problems of a submission body, as the server's errors[]: [{field, message}].
+// dataset: the chosen dataset's document (for the target check), or null.
+export function validateJob(body, dataset) {
+  const errs = [];
+  const add = (field, message) => errs.push({ field, message });
+  if (body.dataset === undefined || body.dataset === '') add('dataset', 'is required: the id of an uploaded dataset (POST /v1/datasets)');
+  else if (typeof body.dataset !== 'string') add('dataset', 'must be a string (a dataset id)');
+  const mr = body.max_runtime_seconds;
+  if (mr !== undefined && mr !== null && !(typeof mr === 'number' && mr > 0 && Number.isFinite(mr)))
+    add('max_runtime_seconds', 'must be a number of seconds > 0, or null');
+  const t = body.target;
+  if (t !== undefined && (typeof t !== 'string' || t.length === 0 || t.length >= 64))
+    add('target', 'must be the name of a numeric per-structure key of the dataset (1 to 63 characters, e.g. "energy_U0"), ' +
+        `got ${typeof t === 'string' ? 'a string of the wrong length' : typeName(t)}`);
+  for (const [path, kind, opt] of FIELDS) {
+    const v = at(body, path);
+    if (v === undefined) continue;
+    const msg = CHECKS[kind](v, opt);
+    if (msg) add(path, msg);
+  }
+  const normalize = at(body, 'training.normalize') ?? 'atomref';
+  const readout = at(body, 'model.readout') ?? 'sum';
+  if (normalize === 'atomref' && readout !== 'sum')
+    add('training.normalize', '"atomref" needs model.readout "sum" (per-atom references add up over atoms); ' +
+        'use "mean_std" or "none" with readout "mean"');
+  if (dataset && typeof t === 'string' && t && !errs.some(e => e.field === 'target')) {
+    const targets = dataset.report?.targets || {};
+    const keys = Object.keys(targets);
+    if (!targets[t]) add('target', `dataset ${dataset.id} has no numeric key '${t}'; its keys: ${keys.length ? keys.join(', ') : 'none'}`);
+    else if (targets[t].count < dataset.n_structures)
+      add('target', `only ${targets[t].count} of the ${dataset.n_structures} structures of dataset ${dataset.id} have '${t}'`);
+  }
+  return errs;
+}
+
+// Sets a value at a dotted path, creating the sections on the way.
+export function setPath(body, path, value) {
+  const keys = path.split('.');
+  let o = body;
+  for (const k of keys.slice(0, -1)) o = o[k] ??= {};
+  o[keys[keys.length - 1]] = value;
+}
