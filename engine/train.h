@@ -139,6 +139,11 @@ typedef struct pt_train_options {
     const char *resume_path;
     /* after each checkpoint is durable; may be NULL */
     void (*on_checkpoint)(void *user, const pt_train_checkpoint *ck);
+    /* nonzero: never delete older checkpoints.  The server's workers set it:
+     * their scheduler deletes a checkpoint only once it has durably recorded
+     * a newer one, so the one it would resume from always exists.  Zero (a
+     * local run) keeps the newest PT_TRAIN_CHECKPOINTS_KEPT. */
+    int keep_all_checkpoints;
 } pt_train_options;
 
 typedef struct pt_train_result {

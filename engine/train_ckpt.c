@@ -116,11 +116,13 @@ static void remove_in_dir(const pt_trainer *tr, const char *name)
         remove(path);
 }
 
-/* Keeps the newest PT_TRAIN_CHECKPOINTS_KEPT: the scheduler records each
- * one as its worker reports it, and a server that died may not have
- * recorded the newest, so the one before must still exist. */
+/* Keeps the newest PT_TRAIN_CHECKPOINTS_KEPT of a local run.  Under the
+ * server nothing is deleted here: the scheduler may lag any number of
+ * checkpoints behind the worker, and deletes each predecessor itself once a
+ * newer checkpoint is recorded. */
 static void prune(pt_trainer *tr)
 {
+    if (tr->opt && tr->opt->keep_all_checkpoints) return;
     struct dirent **list;
     int n = scandir(tr->ckpt_dir, &list, ckpt_filter, alphasort);
     if (n < 0) return;

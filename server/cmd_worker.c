@@ -186,7 +186,9 @@ static int run(const worker *w, pt_errors *errs)
         fprintf(stderr, "packtrain worker %s: resuming from %s\n", w->job, w->resume);
     pt_train_options opt = {.user = (void *)w, .on_metrics = on_metrics,
                             .should_stop = should_stop, .resume_path = w->resume,
-                            .on_checkpoint = on_checkpoint};
+                            .on_checkpoint = on_checkpoint,
+                            /* the scheduler deletes what it no longer needs */
+                            .keep_all_checkpoints = 1};
     pt_train_result res;
     int rc = pt_train_run(&cfg, &ds, w->out, &opt, &res, errs);
     pt_dataset_close(&ds);

@@ -369,6 +369,25 @@ typedef struct record_op {
     char ck_path[PT_STORE_PATH_MAX];
 } record_op;
 
+/* Records the newest checkpoint, then deletes the one recorded before it:
+ * only after the new record is durable (FULL sync), so whatever the moment of
+ * a crash, the checkpoint the store names for a resume is on disk.  The
+ * worker deletes none itself, however far the store lags behind it. */
+static void record_checkpoint(pt_scheduler *s, pt_store *st, const record_op *r)
+{
+    pt_store_checkpoint prev;
+    int had_prev = pt_store_checkpoint_latest(st, NULL, r->id, &prev) == PT_STORE_OK;
+    if (pt_store_checkpoint_record(st, r->id, r->ck_step, r->ck_epoch, r->ck_path) != PT_STORE_OK) {
+        pt_sched_log(s, "job %s: cannot record checkpoint of step %lld: %s", r->id, (long long)r->ck_step,
+                     pt_store_errmsg(st));
+        return;
+    }
+    if (had_prev && prev.step < r->ck_step && strcmp(prev.path, r->ck_path) != 0 &&
+        unlink(prev.path) != 0 && errno != ENOENT)
+        pt_sched_log(s, "job %s: cannot delete superseded checkpoint %s: %s", r->id, prev.path,
+                     strerror(errno));
+}
+
 static void record_work(pt_store *st, pt_store_op *op)
 {
     record_op *r = (record_op *)op;
@@ -378,10 +397,7 @@ static void record_work(pt_store *st, pt_store_op *op)
     if (r->has_epoch && pt_store_epoch_append(st, r->id, &r->epoch, NULL) != PT_STORE_OK)
         pt_sched_log(s, "job %s: cannot record epoch %lld: %s", r->id, (long long)r->epoch.epoch,
                      pt_store_errmsg(st));
-    if (r->has_checkpoint &&
-        pt_store_checkpoint_record(st, r->id, r->ck_step, r->ck_epoch, r->ck_path) != PT_STORE_OK)
-        pt_sched_log(s, "job %s: cannot record checkpoint of step %lld: %s", r->id, (long long)r->ck_step,
-                     pt_store_errmsg(st));
+    if (r->has_checkpoint) record_checkpoint(s, st, r);
     if (r->has_progress && pt_store_job_update_progress(st, r->id, &r->progress) != PT_STORE_OK)
         pt_sched_log(s, "job %s: cannot record progress: %s", r->id, pt_store_errmsg(st));
     announce(s, st, r->id);

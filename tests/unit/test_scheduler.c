@@ -68,6 +68,28 @@ static void test_success_records_everything(void **state)
     pthread_mutex_unlock(&f->mu);
 }
 
+/* The worker keeps every checkpoint; the scheduler deletes each one only
+ * after recording its successor, so exactly the recorded one remains. */
+static void test_superseded_checkpoints_deleted_after_record(void **state)
+{
+    fixture *f = *state;
+    char id[PT_STORE_ID_MAX];
+    new_job(f, "{}", id);
+    start(f, "tests/data/sched_ckpts.sh", 1);
+    pt_store_job job;
+    wait_state(f, id, PT_JOB_SUCCEEDED, &job);
+    pt_store_job_clear(&job);
+    pt_store_checkpoint ck;
+    assert_int_equal(pt_store_checkpoint_latest(f->s, OWNER, id, &ck), PT_STORE_OK);
+    assert_int_equal(ck.step, 50);
+    assert_int_equal(access(ck.path, F_OK), 0);
+    for (int step = 10; step < 50; step += 10) {
+        char path[512];
+        snprintf(path, sizeof(path), "%s/jobs/%s/checkpoints/ckpt-%d", f->data, id, step);
+        assert_int_equal(access(path, F_OK), -1);
+    }
+}
+
 static void test_error_line_fails_with_its_message(void **state)
 {
     fixture *f = *state;
@@ -287,6 +309,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_success_records_everything, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_superseded_checkpoints_deleted_after_record, setup, teardown),
         cmocka_unit_test_setup_teardown(test_error_line_fails_with_its_message, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exit_zero_without_done_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crash_retries_and_resumes, setup, teardown),
