@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# run_all.sh BINARY BENCH_DIR — every benchmark of packtrain, one after the
+# other (make bench).  Each prints its own JSON or markdown; outputs are also
+# kept under bench/out/ (gitignored).  Every figure is a ratio against a peer
+# measured in the same run, because the machines are shared and noisy.
+# QUICK=1 skips ASE's quadratic read of the gzip file (~17 minutes).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bin=${1:-bin/packtrain}
+bdir=${2:-build/bench}
+mkdir -p bench/out
+run() {  # name, command...
+  local name=$1; shift
+  echo "== $name: $*"
+  "$@" 2>&1 | tee "bench/out/$name.txt"
+}
+status=0
+run ingest bench/bench_ingest.sh "$bin" ${QUICK:+--quick} || status=1
+run packing bench/packing_table.sh "$bin" || status=1
+[ -x bench/bench_speed.sh ] && { run speed bench/bench_speed.sh "$bin" || status=1; }
+run train bench/bench_train.sh "$bin" || status=1
+run backend bench/bench_backend.sh "$bin" || status=1
+run bf16 bench/bench_bf16.sh "$bdir/bench_bf16" || status=1
+[ -x bench/bench_mpi.sh ] && { run mpi bench/bench_mpi.sh "$bin" || status=1; }
+run api_load bench/api_load.sh "$bin" || status=1
+exit $status
