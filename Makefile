@@ -20,11 +20,18 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
 
+# Open MPI (backend.kind "mpi", engine/mpi_backend.h): used when mpicc is
+# found; `make MPI=0` builds without it (kind "mpi" is then refused).
+MPI     ?= 1
+MPICC   := $(if $(filter 1,$(MPI)),$(shell command -v mpicc 2>/dev/null))
+MPI_CFLAGS := $(if $(MPICC),-DPT_HAVE_MPI $(shell $(MPICC) --showme:compile))
+MPI_LIBS   := $(if $(MPICC),$(shell $(MPICC) --showme:link))
+
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-missing-field-initializers \
-           -pthread -I. $(PKG_CFLAGS) $(EXTRA_CFLAGS)
+           -pthread -I. $(PKG_CFLAGS) $(MPI_CFLAGS) $(EXTRA_CFLAGS)
 LDFLAGS += -pthread $(EXTRA_LDFLAGS)
-LDLIBS  += $(PKG_LIBS) -lm
+LDLIBS  += $(PKG_LIBS) $(MPI_LIBS) -lm
 
 ENGINE_SRC := $(sort $(wildcard engine/*.c))
 STORE_SRC  := $(sort $(wildcard store/*.c))

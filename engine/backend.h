@@ -53,6 +53,16 @@ int pt_backend_open(pt_grad_engine *eng, const pt_train_data *data, pt_errors *e
 /* Nonzero when eng was opened by pt_backend_open. */
 int pt_backend_is(const pt_grad_engine *eng);
 
+/* eng->compute with the loss normalised by n_norm real graphs instead of
+ * the count of packs ids[0..n) (n_norm <= 0: that count).  A data-parallel
+ * caller computing a share of a larger global batch passes the global
+ * count, so its gradients are those one process would compute for the same
+ * packs, bit for bit (mpi_backend.h).  Returns as compute; -1 with errs
+ * filled when eng is not a backend engine. */
+int pt_backend_compute_norm(pt_grad_engine *eng, const pt_packs *packs, const uint32_t *ids,
+                            uint32_t n, double n_norm, float *grads, pt_step_stats *st,
+                            pt_errors *errs);
+
 /* Phase times of the steps since the last reset (replica phases averaged
  * over replicas; "other" is host dispatch; optimizer is 0 — the loop times
  * it).  With reset, starts a new window.  Returns 0, or -1 when eng is not a

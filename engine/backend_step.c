@@ -272,10 +272,9 @@ void *pt_backend_replica_main(void *arg)
 
 /* ---- host ------------------------------------------------------------------ */
 
-int pt_backend_compute(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
-                       float *grads, pt_step_stats *st, pt_errors *errs)
+static int compute_step(pt_backend *be, const pt_packs *packs, const uint32_t *ids, uint32_t n,
+                        double n_norm, float *grads, pt_step_stats *st, pt_errors *errs)
 {
-    pt_backend *be = self;
     double t0 = pt_phase_clock();
     memset(st, 0, sizeof(*st));
     if (n > be->G) {
@@ -297,7 +296,7 @@ int pt_backend_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
     if (saved_threads != be->blas_threads) openblas_set_num_threads(be->blas_threads);
 
     pthread_mutex_lock(&be->mu);
-    be->n_norm = graphs > 0 ? (double)graphs : 1.0;
+    be->n_norm = n_norm > 0.0 ? n_norm : graphs > 0 ? (double)graphs : 1.0;
     be->out = grads;
     be->finished = 0;
     be->generation++;
@@ -337,4 +336,22 @@ int pt_backend_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
     be->stats.jobs += be->RA;
     be->stats.queued_ahead += ready;
     return failed ? -1 : 0;
+}
+
+int pt_backend_compute(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
+                       float *grads, pt_step_stats *st, pt_errors *errs)
+{
+    return compute_step(self, packs, ids, n, 0.0, grads, st, errs);
+}
+
+int pt_backend_compute_norm(pt_grad_engine *eng, const pt_packs *packs, const uint32_t *ids,
+                            uint32_t n, double n_norm, float *grads, pt_step_stats *st,
+                            pt_errors *errs)
+{
+    if (!pt_backend_is(eng)) {
+        memset(st, 0, sizeof(*st));
+        pt_errors_add(errs, "", 0, "backend", "not an emulated IPU backend engine");
+        return -1;
+    }
+    return compute_step(eng->self, packs, ids, n, n_norm, grads, st, errs);
 }

@@ -54,7 +54,8 @@ void pt_job_config_defaults(pt_job_config *cfg)
     cfg->backend = (pt_job_backend){.kind = PT_JOB_BACKEND_IPU_EMULATED, .replication_factor = 1,
                                     .gradient_accumulation = 1, .device_iterations = 1,
                                     .merge_all_reduce = true, .use_async_loader = true,
-                                    .prefetch_depth = 3, .device_memory_mb = 900};
+                                    .prefetch_depth = 3, .device_memory_mb = 900,
+                                    .ranks = 1};
 }
 
 /* --- typed readers ------------------------------------------------------ */
@@ -386,7 +387,7 @@ static void parse_backend(parse_ctx *c, const json_t *o, pt_job_backend *b)
     static const char *const keys[] = {"kind", "replication_factor", "gradient_accumulation",
                                        "device_iterations", "merge_all_reduce",
                                        "use_async_loader", "prefetch_depth", "device_memory_mb",
-                                       "threads", NULL};
+                                       "threads", "ranks", NULL};
     const char *s = "backend";
     check_keys(c, o, s, keys);
     int kind = (int)b->kind;
@@ -400,6 +401,7 @@ static void parse_backend(parse_ctx *c, const json_t *o, pt_job_backend *b)
     read_int(c, o, s, "prefetch_depth", 1, 64, NULL, &b->prefetch_depth);
     read_int(c, o, s, "device_memory_mb", 1, 1048576, NULL, &b->device_memory_mb);
     read_int(c, o, s, "threads", 1, 1024, "auto", &b->threads);
+    read_int(c, o, s, "ranks", 1, 4096, NULL, &b->ranks);
 }
 
 static void parse_target(parse_ctx *c, const json_t *v, char *target)
@@ -440,6 +442,14 @@ int pt_job_config_from_json(pt_job_config *cfg, const json_t *root, const char *
         fail(&c, "training", "normalize",
              "\"atomref\" needs model.readout \"sum\" (per-atom references add up over atoms); "
              "use \"mean_std\" or \"none\" with readout \"mean\"");
+    const pt_job_backend *k = &cfg->backend;
+    if (k->kind != PT_JOB_BACKEND_MPI && k->ranks != 1)
+        fail(&c, "backend", "ranks", "more than one rank needs backend.kind \"mpi\", got %d ranks "
+             "with \"%s\"", (int)k->ranks, backend_names[k->kind]);
+    if (k->kind == PT_JOB_BACKEND_MPI && k->replication_factor % k->ranks != 0)
+        fail(&c, "backend", "replication_factor",
+             "must be a multiple of backend.ranks (%d): each rank runs replication_factor / ranks "
+             "replicas; got %d", (int)k->ranks, (int)k->replication_factor);
     return c.failed ? -1 : 0;
 }
 
@@ -516,7 +526,7 @@ json_t *pt_job_config_to_json(const pt_job_config *cfg)
     return json_pack(
         "{s:s, s:{s:i, s:i, s:i, s:i, s:f, s:i, s:s}, s:{s:s, s:o, s:o, s:o, s:i},"
         " s:{s:i, s:o, s:s, s:f, s:f, s:o, s:o, s:o, s:[f,f,f], s:I, s:s, s:i, s:o},"
-        " s:{s:s, s:i, s:i, s:i, s:b, s:b, s:i, s:i, s:o}}",
+        " s:{s:s, s:i, s:i, s:i, s:b, s:b, s:i, s:i, s:o, s:i}}",
         "target", cfg->target,
         "model", "hidden", (int)m->hidden, "filters", (int)m->filters,
         "interactions", (int)m->interactions, "gaussians", (int)m->gaussians,
@@ -537,7 +547,8 @@ json_t *pt_job_config_to_json(const pt_job_config *cfg)
         "gradient_accumulation", (int)k->gradient_accumulation,
         "device_iterations", (int)k->device_iterations, "merge_all_reduce", (int)k->merge_all_reduce,
         "use_async_loader", (int)k->use_async_loader, "prefetch_depth", (int)k->prefetch_depth,
-        "device_memory_mb", (int)k->device_memory_mb, "threads", int_or(k->threads, "auto"));
+        "device_memory_mb", (int)k->device_memory_mb, "threads", int_or(k->threads, "auto"),
+        "ranks", (int)k->ranks);
 }
 
 char *pt_job_config_dump(const pt_job_config *cfg)

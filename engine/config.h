@@ -17,7 +17,10 @@
  * 0, atomref normalisation, a step line every 10 steps, a checkpoint every 200
  * steps (and at every epoch end); backend ipu-emulated,
  * R = A = D = 1, merged all-reduce, async loader with prefetch depth 3,
- * 900 MB per replica (one Bow IPU), threads auto (all cores).
+ * 900 MB per replica (one Bow IPU), threads auto (all cores), 1 rank.
+ * Kind "mpi" (engine/mpi_backend.h) runs `ranks` processes; there
+ * replication_factor counts the replicas of all ranks and must be a
+ * multiple of ranks; any other kind needs ranks = 1.
  *
  * Real numbers are kept to 15 significant digits, so the canonical JSON is a
  * fixed point: parsing it yields the same values it was printed from. */
@@ -104,6 +107,7 @@ typedef struct pt_job_backend {
     int32_t prefetch_depth;
     int32_t device_memory_mb;
     int32_t threads;              /* 0 = "auto" (all cores) */
+    int32_t ranks;                /* MPI processes (kind "mpi"), 1 otherwise */
 } pt_job_backend;
 
 typedef struct pt_job_config {

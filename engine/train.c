@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "engine/backend.h"
+#include "engine/mpi_backend.h"
 #include "engine/train_internal.h"
 
 static double now(void)
@@ -146,12 +147,14 @@ static int open_outputs(pt_trainer *tr, const char *out_dir)
     return pt_trainer_ckpt_dir(tr, out_dir);
 }
 
-/* The emulated IPU backend for its kind, unless the caller brings an engine. */
+/* The engine of the backend kind, unless the caller brings one.  Kind "mpi"
+ * opens the MPI engine, which refuses to run outside pt_mpi_train_run (or
+ * without MPI) instead of quietly training in one process. */
 static pt_grad_engine_open_fn engine_for(const pt_trainer *tr)
 {
     if (tr->opt && tr->opt->engine_open) return tr->opt->engine_open;
-    return tr->cfg->backend.kind == PT_JOB_BACKEND_IPU_EMULATED ? pt_backend_open
-                                                                : pt_grad_engine_open_local;
+    if (tr->cfg->backend.kind == PT_JOB_BACKEND_MPI) return pt_mpi_backend_open;
+    return pt_backend_open;
 }
 
 static int setup(pt_trainer *tr, const char *out_dir)
@@ -279,7 +282,7 @@ static void window_add(pt_train_window *w, const pt_step_stats *st, double secon
 static void step_window_reset(pt_trainer *tr)
 {
     pt_phase_times ignored;
-    pt_backend_phases(&tr->engine, &ignored, 1);
+    if (pt_backend_phases(&tr->engine, &ignored, 1)) pt_mpi_backend_phases(&tr->engine, &ignored, 1);
     memset(&tr->step_win, 0, sizeof tr->step_win);
     pt_phase_times_clear(&tr->phases);
 }
@@ -289,7 +292,8 @@ static void step_line(pt_trainer *tr, int32_t epoch, double lr)
     pt_train_metrics m = {.kind = "step", .step = tr->res->steps, .epoch = epoch + 1, .lr = lr,
                           .seconds = now() - tr->t_start, .has_phases = 1};
     fill_rates(&m, &tr->step_win);
-    pt_backend_phases(&tr->engine, &m.phases, 1);   /* all zero without the backend */
+    if (pt_backend_phases(&tr->engine, &m.phases, 1))   /* all zero without a backend */
+        pt_mpi_backend_phases(&tr->engine, &m.phases, 1);
     for (int p = 0; p < PT_PHASE_COUNT; p++) m.phases.seconds[p] += tr->phases.seconds[p];
     m.phases.steps = tr->step_win.steps;
     if (isnan(tr->res->first_loss)) tr->res->first_loss = m.loss;
@@ -317,7 +321,7 @@ static int train_step(pt_trainer *tr, const uint32_t *ids, uint32_t n, pt_step_s
     if (tr->engine.compute(tr->engine.self, &tr->packs, ids, n, tr->grads, st, tr->errs) != 0)
         return -1;
     double t1 = now();
-    if (!pt_backend_is(&tr->engine)) tr->phases.seconds[PT_PHASE_OTHER] += t1 - t0;
+    if (!pt_backend_is(&tr->engine) && !pt_mpi_backend_is(&tr->engine)) tr->phases.seconds[PT_PHASE_OTHER] += t1 - t0;
     if (!isfinite(st->loss_sum)) {
         pt_errors_add(tr->errs, NULL, 0, "training.lr",
                       "training diverged: the loss is not finite at step %lld; lower "

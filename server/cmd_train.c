@@ -16,6 +16,7 @@
 #include "engine/config.h"
 #include "engine/dataset.h"
 #include "engine/errors.h"
+#include "engine/mpi_backend.h"
 #include "engine/train.h"
 
 #define DEFAULT_OUT "train-out"
@@ -159,7 +160,7 @@ int pt_cmd_train(int argc, char **argv)
     pt_train_options opt = {.on_metrics = print_line, .should_stop = stop_requested,
                             .resume_path = resume};
     pt_train_result res;
-    rc = pt_train_run(&cfg, &ds, out, &opt, &res, &errs);
+    rc = pt_mpi_train_run(&cfg, &ds, out, &opt, &res, &errs);
     sigaction(SIGINT, &old, NULL);
 
     if (rc != 0) {

@@ -29,6 +29,7 @@
 #include "engine/config.h"
 #include "engine/dataset.h"
 #include "engine/errors.h"
+#include "engine/mpi_backend.h"
 #include "engine/train.h"
 
 static volatile sig_atomic_t stop_signal;
@@ -190,7 +191,7 @@ static int run(const worker *w, pt_errors *errs)
                             /* the scheduler deletes what it no longer needs */
                             .keep_all_checkpoints = 1};
     pt_train_result res;
-    int rc = pt_train_run(&cfg, &ds, w->out, &opt, &res, errs);
+    int rc = pt_mpi_train_run(&cfg, &ds, w->out, &opt, &res, errs);
     pt_dataset_close(&ds);
     if (rc != 0) {
         report_errors(w, errs, "training failed");

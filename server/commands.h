@@ -24,6 +24,7 @@ int pt_cmd_bench(int argc, char **argv);
 int pt_cmd_serve(int argc, char **argv);
 int pt_cmd_worker(int argc, char **argv);
 int pt_cmd_token(int argc, char **argv);
+int pt_cmd_mpirun(int argc, char **argv);
 /* submit, status and cancel: argv[0] says which */
 int pt_cmd_client(int argc, char **argv);
 

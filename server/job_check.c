@@ -21,6 +21,7 @@
 #include "engine/config.h"
 #include "engine/graph.h"
 #include "engine/memplan.h"
+#include "engine/mpi_backend.h"
 #include "engine/packing.h"
 #include "engine/split.h"
 
@@ -117,6 +118,7 @@ done:
 void pt_job_check_dataset(pt_app *app, const pt_job_config *cfg, const pt_store_dataset *ds, pt_errors *errs)
 {
     (void)app;
+    if (pt_mpi_check_job(cfg, errs) != 0) return;
     if (check_target(cfg, ds, errs) != 0) return;
     pt_dataset data;
     memset(&data, 0, sizeof data);

@@ -19,6 +19,7 @@ static const pt_command commands[] = {
     {"submit", "upload a dataset, submit a job, optionally wait for it (CI)", pt_cmd_client},
     {"status", "show a job of a server, optionally wait for its end", pt_cmd_client},
     {"cancel", "cancel a job on a server", pt_cmd_client},
+    {"mpirun", "run a command as the ranks of an Open MPI job (backend.kind \"mpi\")", pt_cmd_mpirun},
     {"version", "print the version", pt_cmd_version},
 };
 

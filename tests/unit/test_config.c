@@ -14,7 +14,7 @@
 
 static const char *defaults_json =
     "{\"backend\":{\"device_iterations\":1,\"device_memory_mb\":900,\"gradient_accumulation\":1,"
-    "\"kind\":\"ipu-emulated\",\"merge_all_reduce\":true,\"prefetch_depth\":3,"
+    "\"kind\":\"ipu-emulated\",\"merge_all_reduce\":true,\"prefetch_depth\":3,\"ranks\":1,"
     "\"replication_factor\":1,\"threads\":\"auto\",\"use_async_loader\":true},"
     "\"batching\":{\"max_edges\":\"auto\",\"max_graphs\":\"auto\",\"max_nodes\":\"auto\","
     "\"method\":\"lpfhp\",\"model_batch_size\":16},"
@@ -110,7 +110,7 @@ static void test_all_keys_round_trip(void **state)
         "\"checkpoint_every\":50},"
         "\"backend\":{\"kind\":\"mpi\",\"replication_factor\":4,\"gradient_accumulation\":2,"
         "\"device_iterations\":3,\"merge_all_reduce\":false,\"use_async_loader\":false,"
-        "\"prefetch_depth\":5,\"device_memory_mb\":450,\"threads\":2}}";
+        "\"prefetch_depth\":5,\"device_memory_mb\":450,\"threads\":2,\"ranks\":2}}";
     pt_job_config a, b;
     pt_errors errs;
     assert_int_equal(parse(&a, full, &errs), 0);
@@ -134,6 +134,7 @@ static void test_all_keys_round_trip(void **state)
     assert_int_equal(a.backend.kind, PT_JOB_BACKEND_MPI);
     assert_false(a.backend.merge_all_reduce);
     assert_int_equal(a.backend.threads, 2);
+    assert_int_equal(a.backend.ranks, 2);
     assert_int_equal(a.training.checkpoint_every, 50);
 
     char *text = pt_job_config_dump(&a);
@@ -373,6 +374,21 @@ static void test_error_atomref_needs_sum(void **state)
                      "atoms); use \"mean_std\" or \"none\" with readout \"mean\"");
 }
 
+/* backend.ranks: MPI only, dividing the replicas among the ranks. */
+static void test_error_ranks(void **state)
+{
+    (void)state;
+    expect_one_error("{\"backend\":{\"ranks\":2}}", "backend.ranks",
+                     "more than one rank needs backend.kind \"mpi\", got 2 ranks with "
+                     "\"ipu-emulated\"");
+    expect_one_error("{\"backend\":{\"kind\":\"mpi\",\"ranks\":2,\"replication_factor\":3}}",
+                     "backend.replication_factor",
+                     "must be a multiple of backend.ranks (2): each rank runs replication_factor "
+                     "/ ranks replicas; got 3");
+    expect_one_error("{\"backend\":{\"kind\":\"mpi\",\"ranks\":0}}", "backend.ranks",
+                     "must be an integer from 1 to 4096, got 0");
+}
+
 /* All problems are reported in one pass, in document order. */
 static void test_all_errors_reported(void **state)
 {
@@ -457,6 +473,7 @@ int main(void)
         cmocka_unit_test(test_error_split),
         cmocka_unit_test(test_error_schedule),
         cmocka_unit_test(test_error_atomref_needs_sum),
+        cmocka_unit_test(test_error_ranks),
         cmocka_unit_test(test_all_errors_reported),
         cmocka_unit_test(test_load_file),
         cmocka_unit_test(test_load_too_large),
