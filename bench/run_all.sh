@@ -17,7 +17,7 @@ run() {  # name, command...
 status=0
 run ingest bench/bench_ingest.sh "$bin" ${QUICK:+--quick} || status=1
 run packing bench/packing_table.sh "$bin" || status=1
-[ -x bench/bench_speed.sh ] && { run speed bench/bench_speed.sh "$bin" || status=1; }
+run speed bench/bench_speed.sh "$bin" "$bdir" || status=1
 run train bench/bench_train.sh "$bin" || status=1
 run backend bench/bench_backend.sh "$bin" || status=1
 run bf16 bench/bench_bf16.sh "$bdir/bench_bf16" || status=1

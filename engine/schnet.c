@@ -13,15 +13,22 @@
  *   o'_i    = o_i · std + mean + atomref[z_i]
  *   y_g     = Σ_{i∈g} o'_i   (or the mean)
  *
- * Every product runs over the whole batch at once (E×G·G×F, E×F·F×F, N×H·H×F…)
- * so OpenBLAS sees large matrices; padding nodes/edges/graphs are computed
- * like real ones (fixed shape) and masked out by C = 0 and node_graph = −1. */
+ * Node products run over the whole batch at once (N×H·H×F…); the filter
+ * network runs over runs of whole receivers of ≤ ~2048 edges (E×G·G×F,
+ * E×F·F×F), each consumed by the segmented sum while in cache, with every
+ * bias added inside its product (C starts as the bias rows, so OpenBLAS
+ * skips its beta pass) and the cutoff inside the segmented sum.  Padding
+ * nodes/edges/graphs are computed like real ones (fixed shape, as an IPU
+ * would) and masked out by C = 0 and node_graph = −1.  With
+ * pt_schnet_acts.profile set, the time of each kind of work is recorded
+ * (bench/schnet_profile.c, docs/performance.md). */
 #include "engine/schnet.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/rng.h"
 
@@ -345,6 +352,40 @@ int pt_schnet_batch_check(const pt_schnet *m, const pt_schnet_acts *a, const pt_
     return bad;
 }
 
+/* ---- profiling ----------------------------------------------------------- */
+
+static const char *const op_names[PT_SCHNET_OP_COUNT] = {
+    "edge_basis", "filter_gemm", "filter_ssp", "cfconv", "node_gemm", "node_ssp", "other",
+};
+
+const char *pt_schnet_op_name(pt_schnet_op op)
+{
+    return op >= 0 && op < PT_SCHNET_OP_COUNT ? op_names[op] : "unknown";
+}
+
+/* A stopwatch that charges the time since its last lap to an op; free when
+ * the arena has no profile. */
+typedef struct stopwatch {
+    pt_schnet_profile *p;
+    struct timespec t;
+} stopwatch;
+
+static void stopwatch_start(stopwatch *sw, pt_schnet_profile *p)
+{
+    sw->p = p;
+    if (p) clock_gettime(CLOCK_MONOTONIC, &sw->t);
+}
+
+static void lap(stopwatch *sw, pt_schnet_op op)
+{
+    if (!sw->p) return;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    sw->p->seconds[op] +=
+        (double)(t.tv_sec - sw->t.tv_sec) + 1e-9 * (double)(t.tv_nsec - sw->t.tv_nsec);
+    sw->t = t;
+}
+
 /* ---- forward / loss / backward ------------------------------------------- */
 
 void pt_schnet_prepare_edges(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b)
@@ -353,36 +394,104 @@ void pt_schnet_prepare_edges(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
                           m->cfg.cutoff);
 }
 
+/* The filter network runs over the edges in runs of whole receivers, about
+ * chunk_edges at a time: each run's s1, σ and W rows are produced by the two
+ * products and consumed by the segmented sum while they are still in cache
+ * (3 × 2048 × F floats = 2.4 MB at F = 100: the L2/L3 of one core), and the
+ * backward pass's run-sized scratch (dP, ds1) is reused from the start of its
+ * buffer for every run, so it stays in cache too.  2048 rows keep each
+ * product large enough for OpenBLAS's kernels even when two threads share it
+ * (measured on QM9: 512 rows lost ~10% with 2 BLAS threads, 2048 and one
+ * run per batch were equal on one thread; docs/performance.md). */
+#define PT_SCHNET_CHUNK_EDGES 2048
+
+static int32_t run_edges(const pt_schnet_acts *a)
+{
+    return a->chunk_edges > 0 ? a->chunk_edges : PT_SCHNET_CHUNK_EDGES;
+}
+
+/* The receiver after the run that starts at i0: at least one receiver, then
+ * as many as keep the run within `edges` edges. */
+static int run_end(const pt_batch *b, int i0, int32_t edges)
+{
+    const int32_t k0 = b->dst_offset[i0];
+    int i1 = i0 + 1;
+    while (i1 < b->cap_nodes && b->dst_offset[i1 + 1] - k0 <= edges) i1++;
+    return i1;
+}
+
+/* h_{t+1} = h_t + c3 row by row, before the product adds L3 u (one pass
+ * instead of a copy and a bias pass). */
+static void residual_init(float *restrict out, const float *restrict in,
+                          const float *restrict bias, int n, int c)
+{
+    for (int r = 0; r < n; r++)
+        for (int k = 0; k < c; k++)
+            out[(size_t)r * c + k] = in[(size_t)r * c + k] + bias[k];
+}
+
+static void block_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b, int t,
+                          stopwatch *sw)
+{
+    const pt_schnet_config *c = &m->cfg;
+    const pt_schnet_block *w = &m->params.block[t];
+    pt_schnet_block_acts *k = &a->block[t];
+    const int N = b->cap_nodes, H = c->hidden, F = c->filters, G = c->gaussians;
+    const int32_t chunk = run_edges(a);
+
+    pt_linear_forward(k->x, a->h[t], w->conv_lin1_w, NULL, N, H, F, 0.0f);
+    lap(sw, PT_SCHNET_OP_NODE_GEMM);
+    for (int i0 = 0, i1; i0 < N; i0 = i1) {
+        i1 = run_end(b, i0, chunk);
+        const size_t k0 = (size_t)b->dst_offset[i0];
+        const int rows = b->dst_offset[i1] - b->dst_offset[i0];
+        if (rows > 0) {
+            /* biases ride in the products; the cutoff in the segmented sum */
+            float *s1 = k->s1 + k0 * F, *wf = k->w + k0 * F;
+            pt_linear_forward(s1, a->e + k0 * G, w->mlp0_w, w->mlp0_b, rows, G, F, 0.0f);
+            lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+            pt_ssp_forward(s1, k->sig1 + k0 * F, NULL, rows, F);
+            lap(sw, PT_SCHNET_OP_FILTER_SSP);
+            pt_linear_forward(wf, s1, w->mlp2_w, w->mlp2_b, rows, F, F, 0.0f);
+            lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+        }
+        pt_cfconv_forward_range(k->m, k->w, NULL, a->cut, k->x, b->edge_src, b->dst_offset, i0,
+                                i1, F);
+        lap(sw, PT_SCHNET_OP_CFCONV);
+    }
+    pt_linear_forward(k->u, k->m, w->conv_lin2_w, w->conv_lin2_b, N, F, H, 0.0f);
+    lap(sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_ssp_forward(k->u, k->sig2, NULL, N, H);
+    lap(sw, PT_SCHNET_OP_NODE_SSP);
+    residual_init(a->h[t + 1], a->h[t], w->lin_b, N, H);
+    lap(sw, PT_SCHNET_OP_OTHER);
+    pt_linear_forward(a->h[t + 1], k->u, w->lin_w, NULL, N, H, H, 1.0f);
+    lap(sw, PT_SCHNET_OP_NODE_GEMM);
+}
+
 const double *pt_schnet_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b)
 {
     const pt_schnet_config *c = &m->cfg;
     const pt_schnet_params *p = &m->params;
-    const int N = b->cap_nodes, E = b->cap_edges;
-    const int H = c->hidden, F = c->filters, G = c->gaussians, H2 = c->hidden / 2;
+    const int N = b->cap_nodes, H = c->hidden, H2 = c->hidden / 2;
 
+    stopwatch sw;
+    stopwatch_start(&sw, a->profile);
     pt_schnet_prepare_edges(m, a, b);
+    lap(&sw, PT_SCHNET_OP_EDGE_BASIS);
     pt_embedding_forward(a->h[0], p->embedding, b->z, N, H);
-    for (int t = 0; t < c->interactions; t++) {
-        const pt_schnet_block *w = &p->block[t];
-        pt_schnet_block_acts *k = &a->block[t];
-        /* filter network over every edge of the batch */
-        pt_linear_forward(k->s1, a->e, w->mlp0_w, NULL, E, G, F, 0.0f);
-        pt_ssp_forward(k->s1, k->sig1, w->mlp0_b, E, F);
-        pt_linear_forward(k->w, k->s1, w->mlp2_w, NULL, E, F, F, 0.0f);
-        /* message passing */
-        pt_linear_forward(k->x, a->h[t], w->conv_lin1_w, NULL, N, H, F, 0.0f);
-        pt_cfconv_forward(k->m, k->w, w->mlp2_b, a->cut, k->x, b->edge_src, b->dst_offset, N, F);
-        pt_linear_forward(k->u, k->m, w->conv_lin2_w, NULL, N, F, H, 0.0f);
-        pt_ssp_forward(k->u, k->sig2, w->conv_lin2_b, N, H);
-        /* residual update */
-        memcpy(a->h[t + 1], a->h[t], (size_t)N * H * sizeof(float));
-        pt_linear_forward(a->h[t + 1], k->u, w->lin_w, w->lin_b, N, H, H, 1.0f);
-    }
-    pt_linear_forward(a->q, a->h[c->interactions], p->lin1_w, NULL, N, H, H2, 0.0f);
-    pt_ssp_forward(a->q, a->sig4, p->lin1_b, N, H2);
+    lap(&sw, PT_SCHNET_OP_OTHER);
+    for (int t = 0; t < c->interactions; t++) block_forward(m, a, b, t, &sw);
+    pt_linear_forward(a->q, a->h[c->interactions], p->lin1_w, p->lin1_b, N, H, H2, 0.0f);
+    lap(&sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_ssp_forward(a->q, a->sig4, NULL, N, H2);
+    lap(&sw, PT_SCHNET_OP_NODE_SSP);
     pt_linear_forward(a->o, a->q, p->lin2_w, p->lin2_b, N, H2, 1, 0.0f);
+    lap(&sw, PT_SCHNET_OP_NODE_GEMM);
     pt_readout_forward(a->y, a->count, a->o, b->z, b->node_graph, p->atomref, m->mean, m->std,
                        c->readout, N, b->cap_graphs);
+    lap(&sw, PT_SCHNET_OP_OTHER);
+    if (a->profile) a->profile->forwards++;
     return a->y;
 }
 
@@ -406,6 +515,50 @@ double pt_schnet_loss(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b, 
     return n_norm > 0.0 ? loss / n_norm : 0.0;
 }
 
+/* dh holds dL/dh_{t+1} on entry and dL/dh_t on return (in place: the
+ * residual path is the identity). */
+static void block_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b, int t,
+                           pt_schnet_params *d, stopwatch *sw)
+{
+    const pt_schnet_config *c = &m->cfg;
+    const pt_schnet_block *w = &m->params.block[t];
+    pt_schnet_block *dw = &d->block[t];
+    pt_schnet_block_acts *k = &a->block[t];
+    const int N = b->cap_nodes, H = c->hidden, F = c->filters, G = c->gaussians;
+    const int32_t chunk = run_edges(a);
+
+    pt_linear_backward(a->du, dw->lin_w, dw->lin_b, a->dh, k->u, w->lin_w, N, H, H, 0.0f);
+    lap(sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_ssp_backward(a->du, dw->conv_lin2_b, k->sig2, N, H);
+    lap(sw, PT_SCHNET_OP_NODE_SSP);
+    pt_linear_backward(a->dm, dw->conv_lin2_w, NULL, a->du, k->m, w->conv_lin2_w, N, F, H, 0.0f);
+    lap(sw, PT_SCHNET_OP_NODE_GEMM);
+    memset(a->dx, 0, (size_t)N * F * sizeof(float));
+    /* per run: dm → dP (and dx), then the filter network's backward while
+     * dP is in cache: A2, a2 → ssp → A1, a1; e needs no gradient.  dp and
+     * ds1 are used as run-sized scratch from their start. */
+    for (int i0 = 0, i1; i0 < N; i0 = i1) {
+        i1 = run_end(b, i0, chunk);
+        const size_t k0 = (size_t)b->dst_offset[i0];
+        const int rows = b->dst_offset[i1] - b->dst_offset[i0];
+        pt_cfconv_backward_range(a->dx, a->dp, dw->mlp2_b, a->dm, k->x, k->w, a->cut,
+                                 b->edge_src, b->dst_offset, i0, i1, F);
+        lap(sw, PT_SCHNET_OP_CFCONV);
+        if (rows == 0) continue;
+        pt_linear_backward(a->ds1, dw->mlp2_w, NULL, a->dp, k->s1 + k0 * F, w->mlp2_w, rows, F,
+                           F, 0.0f);
+        lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+        pt_ssp_backward(a->ds1, dw->mlp0_b, k->sig1 + k0 * F, rows, F);
+        lap(sw, PT_SCHNET_OP_FILTER_SSP);
+        pt_linear_backward(NULL, dw->mlp0_w, NULL, a->ds1, a->e + k0 * G, w->mlp0_w, rows, G, F,
+                           0.0f);
+        lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    }
+    pt_linear_backward(a->dh, dw->conv_lin1_w, NULL, a->dx, a->h[t], w->conv_lin1_w, N, H, F,
+                       1.0f);
+    lap(sw, PT_SCHNET_OP_NODE_GEMM);
+}
+
 void pt_schnet_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b,
                         float *grads)
 {
@@ -413,35 +566,23 @@ void pt_schnet_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b
     const pt_schnet_params *p = &m->params;
     pt_schnet_params d;
     pt_schnet_params_view(m, grads, &d);
-    const int N = b->cap_nodes, E = b->cap_edges;
-    const int H = c->hidden, F = c->filters, G = c->gaussians, H2 = c->hidden / 2;
-    const int T = c->interactions;
+    const int N = b->cap_nodes, H = c->hidden, H2 = c->hidden / 2;
 
+    stopwatch sw;
+    stopwatch_start(&sw, a->profile);
     /* head: o'_i → o_i → q = ssp(W4 h + b4) → h_T */
     pt_readout_backward(a->dout, d.atomref, a->dy, a->count, b->z, b->node_graph, m->std,
                         c->readout, N);
+    lap(&sw, PT_SCHNET_OP_OTHER);
     pt_linear_backward(a->dq, d.lin2_w, d.lin2_b, a->dout, a->q, p->lin2_w, N, H2, 1, 0.0f);
+    lap(&sw, PT_SCHNET_OP_NODE_GEMM);
     pt_ssp_backward(a->dq, d.lin1_b, a->sig4, N, H2);
-    pt_linear_backward(a->dh, d.lin1_w, NULL, a->dq, a->h[T], p->lin1_w, N, H, H2, 0.0f);
-
-    /* blocks in reverse; dh holds dL/dh_{t+1} and becomes dL/dh_t in place,
-     * the residual path being the identity */
-    for (int t = T - 1; t >= 0; t--) {
-        const pt_schnet_block *w = &p->block[t];
-        pt_schnet_block *dw = &d.block[t];
-        pt_schnet_block_acts *k = &a->block[t];
-        pt_linear_backward(a->du, dw->lin_w, dw->lin_b, a->dh, k->u, w->lin_w, N, H, H, 0.0f);
-        pt_ssp_backward(a->du, dw->conv_lin2_b, k->sig2, N, H);
-        pt_linear_backward(a->dm, dw->conv_lin2_w, NULL, a->du, k->m, w->conv_lin2_w, N, F, H,
-                           0.0f);
-        pt_cfconv_backward(a->dx, a->dp, dw->mlp2_b, a->dm, k->x, k->w, a->cut, b->edge_src,
-                           b->dst_offset, N, F);
-        pt_linear_backward(a->dh, dw->conv_lin1_w, NULL, a->dx, a->h[t], w->conv_lin1_w, N, H,
-                           F, 1.0f);
-        /* filter network: dW → A2, a2 (above) → ssp → A1, a1; e needs no gradient */
-        pt_linear_backward(a->ds1, dw->mlp2_w, NULL, a->dp, k->s1, w->mlp2_w, E, F, F, 0.0f);
-        pt_ssp_backward(a->ds1, dw->mlp0_b, k->sig1, E, F);
-        pt_linear_backward(NULL, dw->mlp0_w, NULL, a->ds1, a->e, w->mlp0_w, E, G, F, 0.0f);
-    }
+    lap(&sw, PT_SCHNET_OP_NODE_SSP);
+    pt_linear_backward(a->dh, d.lin1_w, NULL, a->dq, a->h[c->interactions], p->lin1_w, N, H, H2,
+                       0.0f);
+    lap(&sw, PT_SCHNET_OP_NODE_GEMM);
+    for (int t = c->interactions - 1; t >= 0; t--) block_backward(m, a, b, t, &d, &sw);
     pt_embedding_backward(d.embedding, a->dh, b->z, N, H);
+    lap(&sw, PT_SCHNET_OP_OTHER);
+    if (a->profile) a->profile->backwards++;
 }

@@ -79,8 +79,34 @@ typedef struct pt_schnet_block_acts {
     float *sig2, *u;    /* [N,H] σ and ssp of L2 m + c2 */
 } pt_schnet_block_acts;
 
+/* Where forward and backward spend their time, by kind of work (both
+ * passes).  Accumulated only when pt_schnet_acts.profile points to one. */
+typedef enum pt_schnet_op {
+    PT_SCHNET_OP_EDGE_BASIS = 0, /* e_ij and C_ij */
+    PT_SCHNET_OP_FILTER_GEMM,    /* the filter network's products (A1, A2) */
+    PT_SCHNET_OP_FILTER_SSP,     /* ssp over E×F and its backward (with a1's gradient) */
+    PT_SCHNET_OP_CFCONV,         /* cutoff and a2 fused in, gather, segmented sums, scatter */
+    PT_SCHNET_OP_NODE_GEMM,      /* L1, L2, L3, W4, w5 products */
+    PT_SCHNET_OP_NODE_SSP,       /* ssp over N×H and N×H/2, and backward */
+    PT_SCHNET_OP_OTHER,          /* embedding, residual copies, readout, loss */
+    PT_SCHNET_OP_COUNT
+} pt_schnet_op;
+
+typedef struct pt_schnet_profile {
+    double seconds[PT_SCHNET_OP_COUNT];
+    int64_t forwards, backwards;
+} pt_schnet_profile;
+
+/* "edge_basis", "filter_gemm", … (snake case of the names above). */
+const char *pt_schnet_op_name(pt_schnet_op op);
+
 typedef struct pt_schnet_acts {
     int32_t cap_nodes, cap_edges, cap_graphs;
+    /* Optional, set by the caller after pt_schnet_acts_init: */
+    pt_schnet_profile *profile;      /* NULL: no timing (the default) */
+    int32_t chunk_edges;             /* filter network in runs of about this many
+                                      * edges (whole receivers), so each run's
+                                      * E×F rows stay in cache; 0 = default */
     void *memory;                    /* the arena: everything below points into it */
     size_t bytes;
     float *e, *cut;                  /* [E,G] Gaussians, [E] cosine cutoff */

@@ -35,7 +35,8 @@ void pt_linear_backward(float *din, float *dw, float *db, const float *dout,
 /* In place, x[n,c] ← ssp(x + b) = log1p(exp(−|x'|)) + max(x',0) − ln 2 with
  * x' = x + b, and sig = σ(x') = ssp'(x').  In place because that is how the
  * model uses it and because a separate-but-maybe-aliased output would make
- * gcc fall back to scalar code at run time. */
+ * gcc fall back to scalar code at run time.  b may be NULL (no bias: the
+ * model adds it in the product, so the pass is one flat vector loop). */
 void pt_ssp_forward(float *x, float *sig, const float *b, int n, int c);
 /* In place, d ← d ⊙ sig (dL/ds becomes dL/dx');  db[c] += Σ_n d (db may be NULL). */
 void pt_ssp_backward(float *d, float *db, const float *sig, int n, int c);
@@ -62,6 +63,20 @@ void pt_cfconv_forward(float *m, float *pw, const float *b, const float *cut,
 void pt_cfconv_backward(float *dx, float *dp, float *db, const float *dm, const float *x,
                         const float *w, const float *cut, const int32_t *src,
                         const int32_t *dst_offset, int n_nodes, int f);
+
+/* The same two ops over the receivers i0 ≤ i < i1 only (their edges
+ * dst_offset[i0] ≤ k < dst_offset[i1]), so the model can run the filter
+ * network over a cache-sized run of edges and consume it at once.
+ * Forward: m rows i0..i1 written, P rows of those edges turned into W
+ * (b may be NULL when the bias is already in P).
+ * Backward: dp row r is edge dst_offset[i0] + r (a run-sized scratch); dx is
+ * ACCUMULATED (the caller zeroes it once for all runs); db += Σ of the run. */
+void pt_cfconv_forward_range(float *m, float *pw, const float *b, const float *cut,
+                             const float *x, const int32_t *src, const int32_t *dst_offset,
+                             int i0, int i1, int f);
+void pt_cfconv_backward_range(float *dx, float *dp, float *db, const float *dm, const float *x,
+                              const float *w, const float *cut, const int32_t *src,
+                              const int32_t *dst_offset, int i0, int i1, int f);
 
 /* h[i] = table[z_i]  (row 0 is the padding row) */
 void pt_embedding_forward(float *h, const float *table, const uint8_t *z, int n, int dim);
