@@ -350,6 +350,44 @@ int pt_packer_epoch(const pt_packer *pk, uint64_t seed, uint32_t epoch, pt_packs
     return pt_baseline_epoch(pk, seed, epoch, out);
 }
 
+int pt_packs_consecutive(pt_packs *pk, const pt_dataset *ds, const pt_graphs *g, uint32_t n,
+                         uint32_t per_pack, pt_errors *errs)
+{
+    memset(pk, 0, sizeof(*pk));
+    if (per_pack == 0 || n > ds->n_structs || n > g->n_structs) {
+        pt_errors_add(errs, NULL, 0, "", "consecutive packs: %u structures of %u, %u per pack",
+                      n, ds->n_structs, per_pack);
+        return -1;
+    }
+    uint32_t np = (n + per_pack - 1) / per_pack;
+    pk->graph_offset = malloc(sizeof(uint32_t) * ((size_t)np + 1));
+    pk->graphs = malloc(sizeof(uint32_t) * (n ? (size_t)n : 1));
+    if (!pk->graph_offset || !pk->graphs) {
+        pt_packs_close(pk);
+        pt_errors_add(errs, NULL, 0, "", "out of memory");
+        return -1;
+    }
+    int64_t nodes = 0, edges = 0;
+    for (uint32_t k = 0; k < np; k++) {
+        uint32_t first = k * per_pack, end = first + per_pack < n ? first + per_pack : n;
+        pk->graph_offset[k] = first;
+        int64_t nn = (int64_t)(ds->atom_offset[end] - ds->atom_offset[first]);
+        int64_t ne = (int64_t)(g->edge_offset[end] - g->edge_offset[first]);
+        if (nn > nodes) nodes = nn;
+        if (ne > edges) edges = ne;
+    }
+    pk->graph_offset[np] = n;
+    for (uint32_t s = 0; s < n; s++) pk->graphs[s] = s;
+    pk->n_packs = np;
+    if (nodes + 1 > INT32_MAX / 4 || edges + 1 > INT32_MAX / 4) {
+        pt_packs_close(pk);
+        pt_errors_add(errs, NULL, 0, "", "a pack of %u structures is too large", per_pack);
+        return -1;
+    }
+    pk->limits = (pt_pack_limits){(int32_t)nodes + 1, (int32_t)edges + 1, (int32_t)per_pack};
+    return 0;
+}
+
 void pt_packs_close(pt_packs *packs)
 {
     free(packs->graph_offset);

@@ -45,6 +45,7 @@
 
 #include "engine/batch.h"
 #include "engine/errors.h"
+#include "engine/graph.h"
 
 typedef enum pt_pack_method {
     PT_PACK_LPFHP = 0,
@@ -134,6 +135,14 @@ void pt_packer_close(pt_packer *pk);
  * previous epoch (its buffers are reused).  Returns 0, or -1 out of memory. */
 int pt_packer_epoch(const pt_packer *pk, uint64_t seed, uint32_t epoch, pt_packs *out);
 void pt_packs_close(pt_packs *packs);
+
+/* Packs of consecutive structures in dataset order, `per_pack` graphs each,
+ * over structures [0, n): for evaluation and prediction, where order matters
+ * and packing efficiency does not.  Limits are the largest pack's atoms and
+ * edges plus one spare slot each (padding edges get a node of their own).
+ * Returns 0, or -1 with errs filled (out of memory, a pack too large). */
+int pt_packs_consecutive(pt_packs *out, const pt_dataset *ds, const pt_graphs *g, uint32_t n,
+                         uint32_t per_pack, pt_errors *errs);
 
 /* Efficiency of the plan, measured on the epoch-0 draw of `seed` (only the
  * static and dynamic methods depend on the draw).  Returns 0 or -1 (memory). */

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "engine/batch.h"
+#include "engine/packing.h"
 #include "engine/dataset.h"
 #include "engine/graph.h"
 #include "engine/schnet.h"
@@ -176,8 +177,7 @@ static void state_close(eval_state *st)
 {
     pt_schnet_acts_close(&st->acts);
     pt_batch_close(&st->batch);
-    free(st->packs.graph_offset);
-    free(st->packs.graphs);
+    pt_packs_close(&st->packs);
     pt_graphs_close(&st->graphs);
     pt_dataset_close(&st->ds);
     pt_schnet_close(&st->model);
@@ -187,36 +187,6 @@ static void state_close(eval_state *st)
 
 /* Structures 0..n-1 in order, bg per pack; limits fit the largest pack plus
  * one spare node and edge slot, so every pack has padding to exercise. */
-static int make_packs(pt_packs *pk, const pt_dataset *ds, const pt_graphs *g, uint32_t n,
-                      uint32_t bg, pt_errors *errs, const char *label)
-{
-    uint32_t np = (n + bg - 1) / bg;
-    pk->graph_offset = malloc(sizeof(uint32_t) * ((size_t)np + 1));
-    pk->graphs = malloc(sizeof(uint32_t) * (size_t)n);
-    if (!pk->graph_offset || !pk->graphs) {
-        pt_errors_add(errs, "", 0, "", "out of memory");
-        return -1;
-    }
-    int64_t nodes = 0, edges = 0;
-    for (uint32_t k = 0; k < np; k++) {
-        uint32_t first = k * bg, end = first + bg < n ? first + bg : n;
-        pk->graph_offset[k] = first;
-        int64_t nn = (int64_t)(ds->atom_offset[end] - ds->atom_offset[first]);
-        int64_t ne = (int64_t)(g->edge_offset[end] - g->edge_offset[first]);
-        if (nn > nodes) nodes = nn;
-        if (ne > edges) edges = ne;
-    }
-    pk->graph_offset[np] = n;
-    for (uint32_t s = 0; s < n; s++) pk->graphs[s] = s;
-    pk->n_packs = np;
-    if (nodes + 1 > INT32_MAX || edges + 1 > INT32_MAX) {
-        pt_errors_add(errs, label, 0, "", "a pack of %u structures is too large", bg);
-        return -1;
-    }
-    pk->limits = (pt_pack_limits){(int32_t)nodes + 1, (int32_t)edges + 1, (int32_t)bg};
-    return 0;
-}
-
 static int run(const eval_args *a, eval_state *st, pt_errors *errs)
 {
     char err[512];
@@ -245,7 +215,7 @@ static int run(const eval_args *a, eval_state *st, pt_errors *errs)
                           .mode = PT_GRAPH_RADIUS};
     if (pt_graphs_build(&st->graphs, &st->ds, &gp, errs)) return -1;
     uint32_t bg = (uint32_t)a->batch_graphs;
-    if (make_packs(&st->packs, &st->ds, &st->graphs, n, bg, errs, a->data)) return -1;
+    if (pt_packs_consecutive(&st->packs, &st->ds, &st->graphs, n, bg, errs)) return -1;
     const pt_pack_limits lim = st->packs.limits;
     int rc = pt_batch_init(&st->batch, lim, 1, c->cutoff);
     if (rc != PT_BATCH_OK) {

@@ -280,6 +280,44 @@ static void test_fill_ids_matches_contiguous(void **state)
     pt_errors_close(&errs);
 }
 
+/* Consecutive packs (eval, predict): dataset order, per_pack graphs each,
+ * limits the largest pack plus one spare slot, every pack fills a batch. */
+static void test_consecutive_packs(void **state)
+{
+    fixture *f = *state;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    pt_packs packs;
+    const uint32_t n = f->ds.n_structs, per = 7;
+    assert_int_equal(pt_packs_consecutive(&packs, &f->ds, &f->g, n, per, &errs), 0);
+    assert_int_equal(packs.n_packs, (n + per - 1) / per);
+    int64_t max_nodes = 0, max_edges = 0;
+    for (uint32_t k = 0; k < packs.n_packs; k++) {
+        assert_int_equal(packs.graph_offset[k], k * per);
+        int64_t g, nodes, edges;
+        pt_batch_pack_sizes(&f->ds, &f->g, &packs, k, &g, &nodes, &edges);
+        if (nodes > max_nodes) max_nodes = nodes;
+        if (edges > max_edges) max_edges = edges;
+    }
+    for (uint32_t s = 0; s < n; s++) assert_int_equal(packs.graphs[s], s);
+    assert_int_equal(packs.limits.max_nodes, max_nodes + 1);
+    assert_int_equal(packs.limits.max_edges, max_edges + 1);
+    assert_int_equal(packs.limits.max_graphs, per);
+    pt_batch b;
+    assert_int_equal(pt_batch_init(&b, packs.limits, 1, 6.0f), PT_BATCH_OK);
+    for (uint32_t k = 0; k < packs.n_packs; k++)
+        assert_int_equal(pt_batch_fill(&b, &f->ds, &f->g, &packs, k, 1, f->key), PT_BATCH_OK);
+    pt_batch_close(&b);
+    pt_packs_close(&packs);
+    assert_int_equal(pt_packs_consecutive(&packs, &f->ds, &f->g, n, 0, &errs), -1);
+    assert_int_equal(pt_packs_consecutive(&packs, &f->ds, &f->g, n + 1, per, &errs), -1);
+    assert_int_equal(errs.total, 2);
+    char msg[256];
+    snprintf(msg, sizeof msg, "consecutive packs: %u structures of %u, 0 per pack", n, n);
+    assert_string_equal(errs.items[0].message, msg);
+    pt_errors_close(&errs);
+}
+
 static void test_init_errors(void **state)
 {
     (void)state;
@@ -372,6 +410,7 @@ int main(void)
         cmocka_unit_test(test_baseline_batches_whole_epochs),
         cmocka_unit_test(test_missing_packs_are_padding),
         cmocka_unit_test(test_fill_ids_matches_contiguous),
+        cmocka_unit_test(test_consecutive_packs),
         cmocka_unit_test(test_init_errors),
         cmocka_unit_test(test_fill_errors),
         cmocka_unit_test(test_strerror),
