@@ -21,6 +21,7 @@ run speed bench/bench_speed.sh "$bin" "$bdir" || status=1
 run train bench/bench_train.sh "$bin" || status=1
 run backend bench/bench_backend.sh "$bin" || status=1
 run bf16 bench/bench_bf16.sh "$bdir/bench_bf16" || status=1
+run precision bench/bench_precision.sh "$bin" || status=1
 [ -x bench/bench_mpi.sh ] && { run mpi bench/bench_mpi.sh "$bin" || status=1; }
 run api_load bench/api_load.sh "$bin" || status=1
 exit $status

@@ -34,7 +34,7 @@ typedef struct prof_engine {
     pt_schnet_acts acts;
     pt_schnet_profile prof;
     long warmup, steps_seen;
-    int32_t chunk_edges;      /* as set in the arena (0 = the model's default) */
+    int64_t rows, edge_slots; /* filter rows and edge slots computed, measured steps */
     double fill_s, outside_s, compute_s, last_end;
     int64_t graphs;
 } prof_engine;
@@ -73,6 +73,10 @@ static int prof_compute(void *self, const pt_packs *packs, const uint32_t *ids, 
         }
         if (measured) pe->fill_s += now() - tf;
         pt_schnet_forward(d->model, &pe->acts, &pe->batch);
+        if (measured) {
+            pe->rows += pe->acts.n_rows;
+            pe->edge_slots += pe->batch.cap_edges;
+        }
         st->loss_sum += pt_schnet_loss(d->model, &pe->acts, &pe->batch, n_norm) * n_norm;
         pt_schnet_backward(d->model, &pe->acts, &pe->batch, grads);
         st->graphs += pe->batch.n_real_graphs;
@@ -109,9 +113,7 @@ static int prof_open(pt_grad_engine *eng, const pt_train_data *d, pt_errors *err
         return -1;
     }
     pe->acts.profile = &pe->prof;
-    const char *chunk = getenv("PT_PROFILE_CHUNK_EDGES");
-    if (chunk) pe->acts.chunk_edges = atoi(chunk);
-    pe->chunk_edges = pe->acts.chunk_edges;
+    pe->acts.precision = d->cfg->training.precision;
     eng->self = pe;
     eng->compute = prof_compute;
     eng->close = prof_close;
@@ -175,10 +177,13 @@ int main(int argc, char **argv)
     double gps = (double)pe->graphs / (step * (double)measured);
     printf("{\"openblas_core\":\"%s\",\"threads\":%d,\"steps\":%ld,\"graphs_per_s\":%.1f,"
            "\"ms_per_step\":%.3f,\"graphs_per_step\":%.2f,\"micro_packs\":%d,"
-           "\"max_nodes\":%d,\"max_edges\":%d,\"chunk_edges\":%d,\"ms\":{",
+           "\"max_nodes\":%d,\"max_edges\":%d,\"precision\":\"%s\","
+           "\"filter_rows_per_edge_slot\":%.3f,\"ms\":{",
            openblas_get_corename(), cfg.backend.threads, measured, gps, step * 1e3,
            (double)pe->graphs / (double)measured, cfg.batching.model_batch_size,
-           res.limits.max_nodes, res.limits.max_edges, pe->chunk_edges);
+           res.limits.max_nodes, res.limits.max_edges,
+           cfg.training.precision == PT_PRECISION_BF16 ? "bf16" : "fp32",
+           pe->edge_slots ? (double)pe->rows / (double)pe->edge_slots : 0.0);
     double parts[PT_SCHNET_OP_COUNT + 2];
     for (int k = 0; k < PT_SCHNET_OP_COUNT; k++)
         parts[k] = pe->prof.seconds[k] / (double)measured;

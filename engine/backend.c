@@ -87,6 +87,7 @@ static int replicas_init(pt_backend *be, pt_errors *errs)
         if (pt_schnet_acts_init(&rep->acts, be->d->model, be->b * L.max_nodes,
                                 be->b * L.max_edges, be->b * L.max_graphs, errs))
             return -1;
+        rep->acts.precision = be->d->cfg->training.precision;
         rep->levels = pt_backend_grad_buffers(be->A);
         size_t bytes = (size_t)rep->levels * be->n_params * sizeof(float);
         rep->stack = aligned_alloc(64, (bytes + 63) & ~(size_t)63);

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "engine/backend_internal.h"
+#include "engine/bf16.h"
 
 /* ---- jobs ------------------------------------------------------------------ */
 
@@ -206,7 +207,7 @@ static int run_micro(pt_backend_replica *rep, uint64_t seq, float *grad, pt_phas
     pt_schnet_forward(m, &rep->acts, b);
     double loss = pt_schnet_loss(m, &rep->acts, b, be->n_norm);
     rep->st.loss_sum += loss * be->n_norm;
-    pt_step_stats_add_batch(&rep->st, b);
+    pt_step_stats_add_batch(&rep->st, b, &rep->acts);
     pt_phase_lap(clk, &rep->phases, PT_PHASE_FORWARD);
     memset(grad, 0, be->n_params * sizeof(float));
     pt_schnet_backward(m, &rep->acts, b, grad);
@@ -292,8 +293,10 @@ static int compute_step(pt_backend *be, const pt_packs *packs, const uint32_t *i
     }
     int64_t ready = prepare_step(be, packs, ids, n, errs);
     if (ready < 0) return -1;
-    int saved_threads = openblas_get_num_threads();
+    /* both settings are process-wide: the step's, then the evaluation's again */
+    int saved_threads = openblas_get_num_threads(), saved_bf16 = pt_bf16_get_threads();
     if (saved_threads != be->blas_threads) openblas_set_num_threads(be->blas_threads);
+    pt_bf16_set_threads(be->blas_threads);
 
     pthread_mutex_lock(&be->mu);
     be->n_norm = n_norm > 0.0 ? n_norm : graphs > 0 ? (double)graphs : 1.0;
@@ -305,6 +308,7 @@ static int compute_step(pt_backend *be, const pt_packs *packs, const uint32_t *i
     pthread_mutex_unlock(&be->mu);
 
     if (saved_threads != be->blas_threads) openblas_set_num_threads(saved_threads);
+    pt_bf16_set_threads(saved_bf16);
     stream_advance(be);
     int failed = 0;
     pt_phase_times step;
@@ -317,6 +321,7 @@ static int compute_step(pt_backend *be, const pt_packs *packs, const uint32_t *i
         st->node_slots += rep->st.node_slots;
         st->edges += rep->st.edges;
         st->edge_slots += rep->st.edge_slots;
+        st->filter_rows += rep->st.filter_rows;
         for (int p = 0; p < PT_PHASE_COUNT; p++) step.seconds[p] += rep->phases.seconds[p] / be->R;
         if (rep->failed && !failed) {
             failed = 1;

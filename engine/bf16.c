@@ -35,6 +35,57 @@ const char *pt_bf16_strerror(int code)
     }
 }
 
+/* --- per-thread scratch ---------------------------------------------------
+ * The packed operands of a product live in one buffer per calling thread
+ * that only grows: a training step calls the same shapes every time, so after
+ * the first step no product allocates (the engine's no-allocation rule,
+ * tests/unit/test_schnet.c).  The buffer is freed when its thread exits. */
+
+typedef struct scratch {
+    void *p;
+    size_t bytes;
+} scratch;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static int scratch_key_ok;
+
+static void scratch_free(void *v)
+{
+    scratch *s = v;
+    free(s->p);
+    free(s);
+}
+
+static void scratch_key_make(void)
+{
+    scratch_key_ok = pthread_key_create(&scratch_key, scratch_free) == 0;
+}
+
+/* 64-byte aligned memory of at least `bytes` for this thread, or NULL. */
+static void *scratch_get(size_t bytes)
+{
+    pthread_once(&scratch_once, scratch_key_make);
+    if (!scratch_key_ok) return NULL;
+    scratch *s = pthread_getspecific(scratch_key);
+    if (!s) {
+        s = calloc(1, sizeof(*s));
+        if (!s || pthread_setspecific(scratch_key, s)) {
+            free(s);
+            return NULL;
+        }
+    }
+    if (s->bytes < bytes) {
+        size_t want = (bytes + 63) / 64 * 64;
+        void *p = aligned_alloc(64, want);
+        if (!p) return NULL;
+        free(s->p);
+        s->p = p;
+        s->bytes = want;
+    }
+    return s->p;
+}
+
 /* --- conversions ---------------------------------------------------------- */
 
 pt_bf16 pt_bf16_from_float(float x)
@@ -232,12 +283,10 @@ static int run_portable(const pt_bf16_job *job, const pt_bf16_packed *pb)
 {
     size_t mk = (size_t)job->m * job->k, kn = (size_t)job->k * job->n;
     if ((mk + kn) * sizeof(float) > PT_BF16_MAX_PACK) return PT_BF16_ETOOBIG;
-    float *a = malloc(mk * sizeof(float)), *b = malloc(kn * sizeof(float));
-    if (!a || !b) {
-        free(a);
-        free(b);
-        return PT_BF16_ENOMEM;
-    }
+    size_t a_bytes = (mk * sizeof(float) + 63) / 64 * 64;
+    char *mem = scratch_get(a_bytes + kn * sizeof(float));
+    if (!mem) return PT_BF16_ENOMEM;
+    float *a = (float *)mem, *b = (float *)(mem + a_bytes);
     for (int i = 0; i < job->m; i++)
         for (int kk = 0; kk < job->k; kk++)
             a[(size_t)i * job->k + kk] = operand_get(&job->a, (size_t)i, (size_t)kk);
@@ -247,8 +296,6 @@ static int run_portable(const pt_bf16_job *job, const pt_bf16_packed *pb)
                 pb ? packed_get(pb, kk, j) : operand_get(&job->b, (size_t)kk, (size_t)j);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, job->m, job->n, job->k, job->alpha,
                 a, job->k, b, job->n, job->beta, job->c, job->ldc);
-    free(a);
-    free(b);
     return PT_BF16_OK;
 }
 
@@ -308,20 +355,17 @@ static int run_avx512(pt_bf16_job *job, int b_packed)
     if (threads > by_work) threads = by_work;
     if (threads < 1) threads = 1;
 
-    uint32_t *own_bp = NULL;
+    size_t b_bytes = 0;
     if (!b_packed) {
-        size_t bytes = pt_bf16_packed_pairs(job->k, job->n) * sizeof(uint32_t);
-        if (bytes > PT_BF16_MAX_PACK) return PT_BF16_ETOOBIG;
-        own_bp = aligned_alloc(64, (bytes + 63) / 64 * 64);
-        if (!own_bp) return PT_BF16_ENOMEM;
-        job->bp = own_bp;
+        b_bytes = pt_bf16_packed_pairs(job->k, job->n) * sizeof(uint32_t);
+        if (b_bytes > PT_BF16_MAX_PACK) return PT_BF16_ETOOBIG;
+        b_bytes = (b_bytes + 63) / 64 * 64;
     }
     size_t abytes = PT_BF16_APACK_PAIRS * sizeof(uint32_t);
-    uint32_t *apack = aligned_alloc(64, abytes * (size_t)threads);
-    if (!apack) {
-        free(own_bp);
-        return PT_BF16_ENOMEM;
-    }
+    char *mem = scratch_get(b_bytes + abytes * (size_t)threads);
+    if (!mem) return PT_BF16_ENOMEM;
+    if (!b_packed) job->bp = (uint32_t *)mem;
+    uint32_t *apack = (uint32_t *)(mem + b_bytes);
     worker w[MAX_THREADS];
     for (int i = 0; i < threads; i++)
         w[i] = (worker){.job = job, .apack = apack + (size_t)i * PT_BF16_APACK_PAIRS};
@@ -335,8 +379,6 @@ static int run_avx512(pt_bf16_job *job, int b_packed)
     }
     split_range(w, threads, job->m, PT_BF16_MR);
     run_workers(w, threads);
-    free(apack);
-    free(own_bp);
     return PT_BF16_OK;
 }
 

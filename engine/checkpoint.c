@@ -362,12 +362,27 @@ int pt_checkpoint_tensors_get(const pt_checkpoint *ck, const pt_checkpoint_tenso
 
 /* ---- identity ---------------------------------------------------------------- */
 
+/* The canonical text (as pt_job_config_dump prints it) that the hash covers.
+ * training.precision "fp32" is left out as well: every job trained in fp32
+ * before the key existed, and leaving it out keeps their checkpoints' hashes,
+ * so a server upgraded mid-job still resumes them. */
+static char *hashed_config_text(const pt_job_config *cfg)
+{
+    pt_job_config c = *cfg;
+    c.training.checkpoint_every = 0;
+    json_t *o = pt_job_config_to_json(&c);
+    if (!o) return NULL;
+    if (c.training.precision == PT_PRECISION_FP32)
+        json_object_del(json_object_get(o, "training"), "precision");
+    char *text = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
+    json_decref(o);
+    return text;
+}
+
 int pt_checkpoint_config_hash(const pt_job_config *cfg, char out[PT_CHECKPOINT_HASH_HEX + 1])
 {
     out[0] = '\0';
-    pt_job_config c = *cfg;
-    c.training.checkpoint_every = 0;
-    char *text = pt_job_config_dump(&c);
+    char *text = hashed_config_text(cfg);
     if (!text) return -1;
     struct sha256_ctx ctx;
     uint8_t digest[SHA256_DIGEST_SIZE];

@@ -16,8 +16,10 @@
  *     and the tensor bytes, so a flipped bit anywhere is caught, not trained on;
  *   - "config_sha256" is the SHA-256 of the job's canonical configuration
  *     (pt_job_config_dump) with training.checkpoint_every left out, since how
- *     often to checkpoint does not change what is trained; the training loop
- *     refuses a checkpoint of another configuration;
+ *     often to checkpoint does not change what is trained, and with
+ *     training.precision left out when it is "fp32", so checkpoints made
+ *     before that key existed keep their hash; the training loop refuses a
+ *     checkpoint of another configuration;
  *   - "data_crc32" with the structure and split counts identifies the dataset.
  *
  * Writing is atomic and durable: PATH.partial is written, fsync'ed, renamed

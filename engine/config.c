@@ -20,6 +20,8 @@ static const char *const optimizer_names[] = {"adam", "adamw", NULL};
 static const char *const schedule_names[] = {"constant", "plateau", "cosine", NULL};
 static const char *const normalize_names[] = {"none", "mean_std", "atomref", NULL};
 static const char *const backend_names[] = {"ipu-emulated", "mpi", NULL};
+/* indexed by pt_precision */
+static const char *const precision_names[] = {"fp32", "bf16", NULL};
 
 const char *pt_job_batch_method_name(pt_job_batch_method m)
 {
@@ -29,6 +31,11 @@ const char *pt_job_batch_method_name(pt_job_batch_method m)
 const char *pt_job_normalize_name(pt_job_normalize n)
 {
     return normalize_names[n];
+}
+
+const char *pt_job_precision_name(pt_precision p)
+{
+    return precision_names[p];
 }
 
 void pt_job_config_defaults(pt_job_config *cfg)
@@ -51,6 +58,7 @@ void pt_job_config_defaults(pt_job_config *cfg)
     t->normalize = PT_JOB_NORMALIZE_ATOMREF;
     t->log_every = 10;
     t->checkpoint_every = 200;
+    t->precision = PT_PRECISION_FP32;
     cfg->backend = (pt_job_backend){.kind = PT_JOB_BACKEND_IPU_EMULATED, .replication_factor = 1,
                                     .gradient_accumulation = 1, .device_iterations = 1,
                                     .merge_all_reduce = true, .use_async_loader = true,
@@ -354,7 +362,7 @@ static void parse_training(parse_ctx *c, const json_t *o, pt_job_training *t)
     static const char *const keys[] = {"epochs", "max_steps", "optimizer", "lr", "weight_decay",
                                        "clip_grad_norm", "schedule", "early_stopping_patience",
                                        "split", "seed", "normalize", "log_every",
-                                       "checkpoint_every", NULL};
+                                       "checkpoint_every", "precision", NULL};
     const char *s = "training";
     check_keys(c, o, s, keys);
     read_int(c, o, s, "epochs", 1, 1000000, NULL, &t->epochs);
@@ -380,6 +388,9 @@ static void parse_training(parse_ctx *c, const json_t *o, pt_job_training *t)
     t->normalize = (pt_job_normalize)norm;
     read_int(c, o, s, "log_every", 1, 1000000, NULL, &t->log_every);
     read_int(c, o, s, "checkpoint_every", 1, 1000000000, "null", &t->checkpoint_every);
+    int prec = (int)t->precision;
+    read_enum(c, o, s, "precision", precision_names, &prec);
+    t->precision = (pt_precision)prec;
 }
 
 static void parse_backend(parse_ctx *c, const json_t *o, pt_job_backend *b)
@@ -525,7 +536,7 @@ json_t *pt_job_config_to_json(const pt_job_config *cfg)
     const pt_job_backend *k = &cfg->backend;
     return json_pack(
         "{s:s, s:{s:i, s:i, s:i, s:i, s:f, s:i, s:s}, s:{s:s, s:o, s:o, s:o, s:i},"
-        " s:{s:i, s:o, s:s, s:f, s:f, s:o, s:o, s:o, s:[f,f,f], s:I, s:s, s:i, s:o},"
+        " s:{s:i, s:o, s:s, s:f, s:f, s:o, s:o, s:o, s:[f,f,f], s:I, s:s, s:i, s:o, s:s},"
         " s:{s:s, s:i, s:i, s:i, s:b, s:b, s:i, s:i, s:o, s:i}}",
         "target", cfg->target,
         "model", "hidden", (int)m->hidden, "filters", (int)m->filters,
@@ -543,6 +554,7 @@ json_t *pt_job_config_to_json(const pt_job_config *cfg)
         "split", t->split[0], t->split[1], t->split[2], "seed", (json_int_t)t->seed,
         "normalize", normalize_names[t->normalize], "log_every", (int)t->log_every,
         "checkpoint_every", int_or(t->checkpoint_every, NULL),
+        "precision", precision_names[t->precision],
         "backend", "kind", backend_names[k->kind], "replication_factor", (int)k->replication_factor,
         "gradient_accumulation", (int)k->gradient_accumulation,
         "device_iterations", (int)k->device_iterations, "merge_all_reduce", (int)k->merge_all_reduce,

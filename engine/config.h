@@ -15,7 +15,8 @@
  * (weight decay 0; 0.01 when the optimizer is adamw, as in PyTorch), lr 1e-3,
  * no clipping, constant schedule, no early stopping, split 0.8/0.1/0.1, seed
  * 0, atomref normalisation, a step line every 10 steps, a checkpoint every 200
- * steps (and at every epoch end); backend ipu-emulated,
+ * steps (and at every epoch end), precision "fp32" ("bf16" needs AVX512-BF16,
+ * which the parser does not check: see pt_train_check_cpu); backend ipu-emulated,
  * R = A = D = 1, merged all-reduce, async loader with prefetch depth 3,
  * 900 MB per replica (one Bow IPU), threads auto (all cores), 1 rank.
  * Kind "mpi" (engine/mpi_backend.h) runs `ranks` processes; there
@@ -36,6 +37,7 @@
 #include "engine/errors.h"
 #include "engine/optim.h"
 #include "engine/schedule.h"
+#include "engine/schnet_ops.h"   /* pt_precision */
 
 typedef enum pt_job_readout {
     PT_JOB_READOUT_SUM = 0,
@@ -95,6 +97,8 @@ typedef struct pt_job_training {
     int32_t log_every;                  /* optimizer steps between step lines */
     int32_t checkpoint_every;           /* optimizer steps between checkpoints; 0 = null
                                            (only at epoch ends and when stopped) */
+    pt_precision precision;             /* of the model's matrix products, in training
+                                           and in the job's own evaluations */
 } pt_job_training;
 
 typedef struct pt_job_backend {
@@ -144,5 +148,6 @@ char *pt_job_config_dump(const pt_job_config *cfg);
 /* Names used in the JSON, for messages and metrics. */
 const char *pt_job_batch_method_name(pt_job_batch_method m);
 const char *pt_job_normalize_name(pt_job_normalize n);
+const char *pt_job_precision_name(pt_precision p);
 
 #endif

@@ -47,6 +47,10 @@ size_t pt_memplan_acts_bytes(const pt_schnet_config *c, int32_t cap_nodes, int32
     const size_t H = (size_t)c->hidden, F = (size_t)c->filters, G = (size_t)c->gaussians;
     const size_t H2 = H / 2, fs = sizeof(float);
     size_t u = 0;
+    /* filter rows: sized for the worst case of no shared bond (rows = E) */
+    carve(&u, E * sizeof(int32_t));                                   /* row */
+    carve(&u, E);                                                     /* first */
+    carve(&u, E * fs);                                                /* row_dist */
     carve(&u, E * G * fs);                                            /* e */
     carve(&u, E * fs);                                                /* cut */
     for (int t = 0; t <= c->interactions; t++) carve(&u, N * H * fs); /* h[t] */

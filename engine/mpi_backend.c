@@ -91,6 +91,7 @@ int pt_mpi_world(int *rank, int *size)
 #include <unistd.h>
 
 #include "engine/backend.h"
+#include "engine/bf16.h"
 #include "engine/mpi_internal.h"
 
 /* ---- the process's MPI state ------------------------------------------------ */
@@ -192,8 +193,8 @@ static int rank_threads(int32_t configured)
 
 /* ---- the engine ------------------------------------------------------------- */
 
-enum { ST_LOSS, ST_GRAPHS, ST_NODES, ST_NODE_SLOTS, ST_EDGES, ST_EDGE_SLOTS, ST_FAILED,
-       ST_BATCH, ST_COUNT };
+enum { ST_LOSS, ST_GRAPHS, ST_NODES, ST_NODE_SLOTS, ST_EDGES, ST_EDGE_SLOTS, ST_FILTER_ROWS,
+       ST_FAILED, ST_BATCH, ST_COUNT };
 
 typedef struct mpi_engine {
     const pt_train_data *d;     /* the loop's view: R replicas in all */
@@ -398,7 +399,7 @@ static int mpi_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
     }
     double v[ST_COUNT] = {local.loss_sum, (double)local.graphs, (double)local.nodes,
                           (double)local.node_slots, (double)local.edges, (double)local.edge_slots,
-                          ok ? 0.0 : 1.0, (double)n_g}, sum[ST_COUNT];
+                          (double)local.filter_rows, ok ? 0.0 : 1.0, (double)n_g}, sum[ST_COUNT];
     int rc = MPI_Allreduce(v, sum, ST_COUNT, MPI_DOUBLE, MPI_SUM, g_mpi.comm);
     if (rc != MPI_SUCCESS) return mpi_error(errs, "MPI_Allreduce", rc);
     me->steps++;
@@ -429,6 +430,7 @@ static int mpi_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
     st->node_slots = (int64_t)sum[ST_NODE_SLOTS];
     st->edges = (int64_t)sum[ST_EDGES];
     st->edge_slots = (int64_t)sum[ST_EDGE_SLOTS];
+    st->filter_rows = (int64_t)sum[ST_FILTER_ROWS];
     return 0;
 }
 
@@ -497,8 +499,11 @@ int pt_mpi_train_run(const pt_job_config *cfg, const pt_dataset *ds, const char 
     o.on_metrics = run_metrics;
     o.should_stop = run_should_stop;
     o.engine_open = pt_mpi_backend_open;
-    /* evaluation runs on this thread: its BLAS share of the host's cores */
-    if (cfg->backend.threads == 0) openblas_set_num_threads(rank_threads(0));
+    /* evaluation runs on this thread: its BLAS (and bf16) share of the host's cores */
+    if (cfg->backend.threads == 0) {
+        openblas_set_num_threads(rank_threads(0));
+        pt_bf16_set_threads(rank_threads(0));
+    }
     if (g_mpi.rank == 0)
         fprintf(stderr, "packtrain: mpi: %d ranks (%d on this host), %d replica%s and %d BLAS "
                 "thread%s per rank\n", g_mpi.size, g_mpi.local_size,

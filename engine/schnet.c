@@ -13,13 +13,16 @@
  *   o'_i    = o_i · std + mean + atomref[z_i]
  *   y_g     = Σ_{i∈g} o'_i   (or the mean)
  *
- * Node products run over the whole batch at once (N×H·H×F…); the filter
- * network runs over runs of whole receivers of ≤ ~2048 edges (E×G·G×F,
- * E×F·F×F), each consumed by the segmented sum while in cache, with every
- * bias added inside its product (C starts as the bias rows, so OpenBLAS
- * skips its beta pass) and the cutoff inside the segmented sum.  Padding
- * nodes/edges/graphs are computed like real ones (fixed shape, as an IPU
- * would) and masked out by C = 0 and node_graph = −1.  With
+ * W_ij depends on d_ij alone, so the filter network runs once per filter
+ * row — one per bond, shared by its two directions — and not at all for
+ * edges with C_ij = 0 (padding edges): engine/edge_rows.h.  The result is
+ * PyG's up to float rounding (tests/unit/test_schnet.c checks against a
+ * double-precision per-edge reference, tests/torch against PyTorch).
+ * Products run over the whole batch (rows×G·G×F, rows×F·F×F, N×H·H×F…) with
+ * every bias added inside its product (C starts as the bias rows, so
+ * OpenBLAS skips its beta pass), in fp32 or bf16 (acts->precision).
+ * Padding nodes and graphs are computed like real ones (fixed shape, as an
+ * IPU would) and masked out by node_graph = −1.  With
  * pt_schnet_acts.profile set, the time of each kind of work is recorded
  * (bench/schnet_profile.c, docs/performance.md). */
 #include "engine/schnet.h"
@@ -30,6 +33,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/edge_rows.h"
 #include "engine/rng.h"
 
 pt_schnet_config pt_schnet_config_default(void)
@@ -213,6 +217,9 @@ static void acts_layout(pt_schnet_acts *a, const pt_schnet_config *c, carver *cv
     const size_t N = (size_t)a->cap_nodes, E = (size_t)a->cap_edges, B = (size_t)a->cap_graphs;
     const size_t H = (size_t)c->hidden, F = (size_t)c->filters, G = (size_t)c->gaussians;
     const size_t H2 = H / 2, fs = sizeof(float);
+    a->row = carve(cv, E * sizeof(int32_t));
+    a->first = carve(cv, E);
+    a->row_dist = carve(cv, E * fs);
     a->e = carve(cv, E * G * fs);
     a->cut = carve(cv, E * fs);
     for (int t = 0; t <= c->interactions; t++) a->h[t] = carve(cv, N * H * fs);
@@ -390,34 +397,10 @@ static void lap(stopwatch *sw, pt_schnet_op op)
 
 void pt_schnet_prepare_edges(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b)
 {
-    pt_edge_basis_forward(a->e, a->cut, b->edge_dist, b->cap_edges, m->cfg.gaussians,
+    a->n_rows = pt_edge_rows_build(a->row, a->first, a->row_dist, b->edge_src, b->dst_offset,
+                                   b->edge_dist, b->cap_nodes, m->cfg.cutoff);
+    pt_edge_basis_forward(a->e, a->cut, a->row_dist, a->n_rows, m->cfg.gaussians,
                           m->cfg.cutoff);
-}
-
-/* The filter network runs over the edges in runs of whole receivers, about
- * chunk_edges at a time: each run's s1, σ and W rows are produced by the two
- * products and consumed by the segmented sum while they are still in cache
- * (3 × 2048 × F floats = 2.4 MB at F = 100: the L2/L3 of one core), and the
- * backward pass's run-sized scratch (dP, ds1) is reused from the start of its
- * buffer for every run, so it stays in cache too.  2048 rows keep each
- * product large enough for OpenBLAS's kernels even when two threads share it
- * (measured on QM9: 512 rows lost ~10% with 2 BLAS threads, 2048 and one
- * run per batch were equal on one thread; docs/performance.md). */
-#define PT_SCHNET_CHUNK_EDGES 2048
-
-static int32_t run_edges(const pt_schnet_acts *a)
-{
-    return a->chunk_edges > 0 ? a->chunk_edges : PT_SCHNET_CHUNK_EDGES;
-}
-
-/* The receiver after the run that starts at i0: at least one receiver, then
- * as many as keep the run within `edges` edges. */
-static int run_end(const pt_batch *b, int i0, int32_t edges)
-{
-    const int32_t k0 = b->dst_offset[i0];
-    int i1 = i0 + 1;
-    while (i1 < b->cap_nodes && b->dst_offset[i1 + 1] - k0 <= edges) i1++;
-    return i1;
 }
 
 /* h_{t+1} = h_t + c3 row by row, before the product adds L3 u (one pass
@@ -437,35 +420,28 @@ static void block_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch 
     const pt_schnet_block *w = &m->params.block[t];
     pt_schnet_block_acts *k = &a->block[t];
     const int N = b->cap_nodes, H = c->hidden, F = c->filters, G = c->gaussians;
-    const int32_t chunk = run_edges(a);
+    const int U = a->n_rows;
+    const pt_precision prec = a->precision;
 
-    pt_linear_forward(k->x, a->h[t], w->conv_lin1_w, NULL, N, H, F, 0.0f);
+    pt_linear_forward(k->x, a->h[t], w->conv_lin1_w, NULL, N, H, F, 0.0f, prec);
     lap(sw, PT_SCHNET_OP_NODE_GEMM);
-    for (int i0 = 0, i1; i0 < N; i0 = i1) {
-        i1 = run_end(b, i0, chunk);
-        const size_t k0 = (size_t)b->dst_offset[i0];
-        const int rows = b->dst_offset[i1] - b->dst_offset[i0];
-        if (rows > 0) {
-            /* biases ride in the products; the cutoff in the segmented sum */
-            float *s1 = k->s1 + k0 * F, *wf = k->w + k0 * F;
-            pt_linear_forward(s1, a->e + k0 * G, w->mlp0_w, w->mlp0_b, rows, G, F, 0.0f);
-            lap(sw, PT_SCHNET_OP_FILTER_GEMM);
-            pt_ssp_forward(s1, k->sig1 + k0 * F, NULL, rows, F);
-            lap(sw, PT_SCHNET_OP_FILTER_SSP);
-            pt_linear_forward(wf, s1, w->mlp2_w, w->mlp2_b, rows, F, F, 0.0f);
-            lap(sw, PT_SCHNET_OP_FILTER_GEMM);
-        }
-        pt_cfconv_forward_range(k->m, k->w, NULL, a->cut, k->x, b->edge_src, b->dst_offset, i0,
-                                i1, F);
-        lap(sw, PT_SCHNET_OP_CFCONV);
-    }
-    pt_linear_forward(k->u, k->m, w->conv_lin2_w, w->conv_lin2_b, N, F, H, 0.0f);
+    /* filter network over the rows; biases ride in the products */
+    pt_linear_forward(k->s1, a->e, w->mlp0_w, w->mlp0_b, U, G, F, 0.0f, prec);
+    lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    pt_ssp_forward(k->s1, k->sig1, NULL, U, F);
+    lap(sw, PT_SCHNET_OP_FILTER_SSP);
+    pt_linear_forward(k->w, k->s1, w->mlp2_w, w->mlp2_b, U, F, F, 0.0f, prec);
+    lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    pt_filter_cutoff_forward(k->w, a->cut, U, F);
+    pt_cfconv_forward(k->m, k->w, a->row, k->x, b->edge_src, b->dst_offset, N, F);
+    lap(sw, PT_SCHNET_OP_CFCONV);
+    pt_linear_forward(k->u, k->m, w->conv_lin2_w, w->conv_lin2_b, N, F, H, 0.0f, prec);
     lap(sw, PT_SCHNET_OP_NODE_GEMM);
     pt_ssp_forward(k->u, k->sig2, NULL, N, H);
     lap(sw, PT_SCHNET_OP_NODE_SSP);
     residual_init(a->h[t + 1], a->h[t], w->lin_b, N, H);
     lap(sw, PT_SCHNET_OP_OTHER);
-    pt_linear_forward(a->h[t + 1], k->u, w->lin_w, NULL, N, H, H, 1.0f);
+    pt_linear_forward(a->h[t + 1], k->u, w->lin_w, NULL, N, H, H, 1.0f, prec);
     lap(sw, PT_SCHNET_OP_NODE_GEMM);
 }
 
@@ -482,11 +458,12 @@ const double *pt_schnet_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_
     pt_embedding_forward(a->h[0], p->embedding, b->z, N, H);
     lap(&sw, PT_SCHNET_OP_OTHER);
     for (int t = 0; t < c->interactions; t++) block_forward(m, a, b, t, &sw);
-    pt_linear_forward(a->q, a->h[c->interactions], p->lin1_w, p->lin1_b, N, H, H2, 0.0f);
+    pt_linear_forward(a->q, a->h[c->interactions], p->lin1_w, p->lin1_b, N, H, H2, 0.0f,
+                      a->precision);
     lap(&sw, PT_SCHNET_OP_NODE_GEMM);
     pt_ssp_forward(a->q, a->sig4, NULL, N, H2);
     lap(&sw, PT_SCHNET_OP_NODE_SSP);
-    pt_linear_forward(a->o, a->q, p->lin2_w, p->lin2_b, N, H2, 1, 0.0f);
+    pt_linear_forward(a->o, a->q, p->lin2_w, p->lin2_b, N, H2, 1, 0.0f, a->precision);
     lap(&sw, PT_SCHNET_OP_NODE_GEMM);
     pt_readout_forward(a->y, a->count, a->o, b->z, b->node_graph, p->atomref, m->mean, m->std,
                        c->readout, N, b->cap_graphs);
@@ -525,37 +502,30 @@ static void block_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch
     pt_schnet_block *dw = &d->block[t];
     pt_schnet_block_acts *k = &a->block[t];
     const int N = b->cap_nodes, H = c->hidden, F = c->filters, G = c->gaussians;
-    const int32_t chunk = run_edges(a);
+    const int U = a->n_rows;
+    const pt_precision prec = a->precision;
 
-    pt_linear_backward(a->du, dw->lin_w, dw->lin_b, a->dh, k->u, w->lin_w, N, H, H, 0.0f);
+    pt_linear_backward(a->du, dw->lin_w, dw->lin_b, a->dh, k->u, w->lin_w, N, H, H, 0.0f, prec);
     lap(sw, PT_SCHNET_OP_NODE_GEMM);
     pt_ssp_backward(a->du, dw->conv_lin2_b, k->sig2, N, H);
     lap(sw, PT_SCHNET_OP_NODE_SSP);
-    pt_linear_backward(a->dm, dw->conv_lin2_w, NULL, a->du, k->m, w->conv_lin2_w, N, F, H, 0.0f);
+    pt_linear_backward(a->dm, dw->conv_lin2_w, NULL, a->du, k->m, w->conv_lin2_w, N, F, H, 0.0f,
+                       prec);
     lap(sw, PT_SCHNET_OP_NODE_GEMM);
-    memset(a->dx, 0, (size_t)N * F * sizeof(float));
-    /* per run: dm → dP (and dx), then the filter network's backward while
-     * dP is in cache: A2, a2 → ssp → A1, a1; e needs no gradient.  dp and
-     * ds1 are used as run-sized scratch from their start. */
-    for (int i0 = 0, i1; i0 < N; i0 = i1) {
-        i1 = run_end(b, i0, chunk);
-        const size_t k0 = (size_t)b->dst_offset[i0];
-        const int rows = b->dst_offset[i1] - b->dst_offset[i0];
-        pt_cfconv_backward_range(a->dx, a->dp, dw->mlp2_b, a->dm, k->x, k->w, a->cut,
-                                 b->edge_src, b->dst_offset, i0, i1, F);
-        lap(sw, PT_SCHNET_OP_CFCONV);
-        if (rows == 0) continue;
-        pt_linear_backward(a->ds1, dw->mlp2_w, NULL, a->dp, k->s1 + k0 * F, w->mlp2_w, rows, F,
-                           F, 0.0f);
-        lap(sw, PT_SCHNET_OP_FILTER_GEMM);
-        pt_ssp_backward(a->ds1, dw->mlp0_b, k->sig1 + k0 * F, rows, F);
-        lap(sw, PT_SCHNET_OP_FILTER_SSP);
-        pt_linear_backward(NULL, dw->mlp0_w, NULL, a->ds1, a->e + k0 * G, w->mlp0_w, rows, G, F,
-                           0.0f);
-        lap(sw, PT_SCHNET_OP_FILTER_GEMM);
-    }
+    /* dm → dx and dP (per filter row, cutoff included); then the filter
+     * network: A2, a2 → ssp → A1, a1; e needs no gradient */
+    pt_cfconv_backward(a->dx, a->dp, a->dm, k->x, k->w, a->cut, a->row, a->first, b->edge_src,
+                       b->dst_offset, N, F);
+    lap(sw, PT_SCHNET_OP_CFCONV);
+    pt_linear_backward(a->ds1, dw->mlp2_w, dw->mlp2_b, a->dp, k->s1, w->mlp2_w, U, F, F, 0.0f,
+                       prec);
+    lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    pt_ssp_backward(a->ds1, dw->mlp0_b, k->sig1, U, F);
+    lap(sw, PT_SCHNET_OP_FILTER_SSP);
+    pt_linear_backward(NULL, dw->mlp0_w, NULL, a->ds1, a->e, w->mlp0_w, U, G, F, 0.0f, prec);
+    lap(sw, PT_SCHNET_OP_FILTER_GEMM);
     pt_linear_backward(a->dh, dw->conv_lin1_w, NULL, a->dx, a->h[t], w->conv_lin1_w, N, H, F,
-                       1.0f);
+                       1.0f, prec);
     lap(sw, PT_SCHNET_OP_NODE_GEMM);
 }
 
@@ -574,12 +544,13 @@ void pt_schnet_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b
     pt_readout_backward(a->dout, d.atomref, a->dy, a->count, b->z, b->node_graph, m->std,
                         c->readout, N);
     lap(&sw, PT_SCHNET_OP_OTHER);
-    pt_linear_backward(a->dq, d.lin2_w, d.lin2_b, a->dout, a->q, p->lin2_w, N, H2, 1, 0.0f);
+    pt_linear_backward(a->dq, d.lin2_w, d.lin2_b, a->dout, a->q, p->lin2_w, N, H2, 1, 0.0f,
+                       a->precision);
     lap(&sw, PT_SCHNET_OP_NODE_GEMM);
     pt_ssp_backward(a->dq, d.lin1_b, a->sig4, N, H2);
     lap(&sw, PT_SCHNET_OP_NODE_SSP);
     pt_linear_backward(a->dh, d.lin1_w, NULL, a->dq, a->h[c->interactions], p->lin1_w, N, H, H2,
-                       0.0f);
+                       0.0f, a->precision);
     lap(&sw, PT_SCHNET_OP_NODE_GEMM);
     for (int t = c->interactions - 1; t >= 0; t--) block_backward(m, a, b, t, &d, &sw);
     pt_embedding_backward(d.embedding, a->dh, b->z, N, H);

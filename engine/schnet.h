@@ -73,8 +73,8 @@ typedef struct pt_schnet {
 } pt_schnet;
 
 typedef struct pt_schnet_block_acts {
-    float *sig1, *s1;   /* [E,F] σ and ssp of A1 e + a1 */
-    float *w;           /* [E,F] filter W = (A2 s1 + a2) ⊙ C */
+    float *sig1, *s1;   /* [rows,F] σ and ssp of A1 e + a1 */
+    float *w;           /* [rows,F] filter W = (A2 s1 + a2) ⊙ C */
     float *x, *m;       /* [N,F] x = L1 h, m = Σ x_j ⊙ W */
     float *sig2, *u;    /* [N,H] σ and ssp of L2 m + c2 */
 } pt_schnet_block_acts;
@@ -104,12 +104,16 @@ typedef struct pt_schnet_acts {
     int32_t cap_nodes, cap_edges, cap_graphs;
     /* Optional, set by the caller after pt_schnet_acts_init: */
     pt_schnet_profile *profile;      /* NULL: no timing (the default) */
-    int32_t chunk_edges;             /* filter network in runs of about this many
-                                      * edges (whole receivers), so each run's
-                                      * E×F rows stay in cache; 0 = default */
+    pt_precision precision;          /* of the products; FP32 after init */
     void *memory;                    /* the arena: everything below points into it */
     size_t bytes;
-    float *e, *cut;                  /* [E,G] Gaussians, [E] cosine cutoff */
+    /* filter rows (engine/edge_rows.h): the filter network runs over
+     * n_rows ≤ E rows, one per bond (both directions) at C > 0 */
+    int32_t n_rows;
+    int32_t *row;                    /* [E] edge → filter row, −1 = no message */
+    uint8_t *first;                  /* [E] 1: the row's first edge */
+    float *row_dist;                 /* [E] distance of each row */
+    float *e, *cut;                  /* [rows,G] Gaussians, [rows] cosine cutoff */
     float *h[PT_SCHNET_MAX_INTERACTIONS + 1]; /* [N,H] input of block t; h[T] feeds the head */
     pt_schnet_block_acts block[PT_SCHNET_MAX_INTERACTIONS];
     float *sig4, *q;                 /* [N,H/2] σ and ssp of W4 h + b4 */
@@ -120,7 +124,7 @@ typedef struct pt_schnet_acts {
     /* backward scratch */
     float *dh, *du;                  /* [N,H] */
     float *dm, *dx;                  /* [N,F] */
-    float *dp, *ds1;                 /* [E,F] */
+    float *dp, *ds1;                 /* [rows,F] */
     float *dq;                       /* [N,H/2] */
     float *dout;                     /* [N] */
 } pt_schnet_acts;
@@ -171,9 +175,9 @@ void pt_schnet_acts_close(pt_schnet_acts *a);
 int pt_schnet_batch_check(const pt_schnet *m, const pt_schnet_acts *a, const pt_batch *b,
                           pt_errors *errs);
 
-/* Edge features that do not depend on weights (Gaussians e_ij and cutoff
- * C_ij, shared by all T blocks).  forward calls it; exposed for callers
- * that want to time or cache it. */
+/* What does not depend on weights, shared by all T blocks: the filter-row
+ * table and each row's Gaussians e and cutoff C.  forward calls it; exposed
+ * for callers that want to time or cache it. */
 void pt_schnet_prepare_edges(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b);
 
 /* Predictions y[g] for every graph slot (0 for padding slots), target units.

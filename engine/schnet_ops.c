@@ -19,7 +19,11 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "engine/bf16.h"
 
 /* The elementwise kernels are built twice — for the build's instruction set
  * (x86-64-v3, AVX2) and for x86-64-v4 (AVX-512) — and the dynamic loader
@@ -74,8 +78,27 @@ static inline float log1p_series(float s)
     return 2.0f * s * p;
 }
 
+/* Row-major C = op(A)·op(B) + beta·C in the requested arithmetic.  The bf16
+ * kernel fails only on arguments the ops never pass (negative sizes, short
+ * leading dimensions) or when its scratch cannot be allocated on the first
+ * step; training cannot continue either way, so that is fatal. */
+static void gemm(pt_precision prec, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
+                 const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                 int ldc)
+{
+    if (prec == PT_PRECISION_BF16) {
+        int rc = pt_bf16_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+        if (rc) {
+            fprintf(stderr, "packtrain: %s (%d x %d x %d)\n", pt_bf16_strerror(rc), m, n, k);
+            abort();
+        }
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+}
+
 void pt_linear_forward(float *out, const float *in, const float *w, const float *b,
-                       int n, int in_dim, int out_dim, float beta)
+                       int n, int in_dim, int out_dim, float beta, pt_precision prec)
 {
     if (n <= 0) return;
     if (b) {
@@ -89,8 +112,8 @@ void pt_linear_forward(float *out, const float *in, const float *w, const float 
         }
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out_dim, in_dim, 1.0f, in,
-                in_dim, w, in_dim, beta, out, out_dim);
+    gemm(prec, CblasNoTrans, CblasTrans, n, out_dim, in_dim, in, in_dim, w, in_dim, beta, out,
+         out_dim);
 }
 
 /* Rows in a float block before the block joins the double total: short
@@ -118,15 +141,15 @@ static inline __attribute__((always_inline)) void column_sums_add(float *restric
 
 void pt_linear_backward(float *din, float *dw, float *db, const float *dout,
                         const float *in, const float *w, int n, int in_dim, int out_dim,
-                        float din_beta)
+                        float din_beta, pt_precision prec)
 {
     if (n <= 0) return;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out_dim, in_dim, n, 1.0f, dout,
-                out_dim, in, in_dim, 1.0f, dw, in_dim);
+    gemm(prec, CblasTrans, CblasNoTrans, out_dim, in_dim, n, dout, out_dim, in, in_dim, 1.0f,
+         dw, in_dim);
     if (db) column_sums_add(db, dout, n, out_dim);
     if (din)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in_dim, out_dim, 1.0f,
-                    dout, out_dim, w, in_dim, din_beta, din, in_dim);
+        gemm(prec, CblasNoTrans, CblasNoTrans, n, in_dim, out_dim, dout, out_dim, w, in_dim,
+             din_beta, din, in_dim);
 }
 
 /* One element of the shifted softplus and its derivative; the sigmoid comes
@@ -216,80 +239,55 @@ void pt_edge_basis_forward(float *e, float *cut, const float *dist, int n_edges,
 }
 
 PT_SIMD_CLONES
-void pt_cfconv_forward_range(float *m, float *pw, const float *b, const float *cut,
-                             const float *x, const int32_t *src, const int32_t *dst_offset,
-                             int i0, int i1, int f)
+void pt_filter_cutoff_forward(float *w, const float *cut, int n_rows, int f)
 {
-    for (int i = i0; i < i1; i++) {
-        float *restrict mi = m + (size_t)i * f;
-        memset(mi, 0, (size_t)f * sizeof(float));
-        for (int32_t k = dst_offset[i]; k < dst_offset[i + 1]; k++) {
-            const float *restrict xj = x + (size_t)src[k] * f;
-            float *restrict wk = pw + (size_t)k * f;
-            const float ck = cut[k];
-            if (b) {
-                for (int c = 0; c < f; c++) {
-                    float wv = (wk[c] + b[c]) * ck;
-                    wk[c] = wv;
-                    mi[c] += xj[c] * wv;
-                }
-            } else {
-                for (int c = 0; c < f; c++) {
-                    float wv = wk[c] * ck;
-                    wk[c] = wv;
-                    mi[c] += xj[c] * wv;
-                }
-            }
-        }
+    for (int u = 0; u < n_rows; u++) {
+        float *restrict wu = w + (size_t)u * f;
+        const float cu = cut[u];
+        for (int c = 0; c < f; c++) wu[c] *= cu;
     }
-}
-
-void pt_cfconv_forward(float *m, float *pw, const float *b, const float *cut,
-                       const float *x, const int32_t *src, const int32_t *dst_offset,
-                       int n_nodes, int f)
-{
-    pt_cfconv_forward_range(m, pw, b, cut, x, src, dst_offset, 0, n_nodes, f);
 }
 
 PT_SIMD_CLONES
-void pt_cfconv_backward_range(float *dx, float *dp, float *restrict db, const float *dm,
-                              const float *x, const float *w, const float *cut,
-                              const int32_t *src, const int32_t *dst_offset, int i0, int i1,
-                              int f)
+void pt_cfconv_forward(float *m, const float *w, const int32_t *row, const float *x,
+                       const int32_t *src, const int32_t *dst_offset, int n_nodes, int f)
 {
-    /* db sums one float part per receiver (its ~30 edges) into a double total */
-    double total[PT_OPS_MAX_WIDTH];
-    float part[PT_OPS_MAX_WIDTH];
-    const int32_t k0 = dst_offset[i0];
-    for (int c = 0; c < f; c++) total[c] = 0.0;
-    for (int i = i0; i < i1; i++) {
-        const float *restrict dmi = dm + (size_t)i * f;
-        for (int c = 0; c < f; c++) part[c] = 0.0f;
+    for (int i = 0; i < n_nodes; i++) {
+        float *restrict mi = m + (size_t)i * f;
+        memset(mi, 0, (size_t)f * sizeof(float));
         for (int32_t k = dst_offset[i]; k < dst_offset[i + 1]; k++) {
+            if (row[k] < 0) continue;
             const float *restrict xj = x + (size_t)src[k] * f;
-            float *restrict dxj = dx + (size_t)src[k] * f;
-            const float *restrict wk = w + (size_t)k * f;
-            float *restrict dpk = dp + (size_t)(k - k0) * f;
-            const float ck = cut[k];
-            for (int c = 0; c < f; c++) {
-                float g = dmi[c] * xj[c] * ck;
-                dpk[c] = g;
-                part[c] += g;
-                dxj[c] += dmi[c] * wk[c];
-            }
+            const float *restrict wk = w + (size_t)row[k] * f;
+            for (int c = 0; c < f; c++) mi[c] += xj[c] * wk[c];
         }
-        for (int c = 0; c < f; c++) total[c] += part[c];
     }
-    for (int c = 0; c < f; c++) db[c] += (float)total[c];
 }
 
-void pt_cfconv_backward(float *dx, float *dp, float *db, const float *dm, const float *x,
-                        const float *w, const float *cut, const int32_t *src,
-                        const int32_t *dst_offset, int n_nodes, int f)
+PT_SIMD_CLONES
+void pt_cfconv_backward(float *dx, float *dp, const float *dm, const float *x, const float *w,
+                        const float *cut, const int32_t *row, const uint8_t *first,
+                        const int32_t *src, const int32_t *dst_offset, int n_nodes, int f)
 {
     memset(dx, 0, (size_t)n_nodes * f * sizeof(float));
-    pt_cfconv_backward_range(dx, dp + (size_t)dst_offset[0] * f, db, dm, x, w, cut, src,
-                             dst_offset, 0, n_nodes, f);
+    for (int i = 0; i < n_nodes; i++) {
+        const float *restrict dmi = dm + (size_t)i * f;
+        for (int32_t k = dst_offset[i]; k < dst_offset[i + 1]; k++) {
+            const int32_t u = row[k];
+            if (u < 0) continue;
+            const float *restrict xj = x + (size_t)src[k] * f;
+            float *restrict dxj = dx + (size_t)src[k] * f;
+            const float *restrict wu = w + (size_t)u * f;
+            float *restrict dpu = dp + (size_t)u * f;
+            const float cu = cut[u];
+            /* the row's first edge writes its gradient, later ones add */
+            if (first[k])
+                for (int c = 0; c < f; c++) dpu[c] = dmi[c] * xj[c] * cu;
+            else
+                for (int c = 0; c < f; c++) dpu[c] += dmi[c] * xj[c] * cu;
+            for (int c = 0; c < f; c++) dxj[c] += dmi[c] * wu[c];
+        }
+    }
 }
 
 void pt_embedding_forward(float *h, const float *table, const uint8_t *z, int n, int dim)

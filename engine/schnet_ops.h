@@ -16,6 +16,15 @@
 
 #define PT_LN2 0.69314718055994530942
 
+/* Arithmetic of the matrix products (training.precision).  FP32: OpenBLAS
+ * sgemm.  BF16: both operands rounded to bfloat16, products accumulated in
+ * fp32 (engine/bf16.h); weights, biases, gradients and every elementwise op
+ * stay fp32. */
+typedef enum pt_precision {
+    PT_PRECISION_FP32 = 0,
+    PT_PRECISION_BF16 = 1
+} pt_precision;
+
 /* Widest row (columns) an op that sums over rows accepts: bias gradients are
  * summed over thousands of edges in float blocks of a few rows gathered in a
  * double total on the stack, so a bias gradient is as accurate as a pairwise
@@ -23,14 +32,15 @@
  * capped at this by pt_schnet_config_check. */
 #define PT_OPS_MAX_WIDTH 4096
 
-/* out[n,o] = beta·out + in[n,i]·w[o,i]ᵀ + b[o]   (b may be NULL) */
+/* out[n,o] = beta·out + in[n,i]·w[o,i]ᵀ + b[o]   (b may be NULL); the
+ * product in `prec` arithmetic, the bias added in fp32. */
 void pt_linear_forward(float *out, const float *in, const float *w, const float *b,
-                       int n, int in_dim, int out_dim, float beta);
+                       int n, int in_dim, int out_dim, float beta, pt_precision prec);
 /* dw[o,i] += dout[n,o]ᵀ·in[n,i];  db[o] += Σ_n dout  (db may be NULL);
  * din[n,i] = din_beta·din + dout·w    (din may be NULL) */
 void pt_linear_backward(float *din, float *dw, float *db, const float *dout,
                         const float *in, const float *w, int n, int in_dim, int out_dim,
-                        float din_beta);
+                        float din_beta, pt_precision prec);
 
 /* In place, x[n,c] ← ssp(x + b) = log1p(exp(−|x'|)) + max(x',0) − ln 2 with
  * x' = x + b, and sig = σ(x') = ssp'(x').  In place because that is how the
@@ -47,36 +57,24 @@ void pt_ssp_backward(float *d, float *db, const float *sig, int n, int c);
 void pt_edge_basis_forward(float *e, float *cut, const float *dist, int n_edges,
                            int n_gauss, float cutoff);
 
-/* Continuous-filter convolution with the filter's last bias and the cosine
- * cutoff fused in:
- *   W_k = (P_k + b) ⊙ C_k              (computed in place: P becomes W)
- *   m_i = Σ_{k: dst_k = i} x[src_k] ⊙ W_k     (CSR rows dst_offset, no atomics)
- * m has n_nodes rows; every row is written. */
-void pt_cfconv_forward(float *m, float *pw, const float *b, const float *cut,
-                       const float *x, const int32_t *src, const int32_t *dst_offset,
-                       int n_nodes, int f);
-/* Given dm:
- *   dP_k  = (dm[dst_k] ⊙ x[src_k]) · C_k        (written to dp)
- *   db   += Σ_k dP_k
- *   dx[j] = Σ_{k: src_k = j} dm[dst_k] ⊙ W_k    (dx fully written)
- * W is the filter the forward pass left in place of P. */
-void pt_cfconv_backward(float *dx, float *dp, float *db, const float *dm, const float *x,
-                        const float *w, const float *cut, const int32_t *src,
-                        const int32_t *dst_offset, int n_nodes, int f);
+/* The filter's cosine cutoff, per filter row (engine/edge_rows.h):
+ *   W_u = P_u · C_u    in place (P = A2 s1 + a2 already holds the bias). */
+void pt_filter_cutoff_forward(float *w, const float *cut, int n_rows, int f);
 
-/* The same two ops over the receivers i0 ≤ i < i1 only (their edges
- * dst_offset[i0] ≤ k < dst_offset[i1]), so the model can run the filter
- * network over a cache-sized run of edges and consume it at once.
- * Forward: m rows i0..i1 written, P rows of those edges turned into W
- * (b may be NULL when the bias is already in P).
- * Backward: dp row r is edge dst_offset[i0] + r (a run-sized scratch); dx is
- * ACCUMULATED (the caller zeroes it once for all runs); db += Σ of the run. */
-void pt_cfconv_forward_range(float *m, float *pw, const float *b, const float *cut,
-                             const float *x, const int32_t *src, const int32_t *dst_offset,
-                             int i0, int i1, int f);
-void pt_cfconv_backward_range(float *dx, float *dp, float *db, const float *dm, const float *x,
-                              const float *w, const float *cut, const int32_t *src,
-                              const int32_t *dst_offset, int i0, int i1, int f);
+/* Continuous-filter convolution over CSR receivers, with the filter read
+ * through the edge → row table (row[k] < 0: edge k carries nothing):
+ *   m_i = Σ_{k: dst_k = i, row_k ≥ 0} x[src_k] ⊙ W[row_k]
+ * m has n_nodes rows; every row is written. */
+void pt_cfconv_forward(float *m, const float *w, const int32_t *row, const float *x,
+                       const int32_t *src, const int32_t *dst_offset, int n_nodes, int f);
+/* Given dm, the gradients of the convolution and of the cutoff together:
+ *   dP_u  = Σ_{k: row_k = u} (dm[dst_k] ⊙ x[src_k]) · C_u   (dL/dP, P as above)
+ *   dx[j] = Σ_{k: src_k = j, row_k ≥ 0} dm[dst_k] ⊙ W[row_k]
+ * dp rows are written by the row's first edge (first[k] = 1) and added to by
+ * the others; dx is fully written. */
+void pt_cfconv_backward(float *dx, float *dp, const float *dm, const float *x, const float *w,
+                        const float *cut, const int32_t *row, const uint8_t *first,
+                        const int32_t *src, const int32_t *dst_offset, int n_nodes, int f);
 
 /* h[i] = table[z_i]  (row 0 is the padding row) */
 void pt_embedding_forward(float *h, const float *table, const uint8_t *z, int n, int dim);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "engine/backend.h"
+#include "engine/bf16.h"
 #include "engine/mpi_backend.h"
 #include "engine/train_internal.h"
 
@@ -157,6 +158,25 @@ static pt_grad_engine_open_fn engine_for(const pt_trainer *tr)
     return pt_backend_open;
 }
 
+int pt_train_check_cpu(const pt_job_config *cfg, pt_errors *errs)
+{
+    if (cfg->training.precision != PT_PRECISION_BF16) return 0;
+    pt_cpu_features f;
+    pt_cpu_features_get(&f);
+    char why[PT_ERR_MSG_MAX];
+    if (pt_bf16_cpu_explain(&f, why, sizeof why)) return 0;
+    pt_errors_add(errs, NULL, 0, "training.precision", "%s", why);
+    return -1;
+}
+
+/* Evaluation runs on the calling thread, with the BLAS threads the job asked
+ * for; bf16 products get as many (the backend sets its own during steps). */
+static void set_threads(const pt_job_config *cfg)
+{
+    if (cfg->backend.threads > 0) openblas_set_num_threads(cfg->backend.threads);
+    pt_bf16_set_threads(openblas_get_num_threads());
+}
+
 static int setup(pt_trainer *tr, const char *out_dir)
 {
     const pt_job_config *cfg = tr->cfg;
@@ -165,7 +185,7 @@ static int setup(pt_trainer *tr, const char *out_dir)
     tr->target_key = key;
     if (out_dir || tr->resuming) tr->data_crc = pt_checkpoint_data_crc(tr->ds, key);
     if (open_outputs(tr, out_dir) != 0) return -1;
-    if (cfg->backend.threads > 0) openblas_set_num_threads(cfg->backend.threads);
+    set_threads(cfg);
     if (build_graphs(tr) != 0) return -1;
     if (pt_split_init(&tr->split, tr->ds->n_structs, cfg->training.split, cfg->training.seed,
                       tr->errs) != 0 ||
@@ -483,8 +503,8 @@ int pt_train_run(const pt_job_config *cfg, const pt_dataset *ds, const char *out
     res->stop_reason = "epochs";
     res->resumed_step = -1;
     tr.t_start = now();
-    int rc = 0;
-    if (pt_checkpoint_config_hash(cfg, tr.config_hash) != 0) {
+    int rc = pt_train_check_cpu(cfg, errs);
+    if (rc == 0 && pt_checkpoint_config_hash(cfg, tr.config_hash) != 0) {
         pt_errors_add(errs, NULL, 0, "", "out of memory");
         rc = -1;
     }

@@ -68,6 +68,7 @@ typedef struct pt_step_stats {
     int64_t node_slots;     /* node slots of all packs processed, padding included */
     int64_t edges;          /* real edges */
     int64_t edge_slots;
+    int64_t filter_rows;    /* rows the filter network ran over (engine/edge_rows.h) */
 } pt_step_stats;
 
 /* Everything a gradient engine reads; owned by the trainer, valid for the
@@ -177,6 +178,15 @@ typedef struct pt_train_result {
  * numbers null.
  * pt_train_run writes it to out_dir/result.json at the end of a run. */
 json_t *pt_train_result_json(const pt_train_result *res);
+
+/* Whether this CPU can train cfg: training.precision "bf16" needs
+ * AVX512-BF16 (engine/bf16.h).  Elsewhere the portable path would give bf16
+ * numbers through an fp32 sgemm plus rounding, all of bf16's error and none
+ * of its speed, so such a job is refused: at submission (server/job_check.c),
+ * by `packtrain train`, and again by pt_train_run (an MPI rank on another
+ * host, a worker resumed on another CPU).  Returns 0, or -1 with
+ * pt_bf16_cpu_explain's message at field training.precision. */
+int pt_train_check_cpu(const pt_job_config *cfg, pt_errors *errs);
 
 /* Trains per cfg on ds.  With out_dir (created if missing) writes
  * out_dir/model.safetensors (best by validation loss, rewritten on every

@@ -33,8 +33,9 @@ static int64_t count_graphs(const pt_packs *packs, const uint32_t *ids, uint32_t
     return g;
 }
 
-void pt_step_stats_add_batch(pt_step_stats *st, const pt_batch *b)
+void pt_step_stats_add_batch(pt_step_stats *st, const pt_batch *b, const pt_schnet_acts *a)
 {
+    st->filter_rows += a->n_rows;
     st->graphs += b->n_real_graphs;
     st->nodes += b->n_real_nodes;
     st->edges += b->n_real_edges;
@@ -60,7 +61,7 @@ static int local_compute(void *self, const pt_packs *packs, const uint32_t *ids,
         pt_schnet_forward(d->model, &le->acts, &le->batch);
         st->loss_sum += pt_schnet_loss(d->model, &le->acts, &le->batch, n_norm) * n_norm;
         pt_schnet_backward(d->model, &le->acts, &le->batch, grads);
-        pt_step_stats_add_batch(st, &le->batch);
+        pt_step_stats_add_batch(st, &le->batch, &le->acts);
     }
     return 0;
 }
@@ -80,6 +81,7 @@ int pt_grad_engine_open_local(pt_grad_engine *eng, const pt_train_data *d, pt_er
         local_close(le);
         return -1;
     }
+    le->acts.precision = d->cfg->training.precision;
     eng->self = le;
     eng->compute = local_compute;
     eng->close = local_close;
@@ -104,6 +106,10 @@ int pt_evaluator_init(pt_evaluator *ev, const pt_train_data *d, pt_pack_limits l
         pt_evaluator_close(ev);
         return -1;
     }
+    /* validation and test measure the model as it is trained: a bf16 job's
+     * numbers are bf16 numbers (a finished model's predictions are fp32,
+     * server/predict.c) */
+    ev->acts.precision = d->cfg->training.precision;
     return 0;
 }
 

@@ -27,7 +27,7 @@ void pt_train_batch_close(pt_batch *b);
 int pt_train_fill(pt_batch *b, const pt_train_data *d, const pt_packs *packs,
                   const uint32_t *ids, uint32_t n, pt_errors *errs);
 
-void pt_step_stats_add_batch(pt_step_stats *st, const pt_batch *b);
+void pt_step_stats_add_batch(pt_step_stats *st, const pt_batch *b, const pt_schnet_acts *a);
 
 typedef struct pt_eval_result {
     int64_t n;             /* real graphs evaluated */

@@ -266,7 +266,7 @@ static int load_config(const bench_args *a, pt_job_config *cfg)
 /* The measured window as JSON. */
 static json_t *report(const bench_state *b, const pt_job_config *cfg, const pt_train_result *res)
 {
-    int64_t graphs = 0, nodes = 0, slots = 0, edges = 0, eslots = 0, steps = 0;
+    int64_t graphs = 0, nodes = 0, slots = 0, edges = 0, eslots = 0, rows = 0, steps = 0;
     double seconds = 0.0;
     for (int64_t k = b->warmup; k < b->n; k++) {
         if (!(b->rate[k] > 0.0)) continue;
@@ -276,6 +276,7 @@ static json_t *report(const bench_state *b, const pt_job_config *cfg, const pt_t
         slots += s->node_slots;
         edges += s->edges;
         eslots += s->edge_slots;
+        rows += s->filter_rows;
         seconds += (double)s->graphs / b->rate[k];
         steps++;
     }
@@ -313,12 +314,13 @@ static json_t *report(const bench_state *b, const pt_job_config *cfg, const pt_t
                                                                     : pt_memplan_json(&plan);
     pt_errors_close(&errs);
     json_t *cj = pt_job_config_to_json(cfg);
-    return json_pack("{s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:f, s:o, s:o, s:{s:i, s:i, s:i}, "
+    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:f, s:o, s:o, s:{s:i, s:i, s:i}, "
                      "s:o, s:o, s:f, s:f, s:s}",
                      "graphs_per_s", seconds > 0 ? (double)graphs / seconds : 0.0,
                      "nodes_per_s", seconds > 0 ? (double)nodes / seconds : 0.0,
                      "padding_fraction", slots ? 1.0 - (double)nodes / (double)slots : 0.0,
                      "edge_padding_fraction", eslots ? 1.0 - (double)edges / (double)eslots : 0.0,
+                     "filter_rows_per_graph", graphs ? (double)rows / (double)graphs : 0.0,
                      "steps", (json_int_t)steps, "graphs", (json_int_t)graphs, "seconds", seconds,
                      "step_ms", steps ? seconds * per : 0.0, "phases_ms", ph, "backend", be,
                      "limits", "max_nodes", (int)res->limits.max_nodes, "max_edges",

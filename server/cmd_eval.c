@@ -222,6 +222,8 @@ static int run(const eval_args *a, eval_state *st, pt_errors *errs)
         pt_errors_add(errs, a->data, 0, "", "%s", pt_batch_strerror(rc));
         return -1;
     }
+    /* fp32 products (the default): the file's model as PyTorch computes it,
+     * which tests/torch compares against */
     if (pt_schnet_acts_init(&st->acts, &st->model, lim.max_nodes, lim.max_edges, lim.max_graphs,
                             errs))
         return -1;

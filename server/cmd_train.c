@@ -135,6 +135,7 @@ int pt_cmd_train(int argc, char **argv)
     pt_errors_init(&errs, 0);
     pt_job_config cfg;
     int rc = config ? pt_job_config_load(&cfg, config, &errs) : (pt_job_config_defaults(&cfg), 0);
+    if (rc == 0) rc = pt_train_check_cpu(&cfg, &errs);
     if (rc != 0) {
         print_errors(&errs);
         pt_errors_close(&errs);

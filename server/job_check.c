@@ -7,7 +7,9 @@
  *   split         the seeded split leaves training and validation parts;
  *   packing       every graph of each part fits the configured pack limits;
  *   memory plan   one replica's memory for the resolved limits fits
- *                 backend.device_memory_mb (engine/memplan.h, issue 4).
+ *                 backend.device_memory_mb (engine/memplan.h, issue 4);
+ *   precision     "bf16" only on a CPU with AVX512-BF16 (the workers run on
+ *                 this host; pt_train_check_cpu).
  *
  * The split and packing steps repeat what pt_train_run's set-up does
  * (engine/train.c: split over all structures with the job seed, one packer
@@ -24,6 +26,7 @@
 #include "engine/mpi_backend.h"
 #include "engine/packing.h"
 #include "engine/split.h"
+#include "engine/train.h"
 
 static int check_target(const pt_job_config *cfg, const pt_store_dataset *ds, pt_errors *errs)
 {
@@ -118,6 +121,8 @@ done:
 void pt_job_check_dataset(pt_app *app, const pt_job_config *cfg, const pt_store_dataset *ds, pt_errors *errs)
 {
     (void)app;
+    /* independent of the dataset: reported along with whatever else is wrong */
+    pt_train_check_cpu(cfg, errs);
     if (pt_mpi_check_job(cfg, errs) != 0) return;
     if (check_target(cfg, ds, errs) != 0) return;
     pt_dataset data;

@@ -49,10 +49,16 @@ int pt_cli_wants_help(int argc, char **argv)
 int pt_cmd_version(int argc, char **argv)
 {
     if (pt_cli_wants_help(argc, argv)) {
-        printf("usage: packtrain version\n\nPrints the packtrain version.\n");
+        printf("usage: packtrain version\n\nPrints the packtrain version, and whether this CPU can\n"
+               "train jobs with training.precision \"bf16\" (\"bf16: yes\" or \"bf16: no (why)\").\n");
         return 0;
     }
     printf("packtrain %s\n", PT_VERSION);
+    pt_cpu_features f;
+    pt_cpu_features_get(&f);
+    char why[256];
+    if (pt_bf16_cpu_explain(&f, why, sizeof why)) printf("bf16: yes (AVX512-BF16)\n");
+    else printf("bf16: no (%s)\n", why);
     return 0;
 }
 

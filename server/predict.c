@@ -37,6 +37,9 @@ int pt_predict_dataset(pt_prediction *p, const char *model_path, const pt_datase
         pt_errors_add(errs, NULL, 0, "", "%s", brc != PT_BATCH_OK ? pt_batch_strerror(brc) : "out of memory");
         goto done;
     }
+    /* fp32 (the default of pt_schnet_acts_init), whatever training.precision
+     * the job trained under: the saved weights are fp32, and predictions are
+     * the model's full-precision answer, as PyG would give it */
     if (pt_schnet_acts_init(&acts, &m, b.cap_nodes, b.cap_edges, b.cap_graphs, errs) != 0) goto done;
     for (uint32_t k = 0; k < packs.n_packs; k++) {
         brc = pt_batch_fill(&b, ds, &g, &packs, k, 1, -1);

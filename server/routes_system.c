@@ -13,14 +13,20 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "engine/bf16.h"
+
 #define READY_DB_WAIT_MS 500
 
+/* "bf16": whether jobs with training.precision "bf16" are accepted here, so
+ * a client can choose before it submits (clients and the workers' CPU are
+ * not the same machine). */
 static pt_response h_healthz(pt_request *req, void *ctx)
 {
     (void)req;
     pt_app *app = ctx;
     double uptime = (double)(pt_store_now_us() - app->started_us) / 1e6;
-    return pt_response_json(200, json_pack("{s:s,s:f}", "status", "ok", "uptime_s", uptime));
+    return pt_response_json(200, json_pack("{s:s,s:f,s:b}", "status", "ok", "uptime_s", uptime, "bf16",
+                                           pt_cpu_has_bf16()));
 }
 
 static json_t *check_database(pt_app *app, int *ok)

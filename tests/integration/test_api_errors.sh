@@ -147,4 +147,24 @@ expect_match "the server says how it runs" "$(head -1 "$WORK/d3.log")" \
   "^packtrain: listening on http://127.0.0.1:$PORT \(auth on, 0 worker slots, data in /tmp/pt-it-"
 stop_server "$SERVER_PID" TERM
 
+# --- bf16 on a CPU without AVX512-BF16 (PACKTRAIN_CPU_HIDE_BF16=1 hides it) --------------------------
+PACKTRAIN_CPU_HIDE_BF16=1 "$PT" version >"$WORK/version"
+expect_match "packtrain version says bf16 is unavailable, and why" "$(sed -n 2p "$WORK/version")" \
+  '^bf16: no \(training.precision "bf16" needs a CPU with AVX512-BF16; this CPU lacks .*avx512_bf16.*\)$'
+PACKTRAIN_CPU_HIDE_BF16=1 start_server "$WORK/d4" --workers 0 || { finish; exit 1; }
+req GET /healthz
+expect "/healthz says bf16 jobs are refused" "$(jget "$BODY" 'j["bf16"]')" False
+req POST "/v1/datasets?name=demo.extxyz" --data-binary @"$DEMO"
+DS4=$(jget "$BODY" 'j["id"]')
+req POST /v1/jobs --data "{\"dataset\":\"$DS4\",\"training\":{\"precision\":\"bf16\"}}"
+expect "a bf16 job: 422" "$STATUS" 422
+expect "... problem+json" "$(header Content-Type)" "application/problem+json"
+expect "... at training.precision" "$(jget "$BODY" '",".join(e["field"] for e in j["errors"])')" "training.precision"
+expect_match "... saying what the CPU lacks" "$(jget "$BODY" 'j["errors"][0]["message"]')" \
+  '^training.precision "bf16" needs a CPU with AVX512-BF16; this CPU lacks .*avx512_bf16 \(hidden by PACKTRAIN_CPU_HIDE_BF16\) - use "fp32"$'
+req POST /v1/jobs --data "{\"dataset\":\"$DS4\",\"training\":{\"precision\":\"fp32\"}}"
+expect "the same job in fp32: 201" "$STATUS" 201
+expect "... stored with its precision" "$(jget "$BODY" 'j["config"]["training"]["precision"]')" fp32
+stop_server "$SERVER_PID" TERM
+
 finish

@@ -119,4 +119,37 @@ expect "status filter" "$(jget "$BODY" '",".join(x["id"] for x in j["jobs"])')" 
 
 stop_server "$SERVER_PID" TERM
 expect "the server drains and stops" "$?" 0
+
+# --- training.precision "bf16" ---------------------------------------------------------------------
+# On a server of its own, so the job counts above stay as they are.  Where
+# the CPU has AVX512-BF16 (as `packtrain version` and /healthz say) a bf16
+# job trains to the end; elsewhere it is refused at submission.
+start_server "$WORK/bf16" --workers 1 || { finish; exit 1; }
+HAS_BF16=$("$PT" version | sed -n 's/^bf16: \(yes\|no\).*/\1/p')
+expect_match "packtrain version says whether the CPU has bf16" "$HAS_BF16" '^(yes|no)$'
+req GET /healthz
+expect "/healthz agrees" "$(jget "$BODY" 'j["bf16"]')" "$([ "$HAS_BF16" == yes ] && echo True || echo False)"
+"$PY" - "$WORK/job.json" "$WORK/bf16.json" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1])); c["training"]["precision"] = "bf16"
+json.dump(c, open(sys.argv[2], "w"))
+EOF
+if [ "$HAS_BF16" == yes ]; then
+  BJOB=$("$PT" submit --server "$BASE" --dataset "$DEMO" --config "$WORK/bf16.json" --wait 2>"$WORK/bf16.err")
+  rc=$?
+  expect "a bf16 job succeeds" "$rc" 0
+  [ $rc -eq 0 ] || cat "$WORK/bf16.err"
+  req GET "/v1/jobs/$BJOB"
+  expect "... its stored config says bf16" "$(jget "$BODY" 'j["config"]["training"]["precision"]')" bf16
+  expect "... it trained every epoch" "$(jget "$BODY" 'j["epoch"]')" 2
+  expect_match "... with a finite validation MAE" "$(jget "$BODY" 'j["best_val_mae"]')" '^[0-9.e+-]+$'
+  req GET "/v1/jobs/$BJOB/metrics?max_points=10000"
+  expect "... and a finite loss at every step" \
+    "$(jget "$BODY" 'len(j["steps"]) > 0 and all(isinstance(s["loss"], float) and s["loss"] == s["loss"] for s in j["steps"])')" True
+else
+  "$PT" submit --server "$BASE" --dataset "$DEMO" --config "$WORK/bf16.json" >/dev/null 2>"$WORK/bf16.err"
+  expect "a bf16 job is refused" "$?" 1
+  expect_match "... at training.precision" "$(cat "$WORK/bf16.err")" 'training.precision: training.precision "bf16" needs'
+fi
+stop_server "$SERVER_PID" TERM
 finish

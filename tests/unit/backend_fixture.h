@@ -121,7 +121,7 @@ static int teardown(void **state)
     return 0;
 }
 
-static pt_train_data data_for(pt_job_config *cfg, int R, int A, int b)
+__attribute__((unused)) static pt_train_data data_for(pt_job_config *cfg, int R, int A, int b)
 {
     *cfg = F.cfg;
     cfg->backend.replication_factor = R;
@@ -130,7 +130,7 @@ static pt_train_data data_for(pt_job_config *cfg, int R, int A, int b)
     return (pt_train_data){cfg, &F.ds, &F.graphs, F.target_key, &F.model, F.packer.limits, b};
 }
 
-static void open_ok(pt_grad_engine *eng, const pt_train_data *d)
+__attribute__((unused)) static void open_ok(pt_grad_engine *eng, const pt_train_data *d)
 {
     pt_errors errs;
     pt_errors_init(&errs, 0);

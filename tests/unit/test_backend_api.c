@@ -12,6 +12,7 @@
 
 #include <malloc.h>
 
+#include "engine/bf16.h"
 #include "tests/unit/backend_fixture.h"
 
 /* ---- reports and errors ------------------------------------------------------ */
@@ -28,8 +29,11 @@ static void test_phases_and_stats(void **state)
     pt_errors_init(&errs, 0);
     uint32_t ids[8] = {0, 1, 2, 3, 4, 5, 6, 7};
     pt_step_stats st;
+    pt_bf16_set_threads(3);   /* the evaluation's setting, as the loop leaves it */
     for (int k = 0; k < 3; k++)
         assert_int_equal(eng.compute(eng.self, &F.packs, ids, 8, g, &st, &errs), 0);
+    assert_int_equal(pt_bf16_get_threads(), 3);   /* steps restore it */
+    pt_bf16_set_threads(1);
     pt_phase_times ph;
     assert_int_equal(pt_backend_phases(&eng, &ph, 1), 0);
     assert_int_equal(ph.steps, 3);

@@ -271,6 +271,23 @@ static void test_config_hash(void **state)
     b.training.lr = 2e-3;
     assert_int_equal(pt_checkpoint_config_hash(&b, hb), 0);
     assert_string_not_equal(ha, hb);
+    b = a;
+    b.training.precision = PT_PRECISION_BF16;
+    assert_int_equal(pt_checkpoint_config_hash(&b, hb), 0);
+    assert_string_not_equal(ha, hb);
+}
+
+/* The default configuration's hash as packtrain computed it before
+ * training.precision existed (commit 2a44888): fp32 jobs checkpointed by
+ * that version still resume. */
+static void test_config_hash_predates_precision(void **state)
+{
+    (void)state;
+    pt_job_config a;
+    pt_job_config_defaults(&a);
+    char h[65];
+    assert_int_equal(pt_checkpoint_config_hash(&a, h), 0);
+    assert_string_equal(h, "fe006d0fe18c4511ed65e89a075a14cf918b9873c592875548a47f611b157d15");
 }
 int main(void)
 {
@@ -281,6 +298,7 @@ int main(void)
         cmocka_unit_test(test_error_edited_metadata),
         cmocka_unit_test(test_error_not_a_checkpoint),
         cmocka_unit_test(test_config_hash),
+        cmocka_unit_test(test_config_hash_predates_precision),
     };
     return cmocka_run_group_tests_name("checkpoint", tests, setup, teardown);
 }

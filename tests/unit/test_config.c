@@ -23,7 +23,7 @@ static const char *defaults_json =
     "\"target\":\"energy_U0\","
     "\"training\":{\"checkpoint_every\":200,\"clip_grad_norm\":null,"
     "\"early_stopping_patience\":null,\"epochs\":25,\"log_every\":10,\"lr\":0.001,\"max_steps\":null,\"normalize\":\"atomref\","
-    "\"optimizer\":\"adam\",\"schedule\":{\"kind\":\"constant\"},\"seed\":0,"
+    "\"optimizer\":\"adam\",\"precision\":\"fp32\",\"schedule\":{\"kind\":\"constant\"},\"seed\":0,"
     "\"split\":[0.8,0.1,0.1],\"weight_decay\":0.0}}";
 
 static int parse(pt_job_config *cfg, const char *text, pt_errors *errs)
@@ -107,7 +107,7 @@ static void test_all_keys_round_trip(void **state)
         "\"schedule\":{\"kind\":\"plateau\",\"factor\":0.8,\"patience\":5,\"threshold\":0.001,"
         "\"cooldown\":1,\"min_lr\":1e-07},\"early_stopping_patience\":7,\"split\":[0.7,0.2,0.1],"
         "\"seed\":12345678901,\"normalize\":\"mean_std\",\"log_every\":1,"
-        "\"checkpoint_every\":50},"
+        "\"checkpoint_every\":50,\"precision\":\"bf16\"},"
         "\"backend\":{\"kind\":\"mpi\",\"replication_factor\":4,\"gradient_accumulation\":2,"
         "\"device_iterations\":3,\"merge_all_reduce\":false,\"use_async_loader\":false,"
         "\"prefetch_depth\":5,\"device_memory_mb\":450,\"threads\":2,\"ranks\":2}}";
@@ -136,6 +136,7 @@ static void test_all_keys_round_trip(void **state)
     assert_int_equal(a.backend.threads, 2);
     assert_int_equal(a.backend.ranks, 2);
     assert_int_equal(a.training.checkpoint_every, 50);
+    assert_int_equal(a.training.precision, PT_PRECISION_BF16);
 
     char *text = pt_job_config_dump(&a);
     assert_int_equal(parse(&b, text, &errs), 0);
@@ -143,6 +144,7 @@ static void test_all_keys_round_trip(void **state)
     assert_dump_equals(&b, text);
     /* (struct padding makes memcmp meaningless; the dump covers every field) */
     assert_true(b.training.seed == a.training.seed);
+    assert_int_equal(b.training.precision, PT_PRECISION_BF16);
     assert_float_equal(b.training.schedule.threshold, a.training.schedule.threshold, 0);
     free(text);
 }
@@ -159,6 +161,33 @@ static void test_reals_are_canonical(void **state)
     assert_float_equal(cfg.training.lr, 0.3, 0);
     char *s = pt_job_config_dump(&cfg);
     assert_non_null(strstr(s, "\"lr\":0.3,"));
+    free(s);
+}
+
+/* training.precision: "fp32" unless asked, both names parse, and the
+ * canonical form always says which (the stored job shows it). */
+static void test_precision(void **state)
+{
+    (void)state;
+    pt_job_config cfg;
+    pt_errors errs;
+    assert_int_equal(parse(&cfg, "{}", &errs), 0);
+    pt_errors_close(&errs);
+    assert_int_equal(cfg.training.precision, PT_PRECISION_FP32);
+    assert_int_equal(parse(&cfg, "{\"training\":{\"precision\":\"fp32\"}}", &errs), 0);
+    pt_errors_close(&errs);
+    assert_int_equal(cfg.training.precision, PT_PRECISION_FP32);
+    assert_int_equal(parse(&cfg, "{\"training\":{\"precision\":\"bf16\"}}", &errs), 0);
+    pt_errors_close(&errs);
+    assert_int_equal(cfg.training.precision, PT_PRECISION_BF16);
+    assert_string_equal(pt_job_precision_name(cfg.training.precision), "bf16");
+    char *s = pt_job_config_dump(&cfg);
+    assert_non_null(strstr(s, "\"precision\":\"bf16\","));
+    pt_job_config again;
+    assert_int_equal(parse(&again, s, &errs), 0);
+    pt_errors_close(&errs);
+    assert_int_equal(again.training.precision, PT_PRECISION_BF16);
+    assert_dump_equals(&again, s);
     free(s);
 }
 
@@ -314,6 +343,19 @@ static void test_error_enum(void **state)
                      "must be one of \"adam\", \"adamw\", got an integer");
 }
 
+static void test_error_precision(void **state)
+{
+    (void)state;
+    expect_one_error("{\"training\":{\"precision\":\"fp16\"}}", "training.precision",
+                     "must be one of \"fp32\", \"bf16\", got \"fp16\"");
+    expect_one_error("{\"training\":{\"precision\":\"BF16\"}}", "training.precision",
+                     "must be one of \"fp32\", \"bf16\", got \"BF16\"");
+    expect_one_error("{\"training\":{\"precision\":16}}", "training.precision",
+                     "must be one of \"fp32\", \"bf16\", got an integer");
+    expect_one_error("{\"training\":{\"precision\":null}}", "training.precision",
+                     "must be one of \"fp32\", \"bf16\", got null");
+}
+
 static void test_error_boolean(void **state)
 {
     (void)state;
@@ -454,6 +496,7 @@ int main(void)
         cmocka_unit_test(test_issue_example_is_the_default),
         cmocka_unit_test(test_all_keys_round_trip),
         cmocka_unit_test(test_reals_are_canonical),
+        cmocka_unit_test(test_precision),
         cmocka_unit_test(test_adamw_weight_decay_default),
         cmocka_unit_test(test_schedule_defaults_per_kind),
         cmocka_unit_test(test_error_invalid_json),
@@ -468,6 +511,7 @@ int main(void)
         cmocka_unit_test(test_checkpoint_every_null),
         cmocka_unit_test(test_error_number),
         cmocka_unit_test(test_error_enum),
+        cmocka_unit_test(test_error_precision),
         cmocka_unit_test(test_error_boolean),
         cmocka_unit_test(test_error_target),
         cmocka_unit_test(test_error_split),

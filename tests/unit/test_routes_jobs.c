@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 
+#include "engine/bf16.h"
 #include "tests/unit/api_fixture.h"
 
 static char g_ds[64];
@@ -53,9 +54,37 @@ static void test_submit_created(void **state)
     assert_int_equal(json_integer_value(json_object_get(json_object_get(cfg, "training"), "epochs")), 3);
     assert_int_equal(json_integer_value(json_object_get(json_object_get(cfg, "model"), "hidden")), 100);
     assert_string_equal(json_string_value(json_object_get(cfg, "target")), "energy_U0");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(cfg, "training"), "precision")), "fp32");
     assert_true(json_number_value(json_object_get(cfg, "max_runtime_seconds")) == 600.0);
     assert_null(json_object_get(cfg, "dataset"));
     json_decref(j);
+    tc_free(&r);
+    fx_cancel_queued(fx);
+}
+
+/* bf16 is queued where the CPU has AVX512-BF16 and refused at
+ * training.precision where it has not (test_bf16_nocpu.c hides it); the
+ * stored config says which precision the job trains in. */
+static void test_submit_precision(void **state)
+{
+    api_fx *fx = *state;
+    char body[256];
+    snprintf(body, sizeof body, "{\"dataset\":\"%s\",\"training\":{\"precision\":\"bf16\"}}", g_ds);
+    tc_resp r;
+    if (pt_cpu_has_bf16()) {
+        assert_int_equal(fx_call(fx, "POST", NULL, body, &r, "/v1/jobs"), 201);
+        json_t *j = tc_json(&r);
+        json_t *t = json_object_get(json_object_get(j, "config"), "training");
+        assert_string_equal(json_string_value(json_object_get(t, "precision")), "bf16");
+        json_decref(j);
+    } else {
+        assert_int_equal(fx_call(fx, "POST", NULL, body, &r, "/v1/jobs"), 422);
+        assert_non_null(strstr(fx_error(&r, 0), "training.precision: training.precision \"bf16\" needs"));
+    }
+    tc_free(&r);
+    snprintf(body, sizeof body, "{\"dataset\":\"%s\",\"training\":{\"precision\":\"fp16\"}}", g_ds);
+    assert_int_equal(fx_call(fx, "POST", NULL, body, &r, "/v1/jobs"), 422);
+    assert_string_equal(fx_error(&r, 0), "training.precision: must be one of \"fp32\", \"bf16\", got \"fp16\"");
     tc_free(&r);
     fx_cancel_queued(fx);
 }
@@ -328,6 +357,7 @@ int main(void)
         cmocka_unit_test(test_submit_config_errors),
         cmocka_unit_test(test_submit_dataset_errors),
         cmocka_unit_test(test_submit_plan_errors),
+        cmocka_unit_test(test_submit_precision),
         cmocka_unit_test(test_submit_body_errors),
         cmocka_unit_test(test_idempotency),
         cmocka_unit_test(test_list),

@@ -12,6 +12,7 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include "engine/bf16.h"
 #include "tests/unit/api_fixture.h"
 
 static void test_healthz_readyz(void **state)
@@ -23,6 +24,9 @@ static void test_healthz_readyz(void **state)
     assert_int_equal(fx_call(&fx, "GET", NULL, NULL, &r, "/healthz"), 200);
     json_t *j = tc_json(&r);
     assert_string_equal(json_string_value(json_object_get(j, "status")), "ok");
+    /* what job_check.c decides bf16 jobs by */
+    assert_true(json_is_boolean(json_object_get(j, "bf16")));
+    assert_int_equal(json_is_true(json_object_get(j, "bf16")), pt_cpu_has_bf16());
     json_decref(j);
     tc_free(&r);
     assert_int_equal(fx_call(&fx, "GET", NULL, NULL, &r, "/readyz"), 200);

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "engine/rng.h"
+#include "engine/bf16.h"
 #include "engine/schnet_ops.h"
 
 static pt_rng rng;
@@ -112,7 +113,7 @@ static void test_linear_forward_backward(void **state)
         fill(out, LN * LO, 2.0);
         memcpy(c.out0, out, sizeof(out));
         c.beta = beta;
-        pt_linear_forward(out, in, w, b, LN, LI, LO, beta);
+        pt_linear_forward(out, in, w, b, LN, LI, LO, beta, PT_PRECISION_FP32);
         double want[LN * LO];
         for (int r = 0; r < LN; r++)
             for (int o = 0; o < LO; o++) {
@@ -131,7 +132,7 @@ static void test_linear_forward_backward(void **state)
     memcpy(din, din0, sizeof(din));
     memcpy(dw, dw0, sizeof(dw));
     memcpy(db, db0, sizeof(db));
-    pt_linear_backward(din, dw, db, dout, in, w, LN, LI, LO, 1.0f);
+    pt_linear_backward(din, dw, db, dout, in, w, LN, LI, LO, 1.0f, PT_PRECISION_FP32);
     double g_in[LN * LI], g_w[LO * LI], g_b[LO];
     fd_grad(c.in, LN * LI, linear_ctx_loss, &c, g_in);
     fd_grad(c.w, LO * LI, linear_ctx_loss, &c, g_w);
@@ -144,10 +145,70 @@ static void test_linear_forward_backward(void **state)
     assert_close_d("linear db (+=)", db, g_b, LO);
 
     /* din_beta = 0 overwrites; NULL din and db are skipped */
-    pt_linear_backward(din, dw, NULL, dout, in, w, LN, LI, LO, 0.0f);
+    pt_linear_backward(din, dw, NULL, dout, in, w, LN, LI, LO, 0.0f, PT_PRECISION_FP32);
     for (int i = 0; i < LN * LI; i++) g_in[i] -= din0[i];
     assert_close_d("linear din (=)", din, g_in, LN * LI);
-    pt_linear_backward(NULL, dw, NULL, dout, in, w, LN, LI, LO, 0.0f);
+    pt_linear_backward(NULL, dw, NULL, dout, in, w, LN, LI, LO, 0.0f, PT_PRECISION_FP32);
+}
+
+/* In bf16 the products see operands rounded to bfloat16 and accumulate in
+ * fp32: the result is the exact product of the rounded operands up to fp32
+ * accumulation error (K ≤ 7 here: 1e-6 relative to the terms' magnitude). */
+static void test_linear_bf16(void **state)
+{
+    (void)state;
+    float in[LN * LI], w[LO * LI], b[LO], out[LN * LO], dout[LN * LO];
+    fill(in, LN * LI, 1.5);
+    fill(w, LO * LI, 0.8);
+    fill(b, LO, 0.5);
+    fill(dout, LN * LO, 1.0);
+    double rin[LN * LI], rw[LO * LI], rdout[LN * LO];
+    for (int i = 0; i < LN * LI; i++) rin[i] = pt_bf16_to_float(pt_bf16_from_float(in[i]));
+    for (int i = 0; i < LO * LI; i++) rw[i] = pt_bf16_to_float(pt_bf16_from_float(w[i]));
+    for (int i = 0; i < LN * LO; i++) rdout[i] = pt_bf16_to_float(pt_bf16_from_float(dout[i]));
+    pt_linear_forward(out, in, w, b, LN, LI, LO, 0.0f, PT_PRECISION_BF16);
+    double want[LN * LO], mag[LN * LO];
+    int differs = 0;
+    float out32[LN * LO];
+    pt_linear_forward(out32, in, w, b, LN, LI, LO, 0.0f, PT_PRECISION_FP32);
+    for (int r = 0; r < LN; r++)
+        for (int o = 0; o < LO; o++) {
+            double v = b[o], m = fabs(b[o]);
+            for (int i = 0; i < LI; i++) {
+                v += rin[r * LI + i] * rw[o * LI + i];
+                m += fabs(rin[r * LI + i] * rw[o * LI + i]);
+            }
+            want[r * LO + o] = v;
+            mag[r * LO + o] = m;
+            differs += out32[r * LO + o] != out[r * LO + o];
+        }
+    for (int k = 0; k < LN * LO; k++)
+        if (!(fabs(out[k] - want[k]) <= 1e-6 * mag[k]))
+            fail_msg("bf16 out[%d] = %.9g, rounded-operand product %.9g", k, (double)out[k],
+                     want[k]);
+    assert_true(differs > 0); /* the operands really were rounded */
+
+    float din[LN * LI], dw[LO * LI];
+    memset(dw, 0, sizeof dw);
+    pt_linear_backward(din, dw, NULL, dout, in, w, LN, LI, LO, 0.0f, PT_PRECISION_BF16);
+    for (int o = 0; o < LO; o++)
+        for (int i = 0; i < LI; i++) {
+            double v = 0.0, m = 0.0;
+            for (int r = 0; r < LN; r++) {
+                v += rdout[r * LO + o] * rin[r * LI + i];
+                m += fabs(rdout[r * LO + o] * rin[r * LI + i]);
+            }
+            assert_true(fabs(dw[o * LI + i] - v) <= 1e-6 * m);
+        }
+    for (int r = 0; r < LN; r++)
+        for (int i = 0; i < LI; i++) {
+            double v = 0.0, m = 0.0;
+            for (int o = 0; o < LO; o++) {
+                v += rdout[r * LO + o] * rw[o * LI + i];
+                m += fabs(rdout[r * LO + o] * rw[o * LI + i]);
+            }
+            assert_true(fabs(din[r * LI + i] - v) <= 1e-6 * m);
+        }
 }
 
 /* ---- shifted softplus ------------------------------------------------------ */
@@ -248,23 +309,31 @@ static void test_edge_basis_matches_reference(void **state)
 
 /* ---- continuous-filter convolution ----------------------------------------- */
 
-enum { CN = 5, CE = 9, CF = 6 };
-/* receivers sorted (CSR); edge 8 is a padding edge on the last node, C = 0 */
+enum { CN = 5, CE = 9, CF = 6, CU = 5 };
+/* receivers sorted (CSR); edge 8 is a padding edge on the last node (no
+ * row).  Filter rows as engine/edge_rows.c would give them: the two
+ * directions of bonds 0–1, 0–2 and 1–2 share a row; 1←3 and 2←3 have no
+ * reverse edge and get rows of their own. */
 static const int32_t c_src[CE] = {1, 2, 0, 2, 3, 0, 1, 3, 4};
 static const int32_t c_dst[CE] = {0, 0, 1, 1, 1, 2, 2, 2, 4};
 static const int32_t c_off[CN + 1] = {0, 2, 5, 8, 8, 9};
+static const int32_t c_row[CE] = {0, 1, 0, 2, 3, 1, 2, 4, -1};
+static const uint8_t c_first[CE] = {1, 1, 0, 1, 1, 0, 0, 1, 0};
 
 typedef struct cf_ctx {
-    double x[CN * CF], p[CE * CF], b[CF];
-    float cut[CE], dm[CN * CF];
+    double x[CN * CF], p[CU * CF];
+    float cut[CU], dm[CN * CF];
 } cf_ctx;
 
 static void cf_ref(const cf_ctx *c, double *m)
 {
     memset(m, 0, sizeof(double) * CN * CF);
-    for (int k = 0; k < CE; k++)
+    for (int k = 0; k < CE; k++) {
+        int u = c_row[k];
+        if (u < 0) continue;
         for (int f = 0; f < CF; f++)
-            m[c_dst[k] * CF + f] += c->x[c_src[k] * CF + f] * (c->p[k * CF + f] + c->b[f]) * c->cut[k];
+            m[c_dst[k] * CF + f] += c->x[c_src[k] * CF + f] * c->p[u * CF + f] * c->cut[u];
+    }
 }
 
 static double cf_ctx_loss(void *p)
@@ -280,38 +349,36 @@ static void test_cfconv_forward_backward(void **state)
 {
     (void)state;
     cf_ctx c;
-    float x[CN * CF], p[CE * CF], b[CF], m[CN * CF];
+    float x[CN * CF], p[CU * CF], w[CU * CF], m[CN * CF];
     fill(x, CN * CF, 1.0);
-    fill(p, CE * CF, 1.0);
-    fill(b, CF, 0.5);
-    for (int k = 0; k < CE; k++) c.cut[k] = k == CE - 1 ? 0.0f : (float)(0.2 + 0.1 * k);
+    fill(p, CU * CF, 1.0);
+    for (int u = 0; u < CU; u++) c.cut[u] = (float)(0.2 + 0.15 * u);
     fill(c.dm, CN * CF, 1.0);
     for (int i = 0; i < CN * CF; i++) c.x[i] = x[i];
-    for (int i = 0; i < CE * CF; i++) c.p[i] = p[i];
-    for (int i = 0; i < CF; i++) c.b[i] = b[i];
+    for (int i = 0; i < CU * CF; i++) c.p[i] = p[i];
+    memcpy(w, p, sizeof(w));
+    pt_filter_cutoff_forward(w, c.cut, CU, CF);
+    for (int u = 0; u < CU; u++)
+        for (int f = 0; f < CF; f++) assert_true(w[u * CF + f] == p[u * CF + f] * c.cut[u]);
     memset(m, 0x7f, sizeof(m)); /* every row must be written, even node 3 with no edges */
-    pt_cfconv_forward(m, p, b, c.cut, x, c_src, c_off, CN, CF);
+    pt_cfconv_forward(m, w, c_row, x, c_src, c_off, CN, CF);
     double want[CN * CF];
     cf_ref(&c, want);
     assert_close_d("cfconv m", m, want, CN * CF);
     for (int f = 0; f < CF; f++) {
         assert_true(m[3 * CF + f] == 0.0f);
-        assert_true(p[(CE - 1) * CF + f] == 0.0f); /* padding filter is exactly 0 */
+        assert_true(m[4 * CF + f] == 0.0f); /* node 4 only has the padding edge */
     }
 
-    float dx[CN * CF], dp[CE * CF], db[CF], db0[CF];
-    fill(db0, CF, 1.0);
-    memcpy(db, db0, sizeof(db));
+    float dx[CN * CF], dp[CU * CF];
     memset(dx, 0x7f, sizeof(dx));
-    pt_cfconv_backward(dx, dp, db, c.dm, x, p, c.cut, c_src, c_off, CN, CF);
-    double gx[CN * CF], gp[CE * CF], gb[CF];
+    memset(dp, 0x7f, sizeof(dp)); /* the first edge of each row writes, no zeroing needed */
+    pt_cfconv_backward(dx, dp, c.dm, x, w, c.cut, c_row, c_first, c_src, c_off, CN, CF);
+    double gx[CN * CF], gp[CU * CF];
     fd_grad(c.x, CN * CF, cf_ctx_loss, &c, gx);
-    fd_grad(c.p, CE * CF, cf_ctx_loss, &c, gp);
-    fd_grad(c.b, CF, cf_ctx_loss, &c, gb);
-    for (int f = 0; f < CF; f++) gb[f] += db0[f];
+    fd_grad(c.p, CU * CF, cf_ctx_loss, &c, gp);
     assert_close_d("cfconv dx", dx, gx, CN * CF);
-    assert_close_d("cfconv dP", dp, gp, CE * CF);
-    assert_close_d("cfconv db (+=)", db, gb, CF);
+    assert_close_d("cfconv dP", dp, gp, CU * CF);
 }
 
 /* ---- embedding ------------------------------------------------------------- */
@@ -424,6 +491,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_linear_forward_backward, setup),
+        cmocka_unit_test_setup(test_linear_bf16, setup),
         cmocka_unit_test(test_ssp_forward_accuracy_over_range),
         cmocka_unit_test_setup(test_ssp_backward_matches_fd, setup),
         cmocka_unit_test(test_edge_basis_matches_reference),

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/bf16.h"
 #include "engine/config.h"
 #include "engine/ingest.h"
 #include "engine/schnet.h"
@@ -338,6 +339,72 @@ static void test_phase_times(void **state)
     }
 }
 
+/* The first epoch of cfg in fp32 and in bf16, with the default engine or
+ * the local one: the recorded lines of each into a and b. */
+static void run_both_precisions(pt_job_config *cfg, int local, recorder *a, recorder *b,
+                                pt_train_result *ra, pt_train_result *rb)
+{
+    pt_train_options opt = {.on_metrics = record,
+                            .engine_open = local ? pt_grad_engine_open_local : NULL};
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    cfg->training.precision = PT_PRECISION_FP32;
+    opt.user = a;
+    assert_int_equal(pt_train_run(cfg, &qm9, NULL, &opt, ra, &errs), 0);
+    cfg->training.precision = PT_PRECISION_BF16;
+    opt.user = b;
+    assert_int_equal(pt_train_run(cfg, &qm9, NULL, &opt, rb, &errs), 0);
+    pt_errors_close(&errs);
+}
+
+/* Apart by bf16 rounding: more than 1e-6 relative (measured 7e-5 to 6e-4),
+ * less than 5%. */
+static void assert_bf16_apart(double fp32, double bf16)
+{
+    assert_true(isfinite(fp32) && isfinite(bf16));
+    double rel = fabs(fp32 - bf16) / fabs(fp32);
+    assert_true(rel > 1e-6 && rel < 0.05);
+}
+
+/* training.precision reaches every pass of a job.  With lr = 1e-9 the
+ * weights of the two runs drift apart by ~1e-8 relative in an epoch, so a
+ * larger difference comes from the products themselves: the first step's
+ * loss (the training forward, in the default backend and in the local
+ * engine), the validation MAE and the test MAE (the evaluators) all differ
+ * from fp32's by bf16 rounding.  Without AVX512-BF16 the job is refused. */
+static void test_precision_reaches_every_pass(void **state)
+{
+    (void)state;
+    pt_job_config cfg;
+    small_config(&cfg);
+    cfg.training.epochs = 1;
+    cfg.training.log_every = 1;
+    cfg.training.lr = 1e-9;
+    if (!pt_cpu_has_bf16()) {
+        pt_errors errs;
+        pt_errors_init(&errs, 0);
+        pt_train_result res;
+        cfg.training.precision = PT_PRECISION_BF16;
+        assert_int_equal(pt_train_run(&cfg, &qm9, NULL, NULL, &res, &errs), -1);
+        assert_string_equal(errs.items[0].field, "training.precision");
+        pt_errors_close(&errs);
+        return;
+    }
+    for (int local = 0; local < 2; local++) {
+        recorder *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+        pt_train_result ra, rb;
+        run_both_precisions(&cfg, local, a, b, &ra, &rb);
+        assert_int_equal(a->n, b->n);
+        assert_string_equal(a->m[0].kind, "step");
+        assert_bf16_apart(a->m[0].loss, b->m[0].loss);
+        assert_string_equal(a->m[a->n - 1].kind, "epoch");
+        assert_bf16_apart(a->m[a->n - 1].val_mae, b->m[b->n - 1].val_mae);
+        assert_bf16_apart(ra.test_mae, rb.test_mae);
+        free(a);
+        free(b);
+    }
+}
+
 static void expect_error(const pt_job_config *cfg, const char *out, const char *field,
                          const char *message)
 {
@@ -527,6 +594,7 @@ int main(void)
         cmocka_unit_test(test_early_stopping),
         cmocka_unit_test(test_cancel_between_steps),
         cmocka_unit_test(test_phase_times),
+        cmocka_unit_test(test_precision_reaches_every_pass),
         cmocka_unit_test(test_error_unknown_target),
         cmocka_unit_test(test_error_output_directory),
         cmocka_unit_test(test_error_diverged),

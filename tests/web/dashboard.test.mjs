@@ -202,6 +202,16 @@ async function main() {
     assert((await api('GET', '/v1/jobs')).data.jobs.length === before, 'the invalid form was submitted');
   });
 
+  await check('the form offers training.precision fp32 (the default) and bf16', page, async () => {
+    await fillJob(page, {});
+    const select = page.locator('#f-training-precision');
+    assert(await select.evaluate(e => [...e.options].map(o => o.value).join()) === 'fp32,bf16', 'the choices are not fp32, bf16');
+    assert(await select.inputValue() === 'fp32', 'the default is not fp32');
+    await select.selectOption('bf16');
+    await until('the body to carry bf16', async () =>
+      JSON.parse(await page.locator('#body-preview').textContent()).training?.precision === 'bf16', 5e3);
+  });
+
   await check('the server\'s 422 lands on the form\'s fields', page, async () => {
     const up = await fetch(`${opt.base}/v1/datasets?name=short-lived`, { method: 'POST', body: demo,
       headers: { Authorization: `Bearer ${opt.token}` } }).then(r => r.json());

@@ -19,6 +19,7 @@ const HINTS = {
   'batching.max_nodes': 'an integer or "auto"', 'batching.max_edges': 'an integer or "auto"',
   'batching.max_graphs': 'an integer or "auto" (the batch size for static64, static2n, dynamic)',
   'training.max_steps': 'optimizer steps; empty = run every epoch', 'training.log_every': 'steps between metric lines',
+  'training.precision': 'of the matrix products; bf16 needs a CPU with AVX512-BF16',
   'backend.threads': 'an integer or "auto"', 'backend.replication_factor': 'data-parallel replicas',
 };
 

@@ -28,6 +28,7 @@ export const FIELDS = [
   ['training.seed', 'int', { lo: 0, hi: I64_MAX }, 0],
   ['training.normalize', 'enum', { names: ['none', 'mean_std', 'atomref'] }, 'atomref'],
   ['training.log_every', 'int', { lo: 1, hi: 1000000 }, 10],
+  ['training.precision', 'enum', { names: ['fp32', 'bf16'] }, 'fp32'],
   ['backend.kind', 'enum', { names: ['ipu-emulated', 'mpi'] }, 'ipu-emulated'],
   ['backend.replication_factor', 'int', { lo: 1, hi: 1024 }, 1],
   ['backend.gradient_accumulation', 'int', { lo: 1, hi: 65536 }, 1],

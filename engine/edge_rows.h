@@ -1,0 +1,37 @@
+/* edge_rows.h — which edges of a batch can share one row of SchNet's filter
+ * network.
+ *
+ * The filter W_ij = (A2 ssp(A1 e(d_ij) + a1) + a2) ⊙ C(d_ij) is a function of
+ * the distance d_ij alone, and a molecular neighbour list holds every bond
+ * twice, as i←j and j←i, at the same distance (|r_i − r_j| rounds the same
+ * either way).  PyG runs the filter network once per directed edge; packtrain
+ * runs it once per row of a table where the two directions of a bond point
+ * to one row, and edges whose cutoff C is 0 (padding edges at the cutoff, or
+ * real edges exactly on it) point to no row at all: their filter is 0, so
+ * they carry no message and no gradient.  On QM9 this halves the filter
+ * network's work and drops LPFHP's padding edges from it (docs/performance.md).
+ *
+ * Rows are numbered in order of first use in CSR (receiver) order, so the
+ * first edge to use a row comes before every other edge using it; the
+ * backward pass relies on that to write a row's gradient once and then add. */
+#ifndef PT_EDGE_ROWS_H
+#define PT_EDGE_ROWS_H
+
+#include <stdint.h>
+
+/* Fills, for the edges of a CSR batch (receiver i owns edges
+ * dst_offset[i] .. dst_offset[i+1], src[k] is edge k's sender):
+ *   row[k]      filter row of edge k, or −1 when dist[k] is not below cutoff
+ *               (or not a number);
+ *   first[k]    1 when edge k is the first edge using row[k], else 0;
+ *   row_dist[u] the distance of row u.
+ * Edge k (i←j) shares the row of the reverse edge j←i when that edge comes
+ * earlier (j < i) and has a bit-identical distance; an edge without such a
+ * partner (a neighbour list truncated at max_neighbors on one side only)
+ * gets a row of its own.  Returns the number of rows (≤ the edge count).
+ * O(E · neighbours): one scan of the partner's CSR row per edge. */
+int32_t pt_edge_rows_build(int32_t *row, uint8_t *first, float *row_dist, const int32_t *src,
+                           const int32_t *dst_offset, const float *dist, int n_nodes,
+                           float cutoff);
+
+#endif
