@@ -114,6 +114,7 @@ static int prof_open(pt_grad_engine *eng, const pt_train_data *d, pt_errors *err
     }
     pe->acts.profile = &pe->prof;
     pe->acts.precision = d->cfg->training.precision;
+    pe->acts.static_shapes = d->cfg->backend.static_shapes;
     eng->self = pe;
     eng->compute = prof_compute;
     eng->close = prof_close;

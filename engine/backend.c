@@ -88,6 +88,7 @@ static int replicas_init(pt_backend *be, pt_errors *errs)
                                 be->b * L.max_edges, be->b * L.max_graphs, errs))
             return -1;
         rep->acts.precision = be->d->cfg->training.precision;
+        rep->acts.static_shapes = be->d->cfg->backend.static_shapes;
         rep->levels = pt_backend_grad_buffers(be->A);
         size_t bytes = (size_t)rep->levels * be->n_params * sizeof(float);
         rep->stack = aligned_alloc(64, (bytes + 63) & ~(size_t)63);

@@ -363,7 +363,8 @@ int pt_checkpoint_tensors_get(const pt_checkpoint *ck, const pt_checkpoint_tenso
 /* ---- identity ---------------------------------------------------------------- */
 
 /* The canonical text (as pt_job_config_dump prints it) that the hash covers.
- * training.precision "fp32" is left out as well: every job trained in fp32
+ * training.precision "fp32" and backend.static_shapes false are left out as
+ * well: every job trained in fp32
  * before the key existed, and leaving it out keeps their checkpoints' hashes,
  * so a server upgraded mid-job still resumes them. */
 static char *hashed_config_text(const pt_job_config *cfg)
@@ -374,6 +375,7 @@ static char *hashed_config_text(const pt_job_config *cfg)
     if (!o) return NULL;
     if (c.training.precision == PT_PRECISION_FP32)
         json_object_del(json_object_get(o, "training"), "precision");
+    if (!c.backend.static_shapes) json_object_del(json_object_get(o, "backend"), "static_shapes");
     char *text = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
     json_decref(o);
     return text;

@@ -398,7 +398,7 @@ static void parse_backend(parse_ctx *c, const json_t *o, pt_job_backend *b)
     static const char *const keys[] = {"kind", "replication_factor", "gradient_accumulation",
                                        "device_iterations", "merge_all_reduce",
                                        "use_async_loader", "prefetch_depth", "device_memory_mb",
-                                       "threads", "ranks", NULL};
+                                       "threads", "ranks", "static_shapes", NULL};
     const char *s = "backend";
     check_keys(c, o, s, keys);
     int kind = (int)b->kind;
@@ -409,6 +409,7 @@ static void parse_backend(parse_ctx *c, const json_t *o, pt_job_backend *b)
     read_int(c, o, s, "device_iterations", 1, 65536, NULL, &b->device_iterations);
     read_bool(c, o, s, "merge_all_reduce", &b->merge_all_reduce);
     read_bool(c, o, s, "use_async_loader", &b->use_async_loader);
+    read_bool(c, o, s, "static_shapes", &b->static_shapes);
     read_int(c, o, s, "prefetch_depth", 1, 64, NULL, &b->prefetch_depth);
     read_int(c, o, s, "device_memory_mb", 1, 1048576, NULL, &b->device_memory_mb);
     read_int(c, o, s, "threads", 1, 1024, "auto", &b->threads);
@@ -537,7 +538,7 @@ json_t *pt_job_config_to_json(const pt_job_config *cfg)
     return json_pack(
         "{s:s, s:{s:i, s:i, s:i, s:i, s:f, s:i, s:s}, s:{s:s, s:o, s:o, s:o, s:i},"
         " s:{s:i, s:o, s:s, s:f, s:f, s:o, s:o, s:o, s:[f,f,f], s:I, s:s, s:i, s:o, s:s},"
-        " s:{s:s, s:i, s:i, s:i, s:b, s:b, s:i, s:i, s:o, s:i}}",
+        " s:{s:s, s:i, s:i, s:i, s:b, s:b, s:i, s:i, s:o, s:i, s:b}}",
         "target", cfg->target,
         "model", "hidden", (int)m->hidden, "filters", (int)m->filters,
         "interactions", (int)m->interactions, "gaussians", (int)m->gaussians,
@@ -560,7 +561,7 @@ json_t *pt_job_config_to_json(const pt_job_config *cfg)
         "device_iterations", (int)k->device_iterations, "merge_all_reduce", (int)k->merge_all_reduce,
         "use_async_loader", (int)k->use_async_loader, "prefetch_depth", (int)k->prefetch_depth,
         "device_memory_mb", (int)k->device_memory_mb, "threads", int_or(k->threads, "auto"),
-        "ranks", (int)k->ranks);
+        "ranks", (int)k->ranks, "static_shapes", (int)k->static_shapes);
 }
 
 char *pt_job_config_dump(const pt_job_config *cfg)

@@ -38,3 +38,14 @@ int32_t pt_edge_rows_build(int32_t *row, uint8_t *first, float *row_dist, const 
     }
     return n_rows;
 }
+
+int32_t pt_edge_rows_identity(int32_t *row, uint8_t *first, float *row_dist, const float *dist,
+                              int32_t n_edges)
+{
+    for (int32_t k = 0; k < n_edges; k++) {
+        row[k] = k;
+        first[k] = 1;
+        row_dist[k] = dist[k];
+    }
+    return n_edges;
+}

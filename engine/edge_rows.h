@@ -34,4 +34,11 @@ int32_t pt_edge_rows_build(int32_t *row, uint8_t *first, float *row_dist, const 
                            const int32_t *dst_offset, const float *dist, int n_nodes,
                            float cutoff);
 
+/* The table of a static-shape program (backend.static_shapes, as an IPU
+ * would run it): one row per edge slot, padding included (row[k] = k,
+ * first[k] = 1, row_dist = dist), so the filter network costs what PyG's
+ * formulation costs on every slot.  Returns the edge count. */
+int32_t pt_edge_rows_identity(int32_t *row, uint8_t *first, float *row_dist, const float *dist,
+                              int32_t n_edges);
+
 #endif

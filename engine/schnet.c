@@ -397,8 +397,12 @@ static void lap(stopwatch *sw, pt_schnet_op op)
 
 void pt_schnet_prepare_edges(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b)
 {
-    a->n_rows = pt_edge_rows_build(a->row, a->first, a->row_dist, b->edge_src, b->dst_offset,
-                                   b->edge_dist, b->cap_nodes, m->cfg.cutoff);
+    a->n_rows = a->static_shapes
+                    ? pt_edge_rows_identity(a->row, a->first, a->row_dist, b->edge_dist,
+                                            b->cap_edges)
+                    : pt_edge_rows_build(a->row, a->first, a->row_dist, b->edge_src,
+                                         b->dst_offset, b->edge_dist, b->cap_nodes,
+                                         m->cfg.cutoff);
     pt_edge_basis_forward(a->e, a->cut, a->row_dist, a->n_rows, m->cfg.gaussians,
                           m->cfg.cutoff);
 }

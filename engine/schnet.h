@@ -105,6 +105,8 @@ typedef struct pt_schnet_acts {
     /* Optional, set by the caller after pt_schnet_acts_init: */
     pt_schnet_profile *profile;      /* NULL: no timing (the default) */
     pt_precision precision;          /* of the products; FP32 after init */
+    int32_t static_shapes;           /* 1: filter rows = edge slots (no sharing,
+                                      * padding computed); 0 after init */
     void *memory;                    /* the arena: everything below points into it */
     size_t bytes;
     /* filter rows (engine/edge_rows.h): the filter network runs over

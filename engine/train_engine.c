@@ -82,6 +82,7 @@ int pt_grad_engine_open_local(pt_grad_engine *eng, const pt_train_data *d, pt_er
         return -1;
     }
     le->acts.precision = d->cfg->training.precision;
+    le->acts.static_shapes = d->cfg->backend.static_shapes;
     eng->self = le;
     eng->compute = local_compute;
     eng->close = local_close;

@@ -15,7 +15,8 @@
 static const char *defaults_json =
     "{\"backend\":{\"device_iterations\":1,\"device_memory_mb\":900,\"gradient_accumulation\":1,"
     "\"kind\":\"ipu-emulated\",\"merge_all_reduce\":true,\"prefetch_depth\":3,\"ranks\":1,"
-    "\"replication_factor\":1,\"threads\":\"auto\",\"use_async_loader\":true},"
+    "\"replication_factor\":1,\"static_shapes\":false,\"threads\":\"auto\","
+    "\"use_async_loader\":true},"
     "\"batching\":{\"max_edges\":\"auto\",\"max_graphs\":\"auto\",\"max_nodes\":\"auto\","
     "\"method\":\"lpfhp\",\"model_batch_size\":16},"
     "\"model\":{\"cutoff\":6.0,\"filters\":100,\"gaussians\":25,\"hidden\":100,"
@@ -110,7 +111,8 @@ static void test_all_keys_round_trip(void **state)
         "\"checkpoint_every\":50,\"precision\":\"bf16\"},"
         "\"backend\":{\"kind\":\"mpi\",\"replication_factor\":4,\"gradient_accumulation\":2,"
         "\"device_iterations\":3,\"merge_all_reduce\":false,\"use_async_loader\":false,"
-        "\"prefetch_depth\":5,\"device_memory_mb\":450,\"threads\":2,\"ranks\":2}}";
+        "\"prefetch_depth\":5,\"device_memory_mb\":450,\"threads\":2,\"ranks\":2,"
+        "\"static_shapes\":true}}";
     pt_job_config a, b;
     pt_errors errs;
     assert_int_equal(parse(&a, full, &errs), 0);
@@ -135,6 +137,7 @@ static void test_all_keys_round_trip(void **state)
     assert_false(a.backend.merge_all_reduce);
     assert_int_equal(a.backend.threads, 2);
     assert_int_equal(a.backend.ranks, 2);
+    assert_true(a.backend.static_shapes);
     assert_int_equal(a.training.checkpoint_every, 50);
     assert_int_equal(a.training.precision, PT_PRECISION_BF16);
 

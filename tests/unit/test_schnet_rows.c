@@ -76,6 +76,13 @@ static void test_rows_table(void **state)
     for (int k = 0; k < TE; k++)
         if (row[k] >= 0 && !first[k])
             for (int q = k + 1; q < TE; q++) assert_false(row[q] == row[k] && first[q]);
+    /* the static-shape table: one row per slot, padding and NaN included */
+    assert_int_equal(pt_edge_rows_identity(row, first, rd, d, TE), TE);
+    for (int k = 0; k < TE; k++) {
+        assert_int_equal(row[k], k);
+        assert_int_equal(first[k], 1);
+        assert_memory_equal(&rd[k], &d[k], sizeof(float));
+    }
     /* no edges at all */
     const int32_t off0[2] = {0, 0};
     assert_int_equal(pt_edge_rows_build(row, first, rd, src, off0, d, 1, 3.0f), 0);
@@ -122,6 +129,35 @@ static void check_rows(pt_readout readout)
     assert_true(nudged > 0);
     assert_matches_reference(&fx);
     assert_int_equal(fx.a.n_rows, b->n_real_edges / 2 + nudged);
+    fixture_close(&fx);
+}
+
+/* backend.static_shapes: every edge slot its own row (the IPU's cost), the
+ * same numbers up to rounding */
+static void test_rows_static_shapes(void **state)
+{
+    (void)state;
+    fixture fx;
+    fixture_open(&fx, PT_READOUT_SUM);
+    step_out shared;
+    run_step(&fx, NULL, &shared);
+    fx.a.static_shapes = 1;
+    assert_matches_reference(&fx);
+    assert_int_equal(fx.a.n_rows, fx.hb.b.cap_edges);
+    step_out slots;
+    run_step(&fx, NULL, &slots);
+    for (size_t t = 0; t < fx.m.n_tensors; t++) {
+        const pt_schnet_tensor *tt = &fx.m.tensors[t];
+        double mx = 0.0;
+        for (size_t k = tt->offset; k < tt->offset + tt->numel; k++)
+            mx = fmax(mx, fabs(shared.grads[k]));
+        for (size_t k = tt->offset; k < tt->offset + tt->numel; k++)
+            if (!(fabs(slots.grads[k] - shared.grads[k]) <= 1e-5 * mx + 1e-30))
+                fail_msg("%s: static %.9g, shared rows %.9g", tt->name, (double)slots.grads[k],
+                         (double)shared.grads[k]);
+    }
+    free(shared.grads);
+    free(slots.grads);
     fixture_close(&fx);
 }
 
@@ -204,6 +240,7 @@ int main(void)
         cmocka_unit_test(test_rows_table),
         cmocka_unit_test(test_rows_sum_readout),
         cmocka_unit_test(test_rows_mean_readout),
+        cmocka_unit_test(test_rows_static_shapes),
         cmocka_unit_test(test_ssp_without_bias),
         cmocka_unit_test(test_profile_charges_every_op),
         cmocka_unit_test(test_op_names),
