@@ -1,13 +1,23 @@
 # packtrain — build, test, run.
 #
 #   make run      install missing Debian packages (as root), build, start the server
-#   make test     build and run every test (unit, integration, browser)
+#   make test     install what the tests need, build, run every suite (SKIP=a,b opts out by name)
 #   make asan     ASan + UBSan build, runs the unit tests
 #   make bench    run the benchmarks in bench/
+#   make fresh-check   the README's two commands in a fresh Debian 12 root (tests/fresh_check.sh)
 #
 # ARCH selects the instruction set of the release build (default x86-64-v3, i.e.
 # AVX2+FMA; use ARCH=x86-64-v4 for AVX-512).  BUILD/BIN move the outputs so that
 # several builds can share one tree.
+#
+# Why the two-stage configuration: the flags of the libraries (pkg-config,
+# mpicc) only exist after the packages are installed, so they cannot be read
+# when this file is parsed.  $(BUILD)/config.mk is made by a rule that first
+# installs what is missing and then asks pkg-config; make rebuilds it before
+# anything else and restarts with it (GNU make's "remaking makefiles").  It is
+# remade when the package lists or the installed packages change.  Every
+# object also depends on $(BUILD)/flags.stamp, which holds the compiler's
+# version and every flag, so a change of any of them rebuilds everything.
 
 CC      ?= cc
 ARCH    ?= x86-64-v3
@@ -15,27 +25,32 @@ BUILD   ?= build
 BIN     ?= bin
 OPT     ?= -O3 -march=$(ARCH)
 
-PKGS       := openblas libmicrohttpd jansson sqlite3 libuv zlib libcurl nettle
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
-
-# Open MPI (backend.kind "mpi", engine/mpi_backend.h): used when mpicc is
-# found; `make MPI=0` builds without it (kind "mpi" is then refused).
+# Open MPI (backend.kind "mpi", engine/mpi/): used when mpicc is found (it
+# is installed by the packages list); `make MPI=0` builds without it.
 MPI     ?= 1
-MPICC   := $(if $(filter 1,$(MPI)),$(shell command -v mpicc 2>/dev/null))
-MPI_CFLAGS := $(if $(MPICC),-DPT_HAVE_MPI $(shell $(MPICC) --showme:compile))
-MPI_LIBS   := $(if $(MPICC),$(shell $(MPICC) --showme:link))
+
+PKGS := openblas libmicrohttpd jansson sqlite3 libuv zlib libcurl nettle
+
+# Goals that need no configuration (and must not install anything).
+NOCONFIG_GOALS := clean help deps deps-test fresh-check
+CONFIG_MK      := $(BUILD)/config.mk
+NEED_CONFIG    := $(if $(MAKECMDGOALS),$(filter-out $(NOCONFIG_GOALS),$(MAKECMDGOALS)),all)
+
+ifneq ($(NEED_CONFIG),)
+-include $(CONFIG_MK)
+endif
 
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-missing-field-initializers \
-           -pthread -I. $(PKG_CFLAGS) $(MPI_CFLAGS) $(EXTRA_CFLAGS)
+           -pthread -I. $(PKG_CFLAGS) $(if $(filter 1,$(MPI)),$(MPI_CFLAGS)) $(EXTRA_CFLAGS)
 LDFLAGS += -pthread $(EXTRA_LDFLAGS)
-LDLIBS  += $(PKG_LIBS) $(MPI_LIBS) -lm
+LDLIBS  += $(PKG_LIBS) $(if $(filter 1,$(MPI)),$(MPI_LIBS)) -lm
 
-ENGINE_SRC := $(sort $(wildcard engine/*.c))
-STORE_SRC  := $(sort $(wildcard store/*.c))
-SERVER_SRC := $(sort $(filter-out server/main.c,$(wildcard server/*.c)))
+# Sources are discovered in every subfolder (rooms by concept, docs/DEVELOPERS.md).
+find_c = $(sort $(shell find $(1) -name '*.c' 2>/dev/null))
+ENGINE_SRC := $(call find_c,engine)
+STORE_SRC  := $(call find_c,store)
+SERVER_SRC := $(filter-out server/cli/main.c,$(call find_c,server))
 LIB_SRC    := $(ENGINE_SRC) $(STORE_SRC) $(SERVER_SRC)
 LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB        := $(BUILD)/libpacktrain.a
@@ -45,7 +60,20 @@ UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 UNIT_HELP  := $(filter-out $(UNIT_SRC),$(wildcard tests/unit/*.c))
 UNIT_HOBJ  := $(UNIT_HELP:%.c=$(BUILD)/%.o)
 
-.PHONY: all run test unit integration webtest asan bench deps deps-test deps-check clean help docker-lint
+# The flags stamp: rewritten only when its text changes (compared at parse
+# time), so its date says when the compiler or a flag last changed.
+FLAGS_STAMP := $(BUILD)/flags.stamp
+ifneq ($(NEED_CONFIG),)
+ifneq ($(wildcard $(CONFIG_MK)),)
+FLAGS_NOW := $(shell $(CC) --version 2>&1 | head -1) | $(CFLAGS) | $(LDFLAGS) | $(LDLIBS)
+ifneq ($(FLAGS_NOW),$(file <$(FLAGS_STAMP)))
+$(shell mkdir -p $(BUILD))
+$(file >$(FLAGS_STAMP),$(FLAGS_NOW))
+endif
+endif
+endif
+
+.PHONY: all run test unit integration asan bench deps deps-test clean help docker-lint fresh-check
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -54,26 +82,45 @@ all: $(BIN)/packtrain
 help:
 	@sed -n '2,12p' Makefile
 
-$(BUILD)/%.o: %.c
+# --- configuration -----------------------------------------------------------
+# The package lists are docker/packages.txt (build and run) and
+# docker/packages-test.txt (tests only); docker/install-deps.sh installs the
+# missing ones as root and otherwise prints the apt-get line and fails.
+DPKG_STATUS := $(wildcard /var/lib/dpkg/status)
+
+$(CONFIG_MK): Makefile docker/packages.txt docker/install-deps.sh docker/configure.sh $(DPKG_STATUS)
+	@docker/install-deps.sh
+	@docker/configure.sh "$@" $(PKGS)
+
+deps:
+	@docker/install-deps.sh
+
+deps-test:
+	@docker/install-deps.sh --test
+
+# --- build -------------------------------------------------------------------
+$(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) -MD -MP -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@
 	ar rcs $@ $^
 
-$(BIN)/packtrain: $(BUILD)/server/main.o $(LIB)
+$(BIN)/packtrain: $(BUILD)/server/cli/main.o $(LIB) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $(BUILD)/server/cli/main.o $(LIB) $(LDLIBS)
 
-$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(UNIT_HOBJ) $(LIB)
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(UNIT_HOBJ) $(LIB) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(UNIT_HOBJ) $(LIB) $(LDLIBS) $(CMOCKA_LIBS)
 
-# --- tests -----------------------------------------------------------------
-test: deps-check all $(UNIT_BIN)
-	@tests/run_all.sh "$(BUILD)/tests" "$(BIN)/packtrain"
+# --- tests -------------------------------------------------------------------
+# SKIP=browser,torch,... leaves suites out by name; the summary says which.
+test: all $(UNIT_BIN)
+	@docker/install-deps.sh --test
+	@SKIP="$(SKIP)" tests/run_all.sh "$(BUILD)/tests" "$(BIN)/packtrain"
 
 unit: all $(UNIT_BIN)
 	@tests/run_unit.sh "$(BUILD)/tests"
@@ -83,35 +130,29 @@ asan:
 	    OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
 	    EXTRA_LDFLAGS="-fsanitize=address,undefined" unit
 
+fresh-check:
+	@tests/fresh_check.sh
+
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-$(BUILD)/bench/%: bench/%.c $(LIB)
+$(BUILD)/bench/%: bench/%.c $(LIB) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 bench: all $(BENCH_BIN)
+	@docker/install-deps.sh --test
 	@bench/run_all.sh "$(BIN)/packtrain" "$(BUILD)/bench"
 
 docker-lint: all
 	@docker/lint.sh $(BIN)/packtrain
 
-# --- set-up ----------------------------------------------------------------
-# The Debian packages packtrain needs are listed once, in docker/packages.txt.
-deps:
-	@docker/install-deps.sh
-
-deps-test:
-	@PACKAGES_FILE=docker/packages-test.txt docker/install-deps.sh
-
-deps-check:
-	@docker/install-deps.sh --check-only
-
-run: deps all
+run: all
 	@mkdir -p var
 	$(BIN)/packtrain serve --data-dir var --demo
 
 clean:
 	rm -rf build build-asan bin
 
--include $(LIB_OBJ:.o=.d) $(BUILD)/server/main.d $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.d)
+-include $(LIB_OBJ:.o=.d) $(BUILD)/server/cli/main.d $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.d) \
+         $(UNIT_HOBJ:.o=.d)

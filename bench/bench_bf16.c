@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "engine/bf16.h"
+#include "engine/model/bf16.h"
 
 char *openblas_get_corename(void); /* exported by OpenBLAS, not in cblas.h */
 

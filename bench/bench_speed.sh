@@ -26,7 +26,7 @@
 #               executed_flops_per_graph: what packtrain computes — node
 #               slots (padding included), messages on real edges, the filter
 #               network on its rows (one per bond, none for padding edges:
-#               engine/edge_rows.h; filter_rows_per_graph).
+#               engine/model/edge_rows.h; filter_rows_per_graph).
 #   sgemm       OpenBLAS's rate on the model's own products in this run: the
 #               filter-row-shaped (U×G·G×F, U×F·F×F for a micro-batch's U
 #               rows) and node-shaped ones, FLOP-weighted; per shape the better of

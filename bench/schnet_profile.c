@@ -22,11 +22,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/batch.h"
-#include "engine/config.h"
-#include "engine/dataset.h"
-#include "engine/schnet.h"
-#include "engine/train.h"
+#include "engine/pack/batch.h"
+#include "engine/train/config.h"
+#include "engine/data/dataset.h"
+#include "engine/model/schnet.h"
+#include "engine/train/train.h"
 
 typedef struct prof_engine {
     const pt_train_data *d;

@@ -1,35 +1,66 @@
 #!/usr/bin/env bash
-# install-deps.sh — make sure the Debian packages in docker/packages.txt are present.
+# install-deps.sh [--test] — make sure what packtrain needs is installed.
 #
-# As root it installs what is missing with apt-get; otherwise it prints the exact
-# apt-get line to run and fails.  --check-only never installs: it reports what
-# is missing (and fails) so `make test` says why instead of a compiler error.
+#   (no flag)  the Debian packages of docker/packages.txt: build and run
+#              (make, make run, make test, the Dockerfile);
+#   --test     also docker/packages-test.txt (PyTorch, ASE, Chromium, ...),
+#              npm and Node.js when the machine has none, and the browser
+#              test's npm packages (tests/web, pinned by its package-lock.json)
+#              (make test, make bench).
+#
+# As root it installs what is missing with apt-get (and npm ci); otherwise it
+# prints the exact command to run and fails.  It only reads when everything is
+# present, so make can call it on every build.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-list="${PACKAGES_FILE:-$here/packages.txt}"
-mode=${1:-install}
+root=$(cd "$here/.." && pwd)
+lists=("$here/packages.txt")
+test_mode=0
+case "${1:-}" in
+  --test) test_mode=1; lists+=("$here/packages-test.txt") ;;
+  "") ;;
+  *) echo "usage: install-deps.sh [--test]" >&2; exit 2 ;;
+esac
 
 missing=()
-while read -r pkg; do
-  case "$pkg" in ''|'#'*) continue ;; esac
-  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
-  [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
-done < "$list"
-
-[ ${#missing[@]} -eq 0 ] && exit 0
-
-line="apt-get install -y ${missing[*]}"
-if [ "$mode" = "--check-only" ]; then
-  echo "packtrain: missing Debian packages: ${missing[*]}" >&2
-  echo "packtrain: run 'make deps' as root, or: sudo $line" >&2
-  exit 1
+for list in "${lists[@]}"; do
+  while read -r pkg _; do
+    case "$pkg" in ''|'#'*) continue ;; esac
+    status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+    [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
+  done <"$list"
+done
+# Node.js and npm may come from elsewhere than Debian (nodesource, nvm): only
+# when a command is absent is Debian's package asked for.
+if [ $test_mode -eq 1 ]; then
+  command -v node >/dev/null || missing+=(nodejs)
+  command -v npm >/dev/null || missing+=(npm)
 fi
-if [ "$(id -u)" -ne 0 ]; then
-  echo "packtrain: missing Debian packages: ${missing[*]}" >&2
-  echo "packtrain: run as root, or: sudo apt-get update && sudo $line" >&2
-  exit 1
+
+if [ ${#missing[@]} -gt 0 ]; then
+  line="apt-get install -y --no-install-recommends ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "packtrain: missing Debian packages: ${missing[*]}" >&2
+    echo "packtrain: run make as root, or first: sudo apt-get update && sudo $line" >&2
+    exit 1
+  fi
+  echo "packtrain: installing ${missing[*]} (apt-get)" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  # An old package index is the usual reason for a failed install: retry
+  # once after an update instead of always paying for one.
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null 2>&1 ||
+    { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; } ||
+    { echo "packtrain: apt-get could not install: ${missing[*]} (network? see README, Troubleshooting)" >&2; exit 1; }
 fi
-echo "packtrain: installing ${missing[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq "${missing[@]}"
+
+if [ $test_mode -eq 1 ]; then
+  web="$root/tests/web"
+  want=$(node -p "require('$web/package-lock.json').packages['node_modules/playwright-core'].version")
+  have=$(node -p "try { require('$web/node_modules/playwright-core/package.json').version } catch { '' }")
+  if [ "$want" != "$have" ]; then
+    echo "packtrain: installing playwright-core $want for the browser test (npm ci in tests/web)" >&2
+    (cd "$web" && npm ci --no-audit --no-fund --loglevel=error) >&2 ||
+      { echo "packtrain: npm ci failed in tests/web (the npm registry must be reachable)" >&2; exit 1; }
+  fi
+fi
+exit 0

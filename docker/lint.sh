@@ -218,15 +218,15 @@ if [ -z "$health" ]; then
   bad "runtime stage has no HEALTHCHECK"
 else
   hpath=$(grep -o 'https\?://[^/"'"'"' ]*/[^"'"'"' ]*' <<< "$health" | head -1 | sed 's,^https\?://[^/]*,,')
-  routes="$root/server/routes_system.c"
+  routes="$root/server/api/routes_system.c"
   if [ -z "$hpath" ]; then
     bad "HEALTHCHECK has no http://host:port/path URL: $health"
   elif [ ! -f "$routes" ]; then
     note "skip: $routes does not exist yet, cannot check that $hpath is served"
-  elif grep -q "\"GET\", \"$hpath\"" "$root"/server/routes*.c; then
+  elif grep -q "\"GET\", \"$hpath\"" "$root"/server/api/routes*.c; then
     ok "HEALTHCHECK path $hpath is a GET route of the server"
   else
-    bad "HEALTHCHECK path $hpath is not a GET route in server/routes*.c"
+    bad "HEALTHCHECK path $hpath is not a GET route in server/api/routes*.c"
   fi
   tool=$(sed -n 's/.*CMD[[:space:]]\+\([^[:space:]]\+\).*/\1/p' <<< "$health")
   if [ "$tool" = packtrain ] || grep -qw -- "$tool" <<< "$runtime_tools"; then

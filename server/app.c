@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "server/routes.h"
+#include "server/api/routes.h"
 
 #define IDEMPOTENCY_RETENTION_US (24LL * 3600 * 1000000)
 

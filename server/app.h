@@ -29,12 +29,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "server/http.h"
-#include "server/prom.h"
-#include "server/router.h"
-#include "server/scheduler.h"
-#include "server/static.h"
-#include "server/watch.h"
+#include "server/http/http.h"
+#include "server/http/prom.h"
+#include "server/http/router.h"
+#include "server/sched/scheduler.h"
+#include "server/http/static.h"
+#include "server/http/watch.h"
 #include "store/store.h"
 
 #define PT_APP_LOCAL_OWNER "local"

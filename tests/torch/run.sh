@@ -6,7 +6,7 @@
 # model with --grads, and schnet_ref.py compares predictions and autograd
 # gradients (in float64) with packtrain's.  A last case trains a few steps
 # with packtrain and loads ITS file into PyTorch with strict load_state_dict,
-# so files travel both ways.  Skips, with a message, when torch is missing.
+# so files travel both ways.  Fails when torch is missing (make test installs it).
 # The last line is "N passed, N failed".
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -15,13 +15,9 @@ bin=${1:-${PACKTRAIN_BIN:-$root/bin/packtrain}}
 py=/usr/bin/python3
 passed=0; failed=0
 
-if ! "$py" -c 'import torch' 2>/dev/null; then
-  if [ -n "${CI:-}" ]; then  # CI installs it (make deps-test): absence is a failure there
-    echo "FAIL: python3-torch is not installed (make deps-test)"; echo "0 passed, 1 failed"; exit 1
-  fi
-  echo "SKIP: python3-torch is not installed (apt-get install -y python3-torch)"
-  echo "0 passed, 0 failed"
-  exit 0
+if ! "$py" -c 'import torch' 2>/dev/null; then  # make test installs it: absence is a failure
+  echo "FAIL: python3-torch is not installed (make test installs it as root; or SKIP=torch)"
+  echo "0 passed, 1 failed"; exit 1
 fi
 if [ ! -x "$bin" ]; then
   echo "FAIL: no packtrain binary at $bin"

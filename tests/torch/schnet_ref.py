@@ -183,7 +183,7 @@ def read_extxyz(path, n, key):
 
 
 def radius_graph(pos, cutoff, max_neighbors):
-    """packtrain's neighbour definition (engine/neighbors.h): float32
+    """packtrain's neighbour definition (engine/graph/neighbors.h): float32
     d2 = dx*dx + dy*dy + dz*dz with dx = x_j - x_i, kept when d2 < cutoff^2
     (rounded to float), the max_neighbors nearest per receiver, ties by sender."""
     n = pos.shape[0]

@@ -12,14 +12,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/backend.h"
-#include "engine/config.h"
-#include "engine/graph.h"
-#include "engine/ingest.h"
-#include "engine/optim.h"
-#include "engine/packing.h"
-#include "engine/rng.h"
-#include "engine/train.h"
+#include "engine/backend/backend.h"
+#include "engine/train/config.h"
+#include "engine/graph/graph.h"
+#include "engine/data/ingest.h"
+#include "engine/train/optim.h"
+#include "engine/pack/packing.h"
+#include "engine/core/rng.h"
+#include "engine/train/train.h"
 
 #define DATA "tests/data/backend_qm9_240.extxyz.gz"
 

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "server/http.h"
+#include "server/http/http.h"
 
 typedef struct tc_resp {
     CURLcode rc;

@@ -11,8 +11,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "engine/errors.h"
-#include "engine/reader.h"
+#include "engine/core/errors.h"
+#include "engine/data/reader.h"
 
 #define ITU_MAX_ATOMS 128
 #define ITU_MAX_ITEMS 64

@@ -14,8 +14,8 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "engine/packing.h"
-#include "engine/rng.h"
+#include "engine/pack/packing.h"
+#include "engine/core/rng.h"
 
 typedef struct sizes {
     uint32_t n;

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "server/scheduler.h"
+#include "server/sched/scheduler.h"
 #include "store/store.h"
 
 #define OWNER "alice"

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/rng.h"
-#include "engine/schnet.h"
+#include "engine/core/rng.h"
+#include "engine/model/schnet.h"
 /* ---- hand-built batches ---------------------------------------------------- */
 
 enum { MAXA = 6, MAXM = 6 };

@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/allreduce.h"
-#include "engine/rng.h"
+#include "engine/backend/allreduce.h"
+#include "engine/core/rng.h"
 
 typedef struct run_arg {
     pt_allreduce *ar;

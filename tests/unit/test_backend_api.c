@@ -12,7 +12,7 @@
 
 #include <malloc.h>
 
-#include "engine/bf16.h"
+#include "engine/model/bf16.h"
 #include "tests/unit/backend_fixture.h"
 
 /* ---- reports and errors ------------------------------------------------------ */

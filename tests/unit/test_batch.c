@@ -13,10 +13,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/batch.h"
-#include "engine/graph.h"
-#include "engine/ingest.h"
-#include "engine/packing.h"
+#include "engine/pack/batch.h"
+#include "engine/graph/graph.h"
+#include "engine/data/ingest.h"
+#include "engine/pack/packing.h"
 
 typedef struct fixture {
     char path[64];

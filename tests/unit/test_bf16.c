@@ -25,8 +25,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "engine/bf16.h"
-#include "engine/rng.h"
+#include "engine/model/bf16.h"
+#include "engine/core/rng.h"
 
 static float bits_float(uint32_t u)
 {

@@ -17,10 +17,10 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "engine/bf16.h"
-#include "engine/ingest.h"
-#include "engine/train.h"
-#include "server/commands.h"
+#include "engine/model/bf16.h"
+#include "engine/data/ingest.h"
+#include "engine/train/train.h"
+#include "server/cli/commands.h"
 #include "tests/unit/api_fixture.h"
 
 #define DEMO "tests/data/api_demo_qm9_64.extxyz"

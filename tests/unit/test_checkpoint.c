@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/checkpoint.h"
-#include "engine/config.h"
+#include "engine/train/checkpoint.h"
+#include "engine/train/config.h"
 
 static char tmpdir[] = "/tmp/pt_test_ckpt_" "XX" "XX" "XX"; /* mkdtemp pattern */
 

@@ -10,8 +10,8 @@
 
 #include <fcntl.h>
 
-#include "server/client.h"
-#include "server/commands.h"
+#include "server/cli/client.h"
+#include "server/cli/commands.h"
 #include "tests/unit/api_fixture.h"
 
 static char g_cfg[300], g_bad_cfg[300];

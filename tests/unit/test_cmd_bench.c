@@ -17,8 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/ingest.h"
-#include "server/commands.h"
+#include "engine/data/ingest.h"
+#include "server/cli/commands.h"
 
 static char dir[64] = "/tmp/pt_test_bench_" "XX" "XX" "XX"; /* mkdtemp pattern */
 static char ptd[128], cfg[128], out_path[128], err_path[128];

@@ -17,9 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/ingest.h"
-#include "engine/schnet.h"
-#include "server/commands.h"
+#include "engine/data/ingest.h"
+#include "engine/model/schnet.h"
+#include "server/cli/commands.h"
 
 static char dir[64], ptd[128], model[128], out_path[128], err_path[128];
 

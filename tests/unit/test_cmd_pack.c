@@ -14,8 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/ingest.h"
-#include "server/commands.h"
+#include "engine/data/ingest.h"
+#include "server/cli/commands.h"
 
 static char ptd_path[96], out_path[96], err_path[96];
 

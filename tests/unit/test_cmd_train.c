@@ -19,9 +19,9 @@
 
 #include <jansson.h>
 
-#include "engine/errors.h"
-#include "engine/ingest.h"
-#include "server/commands.h"
+#include "engine/core/errors.h"
+#include "engine/data/ingest.h"
+#include "server/cli/commands.h"
 
 static char tmpdir[] = "/tmp/pt_test_cmd_train_" "XX" "XX" "XX"; /* mkdtemp pattern */
 static char data_path[300], cfg_path[300];

@@ -25,10 +25,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "engine/errors.h"
-#include "engine/ingest.h"
-#include "server/commands.h"
-#include "server/worker_proto.h"
+#include "engine/core/errors.h"
+#include "engine/data/ingest.h"
+#include "server/cli/commands.h"
+#include "server/sched/worker_proto.h"
 
 #define MAX_MSGS 4096
 

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/config.h"
+#include "engine/train/config.h"
 
 static const char *defaults_json =
     "{\"backend\":{\"device_iterations\":1,\"device_memory_mb\":900,\"gradient_accumulation\":1,"

@@ -14,8 +14,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "engine/dataset.h"
-#include "engine/dataset_file.h"
+#include "engine/data/dataset.h"
+#include "engine/data/dataset_file.h"
 
 /* header layout from dataset_file.h */
 #define H_VERSION 8

@@ -6,8 +6,8 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "engine/dataset.h"
-#include "engine/elements.h"
+#include "engine/data/dataset.h"
+#include "engine/data/elements.h"
 
 static int z_of(const char *s) { return pt_element_from_symbol(s, strlen(s)); }
 

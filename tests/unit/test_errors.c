@@ -6,7 +6,7 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "engine/errors.h"
+#include "engine/core/errors.h"
 
 static void test_format_with_file_line_field(void **state)
 {

@@ -13,9 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/dataset.h"
-#include "engine/ingest.h"
-#include "server/commands.h"
+#include "engine/data/dataset.h"
+#include "engine/data/ingest.h"
+#include "server/cli/commands.h"
 #include "tests/unit/ingest_test_util.h"
 
 #define QM9_SLICE "tests/data/ingest_qm9_13k_slice.extxyz"

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/loader.h"
+#include "engine/backend/loader.h"
 
 #define MAX_SLOTS 16
 

@@ -13,9 +13,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/config.h"
-#include "engine/memplan.h"
-#include "engine/schnet.h"
+#include "engine/train/config.h"
+#include "engine/backend/memplan.h"
+#include "engine/model/schnet.h"
 
 static pt_schnet_config model_of(int H, int F, int T, int G, int atomref)
 {

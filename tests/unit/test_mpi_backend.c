@@ -24,9 +24,9 @@
 #include <cmocka.h>
 
 
-#include "engine/mpi_backend.h"
-#include "engine/mpi_internal.h"
-#include "engine/mpi_launch.h"
+#include "engine/mpi/mpi_backend.h"
+#include "engine/mpi/mpi_internal.h"
+#include "engine/mpi/mpi_launch.h"
 #include "tests/unit/backend_fixture.h"
 
 #ifdef PT_HAVE_MPI

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/graph.h"
-#include "engine/neighbors.h"
-#include "engine/rng.h"
+#include "engine/graph/graph.h"
+#include "engine/graph/neighbors.h"
+#include "engine/core/rng.h"
 
 /* --- reference: for each receiver, repeatedly take the nearest unused
  * sender (smaller index first on ties) until k are taken, then list them by

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/normalize.h"
-#include "engine/rng.h"
+#include "engine/data/normalize.h"
+#include "engine/core/rng.h"
 
 /* A synthetic dataset: structures given by their element lists. */
 typedef struct synth {

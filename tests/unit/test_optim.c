@@ -15,7 +15,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "engine/optim.h"
+#include "engine/train/optim.h"
 
 static const float theta0[4] = {0.5f, -1.0f, 2.0f, 0.0f};
 static const float G[3][4] = {

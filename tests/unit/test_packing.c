@@ -9,8 +9,8 @@
 #include <math.h>
 #include <unistd.h>
 
-#include "engine/graph.h"
-#include "engine/ingest.h"
+#include "engine/graph/graph.h"
+#include "engine/data/ingest.h"
 
 /* --- invariants ----------------------------------------------------------------- */
 

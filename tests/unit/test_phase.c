@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/phase.h"
+#include "engine/core/phase.h"
 
 static void sleep_ms(int ms)
 {

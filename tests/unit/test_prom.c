@@ -12,7 +12,7 @@
 #include <pthread.h>
 
 #include "http_test_client.h"
-#include "server/prom.h"
+#include "server/http/prom.h"
 
 /* --- a strict parser for the text format ---------------------------------------------------- */
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/reader.h"
+#include "engine/data/reader.h"
 #include "tests/unit/ingest_test_util.h"
 
 static itu_collect *read_path(const char *path, pt_format format, int expect_n)

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine/reader.h"
-#include "engine/rng.h"
+#include "engine/data/reader.h"
+#include "engine/core/rng.h"
 #include "tests/unit/ingest_test_util.h"
 
 /* ---- numbers ------------------------------------------------------------ */

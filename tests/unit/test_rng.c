@@ -6,7 +6,7 @@
 #include <cmocka.h>
 #include <math.h>
 
-#include "engine/rng.h"
+#include "engine/core/rng.h"
 
 static void test_same_seed_same_sequence(void **state)
 {

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/router.h"
+#include "server/http/router.h"
 
 static pt_response h_dummy(pt_request *req, void *ctx)
 {

@@ -12,7 +12,7 @@
 
 #include <pthread.h>
 
-#include "engine/bf16.h"
+#include "engine/model/bf16.h"
 #include "tests/unit/api_fixture.h"
 
 static char g_ds[64];

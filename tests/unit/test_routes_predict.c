@@ -14,7 +14,7 @@
 #include <math.h>
 #include <sys/stat.h>
 
-#include "engine/schnet.h"
+#include "engine/model/schnet.h"
 #include "tests/unit/api_fixture.h"
 
 static char g_ds[64], g_job[64];

@@ -12,7 +12,7 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
-#include "engine/bf16.h"
+#include "engine/model/bf16.h"
 #include "tests/unit/api_fixture.h"
 
 static void test_healthz_readyz(void **state)

@@ -13,8 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/safetensors.h"
-#include "engine/schnet.h"
+#include "engine/core/safetensors.h"
+#include "engine/model/schnet.h"
 
 static char dir[64];
 

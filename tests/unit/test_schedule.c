@@ -10,7 +10,7 @@
 #include <cmocka.h>
 #include <math.h>
 
-#include "engine/schedule.h"
+#include "engine/train/schedule.h"
 
 static void test_constant_never_changes(void **state)
 {

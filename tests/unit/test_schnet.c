@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/rng.h"
-#include "engine/schnet.h"
+#include "engine/core/rng.h"
+#include "engine/model/schnet.h"
 
 /* ---- allocation counter ----------------------------------------------------
  * The test binary interposes malloc & co. (the executable's definitions win

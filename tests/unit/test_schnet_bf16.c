@@ -27,10 +27,10 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "engine/batch.h"
-#include "engine/bf16.h"
-#include "engine/normalize.h"
-#include "engine/schnet.h"
+#include "engine/pack/batch.h"
+#include "engine/model/bf16.h"
+#include "engine/data/normalize.h"
+#include "engine/model/schnet.h"
 #include "tests/unit/backend_fixture.h"
 
 typedef struct step {

@@ -21,9 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/rng.h"
-#include "engine/bf16.h"
-#include "engine/schnet_ops.h"
+#include "engine/core/rng.h"
+#include "engine/model/bf16.h"
+#include "engine/model/schnet_ops.h"
 
 static pt_rng rng;
 

@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/edge_rows.h"
-#include "engine/schnet.h"
+#include "engine/model/edge_rows.h"
+#include "engine/model/schnet.h"
 #include "tests/unit/schnet_fixture.h"
 
 typedef struct step_out {

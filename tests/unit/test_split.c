@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/split.h"
+#include "engine/data/split.h"
 
 static const double f811[3] = {0.8, 0.1, 0.1};
 

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "http_test_client.h"
-#include "server/sse.h"
+#include "server/http/sse.h"
 
 /* The event log the streams read from. */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "http_test_client.h"
-#include "server/static.h"
+#include "server/http/static.h"
 
 typedef struct fixture {
     tc_server srv;

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "server/store_writer.h"
+#include "server/sched/store_writer.h"
 
 typedef struct order_op {
     pt_store_op op;

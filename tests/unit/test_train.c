@@ -18,13 +18,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/bf16.h"
-#include "engine/config.h"
-#include "engine/ingest.h"
-#include "engine/schnet.h"
-#include "engine/packing.h"
-#include "engine/train.h"
-#include "engine/train_internal.h"
+#include "engine/model/bf16.h"
+#include "engine/train/config.h"
+#include "engine/data/ingest.h"
+#include "engine/model/schnet.h"
+#include "engine/pack/packing.h"
+#include "engine/train/train.h"
+#include "engine/train/train_internal.h"
 
 #define MAX_LINES 512
 

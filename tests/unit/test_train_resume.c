@@ -20,10 +20,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/checkpoint.h"
-#include "engine/config.h"
-#include "engine/ingest.h"
-#include "engine/train.h"
+#include "engine/train/checkpoint.h"
+#include "engine/train/config.h"
+#include "engine/data/ingest.h"
+#include "engine/train/train.h"
 
 #define MAX_LINES 256
 

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/worker_proto.h"
+#include "server/sched/worker_proto.h"
 
 static int parse(const char *line, pt_worker_msg *m, char *err)
 {

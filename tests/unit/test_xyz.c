@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/reader.h"
+#include "engine/data/reader.h"
 #include "tests/unit/ingest_test_util.h"
 
 static itu_collect *read_ok(const char *text, pt_format format)

@@ -5,10 +5,9 @@
 # loopback port with a fresh data directory.  Screenshots and the server's
 # log go to tests/web/out/.  The last line is "N passed, N failed".
 #
-# What is missing is installed: the Debian packages chromium (and nodejs/npm
-# when node is absent) with apt-get as root, playwright-core with `npm ci`.
-# When that is impossible the test fails if $CI is set, and otherwise skips
-# with the reason.
+# make test installs what it needs (docker/install-deps.sh --test: Debian's
+# chromium, node/npm when absent, playwright-core with `npm ci`); anything
+# missing here is a failure with the reason.
 #
 #   PACKTRAIN_BIN          the binary (tests/run_all.sh exports it; default bin/packtrain)
 #   PACKTRAIN_WORKER_CMD   optional --worker-cmd for the server (default: its own worker)
@@ -22,40 +21,19 @@ mkdir -p "$out"
 rm -f "$out"/*.png "$out/server.log"
 
 give_up() {
-  if [ -n "${CI:-}" ]; then
-    echo "web: cannot run the browser test: $1" >&2
-    echo "0 passed, 1 failed"
-    exit 1
-  fi
-  echo "web: SKIPPED: $1 (set CI=1 to make this a failure)"
-  echo "0 passed, 0 failed"
-  exit 0
+  echo "web: cannot run the browser test: $1 (make test installs it; or SKIP=browser)" >&2
+  echo "0 passed, 1 failed"
+  exit 1
 }
 
-apt_install() {
-  [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null || return 1
-  echo "web: installing Debian packages: $*" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  { apt-get install -y -qq --no-install-recommends "$@" || { apt-get update -qq && apt-get install -y -qq --no-install-recommends "$@"; }; } >&2
-}
-
-if [ ! -x "$chromium" ]; then
-  apt_install chromium || give_up "$chromium is missing and cannot be installed (apt-get install chromium, as root)"
-  [ -x "$chromium" ] || give_up "$chromium is missing after installing the chromium package"
-fi
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  apt_install nodejs npm || give_up "node and npm are missing and cannot be installed (apt-get install nodejs npm)"
-fi
+[ -x "$chromium" ] || give_up "$chromium is missing"
+command -v node >/dev/null || give_up "node is missing"
 node_major=$(node -p 'process.versions.node.split(".")[0]')
 [ "$node_major" -ge 18 ] || give_up "node $(node --version) is too old; playwright-core needs node 18 or later"
 
 want=$(node -p "require('./$here/package-lock.json').packages['node_modules/playwright-core'].version")
 have=$(node -p "try { require('./$here/node_modules/playwright-core/package.json').version } catch { '' }")
-if [ "$have" != "$want" ]; then
-  echo "web: installing playwright-core $want (npm ci)" >&2
-  (cd "$here" && npm ci --no-audit --no-fund --loglevel=error) >&2 ||
-    give_up "cannot install playwright-core with npm ci in $here"
-fi
+[ "$have" = "$want" ] || give_up "playwright-core $want is not installed in $here (have '$have')"
 
 [ -x "$bin" ] || { echo "web: $bin is not built (make)" >&2; echo "0 passed, 1 failed"; exit 1; }
 

@@ -1,0 +1,129 @@
+/* allreduce.c — chunked pairwise-tree all-reduce across replica threads
+ * (order and segment semantics in allreduce.h). */
+#include "engine/backend/allreduce.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int pt_allreduce_init(pt_allreduce *ar, int n_ranks, size_t n,
+                      const pt_allreduce_segment *segments, size_t n_segments, pt_errors *errs)
+{
+    memset(ar, 0, sizeof(*ar));
+    if (n_ranks < 1) {
+        pt_errors_add(errs, "", 0, "replication_factor", "all-reduce needs at least 1 rank, got %d",
+                      n_ranks);
+        return -1;
+    }
+    if (n == 0) {
+        pt_errors_add(errs, "", 0, "allreduce", "all-reduce over an empty buffer");
+        return -1;
+    }
+    size_t want = segments ? n_segments : 1;
+    if (segments && n_segments == 0) {
+        pt_errors_add(errs, "", 0, "allreduce", "segment list is empty");
+        return -1;
+    }
+    size_t next = 0;
+    for (size_t i = 0; segments && i < n_segments; i++) {
+        if (segments[i].offset != next || segments[i].len == 0 ||
+            segments[i].len > n - segments[i].offset) {
+            pt_errors_add(errs, "", 0, "allreduce",
+                          "segment %zu [%zu, +%zu) does not continue the tiling of %zu floats "
+                          "at offset %zu", i, segments[i].offset, segments[i].len, n, next);
+            return -1;
+        }
+        next += segments[i].len;
+    }
+    if (segments && next != n) {
+        pt_errors_add(errs, "", 0, "allreduce", "segments cover %zu of %zu floats", next, n);
+        return -1;
+    }
+    ar->segments = malloc(want * sizeof(*ar->segments));
+    if (!ar->segments) {
+        pt_errors_add(errs, "", 0, "allreduce", "out of memory for %zu segments", want);
+        return -1;
+    }
+    if (segments)
+        memcpy(ar->segments, segments, want * sizeof(*segments));
+    else
+        ar->segments[0] = (pt_allreduce_segment){0, n};
+    ar->n_segments = want;
+    ar->n_ranks = n_ranks;
+    ar->n = n;
+    ar->chunk = PT_ALLREDUCE_CHUNK;
+    int rc = pthread_barrier_init(&ar->barrier, NULL, (unsigned)n_ranks);
+    if (rc) {
+        pt_errors_add(errs, "", 0, "allreduce", "cannot create a barrier for %d ranks: %s",
+                      n_ranks, strerror(rc));
+        free(ar->segments);
+        memset(ar, 0, sizeof(*ar));
+        return -1;
+    }
+    ar->barrier_ready = 1;
+    return 0;
+}
+
+void pt_allreduce_close(pt_allreduce *ar)
+{
+    if (ar->barrier_ready) pthread_barrier_destroy(&ar->barrier);
+    free(ar->segments);
+    memset(ar, 0, sizeof(*ar));
+}
+
+/* Sums bufs[*][lo, hi) into out[lo, hi) through the pairwise tree.  Levels
+ * write their partial sums into the lower buffer of each pair; the final
+ * level (or the copy, for one rank) writes out. */
+static void reduce_range(int R, float *const *bufs, float *out, size_t lo, size_t hi)
+{
+    const size_t len = hi - lo;
+    if (R == 1) {
+        memcpy(out + lo, bufs[0] + lo, len * sizeof(float));
+        return;
+    }
+    for (int s = 1; s < R; s *= 2) {
+        int last = 2 * s >= R;
+        for (int i = 0; i + s < R; i += 2 * s) {
+            float *restrict dst = last ? out + lo : bufs[i] + lo;
+            const float *restrict a = bufs[i] + lo;
+            const float *restrict b = bufs[i + s] + lo;
+            if (last) {
+                for (size_t j = 0; j < len; j++) dst[j] = a[j] + b[j];
+            } else {
+                float *restrict acc = bufs[i] + lo;
+                for (size_t j = 0; j < len; j++) acc[j] += b[j];
+            }
+        }
+    }
+}
+
+void pt_allreduce_run(pt_allreduce *ar, int rank, float *const *bufs, float *out)
+{
+    const int R = ar->n_ranks;
+    /* every replica's buffer must be final before anyone reads it */
+    pthread_barrier_wait(&ar->barrier);
+    for (size_t s = 0; s < ar->n_segments; s++) {
+        const pt_allreduce_segment *g = &ar->segments[s];
+        size_t lo = g->offset + g->len * (size_t)rank / (size_t)R;
+        size_t hi = g->offset + g->len * (size_t)(rank + 1) / (size_t)R;
+        for (size_t c = lo; c < hi; c += ar->chunk) {
+            size_t e = c + ar->chunk < hi ? c + ar->chunk : hi;
+            reduce_range(R, bufs, out, c, e);
+        }
+        pthread_barrier_wait(&ar->barrier);
+    }
+}
+
+int pt_allreduce_reference(int n_ranks, size_t n, float *const *bufs, float *out)
+{
+    if (n_ranks < 1) return -1;
+    float *v = malloc((size_t)n_ranks * sizeof(float));
+    if (!v) return -1;
+    for (size_t j = 0; j < n; j++) {
+        for (int i = 0; i < n_ranks; i++) v[i] = bufs[i][j];
+        for (int s = 1; s < n_ranks; s *= 2)
+            for (int i = 0; i + s < n_ranks; i += 2 * s) v[i] += v[i + s];
+        out[j] = v[0];
+    }
+    free(v);
+    return 0;
+}

@@ -1,0 +1,67 @@
+/* allreduce.h — summing the replicas' gradient buffers across replica threads.
+ *
+ * Seed 000 (§4.3) merges all gradient tensors into ONE flat buffer so that a
+ * step needs one collective instead of one per tensor.  The emulated backend
+ * does the same over the model's flat gradient layout: every replica thread
+ * calls pt_allreduce_run with its rank, each rank reduces its own 1/R of the
+ * buffer (in cache-sized chunks) across all R replica buffers, and writes the
+ * sum into one shared output — a reduce-scatter whose scattered results land
+ * side by side, which is the all-gather in shared memory.
+ *
+ * Order: every element is summed over the replicas as the same pairwise tree
+ * (stride 1, 2, 4, …: b[i] += b[i+s] for i a multiple of 2s), whatever the
+ * chunking, the rank that does it or the segmentation.  The result is
+ * therefore bitwise reproducible, equal to pt_allreduce_reference, and — when
+ * R is a power of two and each replica accumulated its micro-batches as a
+ * pairwise tree too — equal to one balanced tree over all micro-batches.
+ *
+ * Segments: the merge_all_reduce=false ablation passes one segment per model
+ * tensor (the state_dict table); each segment is then a separate collective,
+ * split over the ranks and closed by a barrier, the cost seed 000 removed.
+ * The sum is the same bit for bit; only the synchronisation differs. */
+#ifndef PT_ALLREDUCE_H
+#define PT_ALLREDUCE_H
+
+#include <pthread.h>
+#include <stddef.h>
+
+#include "engine/core/errors.h"
+
+typedef struct pt_allreduce_segment {
+    size_t offset;   /* in floats */
+    size_t len;
+} pt_allreduce_segment;
+
+typedef struct pt_allreduce {
+    int n_ranks;
+    size_t n;                       /* floats per buffer */
+    size_t n_segments;
+    pt_allreduce_segment *segments; /* [n_segments], tiling [0, n) in order */
+    size_t chunk;                   /* floats reduced through all tree levels at once */
+    pthread_barrier_t barrier;
+    int barrier_ready;
+} pt_allreduce;
+
+/* Floats per chunk: 16 KiB per buffer, so the R rows of a chunk stay in L2. */
+#define PT_ALLREDUCE_CHUNK 4096
+
+/* Sets up a collective of n_ranks over buffers of n floats.  segments NULL
+ * means one merged segment [0, n); otherwise the n_segments segments must
+ * tile [0, n) in increasing order without gaps or overlaps (segments of
+ * length 0 are rejected, they would be empty collectives).  Returns 0, or -1
+ * with the reason in errs. */
+int pt_allreduce_init(pt_allreduce *ar, int n_ranks, size_t n,
+                      const pt_allreduce_segment *segments, size_t n_segments, pt_errors *errs);
+void pt_allreduce_close(pt_allreduce *ar);
+
+/* Called by each of the n_ranks threads with its own rank and the same
+ * arguments: bufs[0..n_ranks) are the replicas' buffers (used as scratch:
+ * their contents are destroyed), out receives the sum.  Returns once out is
+ * complete for every rank (the last barrier is shared). */
+void pt_allreduce_run(pt_allreduce *ar, int rank, float *const *bufs, float *out);
+
+/* The same sum on one thread, same per-element order, bufs left intact
+ * (tests compare).  Returns 0, or -1 when n_ranks < 1 or out of memory. */
+int pt_allreduce_reference(int n_ranks, size_t n, float *const *bufs, float *out);
+
+#endif

@@ -1,0 +1,252 @@
+/* backend.c — opening and closing the emulated multi-IPU backend: settings
+ * checks, the memory plan, replicas with their arenas and gradient stacks,
+ * the loader's batch buffers, the all-reduce, and the thread budget (model
+ * and rules in backend.h; one step is in backend_step.c). */
+#include "engine/backend/backend.h"
+
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/backend/backend_internal.h"
+#include "engine/backend/memplan.h"
+
+static void backend_close(void *self);
+
+int pt_backend_is(const pt_grad_engine *eng)
+{
+    return eng && eng->compute == pt_backend_compute;
+}
+
+static int online_cores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static int check_settings(const pt_train_data *d, pt_errors *errs)
+{
+    const pt_job_backend *k = &d->cfg->backend;
+    size_t before = errs->total;
+    if (k->kind != PT_JOB_BACKEND_IPU_EMULATED)
+        pt_errors_add(errs, "", 0, "backend.kind", "the emulated IPU backend cannot run kind %d",
+                      (int)k->kind);
+    if (k->replication_factor < 1)
+        pt_errors_add(errs, "", 0, "backend.replication_factor", "must be >= 1, got %d",
+                      k->replication_factor);
+    if (k->gradient_accumulation < 1)
+        pt_errors_add(errs, "", 0, "backend.gradient_accumulation", "must be >= 1, got %d",
+                      k->gradient_accumulation);
+    if (k->device_iterations < 1)
+        pt_errors_add(errs, "", 0, "backend.device_iterations", "must be >= 1, got %d",
+                      k->device_iterations);
+    if (k->use_async_loader && k->prefetch_depth < 1)
+        pt_errors_add(errs, "", 0, "backend.prefetch_depth", "must be >= 1, got %d",
+                      k->prefetch_depth);
+    if (k->threads < 0)
+        pt_errors_add(errs, "", 0, "backend.threads", "must be >= 0 (0 = all cores), got %d",
+                      k->threads);
+    if (d->micro_packs < 1)
+        pt_errors_add(errs, "", 0, "batching.model_batch_size", "must be >= 1, got %d",
+                      d->micro_packs);
+    if (errs->total != before) return -1;
+    int64_t g = (int64_t)k->replication_factor * k->gradient_accumulation * d->micro_packs;
+    int64_t slots = (int64_t)k->replication_factor * pt_backend_io_batches(k);
+    if (g > UINT32_MAX / 2 || slots > INT32_MAX / 2) {
+        pt_errors_add(errs, "", 0, "backend",
+                      "replication_factor x gradient_accumulation x model_batch_size = %lld "
+                      "packs per step (with %lld batch buffers) is too large", (long long)g,
+                      (long long)slots);
+        return -1;
+    }
+    return 0;
+}
+
+/* The memory plan must fit, as an IPU program must fit its tiles. */
+static int check_memory(const pt_train_data *d, pt_errors *errs)
+{
+    pt_memplan plan;
+    if (pt_memplan_compute(&plan, &d->model->cfg, d->limits, d->micro_packs, &d->cfg->backend,
+                           errs))
+        return -1;
+    return pt_memplan_check(&plan, errs);
+}
+
+static int replicas_init(pt_backend *be, pt_errors *errs)
+{
+    const pt_pack_limits L = be->d->limits;
+    be->reps = calloc((size_t)be->R, sizeof(*be->reps));
+    be->bufs = calloc((size_t)be->R, sizeof(*be->bufs));
+    if (!be->reps || !be->bufs) goto oom;
+    for (int r = 0; r < be->R; r++) {
+        pt_backend_replica *rep = &be->reps[r];
+        rep->be = be;
+        rep->rank = r;
+        pt_errors_init(&rep->errs, 4);
+        if (pt_schnet_acts_init(&rep->acts, be->d->model, be->b * L.max_nodes,
+                                be->b * L.max_edges, be->b * L.max_graphs, errs))
+            return -1;
+        rep->acts.precision = be->d->cfg->training.precision;
+        rep->acts.static_shapes = be->d->cfg->backend.static_shapes;
+        rep->levels = pt_backend_grad_buffers(be->A);
+        size_t bytes = (size_t)rep->levels * be->n_params * sizeof(float);
+        rep->stack = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+        if (!rep->stack) goto oom;
+        be->bufs[r] = rep->stack;
+    }
+    return 0;
+oom:
+    pt_errors_add(errs, "", 0, "backend", "out of memory for %d replicas", be->R);
+    return -1;
+}
+
+static int slots_init(pt_backend *be, pt_errors *errs)
+{
+    const pt_pack_limits L = be->d->limits;
+    be->n_slots = be->R * pt_backend_io_batches(&be->d->cfg->backend);
+    be->slots = calloc((size_t)be->n_slots, sizeof(*be->slots));
+    be->identity = malloc((size_t)be->b * sizeof(*be->identity));
+    if (!be->slots || !be->identity) goto oom;
+    for (int32_t i = 0; i < be->b; i++) be->identity[i] = (uint32_t)i;
+    for (int32_t s = 0; s < be->n_slots; s++) {
+        pt_backend_slot *js = &be->slots[s];
+        if (pt_train_batch_init(&js->batch, be->d, L, errs)) return -1;
+        js->batch_ready = 1;
+        js->packs.limits = L;
+        js->packs.graph_offset = calloc((size_t)be->b + 1, sizeof(uint32_t));
+        js->packs.graphs = calloc((size_t)be->b * (size_t)L.max_graphs, sizeof(uint32_t));
+        if (!js->packs.graph_offset || !js->packs.graphs) goto oom;
+    }
+    return 0;
+oom:
+    pt_errors_add(errs, "", 0, "backend", "out of memory for %d batch buffers", be->n_slots);
+    return -1;
+}
+
+/* One merged segment, or one per model tensor (merge_all_reduce = false). */
+static int allreduce_init(pt_backend *be, pt_errors *errs)
+{
+    const pt_schnet *m = be->d->model;
+    if (be->d->cfg->backend.merge_all_reduce)
+        return pt_allreduce_init(&be->ar, be->R, be->n_params, NULL, 0, errs);
+    pt_allreduce_segment *segs = calloc(m->n_tensors, sizeof(*segs));
+    if (!segs) {
+        pt_errors_add(errs, "", 0, "backend", "out of memory for %zu segments", m->n_tensors);
+        return -1;
+    }
+    for (size_t t = 0; t < m->n_tensors; t++)
+        segs[t] = (pt_allreduce_segment){m->tensors[t].offset, m->tensors[t].numel};
+    int rc = pt_allreduce_init(&be->ar, be->R, be->n_params, segs, m->n_tensors, errs);
+    free(segs);
+    return rc;
+}
+
+static int threads_start(pt_backend *be, pt_errors *errs)
+{
+    for (int r = 0; r < be->R; r++) {
+        int rc = pthread_create(&be->reps[r].thread, NULL, pt_backend_replica_main, &be->reps[r]);
+        if (rc) {
+            pt_errors_add(errs, "", 0, "backend", "cannot start replica thread %d of %d: %s",
+                          r + 1, be->R, strerror(rc));
+            return -1;
+        }
+        be->reps[r].started = 1;
+    }
+    return 0;
+}
+
+int pt_backend_open(pt_grad_engine *eng, const pt_train_data *data, pt_errors *errs)
+{
+    memset(eng, 0, sizeof(*eng));
+    if (check_settings(data, errs) || check_memory(data, errs)) return -1;
+    const pt_job_backend *k = &data->cfg->backend;
+    pt_backend *be = calloc(1, sizeof(*be));
+    if (!be) {
+        pt_errors_add(errs, "", 0, "backend", "out of memory");
+        return -1;
+    }
+    be->d = data;
+    be->R = k->replication_factor;
+    be->A = k->gradient_accumulation;
+    be->D = k->device_iterations;
+    be->P = k->use_async_loader ? k->prefetch_depth : 0;
+    be->b = data->micro_packs;
+    be->RA = (uint32_t)be->R * (uint32_t)be->A;
+    be->G = be->RA * (uint32_t)be->b;
+    be->n_params = data->model->n_params;
+    int budget = k->threads > 0 ? k->threads : online_cores();
+    be->blas_threads = be->R == 1 ? budget : 1;
+    be->loader_threads = k->use_async_loader ? 1 : 0;
+    pthread_mutex_init(&be->mu, NULL);
+    pthread_cond_init(&be->go, NULL);
+    pthread_cond_init(&be->fin, NULL);
+    if (replicas_init(be, errs) || slots_init(be, errs) || allreduce_init(be, errs)) goto fail;
+    if (pt_loader_init(&be->ld, be->n_slots, be->loader_threads, pt_backend_fill_slot, be, errs))
+        goto fail;
+    be->ld_ready = 1;
+    be->stats.blas_threads = be->blas_threads;
+    be->stats.loader_threads = be->loader_threads;
+    be->stats.slots = be->n_slots;
+    eng->self = be;
+    eng->compute = pt_backend_compute;
+    eng->close = backend_close;
+    if (threads_start(be, errs)) goto fail;
+    return 0;
+fail:
+    backend_close(be);
+    memset(eng, 0, sizeof(*eng));
+    return -1;
+}
+
+static void backend_close(void *self)
+{
+    pt_backend *be = self;
+    if (!be) return;
+    pthread_mutex_lock(&be->mu);
+    be->stop = 1;
+    pthread_cond_broadcast(&be->go);
+    pthread_mutex_unlock(&be->mu);
+    for (int r = 0; be->reps && r < be->R; r++)
+        if (be->reps[r].started) pthread_join(be->reps[r].thread, NULL);
+    /* the loader first: its threads may still be filling slots */
+    if (be->ld_ready) pt_loader_close(&be->ld);
+    for (int32_t s = 0; be->slots && s < be->n_slots; s++) {
+        pt_backend_slot *js = &be->slots[s];
+        if (js->batch_ready) pt_train_batch_close(&js->batch);
+        free(js->packs.graph_offset);
+        free(js->packs.graphs);
+    }
+    for (int r = 0; be->reps && r < be->R; r++) {
+        pt_schnet_acts_close(&be->reps[r].acts);
+        free(be->reps[r].stack);
+        pt_errors_close(&be->reps[r].errs);
+    }
+    pt_allreduce_close(&be->ar);
+    pthread_cond_destroy(&be->go);
+    pthread_cond_destroy(&be->fin);
+    pthread_mutex_destroy(&be->mu);
+    free(be->slots);
+    free(be->identity);
+    free(be->reps);
+    free(be->bufs);
+    free(be);
+}
+
+int pt_backend_phases(pt_grad_engine *eng, pt_phase_times *out, int reset)
+{
+    pt_phase_times_clear(out);
+    if (!pt_backend_is(eng)) return -1;
+    pt_backend *be = eng->self;
+    *out = be->phases;
+    if (reset) pt_phase_times_clear(&be->phases);
+    return 0;
+}
+
+int pt_backend_stats_get(const pt_grad_engine *eng, pt_backend_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!pt_backend_is(eng)) return -1;
+    *out = ((const pt_backend *)eng->self)->stats;
+    return 0;
+}

@@ -1,0 +1,85 @@
+/* backend.h — the emulated multi-IPU backend: a pt_grad_engine (train.h)
+ * that runs a job the way PopTorch runs it on a Bow Pod.
+ *
+ *   replication_factor R   R replica threads, each with its own activation
+ *                          arena and gradient buffers (one IPU each)
+ *   gradient_accumulation A  each replica accumulates A micro-batches of b
+ *                          packs, as a pairwise tree, before the reduction
+ *   device_iterations D    one host call hands the replicas the batches of
+ *                          D optimizer steps: the loader is given D steps of
+ *                          work at once (the optimizer itself stays in the
+ *                          training loop, one update per step)
+ *   merge_all_reduce       one collective over the merged flat gradient
+ *                          buffer, or one per model tensor (ablation)
+ *   use_async_loader, prefetch_depth
+ *                          batches filled by a loader thread ahead of
+ *                          compute, prefetch_depth micro-batches per replica
+ *                          beyond the current host call; or inline, by the
+ *                          replica that needs them (ablation)
+ *   device_memory_mb       the static memory plan (memplan.h) must fit, or
+ *                          opening the engine fails with the plan's message
+ *   threads                cores to use (0 = all): one OpenBLAS thread per
+ *                          replica when R > 1 (OpenBLAS's thread count is
+ *                          process-wide and its threaded GEMM serialises
+ *                          concurrent callers), all of them when R = 1;
+ *                          R above the core count time-shares correctly
+ *
+ * The global batch of R·A·b packs is split in order: replica r, micro-batch
+ * a takes packs ids[(r·A + a)·b .. +b), so the sum over all micro-batches is
+ * the gradient of the same packs whatever the split.  With R and A powers of
+ * two, every split with the same b reduces as one balanced pairwise tree over
+ * the R·A micro-batches, so the gradients agree bit for bit.
+ *
+ * Prefetch needs the next steps' packs before the loop asks for them.  The
+ * backend predicts them: when a step's ids are consecutive pack indices
+ * (the loop walks an epoch's shuffled packs in order), the next step is the
+ * next G packs of the same list.  Jobs carry a copy of their packs' graph
+ * lists, and a prediction is used only if the loop's next call asks for
+ * exactly those graphs; otherwise it is dropped and the step loaded afresh,
+ * so a wrong guess costs time, never correctness. */
+#ifndef PT_BACKEND_H
+#define PT_BACKEND_H
+
+#include "engine/core/errors.h"
+#include "engine/core/phase.h"
+#include "engine/train/train.h"
+
+/* pt_grad_engine_open_fn of the backend: pass it as
+ * pt_train_options.engine_open.  Returns 0, or -1 with errs filled (invalid
+ * backend settings, memory plan over device_memory_mb, out of memory, thread
+ * creation). */
+int pt_backend_open(pt_grad_engine *eng, const pt_train_data *data, pt_errors *errs);
+
+/* Nonzero when eng was opened by pt_backend_open. */
+int pt_backend_is(const pt_grad_engine *eng);
+
+/* eng->compute with the loss normalised by n_norm real graphs instead of
+ * the count of packs ids[0..n) (n_norm <= 0: that count).  A data-parallel
+ * caller computing a share of a larger global batch passes the global
+ * count, so its gradients are those one process would compute for the same
+ * packs, bit for bit (mpi_backend.h).  Returns as compute; -1 with errs
+ * filled when eng is not a backend engine. */
+int pt_backend_compute_norm(pt_grad_engine *eng, const pt_packs *packs, const uint32_t *ids,
+                            uint32_t n, double n_norm, float *grads, pt_step_stats *st,
+                            pt_errors *errs);
+
+/* Phase times of the steps since the last reset (replica phases averaged
+ * over replicas; "other" is host dispatch; optimizer is 0 — the loop times
+ * it).  With reset, starts a new window.  Returns 0, or -1 when eng is not a
+ * backend engine (out is then cleared). */
+int pt_backend_phases(pt_grad_engine *eng, pt_phase_times *out, int reset);
+
+/* What the backend did since it was opened, for tests and benchmarks. */
+typedef struct pt_backend_stats {
+    int64_t steps;
+    int64_t jobs;            /* micro-batches computed */
+    int64_t queued_ahead;    /* jobs queued before their step (prefetch window) */
+    int64_t mispredicted;    /* predicted jobs dropped */
+    int32_t blas_threads;    /* per replica during steps */
+    int32_t loader_threads;  /* 0 = inline */
+    int32_t slots;           /* batch buffers */
+} pt_backend_stats;
+
+int pt_backend_stats_get(const pt_grad_engine *eng, pt_backend_stats *out);
+
+#endif

@@ -1,0 +1,362 @@
+/* backend_step.c — one optimizer step of the emulated IPU backend.
+ *
+ * Host side (the training loop's thread, in pt_backend_compute): check the
+ * step's packs against the predicted stream, submit the jobs of the current
+ * host call (D steps) plus prefetch to the loader, wake the R replica
+ * threads, wait for them, merge their statistics.
+ *
+ * Replica side (pt_backend_replica_main): for each of its A micro-batches,
+ * take the filled batch from the loader, forward, loss, backward into a fresh
+ * buffer of the pairwise accumulation stack; then the all-reduce writes the
+ * step's gradient into the loop's buffer.
+ *
+ * Equations of the accumulation: with g_k the gradient of micro-batch k
+ * (normalised by the step's real graph count n, so Σ_k g_k = ∇ (1/n) Σ_g
+ * (y_g − t_g)²), replica r holds the balanced pairwise sum of its k in
+ * [r·A, (r+1)·A), and the all-reduce sums replicas by the same tree. */
+#include <cblas.h>
+#include <string.h>
+
+#include "engine/backend/backend_internal.h"
+#include "engine/model/bf16.h"
+
+/* ---- jobs ------------------------------------------------------------------ */
+
+/* Copies the graph lists of packs first..first+n (or ids[0..n) when ids is
+ * given) of src into the slot. */
+static int job_write(pt_backend *be, pt_backend_slot *js, const pt_packs *src,
+                     const uint32_t *ids, uint32_t first, uint32_t n, pt_errors *errs)
+{
+    const uint32_t max_g = (uint32_t)be->d->limits.max_graphs;
+    uint32_t used = 0;
+    js->packs.graph_offset[0] = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t id = ids ? ids[i] : first + i;
+        if (id >= src->n_packs) {
+            pt_errors_add(errs, "", 0, "backend", "pack %u asked for, the epoch has %u packs", id,
+                          src->n_packs);
+            return -1;
+        }
+        uint32_t lo = src->graph_offset[id], cnt = src->graph_offset[id + 1] - lo;
+        if (cnt > max_g) {
+            pt_errors_add(errs, "", 0, "backend", "pack %u holds %u graphs, above max_graphs %u",
+                          id, cnt, max_g);
+            return -1;
+        }
+        memcpy(js->packs.graphs + used, src->graphs + lo, cnt * sizeof(uint32_t));
+        used += cnt;
+        js->packs.graph_offset[i + 1] = used;
+    }
+    js->packs.n_packs = n;
+    js->n = n;
+    return 0;
+}
+
+/* Whether the slot holds exactly packs first..first+n of src. */
+static int job_matches(const pt_backend_slot *js, const pt_packs *src, uint32_t first, uint32_t n)
+{
+    if (js->n != n) return 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t lo = src->graph_offset[first + i], cnt = src->graph_offset[first + i + 1] - lo;
+        uint32_t mlo = js->packs.graph_offset[i];
+        if (js->packs.graph_offset[i + 1] - mlo != cnt) return 0;
+        if (memcmp(js->packs.graphs + mlo, src->graphs + lo, cnt * sizeof(uint32_t))) return 0;
+    }
+    return 1;
+}
+
+/* Packs of job j of the stream (relative to its next step): [*first, +*n). */
+static void stream_job(const pt_backend *be, uint64_t j, uint32_t *first, uint32_t *n)
+{
+    uint64_t step = j / be->RA, k = j % be->RA;
+    uint64_t start = be->s_first + step * be->G + k * (uint64_t)be->b;
+    uint64_t end = be->sp->n_packs;
+    uint64_t step_end = be->s_first + (step + 1) * be->G;
+    if (step_end < end) end = step_end;
+    *first = (uint32_t)(start < end ? start : end);
+    const uint64_t b = (uint64_t)be->b;
+    *n = start < end ? (uint32_t)(end - start < b ? end - start : b) : 0;
+}
+
+int pt_backend_fill_slot(void *user, int slot, pt_errors *errs)
+{
+    pt_backend *be = user;
+    pt_backend_slot *js = &be->slots[slot];
+    return pt_train_fill(&js->batch, be->d, &js->packs, be->identity, js->n, errs);
+}
+
+/* Submits stream jobs until `want` are queued or the ring is full. */
+static int stream_submit(pt_backend *be, uint64_t want, pt_errors *errs)
+{
+    if (want > be->s_total) want = be->s_total;
+    while (be->s_jobs < want) {
+        uint64_t seq;
+        int s = pt_loader_next_slot(&be->ld, &seq);
+        if (s < 0) break;
+        uint32_t first, n;
+        stream_job(be, be->s_jobs, &first, &n);
+        if (job_write(be, &be->slots[s], be->sp, NULL, first, n, errs)) return -1;
+        pt_loader_submit(&be->ld);
+        be->s_jobs++;
+    }
+    return 0;
+}
+
+/* Decides where this step's jobs come from and queues them.  Returns the
+ * number of them that were queued before this call (prefetched), or -1. */
+static int64_t prepare_step(pt_backend *be, const pt_packs *packs, const uint32_t *ids,
+                            uint32_t n, pt_errors *errs)
+{
+    int consecutive = n > 0;
+    for (uint32_t i = 1; i < n && consecutive; i++) consecutive = ids[i] == ids[0] + i;
+    int64_t ready = 0;
+    /* a stream step holds G packs, or all that are left of the list */
+    const uint32_t full = consecutive ? (packs->n_packs - ids[0] < be->G
+                                             ? packs->n_packs - ids[0] : be->G) : 0;
+    consecutive = consecutive && n == full;
+    if (be->sp == packs && consecutive && ids[0] == be->s_first) {
+        uint64_t have = be->s_jobs < be->RA ? be->s_jobs : be->RA;
+        for (uint64_t j = 0; j < have && ready >= 0; j++) {
+            uint32_t first, cnt;
+            stream_job(be, j, &first, &cnt);
+            const pt_backend_slot *js = &be->slots[(be->s_seq + j) % (uint64_t)be->n_slots];
+            ready = job_matches(js, packs, first, cnt) ? ready + 1 : -1;
+        }
+    } else {
+        ready = -1;
+    }
+    if (ready < 0) {
+        /* no usable prediction: drop what was prefetched, start afresh */
+        if (be->sp && be->s_jobs) {
+            pt_loader_cancel(&be->ld);
+            be->stats.mispredicted += (int64_t)be->s_jobs;
+        }
+        be->sp = NULL;
+        be->s_jobs = 0;
+        ready = 0;
+        uint64_t seq;
+        if (pt_loader_next_slot(&be->ld, &seq) < 0) {
+            pt_errors_add(errs, "", 0, "backend", "no free batch buffer at the start of a step");
+            return -1;
+        }
+        be->s_seq = seq;
+        if (!consecutive) {
+            /* explicit ids: this step only, nothing to predict */
+            be->step_base = seq;
+            for (uint32_t k = 0; k < be->RA; k++) {
+                int s = pt_loader_next_slot(&be->ld, &seq);
+                uint32_t lo = k * (uint32_t)be->b, cnt = 0;
+                if (lo < n) cnt = n - lo < (uint32_t)be->b ? n - lo : (uint32_t)be->b;
+                if (s < 0 || job_write(be, &be->slots[s], packs, ids + (lo < n ? lo : 0), 0, cnt,
+                                       errs)) {
+                    if (s < 0) pt_errors_add(errs, "", 0, "backend", "batch buffers exhausted");
+                    return -1;
+                }
+                pt_loader_submit(&be->ld);
+            }
+            return 0;
+        }
+        be->sp = packs;
+        be->s_first = ids[0];
+        uint64_t steps = ((uint64_t)packs->n_packs - ids[0] + be->G - 1) / be->G;
+        be->s_total = steps * be->RA;
+    }
+    be->step_base = be->s_seq;
+    if (be->call_left == 0) be->call_left = be->D;
+    uint64_t want = (uint64_t)be->call_left * be->RA + (uint64_t)be->R * (uint64_t)be->P;
+    if (stream_submit(be, want, errs)) return -1;
+    if (be->s_jobs < be->RA) {
+        pt_errors_add(errs, "", 0, "backend", "only %llu of the step's %u batches could be queued",
+                      (unsigned long long)be->s_jobs, be->RA);
+        return -1;
+    }
+    return ready;
+}
+
+/* After the step: the stream moves on by one step. */
+static void stream_advance(pt_backend *be)
+{
+    if (be->call_left > 0) be->call_left--;
+    if (!be->sp) return;
+    be->s_first = be->s_first + be->G < be->sp->n_packs ? be->s_first + be->G : be->sp->n_packs;
+    be->s_seq += be->RA;
+    be->s_jobs -= be->RA;
+    be->s_total -= be->RA;
+    if (be->s_total == 0) be->sp = NULL;
+}
+
+/* ---- replicas -------------------------------------------------------------- */
+
+static void vec_add(float *restrict dst, const float *restrict src, size_t n)
+{
+    for (size_t i = 0; i < n; i++) dst[i] += src[i];
+}
+
+/* One micro-batch: returns 0, or -1 with the error in rep->errs. */
+static int run_micro(pt_backend_replica *rep, uint64_t seq, float *grad, pt_phase_timer *clk)
+{
+    pt_backend *be = rep->be;
+    const pt_schnet *m = be->d->model;
+    int s = pt_loader_acquire(&be->ld, seq, &rep->errs);
+    pt_phase_lap(clk, &rep->phases, PT_PHASE_IO);
+    if (s < 0) {
+        pt_loader_release(&be->ld, seq);
+        return -1;
+    }
+    const pt_batch *b = &be->slots[s].batch;
+    pt_schnet_forward(m, &rep->acts, b);
+    double loss = pt_schnet_loss(m, &rep->acts, b, be->n_norm);
+    rep->st.loss_sum += loss * be->n_norm;
+    pt_step_stats_add_batch(&rep->st, b, &rep->acts);
+    pt_phase_lap(clk, &rep->phases, PT_PHASE_FORWARD);
+    memset(grad, 0, be->n_params * sizeof(float));
+    pt_schnet_backward(m, &rep->acts, b, grad);
+    pt_loader_release(&be->ld, seq);
+    return 0;
+}
+
+/* The replica's share of one step, up to its all-reduce. */
+static void replica_step(pt_backend_replica *rep)
+{
+    pt_backend *be = rep->be;
+    const size_t n = be->n_params;
+    pt_phase_timer clk;
+    pt_phase_timer_start(&clk);
+    memset(&rep->st, 0, sizeof(rep->st));
+    pt_phase_times_clear(&rep->phases);
+    pt_errors_clear(&rep->errs);
+    rep->failed = 0;
+    uint64_t size[32];            /* leaves under each stack entry */
+    int depth = 0;
+    for (int a = 0; a < be->A; a++) {
+        uint64_t seq = be->step_base + (uint64_t)rep->rank * (uint64_t)be->A + (uint64_t)a;
+        float *top = rep->stack + (size_t)depth * n;
+        if (run_micro(rep, seq, top, &clk)) {
+            rep->failed = 1;
+            memset(top, 0, n * sizeof(float));
+        }
+        size[depth++] = 1;
+        /* binary-counter merging keeps the sum a balanced pairwise tree */
+        while (depth >= 2 && size[depth - 1] == size[depth - 2]) {
+            vec_add(rep->stack + (size_t)(depth - 2) * n, rep->stack + (size_t)(depth - 1) * n, n);
+            size[depth - 2] *= 2;
+            depth--;
+        }
+        pt_phase_lap(&clk, &rep->phases, PT_PHASE_BACKWARD);
+    }
+    for (; depth >= 2; depth--)
+        vec_add(rep->stack + (size_t)(depth - 2) * n, rep->stack + (size_t)(depth - 1) * n, n);
+    pt_phase_lap(&clk, &rep->phases, PT_PHASE_BACKWARD);
+    /* every replica joins the collective, failed or not, or the others would wait forever */
+    pt_allreduce_run(&be->ar, rep->rank, be->bufs, be->out);
+    pt_phase_lap(&clk, &rep->phases, PT_PHASE_ALLREDUCE);
+}
+
+void *pt_backend_replica_main(void *arg)
+{
+    pt_backend_replica *rep = arg;
+    pt_backend *be = rep->be;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&be->mu);
+    for (;;) {
+        while (!be->stop && be->generation == seen) pthread_cond_wait(&be->go, &be->mu);
+        if (be->stop) break;
+        seen = be->generation;
+        pthread_mutex_unlock(&be->mu);
+        replica_step(rep);
+        pthread_mutex_lock(&be->mu);
+        if (++be->finished == be->R) pthread_cond_signal(&be->fin);
+    }
+    pthread_mutex_unlock(&be->mu);
+    return NULL;
+}
+
+/* ---- host ------------------------------------------------------------------ */
+
+static int compute_step(pt_backend *be, const pt_packs *packs, const uint32_t *ids, uint32_t n,
+                        double n_norm, float *grads, pt_step_stats *st, pt_errors *errs)
+{
+    double t0 = pt_phase_clock();
+    memset(st, 0, sizeof(*st));
+    if (n > be->G) {
+        pt_errors_add(errs, "", 0, "backend", "a step of %u packs, above R x A x b = %u", n, be->G);
+        return -1;
+    }
+    int64_t graphs = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (ids[i] >= packs->n_packs) {
+            pt_errors_add(errs, "", 0, "backend", "pack %u asked for, the epoch has %u packs",
+                          ids[i], packs->n_packs);
+            return -1;
+        }
+        graphs += packs->graph_offset[ids[i] + 1] - packs->graph_offset[ids[i]];
+    }
+    int64_t ready = prepare_step(be, packs, ids, n, errs);
+    if (ready < 0) return -1;
+    /* both settings are process-wide: the step's, then the evaluation's again */
+    int saved_threads = openblas_get_num_threads(), saved_bf16 = pt_bf16_get_threads();
+    if (saved_threads != be->blas_threads) openblas_set_num_threads(be->blas_threads);
+    pt_bf16_set_threads(be->blas_threads);
+
+    pthread_mutex_lock(&be->mu);
+    be->n_norm = n_norm > 0.0 ? n_norm : graphs > 0 ? (double)graphs : 1.0;
+    be->out = grads;
+    be->finished = 0;
+    be->generation++;
+    pthread_cond_broadcast(&be->go);
+    while (be->finished < be->R) pthread_cond_wait(&be->fin, &be->mu);
+    pthread_mutex_unlock(&be->mu);
+
+    if (saved_threads != be->blas_threads) openblas_set_num_threads(saved_threads);
+    pt_bf16_set_threads(saved_bf16);
+    stream_advance(be);
+    int failed = 0;
+    pt_phase_times step;
+    pt_phase_times_clear(&step);
+    for (int r = 0; r < be->R; r++) {
+        const pt_backend_replica *rep = &be->reps[r];
+        st->loss_sum += rep->st.loss_sum;
+        st->graphs += rep->st.graphs;
+        st->nodes += rep->st.nodes;
+        st->node_slots += rep->st.node_slots;
+        st->edges += rep->st.edges;
+        st->edge_slots += rep->st.edge_slots;
+        st->filter_rows += rep->st.filter_rows;
+        for (int p = 0; p < PT_PHASE_COUNT; p++) step.seconds[p] += rep->phases.seconds[p] / be->R;
+        if (rep->failed && !failed) {
+            failed = 1;
+            for (size_t e = 0; e < rep->errs.kept; e++) {
+                const pt_error *x = &rep->errs.items[e];
+                pt_errors_add(errs, x->file, x->line, x->field, "%s", x->message);
+            }
+        }
+    }
+    double replica_time = 0.0;
+    for (int p = 0; p < PT_PHASE_COUNT; p++) replica_time += step.seconds[p];
+    double other = pt_phase_clock() - t0 - replica_time;
+    step.seconds[PT_PHASE_OTHER] += other > 0.0 ? other : 0.0;
+    step.steps = 1;
+    pt_phase_times_add(&be->phases, &step);
+    be->stats.steps++;
+    be->stats.jobs += be->RA;
+    be->stats.queued_ahead += ready;
+    return failed ? -1 : 0;
+}
+
+int pt_backend_compute(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
+                       float *grads, pt_step_stats *st, pt_errors *errs)
+{
+    return compute_step(self, packs, ids, n, 0.0, grads, st, errs);
+}
+
+int pt_backend_compute_norm(pt_grad_engine *eng, const pt_packs *packs, const uint32_t *ids,
+                            uint32_t n, double n_norm, float *grads, pt_step_stats *st,
+                            pt_errors *errs)
+{
+    if (!pt_backend_is(eng)) {
+        memset(st, 0, sizeof(*st));
+        pt_errors_add(errs, "", 0, "backend", "not an emulated IPU backend engine");
+        return -1;
+    }
+    return compute_step(eng->self, packs, ids, n, n_norm, grads, st, errs);
+}

@@ -1,0 +1,224 @@
+/* memplan.c — per-replica memory need and the device-memory check (see
+ * memplan.h for what is counted and why). */
+#include "engine/backend/memplan.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/train/optim.h"
+
+#define MB (1024.0 * 1024.0)
+
+int32_t pt_backend_grad_buffers(int32_t accumulation)
+{
+    int32_t levels = 1;
+    for (int32_t a = accumulation; a > 1; a /= 2) levels++;
+    return levels;
+}
+
+int32_t pt_backend_io_batches(const pt_job_backend *backend)
+{
+    int64_t n = (int64_t)backend->gradient_accumulation * backend->device_iterations;
+    if (backend->use_async_loader) n += backend->prefetch_depth;
+    return n > INT32_MAX ? INT32_MAX : (int32_t)n;
+}
+
+/* The parameter layout of schnet.c, tensor by tensor in state_dict order. */
+size_t pt_memplan_param_count(const pt_schnet_config *c)
+{
+    const size_t H = (size_t)c->hidden, F = (size_t)c->filters, G = (size_t)c->gaussians;
+    const size_t H2 = H / 2, Z = PT_SCHNET_ZROWS;
+    size_t block = F * G + F + F * F + F + F * H + H * F + H + H * H + H;
+    return Z * H + (size_t)c->interactions * block + H2 * H + H2 + H2 + 1 +
+           (c->use_atomref ? Z : 0);
+}
+
+/* schnet.c carves the arena in 64-byte aligned pieces. */
+static void carve(size_t *used, size_t bytes)
+{
+    *used = ((*used + 63) & ~(size_t)63) + bytes;
+}
+
+size_t pt_memplan_acts_bytes(const pt_schnet_config *c, int32_t cap_nodes, int32_t cap_edges,
+                             int32_t cap_graphs)
+{
+    const size_t N = (size_t)cap_nodes, E = (size_t)cap_edges, B = (size_t)cap_graphs;
+    const size_t H = (size_t)c->hidden, F = (size_t)c->filters, G = (size_t)c->gaussians;
+    const size_t H2 = H / 2, fs = sizeof(float);
+    size_t u = 0;
+    /* filter rows: sized for the worst case of no shared bond (rows = E) */
+    carve(&u, E * sizeof(int32_t));                                   /* row */
+    carve(&u, E);                                                     /* first */
+    carve(&u, E * fs);                                                /* row_dist */
+    carve(&u, E * G * fs);                                            /* e */
+    carve(&u, E * fs);                                                /* cut */
+    for (int t = 0; t <= c->interactions; t++) carve(&u, N * H * fs); /* h[t] */
+    for (int t = 0; t < c->interactions; t++) {
+        for (int k = 0; k < 3; k++) carve(&u, E * F * fs);            /* sig1, s1, w */
+        for (int k = 0; k < 2; k++) carve(&u, N * F * fs);            /* x, m */
+        for (int k = 0; k < 2; k++) carve(&u, N * H * fs);            /* sig2, u */
+    }
+    carve(&u, N * H2 * fs);                                           /* sig4 */
+    carve(&u, N * H2 * fs);                                           /* q */
+    carve(&u, N * fs);                                                /* o */
+    carve(&u, B * sizeof(double));                                    /* y */
+    carve(&u, B * sizeof(double));                                    /* dy */
+    carve(&u, B * sizeof(int32_t));                                   /* count */
+    carve(&u, N * H * fs);                                            /* dh */
+    carve(&u, N * H * fs);                                            /* du */
+    carve(&u, N * F * fs);                                            /* dm */
+    carve(&u, N * F * fs);                                            /* dx */
+    carve(&u, E * F * fs);                                            /* dp */
+    carve(&u, E * F * fs);                                            /* ds1 */
+    carve(&u, N * H2 * fs);                                           /* dq */
+    carve(&u, N * fs);                                                /* dout */
+    return (u + 63) & ~(size_t)63;
+}
+
+size_t pt_memplan_batch_bytes(pt_pack_limits limits, int32_t n_packs)
+{
+    const pt_batch *b = NULL;
+    const size_t p = n_packs > 0 ? (size_t)n_packs : 0;
+    const size_t N = p * (size_t)limits.max_nodes, B = p * (size_t)limits.max_graphs;
+    /* train_batch.c allocates one edge slot when a batch has none */
+    const size_t edges = p * (size_t)limits.max_edges, E = edges > 0 ? edges : 1;
+    return N * (sizeof(*b->z) + sizeof(*b->node_graph)) + (N + 1) * sizeof(*b->dst_offset) +
+           E * (sizeof(*b->edge_src) + sizeof(*b->edge_dst) + sizeof(*b->edge_dist)) +
+           B * (sizeof(*b->graph_id) + sizeof(*b->graph_natoms) + sizeof(*b->target));
+}
+
+pt_schnet_config pt_memplan_job_model(const pt_job_config *cfg)
+{
+    const pt_job_model *m = &cfg->model;
+    return (pt_schnet_config){
+        .hidden = m->hidden,
+        .filters = m->filters,
+        .interactions = m->interactions,
+        .gaussians = m->gaussians,
+        .cutoff = (float)m->cutoff,
+        .max_neighbors = m->max_neighbors,
+        .readout = m->readout == PT_JOB_READOUT_MEAN ? PT_READOUT_MEAN : PT_READOUT_SUM,
+        .use_atomref = cfg->training.normalize == PT_JOB_NORMALIZE_ATOMREF,
+    };
+}
+
+/* Fills every byte count of plan for micro-batches of b packs. */
+static void plan_sizes(pt_memplan *plan, int32_t b)
+{
+    const pt_optim *o = NULL;
+    const pt_pack_limits L = plan->limits;
+    plan->micro_packs = b;
+    plan->n_params = pt_memplan_param_count(&plan->model);
+    plan->params = plan->n_params * sizeof(float);
+    plan->grads = (size_t)plan->grad_buffers * plan->n_params * sizeof(float);
+    plan->optimizer = plan->n_params * (sizeof(*o->m) + sizeof(*o->v));
+    plan->activations = pt_memplan_acts_bytes(&plan->model, b * L.max_nodes, b * L.max_edges,
+                                              b * L.max_graphs);
+    plan->io = (size_t)plan->io_batches * pt_memplan_batch_bytes(L, b);
+    plan->total = plan->params + plan->grads + plan->optimizer + plan->activations + plan->io;
+}
+
+int pt_memplan_compute(pt_memplan *plan, const pt_schnet_config *model, pt_pack_limits limits,
+                       int32_t micro_packs, const pt_job_backend *backend, pt_errors *errs)
+{
+    memset(plan, 0, sizeof(*plan));
+    size_t before = errs->total;
+    pt_schnet_config_check(model, errs);
+    if (limits.max_nodes < 1 || limits.max_edges < 0 || limits.max_graphs < 1)
+        pt_errors_add(errs, "", 0, "batching",
+                      "pack limits must be resolved (max_nodes >= 1, max_edges >= 0, max_graphs "
+                      ">= 1), got %d, %d, %d", limits.max_nodes, limits.max_edges,
+                      limits.max_graphs);
+    if (micro_packs < 1)
+        pt_errors_add(errs, "", 0, "batching.model_batch_size", "must be >= 1, got %d",
+                      micro_packs);
+    if (errs->total != before) return -1;
+    const int64_t caps[3] = {(int64_t)micro_packs * limits.max_nodes,
+                             (int64_t)micro_packs * limits.max_edges,
+                             (int64_t)micro_packs * limits.max_graphs};
+    static const char *const what[3] = {"node", "edge", "graph"};
+    for (int k = 0; k < 3; k++)
+        if (caps[k] >= INT32_MAX)
+            pt_errors_add(errs, "", 0, "batching.model_batch_size",
+                          "%d packs give %lld %s slots per micro-batch, above the engine's "
+                          "limit of %d", micro_packs, (long long)caps[k], what[k], INT32_MAX - 1);
+    if (errs->total != before) return -1;
+    plan->model = *model;
+    plan->limits = limits;
+    plan->replicas = backend->replication_factor;
+    plan->grad_buffers = pt_backend_grad_buffers(backend->gradient_accumulation);
+    plan->io_batches = pt_backend_io_batches(backend);
+    plan->device_memory_mb = backend->device_memory_mb;
+    plan->budget = (size_t)backend->device_memory_mb * (size_t)MB;
+    plan_sizes(plan, micro_packs);
+    return 0;
+}
+
+int pt_memplan_for_job(pt_memplan *plan, const pt_job_config *cfg, pt_pack_limits limits,
+                       pt_errors *errs)
+{
+    pt_schnet_config model = pt_memplan_job_model(cfg);
+    return pt_memplan_compute(plan, &model, limits, cfg->batching.model_batch_size, &cfg->backend,
+                              errs);
+}
+
+/* The largest micro-batch (packs) whose plan fits, 0 if none: the need only
+ * grows with the batch, so a binary search over [1, b) finds it. */
+static int32_t largest_fitting_batch(const pt_memplan *plan)
+{
+    pt_memplan p = *plan;
+    int32_t lo = 0, hi = plan->micro_packs;   /* lo fits (0 = none), hi does not */
+    while (hi - lo > 1) {
+        int32_t mid = lo + (hi - lo) / 2;
+        plan_sizes(&p, mid);
+        if (p.total <= p.budget) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
+int pt_memplan_check(const pt_memplan *plan, pt_errors *errs)
+{
+    if (plan->total <= plan->budget) return 0;
+    const char *field = "backend.device_memory_mb";
+    double need = (double)plan->total / MB, over = (double)(plan->total - plan->budget) / MB;
+    int32_t fit = largest_fitting_batch(plan);
+    if (fit > 0)
+        pt_errors_add(errs, "", 0, field,
+                      "a replica needs %.1f MB, %.1f MB more than the %d MB of device memory; "
+                      "lower batching.model_batch_size from %d to %d or less (activations "
+                      "and I/O scale with it), or max_nodes/max_edges, model.hidden/filters",
+                      need, over, plan->device_memory_mb, plan->micro_packs, fit);
+    else
+        pt_errors_add(errs, "", 0, field,
+                      "a replica needs %.1f MB, %.1f MB more than the %d MB of device memory, "
+                      "and even 1 pack per micro-batch does not fit; lower batching.max_nodes/"
+                      "max_edges or model.hidden/filters/gaussians/interactions",
+                      need, over, plan->device_memory_mb);
+    pt_errors_add(errs, "", 0, field,
+                  "per replica: parameters %.1f MB, gradients %.1f MB, optimizer state %.1f MB, "
+                  "activations %.1f MB (%d packs of %d nodes, %d edges), I/O buffers %.1f MB",
+                  (double)plan->params / MB, (double)plan->grads / MB,
+                  (double)plan->optimizer / MB, (double)plan->activations / MB,
+                  plan->micro_packs, plan->limits.max_nodes, plan->limits.max_edges,
+                  (double)plan->io / MB);
+    return -1;
+}
+
+json_t *pt_memplan_json(const pt_memplan *plan)
+{
+    return json_pack("{s:i, s:i, s:i, s:i, s:i, s:I, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, "
+                     "s:I, s:b}",
+                     "replicas", (int)plan->replicas, "micro_packs", (int)plan->micro_packs,
+                     "max_nodes", (int)plan->limits.max_nodes, "max_edges",
+                     (int)plan->limits.max_edges, "max_graphs", (int)plan->limits.max_graphs,
+                     "n_params", (json_int_t)plan->n_params, "grad_buffers",
+                     (int)plan->grad_buffers, "io_batches", (int)plan->io_batches,
+                     "params_bytes", (json_int_t)plan->params, "grads_bytes",
+                     (json_int_t)plan->grads, "optimizer_bytes", (json_int_t)plan->optimizer,
+                     "activations_bytes", (json_int_t)plan->activations, "io_bytes",
+                     (json_int_t)plan->io, "total_bytes", (json_int_t)plan->total,
+                     "budget_bytes", (json_int_t)plan->budget, "fits",
+                     plan->total <= plan->budget);
+}

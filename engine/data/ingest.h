@@ -1,0 +1,88 @@
+/* ingest.h — turn uploaded structure files into a checked .ptd dataset.
+ *
+ * pt_ingest_files streams every input (XYZ, extended XYZ or raw QM9, plain
+ * or gzip) through the parsers of reader.h, validates each structure, and
+ * writes the accepted ones to a .ptd file (dataset_file.h) while collecting a
+ * report: counts, atoms-per-structure histogram, element counts and per-key
+ * statistics.  Every numeric per-structure key becomes a target column.
+ *
+ * By default any error rejects the whole input (no output file is created)
+ * and errs lists what is wrong; with skip_invalid the invalid structures are
+ * left out, counted in the report, and their errors are still listed.  Errors
+ * that lose track of where structures start (a non-numeric atom-count line,
+ * gzip damage) reject the input in both modes, since the rest of that file
+ * could not be counted.
+ *
+ * Decisions worth knowing (details in xyz_read.c and qm9_read.c):
+ *   - format auto-detection is per structure: QM9 when the second line starts
+ *     with "gdb ", extended XYZ when it has a '=', plain XYZ otherwise;
+ *   - a plain XYZ comment line is free text: nothing is taken from it, not
+ *     even a lone number (water_minima's kcal/mol energies stay out);
+ *   - raw QM9 Hartree properties are converted to eV (x 27.211386) and named
+ *     like ../shared/data (energy_U0, homo, ...); see qm9_read.c for units;
+ *   - periodic structures (pbc with T, or Lattice without pbc) are invalid:
+ *     the neighbour graphs do not model periodic images;
+ *   - when some structures have forces and others not, the missing forces
+ *     are NaN in the .ptd, like missing targets. */
+#ifndef PT_INGEST_H
+#define PT_INGEST_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "engine/data/dataset.h"
+#include "engine/core/errors.h"
+#include "engine/data/reader.h"   /* pt_format */
+
+typedef struct pt_ingest_options {
+    pt_format format;                  /* PT_FORMAT_AUTO */
+    int skip_invalid;                  /* 0: any error rejects the input */
+    uint32_t max_atoms;                /* 1000 */
+    const char *const *required_keys;  /* numeric keys every structure must have */
+    int n_required_keys;
+    const char *display_name;          /* replaces input paths in errors; NULL = paths */
+} pt_ingest_options;
+
+void pt_ingest_options_init(pt_ingest_options *o);
+
+typedef struct pt_ingest_key_stats {
+    char name[PT_KEY_MAX];
+    uint64_t count;        /* accepted structures that have the key */
+    double mean, std;      /* std is the population standard deviation */
+    double min, max;
+    double m2;             /* private: Welford sum of squared deviations */
+} pt_ingest_key_stats;
+
+typedef struct pt_ingest_report {
+    uint64_t n_seen;                 /* structures found in the inputs */
+    uint64_t n_structs;              /* accepted (written when not rejected) */
+    uint64_t n_skipped;              /* invalid structures */
+    uint64_t n_atoms;                /* atoms of accepted structures */
+    uint64_t n_with_forces;          /* accepted structures with a forces column */
+    uint64_t n_by_format[PT_FORMAT_QM9 + 1];  /* accepted, by parsed format */
+    uint32_t min_atoms, max_atoms;   /* over accepted structures */
+    uint64_t *atoms_hist;            /* [hist_len]: structures with n atoms */
+    uint32_t hist_len;
+    uint64_t element_counts[PT_Z_MAX + 1];  /* atoms by Z */
+    uint32_t n_keys;
+    pt_ingest_key_stats *keys;       /* [n_keys], in .ptd target order */
+    int rejected;                    /* 1 when no output was written */
+    double parse_seconds;            /* reading + validating + column streaming */
+    double write_seconds;            /* assembling the .ptd */
+    uint32_t keys_cap;               /* private */
+} pt_ingest_report;
+
+/* Returns 0 when out_ptd was written, -1 when the input was rejected or an
+ * I/O error occurred (errs says why; rep->rejected is 1).  rep is always
+ * filled and must be closed. */
+int pt_ingest_files(const char *const *inputs, int n_inputs, const char *out_ptd,
+                    const pt_ingest_options *opt, pt_ingest_report *rep, pt_errors *errs);
+void pt_ingest_report_close(pt_ingest_report *rep);
+
+/* {"structures","seen","skipped","atoms","structures_with_forces",
+ *  "formats":{...},"atoms_per_structure":{"min","max","mean","histogram":[[n,count],...]},
+ *  "elements":{"H":n,...},"targets":{"key":{"count","mean","std","min","max"},...},
+ *  "parse_seconds","write_seconds"}; NULL on allocation failure. */
+json_t *pt_ingest_report_json(const pt_ingest_report *rep);
+
+#endif

@@ -1,0 +1,60 @@
+/* graph.h — neighbour graphs of a whole dataset (types; built by neighbors.c).
+ *
+ * For every structure, the directed edges i <- j (j sends, i receives) with
+ * d_ij < cutoff, at most max_neighbors per receiver (nearest kept, ties broken
+ * by sender index).  Indices are local to the structure (0-based atom index
+ * within it).  Within a structure edges are sorted by receiver, then sender,
+ * which is the CSR order the model's segmented sums rely on. */
+#ifndef PT_GRAPH_H
+#define PT_GRAPH_H
+
+#include <stdint.h>
+
+#include "engine/data/dataset.h"
+#include "engine/core/errors.h"
+
+typedef enum pt_graph_mode {
+    PT_GRAPH_RADIUS = 0,   /* all j within cutoff, capped at max_neighbors nearest */
+    PT_GRAPH_KNN = 1       /* exactly the k = max_neighbors nearest within cutoff */
+} pt_graph_mode;
+
+typedef struct pt_graph_params {
+    float cutoff;          /* Å */
+    int32_t max_neighbors; /* per receiver */
+    pt_graph_mode mode;
+} pt_graph_params;
+
+typedef struct pt_graphs {
+    pt_graph_params params;
+    uint32_t n_structs;
+    uint64_t n_edges;
+    uint64_t *edge_offset;   /* [n_structs + 1] edges of s are [edge_offset[s], edge_offset[s+1]) */
+    uint32_t *src;           /* [n_edges] local sender index j */
+    uint32_t *dst;           /* [n_edges] local receiver index i */
+    float *dist;             /* [n_edges] d_ij in Å */
+} pt_graphs;
+
+static inline uint32_t pt_graphs_nedges(const pt_graphs *g, uint32_t s)
+{
+    return (uint32_t)(g->edge_offset[s + 1] - g->edge_offset[s]);
+}
+
+/* --- construction (neighbors.c) ------------------------------------------ */
+
+/* Adds one error per invalid parameter (cutoff finite and > 0, max_neighbors
+ * >= 1, known mode); returns 0 when all are valid. */
+int pt_graph_params_check(const pt_graph_params *p, pt_errors *errs);
+
+/* Builds the neighbour graphs of every structure of ds (definition and
+ * distance convention in neighbors.h).  Returns 0, or -1 with errors added
+ * (invalid parameters, out of memory).  g is zeroed on failure. */
+int pt_graphs_build(pt_graphs *g, const pt_dataset *ds, const pt_graph_params *p,
+                    pt_errors *errs);
+void pt_graphs_close(pt_graphs *g);
+
+/* Only the edge count of every structure (nedges: [ds->n_structs]), without
+ * storing edges: what packing needs, at a fraction of the memory. */
+int pt_graphs_count(uint32_t *nedges, const pt_dataset *ds, const pt_graph_params *p,
+                    pt_errors *errs);
+
+#endif

@@ -1,0 +1,429 @@
+/* neighbors.c — radius / k-nearest neighbour graphs of molecular structures.
+ *
+ * Two search paths with one definition (see neighbors.h): an all-pairs loop
+ * for small structures and a cell list for large ones.  Both feed the same
+ * per-receiver selection (nearest max_neighbors by (d2, sender)), and both
+ * compute d2 with the same float expression, so they agree bit for bit; the
+ * unit tests hold them to that.
+ *
+ * Choice: the all-pairs loop for up to PT_NEIGHBOR_CELL_MIN_ATOMS atoms and
+ * whenever the structure spans too few cells for the 27-cell walk to skip
+ * much (cells_pay_off); the cell list otherwise.  QM9 (<= 29 atoms) and the
+ * water clusters (<= 90 atoms, < 3 cells across) take the all-pairs path. */
+#include "engine/graph/neighbors.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A candidate sender as one sortable key: the float bits of d2 (>= +0, so
+ * their unsigned order is the numeric order) above the sender index, so
+ * "nearest, then smaller index" is plain integer order. */
+static inline uint64_t cand_key(float d2, uint32_t j)
+{
+    uint32_t bits;
+    memcpy(&bits, &d2, sizeof(bits));
+    return ((uint64_t)bits << 32) | j;
+}
+
+static inline float cand_d2(uint64_t key)
+{
+    uint32_t bits = (uint32_t)(key >> 32);
+    float d2;
+    memcpy(&d2, &bits, sizeof(d2));
+    return d2;
+}
+
+void pt_neighbor_list_init(pt_neighbor_list *nl)
+{
+    memset(nl, 0, sizeof(*nl));
+}
+
+void pt_neighbor_list_close(pt_neighbor_list *nl)
+{
+    free(nl->src);
+    free(nl->dst);
+    free(nl->dist);
+    free(nl->cand);
+    free(nl->cell_start);
+    free(nl->cell_atoms);
+    free(nl->atom_cell);
+    memset(nl, 0, sizeof(*nl));
+}
+
+/* Capacity doubling shared by the scratch arrays. */
+static size_t grown(size_t cap, size_t need)
+{
+    size_t n = cap ? cap : 64;
+    while (n < need) n *= 2;
+    return n;
+}
+
+static int grow_u32(uint32_t **p, size_t *cap, size_t need)
+{
+    if (need <= *cap) return 0;
+    size_t n = grown(*cap, need);
+    uint32_t *q = realloc(*p, n * sizeof(**p));
+    if (!q) return -1;
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+/* Grows three parallel edge arrays together; `cap` is their common capacity. */
+static int grow_edges(uint32_t **src, uint32_t **dst, float **dist, size_t *cap, size_t need)
+{
+    if (need <= *cap) return 0;
+    size_t n = grown(*cap, need);
+    uint32_t *s = realloc(*src, n * sizeof(uint32_t));
+    if (!s) return -1;
+    *src = s;
+    uint32_t *d = realloc(*dst, n * sizeof(uint32_t));
+    if (!d) return -1;
+    *dst = d;
+    float *w = realloc(*dist, n * sizeof(float));
+    if (!w) return -1;
+    *dist = w;
+    *cap = n;
+    return 0;
+}
+
+/* The one distance expression of both paths.  Subtraction is exact under
+ * negation, so d2(i,j) == d2(j,i). */
+static inline float pair_d2(const float *pos, uint32_t i, uint32_t j)
+{
+    float dx = pos[3 * j] - pos[3 * i];
+    float dy = pos[3 * j + 1] - pos[3 * i + 1];
+    float dz = pos[3 * j + 2] - pos[3 * i + 2];
+    return dx * dx + dy * dy + dz * dz;
+}
+
+/* Quickselect: afterwards a[0..k) hold the k smallest keys (keys are
+ * distinct because sender indices are). */
+static void select_smallest(uint64_t *a, uint32_t n, uint32_t k)
+{
+    int64_t lo = 0, hi = (int64_t)n - 1, want = (int64_t)k - 1;
+    while (lo < hi) {
+        uint64_t x = a[lo], y = a[(lo + hi) / 2], z = a[hi];
+        uint64_t pivot = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (a[i] < pivot) i++;
+            while (a[j] > pivot) j--;
+            if (i <= j) {
+                uint64_t t = a[i];
+                a[i++] = a[j];
+                a[j--] = t;
+            }
+        }
+        if (want <= j) hi = j;
+        else if (want >= i) lo = i;
+        else break;
+    }
+}
+
+static int key_by_index(const void *a, const void *b)
+{
+    uint32_t x = (uint32_t)*(const uint64_t *)a, y = (uint32_t)*(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void sort_by_index(uint64_t *a, uint32_t n)
+{
+    if (n > 48) {
+        qsort(a, n, sizeof(*a), key_by_index);
+        return;
+    }
+    for (uint32_t t = 1; t < n; t++) {
+        uint64_t v = a[t];
+        uint32_t u = t;
+        while (u > 0 && (uint32_t)a[u - 1] > (uint32_t)v) {
+            a[u] = a[u - 1];
+            u--;
+        }
+        a[u] = v;
+    }
+}
+
+/* Keeps the k nearest candidates of receiver i and appends them in sender
+ * order.  Capacity was reserved by the caller. */
+static void emit_receiver(pt_neighbor_list *nl, uint32_t i, uint64_t *c, uint32_t nc,
+                          uint32_t k, int sorted_by_index)
+{
+    if (nc > k) {
+        select_smallest(c, nc, k);
+        nc = k;
+        sorted_by_index = 0;
+    }
+    if (!sorted_by_index) sort_by_index(c, nc);
+    uint32_t e = nl->n_edges;
+    for (uint32_t t = 0; t < nc; t++) {
+        nl->src[e + t] = (uint32_t)c[t];
+        nl->dst[e + t] = i;
+        nl->dist[e + t] = sqrtf(cand_d2(c[t]));
+    }
+    nl->n_edges = e + nc;
+}
+
+static void search_brute(pt_neighbor_list *nl, const float *pos, uint32_t n, float r2,
+                         uint32_t k)
+{
+    uint64_t *c = nl->cand;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t nc = 0;
+        for (uint32_t j = 0; j < n; j++) {
+            /* branch-free: the test is a coin flip in dense clouds */
+            float d2 = pair_d2(pos, i, j);
+            c[nc] = cand_key(d2, j);
+            nc += (uint32_t)((d2 < r2) & (j != i));
+        }
+        emit_receiver(nl, i, c, nc, k, 1);
+    }
+}
+
+/* Cell edge h >= cutoff so every pair the float test can accept lies in the
+ * same or an adjacent cell: the 1e-5 margin covers the float rounding of
+ * d2 (relative error ~1e-7), and h grows for sparse clouds so the cell count
+ * stays O(n). */
+static void bounding_box(const float *pos, uint32_t n, double lo[3], double hi[3])
+{
+    for (int a = 0; a < 3; a++) lo[a] = hi[a] = pos[a];
+    for (uint32_t i = 1; i < n; i++)
+        for (int a = 0; a < 3; a++) {
+            double x = pos[3 * i + a];
+            if (x < lo[a]) lo[a] = x;
+            if (x > hi[a]) hi[a] = x;
+        }
+}
+
+/* The cell walk visits about prod_a min(3, dims_a) / dims_a of all pairs; it
+ * only pays for its binning when that is at most half (measured: at water
+ * density and cutoff 6 Å the cell list is 0.7x the all-pairs loop at 256
+ * atoms, 1.3x at 768, 2x at 2048). */
+static int cells_pay_off(const float *pos, uint32_t n, float cutoff)
+{
+    if (n <= PT_NEIGHBOR_CELL_MIN_ATOMS) return 0;
+    double lo[3], hi[3], visited = 1.0;
+    bounding_box(pos, n, lo, hi);
+    for (int a = 0; a < 3; a++) {
+        double dims = floor((hi[a] - lo[a]) / cutoff) + 1.0;
+        visited *= (dims < 3.0 ? dims : 3.0) / dims;
+    }
+    return visited <= 0.5;
+}
+
+static int bin_atoms(pt_neighbor_list *nl, const float *pos, uint32_t n, float cutoff,
+                     int dims[3])
+{
+    double lo[3], hi[3];
+    bounding_box(pos, n, lo, hi);
+    double h = (double)cutoff * (1.0 + 1e-5);
+    double max_ext = 0;
+    for (int a = 0; a < 3; a++)
+        if (hi[a] - lo[a] > max_ext) max_ext = hi[a] - lo[a];
+    if (max_ext / 1024.0 > h) h = max_ext / 1024.0;
+    uint64_t limit = 4 * (uint64_t)n + 27;
+    for (;;) {
+        uint64_t cells = 1;
+        for (int a = 0; a < 3; a++) {
+            dims[a] = (int)floor((hi[a] - lo[a]) / h) + 1;
+            cells *= (uint64_t)dims[a];
+        }
+        if (cells <= limit) break;
+        h *= 1.25;
+    }
+    size_t n_cells = (size_t)dims[0] * (size_t)dims[1] * (size_t)dims[2];
+    if (grow_u32(&nl->cell_start, &nl->cell_cap, n_cells + 1)) return -1;
+    size_t acap = nl->atom_cap;
+    if (grow_u32(&nl->cell_atoms, &acap, n)) return -1;
+    if (grow_u32(&nl->atom_cell, &nl->atom_cap, n)) return -1;
+
+    memset(nl->cell_start, 0, (n_cells + 1) * sizeof(uint32_t));
+    for (uint32_t i = 0; i < n; i++) {
+        size_t c = 0;
+        for (int a = 2; a >= 0; a--) {
+            int ci = (int)(((double)pos[3 * i + a] - lo[a]) / h);
+            if (ci >= dims[a]) ci = dims[a] - 1;
+            if (ci < 0) ci = 0;
+            c = c * (size_t)dims[a] + (size_t)ci;
+        }
+        nl->atom_cell[i] = (uint32_t)c;
+        nl->cell_start[c + 1]++;
+    }
+    for (size_t c = 0; c < n_cells; c++) nl->cell_start[c + 1] += nl->cell_start[c];
+    /* stable counting sort: atoms of a cell stay in index order */
+    for (uint32_t i = 0; i < n; i++) nl->cell_atoms[nl->cell_start[nl->atom_cell[i]]++] = i;
+    for (size_t c = n_cells; c > 0; c--) nl->cell_start[c] = nl->cell_start[c - 1];
+    nl->cell_start[0] = 0;
+    return 0;
+}
+
+static int search_cells(pt_neighbor_list *nl, const float *pos, uint32_t n, float cutoff,
+                        float r2, uint32_t k)
+{
+    int dims[3];
+    if (bin_atoms(nl, pos, n, cutoff, dims)) return -1;
+    uint64_t *cand = nl->cand;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t c = nl->atom_cell[i];
+        int cx = (int)(c % (uint32_t)dims[0]);
+        int cy = (int)(c / (uint32_t)dims[0] % (uint32_t)dims[1]);
+        int cz = (int)(c / ((uint32_t)dims[0] * (uint32_t)dims[1]));
+        uint32_t nc = 0;
+        for (int z = cz > 0 ? cz - 1 : 0; z <= cz + 1 && z < dims[2]; z++)
+            for (int y = cy > 0 ? cy - 1 : 0; y <= cy + 1 && y < dims[1]; y++)
+                for (int x = cx > 0 ? cx - 1 : 0; x <= cx + 1 && x < dims[0]; x++) {
+                    size_t cell = ((size_t)z * (size_t)dims[1] + (size_t)y) * (size_t)dims[0]
+                                  + (size_t)x;
+                    for (uint32_t t = nl->cell_start[cell]; t < nl->cell_start[cell + 1]; t++) {
+                        uint32_t j = nl->cell_atoms[t];
+                        float d2 = pair_d2(pos, i, j);
+                        cand[nc] = cand_key(d2, j);
+                        nc += (uint32_t)((d2 < r2) & (j != i));
+                    }
+                }
+        emit_receiver(nl, i, cand, nc, k, 0);
+    }
+    return 0;
+}
+
+int pt_neighbor_list_build(pt_neighbor_list *nl, const float *pos, uint32_t n_atoms,
+                           const pt_graph_params *p, pt_neighbor_algo algo)
+{
+    nl->n_edges = 0;
+    if (n_atoms < 2) return 0;
+    uint32_t k = (uint32_t)p->max_neighbors;
+    if (k > n_atoms - 1) k = n_atoms - 1;
+    if (grow_edges(&nl->src, &nl->dst, &nl->dist, &nl->edge_cap, (size_t)n_atoms * k))
+        return -1;
+    if (n_atoms > nl->cand_cap) {
+        size_t n = grown(nl->cand_cap, n_atoms);
+        uint64_t *c = realloc(nl->cand, n * sizeof(*c));
+        if (!c) return -1;
+        nl->cand = c;
+        nl->cand_cap = n;
+    }
+    float r2 = p->cutoff * p->cutoff;
+    if (algo == PT_NEIGHBOR_AUTO)
+        algo = cells_pay_off(pos, n_atoms, p->cutoff) ? PT_NEIGHBOR_CELLS : PT_NEIGHBOR_BRUTE;
+    if (algo == PT_NEIGHBOR_BRUTE) {
+        search_brute(nl, pos, n_atoms, r2, k);
+        return 0;
+    }
+    return search_cells(nl, pos, n_atoms, p->cutoff, r2, k);
+}
+
+/* --- whole datasets ------------------------------------------------------- */
+
+int pt_graph_params_check(const pt_graph_params *p, pt_errors *errs)
+{
+    int bad = 0;
+    if (!isfinite(p->cutoff) || p->cutoff <= 0.0f) {
+        pt_errors_add(errs, "", 0, "cutoff", "must be a finite distance > 0 Å, got %g",
+                      (double)p->cutoff);
+        bad = 1;
+    }
+    if (p->max_neighbors < 1) {
+        pt_errors_add(errs, "", 0, "max_neighbors", "must be >= 1, got %d",
+                      (int)p->max_neighbors);
+        bad = 1;
+    }
+    if (p->mode != PT_GRAPH_RADIUS && p->mode != PT_GRAPH_KNN) {
+        pt_errors_add(errs, "", 0, "mode", "unknown neighbour mode %d (radius or knn)",
+                      (int)p->mode);
+        bad = 1;
+    }
+    return bad ? -1 : 0;
+}
+
+static int edges_fit(const pt_dataset *ds, uint32_t s, const pt_graph_params *p,
+                     pt_errors *errs)
+{
+    uint64_t n = pt_dataset_natoms(ds, s);
+    uint64_t k = n > 0 && (uint64_t)p->max_neighbors > n - 1 ? n - 1 : (uint64_t)p->max_neighbors;
+    if (n * k > UINT32_MAX) {
+        pt_errors_add(errs, "", 0, "structure",
+                      "structure %u has %llu atoms: up to %llu edges, more than one graph "
+                      "may hold (4294967295)", s, (unsigned long long)n,
+                      (unsigned long long)(n * k));
+        return -1;
+    }
+    return 0;
+}
+
+void pt_graphs_close(pt_graphs *g)
+{
+    free(g->edge_offset);
+    free(g->src);
+    free(g->dst);
+    free(g->dist);
+    memset(g, 0, sizeof(*g));
+}
+
+/* Two passes: count every structure's edges, allocate the exact arrays,
+ * then search again and copy.  The second search costs less than the slack
+ * of growing arrays (up to 2x of ~500 MB on the water clusters). */
+int pt_graphs_build(pt_graphs *g, const pt_dataset *ds, const pt_graph_params *p,
+                    pt_errors *errs)
+{
+    memset(g, 0, sizeof(*g));
+    if (pt_graph_params_check(p, errs)) return -1;
+    g->params = *p;
+    g->n_structs = ds->n_structs;
+    g->edge_offset = calloc((size_t)ds->n_structs + 1, sizeof(uint64_t));
+    uint32_t *counts = malloc(((size_t)ds->n_structs + 1) * sizeof(uint32_t));
+    pt_neighbor_list nl;
+    pt_neighbor_list_init(&nl);
+    if (!g->edge_offset || !counts) goto oom;
+    if (pt_graphs_count(counts, ds, p, errs)) goto fail;
+    for (uint32_t s = 0; s < ds->n_structs; s++)
+        g->edge_offset[s + 1] = g->edge_offset[s] + counts[s];
+    g->n_edges = g->edge_offset[ds->n_structs];
+    g->src = malloc(g->n_edges * sizeof(uint32_t) + 1);
+    g->dst = malloc(g->n_edges * sizeof(uint32_t) + 1);
+    g->dist = malloc(g->n_edges * sizeof(float) + 1);
+    if (!g->src || !g->dst || !g->dist) goto oom;
+    for (uint32_t s = 0; s < ds->n_structs; s++) {
+        if (!counts[s]) continue;
+        const float *pos = ds->pos + 3 * ds->atom_offset[s];
+        if (pt_neighbor_list_build(&nl, pos, pt_dataset_natoms(ds, s), p, PT_NEIGHBOR_AUTO))
+            goto oom;
+        uint64_t at = g->edge_offset[s];
+        memcpy(g->src + at, nl.src, nl.n_edges * sizeof(uint32_t));
+        memcpy(g->dst + at, nl.dst, nl.n_edges * sizeof(uint32_t));
+        memcpy(g->dist + at, nl.dist, nl.n_edges * sizeof(float));
+    }
+    free(counts);
+    pt_neighbor_list_close(&nl);
+    return 0;
+oom:
+    pt_errors_add(errs, "", 0, "", "out of memory building neighbour graphs");
+fail:
+    free(counts);
+    pt_neighbor_list_close(&nl);
+    pt_graphs_close(g);
+    return -1;
+}
+
+int pt_graphs_count(uint32_t *nedges, const pt_dataset *ds, const pt_graph_params *p,
+                    pt_errors *errs)
+{
+    if (pt_graph_params_check(p, errs)) return -1;
+    pt_neighbor_list nl;
+    pt_neighbor_list_init(&nl);
+    for (uint32_t s = 0; s < ds->n_structs; s++) {
+        if (edges_fit(ds, s, p, errs)) {
+            pt_neighbor_list_close(&nl);
+            return -1;
+        }
+        const float *pos = ds->pos + 3 * ds->atom_offset[s];
+        if (pt_neighbor_list_build(&nl, pos, pt_dataset_natoms(ds, s), p, PT_NEIGHBOR_AUTO)) {
+            pt_errors_add(errs, "", 0, "", "out of memory counting neighbour edges");
+            pt_neighbor_list_close(&nl);
+            return -1;
+        }
+        nedges[s] = nl.n_edges;
+    }
+    pt_neighbor_list_close(&nl);
+    return 0;
+}

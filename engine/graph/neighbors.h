@@ -1,0 +1,66 @@
+/* neighbors.h — the neighbour search of one structure, behind pt_graphs_build.
+ *
+ * pt_graphs_build (graph.h) runs this for every structure of a dataset; it is
+ * exposed so tests can hold the brute-force and the cell-list paths against
+ * each other, and benches can time them.
+ *
+ * Definition (both paths, bit for bit): receiver i, sender j != i,
+ *   dx = x_j - x_i (float, per axis),  d2 = dx*dx + dy*dy + dz*dz (float,
+ *   in that order, no fused multiply-add),  kept when d2 < cutoff*cutoff
+ *   (the product rounded to float), i.e. "d < cutoff" as torch_cluster's
+ *   radius search compares squared float distances.  An atom exactly at the
+ *   cutoff is not a neighbour.  The distance stored is sqrtf(d2).
+ * Per receiver at most max_neighbors senders are kept: the nearest by d2,
+ * ties broken by the smaller sender index.  The cap is per receiver, so with a
+ * cap j can be in i's list while i is not in j's (PyG's radius_graph caps the
+ * same way; it keeps an arbitrary subset where we keep the nearest).
+ * PT_GRAPH_KNN keeps "the k nearest within cutoff", which under this
+ * definition is the same set as PT_GRAPH_RADIUS with max_neighbors = k; the
+ * two modes differ only in name and intent.
+ * Output per structure is sorted by receiver, then sender. */
+#ifndef PT_NEIGHBORS_H
+#define PT_NEIGHBORS_H
+
+#include <stdint.h>
+
+#include "engine/graph/graph.h"
+
+/* Structures up to this many atoms always use the all-pairs loop; larger ones
+ * use the cell list (O(N)) when they span enough cells for it to pay off
+ * (measured rule in neighbors.c, cells_pay_off). */
+#define PT_NEIGHBOR_CELL_MIN_ATOMS 64
+
+typedef enum pt_neighbor_algo {
+    PT_NEIGHBOR_AUTO = 0,    /* the faster of the two for this structure */
+    PT_NEIGHBOR_BRUTE = 1,
+    PT_NEIGHBOR_CELLS = 2
+} pt_neighbor_algo;
+
+/* Edges of one structure plus the scratch space to find them; reused from
+ * structure to structure so a dataset pass allocates only while sizes grow. */
+typedef struct pt_neighbor_list {
+    uint32_t n_edges;
+    uint32_t *src;           /* [n_edges] local sender j */
+    uint32_t *dst;           /* [n_edges] local receiver i, non-decreasing */
+    float *dist;             /* [n_edges] */
+    size_t edge_cap;
+
+    /* scratch */
+    uint64_t *cand;          /* candidates of one receiver (key: d2 bits, index) */
+    size_t cand_cap;
+    uint32_t *cell_start;    /* cell list: [n_cells + 1] */
+    uint32_t *cell_atoms;    /* atoms sorted by cell */
+    uint32_t *atom_cell;     /* cell of each atom */
+    size_t cell_cap, atom_cap;
+} pt_neighbor_list;
+
+void pt_neighbor_list_init(pt_neighbor_list *nl);
+void pt_neighbor_list_close(pt_neighbor_list *nl);
+
+/* Finds the edges of one structure of n_atoms atoms (pos: [n_atoms*3]).
+ * Parameters must be valid (see pt_graph_params_check).  Returns 0, or -1 when
+ * memory runs out. */
+int pt_neighbor_list_build(pt_neighbor_list *nl, const float *pos, uint32_t n_atoms,
+                           const pt_graph_params *p, pt_neighbor_algo algo);
+
+#endif

@@ -1,0 +1,530 @@
+/* bf16.c — bf16 conversions, CPU detection, and the product entry points:
+ * argument checks, the split of one product over threads, the portable path
+ * for CPUs without AVX512-BF16, and the scalar reference of the kernel's
+ * arithmetic.  The kernel itself is in bf16_avx512.c; see bf16.h. */
+#include "engine/model/bf16.h"
+#include "engine/model/bf16_internal.h"
+
+#include <cpuid.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_THREADS 64
+/* below this many multiply-adds per thread, starting a thread costs more than it saves */
+#define MIN_WORK_PER_THREAD (2 * 1000 * 1000)
+
+const char *pt_bf16_strerror(int code)
+{
+    switch (code) {
+    case PT_BF16_OK: return "ok";
+    case PT_BF16_EDIM: return "bf16 gemm: m, n and k must not be negative";
+    case PT_BF16_ETRANS: return "bf16 gemm: transpose flag must be CblasNoTrans or CblasTrans";
+    case PT_BF16_ELDA: return "bf16 gemm: lda is smaller than a stored row of A";
+    case PT_BF16_ELDB: return "bf16 gemm: ldb is smaller than a stored row of B";
+    case PT_BF16_ELDC: return "bf16 gemm: ldc is smaller than n";
+    case PT_BF16_ENULL: return "bf16 gemm: a, b or c is NULL";
+    case PT_BF16_ETOOBIG: return "bf16 gemm: operands too large to pack (more than 16 GiB)";
+    case PT_BF16_ENOMEM: return "bf16 gemm: out of memory for the packed operands";
+    case PT_BF16_ENOCPU: return "bf16 gemm: this CPU has no AVX512-BF16";
+    case PT_BF16_EPACKED: return "bf16 gemm: packed B is not initialised";
+    default: return "bf16 gemm: unknown error";
+    }
+}
+
+/* --- per-thread scratch ---------------------------------------------------
+ * The packed operands of a product live in one buffer per calling thread
+ * that only grows: a training step calls the same shapes every time, so after
+ * the first step no product allocates (the engine's no-allocation rule,
+ * tests/unit/test_schnet.c).  The buffer is freed when its thread exits. */
+
+typedef struct scratch {
+    void *p;
+    size_t bytes;
+} scratch;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static int scratch_key_ok;
+
+static void scratch_free(void *v)
+{
+    scratch *s = v;
+    free(s->p);
+    free(s);
+}
+
+static void scratch_key_make(void)
+{
+    scratch_key_ok = pthread_key_create(&scratch_key, scratch_free) == 0;
+}
+
+/* 64-byte aligned memory of at least `bytes` for this thread, or NULL. */
+static void *scratch_get(size_t bytes)
+{
+    pthread_once(&scratch_once, scratch_key_make);
+    if (!scratch_key_ok) return NULL;
+    scratch *s = pthread_getspecific(scratch_key);
+    if (!s) {
+        s = calloc(1, sizeof(*s));
+        if (!s || pthread_setspecific(scratch_key, s)) {
+            free(s);
+            return NULL;
+        }
+    }
+    if (s->bytes < bytes) {
+        size_t want = (bytes + 63) / 64 * 64;
+        void *p = aligned_alloc(64, want);
+        if (!p) return NULL;
+        free(s->p);
+        s->p = p;
+        s->bytes = want;
+    }
+    return s->p;
+}
+
+/* --- conversions ---------------------------------------------------------- */
+
+pt_bf16 pt_bf16_from_float(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof(u));
+    return pt_bf16_round_bits(u);
+}
+
+float pt_bf16_to_float(pt_bf16 h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof(x));
+    return x;
+}
+
+void pt_bf16_from_floats(pt_bf16 *dst, const float *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++) dst[i] = pt_bf16_from_float(src[i]);
+}
+
+void pt_bf16_to_floats(float *dst, const pt_bf16 *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++) dst[i] = pt_bf16_to_float(src[i]);
+}
+
+/* --- CPU support ---------------------------------------------------------- */
+
+static pt_cpu_features g_cpu;
+static pthread_once_t g_cpu_once = PTHREAD_ONCE_INIT;
+
+/* XCR0 bits 1, 2 (SSE, AVX) and 5, 6, 7 (opmask, ZMM0-15 upper, ZMM16-31):
+ * without all of them the OS does not save AVX-512 registers on a switch. */
+#define XCR0_AVX512 0xe6u
+
+static void cpu_detect(void)
+{
+    unsigned a, b, c, d;
+    pt_cpu_features f = {0};
+    if (__get_cpuid(1, &a, &b, &c, &d) && (c >> 27 & 1u)) { /* OSXSAVE */
+        unsigned lo, hi;
+        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        f.os_avx512 = (lo & XCR0_AVX512) == XCR0_AVX512;
+    }
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+        f.avx512f = b >> 16 & 1u;
+        f.avx512bw = b >> 30 & 1u;
+        f.avx512vl = b >> 31 & 1u;
+        f.amx_bf16 = d >> 22 & 1u;
+        unsigned max_sub = a;
+        if (max_sub >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512bf16 = a >> 5 & 1u;
+    }
+    const char *hide = getenv("PACKTRAIN_CPU_HIDE_BF16");
+    if (hide && *hide && strcmp(hide, "0") != 0) {
+        f.hidden = 1;
+        f.avx512bf16 = 0;
+    }
+    g_cpu = f;
+}
+
+void pt_cpu_features_get(pt_cpu_features *f)
+{
+    pthread_once(&g_cpu_once, cpu_detect);
+    *f = g_cpu;
+}
+
+int pt_bf16_cpu_explain(const pt_cpu_features *f, char *buf, size_t len)
+{
+    char lacks[128] = "";
+    const struct { int have; const char *name; } need[] = {
+        {f->avx512f, "avx512f"},     {f->avx512bw, "avx512bw"},
+        {f->avx512vl, "avx512vl"},   {f->avx512bf16, "avx512_bf16"},
+        {f->os_avx512, "OS support for AVX-512 state"},
+    };
+    for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
+        if (need[i].have) continue;
+        size_t used = strlen(lacks);
+        snprintf(lacks + used, sizeof(lacks) - used, "%s%s", used ? ", " : "", need[i].name);
+    }
+    if (!lacks[0]) {
+        if (len) buf[0] = '\0';
+        return 1;
+    }
+    snprintf(buf, len,
+             "training.precision \"bf16\" needs a CPU with AVX512-BF16; this CPU lacks %s%s"
+             " - use \"fp32\"",
+             lacks, f->hidden ? " (hidden by PACKTRAIN_CPU_HIDE_BF16)" : "");
+    return 0;
+}
+
+int pt_cpu_has_bf16(void)
+{
+    pt_cpu_features f;
+    pt_cpu_features_get(&f);
+    char unused[1];
+    return pt_bf16_cpu_explain(&f, unused, sizeof(unused));
+}
+
+/* --- settings ------------------------------------------------------------- */
+
+static atomic_int g_kernel = PT_BF16_KERNEL_AUTO;
+static atomic_int g_threads = 1;
+
+int pt_bf16_set_kernel(pt_bf16_kernel kernel)
+{
+    if (kernel == PT_BF16_KERNEL_AVX512 && !pt_cpu_has_bf16()) return PT_BF16_ENOCPU;
+    if (kernel != PT_BF16_KERNEL_AUTO && kernel != PT_BF16_KERNEL_AVX512 &&
+        kernel != PT_BF16_KERNEL_PORTABLE)
+        kernel = PT_BF16_KERNEL_AUTO;
+    atomic_store(&g_kernel, (int)kernel);
+    return PT_BF16_OK;
+}
+
+pt_bf16_kernel pt_bf16_kernel_active(void)
+{
+    int k = atomic_load(&g_kernel);
+    if (k == PT_BF16_KERNEL_AUTO)
+        return pt_cpu_has_bf16() ? PT_BF16_KERNEL_AVX512 : PT_BF16_KERNEL_PORTABLE;
+    return (pt_bf16_kernel)k;
+}
+
+void pt_bf16_set_threads(int threads)
+{
+    atomic_store(&g_threads, threads < 1 ? 1 : threads > MAX_THREADS ? MAX_THREADS : threads);
+}
+
+int pt_bf16_get_threads(void) { return atomic_load(&g_threads); }
+
+/* --- operands ------------------------------------------------------------- */
+
+/* CblasNoTrans/ConjNoTrans → 0, CblasTrans/ConjTrans → 1 (real data), else -1 */
+static int trans_flag(CBLAS_TRANSPOSE t)
+{
+    switch ((int)t) {
+    case CblasNoTrans: case CblasConjNoTrans: return 0;
+    case CblasTrans: case CblasConjTrans: return 1;
+    default: return -1;
+    }
+}
+
+/* op(X)(row, col) as a float holding a bf16 value */
+static float operand_get(const pt_bf16_operand *o, size_t row, size_t col)
+{
+    size_t at = o->trans ? col * (size_t)o->ld + row : row * (size_t)o->ld + col;
+    if (o->f32) return pt_bf16_to_float(pt_bf16_from_float(((const float *)o->p)[at]));
+    return pt_bf16_to_float(((const pt_bf16 *)o->p)[at]);
+}
+
+static int max1(int x) { return x > 1 ? x : 1; }
+
+/* C = beta·C (alpha = 0 or k = 0); beta = 0 writes zeros without reading */
+static void scale_c(float *c, int ldc, int m, int n, float beta)
+{
+    for (int i = 0; i < m; i++) {
+        float *row = c + (size_t)i * ldc;
+        for (int j = 0; j < n; j++) row[j] = beta == 0.0f ? 0.0f : beta * row[j];
+    }
+}
+
+/* Scalar packing, same layout as pt_bf16_avx512_pack_b: for the portable
+ * kernel's pt_bf16_packed and as the test of the AVX-512 packer. */
+static void pack_b_portable(const pt_bf16_job *job)
+{
+    for (int p = 0; p < job->kp; p++)
+        for (int col = 0; col < job->n; col++) {
+            int n0 = col / PT_BF16_NP * PT_BF16_NP;
+            int width = job->n - n0 < PT_BF16_NP ? job->n - n0 : PT_BF16_NP;
+            int wp = (width + 15) / 16 * 16;
+            uint32_t *panel = job->bp + (size_t)(n0 / PT_BF16_NP) * job->kp * PT_BF16_NP;
+            uint32_t lo = pt_bf16_from_float(operand_get(&job->b, (size_t)2 * p, (size_t)col));
+            uint32_t hi = 2 * p + 1 < job->k
+                              ? pt_bf16_from_float(operand_get(&job->b, (size_t)2 * p + 1,
+                                                               (size_t)col))
+                              : 0;
+            panel[(size_t)p * wp + (col - n0)] = lo | hi << 16;
+            if (col == job->n - 1)
+                for (int pad = width; pad < wp; pad++) panel[(size_t)p * wp + pad] = 0;
+        }
+}
+
+static float packed_get(const pt_bf16_packed *pb, int kk, int col)
+{
+    int n0 = col / PT_BF16_NP * PT_BF16_NP;
+    int width = pb->n - n0 < PT_BF16_NP ? pb->n - n0 : PT_BF16_NP, wp = (width + 15) / 16 * 16;
+    size_t kp = (size_t)(pb->k + 1) / 2;
+    uint32_t pair = pb->data[(size_t)(n0 / PT_BF16_NP) * kp * PT_BF16_NP +
+                             (size_t)(kk / 2) * wp + (size_t)(col - n0)];
+    return pt_bf16_to_float((pt_bf16)(kk % 2 ? pair >> 16 : pair & 0xffffu));
+}
+
+/* --- the portable path: the same bf16 numbers through cblas_sgemm -------- */
+
+static int run_portable(const pt_bf16_job *job, const pt_bf16_packed *pb)
+{
+    size_t mk = (size_t)job->m * job->k, kn = (size_t)job->k * job->n;
+    if ((mk + kn) * sizeof(float) > PT_BF16_MAX_PACK) return PT_BF16_ETOOBIG;
+    size_t a_bytes = (mk * sizeof(float) + 63) / 64 * 64;
+    char *mem = scratch_get(a_bytes + kn * sizeof(float));
+    if (!mem) return PT_BF16_ENOMEM;
+    float *a = (float *)mem, *b = (float *)(mem + a_bytes);
+    for (int i = 0; i < job->m; i++)
+        for (int kk = 0; kk < job->k; kk++)
+            a[(size_t)i * job->k + kk] = operand_get(&job->a, (size_t)i, (size_t)kk);
+    for (int kk = 0; kk < job->k; kk++)
+        for (int j = 0; j < job->n; j++)
+            b[(size_t)kk * job->n + j] =
+                pb ? packed_get(pb, kk, j) : operand_get(&job->b, (size_t)kk, (size_t)j);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, job->m, job->n, job->k, job->alpha,
+                a, job->k, b, job->n, job->beta, job->c, job->ldc);
+    return PT_BF16_OK;
+}
+
+/* --- the AVX-512 path, split over threads --------------------------------- */
+
+typedef struct worker {
+    const pt_bf16_job *job;
+    int pack_phase; /* 1: pack pair rows [begin, end) of B; 0: rows of C */
+    int begin, end;
+    uint32_t *apack;
+} worker;
+
+static void *worker_main(void *arg)
+{
+    const worker *w = arg;
+    if (w->pack_phase)
+        pt_bf16_avx512_pack_b(w->job, w->begin, w->end);
+    else
+        pt_bf16_avx512_rows(w->job, w->begin, w->end, w->apack);
+    return NULL;
+}
+
+/* Runs w[0] here and w[1..count) on new threads; a thread that cannot be
+ * started has its share run here instead, so the product always completes. */
+static void run_workers(worker *w, int count)
+{
+    pthread_t tid[MAX_THREADS];
+    int started[MAX_THREADS] = {0};
+    for (int i = 1; i < count; i++) started[i] = !pthread_create(&tid[i], NULL, worker_main, &w[i]);
+    worker_main(&w[0]);
+    for (int i = 1; i < count; i++) {
+        if (started[i])
+            pthread_join(tid[i], NULL);
+        else
+            worker_main(&w[i]);
+    }
+}
+
+/* Splits [0, total) into count ranges whose bounds are multiples of unit. */
+static void split_range(worker *w, int count, int total, int unit)
+{
+    int units = (total + unit - 1) / unit;
+    for (int i = 0; i < count; i++) {
+        int lo = (int)((long)units * i / count) * unit, hi = (int)((long)units * (i + 1) / count) * unit;
+        w[i].begin = lo < total ? lo : total;
+        w[i].end = hi < total ? hi : total;
+    }
+}
+
+static int run_avx512(pt_bf16_job *job, int b_packed)
+{
+    double work = (double)job->m * job->n * job->k;
+    int threads = pt_bf16_get_threads();
+    int by_rows = (job->m + PT_BF16_MR - 1) / PT_BF16_MR;
+    int by_work = (int)(work / MIN_WORK_PER_THREAD);
+    if (threads > by_rows) threads = by_rows;
+    if (threads > by_work) threads = by_work;
+    if (threads < 1) threads = 1;
+
+    size_t b_bytes = 0;
+    if (!b_packed) {
+        b_bytes = pt_bf16_packed_pairs(job->k, job->n) * sizeof(uint32_t);
+        if (b_bytes > PT_BF16_MAX_PACK) return PT_BF16_ETOOBIG;
+        b_bytes = (b_bytes + 63) / 64 * 64;
+    }
+    size_t abytes = PT_BF16_APACK_PAIRS * sizeof(uint32_t);
+    char *mem = scratch_get(b_bytes + abytes * (size_t)threads);
+    if (!mem) return PT_BF16_ENOMEM;
+    if (!b_packed) job->bp = (uint32_t *)mem;
+    uint32_t *apack = (uint32_t *)(mem + b_bytes);
+    worker w[MAX_THREADS];
+    for (int i = 0; i < threads; i++)
+        w[i] = (worker){.job = job, .apack = apack + (size_t)i * PT_BF16_APACK_PAIRS};
+    if (!b_packed) {
+        /* packing B is worth splitting only when B is big (dW = dYᵀ·X) */
+        int packers = (size_t)job->kp * job->n >= 65536 ? threads : 1;
+        for (int i = 0; i < packers; i++) w[i].pack_phase = 1;
+        split_range(w, packers, job->kp, 1);
+        run_workers(w, packers);
+        for (int i = 0; i < packers; i++) w[i].pack_phase = 0;
+    }
+    split_range(w, threads, job->m, PT_BF16_MR);
+    run_workers(w, threads);
+    return PT_BF16_OK;
+}
+
+/* --- entry points ---------------------------------------------------------- */
+
+/* cblas' checks; fills the job's shape and operands */
+static int job_init(pt_bf16_job *job, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n,
+                    int k, float alpha, const void *a, int lda, const void *b, int ldb,
+                    float beta, float *c, int ldc, int f32)
+{
+    int at = trans_flag(ta), bt = trans_flag(tb);
+    if (at < 0 || bt < 0) return PT_BF16_ETRANS;
+    if (m < 0 || n < 0 || k < 0) return PT_BF16_EDIM;
+    if (lda < max1(at ? m : k)) return PT_BF16_ELDA;
+    if (ldb < max1(bt ? k : n)) return PT_BF16_ELDB;
+    if (ldc < max1(n)) return PT_BF16_ELDC;
+    if (m > 0 && n > 0 && (!c || (k > 0 && alpha != 0.0f && (!a || !b)))) return PT_BF16_ENULL;
+    *job = (pt_bf16_job){.m = m, .n = n, .k = k, .kp = (k + 1) / 2, .alpha = alpha,
+                         .beta = beta, .c = c, .ldc = ldc,
+                         .a = {.p = a, .f32 = f32, .trans = at, .ld = lda},
+                         .b = {.p = b, .f32 = f32, .trans = bt, .ld = ldb}};
+    return PT_BF16_OK;
+}
+
+static int run(pt_bf16_job *job, const pt_bf16_packed *pb)
+{
+    if (job->m == 0 || job->n == 0) return PT_BF16_OK;
+    if (job->k == 0 || job->alpha == 0.0f) {
+        scale_c(job->c, job->ldc, job->m, job->n, job->beta);
+        return PT_BF16_OK;
+    }
+    if (pt_bf16_kernel_active() == PT_BF16_KERNEL_PORTABLE) return run_portable(job, pb);
+    if (pb) job->bp = pb->data;
+    return run_avx512(job, pb != NULL);
+}
+
+int pt_bf16_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
+                 const pt_bf16 *a, int lda, const pt_bf16 *b, int ldb, float beta, float *c,
+                 int ldc)
+{
+    pt_bf16_job job;
+    int rc = job_init(&job, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, 0);
+    return rc ? rc : run(&job, NULL);
+}
+
+int pt_bf16_sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
+                  const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                  int ldc)
+{
+    pt_bf16_job job;
+    int rc = job_init(&job, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, 1);
+    return rc ? rc : run(&job, NULL);
+}
+
+/* --- packed B ------------------------------------------------------------- */
+
+static int pack_fill(pt_bf16_packed *p, const float *b, int ldb)
+{
+    if (ldb < max1(p->trans == CblasTrans ? p->k : p->n)) return PT_BF16_ELDB;
+    if (!b && p->k > 0 && p->n > 0) return PT_BF16_ENULL;
+    pt_bf16_job job = {.k = p->k, .n = p->n, .kp = (p->k + 1) / 2, .bp = p->data,
+                       .b = {.p = b, .f32 = 1, .trans = p->trans == CblasTrans, .ld = ldb}};
+    if (p->k == 0 || p->n == 0) return PT_BF16_OK;
+    if (pt_bf16_kernel_active() == PT_BF16_KERNEL_AVX512)
+        pt_bf16_avx512_pack_b(&job, 0, job.kp);
+    else
+        pack_b_portable(&job);
+    return PT_BF16_OK;
+}
+
+int pt_bf16_pack_init(pt_bf16_packed *p, CBLAS_TRANSPOSE tb, int k, int n, const float *b,
+                      int ldb)
+{
+    memset(p, 0, sizeof(*p));
+    int bt = trans_flag(tb);
+    if (bt < 0) return PT_BF16_ETRANS;
+    if (k < 0 || n < 0) return PT_BF16_EDIM;
+    size_t pairs = pt_bf16_packed_pairs(k, n);
+    if (pairs * sizeof(uint32_t) > PT_BF16_MAX_PACK) return PT_BF16_ETOOBIG;
+    uint32_t *data = aligned_alloc(64, (pairs * sizeof(uint32_t) + 63) / 64 * 64 + 64);
+    if (!data) return PT_BF16_ENOMEM;
+    *p = (pt_bf16_packed){.data = data, .k = k, .n = n, .pairs = pairs,
+                          .trans = bt ? CblasTrans : CblasNoTrans};
+    int rc = pack_fill(p, b, ldb);
+    if (rc) pt_bf16_pack_close(p);
+    return rc;
+}
+
+int pt_bf16_pack_update(pt_bf16_packed *p, const float *b, int ldb)
+{
+    if (!p->data) return PT_BF16_EPACKED;
+    return pack_fill(p, b, ldb);
+}
+
+void pt_bf16_pack_close(pt_bf16_packed *p)
+{
+    free(p->data);
+    memset(p, 0, sizeof(*p));
+}
+
+int pt_bf16_gemm_packed(CBLAS_TRANSPOSE ta, int m, float alpha, const float *a, int lda,
+                        const pt_bf16_packed *b, float beta, float *c, int ldc)
+{
+    if (!b || !b->data) return PT_BF16_EPACKED;
+    pt_bf16_job job;
+    /* B's own checks were done when it was packed; ldb = n passes them */
+    int rc = job_init(&job, ta, CblasNoTrans, m, b->n, b->k, alpha, a, lda, b->data,
+                      max1(b->n), beta, c, ldc, 1);
+    return rc ? rc : run(&job, b);
+}
+
+/* --- reference ------------------------------------------------------------ */
+
+/* vdpbf16ps reads bf16 subnormals as zero (DAZ) and flushes subnormal sums (FTZ) */
+static float flush(float x) { return fpclassify(x) == FP_SUBNORMAL ? copysignf(0.0f, x) : x; }
+
+void pt_bf16_gemm_ref(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
+                      const pt_bf16 *a, int lda, const pt_bf16 *b, int ldb, float beta, float *c,
+                      int ldc)
+{
+    pt_bf16_operand oa = {.p = a, .trans = trans_flag(ta) == 1, .ld = lda};
+    pt_bf16_operand ob = {.p = b, .trans = trans_flag(tb) == 1, .ld = ldb};
+    if (k == 0 || alpha == 0.0f) {
+        scale_c(c, ldc, m, n, beta);
+        return;
+    }
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            float *cij = c + (size_t)i * ldc + j;
+            for (int pc = 0; pc < k; pc += PT_BF16_KC) {
+                int end = k - pc < PT_BF16_KC ? k : pc + PT_BF16_KC;
+                float acc = 0.0f;
+                for (int kk = pc; kk < end; kk += 2) {
+                    float a1 = 0.0f, b1 = 0.0f;
+                    if (kk + 1 < end) {
+                        a1 = flush(operand_get(&oa, (size_t)i, (size_t)kk + 1));
+                        b1 = flush(operand_get(&ob, (size_t)kk + 1, (size_t)j));
+                    }
+                    acc = flush(fmaf(a1, b1, acc));
+                    acc = flush(fmaf(flush(operand_get(&oa, (size_t)i, (size_t)kk)),
+                                   flush(operand_get(&ob, (size_t)kk, (size_t)j)), acc));
+                }
+                if (pc > 0)
+                    *cij = fmaf(alpha, acc, *cij);
+                else
+                    *cij = beta == 0.0f ? alpha * acc : fmaf(alpha, acc, beta * *cij);
+            }
+        }
+}

@@ -1,0 +1,292 @@
+/* bf16_avx512.c — the AVX512-BF16 product kernel: packing A and B into the
+ * pair-interleaved layouts vdpbf16ps multiplies (rounding fp32 sources to bf16
+ * on the way), the 6×64 micro-kernel, and the cache blocking around it.
+ *
+ * This is the only file of packtrain built for AVX-512 (the target pragma
+ * below; the rest of the build stays x86-64-v3), so nothing in it may run
+ * before pt_cpu_has_bf16() said yes — bf16.c guarantees that.
+ *
+ * vdpbf16ps multiplies 16 lanes of bf16 *pairs*: lane i of the accumulator
+ * gets a[2i+1]·b[2i+1] then a[2i]·b[2i] added.  So op(B) is packed with the
+ * pair (B(2p, col), B(2p+1, col)) in lane col of row p (see bf16_internal.h),
+ * and one pair (A(r, 2p), A(r, 2p+1)) of A is broadcast to all lanes: one
+ * instruction then advances 16 columns of row r of C by two steps of k. */
+#include "engine/model/bf16_internal.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#pragma GCC target("avx512f,avx512bf16,avx512bw,avx512vl")
+
+#define MR PT_BF16_MR
+#define NP PT_BF16_NP
+#define MC PT_BF16_MC
+#define KC PT_BF16_KC
+
+/* Address of stored element (row, col) of an operand. */
+static inline const void *elem_at(const pt_bf16_operand *o, size_t row, size_t col)
+{
+    size_t size = o->f32 ? sizeof(float) : sizeof(uint16_t);
+    return (const char *)o->p + (row * (size_t)o->ld + col) * size;
+}
+
+/* 16 lanes of round-to-nearest-even fp32 → bf16 bits (low half of each lane),
+ * the vector twin of pt_bf16_round_bits. */
+static inline __m512i round16(__m512i u)
+{
+    const __m512i abs = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(abs, _mm512_set1_epi32(0x7f800000));
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i bias = _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
+    __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+    return _mm512_mask_mov_epi32(r, nan, quiet);
+}
+
+/* Masked loads and stores cost several times a plain one on the Zen 5 this
+ * was measured on (the packing loops ran 2× slower), so the full-width case
+ * takes plain instructions and only a row's tail is masked. */
+static inline __m512 load_ps(__mmask16 m, const float *p)
+{
+    return m == 0xffff ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(m, p);
+}
+
+static inline void store_ps(float *p, __mmask16 m, __m512 x)
+{
+    if (m == 0xffff) _mm512_storeu_ps(p, x);
+    else _mm512_mask_storeu_ps(p, m, x);
+}
+
+/* Up to 16 consecutive elements (lanes outside m read as 0) as bf16 bits. */
+static inline __m512i load16(const void *src, int f32, __mmask16 m)
+{
+    if (f32) return round16(_mm512_castps_si512(load_ps(m, src)));
+    __m256i h = m == 0xffff ? _mm256_loadu_si256(src) : _mm256_maskz_loadu_epi16(m, src);
+    return _mm512_cvtepu16_epi32(h);
+}
+
+/* mask of the first `count` lanes; count ≤ 0 (the zero padding) gives none */
+static inline __mmask16 lanes(int count)
+{
+    if (count <= 0) return 0;
+    return count >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << count) - 1u);
+}
+
+/* dst[0, padded) = bf16 of src[0, count), zeros after: one row of A. */
+static void convert_run(uint16_t *dst, const void *src, int f32, int count, int padded)
+{
+    size_t size = f32 ? sizeof(float) : sizeof(uint16_t);
+    for (int j = 0; j < padded; j += 16) {
+        __m512i v = load16((const char *)src + (size_t)j * size, f32, lanes(count - j));
+        __m256i h = _mm512_cvtepi32_epi16(v);
+        if (padded - j >= 16) _mm256_storeu_si256((__m256i *)(dst + j), h);
+        else _mm256_mask_storeu_epi16(dst + j, lanes(padded - j), h);
+    }
+}
+
+/* dst[j] = bf16(lo[j]) | bf16(hi[j]) << 16 for j < count, 0 up to padded;
+ * hi NULL reads as zeros (the pad of an odd k). */
+static void interleave_run(uint32_t *dst, const void *lo, const void *hi, int f32, int count,
+                           int padded)
+{
+    size_t size = f32 ? sizeof(float) : sizeof(uint16_t);
+    for (int j = 0; j < padded; j += 16) {
+        __mmask16 m = lanes(count - j);
+        size_t off = (size_t)j * size;
+        __m512i l = load16((const char *)lo + off, f32, m);
+        __m512i h = hi ? load16((const char *)hi + off, f32, m) : _mm512_setzero_si512();
+        __m512i pair = _mm512_or_si512(l, _mm512_slli_epi32(h, 16));
+        if (padded - j >= 16) _mm512_storeu_si512(dst + j, pair);
+        else _mm512_mask_storeu_epi32(dst + j, lanes(padded - j), pair);
+    }
+}
+
+static inline uint16_t scalar_bits(const void *p, int f32)
+{
+    if (f32) {
+        uint32_t u;
+        memcpy(&u, p, sizeof(u));
+        return pt_bf16_round_bits(u);
+    }
+    uint16_t h;
+    memcpy(&h, p, sizeof(h));
+    return h;
+}
+
+/* op(B) stored transposed (the weights W[out][in] of a Linear): column col of
+ * op(B) is row col of the source, so each pair is two adjacent elements. */
+static void pack_b_transposed(const pt_bf16_job *job, int p_begin, int p_end)
+{
+    const pt_bf16_operand *b = &job->b;
+    for (int col = 0; col < job->n; col++) {
+        int panel = col / NP, width = job->n - panel * NP < NP ? job->n - panel * NP : NP;
+        int wp = (width + 15) / 16 * 16;
+        uint32_t *dst = job->bp + (size_t)panel * job->kp * NP + (size_t)(col % NP);
+        for (int p = p_begin; p < p_end; p++) {
+            uint32_t lo = scalar_bits(elem_at(b, (size_t)col, (size_t)2 * p), b->f32);
+            uint32_t hi = 2 * p + 1 < job->k
+                              ? scalar_bits(elem_at(b, (size_t)col, (size_t)2 * p + 1), b->f32)
+                              : 0;
+            dst[(size_t)p * wp] = lo | hi << 16;
+        }
+    }
+    /* the last panel's padding columns */
+    int last = (job->n - 1) / NP, width = job->n - last * NP, wp = (width + 15) / 16 * 16;
+    uint32_t *panel = job->bp + (size_t)last * job->kp * NP;
+    for (int p = p_begin; p < p_end; p++)
+        for (int col = width; col < wp; col++) panel[(size_t)p * wp + col] = 0;
+}
+
+void pt_bf16_avx512_pack_b(const pt_bf16_job *job, int p_begin, int p_end)
+{
+    if (job->b.trans) {
+        pack_b_transposed(job, p_begin, p_end);
+        return;
+    }
+    /* op(B) stored as is, [k][n]: pair row p interleaves source rows 2p, 2p+1 */
+    for (int p = p_begin; p < p_end; p++) {
+        for (int n0 = 0; n0 < job->n; n0 += NP) {
+            int width = job->n - n0 < NP ? job->n - n0 : NP, wp = (width + 15) / 16 * 16;
+            const void *lo = elem_at(&job->b, (size_t)2 * p, (size_t)n0);
+            const void *hi =
+                2 * p + 1 < job->k ? elem_at(&job->b, (size_t)2 * p + 1, (size_t)n0) : NULL;
+            uint32_t *dst = job->bp + (size_t)(n0 / NP) * job->kp * NP + (size_t)p * wp;
+            interleave_run(dst, lo, hi, job->b.f32, width, wp);
+        }
+    }
+}
+
+/* Packs rows [ic, ic+mc) × k [pc, pc+kc) of op(A), rows padded with zeros to
+ * mcp.  Pair (r, p) lands at ap[p·sp + r·sr]: A stored as is gives one bf16
+ * row per r (sp = 1), A stored transposed gives one row of pairs per p
+ * (sr = 1) — whichever keeps the source reads contiguous. */
+static void pack_a(const pt_bf16_job *job, uint32_t *ap, int ic, int mc, int mcp, int pc, int kc,
+                   ptrdiff_t *sp, ptrdiff_t *sr)
+{
+    const pt_bf16_operand *a = &job->a;
+    int pairs = (kc + 1) / 2;
+    if (!a->trans) {
+        for (int r = 0; r < mcp; r++) {
+            uint16_t *dst = (uint16_t *)(ap + (size_t)r * pairs);
+            if (r < mc)
+                convert_run(dst, elem_at(a, (size_t)(ic + r), (size_t)pc), a->f32, kc, 2 * pairs);
+            else
+                memset(dst, 0, (size_t)pairs * sizeof(uint32_t));
+        }
+        *sp = 1;
+        *sr = pairs;
+        return;
+    }
+    for (int p = 0; p < pairs; p++) {
+        int k0 = pc + 2 * p;
+        const void *lo = elem_at(a, (size_t)k0, (size_t)ic);
+        const void *hi = k0 + 1 < pc + kc ? elem_at(a, (size_t)k0 + 1, (size_t)ic) : NULL;
+        interleave_run(ap + (size_t)p * mcp, lo, hi, a->f32, mc, mcp);
+    }
+    *sp = mcp;
+    *sr = 1;
+}
+
+/* One MR × (16·nv) tile of C. */
+typedef struct tile {
+    const uint32_t *a;
+    ptrdiff_t sp, sr;
+    const uint32_t *b;
+    int kp;
+    float *c;
+    int ldc, mr;
+    __mmask16 last; /* valid lanes of the last 16 columns */
+    float alpha, beta;
+    int mode;       /* 0: C = αacc, 1: C = αacc + βC, 2: C = αacc + C */
+} tile;
+
+/* The micro-kernel: 6 × nv accumulators live in registers for the whole k
+ * loop (24 of the 32 zmm at nv = 4, enough independent chains to cover the
+ * dot-product latency), B is read once per pair row, A broadcast per row. */
+static inline __attribute__((always_inline)) void tile_run(const tile *t, const int nv)
+{
+    __m512 acc[MR][4];
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++) acc[r][v] = _mm512_setzero_ps();
+
+    const uint32_t *a = t->a, *b = t->b;
+    const ptrdiff_t sr = t->sr, sp = t->sp;
+    for (int p = 0; p < t->kp; p++) {
+        __m512bh bv[4];
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++) bv[v] = (__m512bh)_mm512_loadu_si512(b + 16 * v);
+#pragma GCC unroll 6
+        for (int r = 0; r < MR; r++) {
+            __m512bh av = (__m512bh)_mm512_set1_epi32((int)a[r * sr]);
+#pragma GCC unroll 4
+            for (int v = 0; v < nv; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
+        }
+        a += sp;
+        b += 16 * nv;
+    }
+
+    /* locals, so the stores to C need not reload them through t */
+    const __m512 va = _mm512_set1_ps(t->alpha), vb = _mm512_set1_ps(t->beta);
+    const int mode = t->mode, mr = t->mr;
+    const size_t ldc = (size_t)t->ldc;
+    const __mmask16 last = t->last;
+    float *const c0 = t->c;
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; r++) {
+        if (r >= mr) break;
+        float *c = c0 + r * ldc;
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++) {
+            __mmask16 m = v == nv - 1 ? last : (__mmask16)0xffff;
+            __m512 x;
+            if (mode == 0)
+                x = _mm512_mul_ps(va, acc[r][v]);
+            else if (mode == 1)
+                x = _mm512_fmadd_ps(va, acc[r][v], _mm512_mul_ps(vb, load_ps(m, c + 16 * v)));
+            else
+                x = _mm512_fmadd_ps(va, acc[r][v], load_ps(m, c + 16 * v));
+            store_ps(c + 16 * v, m, x);
+        }
+    }
+}
+
+static void tile_nv1(const tile *t) { tile_run(t, 1); }
+static void tile_nv2(const tile *t) { tile_run(t, 2); }
+static void tile_nv3(const tile *t) { tile_run(t, 3); }
+static void tile_nv4(const tile *t) { tile_run(t, 4); }
+
+static void (*const tile_fn[5])(const tile *) = {NULL, tile_nv1, tile_nv2, tile_nv3, tile_nv4};
+
+/* GotoBLAS loop order: for each K block, each MC block of A is packed once
+ * and swept by every B panel; a B panel (KC × 64 bf16 = 32 KB) stays in L1
+ * while the MR-row tiles of the block go by. */
+void pt_bf16_avx512_rows(const pt_bf16_job *job, int i_begin, int i_end, uint32_t *apack)
+{
+    for (int pc = 0; pc < job->k; pc += KC) {
+        int kc = job->k - pc < KC ? job->k - pc : KC;
+        tile t;
+        t.kp = (kc + 1) / 2;
+        t.ldc = job->ldc;
+        t.alpha = job->alpha;
+        t.beta = job->beta;
+        t.mode = pc > 0 ? 2 : job->beta != 0.0f ? 1 : 0;
+        for (int ic = i_begin; ic < i_end; ic += MC) {
+            int mc = i_end - ic < MC ? i_end - ic : MC;
+            int mcp = (mc + MR - 1) / MR * MR;
+            pack_a(job, apack, ic, mc, mcp, pc, kc, &t.sp, &t.sr);
+            for (int n0 = 0; n0 < job->n; n0 += NP) {
+                int width = job->n - n0 < NP ? job->n - n0 : NP, nv = (width + 15) / 16;
+                t.b = job->bp + (size_t)(n0 / NP) * job->kp * NP + (size_t)(pc / 2) * 16 * nv;
+                t.last = lanes(width - 16 * (nv - 1));
+                for (int ir = 0; ir < mc; ir += MR) {
+                    t.a = apack + ir * t.sr;
+                    t.mr = mc - ir < MR ? mc - ir : MR;
+                    t.c = job->c + (size_t)(ic + ir) * job->ldc + n0;
+                    tile_fn[nv](&t);
+                }
+            }
+        }
+    }
+}

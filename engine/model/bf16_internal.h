@@ -1,0 +1,63 @@
+/* bf16_internal.h — what bf16.c (API, dispatch, threads) shares with
+ * bf16_avx512.c (the only file compiled for AVX-512): one product described
+ * as a job, the packed-B layout, and the blocking constants.
+ *
+ * Packed B ("VNNI" layout, what vdpbf16ps multiplies): columns are cut into
+ * panels of PT_BF16_NP; the last panel is rounded up to a multiple of 16.
+ * Panel j starts at bp + j·kp·PT_BF16_NP and holds, for each pair index
+ * p < kp = ⌈k/2⌉, one uint32 per column: bf16 B(2p, col) in the low half and
+ * B(2p+1, col) in the high half (0 past k or past n). */
+#ifndef PT_BF16_INTERNAL_H
+#define PT_BF16_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/model/bf16.h"
+
+#define PT_BF16_MR 6   /* rows of C per micro-kernel: 6 × 4 zmm accumulators */
+#define PT_BF16_NP 64  /* columns per B panel (4 zmm of 16 fp32) */
+#define PT_BF16_MC 240 /* rows of A per packed block (≈120 KB, stays in L2) */
+
+/* One matrix operand as the caller stored it. */
+typedef struct pt_bf16_operand {
+    const void *p;
+    int f32;   /* elements are float (rounded when packed), else pt_bf16 */
+    int trans; /* stored transposed (row-major op(X)ᵀ) */
+    int ld;
+} pt_bf16_operand;
+
+typedef struct pt_bf16_job {
+    int m, n, k, kp;       /* kp = (k + 1) / 2 */
+    float alpha, beta;
+    pt_bf16_operand a, b;
+    uint32_t *bp;          /* packed B, pt_bf16_packed_pairs(k, n) entries */
+    float *c;
+    int ldc;
+} pt_bf16_job;
+
+static inline size_t pt_bf16_packed_pairs(int k, int n)
+{
+    size_t full = (size_t)(n / PT_BF16_NP) * PT_BF16_NP;
+    size_t tail = (size_t)((n % PT_BF16_NP + 15) / 16) * 16;
+    return (size_t)((k + 1) / 2) * (full + tail);
+}
+
+/* uint32 entries of one thread's A packing buffer */
+#define PT_BF16_APACK_PAIRS ((size_t)PT_BF16_MC * (PT_BF16_KC / 2))
+
+/* Packs pair rows [p_begin, p_end) of op(B) into job->bp (all panels).  Only
+ * after pt_cpu_has_bf16(). */
+void pt_bf16_avx512_pack_b(const pt_bf16_job *job, int p_begin, int p_end);
+/* Computes rows [i_begin, i_end) of C from job->bp; apack has
+ * PT_BF16_APACK_PAIRS entries.  Only after pt_cpu_has_bf16(). */
+void pt_bf16_avx512_rows(const pt_bf16_job *job, int i_begin, int i_end, uint32_t *apack);
+
+/* fp32 → bf16, round to nearest even, NaN kept quiet (shared by both files). */
+static inline uint16_t pt_bf16_round_bits(uint32_t u)
+{
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+#endif

@@ -1,0 +1,563 @@
+/* schnet.c — SchNet (PyTorch Geometric's numerics): parameters, activation
+ * arena, forward, loss and the hand-written backward pass.
+ *
+ *   ssp(x)  = softplus(x) − ln 2
+ *   h_i     = Embedding[z_i]
+ *   e_ijk   = exp(γ (d_ij − μ_k)²),  C_ij = ½ (cos(π d_ij / r_c) + 1), 0 beyond r_c
+ *   for t in 1..T:
+ *     W_ij  = (A2 · ssp(A1 e_ij + a1) + a2) ⊙ C_ij      (filter net, over ALL edges)
+ *     x_j   = L1 h_j
+ *     m_i   = Σ_{j→i} x_j ⊙ W_ij
+ *     h_i  += L3 · ssp(L2 m_i + c2) + c3
+ *   o_i     = w5ᵀ ssp(W4 h_i + b4) + b5
+ *   o'_i    = o_i · std + mean + atomref[z_i]
+ *   y_g     = Σ_{i∈g} o'_i   (or the mean)
+ *
+ * W_ij depends on d_ij alone, so the filter network runs once per filter
+ * row — one per bond, shared by its two directions — and not at all for
+ * edges with C_ij = 0 (padding edges): engine/edge_rows.h.  The result is
+ * PyG's up to float rounding (tests/unit/test_schnet.c checks against a
+ * double-precision per-edge reference, tests/torch against PyTorch).
+ * Products run over the whole batch (rows×G·G×F, rows×F·F×F, N×H·H×F…) with
+ * every bias added inside its product (C starts as the bias rows, so
+ * OpenBLAS skips its beta pass), in fp32 or bf16 (acts->precision).
+ * Padding nodes and graphs are computed like real ones (fixed shape, as an
+ * IPU would) and masked out by node_graph = −1.  With
+ * pt_schnet_acts.profile set, the time of each kind of work is recorded
+ * (bench/schnet_profile.c, docs/performance.md). */
+#include "engine/model/schnet.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/model/edge_rows.h"
+#include "engine/core/rng.h"
+
+pt_schnet_config pt_schnet_config_default(void)
+{
+    pt_schnet_config c = {
+        .hidden = 100, .filters = 100, .interactions = 4, .gaussians = 25,
+        .cutoff = 6.0f, .max_neighbors = 32, .readout = PT_READOUT_SUM, .use_atomref = 0,
+    };
+    return c;
+}
+
+int pt_schnet_config_check(const pt_schnet_config *c, pt_errors *errs)
+{
+    int bad = 0;
+#define PT_CHECK(cond, field, ...)                              \
+    do {                                                        \
+        if (!(cond)) {                                          \
+            if (errs) pt_errors_add(errs, "", 0, field, __VA_ARGS__); \
+            bad++;                                              \
+        }                                                       \
+    } while (0)
+    PT_CHECK(c->hidden >= 2 && c->hidden <= 4096, "hidden",
+             "must be in 2..4096 (the head is H/2 wide), got %d", c->hidden);
+    PT_CHECK(c->filters >= 1 && c->filters <= 4096, "filters",
+             "must be in 1..4096, got %d", c->filters);
+    PT_CHECK(c->interactions >= 1 && c->interactions <= PT_SCHNET_MAX_INTERACTIONS,
+             "interactions", "must be in 1..%d, got %d", PT_SCHNET_MAX_INTERACTIONS,
+             c->interactions);
+    PT_CHECK(c->gaussians >= 2 && c->gaussians <= 1024, "gaussians",
+             "must be in 2..1024, got %d", c->gaussians);
+    PT_CHECK(isfinite(c->cutoff) && c->cutoff > 0.0f && c->cutoff <= 100.0f, "cutoff",
+             "must be in (0, 100] Å, got %g", (double)c->cutoff);
+    PT_CHECK(c->max_neighbors >= 1 && c->max_neighbors <= 1024, "max_neighbors",
+             "must be in 1..1024, got %d", c->max_neighbors);
+    PT_CHECK(c->readout == PT_READOUT_SUM || c->readout == PT_READOUT_MEAN, "readout",
+             "must be sum or mean, got %d", (int)c->readout);
+    PT_CHECK(c->use_atomref == 0 || c->use_atomref == 1, "atomref",
+             "must be 0 or 1, got %d", c->use_atomref);
+#undef PT_CHECK
+    return bad;
+}
+
+/* Walks the state_dict order once: assigns the pointer views into `base` and,
+ * when `t` is given, fills the tensor table.  Returns the float count. */
+static size_t layout(const pt_schnet_config *c, float *base, pt_schnet_params *p,
+                     pt_schnet_tensor *t)
+{
+    const int64_t H = c->hidden, F = c->filters, G = c->gaussians, H2 = c->hidden / 2;
+    size_t off = 0, k = 0;
+    memset(p, 0, sizeof(*p));
+#define PT_TENSOR(ptr, d0, d1, ...)                                              \
+    do {                                                                         \
+        ptr = base ? base + off : NULL;                                          \
+        if (t) {                                                                 \
+            snprintf(t[k].name, sizeof(t[k].name), __VA_ARGS__);                 \
+            t[k].offset = off;                                                   \
+            t[k].ndim = (d1) > 0 ? 2 : 1;                                        \
+            t[k].shape[0] = (d0);                                                \
+            t[k].shape[1] = (d1) > 0 ? (d1) : 0;                                 \
+            t[k].numel = (size_t)(d0) * (size_t)((d1) > 0 ? (d1) : 1);           \
+        }                                                                        \
+        off += (size_t)(d0) * (size_t)((d1) > 0 ? (d1) : 1);                     \
+        k++;                                                                     \
+    } while (0)
+    PT_TENSOR(p->embedding, PT_SCHNET_ZROWS, H, "embedding.weight");
+    for (int b = 0; b < c->interactions; b++) {
+        pt_schnet_block *q = &p->block[b];
+        PT_TENSOR(q->mlp0_w, F, G, "interactions.%d.mlp.0.weight", b);
+        PT_TENSOR(q->mlp0_b, F, 0, "interactions.%d.mlp.0.bias", b);
+        PT_TENSOR(q->mlp2_w, F, F, "interactions.%d.mlp.2.weight", b);
+        PT_TENSOR(q->mlp2_b, F, 0, "interactions.%d.mlp.2.bias", b);
+        PT_TENSOR(q->conv_lin1_w, F, H, "interactions.%d.conv.lin1.weight", b);
+        PT_TENSOR(q->conv_lin2_w, H, F, "interactions.%d.conv.lin2.weight", b);
+        PT_TENSOR(q->conv_lin2_b, H, 0, "interactions.%d.conv.lin2.bias", b);
+        PT_TENSOR(q->lin_w, H, H, "interactions.%d.lin.weight", b);
+        PT_TENSOR(q->lin_b, H, 0, "interactions.%d.lin.bias", b);
+    }
+    PT_TENSOR(p->lin1_w, H2, H, "lin1.weight");
+    PT_TENSOR(p->lin1_b, H2, 0, "lin1.bias");
+    PT_TENSOR(p->lin2_w, 1, H2, "lin2.weight");
+    PT_TENSOR(p->lin2_b, 1, 0, "lin2.bias");
+    if (c->use_atomref) PT_TENSOR(p->atomref, PT_SCHNET_ZROWS, 1, "atomref.weight");
+#undef PT_TENSOR
+    return off;
+}
+
+static size_t tensor_count(const pt_schnet_config *c)
+{
+    return 1 + 9 * (size_t)c->interactions + 4 + (c->use_atomref ? 1 : 0);
+}
+
+int pt_schnet_init(pt_schnet *m, const pt_schnet_config *cfg, pt_errors *errs)
+{
+    memset(m, 0, sizeof(*m));
+    if (pt_schnet_config_check(cfg, errs)) return -1;
+    m->cfg = *cfg;
+    m->mean = 0.0;
+    m->std = 1.0;
+    m->n_tensors = tensor_count(cfg);
+    m->tensors = calloc(m->n_tensors, sizeof(*m->tensors));
+    m->n_params = pt_schnet_param_count(cfg);
+    m->params_memory = calloc(m->n_params, sizeof(float));
+    if (!m->tensors || !m->params_memory) {
+        if (errs) pt_errors_add(errs, "", 0, "model", "out of memory for %zu parameters",
+                                m->n_params);
+        pt_schnet_close(m);
+        return -1;
+    }
+    layout(cfg, m->params_memory, &m->params, m->tensors);
+    return 0;
+}
+
+void pt_schnet_close(pt_schnet *m)
+{
+    free(m->params_memory);
+    free(m->tensors);
+    memset(m, 0, sizeof(*m));
+}
+
+void pt_schnet_params_view(const pt_schnet *m, float *base, pt_schnet_params *view)
+{
+    layout(&m->cfg, base, view, NULL);
+}
+
+const pt_schnet_tensor *pt_schnet_find_tensor(const pt_schnet *m, const char *name)
+{
+    for (size_t i = 0; i < m->n_tensors; i++)
+        if (!strcmp(m->tensors[i].name, name)) return &m->tensors[i];
+    return NULL;
+}
+
+void pt_schnet_init_weights(pt_schnet *m, uint64_t seed)
+{
+    pt_rng rng;
+    pt_rng_init(&rng, seed, PT_SCHNET_INIT_STREAM);
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        const pt_schnet_tensor *t = &m->tensors[i];
+        float *v = m->params_memory + t->offset;
+        if (v == m->params.embedding) {
+            for (size_t k = 0; k < t->numel; k++) v[k] = (float)pt_rng_normal(&rng);
+            memset(v, 0, (size_t)t->shape[1] * sizeof(float)); /* padding_idx = 0 */
+        } else if (v == m->params.atomref) {
+            for (size_t k = 0; k < t->numel; k++) v[k] = m->initial_atomref[k];
+        } else if (t->ndim == 2) {
+            /* xavier_uniform_: U(−a, a), a = √(6 / (fan_in + fan_out)) */
+            double a = sqrt(6.0 / (double)(t->shape[0] + t->shape[1]));
+            for (size_t k = 0; k < t->numel; k++)
+                v[k] = (float)((2.0 * pt_rng_uniform(&rng) - 1.0) * a);
+        } else {
+            memset(v, 0, t->numel * sizeof(float));
+        }
+    }
+}
+
+void pt_schnet_set_atomref(pt_schnet *m, const double *ref)
+{
+    for (int z = 0; z < PT_SCHNET_ZROWS; z++) {
+        m->initial_atomref[z] = (float)ref[z];
+        if (m->params.atomref) m->params.atomref[z] = (float)ref[z];
+    }
+}
+
+/* ---- activation arena ---------------------------------------------------- */
+
+/* Carves 64-byte aligned pieces off the arena; with base == NULL it only
+ * counts, so sizing and assignment share one walk. */
+typedef struct carver {
+    char *base;
+    size_t used;
+} carver;
+
+static void *carve(carver *c, size_t bytes)
+{
+    size_t start = (c->used + 63) & ~(size_t)63;
+    c->used = start + bytes;
+    return c->base ? c->base + start : NULL;
+}
+
+static void acts_layout(pt_schnet_acts *a, const pt_schnet_config *c, carver *cv)
+{
+    const size_t N = (size_t)a->cap_nodes, E = (size_t)a->cap_edges, B = (size_t)a->cap_graphs;
+    const size_t H = (size_t)c->hidden, F = (size_t)c->filters, G = (size_t)c->gaussians;
+    const size_t H2 = H / 2, fs = sizeof(float);
+    a->row = carve(cv, E * sizeof(int32_t));
+    a->first = carve(cv, E);
+    a->row_dist = carve(cv, E * fs);
+    a->e = carve(cv, E * G * fs);
+    a->cut = carve(cv, E * fs);
+    for (int t = 0; t <= c->interactions; t++) a->h[t] = carve(cv, N * H * fs);
+    for (int t = 0; t < c->interactions; t++) {
+        pt_schnet_block_acts *k = &a->block[t];
+        k->sig1 = carve(cv, E * F * fs);
+        k->s1 = carve(cv, E * F * fs);
+        k->w = carve(cv, E * F * fs);
+        k->x = carve(cv, N * F * fs);
+        k->m = carve(cv, N * F * fs);
+        k->sig2 = carve(cv, N * H * fs);
+        k->u = carve(cv, N * H * fs);
+    }
+    a->sig4 = carve(cv, N * H2 * fs);
+    a->q = carve(cv, N * H2 * fs);
+    a->o = carve(cv, N * fs);
+    a->y = carve(cv, B * sizeof(double));
+    a->dy = carve(cv, B * sizeof(double));
+    a->count = carve(cv, B * sizeof(int32_t));
+    a->dh = carve(cv, N * H * fs);
+    a->du = carve(cv, N * H * fs);
+    a->dm = carve(cv, N * F * fs);
+    a->dx = carve(cv, N * F * fs);
+    a->dp = carve(cv, E * F * fs);
+    a->ds1 = carve(cv, E * F * fs);
+    a->dq = carve(cv, N * H2 * fs);
+    a->dout = carve(cv, N * fs);
+}
+
+size_t pt_schnet_param_count(const pt_schnet_config *cfg)
+{
+    pt_schnet_params probe;
+    return layout(cfg, NULL, &probe, NULL);
+}
+
+size_t pt_schnet_acts_bytes(const pt_schnet_config *cfg, int32_t cap_nodes, int32_t cap_edges,
+                            int32_t cap_graphs)
+{
+    pt_schnet_acts probe = {.cap_nodes = cap_nodes, .cap_edges = cap_edges,
+                            .cap_graphs = cap_graphs};
+    carver cv = {NULL, 0};
+    acts_layout(&probe, cfg, &cv);
+    return (cv.used + 63) & ~(size_t)63;
+}
+
+int pt_schnet_acts_init(pt_schnet_acts *a, const pt_schnet *m, int32_t cap_nodes,
+                        int32_t cap_edges, int32_t cap_graphs, pt_errors *errs)
+{
+    memset(a, 0, sizeof(*a));
+    if (cap_nodes < 1 || cap_edges < 0 || cap_graphs < 1) {
+        if (errs)
+            pt_errors_add(errs, "", 0, "batch",
+                          "capacities must be nodes >= 1, edges >= 0, graphs >= 1 "
+                          "(got %d, %d, %d)", cap_nodes, cap_edges, cap_graphs);
+        return -1;
+    }
+    a->cap_nodes = cap_nodes;
+    a->cap_edges = cap_edges;
+    a->cap_graphs = cap_graphs;
+    a->bytes = pt_schnet_acts_bytes(&m->cfg, cap_nodes, cap_edges, cap_graphs);
+    a->memory = aligned_alloc(64, a->bytes);
+    if (!a->memory) {
+        if (errs)
+            pt_errors_add(errs, "", 0, "batch", "out of memory for a %zu-byte activation arena",
+                          a->bytes);
+        memset(a, 0, sizeof(*a));
+        return -1;
+    }
+    /* zeroed once so that slots a short batch never writes are still finite */
+    memset(a->memory, 0, a->bytes);
+    carver cv = {a->memory, 0};
+    acts_layout(a, &m->cfg, &cv);
+    return 0;
+}
+
+void pt_schnet_acts_close(pt_schnet_acts *a)
+{
+    free(a->memory);
+    memset(a, 0, sizeof(*a));
+}
+
+/* ---- batch validation ----------------------------------------------------- */
+
+int pt_schnet_batch_check(const pt_schnet *m, const pt_schnet_acts *a, const pt_batch *b,
+                          pt_errors *errs)
+{
+    int bad = 0;
+#define PT_BAD(field, ...)                                                   \
+    do {                                                                     \
+        if (errs) pt_errors_add(errs, "", 0, field, __VA_ARGS__);            \
+        bad++;                                                               \
+    } while (0)
+    if (b->cap_nodes < 1 || b->cap_nodes > a->cap_nodes || b->cap_edges < 0 ||
+        b->cap_edges > a->cap_edges || b->cap_graphs < 1 || b->cap_graphs > a->cap_graphs) {
+        PT_BAD("batch", "shape (%d nodes, %d edges, %d graphs) does not fit the activation "
+               "arena (%d, %d, %d)", b->cap_nodes, b->cap_edges, b->cap_graphs, a->cap_nodes,
+               a->cap_edges, a->cap_graphs);
+        return bad;
+    }
+    if (b->cutoff < m->cfg.cutoff)
+        PT_BAD("cutoff", "batch padding edges sit at %g Å, inside the model's cutoff %g Å, so "
+               "they would carry messages", (double)b->cutoff, (double)m->cfg.cutoff);
+    for (int i = 0; i < b->cap_nodes && bad < 20; i++) {
+        if (b->z[i] >= PT_SCHNET_ZROWS)
+            PT_BAD("z", "node %d has atomic number %d, above %d", i, b->z[i],
+                   PT_SCHNET_ZROWS - 1);
+        int32_t g = b->node_graph[i];
+        if (g < -1 || g >= b->cap_graphs)
+            PT_BAD("node_graph", "node %d points to graph slot %d of %d", i, g, b->cap_graphs);
+        else if (g >= 0 && b->graph_id[g] < 0)
+            PT_BAD("node_graph", "node %d belongs to graph slot %d, which is padding", i, g);
+        else if (g >= 0 && b->z[i] == 0)
+            PT_BAD("z", "node %d of graph slot %d has z = 0 (the padding element)", i, g);
+    }
+    if (b->dst_offset[0] != 0 || b->dst_offset[b->cap_nodes] != b->cap_edges)
+        PT_BAD("dst_offset", "CSR must start at 0 and end at %d edges (got %d .. %d)",
+               b->cap_edges, b->dst_offset[0], b->dst_offset[b->cap_nodes]);
+    for (int i = 0; i < b->cap_nodes && bad < 20; i++) {
+        int32_t lo = b->dst_offset[i], hi = b->dst_offset[i + 1];
+        if (lo > hi || lo < 0 || hi > b->cap_edges) {
+            PT_BAD("dst_offset", "row %d spans [%d, %d), not a valid CSR row", i, lo, hi);
+            continue;
+        }
+        for (int32_t k = lo; k < hi; k++)
+            if (b->edge_dst[k] != i)
+                PT_BAD("edge_dst", "edge %d has receiver %d but lies in CSR row %d", k,
+                       b->edge_dst[k], i);
+    }
+    for (int k = 0; k < b->cap_edges && bad < 20; k++) {
+        if (b->edge_src[k] < 0 || b->edge_src[k] >= b->cap_nodes)
+            PT_BAD("edge_src", "edge %d has sender %d outside 0..%d", k, b->edge_src[k],
+                   b->cap_nodes - 1);
+        if (!(b->edge_dist[k] >= 0.0f) || !isfinite(b->edge_dist[k]))
+            PT_BAD("edge_dist", "edge %d has distance %g", k, (double)b->edge_dist[k]);
+    }
+#undef PT_BAD
+    return bad;
+}
+
+/* ---- profiling ----------------------------------------------------------- */
+
+static const char *const op_names[PT_SCHNET_OP_COUNT] = {
+    "edge_basis", "filter_gemm", "filter_ssp", "cfconv", "node_gemm", "node_ssp", "other",
+};
+
+const char *pt_schnet_op_name(pt_schnet_op op)
+{
+    return op >= 0 && op < PT_SCHNET_OP_COUNT ? op_names[op] : "unknown";
+}
+
+/* A stopwatch that charges the time since its last lap to an op; free when
+ * the arena has no profile. */
+typedef struct stopwatch {
+    pt_schnet_profile *p;
+    struct timespec t;
+} stopwatch;
+
+static void stopwatch_start(stopwatch *sw, pt_schnet_profile *p)
+{
+    sw->p = p;
+    if (p) clock_gettime(CLOCK_MONOTONIC, &sw->t);
+}
+
+static void lap(stopwatch *sw, pt_schnet_op op)
+{
+    if (!sw->p) return;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    sw->p->seconds[op] +=
+        (double)(t.tv_sec - sw->t.tv_sec) + 1e-9 * (double)(t.tv_nsec - sw->t.tv_nsec);
+    sw->t = t;
+}
+
+/* ---- forward / loss / backward ------------------------------------------- */
+
+void pt_schnet_prepare_edges(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b)
+{
+    a->n_rows = a->static_shapes
+                    ? pt_edge_rows_identity(a->row, a->first, a->row_dist, b->edge_dist,
+                                            b->cap_edges)
+                    : pt_edge_rows_build(a->row, a->first, a->row_dist, b->edge_src,
+                                         b->dst_offset, b->edge_dist, b->cap_nodes,
+                                         m->cfg.cutoff);
+    pt_edge_basis_forward(a->e, a->cut, a->row_dist, a->n_rows, m->cfg.gaussians,
+                          m->cfg.cutoff);
+}
+
+/* h_{t+1} = h_t + c3 row by row, before the product adds L3 u (one pass
+ * instead of a copy and a bias pass). */
+static void residual_init(float *restrict out, const float *restrict in,
+                          const float *restrict bias, int n, int c)
+{
+    for (int r = 0; r < n; r++)
+        for (int k = 0; k < c; k++)
+            out[(size_t)r * c + k] = in[(size_t)r * c + k] + bias[k];
+}
+
+static void block_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b, int t,
+                          stopwatch *sw)
+{
+    const pt_schnet_config *c = &m->cfg;
+    const pt_schnet_block *w = &m->params.block[t];
+    pt_schnet_block_acts *k = &a->block[t];
+    const int N = b->cap_nodes, H = c->hidden, F = c->filters, G = c->gaussians;
+    const int U = a->n_rows;
+    const pt_precision prec = a->precision;
+
+    pt_linear_forward(k->x, a->h[t], w->conv_lin1_w, NULL, N, H, F, 0.0f, prec);
+    lap(sw, PT_SCHNET_OP_NODE_GEMM);
+    /* filter network over the rows; biases ride in the products */
+    pt_linear_forward(k->s1, a->e, w->mlp0_w, w->mlp0_b, U, G, F, 0.0f, prec);
+    lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    pt_ssp_forward(k->s1, k->sig1, NULL, U, F);
+    lap(sw, PT_SCHNET_OP_FILTER_SSP);
+    pt_linear_forward(k->w, k->s1, w->mlp2_w, w->mlp2_b, U, F, F, 0.0f, prec);
+    lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    pt_filter_cutoff_forward(k->w, a->cut, U, F);
+    pt_cfconv_forward(k->m, k->w, a->row, k->x, b->edge_src, b->dst_offset, N, F);
+    lap(sw, PT_SCHNET_OP_CFCONV);
+    pt_linear_forward(k->u, k->m, w->conv_lin2_w, w->conv_lin2_b, N, F, H, 0.0f, prec);
+    lap(sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_ssp_forward(k->u, k->sig2, NULL, N, H);
+    lap(sw, PT_SCHNET_OP_NODE_SSP);
+    residual_init(a->h[t + 1], a->h[t], w->lin_b, N, H);
+    lap(sw, PT_SCHNET_OP_OTHER);
+    pt_linear_forward(a->h[t + 1], k->u, w->lin_w, NULL, N, H, H, 1.0f, prec);
+    lap(sw, PT_SCHNET_OP_NODE_GEMM);
+}
+
+const double *pt_schnet_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b)
+{
+    const pt_schnet_config *c = &m->cfg;
+    const pt_schnet_params *p = &m->params;
+    const int N = b->cap_nodes, H = c->hidden, H2 = c->hidden / 2;
+
+    stopwatch sw;
+    stopwatch_start(&sw, a->profile);
+    pt_schnet_prepare_edges(m, a, b);
+    lap(&sw, PT_SCHNET_OP_EDGE_BASIS);
+    pt_embedding_forward(a->h[0], p->embedding, b->z, N, H);
+    lap(&sw, PT_SCHNET_OP_OTHER);
+    for (int t = 0; t < c->interactions; t++) block_forward(m, a, b, t, &sw);
+    pt_linear_forward(a->q, a->h[c->interactions], p->lin1_w, p->lin1_b, N, H, H2, 0.0f,
+                      a->precision);
+    lap(&sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_ssp_forward(a->q, a->sig4, NULL, N, H2);
+    lap(&sw, PT_SCHNET_OP_NODE_SSP);
+    pt_linear_forward(a->o, a->q, p->lin2_w, p->lin2_b, N, H2, 1, 0.0f, a->precision);
+    lap(&sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_readout_forward(a->y, a->count, a->o, b->z, b->node_graph, p->atomref, m->mean, m->std,
+                       c->readout, N, b->cap_graphs);
+    lap(&sw, PT_SCHNET_OP_OTHER);
+    if (a->profile) a->profile->forwards++;
+    return a->y;
+}
+
+double pt_schnet_loss(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b, double n_norm)
+{
+    (void)m;
+    if (n_norm <= 0.0) {
+        n_norm = 0.0;
+        for (int g = 0; g < b->cap_graphs; g++) n_norm += b->graph_id[g] >= 0;
+    }
+    double loss = 0.0;
+    for (int g = 0; g < b->cap_graphs; g++) {
+        if (b->graph_id[g] < 0 || n_norm <= 0.0) {
+            a->dy[g] = 0.0;
+            continue;
+        }
+        double r = a->y[g] - b->target[g];
+        loss += r * r;
+        a->dy[g] = 2.0 * r / n_norm;
+    }
+    return n_norm > 0.0 ? loss / n_norm : 0.0;
+}
+
+/* dh holds dL/dh_{t+1} on entry and dL/dh_t on return (in place: the
+ * residual path is the identity). */
+static void block_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b, int t,
+                           pt_schnet_params *d, stopwatch *sw)
+{
+    const pt_schnet_config *c = &m->cfg;
+    const pt_schnet_block *w = &m->params.block[t];
+    pt_schnet_block *dw = &d->block[t];
+    pt_schnet_block_acts *k = &a->block[t];
+    const int N = b->cap_nodes, H = c->hidden, F = c->filters, G = c->gaussians;
+    const int U = a->n_rows;
+    const pt_precision prec = a->precision;
+
+    pt_linear_backward(a->du, dw->lin_w, dw->lin_b, a->dh, k->u, w->lin_w, N, H, H, 0.0f, prec);
+    lap(sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_ssp_backward(a->du, dw->conv_lin2_b, k->sig2, N, H);
+    lap(sw, PT_SCHNET_OP_NODE_SSP);
+    pt_linear_backward(a->dm, dw->conv_lin2_w, NULL, a->du, k->m, w->conv_lin2_w, N, F, H, 0.0f,
+                       prec);
+    lap(sw, PT_SCHNET_OP_NODE_GEMM);
+    /* dm → dx and dP (per filter row, cutoff included); then the filter
+     * network: A2, a2 → ssp → A1, a1; e needs no gradient */
+    pt_cfconv_backward(a->dx, a->dp, a->dm, k->x, k->w, a->cut, a->row, a->first, b->edge_src,
+                       b->dst_offset, N, F);
+    lap(sw, PT_SCHNET_OP_CFCONV);
+    pt_linear_backward(a->ds1, dw->mlp2_w, dw->mlp2_b, a->dp, k->s1, w->mlp2_w, U, F, F, 0.0f,
+                       prec);
+    lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    pt_ssp_backward(a->ds1, dw->mlp0_b, k->sig1, U, F);
+    lap(sw, PT_SCHNET_OP_FILTER_SSP);
+    pt_linear_backward(NULL, dw->mlp0_w, NULL, a->ds1, a->e, w->mlp0_w, U, G, F, 0.0f, prec);
+    lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    pt_linear_backward(a->dh, dw->conv_lin1_w, NULL, a->dx, a->h[t], w->conv_lin1_w, N, H, F,
+                       1.0f, prec);
+    lap(sw, PT_SCHNET_OP_NODE_GEMM);
+}
+
+void pt_schnet_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b,
+                        float *grads)
+{
+    const pt_schnet_config *c = &m->cfg;
+    const pt_schnet_params *p = &m->params;
+    pt_schnet_params d;
+    pt_schnet_params_view(m, grads, &d);
+    const int N = b->cap_nodes, H = c->hidden, H2 = c->hidden / 2;
+
+    stopwatch sw;
+    stopwatch_start(&sw, a->profile);
+    /* head: o'_i → o_i → q = ssp(W4 h + b4) → h_T */
+    pt_readout_backward(a->dout, d.atomref, a->dy, a->count, b->z, b->node_graph, m->std,
+                        c->readout, N);
+    lap(&sw, PT_SCHNET_OP_OTHER);
+    pt_linear_backward(a->dq, d.lin2_w, d.lin2_b, a->dout, a->q, p->lin2_w, N, H2, 1, 0.0f,
+                       a->precision);
+    lap(&sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_ssp_backward(a->dq, d.lin1_b, a->sig4, N, H2);
+    lap(&sw, PT_SCHNET_OP_NODE_SSP);
+    pt_linear_backward(a->dh, d.lin1_w, NULL, a->dq, a->h[c->interactions], p->lin1_w, N, H, H2,
+                       0.0f, a->precision);
+    lap(&sw, PT_SCHNET_OP_NODE_GEMM);
+    for (int t = c->interactions - 1; t >= 0; t--) block_backward(m, a, b, t, &d, &sw);
+    pt_embedding_backward(d.embedding, a->dh, b->z, N, H);
+    lap(&sw, PT_SCHNET_OP_OTHER);
+    if (a->profile) a->profile->backwards++;
+}

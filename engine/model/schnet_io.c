@@ -1,0 +1,360 @@
+/* schnet_io.c — SchNet model files: safetensors with PyTorch Geometric's
+ * state_dict names, so a model trained here loads into PyG and a model saved
+ * from PyTorch loads here (see schnet.h for the naming contract). */
+#include "engine/model/schnet.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/core/safetensors.h"
+
+#define PT_SCHNET_FORMAT "packtrain-schnet"
+
+/* ---- save ----------------------------------------------------------------- */
+
+static pt_st_entry entry_of(const pt_schnet_tensor *t, const float *base, const char *name)
+{
+    pt_st_entry e = {.name = name, .ndim = t->ndim, .data = base + t->offset};
+    e.shape[0] = t->shape[0];
+    e.shape[1] = t->shape[1];
+    return e;
+}
+
+int pt_schnet_save(const pt_schnet *m, const char *path, pt_errors *errs)
+{
+    const int T = m->cfg.interactions, G = m->cfg.gaussians;
+    const size_t cap = m->n_tensors + 4 * (size_t)T + 2;
+    pt_st_entry *e = calloc(cap, sizeof(*e));
+    char (*alias)[PT_SCHNET_NAME_MAX] = calloc(4 * (size_t)T, sizeof(*alias));
+    float *offset = malloc(sizeof(float) * (size_t)G);
+    if (!e || !alias || !offset) {
+        pt_errors_add(errs, path, 0, "", "out of memory");
+        free(e);
+        free(alias);
+        free(offset);
+        return -1;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < m->n_tensors; i++)
+        e[n++] = entry_of(&m->tensors[i], m->params_memory, m->tensors[i].name);
+    /* PyG registers the filter network twice: as InteractionBlock.mlp and as
+     * CFConv.nn; its state_dict lists both, so write both */
+    static const char *const part[4] = {"0.weight", "0.bias", "2.weight", "2.bias"};
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < 4; k++) {
+            char src[PT_SCHNET_NAME_MAX];
+            snprintf(src, sizeof(src), "interactions.%d.mlp.%s", t, part[k]);
+            snprintf(alias[4 * t + k], PT_SCHNET_NAME_MAX, "interactions.%d.conv.nn.%s", t,
+                     part[k]);
+            e[n++] = entry_of(pt_schnet_find_tensor(m, src), m->params_memory, alias[4 * t + k]);
+        }
+    /* buffers: GaussianSmearing.offset = linspace(0, cutoff, G) and the
+     * initial atomref */
+    float step = m->cfg.cutoff / (float)(G - 1);
+    for (int g = 0; g < G; g++) offset[g] = step * (float)g;
+    offset[G - 1] = m->cfg.cutoff;
+    e[n++] = (pt_st_entry){.name = "distance_expansion.offset", .ndim = 1, .shape = {G},
+                           .data = offset};
+    if (m->cfg.use_atomref)
+        e[n++] = (pt_st_entry){.name = "initial_atomref", .ndim = 2,
+                               .shape = {PT_SCHNET_ZROWS, 1}, .data = m->initial_atomref};
+
+    char v[8][40];
+    snprintf(v[0], sizeof(v[0]), "%d", m->cfg.hidden);
+    snprintf(v[1], sizeof(v[1]), "%d", m->cfg.filters);
+    snprintf(v[2], sizeof(v[2]), "%d", m->cfg.interactions);
+    snprintf(v[3], sizeof(v[3]), "%d", m->cfg.gaussians);
+    snprintf(v[4], sizeof(v[4]), "%.9g", (double)m->cfg.cutoff);
+    snprintf(v[5], sizeof(v[5]), "%d", m->cfg.max_neighbors);
+    snprintf(v[6], sizeof(v[6]), "%.17g", m->mean);
+    snprintf(v[7], sizeof(v[7]), "%.17g", m->std);
+    const pt_st_meta meta[] = {
+        {"format", PT_SCHNET_FORMAT},
+        {"hidden_channels", v[0]},
+        {"num_filters", v[1]},
+        {"num_interactions", v[2]},
+        {"num_gaussians", v[3]},
+        {"cutoff", v[4]},
+        {"max_num_neighbors", v[5]},
+        {"readout", m->cfg.readout == PT_READOUT_MEAN ? "mean" : "add"},
+        {"mean", v[6]},
+        {"std", v[7]},
+        {"atomref", m->cfg.use_atomref ? "true" : "false"},
+    };
+    int rc = pt_safetensors_write(path, e, n, meta, sizeof(meta) / sizeof(meta[0]), errs);
+    free(e);
+    free(alias);
+    free(offset);
+    return rc;
+}
+
+/* ---- load ----------------------------------------------------------------- */
+
+static int meta_int(const pt_safetensors *st, const char *key, int32_t *out, const char *label,
+                    pt_errors *errs)
+{
+    const char *s = pt_safetensors_meta(st, key);
+    if (!s) return 0;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < -2147483647L || v > 2147483647L) {
+        pt_errors_add(errs, label, 0, key, "metadata value \"%s\" is not an integer", s);
+        return -1;
+    }
+    *out = (int32_t)v;
+    return 0;
+}
+
+static int meta_double(const pt_safetensors *st, const char *key, double *out,
+                       const char *label, pt_errors *errs)
+{
+    const char *s = pt_safetensors_meta(st, key);
+    if (!s) return 0;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v)) {
+        pt_errors_add(errs, label, 0, key, "metadata value \"%s\" is not a finite number", s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* dims of a tensor by either of its names, or NULL */
+static const pt_st_tensor *find_either(const pt_safetensors *st, const char *fmt_a,
+                                       const char *fmt_b, int t)
+{
+    char name[PT_SCHNET_NAME_MAX];
+    snprintf(name, sizeof(name), fmt_a, t);
+    const pt_st_tensor *x = pt_safetensors_find(st, name);
+    if (x || !fmt_b) return x;
+    snprintf(name, sizeof(name), fmt_b, t);
+    return pt_safetensors_find(st, name);
+}
+
+/* Reads one tensor's last float (F32 only; used to infer the cutoff). */
+static float last_float(const pt_st_tensor *t)
+{
+    float v;
+    memcpy(&v, (const char *)t->data + (t->numel - 1) * 4, 4);
+    return v;
+}
+
+static int config_from_file(const pt_safetensors *st, pt_schnet_config *c, double *mean,
+                            double *std, const char *label, pt_errors *errs)
+{
+    *c = pt_schnet_config_default();
+    *mean = 0.0;
+    *std = 1.0;
+    int bad = 0;
+    const pt_st_tensor *emb = pt_safetensors_find(st, "embedding.weight");
+    const pt_st_tensor *mlp0 = find_either(st, "interactions.%d.mlp.0.weight",
+                                           "interactions.%d.conv.nn.0.weight", 0);
+    const pt_st_tensor *off = pt_safetensors_find(st, "distance_expansion.offset");
+    /* shapes first, metadata (authoritative when present) second */
+    if (emb && emb->ndim == 2) c->hidden = (int32_t)emb->shape[1];
+    if (mlp0 && mlp0->ndim == 2) {
+        c->filters = (int32_t)mlp0->shape[0];
+        c->gaussians = (int32_t)mlp0->shape[1];
+    }
+    c->interactions = 0;
+    while (c->interactions < PT_SCHNET_MAX_INTERACTIONS + 1 &&
+           find_either(st, "interactions.%d.lin.weight", NULL, c->interactions))
+        c->interactions++;
+    c->use_atomref = pt_safetensors_find(st, "atomref.weight") != NULL;
+    int have_cutoff = 0;
+    if (off && off->numel > 0 && !strcmp(off->dtype, "F32")) {
+        c->cutoff = last_float(off);
+        have_cutoff = 1;
+    }
+    bad |= meta_int(st, "hidden_channels", &c->hidden, label, errs);
+    bad |= meta_int(st, "num_filters", &c->filters, label, errs);
+    bad |= meta_int(st, "num_interactions", &c->interactions, label, errs);
+    bad |= meta_int(st, "num_gaussians", &c->gaussians, label, errs);
+    bad |= meta_int(st, "max_num_neighbors", &c->max_neighbors, label, errs);
+    double cut = c->cutoff;
+    if (pt_safetensors_meta(st, "cutoff")) {
+        bad |= meta_double(st, "cutoff", &cut, label, errs);
+        c->cutoff = (float)cut;
+        have_cutoff = 1;
+    }
+    bad |= meta_double(st, "mean", mean, label, errs);
+    bad |= meta_double(st, "std", std, label, errs);
+    const char *r = pt_safetensors_meta(st, "readout");
+    if (r && (!strcmp(r, "add") || !strcmp(r, "sum")))
+        c->readout = PT_READOUT_SUM;
+    else if (r && !strcmp(r, "mean"))
+        c->readout = PT_READOUT_MEAN;
+    else if (r) {
+        pt_errors_add(errs, label, 0, "readout", "metadata value \"%s\" is not add, sum or mean", r);
+        bad = 1;
+    }
+    const char *a = pt_safetensors_meta(st, "atomref");
+    if (a && strcmp(a, "true") && strcmp(a, "false")) {
+        pt_errors_add(errs, label, 0, "atomref", "metadata value \"%s\" is not true or false", a);
+        bad = 1;
+    } else if (a) {
+        c->use_atomref = !strcmp(a, "true");
+    }
+    if (!emb && !pt_safetensors_meta(st, "hidden_channels")) {
+        pt_errors_add(errs, label, 0, "embedding.weight", "missing tensor");
+        bad = 1;
+    }
+    if (!mlp0 && (!pt_safetensors_meta(st, "num_filters") ||
+                  !pt_safetensors_meta(st, "num_gaussians"))) {
+        pt_errors_add(errs, label, 0, "interactions.0.mlp.0.weight", "missing tensor");
+        bad = 1;
+    }
+    if (!have_cutoff) {
+        pt_errors_add(errs, label, 0, "cutoff",
+                      "not in __metadata__ and no distance_expansion.offset to infer it from");
+        bad = 1;
+    }
+    return bad ? -1 : 0;
+}
+
+static void shape_str(char *buf, size_t len, int ndim, const int64_t *shape)
+{
+    size_t k = (size_t)snprintf(buf, len, "[");
+    for (int d = 0; d < ndim && k < len; d++)
+        k += (size_t)snprintf(buf + k, len - k, d ? ",%lld" : "%lld", (long long)shape[d]);
+    if (k < len) snprintf(buf + k, len - k, "]");
+}
+
+/* Checks dtype and shape of file tensor x against what the model needs. */
+static int check_tensor(const pt_st_tensor *x, int ndim, const int64_t *shape, const char *label,
+                        pt_errors *errs)
+{
+    if (strcmp(x->dtype, "F32")) {
+        pt_errors_add(errs, label, 0, x->name, "dtype %s, expected F32", x->dtype);
+        return -1;
+    }
+    int same = x->ndim == ndim;
+    for (int d = 0; same && d < ndim; d++) same = x->shape[d] == shape[d];
+    if (!same) {
+        char have[96], want[96];
+        shape_str(have, sizeof(have), x->ndim, x->shape);
+        shape_str(want, sizeof(want), ndim, shape);
+        pt_errors_add(errs, label, 0, x->name, "shape %s but the model needs %s", have, want);
+        return -1;
+    }
+    return 0;
+}
+
+/* the other name of a filter-network tensor, or 0 if `name` has none */
+static int alias_of(const char *name, char *out, size_t len)
+{
+    int t;
+    char rest[32];
+    if (sscanf(name, "interactions.%d.mlp.%31s", &t, rest) == 2) {
+        snprintf(out, len, "interactions.%d.conv.nn.%s", t, rest);
+        return 1;
+    }
+    if (sscanf(name, "interactions.%d.conv.nn.%31s", &t, rest) == 2) {
+        snprintf(out, len, "interactions.%d.mlp.%s", t, rest);
+        return 1;
+    }
+    return 0;
+}
+
+static int load_tensors(pt_schnet *m, const pt_safetensors *st, const char *label,
+                        pt_errors *errs)
+{
+    int bad = 0;
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        const pt_schnet_tensor *t = &m->tensors[i];
+        char other[PT_SCHNET_NAME_MAX];
+        const pt_st_tensor *x = pt_safetensors_find(st, t->name), *y = NULL;
+        if (alias_of(t->name, other, sizeof(other))) y = pt_safetensors_find(st, other);
+        if (!x) x = y, y = NULL;
+        if (!x) {
+            pt_errors_add(errs, label, 0, t->name, "missing tensor");
+            bad = 1;
+            continue;
+        }
+        if (check_tensor(x, t->ndim, t->shape, label, errs) ||
+            (y && check_tensor(y, t->ndim, t->shape, label, errs))) {
+            bad = 1;
+            continue;
+        }
+        if (y && memcmp(x->data, y->data, t->numel * 4)) {
+            pt_errors_add(errs, label, 0, y->name,
+                          "differs from %s; PyG shares one filter network under both names",
+                          x->name);
+            bad = 1;
+            continue;
+        }
+        memcpy(m->params_memory + t->offset, x->data, t->numel * sizeof(float));
+    }
+    const pt_st_tensor *off = pt_safetensors_find(st, "distance_expansion.offset");
+    int64_t g = m->cfg.gaussians;
+    if (off && !check_tensor(off, 1, &g, label, errs)) {
+        double last = last_float(off);
+        if (fabs(last - m->cfg.cutoff) > 1e-5 * m->cfg.cutoff) {
+            pt_errors_add(errs, label, 0, off->name, "ends at %g but the cutoff is %g", last,
+                          (double)m->cfg.cutoff);
+            bad = 1;
+        }
+    } else if (off) {
+        bad = 1;
+    }
+    /* a buffer holding what the user passed: [100,1] as QM9's atomref(), or [100] */
+    const pt_st_tensor *init = pt_safetensors_find(st, "initial_atomref");
+    const int64_t ashape[2] = {PT_SCHNET_ZROWS, 1};
+    if (init && !check_tensor(init, init->ndim == 1 ? 1 : 2, ashape, label, errs))
+        memcpy(m->initial_atomref, init->data, sizeof(m->initial_atomref));
+    else if (init)
+        bad = 1;
+    else if (m->params.atomref)
+        memcpy(m->initial_atomref, m->params.atomref, sizeof(m->initial_atomref));
+    /* anything else belongs to a different model (e.g. PyG's dipole variant) */
+    for (size_t i = 0; i < st->n_tensors; i++) {
+        const char *name = st->tensors[i].name;
+        char other[PT_SCHNET_NAME_MAX];
+        if (pt_schnet_find_tensor(m, name) || !strcmp(name, "distance_expansion.offset") ||
+            !strcmp(name, "initial_atomref"))
+            continue;
+        if (alias_of(name, other, sizeof(other)) && pt_schnet_find_tensor(m, other)) continue;
+        pt_errors_add(errs, label, 0, name, "unexpected tensor: not part of this SchNet");
+        bad = 1;
+    }
+    return bad ? -1 : 0;
+}
+
+int pt_schnet_load_safetensors(pt_schnet *m, const pt_safetensors *st, const char *label,
+                               pt_errors *errs)
+{
+    memset(m, 0, sizeof(*m));
+    pt_schnet_config c;
+    double mean, std;
+    if (config_from_file(st, &c, &mean, &std, label, errs)) return -1;
+    size_t before = errs->kept;
+    if (pt_schnet_init(m, &c, errs)) {
+        /* locate the config errors in the file */
+        for (size_t i = before; i < errs->kept; i++)
+            snprintf(errs->items[i].file, sizeof(errs->items[i].file), "%s", label);
+        return -1;
+    }
+    m->mean = mean;
+    m->std = std;
+    if (load_tensors(m, st, label, errs)) {
+        pt_schnet_close(m);
+        return -1;
+    }
+    return 0;
+}
+
+int pt_schnet_load(pt_schnet *m, const char *path, pt_errors *errs)
+{
+    memset(m, 0, sizeof(*m));
+    pt_safetensors st;
+    if (pt_safetensors_open(&st, path, errs)) return -1;
+    int rc = pt_schnet_load_safetensors(m, &st, path, errs);
+    pt_safetensors_close(&st);
+    return rc;
+}

@@ -1,0 +1,344 @@
+/* schnet_ops.c — SchNet's layers as forward/backward pairs (see schnet_ops.h).
+ *
+ * Matrix products go to OpenBLAS; everything else is a single pass over the
+ * data written so that gcc -O3 vectorises it.  The shifted softplus and the
+ * Gaussian basis need exp/log1p on every edge × filter element (millions per
+ * batch): glibc only exposes its vector exp/log to code compiled with
+ * -ffast-math, which the project does not use, so the two small polynomial
+ * kernels below (Cephes' expf reduction and the atanh series of log1p) keep
+ * those loops vectorised at ~1 ulp accuracy. */
+/* Floating-point traps are never enabled in packtrain; telling gcc so lets it
+ * if-convert the selects (clamp, sign of x) in the exp/softplus loops, which it
+ * otherwise refuses to vectorise because a speculated multiply "might trap".
+ * -std=c11 also turns off fused multiply-add contraction; the polynomials
+ * and the segmented sums want it back (one rounding instead of two, half the
+ * instructions). */
+#pragma GCC optimize("no-trapping-math", "fp-contract=fast")
+
+#include "engine/model/schnet_ops.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/model/bf16.h"
+
+/* The elementwise kernels are built twice — for the build's instruction set
+ * (x86-64-v3, AVX2) and for x86-64-v4 (AVX-512) — and the dynamic loader
+ * picks one for the CPU it runs on (gcc's target_clones: an ifunc).  The
+ * release build stays portable while an AVX-512 CPU runs 16 lanes per
+ * instruction instead of 8.  Both clones perform the same operations in the
+ * same order on each element (vector width only changes how many elements
+ * go at once; every sum over rows keeps its row order), so a result does not
+ * depend on the clone taken. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define PT_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "default")))
+#else
+#define PT_SIMD_CLONES
+#endif
+
+/* exp(−a) for a ≥ 0.  Range reduction a = n ln2 − r with |r| ≤ ln2/2 (ln2 in
+ * two parts so n·ln2 is exact), Cephes' degree-6 polynomial for e^r, and 2^n
+ * built from its exponent bits.  a is clamped at 87 so 2^n stays a normal
+ * float; e^−87 ≈ 1.6e−38 is 0 for every use here. */
+static inline float exp_neg(float a)
+{
+    float x = -(a < 87.0f ? a : 87.0f);
+    float fn = x * 1.44269504088896341f;
+    fn = (fn + 12582912.0f) - 12582912.0f; /* round to nearest: 1.5·2^23 trick */
+    float r = x - fn * 0.693359375f;
+    r = r - fn * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    union { int32_t i; float f; } scale = {.i = ((int32_t)fn + 127) << 23};
+    return p * scale.f;
+}
+
+/* log(1 + t) for t in [0, 1] from s = t/(2+t) ≤ 1/3 (the caller divides):
+ * log1p(t) = 2 atanh(s) = 2s (1 + s²/3 + s⁴/5 + …); the first omitted term
+ * is below (1/9)^7/15 ≈ 1.4e−8, under float's half ulp.  No cancellation for
+ * small t, which is where softplus(−|x|) lives. */
+static inline float log1p_series(float s)
+{
+    float z = s * s;
+    float p = 1.0f / 13.0f;
+    p = p * z + 1.0f / 11.0f;
+    p = p * z + 1.0f / 9.0f;
+    p = p * z + 1.0f / 7.0f;
+    p = p * z + 1.0f / 5.0f;
+    p = p * z + 1.0f / 3.0f;
+    p = p * z + 1.0f;
+    return 2.0f * s * p;
+}
+
+/* Row-major C = op(A)·op(B) + beta·C in the requested arithmetic.  The bf16
+ * kernel fails only on arguments the ops never pass (negative sizes, short
+ * leading dimensions) or when its scratch cannot be allocated on the first
+ * step; training cannot continue either way, so that is fatal. */
+static void gemm(pt_precision prec, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
+                 const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                 int ldc)
+{
+    if (prec == PT_PRECISION_BF16) {
+        int rc = pt_bf16_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+        if (rc) {
+            fprintf(stderr, "packtrain: %s (%d x %d x %d)\n", pt_bf16_strerror(rc), m, n, k);
+            abort();
+        }
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+}
+
+void pt_linear_forward(float *out, const float *in, const float *w, const float *b,
+                       int n, int in_dim, int out_dim, float beta, pt_precision prec)
+{
+    if (n <= 0) return;
+    if (b) {
+        /* the bias rides in C so the product needs no second pass */
+        for (int r = 0; r < n; r++) {
+            float *row = out + (size_t)r * out_dim;
+            if (beta == 0.0f)
+                memcpy(row, b, (size_t)out_dim * sizeof(float));
+            else
+                for (int c = 0; c < out_dim; c++) row[c] = beta * row[c] + b[c];
+        }
+        beta = 1.0f;
+    }
+    gemm(prec, CblasNoTrans, CblasTrans, n, out_dim, in_dim, in, in_dim, w, in_dim, beta, out,
+         out_dim);
+}
+
+/* Rows in a float block before the block joins the double total: short
+ * enough that the float part stays accurate, long enough to vectorise. */
+#define PT_SUM_BLOCK 16
+
+static inline __attribute__((always_inline)) void column_sums_add(float *restrict db,
+                                                                  const float *restrict m,
+                                                                  int n, int c)
+{
+    double total[PT_OPS_MAX_WIDTH];
+    float part[PT_OPS_MAX_WIDTH];
+    for (int k = 0; k < c; k++) total[k] = 0.0;
+    for (int r0 = 0; r0 < n; r0 += PT_SUM_BLOCK) {
+        int r1 = r0 + PT_SUM_BLOCK < n ? r0 + PT_SUM_BLOCK : n;
+        for (int k = 0; k < c; k++) part[k] = 0.0f;
+        for (int r = r0; r < r1; r++) {
+            const float *row = m + (size_t)r * c;
+            for (int k = 0; k < c; k++) part[k] += row[k];
+        }
+        for (int k = 0; k < c; k++) total[k] += part[k];
+    }
+    for (int k = 0; k < c; k++) db[k] += (float)total[k];
+}
+
+void pt_linear_backward(float *din, float *dw, float *db, const float *dout,
+                        const float *in, const float *w, int n, int in_dim, int out_dim,
+                        float din_beta, pt_precision prec)
+{
+    if (n <= 0) return;
+    gemm(prec, CblasTrans, CblasNoTrans, out_dim, in_dim, n, dout, out_dim, in, in_dim, 1.0f,
+         dw, in_dim);
+    if (db) column_sums_add(db, dout, n, out_dim);
+    if (din)
+        gemm(prec, CblasNoTrans, CblasNoTrans, n, in_dim, out_dim, dout, out_dim, w, in_dim,
+             din_beta, din, in_dim);
+}
+
+/* One element of the shifted softplus and its derivative; the sigmoid comes
+ * from the same exponential: σ(v) = 1/(1+e^−v) for v ≥ 0 and e^v/(1+e^v)
+ * below. */
+static inline __attribute__((always_inline)) float ssp_one(float v, float *sig)
+{
+    const float ln2 = (float)PT_LN2;
+    float t = exp_neg(fabsf(v));
+    float pos = v > 0.0f ? v : 0.0f;
+    /* one division for both 1/(1+t) and t/(2+t) */
+    float r = 1.0f / ((1.0f + t) * (2.0f + t));
+    float inv = (2.0f + t) * r;
+    *sig = inv * (v >= 0.0f ? 1.0f : t);
+    return log1p_series(t * (1.0f + t) * r) + pos - ln2;
+}
+
+static inline __attribute__((always_inline)) void ssp_row(float *restrict x,
+                                                          float *restrict sig,
+                                                          const float *restrict b, int c)
+{
+    for (int k = 0; k < c; k++) x[k] = ssp_one(x[k] + b[k], &sig[k]);
+}
+
+/* Without a bias the rows are one contiguous run: a single loop with no
+ * per-row remainder (100 columns are not a multiple of 16 lanes). */
+static inline __attribute__((always_inline)) void ssp_flat(float *restrict x,
+                                                           float *restrict sig, size_t len)
+{
+    for (size_t k = 0; k < len; k++) x[k] = ssp_one(x[k], &sig[k]);
+}
+
+PT_SIMD_CLONES
+void pt_ssp_forward(float *x, float *sig, const float *b, int n, int c)
+{
+    if (!b) {
+        ssp_flat(x, sig, (size_t)n * (size_t)c);
+        return;
+    }
+    for (int r = 0; r < n; r++) {
+        size_t o = (size_t)r * c;
+        ssp_row(x + o, sig + o, b, c);
+    }
+}
+
+static inline __attribute__((always_inline)) void mul_rows(float *restrict d,
+                                                           const float *restrict sig,
+                                                           size_t len)
+{
+    for (size_t k = 0; k < len; k++) d[k] *= sig[k];
+}
+
+PT_SIMD_CLONES
+void pt_ssp_backward(float *d, float *db, const float *sig, int n, int c)
+{
+    /* in blocks, so the column sums read rows still in cache */
+    for (int r0 = 0; r0 < n; r0 += 4 * PT_SUM_BLOCK) {
+        int rows = n - r0 < 4 * PT_SUM_BLOCK ? n - r0 : 4 * PT_SUM_BLOCK;
+        size_t o = (size_t)r0 * c;
+        mul_rows(d + o, sig + o, (size_t)rows * c);
+        if (db) column_sums_add(db, d + o, rows, c);
+    }
+}
+
+PT_SIMD_CLONES
+void pt_edge_basis_forward(float *e, float *cut, const float *dist, int n_edges,
+                           int n_gauss, float cutoff)
+{
+    /* μ and γ as PyG's GaussianSmearing builds them: linspace in float32, the
+     * coefficient from the first spacing. */
+    float step = cutoff / (float)(n_gauss - 1);
+    double spacing = (double)step;
+    float gamma = (float)(-0.5 / (spacing * spacing));
+    const double pi = 3.14159265358979323846;
+    for (int k = 0; k < n_edges; k++) {
+        const float d = dist[k];
+        float *restrict row = e + (size_t)k * n_gauss;
+        for (int g = 0; g < n_gauss; g++) {
+            float diff = d - step * (float)g;
+            row[g] = exp_neg(-gamma * diff * diff);
+        }
+    }
+    for (int k = 0; k < n_edges; k++) {
+        double d = (double)dist[k];
+        cut[k] = d < cutoff ? (float)(0.5 * (cos(pi * d / (double)cutoff) + 1.0)) : 0.0f;
+    }
+}
+
+PT_SIMD_CLONES
+void pt_filter_cutoff_forward(float *w, const float *cut, int n_rows, int f)
+{
+    for (int u = 0; u < n_rows; u++) {
+        float *restrict wu = w + (size_t)u * f;
+        const float cu = cut[u];
+        for (int c = 0; c < f; c++) wu[c] *= cu;
+    }
+}
+
+PT_SIMD_CLONES
+void pt_cfconv_forward(float *m, const float *w, const int32_t *row, const float *x,
+                       const int32_t *src, const int32_t *dst_offset, int n_nodes, int f)
+{
+    for (int i = 0; i < n_nodes; i++) {
+        float *restrict mi = m + (size_t)i * f;
+        memset(mi, 0, (size_t)f * sizeof(float));
+        for (int32_t k = dst_offset[i]; k < dst_offset[i + 1]; k++) {
+            if (row[k] < 0) continue;
+            const float *restrict xj = x + (size_t)src[k] * f;
+            const float *restrict wk = w + (size_t)row[k] * f;
+            for (int c = 0; c < f; c++) mi[c] += xj[c] * wk[c];
+        }
+    }
+}
+
+PT_SIMD_CLONES
+void pt_cfconv_backward(float *dx, float *dp, const float *dm, const float *x, const float *w,
+                        const float *cut, const int32_t *row, const uint8_t *first,
+                        const int32_t *src, const int32_t *dst_offset, int n_nodes, int f)
+{
+    memset(dx, 0, (size_t)n_nodes * f * sizeof(float));
+    for (int i = 0; i < n_nodes; i++) {
+        const float *restrict dmi = dm + (size_t)i * f;
+        for (int32_t k = dst_offset[i]; k < dst_offset[i + 1]; k++) {
+            const int32_t u = row[k];
+            if (u < 0) continue;
+            const float *restrict xj = x + (size_t)src[k] * f;
+            float *restrict dxj = dx + (size_t)src[k] * f;
+            const float *restrict wu = w + (size_t)u * f;
+            float *restrict dpu = dp + (size_t)u * f;
+            const float cu = cut[u];
+            /* the row's first edge writes its gradient, later ones add */
+            if (first[k])
+                for (int c = 0; c < f; c++) dpu[c] = dmi[c] * xj[c] * cu;
+            else
+                for (int c = 0; c < f; c++) dpu[c] += dmi[c] * xj[c] * cu;
+            for (int c = 0; c < f; c++) dxj[c] += dmi[c] * wu[c];
+        }
+    }
+}
+
+void pt_embedding_forward(float *h, const float *table, const uint8_t *z, int n, int dim)
+{
+    for (int i = 0; i < n; i++)
+        memcpy(h + (size_t)i * dim, table + (size_t)z[i] * dim, (size_t)dim * sizeof(float));
+}
+
+void pt_embedding_backward(float *dtable, const float *dh, const uint8_t *z, int n, int dim)
+{
+    for (int i = 0; i < n; i++) {
+        if (z[i] == 0) continue;
+        float *restrict row = dtable + (size_t)z[i] * dim;
+        const float *restrict g = dh + (size_t)i * dim;
+        for (int c = 0; c < dim; c++) row[c] += g[c];
+    }
+}
+
+void pt_readout_forward(double *y, int32_t *count, const float *o, const uint8_t *z,
+                        const int32_t *node_graph, const float *atomref, double mean,
+                        double std, pt_readout mode, int n_nodes, int n_graphs)
+{
+    for (int g = 0; g < n_graphs; g++) {
+        y[g] = 0.0;
+        count[g] = 0;
+    }
+    for (int i = 0; i < n_nodes; i++) {
+        int32_t g = node_graph[i];
+        if (g < 0) continue;
+        double v = (double)o[i] * std + mean;
+        if (atomref) v += (double)atomref[z[i]];
+        y[g] += v;
+        count[g]++;
+    }
+    if (mode == PT_READOUT_MEAN)
+        for (int g = 0; g < n_graphs; g++)
+            if (count[g] > 0) y[g] /= (double)count[g];
+}
+
+void pt_readout_backward(float *dout, float *datomref, const double *dy, const int32_t *count,
+                         const uint8_t *z, const int32_t *node_graph, double std,
+                         pt_readout mode, int n_nodes)
+{
+    for (int i = 0; i < n_nodes; i++) {
+        int32_t g = node_graph[i];
+        if (g < 0) {
+            dout[i] = 0.0f;
+            continue;
+        }
+        double d = mode == PT_READOUT_MEAN ? dy[g] / (double)count[g] : dy[g];
+        dout[i] = (float)(d * std);
+        if (datomref) datomref[z[i]] += (float)d;
+    }
+}

@@ -1,0 +1,519 @@
+/* mpi_backend.c — backend.kind "mpi": the emulated multi-IPU backend on
+ * every rank, one MPI_Allreduce of the merged gradient buffer across ranks,
+ * and the rank-0-writes training run (model and rules in mpi_backend.h).
+ *
+ * Built with -DPT_HAVE_MPI (the Makefile adds it when it finds mpicc) this
+ * is the real thing; without it the same functions reject kind "mpi" with
+ * PT_MPI_MISSING_MSG, so a build without Open MPI still compiles, links and
+ * says why a job cannot run. */
+#include "engine/mpi/mpi_backend.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "engine/mpi/mpi_launch.h"
+
+static void result_clear(pt_train_result *res)
+{
+    memset(res, 0, sizeof(*res));
+    res->best_val_loss = res->best_val_mae = res->best_val_rmse = INFINITY;
+    res->test_mae = res->test_rmse = res->first_loss = res->last_loss = NAN;
+    res->stop_reason = "epochs";
+}
+
+#ifndef PT_HAVE_MPI
+
+int pt_mpi_available(void)
+{
+    return 0;
+}
+
+int pt_mpi_check_job(const pt_job_config *cfg, pt_errors *errs)
+{
+    if (cfg->backend.kind != PT_JOB_BACKEND_MPI) return 0;
+    pt_errors_add(errs, "", 0, "backend.kind", "%s", PT_MPI_MISSING_MSG);
+    return -1;
+}
+
+int pt_mpi_backend_open(pt_grad_engine *eng, const pt_train_data *data, pt_errors *errs)
+{
+    (void)data;
+    memset(eng, 0, sizeof(*eng));
+    pt_errors_add(errs, "", 0, "backend.kind", "%s", PT_MPI_MISSING_MSG);
+    return -1;
+}
+
+int pt_mpi_backend_is(const pt_grad_engine *eng)
+{
+    (void)eng;
+    return 0;
+}
+
+int pt_mpi_backend_phases(pt_grad_engine *eng, pt_phase_times *out, int reset)
+{
+    (void)eng;
+    (void)reset;
+    pt_phase_times_clear(out);
+    return -1;
+}
+
+int pt_mpi_train_run(const pt_job_config *cfg, const pt_dataset *ds, const char *out_dir,
+                     const pt_train_options *opt, pt_train_result *res, pt_errors *errs)
+{
+    if (cfg->backend.kind != PT_JOB_BACKEND_MPI) return pt_train_run(cfg, ds, out_dir, opt, res, errs);
+    result_clear(res);
+    pt_errors_add(errs, "", 0, "backend.kind", "%s", PT_MPI_MISSING_MSG);
+    return -1;
+}
+
+int32_t pt_mpi_job_ranks(const pt_job_config *cfg)
+{
+    (void)cfg;
+    return 1;
+}
+
+int pt_mpi_world(int *rank, int *size)
+{
+    *rank = 0;
+    *size = 1;
+    return 0;
+}
+
+#else /* PT_HAVE_MPI */
+
+#include <cblas.h>
+#include <fcntl.h>
+#include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "engine/backend/backend.h"
+#include "engine/model/bf16.h"
+#include "engine/mpi/mpi_internal.h"
+
+/* ---- the process's MPI state ------------------------------------------------ */
+
+static struct {
+    int ready;
+    int we_initialised;      /* MPI_Init was ours: finalise at exit */
+    int failed;              /* this rank failed: no MPI_Finalize (see header) */
+    MPI_Comm comm;           /* a duplicate of MPI_COMM_WORLD, ours alone */
+    int rank, size, local_size;
+} g_mpi;
+
+static void mpi_at_exit(void)
+{
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (g_mpi.we_initialised && !g_mpi.failed && !finalized) MPI_Finalize();
+}
+
+static int mpi_error(pt_errors *errs, const char *what, int rc)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "code %d", rc);
+    pt_errors_add(errs, "", 0, "backend", "%s failed: %s", what, msg);
+    return -1;
+}
+
+static int mpi_init(pt_errors *errs)
+{
+    if (g_mpi.ready) return 0;
+    int inited = 0, rc;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        int provided = 0;
+        rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
+        if (rc != MPI_SUCCESS) return mpi_error(errs, "MPI_Init_thread", rc);
+        g_mpi.we_initialised = 1;
+        atexit(mpi_at_exit);
+        /* only the thread running the training loop calls MPI */
+        if (provided < MPI_THREAD_FUNNELED) {
+            pt_errors_add(errs, "", 0, "backend", "this Open MPI gives thread level %d, below "
+                          "MPI_THREAD_FUNNELED", provided);
+            return -1;
+        }
+    }
+    if ((rc = MPI_Comm_dup(MPI_COMM_WORLD, &g_mpi.comm)) != MPI_SUCCESS)
+        return mpi_error(errs, "MPI_Comm_dup", rc);
+    MPI_Comm_rank(g_mpi.comm, &g_mpi.rank);
+    MPI_Comm_size(g_mpi.comm, &g_mpi.size);
+    MPI_Comm node;
+    if ((rc = MPI_Comm_split_type(g_mpi.comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node)) !=
+        MPI_SUCCESS)
+        return mpi_error(errs, "MPI_Comm_split_type", rc);
+    MPI_Comm_size(node, &g_mpi.local_size);
+    MPI_Comm_free(&node);
+    g_mpi.ready = 1;
+    return 0;
+}
+
+int pt_mpi_available(void)
+{
+    return 1;
+}
+
+int32_t pt_mpi_job_ranks(const pt_job_config *cfg)
+{
+    return cfg->backend.ranks;
+}
+
+int pt_mpi_world(int *rank, int *size)
+{
+    *rank = g_mpi.ready ? g_mpi.rank : 0;
+    *size = g_mpi.ready ? g_mpi.size : 1;
+    return g_mpi.ready;
+}
+
+int pt_mpi_check_job(const pt_job_config *cfg, pt_errors *errs)
+{
+    if (cfg->backend.kind != PT_JOB_BACKEND_MPI) return 0;
+    pt_mpi_launch_opts o;
+    char path[4096];
+    return pt_mpi_launch_opts_from_env(&o, path, sizeof path, errs);
+}
+
+static int online_cores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* Cores of one rank when the job says "auto": this host's, shared. */
+static int rank_threads(int32_t configured)
+{
+    if (configured > 0) return configured;
+    int t = online_cores() / (g_mpi.local_size > 0 ? g_mpi.local_size : 1);
+    return t > 0 ? t : 1;
+}
+
+/* ---- the engine ------------------------------------------------------------- */
+
+enum { ST_LOSS, ST_GRAPHS, ST_NODES, ST_NODE_SLOTS, ST_EDGES, ST_EDGE_SLOTS, ST_FILTER_ROWS,
+       ST_FAILED, ST_BATCH, ST_COUNT };
+
+typedef struct mpi_engine {
+    const pt_train_data *d;     /* the loop's view: R replicas in all */
+    pt_job_config cfg;          /* the rank's backend: kind ipu-emulated, R/N replicas */
+    pt_train_data local;        /* d with cfg = &cfg */
+    pt_grad_engine inner;
+    uint32_t G, per;            /* packs per global batch, per rank */
+    pt_mpi_view view;
+    uint32_t *ids;              /* [per] view positions of this step */
+    int64_t steps;
+    int64_t check_every;
+    pt_phase_times phases;      /* the cross-rank all-reduce and checks */
+} mpi_engine;
+
+static int mpi_compute(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
+                       float *grads, pt_step_stats *st, pt_errors *errs);
+
+int pt_mpi_backend_is(const pt_grad_engine *eng)
+{
+    return eng && eng->compute == mpi_compute;
+}
+
+static void mpi_close(void *self)
+{
+    mpi_engine *me = self;
+    if (!me) return;
+    if (me->inner.close) me->inner.close(me->inner.self);
+    pt_mpi_view_close(&me->view);
+    free(me->ids);
+    free(me);
+}
+
+/* Whether every rank holds the same `h`: MAX of h and of ~h, so min = max. */
+static int all_equal(uint64_t h, int *equal, pt_errors *errs)
+{
+    uint64_t v[2] = {h, ~h}, r[2];
+    int rc = MPI_Allreduce(v, r, 2, MPI_UINT64_T, MPI_MAX, g_mpi.comm);
+    if (rc != MPI_SUCCESS) return mpi_error(errs, "MPI_Allreduce", rc);
+    *equal = r[0] == ~r[1];
+    return 0;
+}
+
+/* What every rank must share before the first step: the dataset's shape, the
+ * batch layout, the initial parameters.  Also tells each rank whether any
+ * other failed to open. */
+static int open_agree(const mpi_engine *me, int ok, pt_errors *errs)
+{
+    int failed = !ok, any_failed = 0, rc;
+    if ((rc = MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, g_mpi.comm)) != MPI_SUCCESS)
+        return mpi_error(errs, "MPI_Allreduce", rc);
+    if (any_failed) {
+        if (ok) pt_errors_add(errs, "", 0, "backend", "another rank could not open its backend "
+                              "(its error is in the worker log)");
+        return -1;
+    }
+    const pt_train_data *d = me->d;
+    uint64_t shape[6] = {d->ds->n_structs, d->ds->n_atoms, d->model->n_params, me->G,
+                         (uint64_t)d->limits.max_nodes << 32 | (uint32_t)d->limits.max_edges,
+                         (uint64_t)(uint32_t)d->limits.max_graphs};
+    uint64_t h = pt_mpi_hash_floats((const float *)shape, 2 * (sizeof shape / sizeof shape[0]));
+    h ^= pt_mpi_hash_floats(d->model->params_memory, d->model->n_params) * 31;
+    int equal = 0;
+    if (all_equal(h, &equal, errs)) return -1;
+    if (!equal) {
+        pt_errors_add(errs, "", 0, "backend", "the ranks disagree on the dataset, the pack "
+                      "limits or the initial parameters: every host must read the same dataset "
+                      "file and job configuration (shared data directory)");
+        return -1;
+    }
+    return 0;
+}
+
+int pt_mpi_backend_open(pt_grad_engine *eng, const pt_train_data *d, pt_errors *errs)
+{
+    memset(eng, 0, sizeof(*eng));
+    const pt_job_backend *k = &d->cfg->backend;
+    if (k->kind != PT_JOB_BACKEND_MPI) {
+        pt_errors_add(errs, "", 0, "backend.kind", "the MPI backend cannot run kind %d",
+                      (int)k->kind);
+        return -1;
+    }
+    if (mpi_init(errs)) return -1;
+    int32_t local_r;
+    if (pt_mpi_plan_replicas(k->ranks, k->replication_factor, g_mpi.size, &local_r, errs))
+        return -1;
+    mpi_engine *me = calloc(1, sizeof(*me));
+    if (!me) {
+        pt_errors_add(errs, "", 0, "backend", "out of memory");
+        return -1;
+    }
+    me->d = d;
+    me->cfg = *d->cfg;
+    me->cfg.backend.kind = PT_JOB_BACKEND_IPU_EMULATED;
+    me->cfg.backend.replication_factor = local_r;
+    me->cfg.backend.threads = rank_threads(k->threads);
+    me->local = *d;
+    me->local.cfg = &me->cfg;
+    me->G = (uint32_t)k->replication_factor * (uint32_t)k->gradient_accumulation *
+            (uint32_t)d->micro_packs;
+    me->per = (uint32_t)local_r * (uint32_t)k->gradient_accumulation * (uint32_t)d->micro_packs;
+    const char *every = getenv("PACKTRAIN_MPI_CHECK_EVERY");
+    me->check_every = every && every[0] ? atoll(every) : 100;
+    /* an epoch holds every training graph once: the dataset bounds the view */
+    uint32_t cap = d->ds->n_structs ? d->ds->n_structs : 1;
+    int ok = pt_backend_open(&me->inner, &me->local, errs) == 0 &&
+             pt_mpi_view_init(&me->view, cap, cap, errs) == 0;
+    if (ok && !(me->ids = malloc((size_t)me->per * sizeof(uint32_t)))) {
+        pt_errors_add(errs, "", 0, "backend", "out of memory");
+        ok = 0;
+    }
+    if (open_agree(me, ok, errs) != 0) {
+        mpi_close(me);
+        return -1;
+    }
+    eng->self = me;
+    eng->compute = mpi_compute;
+    eng->close = mpi_close;
+    return 0;
+}
+
+int pt_mpi_backend_phases(pt_grad_engine *eng, pt_phase_times *out, int reset)
+{
+    pt_phase_times_clear(out);
+    if (!pt_mpi_backend_is(eng)) return -1;
+    mpi_engine *me = eng->self;
+    pt_backend_phases(&me->inner, out, reset);
+    for (int p = 0; p < PT_PHASE_COUNT; p++) out->seconds[p] += me->phases.seconds[p];
+    if (reset) pt_phase_times_clear(&me->phases);
+    return 0;
+}
+
+/* The rank's packs of this step as positions in its view, when the loop
+ * walks a pack list in whole global batches (what pt_train_run does); NULL
+ * (use the loop's ids) otherwise.  The view is rebuilt at an epoch's start
+ * and whenever the step's packs differ from it, so it is never stale. */
+static const pt_packs *step_view(mpi_engine *me, const pt_packs *packs, const uint32_t *ids,
+                                 uint32_t n, uint32_t first, uint32_t count)
+{
+    if (n == 0 || ids[0] % me->G != 0) return NULL;
+    for (uint32_t i = 1; i < n; i++)
+        if (ids[i] != ids[0] + i) return NULL;
+    uint32_t vfirst = ids[0] / me->G * me->per;
+    if (ids[0] == 0 || !pt_mpi_view_matches(&me->view, vfirst, packs, ids[0] + first, count)) {
+        if (pt_mpi_view_build(&me->view, packs, me->G, me->per, g_mpi.rank) != 0) return NULL;
+        if (!pt_mpi_view_matches(&me->view, vfirst, packs, ids[0] + first, count)) return NULL;
+    }
+    for (uint32_t i = 0; i < count; i++) me->ids[i] = vfirst + i;
+    return &me->view.packs;
+}
+
+/* The periodic check that the parameters are still the same everywhere. */
+static int check_params(mpi_engine *me, pt_errors *errs)
+{
+    if (me->check_every <= 0 || me->steps % me->check_every != 0) return 0;
+    int equal = 0;
+    uint64_t h = pt_mpi_hash_floats(me->d->model->params_memory, me->d->model->n_params);
+    if (all_equal(h, &equal, errs)) return -1;
+    if (!equal) {
+        pt_errors_add(errs, "", 0, "backend", "parameters diverged across MPI ranks before step "
+                      "%lld (hash check every %lld steps)", (long long)me->steps + 1,
+                      (long long)me->check_every);
+        return -1;
+    }
+    return 0;
+}
+
+static int mpi_compute(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
+                       float *grads, pt_step_stats *st, pt_errors *errs)
+{
+    mpi_engine *me = self;
+    pt_phase_timer clk;
+    pt_phase_timer_start(&clk);
+    memset(st, 0, sizeof(*st));
+    int ok = 1;
+    int64_t n_g = 0;
+    if (n > me->G) {
+        pt_errors_add(errs, "", 0, "backend", "a step of %u packs, above R x A x b = %u", n, me->G);
+        ok = 0;
+    }
+    for (uint32_t i = 0; ok && i < n; i++) {
+        if (ids[i] >= packs->n_packs) {
+            pt_errors_add(errs, "", 0, "backend", "pack %u asked for, the epoch has %u packs",
+                          ids[i], packs->n_packs);
+            ok = 0;
+        } else {
+            n_g += packs->graph_offset[ids[i] + 1] - packs->graph_offset[ids[i]];
+        }
+    }
+    /* collective on every rank at the same step, whatever happened above */
+    if (check_params(me, errs)) return -1;
+    uint32_t first = 0, count = 0;
+    pt_step_stats local = {0};
+    if (ok) {
+        pt_mpi_slice(n, me->per, g_mpi.rank, &first, &count);
+        const pt_packs *src = step_view(me, packs, ids, n, first, count);
+        const uint32_t *lids = src ? me->ids : ids + first;
+        pt_phase_lap(&clk, &me->phases, PT_PHASE_OTHER);
+        /* normalised by the global batch's graphs, as one process would */
+        ok = pt_backend_compute_norm(&me->inner, src ? src : packs, lids, count,
+                                     n_g > 0 ? (double)n_g : 1.0, grads, &local, errs) == 0;
+        pt_phase_timer_start(&clk);   /* the backend accounted its own time */
+    }
+    double v[ST_COUNT] = {local.loss_sum, (double)local.graphs, (double)local.nodes,
+                          (double)local.node_slots, (double)local.edges, (double)local.edge_slots,
+                          (double)local.filter_rows, ok ? 0.0 : 1.0, (double)n_g}, sum[ST_COUNT];
+    int rc = MPI_Allreduce(v, sum, ST_COUNT, MPI_DOUBLE, MPI_SUM, g_mpi.comm);
+    if (rc != MPI_SUCCESS) return mpi_error(errs, "MPI_Allreduce", rc);
+    me->steps++;
+    if (sum[ST_FAILED] > 0) {
+        if (ok) pt_errors_add(errs, "", 0, "backend", "%.0f other rank(s) failed at step %lld "
+                              "(their errors are in the worker log)", sum[ST_FAILED],
+                              (long long)me->steps);
+        return -1;
+    }
+    if (sum[ST_BATCH] != (double)n_g * g_mpi.size) {
+        pt_errors_add(errs, "", 0, "backend", "the ranks disagree on the packs of step %lld (%lld "
+                      "graphs here): every host must read the same dataset and configuration",
+                      (long long)me->steps, (long long)n_g);
+        return -1;
+    }
+    size_t np = me->d->model->n_params;
+    for (size_t off = 0; off < np;) {
+        /* MPI counts are int: very large models go in pieces */
+        int len = np - off > (size_t)1 << 30 ? 1 << 30 : (int)(np - off);
+        rc = MPI_Allreduce(MPI_IN_PLACE, grads + off, len, MPI_FLOAT, MPI_SUM, g_mpi.comm);
+        if (rc != MPI_SUCCESS) return mpi_error(errs, "MPI_Allreduce", rc);
+        off += (size_t)len;
+    }
+    pt_phase_lap(&clk, &me->phases, PT_PHASE_ALLREDUCE);
+    st->loss_sum = sum[ST_LOSS];
+    st->graphs = (int64_t)sum[ST_GRAPHS];
+    st->nodes = (int64_t)sum[ST_NODES];
+    st->node_slots = (int64_t)sum[ST_NODE_SLOTS];
+    st->edges = (int64_t)sum[ST_EDGES];
+    st->edge_slots = (int64_t)sum[ST_EDGE_SLOTS];
+    st->filter_rows = (int64_t)sum[ST_FILTER_ROWS];
+    return 0;
+}
+
+/* ---- one rank of a training run --------------------------------------------- */
+
+static struct {
+    const pt_train_options *opt;   /* the caller's, NULL = none */
+} g_run;
+
+static volatile sig_atomic_t g_usr1;
+
+static void on_usr1(int sig)
+{
+    (void)sig;
+    g_usr1 = 1;
+}
+
+static int run_should_stop(void *user)
+{
+    const pt_train_options *o = g_run.opt;
+    int mine = g_usr1 || (o && o->should_stop && o->should_stop(user)), any = mine;
+    if (MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, g_mpi.comm) != MPI_SUCCESS) return 1;
+    return any;
+}
+
+static void run_metrics(void *user, const pt_train_metrics *m, const char *json)
+{
+    const pt_train_options *o = g_run.opt;
+    if (g_mpi.rank == 0 && o && o->on_metrics) o->on_metrics(user, m, json);
+}
+
+/* Process-wide set-up of a rank: see pt_mpi_train_run in the header. */
+static void rank_setup(void)
+{
+    struct sigaction sa = {.sa_handler = on_usr1};
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &sa, NULL);
+    if (getenv("OMPI_COMM_WORLD_SIZE") || g_mpi.size > 1) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() == 1) _exit(1);   /* the launcher died before the line above */
+    }
+    if (g_mpi.rank > 0) {
+        fflush(stdout);
+        int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            dup2(fd, STDOUT_FILENO);
+            close(fd);
+        }
+    }
+}
+
+int pt_mpi_train_run(const pt_job_config *cfg, const pt_dataset *ds, const char *out_dir,
+                     const pt_train_options *opt, pt_train_result *res, pt_errors *errs)
+{
+    if (cfg->backend.kind != PT_JOB_BACKEND_MPI) return pt_train_run(cfg, ds, out_dir, opt, res, errs);
+    result_clear(res);
+    if (mpi_init(errs)) {
+        g_mpi.failed = 1;
+        return -1;
+    }
+    rank_setup();
+    g_run.opt = opt;
+    pt_train_options o = {0};
+    if (opt) o = *opt;
+    o.on_metrics = run_metrics;
+    o.should_stop = run_should_stop;
+    o.engine_open = pt_mpi_backend_open;
+    /* evaluation runs on this thread: its BLAS (and bf16) share of the host's cores */
+    if (cfg->backend.threads == 0) {
+        openblas_set_num_threads(rank_threads(0));
+        pt_bf16_set_threads(rank_threads(0));
+    }
+    if (g_mpi.rank == 0)
+        fprintf(stderr, "packtrain: mpi: %d ranks (%d on this host), %d replica%s and %d BLAS "
+                "thread%s per rank\n", g_mpi.size, g_mpi.local_size,
+                (int)(cfg->backend.replication_factor / g_mpi.size),
+                cfg->backend.replication_factor / g_mpi.size == 1 ? "" : "s",
+                rank_threads(cfg->backend.threads), rank_threads(cfg->backend.threads) == 1 ? "" : "s");
+    int rc = pt_train_run(cfg, ds, g_mpi.rank == 0 ? out_dir : NULL, &o, res, errs);
+    g_run.opt = NULL;
+    if (rc != 0) g_mpi.failed = 1;
+    return rc;
+}
+
+#endif /* PT_HAVE_MPI */

@@ -1,0 +1,104 @@
+/* mpi_launch.h — the command line that starts a job's ranks with Open MPI.
+ *
+ * A job with backend.kind "mpi" runs as `mpirun -np N ... packtrain worker
+ * ...` (or `... packtrain train ...` from the CLI).  Its argv is built here,
+ * in one place, for the server's scheduler and for `packtrain mpirun`:
+ *
+ *   mpirun -np N --oversubscribe --bind-to none --stdin none
+ *          --mca mpi_yield_when_idle 1
+ *          [--allow-run-as-root] [--hostfile F | --host h1,h2:2]
+ *          [-x NAME]...  [operator words]...  PROGRAM ARGS...
+ *
+ *   --oversubscribe   more ranks than slots is allowed (one machine, tests)
+ *   --bind-to none    each rank runs replica and BLAS threads: binding a
+ *                     rank to one core (mpirun's default for np <= 2) would
+ *                     serialise them
+ *   --stdin none      a rank never reads the launcher's stdin
+ *   mpi_yield_when_idle  a rank waiting in a collective yields its core
+ *                     instead of spinning on it: its own loader and
+ *                     replica threads need it (+15% graphs/s for 2 ranks on
+ *                     2 shared cores, bench/bench_mpi.sh)
+ *   -x NAME           exported to remote hosts, only when set here: PATH,
+ *                     LD_LIBRARY_PATH, OPENBLAS_NUM_THREADS, OMP_NUM_THREADS,
+ *                     PACKTRAIN_MPI_CHECK_EVERY
+ *
+ * Hosts are the operator's choice, never a job's (a job submitted over REST
+ * must not make the server ssh to machines of the submitter's choosing): the
+ * `packtrain mpirun` flags, else PACKTRAIN_MPI_HOSTFILE or PACKTRAIN_MPI_HOSTS
+ * in the server's environment, else mpirun's own discovery (localhost, or
+ * the nodes of a Slurm allocation).  PACKTRAIN_MPI_ARGS adds operator words
+ * (e.g. "--mca btl_tcp_if_include eth1"), PACKTRAIN_MPIRUN names the mpirun
+ * binary (default: mpirun on PATH).
+ *
+ * The scheduler does not start mpirun itself: its prefix for an mpi job is
+ * `packtrain mpirun --protocol --config CONFIG --`, the launcher in
+ * server/cmd_mpirun.c, which turns the scheduler's SIGTERM into a SIGUSR1
+ * that mpirun forwards, so every rank stops after the same step and rank 0
+ * checkpoints (mpirun answers SIGTERM itself by killing the ranks within a
+ * second). */
+#ifndef PT_MPI_LAUNCH_H
+#define PT_MPI_LAUNCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/core/errors.h"
+
+#define PT_MPI_LAUNCH_WORDS 128   /* words in one command line */
+#define PT_MPI_LAUNCH_TEXT 16384  /* bytes of those words */
+
+/* Rejection of kind "mpi" by a packtrain built without Open MPI. */
+#define PT_MPI_MISSING_MSG                                                        \
+    "backend.kind \"mpi\" needs packtrain built with Open MPI (apt-get install " \
+    "openmpi-bin libopenmpi-dev, then make)"
+
+/* A command line: argv[0..n) point into text, argv[n] is NULL. */
+typedef struct pt_mpi_launch {
+    int n;
+    char *argv[PT_MPI_LAUNCH_WORDS + 1];
+    char text[PT_MPI_LAUNCH_TEXT];
+    size_t used;
+} pt_mpi_launch;
+
+typedef struct pt_mpi_launch_opts {
+    const char *mpirun;        /* path of mpirun; NULL = "mpirun" */
+    int32_t ranks;             /* -np, >= 1 */
+    const char *hosts;         /* "h1,h2:2" (name or name:slots), NULL or "" = none */
+    const char *hostfile;      /* readable file, NULL or "" = none; not with hosts */
+    const char *extra;         /* operator words split at white space, NULL = none */
+    const char *const *env;    /* NULL-terminated names for -x; NULL = the list above */
+    int as_root;               /* adds --allow-run-as-root (Open MPI refuses root otherwise) */
+} pt_mpi_launch_opts;
+
+void pt_mpi_launch_init(pt_mpi_launch *l);
+
+/* Appends one word.  Returns 0, or -1 with errs filled (too many words or
+ * too long). */
+int pt_mpi_launch_add(pt_mpi_launch *l, const char *word, pt_errors *errs);
+
+/* Resets l to the mpirun prefix of o (see above).  Returns 0, or -1 with
+ * every problem in errs: ranks < 1, a host name that is not a plain name
+ * (letters, digits, '.', '-', '_', not starting with '-', optional ":slots"),
+ * both hosts and hostfile, a hostfile that cannot be read. */
+int pt_mpi_launch_build(pt_mpi_launch *l, const pt_mpi_launch_opts *o, pt_errors *errs);
+
+/* o filled from the environment: PACKTRAIN_MPIRUN (else the mpirun found on
+ * PATH), PACKTRAIN_MPI_HOSTFILE, PACKTRAIN_MPI_HOSTS, PACKTRAIN_MPI_ARGS, and
+ * as_root when the effective user is root.  mpirun_buf holds the path found.
+ * Returns 0, or -1 with errs filled when no mpirun can be found. */
+int pt_mpi_launch_opts_from_env(pt_mpi_launch_opts *o, char *mpirun_buf, size_t len,
+                                pt_errors *errs);
+
+/* For the scheduler: the argv prefix of the job whose configuration is at
+ * config_path.  Kind "mpi": {self_exe, "mpirun", "--protocol", "--config",
+ * config_path, "--"}, to be followed by the worker's usual argv; any other
+ * kind, or a file that is not a JSON object with backend.kind, no words
+ * (l->n = 0: the worker reports what is wrong with it).  Returns 0, or -1
+ * with the reason in err (kind "mpi" in a build without Open MPI). */
+int pt_mpi_launch_for_job(pt_mpi_launch *l, const char *self_exe, const char *config_path,
+                          char *err, size_t errlen);
+
+/* l as one shell-quoted line (for logs and `packtrain mpirun --print`). */
+void pt_mpi_launch_format(const pt_mpi_launch *l, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,192 @@
+/* batch.c — the fixed-shape batch: allocated once for a job's pack limits,
+ * then filled from consecutive packs of an epoch with no allocation, exactly
+ * in batch.h's layout (real content first in each pack's slots, explicit
+ * padding, CSR row pointer over edge receivers). */
+#include "engine/pack/batch.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/data/dataset.h"
+#include "engine/graph/graph.h"
+
+const char *pt_batch_strerror(int rc)
+{
+    switch (rc) {
+    case PT_BATCH_OK: return "ok";
+    case PT_BATCH_ELIMITS: return "pack limits or pack count invalid, or batch too large for int32 slots";
+    case PT_BATCH_ENOMEM: return "out of memory allocating the batch";
+    case PT_BATCH_ERANGE: return "more packs offered than the batch holds, or past the epoch's packs";
+    case PT_BATCH_EGRAPH: return "a pack names a graph that is not in the dataset or its neighbour graphs";
+    case PT_BATCH_ENODES: return "a pack holds more atoms than max_nodes";
+    case PT_BATCH_EEDGES: return "a pack holds more edges than max_edges";
+    case PT_BATCH_EGRAPHS: return "a pack holds more graphs than max_graphs";
+    case PT_BATCH_ETARGET: return "target index is not a key of the dataset";
+    }
+    return "unknown batch error";
+}
+
+void pt_batch_close(pt_batch *b)
+{
+    free(b->z);
+    free(b->node_graph);
+    free(b->edge_src);
+    free(b->edge_dst);
+    free(b->edge_dist);
+    free(b->dst_offset);
+    free(b->graph_id);
+    free(b->graph_natoms);
+    free(b->target);
+    memset(b, 0, sizeof(*b));
+}
+
+int pt_batch_init(pt_batch *b, pt_pack_limits limits, int32_t n_packs, float cutoff)
+{
+    memset(b, 0, sizeof(*b));
+    int64_t nodes = (int64_t)n_packs * limits.max_nodes;
+    int64_t edges = (int64_t)n_packs * limits.max_edges;
+    int64_t graphs = (int64_t)n_packs * limits.max_graphs;
+    if (n_packs < 1 || limits.max_nodes < 1 || limits.max_edges < 0 || limits.max_graphs < 1 ||
+        nodes >= INT32_MAX || edges >= INT32_MAX || graphs >= INT32_MAX)
+        return PT_BATCH_ELIMITS;
+    b->limits = limits;
+    b->n_packs = n_packs;
+    b->cap_nodes = (int32_t)nodes;
+    b->cap_edges = (int32_t)edges;
+    b->cap_graphs = (int32_t)graphs;
+    b->cutoff = cutoff;
+    size_t n = (size_t)nodes, e = (size_t)edges + 1, g = (size_t)graphs;
+    b->z = calloc(n, sizeof(*b->z));
+    b->node_graph = calloc(n, sizeof(*b->node_graph));
+    b->edge_src = calloc(e, sizeof(*b->edge_src));
+    b->edge_dst = calloc(e, sizeof(*b->edge_dst));
+    b->edge_dist = calloc(e, sizeof(*b->edge_dist));
+    b->dst_offset = calloc(n + 1, sizeof(*b->dst_offset));
+    b->graph_id = calloc(g, sizeof(*b->graph_id));
+    b->graph_natoms = calloc(g, sizeof(*b->graph_natoms));
+    b->target = calloc(g, sizeof(*b->target));
+    if (!b->z || !b->node_graph || !b->edge_src || !b->edge_dst || !b->edge_dist ||
+        !b->dst_offset || !b->graph_id || !b->graph_natoms || !b->target) {
+        pt_batch_close(b);
+        return PT_BATCH_ENOMEM;
+    }
+    return PT_BATCH_OK;
+}
+
+/* Checks pack k against the dataset and the batch's limits before anything
+ * is written, so a bad pack never leaves a half-filled batch behind. */
+static int check_pack(const pt_batch *b, const pt_dataset *ds, const pt_graphs *g,
+                      const pt_packs *packs, uint32_t k)
+{
+    int64_t nodes = 0, edges = 0;
+    uint32_t first = packs->graph_offset[k], end = packs->graph_offset[k + 1];
+    for (uint32_t q = first; q < end; q++) {
+        uint32_t s = packs->graphs[q];
+        if (s >= ds->n_structs || s >= g->n_structs) return PT_BATCH_EGRAPH;
+        nodes += pt_dataset_natoms(ds, s);
+        edges += pt_graphs_nedges(g, s);
+    }
+    if ((int64_t)(end - first) > b->limits.max_graphs) return PT_BATCH_EGRAPHS;
+    if (nodes > b->limits.max_nodes) return PT_BATCH_ENODES;
+    if (edges > b->limits.max_edges) return PT_BATCH_EEDGES;
+    return PT_BATCH_OK;
+}
+
+/* Pack slot p gets pack *k (or only padding when k is NULL). */
+static void fill_pack(pt_batch *b, const pt_dataset *ds, const pt_graphs *g,
+                      const pt_packs *packs, int32_t p, const uint32_t *k, int target_index)
+{
+    const pt_pack_limits L = b->limits;
+    const int32_t node0 = p * L.max_nodes, edge0 = p * L.max_edges, graph0 = p * L.max_graphs;
+    int32_t nn = 0, ne = 0, ng = 0;
+    uint32_t first = k ? packs->graph_offset[*k] : 0, end = k ? packs->graph_offset[*k + 1] : 0;
+    for (uint32_t q = first; q < end; q++, ng++) {
+        uint32_t s = packs->graphs[q];
+        int32_t na = (int32_t)pt_dataset_natoms(ds, s);
+        memcpy(b->z + node0 + nn, ds->z + ds->atom_offset[s], (size_t)na);
+        for (int32_t a = 0; a < na; a++) b->node_graph[node0 + nn + a] = graph0 + ng;
+        /* a structure's edges are sorted by receiver and structures follow
+         * each other in node order, so the pack's edges stay sorted */
+        for (uint64_t e = g->edge_offset[s]; e < g->edge_offset[s + 1]; e++, ne++) {
+            b->edge_src[edge0 + ne] = node0 + nn + (int32_t)g->src[e];
+            b->edge_dst[edge0 + ne] = node0 + nn + (int32_t)g->dst[e];
+            b->edge_dist[edge0 + ne] = g->dist[e];
+        }
+        b->graph_id[graph0 + ng] = (int32_t)s;
+        b->graph_natoms[graph0 + ng] = na;
+        b->target[graph0 + ng] =
+            target_index < 0 ? 0.0 : ds->targets[(size_t)target_index * ds->n_structs + s];
+        nn += na;
+    }
+    b->n_real_nodes += nn;
+    b->n_real_edges += ne;
+    b->n_real_graphs += ng;
+    memset(b->z + node0 + nn, 0, (size_t)(L.max_nodes - nn));
+    for (int32_t a = nn; a < L.max_nodes; a++) b->node_graph[node0 + a] = -1;
+    const int32_t last = node0 + L.max_nodes - 1;
+    for (int32_t e = ne; e < L.max_edges; e++) {
+        b->edge_src[edge0 + e] = last;
+        b->edge_dst[edge0 + e] = last;
+        b->edge_dist[edge0 + e] = b->cutoff;
+    }
+    for (int32_t s = ng; s < L.max_graphs; s++) {
+        b->graph_id[graph0 + s] = -1;
+        b->graph_natoms[graph0 + s] = 0;
+        b->target[graph0 + s] = 0.0;
+    }
+}
+
+/* The one fill: pack slot p gets pack ids[p] (or first + p when ids is
+ * NULL) for p < n, padding after that. */
+static int fill_batch(pt_batch *b, const pt_dataset *ds, const pt_graphs *g, const pt_packs *packs,
+                      uint32_t first, const uint32_t *ids, int32_t n, int target_index)
+{
+    if (n < 0 || n > b->n_packs) return PT_BATCH_ERANGE;
+    if (!ids && (uint64_t)first + (uint64_t)n > packs->n_packs) return PT_BATCH_ERANGE;
+    if (target_index >= 0 && (uint32_t)target_index >= ds->n_targets) return PT_BATCH_ETARGET;
+    for (int32_t p = 0; p < n; p++) {
+        uint32_t k = ids ? ids[p] : first + (uint32_t)p;
+        if (k >= packs->n_packs) return PT_BATCH_ERANGE;
+        int rc = check_pack(b, ds, g, packs, k);
+        if (rc != PT_BATCH_OK) return rc;
+    }
+    b->n_real_nodes = b->n_real_edges = b->n_real_graphs = 0;
+    for (int32_t p = 0; p < b->n_packs; p++) {
+        uint32_t k = p < n ? (ids ? ids[p] : first + (uint32_t)p) : 0;
+        fill_pack(b, ds, g, packs, p, p < n ? &k : NULL, target_index);
+    }
+    /* CSR row pointer: edge_dst is non-decreasing, so one merge pass */
+    int32_t e = 0;
+    for (int32_t i = 0; i <= b->cap_nodes; i++) {
+        while (e < b->cap_edges && b->edge_dst[e] < i) e++;
+        b->dst_offset[i] = e;
+    }
+    return PT_BATCH_OK;
+}
+
+int pt_batch_fill(pt_batch *b, const pt_dataset *ds, const pt_graphs *g, const pt_packs *packs,
+                  uint32_t first_pack, int32_t n_packs_avail, int target_index)
+{
+    return fill_batch(b, ds, g, packs, first_pack, NULL, n_packs_avail, target_index);
+}
+
+int pt_batch_fill_ids(pt_batch *b, const pt_dataset *ds, const pt_graphs *g, const pt_packs *packs,
+                      const uint32_t *ids, int32_t n, int target_index)
+{
+    return fill_batch(b, ds, g, packs, 0, ids, n, target_index);
+}
+
+/* Sizes of pack k, for error messages that say which pack and by how much. */
+void pt_batch_pack_sizes(const pt_dataset *ds, const pt_graphs *g, const pt_packs *packs,
+                         uint32_t k, int64_t *graphs, int64_t *nodes, int64_t *edges)
+{
+    uint32_t first = packs->graph_offset[k], end = packs->graph_offset[k + 1];
+    *graphs = end - first;
+    *nodes = *edges = 0;
+    for (uint32_t q = first; q < end; q++) {
+        uint32_t s = packs->graphs[q];
+        if (s >= ds->n_structs || s >= g->n_structs) continue;
+        *nodes += pt_dataset_natoms(ds, s);
+        *edges += pt_graphs_nedges(g, s);
+    }
+}

@@ -1,0 +1,157 @@
+/* config.h — the job configuration: one JSON object shared by the CLI
+ * (`packtrain train --config job.json`) and the REST API.
+ *
+ * Parsing fills every missing key with its default, checks types and ranges,
+ * rejects unknown keys, and reports ALL problems at once into a pt_errors list
+ * whose `field` is the JSON path of the offending value ("model.hidden",
+ * "training.split[1]", "training.schedule.factor").  pt_job_config_to_json
+ * gives back the canonical form (every key present, defaults filled) that the
+ * server stores and hashes for idempotent submissions.
+ *
+ * Defaults (issue 3's example): target "energy_U0"; model H=F=100, T=4, G=25,
+ * cutoff 6 Å, max_neighbors 32, readout sum; batching lpfhp with auto
+ * max_nodes/max_edges/max_graphs and 16 packs per micro-batch (about 32 QM9
+ * molecules at the auto pack size); training 25 epochs, no max_steps, adam
+ * (weight decay 0; 0.01 when the optimizer is adamw, as in PyTorch), lr 1e-3,
+ * no clipping, constant schedule, no early stopping, split 0.8/0.1/0.1, seed
+ * 0, atomref normalisation, a step line every 10 steps, a checkpoint every 200
+ * steps (and at every epoch end), precision "fp32" ("bf16" needs AVX512-BF16,
+ * which the parser does not check: see pt_train_check_cpu); backend ipu-emulated,
+ * R = A = D = 1, merged all-reduce, async loader with prefetch depth 3,
+ * 900 MB per replica (one Bow IPU), threads auto (all cores), 1 rank.
+ * Kind "mpi" (engine/mpi_backend.h) runs `ranks` processes; there
+ * replication_factor counts the replicas of all ranks and must be a
+ * multiple of ranks; any other kind needs ranks = 1.
+ *
+ * Real numbers are kept to 15 significant digits, so the canonical JSON is a
+ * fixed point: parsing it yields the same values it was printed from. */
+#ifndef PT_CONFIG_H
+#define PT_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "engine/data/dataset.h"
+#include "engine/core/errors.h"
+#include "engine/train/optim.h"
+#include "engine/train/schedule.h"
+#include "engine/model/schnet_ops.h"   /* pt_precision */
+
+typedef enum pt_job_readout {
+    PT_JOB_READOUT_SUM = 0,
+    PT_JOB_READOUT_MEAN = 1
+} pt_job_readout;
+
+typedef enum pt_job_batch_method {
+    PT_JOB_BATCH_LPFHP = 0,
+    PT_JOB_BATCH_TUPLE,
+    PT_JOB_BATCH_PAD,
+    PT_JOB_BATCH_STATIC64,
+    PT_JOB_BATCH_STATIC2N,
+    PT_JOB_BATCH_DYNAMIC
+} pt_job_batch_method;
+
+typedef enum pt_job_normalize {
+    PT_JOB_NORMALIZE_NONE = 0,
+    PT_JOB_NORMALIZE_MEAN_STD,
+    PT_JOB_NORMALIZE_ATOMREF
+} pt_job_normalize;
+
+typedef enum pt_job_backend_kind {
+    PT_JOB_BACKEND_IPU_EMULATED = 0,
+    PT_JOB_BACKEND_MPI
+} pt_job_backend_kind;
+
+typedef struct pt_job_model {
+    int32_t hidden;          /* H, 2..4096 */
+    int32_t filters;         /* F, 1..4096 */
+    int32_t interactions;    /* T, 1..PT_SCHNET_MAX_INTERACTIONS (16) */
+    int32_t gaussians;       /* G, 2..1024 */
+    double cutoff;           /* Å, (0, 100] */
+    int32_t max_neighbors;   /* 1..1024 */
+    pt_job_readout readout;
+} pt_job_model;
+
+typedef struct pt_job_batching {
+    pt_job_batch_method method;
+    int32_t max_nodes;         /* 0 = "auto" */
+    int32_t max_edges;         /* 0 = "auto" */
+    int32_t max_graphs;        /* 0 = "auto" */
+    int32_t model_batch_size;  /* packs per micro-batch */
+} pt_job_batching;
+
+typedef struct pt_job_training {
+    int32_t epochs;
+    int64_t max_steps;                  /* 0 = null (no limit) */
+    pt_optim_kind optimizer;
+    double lr;
+    double weight_decay;
+    double clip_grad_norm;              /* 0 = null (no clipping) */
+    pt_schedule_params schedule;        /* .lr mirrors lr; .total_steps set by training */
+    int32_t early_stopping_patience;    /* 0 = null (never stop early) */
+    double split[3];                    /* train, validation, test */
+    uint64_t seed;                      /* 0 .. 2^63-1 */
+    pt_job_normalize normalize;
+    int32_t log_every;                  /* optimizer steps between step lines */
+    int32_t checkpoint_every;           /* optimizer steps between checkpoints; 0 = null
+                                           (only at epoch ends and when stopped) */
+    pt_precision precision;             /* of the model's matrix products, in training
+                                           and in the job's own evaluations */
+} pt_job_training;
+
+typedef struct pt_job_backend {
+    pt_job_backend_kind kind;
+    int32_t replication_factor;   /* R */
+    int32_t gradient_accumulation;/* A */
+    int32_t device_iterations;    /* D */
+    bool merge_all_reduce;
+    bool use_async_loader;
+    bool static_shapes;           /* compute every slot, as an IPU's static program
+                                     would: the filter network on every edge slot,
+                                     padding included (default false: once per
+                                     bond, padding edges skipped; engine/edge_rows.h) */
+    int32_t prefetch_depth;
+    int32_t device_memory_mb;
+    int32_t threads;              /* 0 = "auto" (all cores) */
+    int32_t ranks;                /* MPI processes (kind "mpi"), 1 otherwise */
+} pt_job_backend;
+
+typedef struct pt_job_config {
+    char target[PT_KEY_MAX];
+    pt_job_model model;
+    pt_job_batching batching;
+    pt_job_training training;
+    pt_job_backend backend;
+} pt_job_config;
+
+/* The defaults listed above. */
+void pt_job_config_defaults(pt_job_config *cfg);
+
+/* Fills cfg from a parsed JSON object (defaults first, then the keys given).
+ * Returns 0, or -1 with every problem added to errs (`file` names the source
+ * in the errors, may be NULL). */
+int pt_job_config_from_json(pt_job_config *cfg, const json_t *root, const char *file,
+                            pt_errors *errs);
+
+/* Parses JSON text of length len; syntax errors carry line and column. */
+int pt_job_config_parse(pt_job_config *cfg, const char *text, size_t len, const char *file,
+                        pt_errors *errs);
+
+/* Reads and parses the file at path. */
+int pt_job_config_load(pt_job_config *cfg, const char *path, pt_errors *errs);
+
+/* Canonical JSON object of cfg (new reference, NULL when out of memory). */
+json_t *pt_job_config_to_json(const pt_job_config *cfg);
+
+/* Canonical text: compact, keys sorted; malloc'd, caller frees.  Equal
+ * configurations give byte-identical text. */
+char *pt_job_config_dump(const pt_job_config *cfg);
+
+/* Names used in the JSON, for messages and metrics. */
+const char *pt_job_batch_method_name(pt_job_batch_method m);
+const char *pt_job_normalize_name(pt_job_normalize n);
+const char *pt_job_precision_name(pt_precision p);
+
+#endif

@@ -1,0 +1,115 @@
+/* optim.c — Adam / AdamW over a flat buffer, torch.optim semantics; see optim.h. */
+#include "engine/train/optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+pt_optim_params pt_optim_defaults(pt_optim_kind kind)
+{
+    pt_optim_params p = {
+        .kind = kind,
+        .beta1 = 0.9,
+        .beta2 = 0.999,
+        .eps = 1e-8,
+        .weight_decay = kind == PT_OPTIM_ADAMW ? 0.01 : 0.0,
+    };
+    return p;
+}
+
+int pt_optim_init(pt_optim *opt, const pt_optim_params *params, size_t n)
+{
+    memset(opt, 0, sizeof(*opt));
+    opt->p = *params;
+    opt->n = n;
+    size_t bytes = (n ? n : 1) * sizeof(float);
+    opt->m = calloc(1, bytes);
+    opt->v = calloc(1, bytes);
+    if (!opt->m || !opt->v) {
+        pt_optim_close(opt);
+        return -1;
+    }
+    return 0;
+}
+
+void pt_optim_close(pt_optim *opt)
+{
+    free(opt->m);
+    free(opt->v);
+    free(opt->decay_scale);
+    memset(opt, 0, sizeof(*opt));
+}
+
+int pt_optim_exempt_decay(pt_optim *opt, size_t offset, size_t count)
+{
+    if (!opt->decay_scale) {
+        opt->decay_scale = malloc((opt->n ? opt->n : 1) * sizeof(float));
+        if (!opt->decay_scale) return -1;
+        for (size_t i = 0; i < opt->n; i++) opt->decay_scale[i] = 1.0f;
+    }
+    for (size_t i = offset; i < offset + count && i < opt->n; i++) opt->decay_scale[i] = 0.0f;
+    return 0;
+}
+
+void pt_optim_reset(pt_optim *opt)
+{
+    opt->step = 0;
+    if (opt->n) {
+        memset(opt->m, 0, opt->n * sizeof(float));
+        memset(opt->v, 0, opt->n * sizeof(float));
+    }
+}
+
+/* torch.optim.Adam (single-tensor path), per element, step t:
+ *   g      = grad + lambda*theta                 (Adam only)
+ *   theta *= 1 - lr*lambda                       (AdamW only)
+ *   m      = beta1*m + (1-beta1)*g
+ *   v      = beta2*v + (1-beta2)*g^2
+ *   theta -= lr/(1-beta1^t) * m / (sqrt(v)/sqrt(1-beta2^t) + eps)
+ * The scalar factors are formed in double and applied in float, as torch does
+ * for float32 parameters.  With a decay_scale, lambda is lambda * scale[i]
+ * (0 or 1), i.e. two parameter groups. */
+void pt_optim_step(pt_optim *opt, float *param, const float *grad, double lr)
+{
+    opt->step++;
+    const double t = (double)opt->step;
+    const float b1 = (float)opt->p.beta1, b2 = (float)opt->p.beta2;
+    const float one_b1 = (float)(1.0 - opt->p.beta1), one_b2 = (float)(1.0 - opt->p.beta2);
+    const float step_size = (float)(lr / (1.0 - pow(opt->p.beta1, t)));
+    const float inv_bc2_sqrt = (float)(1.0 / sqrt(1.0 - pow(opt->p.beta2, t)));
+    const float eps = (float)opt->p.eps;
+    const int adamw = opt->p.kind == PT_OPTIM_ADAMW;
+    const float l2 = adamw ? 0.0f : (float)opt->p.weight_decay;
+    const float decay = adamw ? (float)(1.0 - lr * opt->p.weight_decay) : 1.0f;
+    float *restrict m = opt->m, *restrict v = opt->v;
+    const float *scale = opt->decay_scale;
+    const size_t n = opt->n;
+
+    for (size_t i = 0; i < n; i++) {
+        float s = scale ? scale[i] : 1.0f;
+        float theta = param[i] * (1.0f + s * (decay - 1.0f));
+        float g = grad[i] + s * l2 * param[i];
+        m[i] = b1 * m[i] + one_b1 * g;
+        v[i] = b2 * v[i] + one_b2 * g * g;
+        float denom = sqrtf(v[i]) * inv_bc2_sqrt + eps;
+        param[i] = theta - step_size * m[i] / denom;
+    }
+}
+
+double pt_grad_norm(const float *grad, size_t n)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += (double)grad[i] * grad[i];
+    return sqrt(s);
+}
+
+double pt_grad_clip(float *grad, size_t n, double max_norm)
+{
+    double norm = pt_grad_norm(grad, n);
+    double coef = max_norm / (norm + 1e-6);
+    if (coef < 1.0) {
+        float c = (float)coef;
+        for (size_t i = 0; i < n; i++) grad[i] *= c;
+    }
+    return norm;
+}

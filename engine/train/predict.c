@@ -1,0 +1,74 @@
+/* predict.c — forward passes of a saved SchNet over a dataset; see
+ * predict.h.  Structures go through the engine's own batches (consecutive
+ * packs of PREDICT_BATCH, engine/batch.c), so prediction sees exactly the
+ * layout training and eval see. */
+#include "engine/train/predict.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/pack/batch.h"
+#include "engine/graph/graph.h"
+#include "engine/pack/packing.h"
+#include "engine/model/schnet.h"
+
+#define PREDICT_BATCH 32
+
+int pt_predict_dataset(pt_prediction *p, const char *model_path, const pt_dataset *ds, pt_errors *errs)
+{
+    memset(p, 0, sizeof(*p));
+    pt_schnet m;
+    memset(&m, 0, sizeof m);
+    if (pt_schnet_load(&m, model_path, errs) != 0) return -1;
+    pt_graphs g;
+    memset(&g, 0, sizeof g);
+    pt_batch b;
+    memset(&b, 0, sizeof b);
+    pt_packs packs;
+    memset(&packs, 0, sizeof packs);
+    pt_schnet_acts acts;
+    memset(&acts, 0, sizeof acts);
+    int rc = -1;
+    pt_graph_params gp = {.cutoff = m.cfg.cutoff, .max_neighbors = m.cfg.max_neighbors, .mode = PT_GRAPH_RADIUS};
+    if (pt_graphs_build(&g, ds, &gp, errs) != 0) goto done;
+    if (pt_packs_consecutive(&packs, ds, &g, ds->n_structs, PREDICT_BATCH, errs) != 0) goto done;
+    int brc = pt_batch_init(&b, packs.limits, 1, m.cfg.cutoff);
+    if (brc != PT_BATCH_OK || !(p->y = calloc(ds->n_structs ? ds->n_structs : 1, sizeof(double)))) {
+        pt_errors_add(errs, NULL, 0, "", "%s", brc != PT_BATCH_OK ? pt_batch_strerror(brc) : "out of memory");
+        goto done;
+    }
+    /* fp32 (the default of pt_schnet_acts_init), whatever training.precision
+     * the job trained under: the saved weights are fp32, and predictions are
+     * the model's full-precision answer, as PyG would give it */
+    if (pt_schnet_acts_init(&acts, &m, b.cap_nodes, b.cap_edges, b.cap_graphs, errs) != 0) goto done;
+    for (uint32_t k = 0; k < packs.n_packs; k++) {
+        brc = pt_batch_fill(&b, ds, &g, &packs, k, 1, -1);
+        if (brc != PT_BATCH_OK) {
+            pt_errors_add(errs, NULL, 0, "", "%s", pt_batch_strerror(brc));
+            goto done;
+        }
+        if (pt_schnet_batch_check(&m, &acts, &b, errs) != 0) goto done;
+        const double *y = pt_schnet_forward(&m, &acts, &b);
+        for (int32_t s = 0; s < b.cap_graphs; s++)
+            if (b.graph_id[s] >= 0) p->y[b.graph_id[s]] = y[s];
+    }
+    p->n = ds->n_structs;
+    p->cutoff = m.cfg.cutoff;
+    p->hidden = m.cfg.hidden;
+    p->interactions = m.cfg.interactions;
+    rc = 0;
+done:
+    pt_schnet_acts_close(&acts);
+    pt_batch_close(&b);
+    pt_packs_close(&packs);
+    pt_graphs_close(&g);
+    pt_schnet_close(&m);
+    if (rc != 0) pt_prediction_close(p);
+    return rc;
+}
+
+void pt_prediction_close(pt_prediction *p)
+{
+    free(p->y);
+    memset(p, 0, sizeof(*p));
+}

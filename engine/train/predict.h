@@ -1,0 +1,33 @@
+/* predict.h — energies of structures from a trained model file: the work
+ * behind POST /v1/jobs/{id}/predict.
+ *
+ *   pt_prediction p;
+ *   if (pt_predict_dataset(&p, "jobs/J/model.safetensors", &ds, errs) == 0)
+ *       ... p.y[s] is structure s's prediction, in the model's target units
+ *   pt_prediction_close(&p);
+ *
+ * The structures are laid out PREDICT_BATCH at a time in one fixed-shape pack
+ * each (engine/batch.h's layout) and run through pt_schnet_forward; the
+ * neighbour graphs use the model's own cutoff and neighbour cap, read from
+ * the file, so predictions match what the trainer computed. */
+#ifndef PT_PREDICT_H
+#define PT_PREDICT_H
+
+#include <stdint.h>
+
+#include "engine/data/dataset.h"
+#include "engine/core/errors.h"
+
+typedef struct pt_prediction {
+    uint32_t n;        /* structures */
+    double *y;         /* [n] */
+    double cutoff;     /* of the model, Å */
+    int32_t hidden, interactions;
+} pt_prediction;
+
+/* Returns 0, or -1 with the reason in errs (model file problems, structures
+ * too large, out of memory).  p is zeroed on failure. */
+int pt_predict_dataset(pt_prediction *p, const char *model_path, const pt_dataset *ds, pt_errors *errs);
+void pt_prediction_close(pt_prediction *p);
+
+#endif

@@ -1,0 +1,530 @@
+/* train.c — the training loop behind `packtrain train` and the server's
+ * workers: set-up from a job configuration, epochs of global-batch optimizer
+ * steps, validation, schedule, early stopping, best model, metrics lines,
+ * checkpoints and resume (see train.h for the order of work and the
+ * metrics contract; train_ckpt.c saves and restores the state). */
+#include "engine/train/train.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/backend/backend.h"
+#include "engine/model/bf16.h"
+#include "engine/mpi/mpi_backend.h"
+#include "engine/train/train_internal.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* --- set-up ----------------------------------------------------------------- */
+
+static int find_target(pt_trainer *tr, uint32_t *key)
+{
+    const pt_dataset *ds = tr->ds;
+    int k0 = pt_dataset_find_target(ds, tr->cfg->target);
+    if (k0 >= 0) {
+        *key = (uint32_t)k0;
+        return 0;
+    }
+    char list[200] = "";
+    size_t n = 0;
+    for (uint32_t k = 0; k < ds->n_targets && n < sizeof list; k++)
+        n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", k ? ", " : "", ds->target_names[k]);
+    pt_errors_add(tr->errs, NULL, 0, "target", "the dataset has no numeric key \"%s\"; it has: %s",
+                  tr->cfg->target, ds->n_targets ? list : "none");
+    return -1;
+}
+
+/* Every structure must carry the target: none is silently left out. */
+static int check_targets_present(pt_trainer *tr, uint32_t key)
+{
+    const pt_dataset *ds = tr->ds;
+    const double *col = ds->targets + (size_t)key * ds->n_structs;
+    uint32_t missing = 0, first = 0;
+    for (uint32_t s = 0; s < ds->n_structs; s++) {
+        if (!isnan(col[s])) continue;
+        if (!missing++) first = s;
+    }
+    if (!missing) return 0;
+    pt_errors_add(tr->errs, NULL, ds->source_line ? (long)ds->source_line[first] : 0, "target",
+                  "%u of %u structures have no \"%s\" value (the first is structure %u); "
+                  "choose another target or ingest only structures that have it",
+                  missing, ds->n_structs, tr->cfg->target, first);
+    return -1;
+}
+
+static int build_graphs(pt_trainer *tr)
+{
+    const pt_job_model *m = &tr->cfg->model;
+    pt_graph_params gp = {.cutoff = (float)m->cutoff, .max_neighbors = m->max_neighbors,
+                          .mode = PT_GRAPH_RADIUS};
+    if (pt_graphs_build(&tr->graphs, tr->ds, &gp, tr->errs) != 0) return -1;
+    uint32_t n = tr->ds->n_structs;
+    tr->natoms = malloc((size_t)n * sizeof(uint32_t));
+    tr->nedges = malloc((size_t)n * sizeof(uint32_t));
+    if (!tr->natoms || !tr->nedges) {
+        pt_errors_add(tr->errs, NULL, 0, "", "out of memory");
+        return -1;
+    }
+    for (uint32_t s = 0; s < n; s++) {
+        tr->natoms[s] = pt_dataset_natoms(tr->ds, s);
+        tr->nedges[s] = pt_graphs_nedges(&tr->graphs, s);
+    }
+    return 0;
+}
+
+/* One packer per split part, each with the job's method and limits ("auto"
+ * resolved on that part), so every validation graph fits its packs too. */
+static int plan_packer(pt_trainer *tr, pt_packer *pk, const uint32_t *ids, uint32_t n)
+{
+    const pt_job_batching *b = &tr->cfg->batching;
+    pt_pack_request req = {.method = (pt_pack_method)b->method, .max_nodes = b->max_nodes,
+                           .max_edges = b->max_edges, .heuristic = PT_HEUR_PRODUCT};
+    int batched = b->method == PT_JOB_BATCH_STATIC64 || b->method == PT_JOB_BATCH_STATIC2N ||
+                  b->method == PT_JOB_BATCH_DYNAMIC;
+    if (batched) req.batch_size = b->max_graphs;
+    else req.max_graphs = b->max_graphs;
+    return pt_packer_init(pk, &req, tr->natoms, tr->nedges, tr->ds->n_structs, ids, n, tr->errs);
+}
+
+static int init_model(pt_trainer *tr)
+{
+    const pt_job_config *cfg = tr->cfg;
+    pt_schnet_config mc = {.hidden = cfg->model.hidden, .filters = cfg->model.filters,
+                           .interactions = cfg->model.interactions,
+                           .gaussians = cfg->model.gaussians, .cutoff = (float)cfg->model.cutoff,
+                           .max_neighbors = cfg->model.max_neighbors,
+                           .readout = cfg->model.readout == PT_JOB_READOUT_SUM ? PT_READOUT_SUM
+                                                                               : PT_READOUT_MEAN,
+                           .use_atomref = cfg->training.normalize == PT_JOB_NORMALIZE_ATOMREF};
+    if (pt_schnet_init(&tr->model, &mc, tr->errs) != 0) return -1;
+    pt_schnet_init_weights(&tr->model, cfg->training.seed);
+    tr->model.mean = tr->norm.mean;
+    tr->model.std = tr->norm.std;
+    if (mc.use_atomref) pt_schnet_set_atomref(&tr->model, tr->norm.atomref);
+    size_t n = tr->model.n_params ? tr->model.n_params : 1;
+    tr->grads = calloc(n, sizeof(float));
+    tr->best = malloc(n * sizeof(float));
+    if (!tr->grads || !tr->best) {
+        pt_errors_add(tr->errs, NULL, 0, "", "out of memory");
+        return -1;
+    }
+    memcpy(tr->best, tr->model.params_memory, tr->model.n_params * sizeof(float));
+    pt_optim_params op = pt_optim_defaults(cfg->training.optimizer);
+    op.weight_decay = cfg->training.weight_decay;
+    /* atomref holds per-element energies in target units: exempt from decay */
+    const pt_schnet_tensor *ref = pt_schnet_find_tensor(&tr->model, "atomref.weight");
+    if (pt_optim_init(&tr->optim, &op, tr->model.n_params) != 0 ||
+        (ref && op.weight_decay > 0 && pt_optim_exempt_decay(&tr->optim, ref->offset, ref->numel))) {
+        pt_errors_add(tr->errs, NULL, 0, "", "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+static int open_outputs(pt_trainer *tr, const char *out_dir)
+{
+    if (!out_dir) return 0;
+    if (mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
+        pt_errors_add(tr->errs, out_dir, 0, "", "cannot create the output directory: %s",
+                      strerror(errno));
+        return -1;
+    }
+    snprintf(tr->metrics_path, sizeof tr->metrics_path, "%s/metrics.jsonl", out_dir);
+    if (pt_trainer_metrics_open(tr, tr->metrics_path) != 0) return -1;
+    snprintf(tr->model_path, sizeof tr->model_path, "%s/model.safetensors", out_dir);
+    snprintf(tr->result_path, sizeof tr->result_path, "%s/result.json", out_dir);
+    return pt_trainer_ckpt_dir(tr, out_dir);
+}
+
+/* The engine of the backend kind, unless the caller brings one.  Kind "mpi"
+ * opens the MPI engine, which refuses to run outside pt_mpi_train_run (or
+ * without MPI) instead of quietly training in one process. */
+static pt_grad_engine_open_fn engine_for(const pt_trainer *tr)
+{
+    if (tr->opt && tr->opt->engine_open) return tr->opt->engine_open;
+    if (tr->cfg->backend.kind == PT_JOB_BACKEND_MPI) return pt_mpi_backend_open;
+    return pt_backend_open;
+}
+
+int pt_train_check_cpu(const pt_job_config *cfg, pt_errors *errs)
+{
+    if (cfg->training.precision != PT_PRECISION_BF16) return 0;
+    pt_cpu_features f;
+    pt_cpu_features_get(&f);
+    char why[PT_ERR_MSG_MAX];
+    if (pt_bf16_cpu_explain(&f, why, sizeof why)) return 0;
+    pt_errors_add(errs, NULL, 0, "training.precision", "%s", why);
+    return -1;
+}
+
+/* Evaluation runs on the calling thread, with the BLAS threads the job asked
+ * for; bf16 products get as many (the backend sets its own during steps). */
+static void set_threads(const pt_job_config *cfg)
+{
+    if (cfg->backend.threads > 0) openblas_set_num_threads(cfg->backend.threads);
+    pt_bf16_set_threads(openblas_get_num_threads());
+}
+
+static int setup(pt_trainer *tr, const char *out_dir)
+{
+    const pt_job_config *cfg = tr->cfg;
+    uint32_t key;
+    if (find_target(tr, &key) != 0 || check_targets_present(tr, key) != 0) return -1;
+    tr->target_key = key;
+    if (out_dir || tr->resuming) tr->data_crc = pt_checkpoint_data_crc(tr->ds, key);
+    if (open_outputs(tr, out_dir) != 0) return -1;
+    set_threads(cfg);
+    if (build_graphs(tr) != 0) return -1;
+    if (pt_split_init(&tr->split, tr->ds->n_structs, cfg->training.split, cfg->training.seed,
+                      tr->errs) != 0 ||
+        pt_split_cover_elements(&tr->split, tr->ds, &tr->res->split_moved, tr->errs) != 0)
+        return -1;
+    if (pt_norm_fit(&tr->norm, cfg->training.normalize, cfg->model.readout == PT_JOB_READOUT_SUM,
+                    tr->ds, key, tr->split.train, tr->split.n_train, tr->errs) != 0)
+        return -1;
+    if (plan_packer(tr, &tr->train_pk, tr->split.train, tr->split.n_train) != 0 ||
+        plan_packer(tr, &tr->val_pk, tr->split.val, tr->split.n_val) != 0)
+        return -1;
+    if (tr->split.n_test && plan_packer(tr, &tr->test_pk, tr->split.test, tr->split.n_test) != 0)
+        return -1;
+    if (pt_packer_epoch(&tr->val_pk, cfg->training.seed, 0, &tr->val_packs) != 0 ||
+        (tr->split.n_test &&
+         pt_packer_epoch(&tr->test_pk, cfg->training.seed, 0, &tr->test_packs) != 0)) {
+        pt_errors_add(tr->errs, NULL, 0, "", "out of memory");
+        return -1;
+    }
+    if (init_model(tr) != 0) return -1;
+
+    tr->data = (pt_train_data){.cfg = cfg, .ds = tr->ds, .graphs = &tr->graphs,
+                               .target_key = key, .model = &tr->model,
+                               .limits = tr->train_pk.limits,
+                               .micro_packs = cfg->batching.model_batch_size};
+    tr->global_packs = (int64_t)cfg->backend.replication_factor *
+                       cfg->backend.gradient_accumulation * cfg->batching.model_batch_size;
+    if (engine_for(tr)(&tr->engine, &tr->data, tr->errs) != 0) return -1;
+    if (pt_evaluator_init(&tr->val_eval, &tr->data, tr->val_pk.limits, tr->errs) != 0) return -1;
+    if (tr->split.n_test &&
+        pt_evaluator_init(&tr->test_eval, &tr->data, tr->test_pk.limits, tr->errs) != 0)
+        return -1;
+    tr->res->limits = tr->train_pk.limits;
+    tr->res->micro_packs = cfg->batching.model_batch_size;
+    tr->res->global_packs = tr->global_packs;
+    tr->res->n_train = tr->split.n_train;
+    tr->res->n_val = tr->split.n_val;
+    tr->res->n_test = tr->split.n_test;
+    return 0;
+}
+
+static void teardown(pt_trainer *tr)
+{
+    if (tr->engine.close) tr->engine.close(tr->engine.self);
+    pt_checkpoint_close(&tr->resume);
+    pt_evaluator_close(&tr->val_eval);
+    pt_evaluator_close(&tr->test_eval);
+    pt_optim_close(&tr->optim);
+    pt_schnet_close(&tr->model);
+    pt_packs_close(&tr->packs);
+    pt_packs_close(&tr->val_packs);
+    pt_packs_close(&tr->test_packs);
+    pt_packer_close(&tr->train_pk);
+    pt_packer_close(&tr->val_pk);
+    pt_packer_close(&tr->test_pk);
+    pt_split_close(&tr->split);
+    pt_graphs_close(&tr->graphs);
+    free(tr->natoms);
+    free(tr->nedges);
+    free(tr->grads);
+    free(tr->best);
+    free(tr->ids);
+    if (tr->metrics) fclose(tr->metrics);
+}
+
+/* --- metrics lines ------------------------------------------------------------ */
+
+static void emit(pt_trainer *tr, pt_train_metrics *m)
+{
+    char line[1024];
+    m->total_steps = tr->planned_steps;
+    pt_train_metrics_json(m, line, sizeof line);
+    if (tr->metrics) {
+        fprintf(tr->metrics, "%s\n", line);
+        fflush(tr->metrics);
+    }
+    tr->lines++;
+    if (tr->opt && tr->opt->on_metrics) tr->opt->on_metrics(tr->opt->user, m, line);
+}
+
+static void fill_rates(pt_train_metrics *m, const pt_train_window *w)
+{
+    m->loss = w->st.graphs ? w->st.loss_sum / (double)w->st.graphs : NAN;
+    m->graphs_per_s = w->seconds > 0 ? (double)w->st.graphs / w->seconds : 0.0;
+    m->nodes_per_s = w->seconds > 0 ? (double)w->st.nodes / w->seconds : 0.0;
+    m->padding_fraction = w->st.node_slots ? 1.0 - (double)w->st.nodes / (double)w->st.node_slots
+                                           : 0.0;
+}
+
+/* Totals over the whole run, for the result. */
+static void result_add(pt_train_result *r, const pt_step_stats *st, double seconds)
+{
+    r->graphs += st->graphs;
+    r->nodes += st->nodes;
+    r->edges += st->edges;
+    r->node_slots += st->node_slots;
+    r->edge_slots += st->edge_slots;
+    r->step_seconds += seconds;
+}
+
+static void window_add(pt_train_window *w, const pt_step_stats *st, double seconds)
+{
+    w->st.loss_sum += st->loss_sum;
+    w->st.graphs += st->graphs;
+    w->st.nodes += st->nodes;
+    w->st.node_slots += st->node_slots;
+    w->st.edges += st->edges;
+    w->st.edge_slots += st->edge_slots;
+    w->seconds += seconds;
+    w->steps++;
+}
+
+/* Starts a new step-line window: ours and the backend's phase clocks too. */
+static void step_window_reset(pt_trainer *tr)
+{
+    pt_phase_times ignored;
+    if (pt_backend_phases(&tr->engine, &ignored, 1)) pt_mpi_backend_phases(&tr->engine, &ignored, 1);
+    memset(&tr->step_win, 0, sizeof tr->step_win);
+    pt_phase_times_clear(&tr->phases);
+}
+
+static void step_line(pt_trainer *tr, int32_t epoch, double lr)
+{
+    pt_train_metrics m = {.kind = "step", .step = tr->res->steps, .epoch = epoch + 1, .lr = lr,
+                          .seconds = now() - tr->t_start, .has_phases = 1};
+    fill_rates(&m, &tr->step_win);
+    if (pt_backend_phases(&tr->engine, &m.phases, 1))   /* all zero without a backend */
+        pt_mpi_backend_phases(&tr->engine, &m.phases, 1);
+    for (int p = 0; p < PT_PHASE_COUNT; p++) m.phases.seconds[p] += tr->phases.seconds[p];
+    m.phases.steps = tr->step_win.steps;
+    if (isnan(tr->res->first_loss)) tr->res->first_loss = m.loss;
+    emit(tr, &m);
+    step_window_reset(tr);
+}
+
+static int write_result(pt_trainer *tr)
+{
+    json_t *o = pt_train_result_json(tr->res);
+    int rc = o ? json_dump_file(o, tr->result_path, JSON_INDENT(2) | JSON_REAL_PRECISION(9)) : -1;
+    json_decref(o);
+    if (rc != 0)
+        pt_errors_add(tr->errs, tr->result_path, 0, "", "cannot write: %s", strerror(errno));
+    return rc;
+}
+
+/* --- the loop ----------------------------------------------------------------- */
+
+/* One optimizer step on the global batch ids[0..n): gradient from the
+ * engine, optional clipping, Adam(W) at the schedule's rate. */
+static int train_step(pt_trainer *tr, const uint32_t *ids, uint32_t n, pt_step_stats *st)
+{
+    double t0 = now();
+    if (tr->engine.compute(tr->engine.self, &tr->packs, ids, n, tr->grads, st, tr->errs) != 0)
+        return -1;
+    double t1 = now();
+    if (!pt_backend_is(&tr->engine) && !pt_mpi_backend_is(&tr->engine)) tr->phases.seconds[PT_PHASE_OTHER] += t1 - t0;
+    if (!isfinite(st->loss_sum)) {
+        pt_errors_add(tr->errs, NULL, 0, "training.lr",
+                      "training diverged: the loss is not finite at step %lld; lower "
+                      "training.lr or set training.clip_grad_norm",
+                      (long long)tr->res->steps + 1);
+        return -1;
+    }
+    if (tr->cfg->training.clip_grad_norm > 0)
+        pt_grad_clip(tr->grads, tr->model.n_params, tr->cfg->training.clip_grad_norm);
+    pt_optim_step(&tr->optim, tr->model.params_memory, tr->grads, pt_schedule_lr(&tr->sched));
+    tr->phases.seconds[PT_PHASE_OPTIMIZER] += now() - t1;
+    tr->phases.steps++;
+    pt_schedule_step(&tr->sched);
+    tr->res->steps++;
+    return 0;
+}
+
+static int ensure_ids(pt_trainer *tr, uint32_t n)
+{
+    if (n > tr->ids_cap) {
+        uint32_t *p = realloc(tr->ids, (size_t)n * sizeof(uint32_t));
+        if (!p) {
+            pt_errors_add(tr->errs, NULL, 0, "", "out of memory");
+            return -1;
+        }
+        tr->ids = p;
+        tr->ids_cap = n;
+    }
+    for (uint32_t i = 0; i < n; i++) tr->ids[i] = i;
+    return 0;
+}
+
+/* Validation at the end of an epoch: epoch line, schedule, best model,
+ * early stopping; the windows start afresh for the next epoch.  Returns 1
+ * to stop, 0 to go on, -1 on error. */
+static int end_epoch(pt_trainer *tr, int32_t epoch)
+{
+    pt_eval_result v;
+    if (pt_evaluate(&tr->val_eval, &tr->val_packs, &v, tr->errs) != 0) return -1;
+    pt_train_metrics m = {.kind = "epoch", .step = tr->res->steps, .epoch = epoch + 1,
+                          .lr = pt_schedule_lr(&tr->sched), .seconds = now() - tr->t_start,
+                          .val_mae = v.mae, .val_rmse = v.rmse};
+    fill_rates(&m, &tr->epoch_win);
+    m.train_loss = m.loss;
+    tr->res->epochs = epoch + 1;
+    tr->res->last_loss = m.loss;
+    if (v.mse < tr->res->best_val_loss) {
+        tr->res->best_val_loss = v.mse;
+        tr->res->best_val_mae = v.mae;
+        tr->res->best_val_rmse = v.rmse;
+        tr->res->best_epoch = epoch + 1;
+        memcpy(tr->best, tr->model.params_memory, tr->model.n_params * sizeof(float));
+        if (pt_trainer_save_best(tr) != 0) return -1;
+    }
+    emit(tr, &m);
+    memset(&tr->epoch_win, 0, sizeof tr->epoch_win);
+    step_window_reset(tr);
+    pt_schedule_epoch_end(&tr->sched, v.mse);
+    if (pt_early_stop_update(&tr->early, v.mse)) {
+        tr->res->stop_reason = "early_stopping";
+        return 1;
+    }
+    return 0;
+}
+
+/* The steps of one epoch from pack `at` on.  Returns 1 when training is to
+ * end before the epoch's evaluation (should_stop: checkpoint written), 0
+ * to evaluate, -1 on error. */
+static int epoch_steps(pt_trainer *tr, int32_t epoch, uint32_t at)
+{
+    const pt_job_training *t = &tr->cfg->training;
+    const uint32_t n_packs = tr->packs.n_packs;
+    while (at < n_packs) {
+        uint32_t n = n_packs - at;
+        if ((int64_t)n > tr->global_packs) n = (uint32_t)tr->global_packs;
+        double lr = pt_schedule_lr(&tr->sched), t0 = now();
+        pt_step_stats st;
+        if (train_step(tr, tr->ids + at, n, &st) != 0) return -1;
+        at += n;
+        double dt = now() - t0;
+        window_add(&tr->epoch_win, &st, dt);
+        window_add(&tr->step_win, &st, dt);
+        result_add(tr->res, &st, dt);
+        if (tr->res->steps % t->log_every == 0) step_line(tr, epoch, lr);
+        if (t->max_steps && tr->res->steps >= t->max_steps) {
+            tr->res->stop_reason = "max_steps";
+            return 0;
+        }
+        if (tr->opt && tr->opt->should_stop && tr->opt->should_stop(tr->opt->user)) {
+            tr->res->stop_reason = "cancelled";
+            return pt_trainer_checkpoint(tr, epoch, at, 0) != 0 ? -1 : 1;
+        }
+        /* at an epoch's end the end-of-epoch checkpoint follows anyway */
+        if (t->checkpoint_every && tr->res->steps % t->checkpoint_every == 0 && at < n_packs &&
+            pt_trainer_checkpoint(tr, epoch, at, 0) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int run_epochs(pt_trainer *tr)
+{
+    const pt_job_training *t = &tr->cfg->training;
+    for (int32_t epoch = tr->start_epoch; epoch < t->epochs; epoch++) {
+        if (pt_packer_epoch(&tr->train_pk, t->seed, (uint32_t)epoch, &tr->packs) != 0) {
+            pt_errors_add(tr->errs, NULL, 0, "", "out of memory");
+            return -1;
+        }
+        if (ensure_ids(tr, tr->packs.n_packs) != 0) return -1;
+        /* a resumed run's position was checked against this epoch's packs */
+        uint32_t at = epoch == tr->start_epoch ? tr->start_position : 0;
+        int rc = epoch_steps(tr, epoch, at);
+        if (rc != 0) return rc < 0 ? -1 : 0;
+        rc = end_epoch(tr, epoch);
+        if (rc < 0) return -1;
+        int last = rc == 1 || !strcmp(tr->res->stop_reason, "max_steps") || epoch + 1 == t->epochs;
+        if (pt_trainer_checkpoint(tr, epoch + 1, 0, last) != 0) return -1;
+        if (last) break;
+    }
+    return 0;
+}
+
+/* Steps the cosine needs to know: epochs x steps per epoch, capped by
+ * max_steps (for static and dynamic batching, epoch 0's count stands in). */
+static int64_t planned_steps(pt_trainer *tr)
+{
+    const pt_job_training *t = &tr->cfg->training;
+    int64_t per_epoch = (tr->packs.n_packs + tr->global_packs - 1) / tr->global_packs;
+    int64_t total = per_epoch * t->epochs;
+    return t->max_steps && t->max_steps < total ? t->max_steps : total;
+}
+
+/* Schedule and early stopping from the configuration (a resume then
+ * overwrites their state). */
+static int start_policies(pt_trainer *tr)
+{
+    const pt_job_config *cfg = tr->cfg;
+    if (pt_packer_epoch(&tr->train_pk, cfg->training.seed, 0, &tr->packs) != 0) {
+        pt_errors_add(tr->errs, NULL, 0, "", "out of memory");
+        return -1;
+    }
+    tr->planned_steps = planned_steps(tr);
+    pt_schedule_params sp = cfg->training.schedule;
+    sp.lr = cfg->training.lr;
+    sp.total_steps = (long)tr->planned_steps;
+    pt_schedule_init(&tr->sched, &sp);
+    pt_early_stop_init(&tr->early, cfg->training.early_stopping_patience, sp.threshold);
+    return 0;
+}
+
+int pt_train_run(const pt_job_config *cfg, const pt_dataset *ds, const char *out_dir,
+                 const pt_train_options *opt, pt_train_result *res, pt_errors *errs)
+{
+    pt_trainer tr = {.cfg = cfg, .ds = ds, .opt = opt, .res = res, .errs = errs};
+    memset(res, 0, sizeof(*res));
+    res->best_val_loss = res->best_val_mae = res->best_val_rmse = INFINITY;
+    res->test_mae = res->test_rmse = NAN;
+    res->first_loss = res->last_loss = NAN;
+    res->stop_reason = "epochs";
+    res->resumed_step = -1;
+    tr.t_start = now();
+    int rc = pt_train_check_cpu(cfg, errs);
+    if (rc == 0 && pt_checkpoint_config_hash(cfg, tr.config_hash) != 0) {
+        pt_errors_add(errs, NULL, 0, "", "out of memory");
+        rc = -1;
+    }
+    if (rc == 0 && opt && opt->resume_path) rc = pt_trainer_resume_open(&tr);
+    if (rc == 0) rc = setup(&tr, out_dir);
+    if (rc == 0) rc = start_policies(&tr);
+    if (rc == 0 && tr.resuming) rc = pt_trainer_resume_apply(&tr);
+    if (rc == 0 && !tr.resumed_final) rc = run_epochs(&tr);
+    if (rc == 0 && res->best_epoch > 0) {
+        /* the kept model is the best by validation: evaluate it on the test part */
+        memcpy(tr.model.params_memory, tr.best, tr.model.n_params * sizeof(float));
+        pt_eval_result te = {.mae = NAN, .rmse = NAN};
+        if (tr.split.n_test) {
+            if (pt_evaluate(&tr.test_eval, &tr.test_packs, &te, errs) != 0) rc = -1;
+            res->test_mae = te.mae;
+            res->test_rmse = te.rmse;
+        }
+    }
+    res->seconds = now() - tr.t_start;
+    if (rc == 0 && tr.result_path[0]) rc = write_result(&tr);
+    teardown(&tr);
+    return rc;
+}

@@ -1,0 +1,199 @@
+/* train.h — the training loop: one job configuration + one dataset in, a
+ * best-by-validation model and a metrics stream out.  The CLI
+ * (`packtrain train`) and the server's workers both run pt_train_run.
+ *
+ * Order of work:
+ *   neighbour graphs -> seeded split (every element of validation and test
+ *   also in training: pt_split_cover_elements) -> normalisation fitted on
+ *   the training part -> one packer per part, same method, "auto" limits
+ *   resolved on each part -> per epoch: the epoch's packs in an order fixed by (seed, epoch), taken
+ *   in GLOBAL batches of R·A·b packs, one optimizer step each -> validation
+ *   MAE / RMSE -> schedule, early stopping, best model.
+ *
+ * The global batch is the unit of the multi-replica backend (issue 4): the
+ * packs an optimizer step consumes depend only on the seed and R·A·b, never
+ * on how a backend splits them into replicas and micro-batches.  The gradient
+ * of one global batch comes from a pt_grad_engine; the built-in one runs the
+ * R·A micro-batches of b packs one after the other on this thread; the
+ * emulated multi-IPU backend (backend.h) is the default for backend kind
+ * "ipu-emulated", and a caller may pass any `engine_open` in
+ * pt_train_options.
+ * Every engine must produce the gradient of the MEAN loss over all real
+ * graphs of the global batch (pt_schnet_loss with n_norm = that count).
+ *
+ * Metrics lines (JSON, one object per line, written to DIR/metrics.jsonl and
+ * handed to the callback):
+ *   {"kind":"step"|"epoch","step","epoch","loss","lr","graphs_per_s",
+ *    "nodes_per_s","padding_fraction","seconds"}
+ * epoch lines adding "train_loss","val_mae","val_rmse".  `step` counts
+ * optimizer steps done, `epoch` is 1-based, `loss` is the mean squared error
+ * (target units²) over the real graphs of the steps since the previous step
+ * line (on epoch lines: over the whole epoch, equal to train_loss), `seconds`
+ * is wall time since training started, throughput and padding are measured
+ * over the same steps as `loss` and exclude evaluation time.  Step lines
+ * add the mean seconds per step of each phase over the same steps
+ * (phase.h): "phase_io_s","phase_forward_s","phase_backward_s",
+ * "phase_allreduce_s","phase_optimizer_s","phase_other_s" — from the
+ * backend, plus the optimizer timed here; with another engine its whole
+ * gradient computation counts as "other".
+ *
+ * Checkpoints (checkpoint.h) go to out_dir/checkpoints/ckpt-STEP.safetensors
+ * every training.checkpoint_every steps, at the end of every epoch, and when
+ * should_stop ends training; the newest PT_TRAIN_CHECKPOINTS_KEPT (3) are
+ * kept.  With resume_path the run restores one and continues with the very
+ * next step: the same parameters, bit for bit, and the same metrics lines
+ * as a run that never stopped (times aside). */
+#ifndef PT_TRAIN_H
+#define PT_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/pack/batch.h"
+#include "engine/train/config.h"
+#include "engine/data/dataset.h"
+#include "engine/core/errors.h"
+#include "engine/graph/graph.h"
+#include "engine/data/normalize.h"
+#include "engine/core/phase.h"
+#include "engine/model/schnet.h"
+
+#define PT_TRAIN_CHECKPOINTS_KEPT 3
+
+/* What a gradient engine computes for one global batch. */
+typedef struct pt_step_stats {
+    double loss_sum;        /* Σ (y - t)² over the real graphs */
+    int64_t graphs;         /* real graphs */
+    int64_t nodes;          /* real atoms */
+    int64_t node_slots;     /* node slots of all packs processed, padding included */
+    int64_t edges;          /* real edges */
+    int64_t edge_slots;
+    int64_t filter_rows;    /* rows the filter network ran over (engine/edge_rows.h) */
+} pt_step_stats;
+
+/* Everything a gradient engine reads; owned by the trainer, valid for the
+ * whole run.  The model's parameters change between steps, not during one. */
+typedef struct pt_train_data {
+    const pt_job_config *cfg;
+    const pt_dataset *ds;
+    const pt_graphs *graphs;
+    uint32_t target_key;        /* index into ds->targets */
+    const pt_schnet *model;
+    pt_pack_limits limits;      /* per pack */
+    int32_t micro_packs;        /* b = batching.model_batch_size */
+} pt_train_data;
+
+typedef struct pt_grad_engine {
+    void *self;
+    /* Overwrites grads[0..model->n_params) with the gradient of the mean loss
+     * over the real graphs of packs ids[0..n) of `packs` (n <= R·A·b; a last
+     * partial batch is padded with empty packs), and fills st.  Must not
+     * allocate.  Returns 0, or -1 with errs filled. */
+    int (*compute)(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
+                   float *grads, pt_step_stats *st, pt_errors *errs);
+    void (*close)(void *self);
+} pt_grad_engine;
+
+typedef int (*pt_grad_engine_open_fn)(pt_grad_engine *eng, const pt_train_data *data,
+                                      pt_errors *errs);
+
+/* The built-in engine: R·A micro-batches of b packs, in order, on the
+ * calling thread (R replicas are emulated by running them one after another,
+ * which gives the same sum). */
+int pt_grad_engine_open_local(pt_grad_engine *eng, const pt_train_data *data, pt_errors *errs);
+
+typedef struct pt_train_metrics {
+    const char *kind;         /* "step" or "epoch" */
+    int64_t step;
+    int32_t epoch;
+    double loss, lr, graphs_per_s, nodes_per_s, padding_fraction, seconds;
+    double train_loss, val_mae, val_rmse;   /* epoch lines only */
+    int64_t total_steps;      /* planned steps of the run (for progress; not printed) */
+    int has_phases;           /* phase fields printed (step lines) */
+    pt_phase_times phases;    /* totals over phases.steps steps */
+} pt_train_metrics;
+
+/* Formats one metrics line as compact JSON (no newline; non-finite numbers
+ * as null; phase fields when has_phases).  Returns the length, as snprintf. */
+int pt_train_metrics_json(const pt_train_metrics *m, char *buf, size_t len);
+
+typedef struct pt_train_checkpoint {
+    const char *path;
+    int64_t step;            /* optimizer steps done */
+    int32_t epoch;           /* 1-based epoch of the last step, as in metrics lines */
+    int final;               /* written as training ended (nothing left but the test) */
+} pt_train_checkpoint;
+
+typedef struct pt_train_options {
+    void *user;
+    /* every metrics line, as a struct and as its JSON text; may be NULL */
+    void (*on_metrics)(void *user, const pt_train_metrics *m, const char *json);
+    /* polled between optimizer steps; nonzero ends training early (the best
+     * model so far is kept, and with an output directory a checkpoint of
+     * the exact state is written to resume from); may be NULL */
+    int (*should_stop)(void *user);
+    /* gradient engine; NULL = pt_backend_open for backend kind
+     * "ipu-emulated", else pt_grad_engine_open_local */
+    pt_grad_engine_open_fn engine_open;
+    /* a checkpoint to continue from (NULL = a fresh run); it must have been
+     * made with the same configuration (checkpoint_every aside) and data */
+    const char *resume_path;
+    /* after each checkpoint is durable; may be NULL */
+    void (*on_checkpoint)(void *user, const pt_train_checkpoint *ck);
+    /* nonzero: never delete older checkpoints.  The server's workers set it:
+     * their scheduler deletes a checkpoint only once it has durably recorded
+     * a newer one, so the one it would resume from always exists.  Zero (a
+     * local run) keeps the newest PT_TRAIN_CHECKPOINTS_KEPT. */
+    int keep_all_checkpoints;
+} pt_train_options;
+
+typedef struct pt_train_result {
+    int64_t steps;
+    int32_t epochs;             /* epochs completed */
+    int32_t best_epoch;         /* epoch of the kept model */
+    double best_val_loss, best_val_mae, best_val_rmse;
+    double test_mae, test_rmse; /* of the kept model; NaN without a test part */
+    double first_loss;          /* loss of the first logged window */
+    double last_loss;           /* loss of the last epoch */
+    const char *stop_reason;    /* "epochs", "max_steps", "early_stopping", "cancelled" */
+    double seconds;
+    uint32_t n_train, n_val, n_test;
+    uint32_t split_moved;       /* structures swapped into training (pt_split_cover_elements) */
+    pt_pack_limits limits;      /* per training pack */
+    int32_t micro_packs;        /* b */
+    int64_t global_packs;       /* R·A·b */
+    /* real content processed in training steps (for FLOP counts) */
+    int64_t graphs, nodes, edges, node_slots, edge_slots;
+    double step_seconds;        /* time inside optimizer steps */
+    int64_t resumed_step;       /* step of the checkpoint resumed from; -1 = fresh run */
+    char last_checkpoint[4200]; /* newest checkpoint written, "" if none */
+} pt_train_result;
+
+/* The result as a JSON object (new reference; NULL when out of memory):
+ * {"steps","epochs","best_epoch","best_val_loss","best_val_mae","best_val_rmse",
+ *  "test_mae","test_rmse","stop_reason","seconds","step_seconds","n_train","n_val",
+ *  "n_test","split_moved","max_nodes","max_edges","max_graphs","micro_packs",
+ *  "global_packs",
+ *  "graphs","nodes","edges","node_slots","edge_slots","resumed_step"}, non-finite
+ * numbers null.
+ * pt_train_run writes it to out_dir/result.json at the end of a run. */
+json_t *pt_train_result_json(const pt_train_result *res);
+
+/* Whether this CPU can train cfg: training.precision "bf16" needs
+ * AVX512-BF16 (engine/bf16.h).  Elsewhere the portable path would give bf16
+ * numbers through an fp32 sgemm plus rounding, all of bf16's error and none
+ * of its speed, so such a job is refused: at submission (server/job_check.c),
+ * by `packtrain train`, and again by pt_train_run (an MPI rank on another
+ * host, a worker resumed on another CPU).  Returns 0, or -1 with
+ * pt_bf16_cpu_explain's message at field training.precision. */
+int pt_train_check_cpu(const pt_job_config *cfg, pt_errors *errs);
+
+/* Trains per cfg on ds.  With out_dir (created if missing) writes
+ * out_dir/model.safetensors (best by validation loss, rewritten on every
+ * improvement), out_dir/metrics.jsonl and out_dir/result.json.  Returns 0, or -1 with errs filled
+ * (unknown target, structures without it, packing limits too small, model
+ * errors, I/O). */
+int pt_train_run(const pt_job_config *cfg, const pt_dataset *ds, const char *out_dir,
+                 const pt_train_options *opt, pt_train_result *res, pt_errors *errs);
+
+#endif

@@ -1,0 +1,94 @@
+/* routes.h — the REST API v1 of packtrain, registered onto a router by
+ * pt_app_init, and the small helpers its handlers share.
+ *
+ * Every handler takes the pt_app as its ctx, acts for pt_app_owner(req),
+ * takes a store handle from the app's pool for the duration of the call, and
+ * answers JSON or an RFC 9457 problem.  The routes and their documents are
+ * described in api/openapi.yaml; the order of registration matters only for
+ * the static catch-all, which pt_routes_add registers last. */
+#ifndef PT_ROUTES_H
+#define PT_ROUTES_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/data/reader.h"
+#include "server/app.h"
+#include "server/http/request.h"
+#include "server/http/response.h"
+#include "store/store.h"
+
+/* Every route, static files last.  -1 with a message on failure. */
+int pt_routes_add(pt_app *app, char *err, size_t errlen);
+int pt_routes_datasets_add(pt_app *app, char *err, size_t errlen);
+int pt_routes_jobs_add(pt_app *app, char *err, size_t errlen);
+int pt_routes_system_add(pt_app *app, char *err, size_t errlen);
+/* The job data routes (metrics, events, logs, model, predict). */
+int pt_routes_job_data_add(pt_app *app, char *err, size_t errlen);
+/* GET /v1/datasets/{id}/packing. */
+int pt_routes_packing_add(pt_app *app, char *err, size_t errlen);
+/* POST /v1/jobs/{id}/predict. */
+int pt_routes_predict_add(pt_app *app, char *err, size_t errlen);
+
+struct pt_job_config;
+/* Whether a valid config can train on a ready dataset (job_check.c): the
+ * target exists on every structure, the split leaves training and
+ * validation parts, every graph fits the pack limits, and the backend's
+ * memory plan fits device_memory_mb.  Adds located errors ("target",
+ * "training.split", "backend.device_memory_mb", ...) to errs. */
+void pt_job_check_dataset(pt_app *app, const struct pt_job_config *cfg, const pt_store_dataset *ds,
+                          pt_errors *errs);
+
+/* One dataset file to ingest into a new dataset (the upload route and
+ * `serve --demo`). */
+typedef struct pt_dataset_import {
+    const char *owner;
+    const char *name;          /* also the file name in error messages */
+    pt_format format;          /* PT_FORMAT_AUTO detects it */
+    int skip_invalid;
+    uint64_t source_bytes;     /* size of the file as sent */
+} pt_dataset_import;
+
+/* Ingests `src` into data_dir/datasets/ID/data.ptd and records the dataset.
+ * 0 with *out filled; -1 with errs filled and *status the HTTP status (422
+ * when the file is not a valid dataset, 5xx otherwise).  Nothing is left
+ * on disk or in the database on failure. */
+int pt_app_dataset_import(pt_app *app, pt_store *s, const char *src, const pt_dataset_import *imp,
+                          pt_store_dataset *out, pt_errors *errs, int *status);
+/* Adds the dataset "demo-qm9" of owner "local" from `path` unless it exists. */
+int pt_app_load_demo(pt_app *app, const char *path, char *err, size_t errlen);
+
+/* pt_router_add, also recording the route in app->routes. */
+int pt_api_route_add(pt_app *app, const pt_route *route, char *err, size_t errlen);
+
+/* HTTP status for a store status: NOT_FOUND 404, INVALID 400, CONFLICT,
+ * IN_USE and ILLEGAL_TRANSITION 409, IDEMPOTENCY_MISMATCH 422, BUSY 503,
+ * anything else 500. */
+int pt_api_status_of(int store_status);
+/* A problem for a failed store call: the mapped status, and the store's
+ * message as detail prefixed by `what` ("cannot read job job_1: ...").  A
+ * 503 carries Retry-After. */
+pt_response pt_api_store_problem(pt_store *s, int store_status, const char *what);
+/* 503 when no store handle could be had. */
+pt_response pt_api_no_store(const char *why);
+/* 404 worded the same for missing and foreign rows. */
+pt_response pt_api_not_found(const char *kind, const char *id);
+
+/* "2024-05-01T12:00:00.123Z" for Unix microseconds; JSON null for 0. */
+json_t *pt_api_time(int64_t us);
+/* A real or JSON null for NaN. */
+json_t *pt_api_real(double v);
+/* Parses a stored JSON document; a JSON null when absent or broken. */
+json_t *pt_api_parse_doc(const char *text);
+
+/* Resource documents, as the OpenAPI schemas Dataset, Job and Transition
+ * describe them. */
+json_t *pt_api_dataset_json(const pt_store_dataset *d);
+json_t *pt_api_job_json(const pt_store_job *j, const pt_store_transition_list *transitions);
+
+/* The embedded OpenAPI document (api/openapi.json, see api/gen_openapi.py). */
+extern const char pt_openapi_json[];
+extern const size_t pt_openapi_json_len;
+
+#endif

@@ -1,0 +1,118 @@
+/* routes_common.c — what every v1 handler shares: store statuses mapped to
+ * HTTP problems, times and numbers in JSON, and the Dataset and Job
+ * documents (their schemas are in api/openapi.yaml). */
+#include "server/api/routes.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+int pt_api_route_add(pt_app *app, const pt_route *route, char *err, size_t errlen)
+{
+    if (app->n_routes >= PT_APP_ROUTES_MAX) {
+        snprintf(err, errlen, "more than %d routes", PT_APP_ROUTES_MAX);
+        return -1;
+    }
+    if (pt_router_add(&app->router, route, err, errlen) != 0) return -1;
+    pt_app_route *r = &app->routes[app->n_routes++];
+    snprintf(r->method, sizeof r->method, "%s", route->method);
+    snprintf(r->pattern, sizeof r->pattern, "%s", route->pattern);
+    return 0;
+}
+
+int pt_api_status_of(int store_status)
+{
+    switch (store_status) {
+    case PT_STORE_OK: return 200;
+    case PT_STORE_NOT_FOUND: return 404;
+    case PT_STORE_INVALID: return 400;
+    case PT_STORE_CONFLICT:
+    case PT_STORE_IN_USE:
+    case PT_STORE_ILLEGAL_TRANSITION: return 409;
+    case PT_STORE_IDEMPOTENCY_MISMATCH: return 422;
+    case PT_STORE_BUSY: return 503;
+    default: return 500;
+    }
+}
+
+pt_response pt_api_store_problem(pt_store *s, int store_status, const char *what)
+{
+    int status = pt_api_status_of(store_status);
+    pt_response r = pt_problem(status, "%s: %s", what, s ? pt_store_errmsg(s) : pt_store_status_name(store_status));
+    if (status == 503) pt_response_header(&r, "Retry-After", "1");
+    return r;
+}
+
+pt_response pt_api_no_store(const char *why)
+{
+    pt_response r = pt_problem(503, "the database is unavailable: %s", why);
+    pt_response_header(&r, "Retry-After", "1");
+    return r;
+}
+
+pt_response pt_api_not_found(const char *kind, const char *id)
+{
+    return pt_problem(404, "there is no %s '%.64s'", kind, id);
+}
+
+json_t *pt_api_time(int64_t us)
+{
+    if (us <= 0) return json_null();
+    time_t sec = (time_t)(us / 1000000);
+    struct tm tm;
+    gmtime_r(&sec, &tm);
+    char buf[40];
+    size_t n = strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf + n, sizeof buf - n, ".%03dZ", (int)((us % 1000000) / 1000));
+    return json_string(buf);
+}
+
+json_t *pt_api_real(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+json_t *pt_api_parse_doc(const char *text)
+{
+    json_t *doc = text ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
+    return doc ? doc : json_null();
+}
+
+json_t *pt_api_dataset_json(const pt_store_dataset *d)
+{
+    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:o,s:I,s:I,s:I}", "id", d->id, "name", d->name, "format", d->format,
+                          "status", d->status, "created_at", pt_api_time(d->created_at), "n_structures",
+                          (json_int_t)d->n_structs, "n_atoms", (json_int_t)d->n_atoms, "bytes",
+                          (json_int_t)d->bytes);
+    if (o) json_object_set_new(o, "report", pt_api_parse_doc(d->report_json));
+    return o;
+}
+
+static json_t *transition_json(const pt_store_transition *t)
+{
+    return json_pack("{s:o,s:s,s:o,s:s}", "from", t->from == PT_JOB_ANY ? json_null() : json_string(pt_job_state_name(t->from)),
+                     "to", pt_job_state_name(t->to), "at", pt_api_time(t->at), "reason", t->reason);
+}
+
+json_t *pt_api_job_json(const pt_store_job *j, const pt_store_transition_list *transitions)
+{
+    double pct = isfinite(j->progress) ? round(j->progress * 1000.0) / 10.0 : 0.0;
+    json_t *o = json_pack("{s:s,s:o,s:s,s:o,s:o,s:o,s:f,s:f,s:I,s:I,s:o,s:o,s:o,s:i,s:I}", "id", j->id, "dataset",
+                          j->dataset_id[0] ? json_string(j->dataset_id) : json_null(), "state",
+                          pt_job_state_name(j->state), "created_at", pt_api_time(j->created_at), "started_at",
+                          pt_api_time(j->started_at), "finished_at", pt_api_time(j->finished_at), "progress",
+                          isfinite(j->progress) ? j->progress : 0.0, "progress_percent", pct, "epoch",
+                          (json_int_t)j->epoch, "step", (json_int_t)j->step, "best_val_mae",
+                          pt_api_real(j->best_val_mae), "latest_graphs_per_s", pt_api_real(j->latest_graphs_per_s),
+                          "failure_reason", j->failure_reason[0] ? json_string(j->failure_reason) : json_null(),
+                          "attempts", j->attempts, "version", (json_int_t)j->version);
+    if (!o) return NULL;
+    json_object_set_new(o, "config", pt_api_parse_doc(j->config_json));
+    if (transitions) {
+        json_t *arr = json_array();
+        for (size_t i = 0; arr && i < transitions->n; i++) json_array_append_new(arr, transition_json(&transitions->items[i]));
+        json_object_set_new(o, "transitions", arr ? arr : json_null());
+    }
+    return o;
+}

@@ -1,0 +1,298 @@
+/* routes_datasets.c — uploading and managing datasets:
+ *   POST   /v1/datasets            body = the file (?name=&format=&skip_invalid=)
+ *   GET    /v1/datasets            ?limit=&page_token=, newest first
+ *   GET    /v1/datasets/{id}
+ *   DELETE /v1/datasets/{id}       409 while a job uses it
+ *   GET    /v1/datasets/{id}/packing   see routes_packing.c
+ *
+ * An upload arrives as a temp file under data_dir/tmp (never in memory) and
+ * is ingested from there into data_dir/datasets/ID/data.ptd; the upload
+ * itself is removed after the response.  Errors name the file by its
+ * ?name=, not by the server's temp path.  A dataset row exists only once
+ * its .ptd is complete, so a job can never see a half-ingested dataset. */
+#include "server/api/routes.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/data/ingest.h"
+
+#define ERRORS_KEPT 100
+
+/* ---- import (shared with serve --demo) ------------------------------------------- */
+
+static void remove_dataset_files(const char *dir)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/data.ptd", dir) < (int)sizeof path) unlink(path);
+    rmdir(dir);
+}
+
+/* The format most structures were read as ("mixed" never happens in one
+ * file in practice, but the report keeps counts per format). */
+static const char *detected_format(const pt_ingest_report *rep, pt_format asked)
+{
+    if (asked != PT_FORMAT_AUTO) return pt_format_name(asked);
+    pt_format best = PT_FORMAT_AUTO;
+    for (int f = PT_FORMAT_EXTXYZ; f <= PT_FORMAT_QM9; f++)
+        if (best == PT_FORMAT_AUTO || rep->n_by_format[f] > rep->n_by_format[best]) best = (pt_format)f;
+    return pt_format_name(best);
+}
+
+int pt_app_dataset_import(pt_app *app, pt_store *s, const char *src, const pt_dataset_import *imp,
+                          pt_store_dataset *out, pt_errors *errs, int *status)
+{
+    *status = 500;
+    pt_store_dataset row;
+    memset(&row, 0, sizeof row);
+    char dir[PATH_MAX];
+    if (pt_store_new_id("ds_", row.id, sizeof row.id) != PT_STORE_OK ||
+        pt_app_dataset_dir(app, row.id, dir, sizeof dir) != 0 ||
+        snprintf(row.path, sizeof row.path, "%s/data.ptd", dir) >= (int)sizeof row.path) {
+        pt_errors_add(errs, NULL, 0, "", "cannot name the dataset's files");
+        return -1;
+    }
+    if (mkdir(dir, 0755) != 0) {
+        pt_errors_add(errs, NULL, 0, "", "cannot create %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    pt_ingest_options io;
+    pt_ingest_options_init(&io);
+    io.format = imp->format;
+    io.skip_invalid = imp->skip_invalid;
+    io.display_name = imp->name;
+    pt_ingest_report rep;
+    memset(&rep, 0, sizeof rep);
+    if (pt_ingest_files(&src, 1, row.path, &io, &rep, errs) != 0) {
+        pt_ingest_report_close(&rep);
+        remove_dataset_files(dir);
+        *status = 422;
+        return -1;
+    }
+    if (rep.n_structs == 0) {
+        pt_errors_add(errs, imp->name, 0, "", "the file holds no structure");
+        pt_ingest_report_close(&rep);
+        remove_dataset_files(dir);
+        *status = 422;
+        return -1;
+    }
+    json_t *report = pt_ingest_report_json(&rep);
+    struct stat st;
+    if (report && stat(row.path, &st) == 0) json_object_set_new(report, "stored_bytes", json_integer((json_int_t)st.st_size));
+    /* With skip_invalid the skipped structures' errors are kept, so nothing
+     * is dropped silently. */
+    if (report && errs->total) {
+        json_object_set_new(report, "skipped_errors", pt_errors_to_json(errs));
+        json_object_set_new(report, "skipped_errors_omitted", json_integer((json_int_t)(errs->total - errs->kept)));
+    }
+    row.report_json = report ? json_dumps(report, JSON_COMPACT) : NULL;
+    json_decref(report);
+    snprintf(row.owner, sizeof row.owner, "%s", imp->owner);
+    snprintf(row.name, sizeof row.name, "%s", imp->name);
+    snprintf(row.format, sizeof row.format, "%s", detected_format(&rep, imp->format));
+    snprintf(row.status, sizeof row.status, "ready");
+    row.n_structs = (int64_t)rep.n_structs;
+    row.n_atoms = (int64_t)rep.n_atoms;
+    row.bytes = (int64_t)imp->source_bytes;
+    pt_ingest_report_close(&rep);
+    if (!row.report_json) {
+        remove_dataset_files(dir);
+        pt_errors_add(errs, NULL, 0, "", "out of memory writing the report");
+        return -1;
+    }
+    int rc = pt_store_dataset_create(s, &row, out);
+    free(row.report_json);
+    if (rc != PT_STORE_OK) {
+        remove_dataset_files(dir);
+        pt_errors_add(errs, NULL, 0, "", "cannot record the dataset: %s", pt_store_errmsg(s));
+        *status = pt_api_status_of(rc);
+        return -1;
+    }
+    *status = 201;
+    return 0;
+}
+
+int pt_app_load_demo(pt_app *app, const char *path, char *err, size_t errlen)
+{
+    pt_store *s = pt_app_store_acquire(app, err, errlen);
+    if (!s) return -1;
+    pt_store_dataset_page page;
+    int rc = pt_store_dataset_list(s, PT_APP_LOCAL_OWNER, PT_STORE_PAGE_MAX, NULL, &page);
+    int have = 0;
+    for (size_t i = 0; rc == PT_STORE_OK && i < page.n; i++) have |= !strcmp(page.items[i].name, "demo-qm9");
+    if (rc == PT_STORE_OK) pt_store_dataset_page_clear(&page);
+    struct stat st;
+    if (rc != PT_STORE_OK) {
+        snprintf(err, errlen, "cannot list datasets: %s", pt_store_errmsg(s));
+    } else if (!have && stat(path, &st) != 0) {
+        snprintf(err, errlen, "cannot read %s (run from the repository root): %s", path, strerror(errno));
+        rc = -1;
+    } else if (!have) {
+        pt_dataset_import imp = {.owner = PT_APP_LOCAL_OWNER, .name = "demo-qm9", .format = PT_FORMAT_AUTO,
+                                 .source_bytes = (uint64_t)st.st_size};
+        pt_errors errs;
+        pt_errors_init(&errs, 4);
+        pt_store_dataset row = {0};
+        int status;
+        rc = pt_app_dataset_import(app, s, path, &imp, &row, &errs, &status);
+        if (rc != 0) pt_errors_first(&errs, err, errlen);
+        else fprintf(stderr, "packtrain: demo dataset %s (%lld structures) from %s\n", row.id, (long long)row.n_structs, path);
+        pt_store_dataset_clear(&row);
+        pt_errors_close(&errs);
+    }
+    pt_app_store_release(app, s);
+    return rc == PT_STORE_OK ? 0 : -1;
+}
+
+/* ---- POST /v1/datasets ---------------------------------------------------------- */
+
+static int parse_bool(const char *v, int *out)
+{
+    if (!strcasecmp(v, "true") || !strcmp(v, "1") || !strcasecmp(v, "yes")) *out = 1;
+    else if (!strcasecmp(v, "false") || !strcmp(v, "0") || !strcasecmp(v, "no")) *out = 0;
+    else return -1;
+    return 0;
+}
+
+static int name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n >= PT_STORE_NAME_MAX) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (iscntrl((unsigned char)name[i])) return 0;
+    return 1;
+}
+
+static pt_response h_upload(pt_request *req, void *ctx)
+{
+    pt_app *app = ctx;
+    pt_dataset_import imp = {.owner = pt_app_owner(req), .name = pt_request_query(req, "name"),
+                             .format = PT_FORMAT_AUTO, .source_bytes = req->body_size};
+    if (!imp.name) imp.name = "upload";
+    if (!name_ok(imp.name))
+        pt_errors_add(&req->errors, NULL, 0, "query.name", "must be 1..%d characters without control characters",
+                      PT_STORE_NAME_MAX - 1);
+    const char *fmt = pt_request_query(req, "format");
+    if (fmt && pt_format_parse(fmt, &imp.format) != 0)
+        pt_errors_add(&req->errors, NULL, 0, "query.format", "unknown format '%.32s'; one of auto, extxyz, xyz, qm9", fmt);
+    const char *skip = pt_request_query(req, "skip_invalid");
+    if (skip && parse_bool(skip, &imp.skip_invalid) != 0)
+        pt_errors_add(&req->errors, NULL, 0, "query.skip_invalid", "must be true or false, got '%.32s'", skip);
+    if (req->errors.total) return pt_request_problem(req);
+    if (!req->body_path || req->body_size == 0)
+        return pt_problem(422, "the request body is empty: send the dataset file as the body "
+                               "(curl --data-binary @FILE)");
+    char err[256];
+    pt_store *s = pt_app_store_acquire(app, err, sizeof err);
+    if (!s) return pt_api_no_store(err);
+    pt_errors errs;
+    pt_errors_init(&errs, ERRORS_KEPT);
+    pt_store_dataset row = {0};
+    int status;
+    pt_response r;
+    if (pt_app_dataset_import(app, s, req->body_path, &imp, &row, &errs, &status) == 0) {
+        r = pt_response_json(201, pt_api_dataset_json(&row));
+        char loc[96];
+        snprintf(loc, sizeof loc, "/v1/datasets/%s", row.id);
+        pt_response_header(&r, "Location", loc);
+    } else if (status == 422) {
+        r = pt_problem_errors(422, &errs, "'%s' is not a valid dataset: %zu problem%s", imp.name, errs.total,
+                              errs.total == 1 ? "" : "s");
+    } else {
+        char first[512];
+        pt_errors_first(&errs, first, sizeof first);
+        r = pt_problem(status, "cannot store the dataset: %s", first);
+    }
+    pt_store_dataset_clear(&row);
+    pt_errors_close(&errs);
+    pt_app_store_release(app, s);
+    return r;
+}
+
+/* ---- GET list / one, DELETE -------------------------------------------------------- */
+
+static pt_response h_list(pt_request *req, void *ctx)
+{
+    pt_app *app = ctx;
+    long limit = pt_request_query_long(req, "limit", PT_STORE_PAGE_DEFAULT, 1, PT_STORE_PAGE_MAX);
+    if (req->errors.total) return pt_request_problem(req);
+    char err[256];
+    pt_store *s = pt_app_store_acquire(app, err, sizeof err);
+    if (!s) return pt_api_no_store(err);
+    pt_store_dataset_page page;
+    int rc = pt_store_dataset_list(s, pt_app_owner(req), (int)limit, pt_request_query(req, "page_token"), &page);
+    pt_response r;
+    if (rc != PT_STORE_OK) {
+        r = pt_api_store_problem(s, rc, "cannot list datasets");
+    } else {
+        json_t *items = json_array();
+        for (size_t i = 0; items && i < page.n; i++) json_array_append_new(items, pt_api_dataset_json(&page.items[i]));
+        r = pt_response_json(200, json_pack("{s:o,s:o}", "datasets", items, "next_page_token",
+                                            page.next_token[0] ? json_string(page.next_token) : json_null()));
+        pt_store_dataset_page_clear(&page);
+    }
+    pt_app_store_release(app, s);
+    return r;
+}
+
+static pt_response h_get(pt_request *req, void *ctx)
+{
+    pt_app *app = ctx;
+    const char *id = pt_request_param(req, "id");
+    char err[256];
+    pt_store *s = pt_app_store_acquire(app, err, sizeof err);
+    if (!s) return pt_api_no_store(err);
+    pt_store_dataset d = {0};
+    int rc = pt_store_dataset_get(s, pt_app_owner(req), id, &d);
+    pt_response r;
+    if (rc == PT_STORE_NOT_FOUND || rc == PT_STORE_INVALID) r = pt_api_not_found("dataset", id);
+    else if (rc != PT_STORE_OK) r = pt_api_store_problem(s, rc, "cannot read the dataset");
+    else r = pt_response_json_etag(200, pt_api_dataset_json(&d), pt_request_header(req, "If-None-Match"));
+    pt_store_dataset_clear(&d);
+    pt_app_store_release(app, s);
+    return r;
+}
+
+static pt_response h_delete(pt_request *req, void *ctx)
+{
+    pt_app *app = ctx;
+    const char *id = pt_request_param(req, "id");
+    char err[256];
+    pt_store *s = pt_app_store_acquire(app, err, sizeof err);
+    if (!s) return pt_api_no_store(err);
+    pt_store_dataset removed = {0};
+    int rc = pt_store_dataset_delete(s, pt_app_owner(req), id, &removed);
+    pt_response r;
+    if (rc == PT_STORE_OK) {
+        char dir[PATH_MAX];
+        if (pt_app_dataset_dir(app, removed.id, dir, sizeof dir) == 0) remove_dataset_files(dir);
+        r = pt_response_empty(204);
+    } else if (rc == PT_STORE_NOT_FOUND || rc == PT_STORE_INVALID) {
+        r = pt_api_not_found("dataset", id);
+    } else if (rc == PT_STORE_IN_USE) {
+        r = pt_problem(409, "dataset %s is used by a job that has not ended; cancel it or wait for it to end", id);
+    } else {
+        r = pt_api_store_problem(s, rc, "cannot delete the dataset");
+    }
+    pt_store_dataset_clear(&removed);
+    pt_app_store_release(app, s);
+    return r;
+}
+
+int pt_routes_datasets_add(pt_app *app, char *err, size_t errlen)
+{
+    pt_route routes[] = {
+        {"POST", "/v1/datasets", h_upload, app, PT_BODY_FILE, 0},
+        {"GET", "/v1/datasets", h_list, app, PT_BODY_NONE, 0},
+        {"GET", "/v1/datasets/{id}", h_get, app, PT_BODY_NONE, 0},
+        {"DELETE", "/v1/datasets/{id}", h_delete, app, PT_BODY_NONE, 0},
+    };
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+        if (pt_api_route_add(app, &routes[i], err, errlen) != 0) return -1;
+    return pt_routes_packing_add(app, err, errlen);
+}

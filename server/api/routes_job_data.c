@@ -1,0 +1,355 @@
+/* routes_job_data.c — what a job produces, read while it runs or after:
+ *   GET /v1/jobs/{id}/metrics   ?since_step=&max_points=  (downsampled steps, epochs)
+ *   GET /v1/jobs/{id}/events    Server-Sent Events: state, epoch, step
+ *   GET /v1/jobs/{id}/logs      ?lines=N, the tail of the worker's log
+ *   GET /v1/jobs/{id}/model     the trained model (safetensors)
+ * Prediction with the model is in routes_predict.c.
+ *
+ * Event ids.  A stream interleaves three append-only series (transitions,
+ * epochs, steps), so an id is the three read positions packed into 64 bits:
+ * transitions seen (10 bits) | last epoch (20 bits) | last step (34 bits).
+ * Every event moves one position forward and none ever moves back, so ids
+ * strictly increase and a Last-Event-ID tells exactly where each series
+ * resumes.  (Steps a resumed worker re-does after its checkpoint carry
+ * numbers the client has already seen and are not sent twice.) */
+#include "server/api/routes.h"
+#include "server/http/sse.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define EV_STEP_BITS 34
+#define EV_EPOCH_BITS 20
+#define EV_TRANS_BITS 10
+#define EV_STEP_MAX ((1ull << EV_STEP_BITS) - 1)
+#define EV_EPOCH_MAX ((1ull << EV_EPOCH_BITS) - 1)
+#define EV_TRANS_MAX ((1ull << EV_TRANS_BITS) - 1)
+/* Steps read per call of the event source; a longer backlog (a client
+ * connecting late to a long job) is thinned by the store's downsampling. */
+#define EV_STEP_BATCH 2000
+#define LOG_TAIL_MAX_BYTES (1u << 20)
+#define LOG_LINES_DEFAULT 200
+#define LOG_LINES_MAX 10000
+
+/* ---- metric rows ------------------------------------------------------------------- */
+
+/* The row's columns plus the worker's extra fields (nodes_per_s, phase
+ * times, val_rmse, ...); a column wins over an extra field of the same name. */
+static json_t *with_extra(json_t *o, const char *extra)
+{
+    json_t *x = extra ? json_loads(extra, 0, NULL) : NULL;
+    if (o && json_is_object(x)) json_object_update_missing(o, x);
+    json_decref(x);
+    return o;
+}
+
+static json_t *step_json(const pt_store_step_metric *m)
+{
+    json_t *o = json_pack("{s:s,s:I,s:I,s:o,s:o,s:o,s:o,s:o}", "kind", "step", "step", (json_int_t)m->step, "epoch",
+                          (json_int_t)m->epoch, "loss", pt_api_real(m->loss), "mae", pt_api_real(m->mae), "lr",
+                          pt_api_real(m->lr), "graphs_per_s", pt_api_real(m->graphs_per_s), "at", pt_api_time(m->at));
+    return with_extra(o, m->json);
+}
+
+static json_t *epoch_json(const pt_store_epoch_metric *m)
+{
+    json_t *o = json_pack("{s:s,s:I,s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "kind", "epoch", "epoch", (json_int_t)m->epoch,
+                          "step", (json_int_t)m->step, "train_loss", pt_api_real(m->train_loss), "train_mae",
+                          pt_api_real(m->train_mae), "val_loss", pt_api_real(m->val_loss), "val_mae",
+                          pt_api_real(m->val_mae), "graphs_per_s", pt_api_real(m->graphs_per_s), "seconds",
+                          pt_api_real(m->seconds), "at", pt_api_time(m->at));
+    return with_extra(o, m->json);
+}
+
+static pt_response h_metrics(pt_request *req, void *ctx)
+{
+    pt_app *app = ctx;
+    const char *id = pt_request_param(req, "id");
+    long since = pt_request_query_long(req, "since_step", -1, -1, (long)EV_STEP_MAX);
+    long points = pt_request_query_long(req, "max_points", PT_STORE_POINTS_DEFAULT, 2, PT_STORE_POINTS_MAX);
+    if (req->errors.total) return pt_request_problem(req);
+    char err[256];
+    pt_store *s = pt_app_store_acquire(app, err, sizeof err);
+    if (!s) return pt_api_no_store(err);
+    const char *owner = pt_app_owner(req);
+    pt_store_step_series steps = {0};
+    pt_store_epoch_series epochs = {0};
+    int rc = pt_store_steps_read(s, owner, id, since, (int)points, &steps);
+    if (rc == PT_STORE_OK) rc = pt_store_epochs_read(s, owner, id, &epochs);
+    pt_response r;
+    if (rc == PT_STORE_NOT_FOUND) {
+        r = pt_api_not_found("job", id);
+    } else if (rc != PT_STORE_OK) {
+        r = pt_api_store_problem(s, rc, "cannot read the metrics");
+    } else {
+        json_t *sa = json_array(), *ea = json_array();
+        for (size_t i = 0; sa && i < steps.n; i++) json_array_append_new(sa, step_json(&steps.items[i]));
+        for (size_t i = 0; ea && i < epochs.n; i++)
+            if (epochs.items[i].step > since) json_array_append_new(ea, epoch_json(&epochs.items[i]));
+        r = pt_response_json(200, json_pack("{s:s,s:I,s:I,s:b,s:o,s:o}", "job", id, "since_step", (json_int_t)since,
+                                            "total_steps", (json_int_t)steps.total, "downsampled",
+                                            steps.total > (int64_t)steps.n, "steps", sa, "epochs", ea));
+        pt_response_header(&r, "Cache-Control", "no-cache");
+    }
+    pt_store_step_series_clear(&steps);
+    pt_store_epoch_series_clear(&epochs);
+    pt_app_store_release(app, s);
+    return r;
+}
+
+/* ---- events (SSE) ---------------------------------------------------------------------- */
+
+typedef struct ev_ctx {
+    pt_app *app;
+    char owner[PT_STORE_OWNER_MAX];
+    char id[PT_STORE_ID_MAX];
+} ev_ctx;
+
+typedef struct ev_pos {
+    uint64_t trans, epoch, step;
+} ev_pos;
+
+static uint64_t ev_pack(ev_pos p)
+{
+    return (p.trans << (EV_STEP_BITS + EV_EPOCH_BITS)) | (p.epoch << EV_STEP_BITS) | p.step;
+}
+
+static ev_pos ev_unpack(uint64_t id)
+{
+    return (ev_pos){id >> (EV_STEP_BITS + EV_EPOCH_BITS), (id >> EV_STEP_BITS) & EV_EPOCH_MAX, id & EV_STEP_MAX};
+}
+
+static json_t *state_event(const pt_store_transition *t)
+{
+    return json_pack("{s:s,s:o,s:s,s:o,s:s}", "kind", "state", "from",
+                     t->from == PT_JOB_ANY ? json_null() : json_string(pt_job_state_name(t->from)), "state",
+                     pt_job_state_name(t->to), "at", pt_api_time(t->at), "reason", t->reason);
+}
+
+static int send_event(pt_sse_writer *w, ev_pos *pos, const char *name, json_t *data)
+{
+    int rc = data ? pt_sse_send_json(w, ev_pack(*pos), name, data) : -1;
+    json_decref(data);
+    return rc;
+}
+
+/* Emits what lies past `pos` in the three series, oldest first by time. */
+static void emit_merged(pt_sse_writer *w, ev_pos pos, const pt_store_transition_list *tl,
+                        const pt_store_epoch_series *es, const pt_store_step_series *ss)
+{
+    size_t ti = pos.trans, ei = 0, si = 0;
+    while (ei < es->n && (uint64_t)es->items[ei].epoch <= pos.epoch) ei++;
+    for (;;) {
+        int64_t t_at = ti < tl->n ? tl->items[ti].at : INT64_MAX;
+        int64_t e_at = ei < es->n ? es->items[ei].at : INT64_MAX;
+        int64_t s_at = si < ss->n ? ss->items[si].at : INT64_MAX;
+        if (t_at == INT64_MAX && e_at == INT64_MAX && s_at == INT64_MAX) return;
+        if (s_at <= e_at && s_at <= t_at) {
+            const pt_store_step_metric *m = &ss->items[si++];
+            if ((uint64_t)m->step <= pos.step || (uint64_t)m->step > EV_STEP_MAX) continue;
+            pos.step = (uint64_t)m->step;
+            if (send_event(w, &pos, "step", step_json(m)) != 0) return;
+        } else if (e_at <= t_at) {
+            const pt_store_epoch_metric *m = &es->items[ei++];
+            if ((uint64_t)m->epoch <= pos.epoch || (uint64_t)m->epoch > EV_EPOCH_MAX) continue;
+            pos.epoch = (uint64_t)m->epoch;
+            if (send_event(w, &pos, "epoch", epoch_json(m)) != 0) return;
+        } else {
+            if (pos.trans >= EV_TRANS_MAX) return;
+            pos.trans = ++ti;
+            if (send_event(w, &pos, "state", state_event(&tl->items[ti - 1])) != 0) return;
+        }
+    }
+}
+
+static int events_source(void *ctx, uint64_t after_id, pt_sse_writer *w)
+{
+    ev_ctx *c = ctx;
+    char err[256];
+    pt_store *s = pt_app_store_acquire(c->app, err, sizeof err);
+    if (!s) return PT_SSE_OPEN;   /* tried again at the next change or heartbeat */
+    ev_pos pos = ev_unpack(after_id);
+    /* The state is read first: if it is final, every event it implies is
+     * already stored when the series are read below. */
+    int64_t version;
+    pt_job_state state;
+    pt_store_transition_list tl = {0};
+    pt_store_epoch_series es = {0};
+    pt_store_step_series ss = {0};
+    int rc = pt_store_job_version(s, c->owner, c->id, &version, &state);
+    if (rc == PT_STORE_OK) rc = pt_store_job_transitions(s, c->owner, c->id, &tl);
+    if (rc == PT_STORE_OK) rc = pt_store_epochs_read(s, c->owner, c->id, &es);
+    if (rc == PT_STORE_OK) rc = pt_store_steps_read(s, c->owner, c->id, (int64_t)pos.step, EV_STEP_BATCH, &ss);
+    pt_app_store_release(c->app, s);
+    int result = PT_SSE_OPEN;
+    if (rc == PT_STORE_OK) {
+        emit_merged(w, pos, &tl, &es, &ss);
+        if (pt_job_state_is_terminal(state)) result = PT_SSE_DONE;
+    } else if (rc == PT_STORE_NOT_FOUND) {
+        result = PT_SSE_DONE;   /* the job is gone: nothing more will come */
+    }
+    pt_store_transition_list_clear(&tl);
+    pt_store_epoch_series_clear(&es);
+    pt_store_step_series_clear(&ss);
+    return result;
+}
+
+static pt_response h_events(pt_request *req, void *ctx)
+{
+    pt_app *app = ctx;
+    const char *id = pt_request_param(req, "id");
+    long heartbeat = pt_request_query_long(req, "heartbeat_ms", 15000, 100, 120000);
+    if (req->errors.total) return pt_request_problem(req);
+    char err[256];
+    pt_store *s = pt_app_store_acquire(app, err, sizeof err);
+    if (!s) return pt_api_no_store(err);
+    int64_t version;
+    pt_job_state state;
+    int rc = pt_store_job_version(s, pt_app_owner(req), id, &version, &state);
+    pt_response r = {0, NULL};
+    if (rc == PT_STORE_NOT_FOUND || rc == PT_STORE_INVALID) r = pt_api_not_found("job", id);
+    else if (rc != PT_STORE_OK) r = pt_api_store_problem(s, rc, "cannot read the job");
+    pt_app_store_release(app, s);
+    if (rc != PT_STORE_OK) return r;
+    ev_ctx *c = calloc(1, sizeof(*c));
+    if (!c) return pt_problem(500, "out of memory");
+    c->app = app;
+    snprintf(c->owner, sizeof c->owner, "%s", pt_app_owner(req));
+    snprintf(c->id, sizeof c->id, "%s", id);
+    pt_sse_config cfg = {.watch = &app->jobs_watch, .source = events_source, .ctx = c, .free_ctx = free,
+                         .heartbeat_ms = (int)heartbeat, .retry_ms = 2000};
+    return pt_sse_response(req, &cfg);
+}
+
+/* ---- logs -------------------------------------------------------------------------------- */
+
+/* The last `lines` lines of at most LOG_TAIL_MAX_BYTES at the end of path. */
+static int read_tail(const char *path, long lines, char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT ? 0 : -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return -1;
+    }
+    size_t n = st.st_size > LOG_TAIL_MAX_BYTES ? LOG_TAIL_MAX_BYTES : (size_t)st.st_size;
+    char *buf = malloc(n + 1);
+    ssize_t got = buf ? pread(fd, buf, n, st.st_size - (off_t)n) : -1;
+    close(fd);
+    if (got < 0) {
+        free(buf);
+        return -1;
+    }
+    size_t end = (size_t)got, start = end;
+    long seen = 0;
+    /* A final newline ends the last line rather than starting an empty one. */
+    size_t scan = end > 0 && buf[end - 1] == '\n' ? end - 1 : end;
+    while (scan > 0) {
+        if (buf[scan - 1] == '\n' && ++seen == lines) break;
+        scan--;
+    }
+    start = scan;
+    memmove(buf, buf + start, end - start);
+    *len = end - start;
+    *out = buf;
+    return 0;
+}
+
+static pt_response h_logs(pt_request *req, void *ctx)
+{
+    pt_app *app = ctx;
+    const char *id = pt_request_param(req, "id");
+    long lines = pt_request_query_long(req, "lines", LOG_LINES_DEFAULT, 1, LOG_LINES_MAX);
+    if (req->errors.total) return pt_request_problem(req);
+    char err[256];
+    pt_store *s = pt_app_store_acquire(app, err, sizeof err);
+    if (!s) return pt_api_no_store(err);
+    int64_t version;
+    pt_job_state state;
+    int rc = pt_store_job_version(s, pt_app_owner(req), id, &version, &state);
+    pt_response r = {0, NULL};
+    if (rc == PT_STORE_NOT_FOUND || rc == PT_STORE_INVALID) r = pt_api_not_found("job", id);
+    else if (rc != PT_STORE_OK) r = pt_api_store_problem(s, rc, "cannot read the job");
+    pt_app_store_release(app, s);
+    if (rc != PT_STORE_OK) return r;
+    char path[PATH_MAX];
+    if (pt_app_job_dir(app, id, path, sizeof path - 16) != 0) return pt_problem(500, "job directory path too long");
+    strcat(path, "/worker.log");
+    char *text = NULL;
+    size_t len = 0;
+    if (read_tail(path, lines, &text, &len) != 0) return pt_problem(500, "cannot read the log of job %s: %s", id, strerror(errno));
+    r = pt_response_bytes(200, "text/plain; charset=utf-8", text ? text : "", len);
+    free(text);
+    pt_response_header(&r, "Cache-Control", "no-cache");
+    return r;
+}
+
+/* ---- model -------------------------------------------------------------------------------- */
+
+static pt_response h_model(pt_request *req, void *ctx)
+{
+    pt_app *app = ctx;
+    const char *id = pt_request_param(req, "id");
+    char err[256];
+    pt_store *s = pt_app_store_acquire(app, err, sizeof err);
+    if (!s) return pt_api_no_store(err);
+    int64_t version;
+    pt_job_state state;
+    int rc = pt_store_job_version(s, pt_app_owner(req), id, &version, &state);
+    pt_response r = {0, NULL};
+    if (rc == PT_STORE_NOT_FOUND || rc == PT_STORE_INVALID) r = pt_api_not_found("job", id);
+    else if (rc != PT_STORE_OK) r = pt_api_store_problem(s, rc, "cannot read the job");
+    pt_app_store_release(app, s);
+    if (rc != PT_STORE_OK) return r;
+    /* While the worker runs it rewrites the file on every improvement. */
+    if (!pt_job_state_is_terminal(state))
+        return pt_problem(409, "the model of job %s is not available yet: the job is %s", id, pt_job_state_name(state));
+    char path[PATH_MAX];
+    if (pt_app_job_dir(app, id, path, sizeof path - 24) != 0) return pt_problem(500, "job directory path too long");
+    strcat(path, "/model.safetensors");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        if (fd >= 0) close(fd);
+        return pt_problem(409, "job %s ended (%s) without a model", id, pt_job_state_name(state));
+    }
+    char etag[64], disposition[128];
+    snprintf(etag, sizeof etag, "\"%llx-%llx\"", (unsigned long long)st.st_size, (unsigned long long)st.st_mtime);
+    const char *inm = pt_request_header(req, "If-None-Match");
+    if (inm && pt_etag_matches(inm, etag)) {
+        close(fd);
+        return pt_response_not_modified(etag);
+    }
+    struct MHD_Response *m = MHD_create_response_from_fd64((uint64_t)st.st_size, fd);
+    if (!m) {
+        close(fd);
+        return pt_problem(500, "cannot send the model");
+    }
+    r = (pt_response){200, m};
+    snprintf(disposition, sizeof disposition, "attachment; filename=\"%s.safetensors\"", id);
+    pt_response_header(&r, "Content-Type", "application/octet-stream");
+    pt_response_header(&r, "Content-Disposition", disposition);
+    pt_response_header(&r, "ETag", etag);
+    return r;
+}
+
+int pt_routes_job_data_add(pt_app *app, char *err, size_t errlen)
+{
+    pt_route routes[] = {
+        {"GET", "/v1/jobs/{id}/metrics", h_metrics, app, PT_BODY_NONE, 0},
+        {"GET", "/v1/jobs/{id}/events", h_events, app, PT_BODY_NONE, 0},
+        {"GET", "/v1/jobs/{id}/logs", h_logs, app, PT_BODY_NONE, 0},
+        {"GET", "/v1/jobs/{id}/model", h_model, app, PT_BODY_NONE, 0},
+    };
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+        if (pt_api_route_add(app, &routes[i], err, errlen) != 0) return -1;
+    return pt_routes_predict_add(app, err, errlen);
+}

@@ -1,0 +1,299 @@
+/* routes_jobs.c — submitting, listing, reading and cancelling jobs:
+ *   POST /v1/jobs                  validate fully, then queue (Idempotency-Key)
+ *   GET  /v1/jobs                  ?status=&limit=&page_token=, newest first
+ *   GET  /v1/jobs/{id}             ETag, If-None-Match -> 304, ?wait=S long-poll
+ *   POST /v1/jobs/{id}/cancel
+ * The job's data (metrics, events, logs, model, predictions) is served by
+ * routes_job_data.c.
+ *
+ * A submission is checked completely before anything is stored: the config
+ * through the engine's parser (every problem with its JSON path), the
+ * dataset (exists for this owner, ready), and the fit between the two
+ * (pt_job_check_dataset: the target exists, and the backend's memory plan).
+ * The stored config is the canonical form, so two bodies that mean the same
+ * job are the same job for Idempotency-Key purposes. */
+#include "server/api/routes.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/train/config.h"
+
+#define WAIT_MAX_S 300
+#define ERRORS_KEPT 50
+
+/* ---- POST /v1/jobs ------------------------------------------------------------- */
+
+static int idempotency_key_ok(const char *key)
+{
+    size_t n = strlen(key);
+    if (n == 0 || n >= PT_STORE_KEY_MAX) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isprint((unsigned char)key[i])) return 0;
+    return 1;
+}
+
+/* The server-side keys of a submission, taken out before the engine sees
+ * the config (its parser rejects keys it does not know). */
+static json_t *split_submission(const json_t *body, const char **dataset, double *max_runtime, pt_errors *errs)
+{
+    json_t *cfg = json_deep_copy(body);
+    if (!cfg) return NULL;
+    const json_t *d = json_object_get(body, "dataset");
+    *dataset = NULL;
+    if (!d) pt_errors_add(errs, NULL, 0, "dataset", "is required: the id of an uploaded dataset (POST /v1/datasets)");
+    else if (!json_is_string(d)) pt_errors_add(errs, NULL, 0, "dataset", "must be a string (a dataset id)");
+    else *dataset = json_string_value(d);
+    const json_t *m = json_object_get(body, "max_runtime_seconds");
+    *max_runtime = 0;
+    if (m && !json_is_null(m)) {
+        if (!json_is_number(m) || !(json_number_value(m) > 0) || !isfinite(json_number_value(m)))
+            pt_errors_add(errs, NULL, 0, "max_runtime_seconds", "must be a number of seconds > 0, or null");
+        else *max_runtime = json_number_value(m);
+    }
+    json_object_del(cfg, "dataset");
+    json_object_del(cfg, "max_runtime_seconds");
+    return cfg;
+}
+
+static void check_dataset_row(pt_store *s, const char *owner, const char *id, pt_store_dataset *ds, int *found,
+                              pt_errors *errs)
+{
+    *found = 0;
+    int rc = pt_store_dataset_get(s, owner, id, ds);
+    if (rc == PT_STORE_NOT_FOUND || rc == PT_STORE_INVALID) {
+        pt_errors_add(errs, NULL, 0, "dataset", "there is no dataset '%.64s'", id);
+    } else if (rc != PT_STORE_OK) {
+        pt_errors_add(errs, NULL, 0, "dataset", "cannot read dataset '%.64s': %s", id, pt_store_errmsg(s));
+    } else if (strcmp(ds->status, "ready") != 0) {
+        pt_errors_add(errs, NULL, 0, "dataset", "dataset '%.64s' is not ready (status %s)", id, ds->status);
+    } else {
+        *found = 1;
+    }
+}
+
+static char *canonical_config(const pt_job_config *cfg, double max_runtime)
+{
+    json_t *root = pt_job_config_to_json(cfg);
+    if (!root) return NULL;
+    if (max_runtime > 0) json_object_set_new(root, "max_runtime_seconds", json_real(max_runtime));
+    char *text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(root);
+    return text;
+}
+
+static pt_response job_created(pt_app *app, pt_store_job *job, int created)
+{
+    pt_app_notify_scheduler(app);
+    pt_app_jobs_changed(app);
+    pt_response r = pt_response_json(created ? 201 : 200, pt_api_job_json(job, NULL));
+    char loc[96];
+    snprintf(loc, sizeof loc, "/v1/jobs/%s", job->id);
+    pt_response_header(&r, "Location", loc);
+    return r;
+}
+
+static pt_response submit(pt_app *app, pt_request *req, pt_store *s)
+{
+    const char *owner = pt_app_owner(req);
+    const char *key = pt_request_header(req, "Idempotency-Key");
+    if (key && !idempotency_key_ok(key))
+        return pt_problem(400, "Idempotency-Key must be 1..%d printable characters", PT_STORE_KEY_MAX - 1);
+    if (!json_is_object(req->json)) return pt_problem(422, "the job must be a JSON object");
+    pt_errors errs;
+    pt_errors_init(&errs, ERRORS_KEPT);
+    const char *dataset_id = NULL;
+    double max_runtime = 0;
+    json_t *cfg_json = split_submission(req->json, &dataset_id, &max_runtime, &errs);
+    if (!cfg_json) {
+        pt_errors_close(&errs);
+        return pt_problem(500, "out of memory");
+    }
+    pt_job_config cfg;
+    int cfg_ok = pt_job_config_from_json(&cfg, cfg_json, NULL, &errs) == 0;
+    json_decref(cfg_json);
+    pt_store_dataset ds = {0};
+    int found = 0;
+    if (dataset_id) check_dataset_row(s, owner, dataset_id, &ds, &found, &errs);
+    if (found && cfg_ok) pt_job_check_dataset(app, &cfg, &ds, &errs);
+    pt_store_dataset_clear(&ds);
+    if (errs.total) {
+        pt_response r = pt_problem_errors(422, &errs, "the job is not valid: %zu problem%s", errs.total,
+                                          errs.total == 1 ? "" : "s");
+        pt_errors_close(&errs);
+        return r;
+    }
+    pt_errors_close(&errs);
+    char *text = canonical_config(&cfg, max_runtime);
+    if (!text) return pt_problem(500, "out of memory");
+    pt_store_job_request jr = {.owner = owner, .dataset_id = dataset_id, .config_json = text, .idempotency_key = key};
+    pt_store_job job = {0};
+    int created = 0;
+    int rc = pt_store_job_create(s, &jr, &job, &created);
+    free(text);
+    pt_response r;
+    if (rc == PT_STORE_OK) {
+        r = job_created(app, &job, created);
+    } else if (rc == PT_STORE_IDEMPOTENCY_MISMATCH) {
+        r = pt_problem(422, "Idempotency-Key '%.64s' was already used for a different job; use a new key "
+                            "for a different request", key);
+    } else if (rc == PT_STORE_NOT_FOUND || rc == PT_STORE_CONFLICT || rc == PT_STORE_INVALID) {
+        /* The dataset went away or changed between the check and the insert. */
+        r = pt_problem(422, "the job cannot be queued: %s", pt_store_errmsg(s));
+    } else {
+        r = pt_api_store_problem(s, rc, "cannot queue the job");
+    }
+    pt_store_job_clear(&job);
+    return r;
+}
+
+static pt_response h_create(pt_request *req, void *ctx)
+{
+    pt_app *app = ctx;
+    char err[256];
+    pt_store *s = pt_app_store_acquire(app, err, sizeof err);
+    if (!s) return pt_api_no_store(err);
+    pt_response r = submit(app, req, s);
+    pt_app_store_release(app, s);
+    return r;
+}
+
+/* ---- GET /v1/jobs ------------------------------------------------------------------ */
+
+static pt_response h_list(pt_request *req, void *ctx)
+{
+    pt_app *app = ctx;
+    long limit = pt_request_query_long(req, "limit", PT_STORE_PAGE_DEFAULT, 1, PT_STORE_PAGE_MAX);
+    pt_job_state state = PT_JOB_ANY;
+    const char *status = pt_request_query(req, "status");
+    if (status && pt_job_state_parse(status, &state) != 0)
+        pt_errors_add(&req->errors, NULL, 0, "query.status",
+                      "unknown state '%.32s'; one of queued, running, cancelling, succeeded, failed, cancelled",
+                      status);
+    if (req->errors.total) return pt_request_problem(req);
+    char err[256];
+    pt_store *s = pt_app_store_acquire(app, err, sizeof err);
+    if (!s) return pt_api_no_store(err);
+    pt_store_job_page page;
+    int rc = pt_store_job_list(s, pt_app_owner(req), state, (int)limit, pt_request_query(req, "page_token"), &page);
+    pt_response r;
+    if (rc != PT_STORE_OK) {
+        r = pt_api_store_problem(s, rc, "cannot list jobs");
+    } else {
+        json_t *items = json_array();
+        for (size_t i = 0; items && i < page.n; i++) json_array_append_new(items, pt_api_job_json(&page.items[i], NULL));
+        r = pt_response_json(200, json_pack("{s:o,s:o}", "jobs", items, "next_page_token",
+                                            page.next_token[0] ? json_string(page.next_token) : json_null()));
+        pt_store_job_page_clear(&page);
+    }
+    pt_app_store_release(app, s);
+    return r;
+}
+
+/* ---- GET /v1/jobs/{id} --------------------------------------------------------------- */
+
+static pt_response job_document(pt_store *s, const char *owner, const char *id, const char *etag)
+{
+    pt_store_job job = {0};
+    pt_store_transition_list tl = {0};
+    int rc = pt_store_job_get(s, owner, id, &job);
+    if (rc == PT_STORE_OK) rc = pt_store_job_transitions(s, owner, id, &tl);
+    pt_response r;
+    if (rc == PT_STORE_NOT_FOUND) r = pt_api_not_found("job", id);
+    else if (rc != PT_STORE_OK) r = pt_api_store_problem(s, rc, "cannot read the job");
+    else {
+        r = pt_response_json(200, pt_api_job_json(&job, &tl));
+        pt_response_header(&r, "ETag", etag);
+        pt_response_header(&r, "Cache-Control", "no-cache");
+    }
+    pt_store_transition_list_clear(&tl);
+    pt_store_job_clear(&job);
+    return r;
+}
+
+/* The ETag is the job's version: it moves with every state or progress
+ * change, so a client holding it can wait for the next one. */
+static pt_response h_get(pt_request *req, void *ctx)
+{
+    pt_app *app = ctx;
+    const char *id = pt_request_param(req, "id");
+    long wait = pt_request_query_long(req, "wait", 0, 0, WAIT_MAX_S);
+    if (req->errors.total) return pt_request_problem(req);
+    /* Read the watch before the store, so a change landing in between still
+     * ends the wait below. */
+    uint64_t seen = pt_watch_version(&app->jobs_watch);
+    char err[256];
+    pt_store *s = pt_app_store_acquire(app, err, sizeof err);
+    if (!s) return pt_api_no_store(err);
+    int64_t version = 0;
+    pt_job_state state;
+    const char *owner = pt_app_owner(req);
+    int rc = pt_store_job_version(s, owner, id, &version, &state);
+    pt_response r;
+    char etag[64];
+    pt_etag_version((uint64_t)version, etag, sizeof etag);
+    const char *inm = pt_request_header(req, "If-None-Match");
+    if (rc == PT_STORE_NOT_FOUND || rc == PT_STORE_INVALID) {
+        r = pt_api_not_found("job", id);
+    } else if (rc != PT_STORE_OK) {
+        r = pt_api_store_problem(s, rc, "cannot read the job");
+    } else if (inm && pt_etag_matches(inm, etag)) {
+        if (wait > 0 && !pt_request_wait_expired(req)) {
+            pt_app_store_release(app, s);
+            return pt_request_wait(req, &app->jobs_watch, seen, (int)wait * 1000);
+        }
+        r = pt_response_not_modified(etag);
+    } else {
+        r = job_document(s, owner, id, etag);
+    }
+    pt_app_store_release(app, s);
+    return r;
+}
+
+/* ---- POST /v1/jobs/{id}/cancel ----------------------------------------------------------- */
+
+static pt_response h_cancel(pt_request *req, void *ctx)
+{
+    pt_app *app = ctx;
+    const char *id = pt_request_param(req, "id");
+    const char *owner = pt_app_owner(req);
+    char err[256], reason[PT_STORE_REASON_MAX];
+    pt_store *s = pt_app_store_acquire(app, err, sizeof err);
+    if (!s) return pt_api_no_store(err);
+    snprintf(reason, sizeof reason, "cancelled by %s through the API", owner);
+    pt_store_job job = {0};
+    int rc = pt_store_job_cancel(s, owner, id, reason, &job);
+    pt_response r;
+    if (rc == PT_STORE_OK) {
+        pt_app_notify_scheduler(app);
+        pt_app_jobs_changed(app);
+        r = pt_response_json(job.state == PT_JOB_CANCELLING ? 202 : 200, pt_api_job_json(&job, NULL));
+    } else if (rc == PT_STORE_NOT_FOUND || rc == PT_STORE_INVALID) {
+        r = pt_api_not_found("job", id);
+    } else if (rc == PT_STORE_ILLEGAL_TRANSITION) {
+        pt_store_job cur = {0};
+        const char *st = pt_store_job_get(s, owner, id, &cur) == PT_STORE_OK ? pt_job_state_name(cur.state) : "ended";
+        r = pt_problem(409, "job %s has already ended (%s); only queued or running jobs can be cancelled", id, st);
+        pt_store_job_clear(&cur);
+    } else {
+        r = pt_api_store_problem(s, rc, "cannot cancel the job");
+    }
+    pt_store_job_clear(&job);
+    pt_app_store_release(app, s);
+    return r;
+}
+
+int pt_routes_jobs_add(pt_app *app, char *err, size_t errlen)
+{
+    pt_route routes[] = {
+        {"POST", "/v1/jobs", h_create, app, PT_BODY_JSON, 0},
+        {"GET", "/v1/jobs", h_list, app, PT_BODY_NONE, 0},
+        {"GET", "/v1/jobs/{id}", h_get, app, PT_BODY_NONE, 0},
+        {"POST", "/v1/jobs/{id}/cancel", h_cancel, app, PT_BODY_NONE, 0},
+    };
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+        if (pt_api_route_add(app, &routes[i], err, errlen) != 0) return -1;
+    return pt_routes_job_data_add(app, err, errlen);
+}

@@ -1,0 +1,159 @@
+/* routes_predict.c — POST /v1/jobs/{id}/predict: structures in (the body is
+ * an XYZ / extended XYZ / QM9 file, like a dataset upload; ?format=, ?name=
+ * for error messages), the trained model's predictions out, in the job's
+ * target units.  The body is ingested and validated exactly as an upload is
+ * (422 with line numbers), into a temporary .ptd that is removed after the
+ * answer.  Energies or other keys in the file are ignored. */
+#include "server/api/routes.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/data/ingest.h"
+#include "engine/train/predict.h"
+
+#define PREDICT_MAX_STRUCTURES 10000
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The job's model file when the job has ended with one; else a 404/409. */
+static int find_model(pt_app *app, pt_request *req, const char *id, char *model, size_t cap, char *target,
+                      size_t tcap, pt_response *r)
+{
+    char err[256];
+    pt_store *s = pt_app_store_acquire(app, err, sizeof err);
+    if (!s) {
+        *r = pt_api_no_store(err);
+        return -1;
+    }
+    pt_store_job job = {0};
+    int rc = pt_store_job_get(s, pt_app_owner(req), id, &job);
+    if (rc == PT_STORE_NOT_FOUND || rc == PT_STORE_INVALID) *r = pt_api_not_found("job", id);
+    else if (rc != PT_STORE_OK) *r = pt_api_store_problem(s, rc, "cannot read the job");
+    pt_app_store_release(app, s);
+    if (rc != PT_STORE_OK) return -1;
+    json_t *cfg = pt_api_parse_doc(job.config_json);
+    const char *t = json_string_value(json_object_get(cfg, "target"));
+    snprintf(target, tcap, "%s", t ? t : "");
+    json_decref(cfg);
+    pt_job_state state = job.state;
+    pt_store_job_clear(&job);
+    if (!pt_job_state_is_terminal(state)) {
+        *r = pt_problem(409, "job %s has no model yet: the job is %s", id, pt_job_state_name(state));
+        return -1;
+    }
+    struct stat st;
+    if (pt_app_job_dir(app, id, model, cap - 24) != 0) {
+        *r = pt_problem(500, "job directory path too long");
+        return -1;
+    }
+    strcat(model, "/model.safetensors");
+    if (stat(model, &st) != 0) {
+        *r = pt_problem(409, "job %s ended (%s) without a model", id, pt_job_state_name(state));
+        return -1;
+    }
+    return 0;
+}
+
+static json_t *predictions_json(const char *id, const char *target, const pt_dataset *ds, const pt_prediction *p,
+                                double seconds)
+{
+    json_t *arr = json_array();
+    for (uint32_t s = 0; arr && s < p->n; s++) {
+        json_t *o = json_pack("{s:I,s:f}", "index", (json_int_t)s, "prediction", p->y[s]);
+        if (o && ds->source_line) json_object_set_new(o, "line", json_integer((json_int_t)ds->source_line[s]));
+        json_array_append_new(arr, o);
+    }
+    return json_pack("{s:s,s:s,s:I,s:f,s:o}", "job", id, "target", target, "n", (json_int_t)p->n, "seconds", seconds,
+                     "predictions", arr);
+}
+
+/* Ingests the body into tmp_ptd; 0, or -1 with *r set. */
+static int ingest_body(pt_request *req, const char *tmp_ptd, const char *name, pt_format format, pt_response *r)
+{
+    pt_ingest_options io;
+    pt_ingest_options_init(&io);
+    io.format = format;
+    io.display_name = name;
+    pt_ingest_report rep;
+    memset(&rep, 0, sizeof rep);
+    pt_errors errs;
+    pt_errors_init(&errs, 100);
+    const char *src = req->body_path;
+    int rc = pt_ingest_files(&src, 1, tmp_ptd, &io, &rep, &errs);
+    if (rc != 0) {
+        *r = pt_problem_errors(422, &errs, "'%s' is not a valid structure file: %zu problem%s", name, errs.total,
+                               errs.total == 1 ? "" : "s");
+    } else if (rep.n_structs == 0 || rep.n_structs > PREDICT_MAX_STRUCTURES) {
+        *r = pt_problem(422, "'%s' holds %llu structures; send 1 to %d per request", name,
+                        (unsigned long long)rep.n_structs, PREDICT_MAX_STRUCTURES);
+        rc = -1;
+    }
+    pt_errors_close(&errs);
+    pt_ingest_report_close(&rep);
+    return rc;
+}
+
+static pt_response h_predict(pt_request *req, void *ctx)
+{
+    pt_app *app = ctx;
+    const char *id = pt_request_param(req, "id");
+    const char *name = pt_request_query(req, "name");
+    if (!name || !name[0]) name = "structures";
+    pt_format format = PT_FORMAT_AUTO;
+    const char *fmt = pt_request_query(req, "format");
+    if (fmt && pt_format_parse(fmt, &format) != 0)
+        pt_errors_add(&req->errors, "", 0, "query.format", "unknown format '%.32s'; one of auto, extxyz, xyz, qm9", fmt);
+    if (req->errors.total) return pt_request_problem(req);
+    char model[PATH_MAX], target[PT_STORE_NAME_MAX];
+    pt_response r;
+    if (find_model(app, req, id, model, sizeof model, target, sizeof target, &r) != 0) return r;
+    if (!req->body_path || req->body_size == 0)
+        return pt_problem(422, "the request body is empty: send the structures as an XYZ or extended XYZ file");
+    char tmp[PATH_MAX], rid[PT_STORE_ID_MAX];
+    if (pt_store_new_id("predict_", rid, sizeof rid) != PT_STORE_OK ||
+        snprintf(tmp, sizeof tmp, "%s/%s.ptd", app->tmp_dir, rid) >= (int)sizeof tmp)
+        return pt_problem(500, "cannot name a temporary file");
+    if (ingest_body(req, tmp, name, format, &r) != 0) {
+        unlink(tmp);
+        return r;
+    }
+    double t0 = now_s();
+    pt_dataset ds;
+    memset(&ds, 0, sizeof ds);
+    char err[512];
+    if (pt_dataset_open(&ds, tmp, err, sizeof err) != 0) {
+        unlink(tmp);
+        return pt_problem(500, "cannot read the ingested structures: %s", err);
+    }
+    unlink(tmp);   /* the mapping keeps the data until close */
+    pt_errors errs;
+    pt_errors_init(&errs, 10);
+    pt_prediction p;
+    if (pt_predict_dataset(&p, model, &ds, &errs) == 0) {
+        r = pt_response_json(200, predictions_json(id, target, &ds, &p, now_s() - t0));
+        pt_prediction_close(&p);
+    } else {
+        char first[512];
+        pt_errors_first(&errs, first, sizeof first);
+        r = pt_problem(500, "cannot run the model of job %s: %s", id, first);
+    }
+    pt_errors_close(&errs);
+    pt_dataset_close(&ds);
+    return r;
+}
+
+int pt_routes_predict_add(pt_app *app, char *err, size_t errlen)
+{
+    pt_route route = {"POST", "/v1/jobs/{id}/predict", h_predict, app, PT_BODY_FILE, 0};
+    return pt_api_route_add(app, &route, err, errlen);
+}

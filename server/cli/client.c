@@ -1,0 +1,236 @@
+/* client.c — the REST client on one reused libcurl easy handle; see
+ * client.h.  Headers are collected per response (the last block counts, so
+ * a 100 Continue before the real answer is skipped). */
+#include "server/cli/client.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#define DEFAULT_TIMEOUT_S 120
+
+int pt_client_init(pt_client *c, const char *base_url, const char *token)
+{
+    memset(c, 0, sizeof(*c));
+    c->timeout_s = DEFAULT_TIMEOUT_S;
+    if (!base_url || (strncmp(base_url, "http://", 7) && strncmp(base_url, "https://", 8))) {
+        snprintf(c->err, sizeof c->err, "the server URL must start with http:// or https://, got '%s'",
+                 base_url ? base_url : "");
+        return -1;
+    }
+    size_t n = strlen(base_url);
+    while (n > 0 && base_url[n - 1] == '/') n--;
+    if (n >= sizeof c->base) {
+        snprintf(c->err, sizeof c->err, "the server URL is too long");
+        return -1;
+    }
+    memcpy(c->base, base_url, n);
+    c->base[n] = '\0';
+    if (token && token[0]) {
+        if (strlen(token) > 512 || strpbrk(token, "\r\n")) {
+            snprintf(c->err, sizeof c->err, "the token is malformed");
+            return -1;
+        }
+        snprintf(c->auth, sizeof c->auth, "Authorization: Bearer %s", token);
+    }
+    c->curl = curl_easy_init();
+    if (!c->curl) {
+        snprintf(c->err, sizeof c->err, "libcurl cannot start");
+        return -1;
+    }
+    return 0;
+}
+
+void pt_client_close(pt_client *c)
+{
+    if (c->curl) curl_easy_cleanup(c->curl);
+    c->curl = NULL;
+}
+
+void pt_client_resp_clear(pt_client_resp *r)
+{
+    free(r->body);
+    json_decref(r->json);
+    memset(r, 0, sizeof(*r));
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud)
+{
+    pt_client_resp *r = ud;
+    size_t add = size * n;
+    char *b = realloc(r->body, r->len + add + 1);
+    if (!b) return 0;
+    memcpy(b + r->len, p, add);
+    r->len += add;
+    b[r->len] = '\0';
+    r->body = b;
+    return add;
+}
+
+static void header_value(const char *line, size_t len, size_t name_len, char *out, size_t cap)
+{
+    const char *v = line + name_len + 1;
+    const char *end = line + len;
+    while (v < end && (*v == ' ' || *v == '\t')) v++;
+    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ')) end--;
+    snprintf(out, cap, "%.*s", (int)(end - v), v);
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *ud)
+{
+    pt_client_resp *r = ud;
+    size_t len = size * n;
+    if (len >= 5 && !strncmp(p, "HTTP/", 5)) {
+        r->etag[0] = r->location[0] = r->content_type[0] = '\0';
+    } else if (len > 5 && !strncasecmp(p, "ETag:", 5)) {
+        header_value(p, len, 4, r->etag, sizeof r->etag);
+    } else if (len > 9 && !strncasecmp(p, "Location:", 9)) {
+        header_value(p, len, 8, r->location, sizeof r->location);
+    } else if (len > 13 && !strncasecmp(p, "Content-Type:", 13)) {
+        header_value(p, len, 12, r->content_type, sizeof r->content_type);
+    }
+    return len;
+}
+
+static int perform(pt_client *c, const char *method, const char *path, struct curl_slist *list, pt_client_resp *out)
+{
+    CURL *h = c->curl;
+    char url[2048];
+    if (snprintf(url, sizeof url, "%s%s", c->base, path) >= (int)sizeof url) {
+        snprintf(c->err, sizeof c->err, "the request URL is too long");
+        return -1;
+    }
+    if (c->auth[0]) list = curl_slist_append(list, c->auth);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, c->timeout_s);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, list);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, out);
+    int plain = !strcmp(method, "GET");
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, plain ? NULL : method);
+    CURLcode rc = curl_easy_perform(h);
+    curl_slist_free_all(list);
+    if (rc != CURLE_OK) {
+        snprintf(c->err, sizeof c->err, "%s %.300s: %s", method, url, curl_easy_strerror(rc));
+        return -1;
+    }
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &out->status);
+    if (out->body && (strstr(out->content_type, "json") != NULL))
+        out->json = json_loadb(out->body, out->len, 0, NULL);
+    return 0;
+}
+
+/* Clears options a previous request on the reused handle may have set. */
+static void reset_body(CURL *h)
+{
+    curl_easy_setopt(h, CURLOPT_UPLOAD, 0L);
+    curl_easy_setopt(h, CURLOPT_POST, 0L);
+    curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+}
+
+int pt_client_request(pt_client *c, const char *method, const char *path, const char *const *headers,
+                      const char *body, size_t len, pt_client_resp *out)
+{
+    memset(out, 0, sizeof(*out));
+    reset_body(c->curl);
+    struct curl_slist *list = NULL;
+    for (size_t i = 0; headers && headers[i]; i++) list = curl_slist_append(list, headers[i]);
+    if (body || strcmp(method, "GET")) {
+        curl_easy_setopt(c->curl, CURLOPT_POST, 1L);
+        curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, body ? body : "");
+        curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body ? len : 0));
+    }
+    return perform(c, method, path, list, out);
+}
+
+int pt_client_post_json(pt_client *c, const char *path, const json_t *body, const char *const *headers,
+                        pt_client_resp *out)
+{
+    char *text = json_dumps(body, JSON_COMPACT);
+    if (!text) {
+        memset(out, 0, sizeof(*out));
+        snprintf(c->err, sizeof c->err, "out of memory");
+        return -1;
+    }
+    const char *all[16];
+    size_t n = 0;
+    all[n++] = "Content-Type: application/json";
+    for (size_t i = 0; headers && headers[i] && n < 15; i++) all[n++] = headers[i];
+    all[n] = NULL;
+    int rc = pt_client_request(c, "POST", path, all, text, strlen(text), out);
+    free(text);
+    return rc;
+}
+
+int pt_client_upload(pt_client *c, const char *path, const char *file, pt_client_resp *out)
+{
+    memset(out, 0, sizeof(*out));
+    FILE *f = fopen(file, "rb");
+    struct stat st;
+    if (!f || fstat(fileno(f), &st) != 0) {
+        snprintf(c->err, sizeof c->err, "cannot read %s: %s", file, strerror(errno));
+        if (f) fclose(f);
+        return -1;
+    }
+    reset_body(c->curl);
+    /* UPLOAD streams from the FILE (libcurl's default read callback is
+     * fread); the custom method turns its PUT into a POST. */
+    curl_easy_setopt(c->curl, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(c->curl, CURLOPT_READDATA, f);
+    curl_easy_setopt(c->curl, CURLOPT_INFILESIZE_LARGE, (curl_off_t)st.st_size);
+    struct curl_slist *list = curl_slist_append(NULL, "Content-Type: application/octet-stream");
+    list = curl_slist_append(list, "Expect:");
+    int rc = perform(c, "POST", path, list, out);
+    curl_easy_setopt(c->curl, CURLOPT_READDATA, NULL);
+    reset_body(c->curl);
+    fclose(f);
+    return rc;
+}
+
+void pt_client_describe_error(const pt_client_resp *r, char *buf, size_t cap)
+{
+    const char *detail = r->json ? json_string_value(json_object_get(r->json, "detail")) : NULL;
+    if (!detail) {
+        snprintf(buf, cap, "HTTP %ld: %.300s", r->status, r->body ? r->body : "");
+        return;
+    }
+    size_t n = (size_t)snprintf(buf, cap, "HTTP %ld: %s", r->status, detail);
+    const json_t *errs = json_object_get(r->json, "errors");
+    size_t i;
+    const json_t *e;
+    json_array_foreach(errs, i, e) {
+        if (n >= cap) break;
+        json_int_t line = json_integer_value(json_object_get(e, "line"));
+        const char *field = json_string_value(json_object_get(e, "field"));
+        const char *msg = json_string_value(json_object_get(e, "message"));
+        n += (size_t)snprintf(buf + n, cap - n, "\n  ");
+        if (n < cap && line > 0) n += (size_t)snprintf(buf + n, cap - n, "line %lld: ", (long long)line);
+        if (n < cap && field && field[0]) n += (size_t)snprintf(buf + n, cap - n, "%s: ", field);
+        if (n < cap) n += (size_t)snprintf(buf + n, cap - n, "%s", msg ? msg : "");
+    }
+}
+
+void pt_client_escape(const char *s, char *out, size_t cap)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = 0;
+    for (; *s && n + 4 < cap; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || strchr("-._~", ch)) {
+            out[n++] = (char)ch;
+        } else {
+            out[n++] = '%';
+            out[n++] = hex[ch >> 4];
+            out[n++] = hex[ch & 15];
+        }
+    }
+    out[n] = '\0';
+}

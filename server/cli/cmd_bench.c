@@ -1,0 +1,395 @@
+/* cmd_bench.c — `packtrain bench`: training throughput of one job
+ * configuration on the emulated IPU backend (or the built-in local engine),
+ * measured the way seed 000 reports it: graphs per second over optimizer
+ * steps, after a warm-up, with the step time split into phases.
+ *
+ * It runs the real training loop (pt_train_run) for warm-up + N steps, one
+ * metrics line per step, and wraps the gradient engine to learn each step's
+ * real graphs, nodes and slots.  A step's time is its graphs over the loop's
+ * graphs_per_s for that step (the loop's own timing, evaluation excluded).
+ * bench/bench_backend.sh runs it over the configurations of the ablation,
+ * batching and scaling tables and computes the ratios. */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend/backend.h"
+#include "engine/train/config.h"
+#include "engine/data/dataset.h"
+#include "engine/backend/memplan.h"
+#include "engine/train/train.h"
+#include "server/cli/commands.h"
+
+static const char usage_text[] =
+    "usage: packtrain bench DATA.ptd --config JOB.json [--steps N] [--warmup W]\n"
+    "                       [--engine backend|local] [--set SECTION.KEY=VALUE]...\n"
+    "\n"
+    "Trains the job for W + N optimizer steps and prints one JSON object:\n"
+    "{\"graphs_per_s\",\"nodes_per_s\",\"padding_fraction\",\"edge_padding_fraction\",\n"
+    "\"steps\",\"graphs\",\"seconds\",\"step_ms\",\"phases_ms\":{io,forward,backward,allreduce,\n"
+    "other,outside},\"backend\":{...},\"limits\":{...},\"memplan\":{...},\"config\":{...}}\n"
+    "measured over the N steps after the W warm-up steps.  phases_ms are means per\n"
+    "step; \"outside\" is the time the loop spends outside the gradient engine\n"
+    "(optimizer update and bookkeeping).\n"
+    "\n"
+    "  --config FILE     job configuration (JSON, as for the REST API)\n"
+    "  --set K=V         override one key of the configuration, e.g.\n"
+    "                    --set backend.replication_factor=4 --set batching.method=pad\n"
+    "                    (V is parsed as JSON, else taken as a string)\n"
+    "  --steps N         measured steps (default 100)\n"
+    "  --warmup W        steps run before measuring (default 10)\n"
+    "  --engine E        backend (default): the emulated IPU backend; local: the\n"
+    "                    training loop's built-in single-thread engine\n"
+    "\n"
+    "Exit status: 0 done, 1 failure (data, configuration, training), 2 usage error.\n";
+
+#define MAX_SETS 32
+
+typedef struct bench_args {
+    const char *data, *config;
+    const char *sets[MAX_SETS];
+    int n_sets;
+    long steps, warmup;
+    int local;
+    int help;
+} bench_args;
+
+/* What the wrapped engine and the metrics callback record, per step. */
+typedef struct bench_state {
+    pt_grad_engine inner;
+    int local;
+    int64_t cap, n;                 /* steps recorded */
+    pt_step_stats *st;              /* [cap] per compute call */
+    double *rate;                   /* [cap] graphs_per_s of step k+1 */
+    int64_t warmup;
+    pt_phase_times phases;          /* backend phases of the measured steps */
+    pt_backend_stats bstats;
+    int phases_ok;
+} bench_state;
+
+/* pt_grad_engine_open_fn has no user pointer; one bench per process. */
+static bench_state g_bench;
+
+static int bench_compute(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
+                         float *grads, pt_step_stats *st, pt_errors *errs)
+{
+    bench_state *b = self;
+    int rc = b->inner.compute(b->inner.self, packs, ids, n, grads, st, errs);
+    if (rc == 0 && b->n < b->cap) b->st[b->n++] = *st;
+    return rc;
+}
+
+static void bench_close(void *self)
+{
+    bench_state *b = self;
+    b->phases_ok = pt_backend_phases(&b->inner, &b->phases, 0) == 0;
+    pt_backend_stats_get(&b->inner, &b->bstats);
+    if (b->inner.close) b->inner.close(b->inner.self);
+    memset(&b->inner, 0, sizeof(b->inner));
+}
+
+static int bench_open(pt_grad_engine *eng, const pt_train_data *d, pt_errors *errs)
+{
+    bench_state *b = &g_bench;
+    int rc = b->local ? pt_grad_engine_open_local(&b->inner, d, errs)
+                      : pt_backend_open(&b->inner, d, errs);
+    if (rc) return rc;
+    eng->self = b;
+    eng->compute = bench_compute;
+    eng->close = bench_close;
+    return 0;
+}
+
+static void on_metrics(void *user, const pt_train_metrics *m, const char *json)
+{
+    bench_state *b = user;
+    (void)json;
+    if (strcmp(m->kind, "step") || m->step < 1 || m->step > b->cap) return;
+    b->rate[m->step - 1] = m->graphs_per_s;
+    if (m->step == b->warmup) {
+        pt_phase_times drop;
+        pt_backend_phases(&b->inner, &drop, 1);   /* measured window starts now */
+    }
+}
+
+static void print_errors(const pt_errors *errs)
+{
+    char buf[PT_ERR_FILE_MAX + PT_ERR_FIELD_MAX + PT_ERR_MSG_MAX + 32];
+    for (size_t i = 0; i < errs->kept; i++) {
+        pt_error_format(&errs->items[i], buf, sizeof buf);
+        fprintf(stderr, "packtrain bench: %s\n", buf);
+    }
+    if (errs->total > errs->kept)
+        fprintf(stderr, "packtrain bench: ... and %zu more errors\n", errs->total - errs->kept);
+}
+
+static int parse_long(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, bench_args *a)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, 0, 'c'}, {"set", required_argument, 0, 's'},
+        {"steps", required_argument, 0, 'n'},  {"warmup", required_argument, 0, 'w'},
+        {"engine", required_argument, 0, 'e'}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    memset(a, 0, sizeof(*a));
+    a->steps = 100;
+    a->warmup = 10;
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'h':
+            a->help = 1;
+            return 0;
+        case 'c': a->config = optarg; break;
+        case 's':
+            if (a->n_sets == MAX_SETS) {
+                fprintf(stderr, "packtrain bench: at most %d --set options\n", MAX_SETS);
+                return -1;
+            }
+            a->sets[a->n_sets++] = optarg;
+            break;
+        case 'n':
+            if (parse_long(optarg, 1, 1000000, &a->steps)) {
+                fprintf(stderr, "packtrain bench: --steps: '%s' is not in 1..1000000\n", optarg);
+                return -1;
+            }
+            break;
+        case 'w':
+            if (parse_long(optarg, 0, 1000000, &a->warmup)) {
+                fprintf(stderr, "packtrain bench: --warmup: '%s' is not in 0..1000000\n", optarg);
+                return -1;
+            }
+            break;
+        case 'e':
+            if (strcmp(optarg, "backend") && strcmp(optarg, "local")) {
+                fprintf(stderr, "packtrain bench: --engine: '%s' is not backend or local\n",
+                        optarg);
+                return -1;
+            }
+            a->local = !strcmp(optarg, "local");
+            break;
+        default:
+            fprintf(stderr, "packtrain bench: unknown or incomplete option '%s'\n",
+                    argv[optind - 1]);
+            return -1;
+        }
+    }
+    if (optind < argc) a->data = argv[optind++];
+    if (optind < argc) {
+        fprintf(stderr, "packtrain bench: unexpected argument '%s'\n", argv[optind]);
+        return -1;
+    }
+    if (!a->data || !a->config) {
+        fprintf(stderr, "packtrain bench: DATA.ptd and --config are required\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* Applies "section.key=value" to the JSON configuration. */
+static int apply_set(json_t *root, const char *set)
+{
+    const char *dot = strchr(set, '.'), *eq = strchr(set, '=');
+    if (!dot || !eq || dot > eq || dot == set || eq == dot + 1) {
+        fprintf(stderr, "packtrain bench: --set '%s' is not SECTION.KEY=VALUE\n", set);
+        return -1;
+    }
+    char section[64], key[64];
+    if ((size_t)(dot - set) >= sizeof section || (size_t)(eq - dot - 1) >= sizeof key) {
+        fprintf(stderr, "packtrain bench: --set '%s': name too long\n", set);
+        return -1;
+    }
+    memcpy(section, set, (size_t)(dot - set));
+    section[dot - set] = '\0';
+    memcpy(key, dot + 1, (size_t)(eq - dot - 1));
+    key[eq - dot - 1] = '\0';
+    json_t *value = json_loads(eq + 1, JSON_DECODE_ANY, NULL);
+    if (!value) value = json_string(eq + 1);
+    json_t *sec = json_object_get(root, section);
+    if (!sec) {
+        sec = json_object();
+        json_object_set_new(root, section, sec);
+    }
+    if (!value) {
+        fprintf(stderr, "packtrain bench: --set '%s': out of memory\n", set);
+        return -1;
+    }
+    if (!json_is_object(sec)) {
+        json_decref(value);
+        fprintf(stderr, "packtrain bench: --set '%s': section '%s' is not an object\n", set,
+                section);
+        return -1;
+    }
+    if (json_object_set_new(sec, key, value)) {
+        fprintf(stderr, "packtrain bench: --set '%s': out of memory\n", set);
+        return -1;
+    }
+    return 0;
+}
+
+static int load_config(const bench_args *a, pt_job_config *cfg)
+{
+    json_error_t jerr;
+    json_t *root = json_load_file(a->config, 0, &jerr);
+    if (!root) {
+        fprintf(stderr, "packtrain bench: %s:%d:%d: %s\n", a->config, jerr.line, jerr.column,
+                jerr.text);
+        return -1;
+    }
+    int rc = 0;
+    for (int i = 0; i < a->n_sets && !rc; i++) rc = apply_set(root, a->sets[i]);
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    if (!rc && pt_job_config_from_json(cfg, root, a->config, &errs)) {
+        print_errors(&errs);
+        rc = -1;
+    }
+    pt_errors_close(&errs);
+    json_decref(root);
+    return rc;
+}
+
+/* The measured window as JSON. */
+static json_t *report(const bench_state *b, const pt_job_config *cfg, const pt_train_result *res)
+{
+    int64_t graphs = 0, nodes = 0, slots = 0, edges = 0, eslots = 0, rows = 0, steps = 0;
+    double seconds = 0.0;
+    for (int64_t k = b->warmup; k < b->n; k++) {
+        if (!(b->rate[k] > 0.0)) continue;
+        const pt_step_stats *s = &b->st[k];
+        graphs += s->graphs;
+        nodes += s->nodes;
+        slots += s->node_slots;
+        edges += s->edges;
+        eslots += s->edge_slots;
+        rows += s->filter_rows;
+        seconds += (double)s->graphs / b->rate[k];
+        steps++;
+    }
+    double per = steps ? 1000.0 / (double)steps : 0.0;
+    /* the local engine has no phases: null, and "outside" is then everything */
+    json_t *ph = json_object();
+    double inside = 0.0;
+    for (int p = 0; p < PT_PHASE_COUNT; p++) {
+        if (p == PT_PHASE_OPTIMIZER) continue;
+        double s = b->phases.seconds[p];
+        inside += s;
+        json_object_set_new(ph, pt_phase_name((pt_phase)p),
+                            b->phases_ok ? json_real(s * per) : json_null());
+    }
+    json_object_set_new(ph, "outside", json_real((seconds - inside) * per));
+    const pt_backend_stats *bs = &b->bstats;
+    json_t *be = json_pack("{s:s, s:i, s:i, s:i, s:i, s:b, s:b, s:i, s:i, s:i, s:i, s:i, s:I, "
+                           "s:I}", "engine",
+                           b->local ? "local" : "backend", "replication_factor",
+                           (int)cfg->backend.replication_factor, "gradient_accumulation",
+                           (int)cfg->backend.gradient_accumulation, "device_iterations",
+                           (int)cfg->backend.device_iterations, "micro_packs",
+                           (int)res->micro_packs, "merge_all_reduce",
+                           cfg->backend.merge_all_reduce, "use_async_loader",
+                           cfg->backend.use_async_loader, "prefetch_depth",
+                           (int)cfg->backend.prefetch_depth, "global_packs",
+                           (int)res->global_packs, "blas_threads", (int)bs->blas_threads,
+                           "loader_threads", (int)bs->loader_threads, "slots", (int)bs->slots,
+                           "queued_ahead", (json_int_t)bs->queued_ahead, "mispredicted",
+                           (json_int_t)bs->mispredicted);
+    pt_memplan plan;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    json_t *mp = pt_memplan_for_job(&plan, cfg, res->limits, &errs) ? json_null()
+                                                                    : pt_memplan_json(&plan);
+    pt_errors_close(&errs);
+    json_t *cj = pt_job_config_to_json(cfg);
+    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:f, s:o, s:o, s:{s:i, s:i, s:i}, "
+                     "s:o, s:o, s:f, s:f, s:s}",
+                     "graphs_per_s", seconds > 0 ? (double)graphs / seconds : 0.0,
+                     "nodes_per_s", seconds > 0 ? (double)nodes / seconds : 0.0,
+                     "padding_fraction", slots ? 1.0 - (double)nodes / (double)slots : 0.0,
+                     "edge_padding_fraction", eslots ? 1.0 - (double)edges / (double)eslots : 0.0,
+                     "filter_rows_per_graph", graphs ? (double)rows / (double)graphs : 0.0,
+                     "steps", (json_int_t)steps, "graphs", (json_int_t)graphs, "seconds", seconds,
+                     "step_ms", steps ? seconds * per : 0.0, "phases_ms", ph, "backend", be,
+                     "limits", "max_nodes", (int)res->limits.max_nodes, "max_edges",
+                     (int)res->limits.max_edges, "max_graphs", (int)res->limits.max_graphs,
+                     "memplan", mp, "config", cj ? cj : json_null(), "first_loss",
+                     res->first_loss, "last_loss", res->last_loss, "stop_reason",
+                     res->stop_reason ? res->stop_reason : "");
+}
+
+int pt_cmd_bench(int argc, char **argv)
+{
+    bench_args a;
+    if (parse_args(argc, argv, &a)) return 2;
+    if (a.help) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    pt_job_config cfg;
+    if (load_config(&a, &cfg)) return 1;
+    cfg.training.max_steps = a.warmup + a.steps;
+    cfg.training.log_every = 1;
+    cfg.training.epochs = 100000;
+    cfg.training.early_stopping_patience = 0;
+
+    pt_dataset ds = {0};
+    char err[512];
+    if (pt_dataset_open(&ds, a.data, err, sizeof err)) {
+        fprintf(stderr, "packtrain bench: %s\n", err);
+        return 1;
+    }
+    bench_state *b = &g_bench;
+    memset(b, 0, sizeof(*b));
+    b->local = a.local;
+    b->warmup = a.warmup;
+    b->cap = a.warmup + a.steps;
+    b->st = calloc((size_t)b->cap, sizeof(*b->st));
+    b->rate = calloc((size_t)b->cap, sizeof(*b->rate));
+    int rc = 1;
+    if (!b->st || !b->rate) {
+        fprintf(stderr, "packtrain bench: out of memory\n");
+        goto done;
+    }
+    pt_train_options opt = {.user = b, .on_metrics = on_metrics, .engine_open = bench_open};
+    pt_train_result res;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    if (pt_train_run(&cfg, &ds, NULL, &opt, &res, &errs)) {
+        print_errors(&errs);
+        pt_errors_close(&errs);
+        goto done;
+    }
+    pt_errors_close(&errs);
+    if (b->n < b->cap)
+        fprintf(stderr, "packtrain bench: training stopped after %lld of %lld steps (%s)\n",
+                (long long)b->n, (long long)b->cap, res.stop_reason ? res.stop_reason : "?");
+    json_t *out = report(b, &cfg, &res);
+    if (!out) {
+        fprintf(stderr, "packtrain bench: out of memory\n");
+        goto done;
+    }
+    char *text = json_dumps(out, JSON_COMPACT | JSON_REAL_PRECISION(6));
+    json_decref(out);
+    if (text) printf("%s\n", text);
+    free(text);
+    rc = text ? 0 : 1;
+done:
+    free(b->st);
+    free(b->rate);
+    memset(b, 0, sizeof(*b));
+    pt_dataset_close(&ds);
+    return rc;
+}

@@ -1,0 +1,166 @@
+/* cmd_ingest.c — `packtrain ingest`: structure files to a .ptd dataset.
+ *
+ * Prints the ingest report (human-readable, or JSON with --json) on stdout
+ * and every error as "file:line: field: message" on stderr.  Exit status 0
+ * when the dataset was written, 1 when the input was rejected, 2 on a usage
+ * error. */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/data/elements.h"
+#include "engine/data/ingest.h"
+#include "server/cli/commands.h"
+
+static const char usage_text[] =
+    "usage: packtrain ingest FILE... --out DATA.ptd [--format auto|extxyz|xyz|qm9]\n"
+    "                        [--skip-invalid] [--max-atoms N] [--require KEY]... [--json]\n"
+    "\n"
+    "Reads molecular structures (extended XYZ as ASE writes it, plain XYZ, or the\n"
+    "original QM9 per-molecule files; any of them gzip-compressed) and writes a\n"
+    "checked binary dataset for training.  Every numeric key of a comment line\n"
+    "becomes a target; a forces column is kept.\n"
+    "\n"
+    "  --out PATH        dataset file to write (required)\n"
+    "  --format F        auto (default) detects per structure: QM9 when line 2 starts\n"
+    "                    with 'gdb', extended XYZ when it has key=value pairs, else\n"
+    "                    plain XYZ (comment line ignored)\n"
+    "  --skip-invalid    leave out invalid structures (counted and listed) instead of\n"
+    "                    rejecting the whole input\n"
+    "  --max-atoms N     structures with more atoms are invalid (default 1000)\n"
+    "  --require KEY     every structure must have numeric key KEY (repeatable)\n"
+    "  --json            print the report as JSON\n"
+    "\n"
+    "Exit status: 0 written, 1 input rejected, 2 usage error.\n";
+
+static void print_errors(const pt_errors *errs)
+{
+    char buf[PT_ERR_FILE_MAX + PT_ERR_FIELD_MAX + PT_ERR_MSG_MAX + 32];
+    for (size_t i = 0; i < errs->kept; i++) {
+        pt_error_format(&errs->items[i], buf, sizeof buf);
+        fprintf(stderr, "%s\n", buf);
+    }
+    if (errs->total > errs->kept)
+        fprintf(stderr, "... and %zu more errors\n", errs->total - errs->kept);
+}
+
+static void print_report(const pt_ingest_report *rep, const char *out)
+{
+    printf("structures  %llu accepted, %llu skipped, %llu seen\n", (unsigned long long)rep->n_structs,
+           (unsigned long long)rep->n_skipped, (unsigned long long)rep->n_seen);
+    printf("formats     extxyz %llu, xyz %llu, qm9 %llu\n", (unsigned long long)rep->n_by_format[PT_FORMAT_EXTXYZ],
+           (unsigned long long)rep->n_by_format[PT_FORMAT_XYZ], (unsigned long long)rep->n_by_format[PT_FORMAT_QM9]);
+    if (rep->n_structs)
+        printf("atoms       %llu total, %u-%u per structure (mean %.2f), %llu with forces\n",
+               (unsigned long long)rep->n_atoms, rep->min_atoms, rep->max_atoms,
+               (double)rep->n_atoms / (double)rep->n_structs, (unsigned long long)rep->n_with_forces);
+    if (rep->n_structs) {
+        printf("elements   ");
+        for (int z = 1; z <= PT_Z_MAX; z++)
+            if (rep->element_counts[z])
+                printf(" %s %llu", pt_element_symbol(z), (unsigned long long)rep->element_counts[z]);
+        printf("\natoms per structure (count):\n");
+    }
+    int col = 0;
+    for (uint32_t n = 0; n < rep->hist_len; n++) {
+        if (!rep->atoms_hist[n]) continue;
+        printf("  %4u: %-8llu", n, (unsigned long long)rep->atoms_hist[n]);
+        if (++col % 6 == 0) printf("\n");
+    }
+    if (col % 6) printf("\n");
+    if (rep->n_keys) printf("%-24s %8s %16s %16s %16s %16s\n", "target", "count", "mean", "std", "min", "max");
+    for (uint32_t t = 0; t < rep->n_keys; t++) {
+        const pt_ingest_key_stats *k = &rep->keys[t];
+        printf("%-24s %8llu %16.8g %16.8g %16.8g %16.8g\n", k->name, (unsigned long long)k->count,
+               k->mean, k->std, k->min, k->max);
+    }
+    printf("time        parse %.3f s, write %.3f s\n", rep->parse_seconds, rep->write_seconds);
+    if (!rep->rejected) printf("wrote       %s\n", out);
+    else printf("rejected    nothing written\n");
+}
+
+static int usage_error(const char *msg, const char *arg)
+{
+    fprintf(stderr, "packtrain ingest: %s%s%s\n", msg, arg ? " " : "", arg ? arg : "");
+    fprintf(stderr, "try 'packtrain ingest --help'\n");
+    return 2;
+}
+
+int pt_cmd_ingest(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"out", required_argument, NULL, 'o'},       {"format", required_argument, NULL, 'f'},
+        {"skip-invalid", no_argument, NULL, 's'},    {"max-atoms", required_argument, NULL, 'm'},
+        {"require", required_argument, NULL, 'r'},   {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    pt_ingest_options opt;
+    pt_ingest_options_init(&opt);
+    const char *out = NULL;
+    int json = 0, n_required = 0;
+    const char **required = calloc((size_t)argc, sizeof(*required));
+    if (!required) return 1;
+    optind = 1;
+    opterr = 0;
+    int c, rc = -1;
+    while (rc < 0 && (c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        char *end;
+        switch (c) {
+        case 'o': out = optarg; break;
+        case 'f':
+            if (pt_format_parse(optarg, &opt.format) < 0) rc = usage_error("unknown --format", optarg);
+            break;
+        case 's': opt.skip_invalid = 1; break;
+        case 'm': {
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (*end || !*optarg || optarg[0] == '-' || v == 0 || v > 100000000ul)
+                rc = usage_error("--max-atoms needs a positive integer, got", optarg);
+            opt.max_atoms = (uint32_t)v;
+            break;
+        }
+        case 'r':
+            if (!*optarg || strlen(optarg) >= PT_KEY_MAX) rc = usage_error("bad --require key", optarg);
+            required[n_required++] = optarg;
+            break;
+        case 'j': json = 1; break;
+        case 'h':   /* handled here, not by pt_cli_wants_help, so tests can call this */
+            fputs(usage_text, stdout);
+            rc = 0;
+            break;
+        case ':': rc = usage_error("missing value for", argv[optind - 1]); break;
+        default: rc = usage_error("unknown option", argv[optind - 1]); break;
+        }
+    }
+    if (rc < 0 && !out) rc = usage_error("--out is required", NULL);
+    if (rc < 0 && optind >= argc) rc = usage_error("no input files", NULL);
+    if (rc >= 0) {
+        free(required);
+        return rc;
+    }
+    opt.required_keys = required;
+    opt.n_required_keys = n_required;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    pt_ingest_report rep;
+    int ok = pt_ingest_files((const char *const *)(argv + optind), argc - optind, out, &opt, &rep, &errs) == 0;
+    print_errors(&errs);
+    if (json) {
+        json_t *j = pt_ingest_report_json(&rep);
+        if (j) {
+            json_object_set_new(j, "ok", json_boolean(ok));
+            json_object_set_new(j, "errors", json_integer((json_int_t)errs.total));
+            json_dumpf(j, stdout, JSON_INDENT(2));
+            printf("\n");
+            json_decref(j);
+        }
+    } else {
+        print_report(&rep, out);
+    }
+    pt_ingest_report_close(&rep);
+    pt_errors_close(&errs);
+    free(required);
+    return ok ? 0 : 1;
+}

@@ -1,0 +1,259 @@
+/* cmd_serve.c — `packtrain serve`: runs the REST API, the scheduler and its
+ * workers until SIGTERM or SIGINT, then drains gracefully (requests finish,
+ * workers are stopped and their jobs resume from their checkpoints at the
+ * next start).  Flags override the environment, which overrides defaults.
+ *
+ * Signals are blocked in every thread (the mask is set before any thread
+ * starts) and taken synchronously by sigwait on the main thread, so no
+ * handler ever runs inside libmicrohttpd, libuv or SQLite. */
+#include "server/cli/commands.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "server/app.h"
+#include "server/api/routes.h"
+
+#define DEFAULT_PORT 8080
+#define DEMO_FILE "tests/data/api_demo_qm9_64.extxyz"
+
+/* Here rather than pt_cli_wants_help (main.c), so tests can call the
+ * command without the binary's main. */
+static int wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
+    return 0;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: packtrain serve [--host ADDR] [--port N] [--data-dir DIR] [--workers N]\n"
+            "                       [--auth on|off] [--demo] [options]\n"
+            "\n"
+            "Runs the packtrain REST API (see /openapi.json) and trains submitted jobs in\n"
+            "worker processes.  SIGTERM or SIGINT stops it gracefully; running jobs resume\n"
+            "from their last checkpoint at the next start.\n"
+            "\n"
+            "  --host ADDR          bind address ($PACKTRAIN_HOST, default 127.0.0.1)\n"
+            "  --port N             TCP port, 0 = any free one ($PACKTRAIN_PORT, default %d)\n"
+            "  --data-dir DIR       database, datasets, jobs ($PACKTRAIN_DATA_DIR, default var)\n"
+            "  --workers N          jobs trained at once; 0 = queue only ($PACKTRAIN_WORKERS, default 1)\n"
+            "  --auth on|off        require bearer tokens ($PACKTRAIN_AUTH; default on unless\n"
+            "                       the address is loopback).  Tokens: 'packtrain token create'\n"
+            "  --demo               add a small demo dataset (QM9, 64 molecules) if it is missing\n"
+            "  --web-dir DIR        dashboard files served at / (default web)\n"
+            "  --threads N          HTTP worker threads (default 4)\n"
+            "  --upload-max BYTES   largest dataset upload ($PACKTRAIN_UPLOAD_MAX, default 2 GiB)\n"
+            "  --max-runtime S      default max_runtime_seconds of a job run (0 = none)\n"
+            "  --cancel-grace S     SIGTERM -> SIGKILL delay for cancelled jobs (default 10)\n"
+            "  --max-attempts N     worker crashes before a job fails (default 3)\n"
+            "  --worker-cmd WORDS   worker program and leading arguments, space-separated\n"
+            "                       (default: this binary 'worker')\n"
+            "  --access-log FILE    one line per request ('-' = stderr)\n"
+            "  --port-file FILE     write the bound port to FILE once listening\n",
+            DEFAULT_PORT);
+}
+
+typedef struct serve_args {
+    pt_app_options opt;
+    const char *auth, *access_log, *port_file, *worker_cmd;
+    int demo;
+    char *worker_words[PT_SCHEDULER_ARGV_MAX + 1];
+    char *worker_buf;
+} serve_args;
+
+static const char *env_or(const char *name, const char *def)
+{
+    const char *v = getenv(name);
+    return v && v[0] ? v : def;
+}
+
+static int parse_num(const char *flag, const char *v, double min, double max, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double d = v ? strtod(v, &end) : 0;
+    if (!v || !v[0] || *end || errno || !(d >= min && d <= max)) {
+        fprintf(stderr, "packtrain serve: %s must be a number in [%g, %g], got '%s'\n", flag, min, max, v ? v : "");
+        return -1;
+    }
+    *out = d;
+    return 0;
+}
+
+static int is_loopback(const char *host)
+{
+    return !strcmp(host, "localhost") || !strncmp(host, "127.", 4) || !strcmp(host, "::1");
+}
+
+static int split_worker_cmd(serve_args *a)
+{
+    a->worker_buf = strdup(a->worker_cmd);
+    if (!a->worker_buf) return -1;
+    int n = 0;
+    for (char *save = NULL, *w = strtok_r(a->worker_buf, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
+        if (n >= PT_SCHEDULER_ARGV_MAX) {
+            fprintf(stderr, "packtrain serve: --worker-cmd has more than %d words\n", PT_SCHEDULER_ARGV_MAX);
+            return -1;
+        }
+        a->worker_words[n++] = w;
+    }
+    if (n == 0) {
+        fprintf(stderr, "packtrain serve: --worker-cmd is empty\n");
+        return -1;
+    }
+    a->worker_words[n] = NULL;
+    a->opt.worker_argv = (const char *const *)a->worker_words;
+    return 0;
+}
+
+static int parse(int argc, char **argv, serve_args *a)
+{
+    pt_app_options *o = &a->opt;
+    const char *host = env_or("PACKTRAIN_HOST", "127.0.0.1"), *data_dir = env_or("PACKTRAIN_DATA_DIR", "var");
+    const char *port = env_or("PACKTRAIN_PORT", NULL), *workers = env_or("PACKTRAIN_WORKERS", NULL);
+    const char *upload = env_or("PACKTRAIN_UPLOAD_MAX", NULL), *threads = NULL, *runtime = NULL, *grace = NULL;
+    const char *attempts = NULL;
+    a->auth = env_or("PACKTRAIN_AUTH", NULL);
+    o->web_dir = "web";
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        if (!strcmp(f, "--demo")) {
+            a->demo = 1;
+            continue;
+        }
+        const char **slot = !strcmp(f, "--host") ? &host : !strcmp(f, "--port") ? &port
+                          : !strcmp(f, "--data-dir") ? &data_dir : !strcmp(f, "--workers") ? &workers
+                          : !strcmp(f, "--auth") ? &a->auth : !strcmp(f, "--web-dir") ? &o->web_dir
+                          : !strcmp(f, "--threads") ? &threads : !strcmp(f, "--upload-max") ? &upload
+                          : !strcmp(f, "--max-runtime") ? &runtime : !strcmp(f, "--cancel-grace") ? &grace
+                          : !strcmp(f, "--max-attempts") ? &attempts : !strcmp(f, "--worker-cmd") ? &a->worker_cmd
+                          : !strcmp(f, "--access-log") ? &a->access_log : !strcmp(f, "--port-file") ? &a->port_file
+                          : NULL;
+        if (!slot) {
+            fprintf(stderr, "packtrain serve: unknown option '%s'\n", f);
+            return -1;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "packtrain serve: %s needs a value\n", f);
+            return -1;
+        }
+        *slot = argv[++i];
+    }
+    o->host = host;
+    o->data_dir = data_dir;
+    double d;
+    o->port = 8080;
+    if (port && parse_num("--port", port, 0, 65535, &d)) return -1;
+    if (port) o->port = (unsigned)d;
+    if (workers && parse_num("--workers", workers, 0, PT_SCHEDULER_SLOTS_MAX, &d)) return -1;
+    if (workers) o->workers = (int)d;
+    if (threads && parse_num("--threads", threads, 1, 256, &d)) return -1;
+    if (threads) o->http_threads = (unsigned)d;
+    if (upload && parse_num("--upload-max", upload, 1, 1e15, &d)) return -1;
+    if (upload) o->upload_max = (uint64_t)d;
+    if (runtime && parse_num("--max-runtime", runtime, 0, 1e9, &o->max_runtime_s)) return -1;
+    if (grace && parse_num("--cancel-grace", grace, 0, 3600, &o->cancel_grace_s)) return -1;
+    if (attempts && parse_num("--max-attempts", attempts, 1, 100, &d)) return -1;
+    if (attempts) o->max_attempts = (int)d;
+    if (!a->auth) o->auth = !is_loopback(host);
+    else if (!strcasecmp(a->auth, "on")) o->auth = 1;
+    else if (!strcasecmp(a->auth, "off")) o->auth = 0;
+    else {
+        fprintf(stderr, "packtrain serve: --auth must be on or off, got '%s'\n", a->auth);
+        return -1;
+    }
+    if (a->worker_cmd && split_worker_cmd(a) != 0) return -1;
+    return 0;
+}
+
+static int write_port_file(const char *path, unsigned port)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return -1;
+    fprintf(f, "%u\n", port);
+    if (fclose(f) != 0) return -1;
+    return rename(tmp, path);
+}
+
+static int serve(serve_args *a)
+{
+    FILE *log = NULL;
+    if (a->access_log) {
+        log = !strcmp(a->access_log, "-") ? stderr : fopen(a->access_log, "a");
+        if (!log) {
+            fprintf(stderr, "packtrain serve: cannot open access log %s: %s\n", a->access_log, strerror(errno));
+            return 1;
+        }
+        a->opt.access_log = log;
+    }
+    /* Blocked before any thread exists, so every thread inherits the mask. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    pt_app app;
+    char err[1024];
+    if (pt_app_init(&app, &a->opt, err, sizeof err) != 0) {
+        fprintf(stderr, "packtrain serve: %s\n", err);
+        if (log && log != stderr) fclose(log);
+        return 1;
+    }
+    int rc = 0;
+    if (a->demo && pt_app_load_demo(&app, DEMO_FILE, err, sizeof err) != 0) {
+        fprintf(stderr, "packtrain serve: --demo: %s\n", err);
+        rc = 1;
+    }
+    if (rc == 0 && a->port_file && write_port_file(a->port_file, pt_app_port(&app)) != 0) {
+        fprintf(stderr, "packtrain serve: cannot write %s: %s\n", a->port_file, strerror(errno));
+        rc = 1;
+    }
+    if (rc == 0) {
+        fprintf(stderr, "packtrain: listening on http://%s%s%s:%u (auth %s, %d worker slot%s, data in %s)\n",
+                strchr(a->opt.host, ':') ? "[" : "", a->opt.host, strchr(a->opt.host, ':') ? "]" : "",
+                pt_app_port(&app), a->opt.auth ? "on" : "off", a->opt.workers, a->opt.workers == 1 ? "" : "s",
+                app.data_dir);
+        if (!a->opt.auth && !is_loopback(a->opt.host))
+            fprintf(stderr, "packtrain: warning: auth is off on a non-loopback address; anyone who can reach "
+                            "it acts as owner '%s'\n", PT_APP_LOCAL_OWNER);
+        int sig = 0;
+        sigwait(&stop, &sig);
+        fprintf(stderr, "packtrain: %s received, draining\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    }
+    pt_app_close(&app);
+    if (rc == 0) fprintf(stderr, "packtrain: stopped\n");
+    if (log && log != stderr) fclose(log);
+    return rc;
+}
+
+int pt_cmd_serve(int argc, char **argv)
+{
+    if (wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    serve_args a;
+    memset(&a, 0, sizeof a);
+    pt_app_options_defaults(&a.opt);
+    if (parse(argc, argv, &a) != 0) {
+        free(a.worker_buf);
+        fprintf(stderr, "'packtrain serve --help' lists the options\n");
+        return 2;
+    }
+    int rc = serve(&a);
+    free(a.worker_buf);
+    return rc;
+}

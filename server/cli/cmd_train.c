@@ -1,0 +1,184 @@
+/* cmd_train.c — `packtrain train DATA.ptd [--config job.json] [--out DIR]
+ * [--checkpoint-every N] [--resume CHECKPOINT]`: local training without the
+ * server, through the same pt_train_run and emulated multi-IPU backend
+ * (engine/backend.h) the server's workers use.  Metrics lines go to stdout
+ * as JSON lines (and to DIR/metrics.jsonl), the summary and any errors to
+ * stderr.  Ctrl-C stops after the current step, keeps the best model so far
+ * and writes a checkpoint to continue from with --resume. */
+#include "server/cli/commands.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/train/config.h"
+#include "engine/data/dataset.h"
+#include "engine/core/errors.h"
+#include "engine/mpi/mpi_backend.h"
+#include "engine/train/train.h"
+
+#define DEFAULT_OUT "train-out"
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+static int stop_requested(void *user)
+{
+    (void)user;
+    return interrupted;
+}
+
+static void print_line(void *user, const pt_train_metrics *m, const char *json)
+{
+    (void)user;
+    (void)m;
+    printf("%s\n", json);
+    fflush(stdout);
+}
+
+static void print_errors(const pt_errors *errs)
+{
+    char buf[PT_ERR_FILE_MAX + PT_ERR_FIELD_MAX + PT_ERR_MSG_MAX + 32];
+    for (size_t i = 0; i < errs->kept; i++) {
+        pt_error_format(&errs->items[i], buf, sizeof buf);
+        fprintf(stderr, "packtrain train: %s\n", buf);
+    }
+    if (errs->total > errs->kept)
+        fprintf(stderr, "packtrain train: ... and %zu more errors\n", errs->total - errs->kept);
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: packtrain train DATA.ptd [--config job.json] [--out DIR]\n"
+            "                       [--checkpoint-every N] [--resume CHECKPOINT]\n"
+            "\n"
+            "Trains SchNet on an ingested dataset (see 'packtrain ingest') as the server's\n"
+            "workers do, printing one JSON line per logged step and per epoch:\n"
+            "  {\"kind\":\"step\"|\"epoch\",\"step\",\"epoch\",\"loss\",\"lr\",\"graphs_per_s\",\n"
+            "   \"nodes_per_s\",\"padding_fraction\",\"seconds\"}  (epoch lines add\n"
+            "   \"train_loss\",\"val_mae\",\"val_rmse\")\n"
+            "\n"
+            "  --config FILE  job configuration (JSON, the same the REST API accepts); every\n"
+            "                 key is optional, defaults as in docs and engine/config.h\n"
+            "  --out DIR      writes DIR/model.safetensors (best by validation loss),\n"
+            "                 DIR/metrics.jsonl, DIR/result.json and checkpoints in\n"
+            "                 DIR/checkpoints/; default ./" DEFAULT_OUT "\n"
+            "  --checkpoint-every N\n"
+            "                 a checkpoint every N optimizer steps (overrides\n"
+            "                 training.checkpoint_every; 0 = only at epoch ends)\n"
+            "  --resume FILE  continue from a checkpoint of the same configuration and\n"
+            "                 data: the run goes on with the very next step\n"
+            "\n"
+            "Ctrl-C ends training after the current step; the best model is kept and a\n"
+            "checkpoint written, whose path is printed, to continue from with --resume.\n"
+            "Exit status: 0 trained, 1 training failed, 2 bad arguments or configuration.\n");
+}
+
+/* Here rather than pt_cli_wants_help (main.c), so tests can call the command. */
+static int wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
+    return 0;
+}
+
+int pt_cmd_train(int argc, char **argv)
+{
+    if (wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    const char *data = NULL, *config = NULL, *out = DEFAULT_OUT, *resume = NULL, *every = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char **slot = !strcmp(argv[i], "--config")             ? &config
+                            : !strcmp(argv[i], "--out")              ? &out
+                            : !strcmp(argv[i], "--resume")           ? &resume
+                            : !strcmp(argv[i], "--checkpoint-every") ? &every
+                                                                     : NULL;
+        if (slot && i + 1 < argc) {
+            *slot = argv[++i];
+        } else if (argv[i][0] == '-' || data) {
+            fprintf(stderr, "packtrain train: unexpected argument '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        } else {
+            data = argv[i];
+        }
+    }
+    if (!data) {
+        fprintf(stderr, "packtrain train: missing DATA.ptd\n");
+        usage(stderr);
+        return 2;
+    }
+
+    long long every_n = -1;
+    if (every) {
+        char *end;
+        errno = 0;
+        every_n = strtoll(every, &end, 10);
+        if (errno || end == every || *end || every_n < 0 || every_n > 1000000000) {
+            fprintf(stderr, "packtrain train: --checkpoint-every must be an integer from 0 to "
+                    "1000000000, got '%s'\n", every);
+            return 2;
+        }
+    }
+
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    pt_job_config cfg;
+    int rc = config ? pt_job_config_load(&cfg, config, &errs) : (pt_job_config_defaults(&cfg), 0);
+    if (rc == 0) rc = pt_train_check_cpu(&cfg, &errs);
+    if (rc != 0) {
+        print_errors(&errs);
+        pt_errors_close(&errs);
+        return 2;
+    }
+    if (every_n >= 0) cfg.training.checkpoint_every = (int32_t)every_n;
+    pt_dataset ds;
+    char err[PT_ERR_FILE_MAX + PT_ERR_MSG_MAX];
+    if (pt_dataset_open(&ds, data, err, sizeof err) != 0) {
+        fprintf(stderr, "packtrain train: %s\n", err);
+        pt_errors_close(&errs);
+        return 1;
+    }
+
+    /* SA_RESTART: Ctrl-C while a checkpoint is written must not fail the write */
+    struct sigaction sa = {.sa_handler = on_sigint, .sa_flags = SA_RESTART};
+    interrupted = 0;
+    sigemptyset(&sa.sa_mask);
+    struct sigaction old;
+    sigaction(SIGINT, &sa, &old);
+    /* the emulated multi-IPU backend (the default for its kind) computes the
+     * gradients, as in the server's workers */
+    pt_train_options opt = {.on_metrics = print_line, .should_stop = stop_requested,
+                            .resume_path = resume};
+    pt_train_result res;
+    rc = pt_mpi_train_run(&cfg, &ds, out, &opt, &res, &errs);
+    sigaction(SIGINT, &old, NULL);
+
+    if (rc != 0) {
+        print_errors(&errs);
+    } else {
+        fprintf(stderr,
+                "packtrain train: %lld steps, %d epochs in %.1f s (%s); best epoch %d: "
+                "val MAE %.6g RMSE %.6g, test MAE %.6g RMSE %.6g; model in %s/model.safetensors\n",
+                (long long)res.steps, (int)res.epochs, res.seconds, res.stop_reason,
+                (int)res.best_epoch, res.best_val_mae, res.best_val_rmse, res.test_mae,
+                res.test_rmse, out);
+        if (!strcmp(res.stop_reason, "cancelled") && res.last_checkpoint[0])
+            fprintf(stderr, "packtrain train: to continue: packtrain train %s%s%s --out %s "
+                    "--resume %s\n", data, config ? " --config " : "", config ? config : "",
+                    out, res.last_checkpoint);
+    }
+    pt_dataset_close(&ds);
+    pt_errors_close(&errs);
+    return rc == 0 ? 0 : 1;
+}

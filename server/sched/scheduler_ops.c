@@ -1,0 +1,594 @@
+/* scheduler_ops.c — the scheduler's database work, run in order on the store
+ * writer thread: restart recovery, claiming and preparing jobs, recording a
+ * worker's metrics, and deciding a job's fate when its worker exits.  File
+ * work that belongs with a claim (config.json, the job directory) is done here
+ * too, so the loop thread never blocks on the disk beyond opening a log. */
+#include "server/sched/scheduler_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#define CRASH_PREFIX "worker crashed"
+
+static void announce(pt_scheduler *s, pt_store *st, const char *id)
+{
+    if (!s->on_change) return;
+    int64_t version = 0;
+    pt_job_state state;
+    if (pt_store_job_version(st, NULL, id, &version, &state) == PT_STORE_OK)
+        s->on_change(s->change_ctx, id, version);
+}
+
+static int transition(pt_scheduler *s, pt_store *st, const char *id, pt_job_state to, const char *reason)
+{
+    int rc = pt_store_job_transition(st, NULL, id, to, reason, NULL);
+    if (rc) pt_sched_log(s, "job %s: cannot record %s (%s): %s", id, pt_job_state_name(to), reason,
+                         pt_store_errmsg(st));
+    else pt_sched_log(s, "job %s: %s: %s", id, pt_job_state_name(to), reason);
+    announce(s, st, id);
+    return rc;
+}
+
+/* ---- restart recovery ---------------------------------------------------- */
+
+typedef struct recover_op {
+    pt_store_op op;
+    pt_scheduler *sched;
+} recover_op;
+
+/* A worker of the previous server may still run (the server was killed, not
+ * drained).  Kill it, but only when /proc shows it really is that job's
+ * worker: the pid may since have been reused by something else. */
+static void kill_stale_worker(pt_scheduler *s, const pt_store_job *job)
+{
+    if (job->worker_pid <= 0) return;
+    char path[64], cmd[4096];
+    snprintf(path, sizeof(path), "/proc/%lld/cmdline", (long long)job->worker_pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    ssize_t n = read(fd, cmd, sizeof(cmd) - 1);
+    close(fd);
+    if (n <= 0) return;
+    for (ssize_t i = 0; i + 1 < n; i++) {
+        if (strcmp(cmd + i, "--job") != 0 || (size_t)(i + 6) >= (size_t)n) continue;
+        if (strcmp(cmd + i + 6, job->id) != 0) continue;
+        pid_t pid = (pid_t)job->worker_pid;
+        kill(-pid, SIGKILL);
+        kill(pid, SIGKILL);
+        pt_sched_log(s, "job %s: killed the previous server's worker pid %d", job->id, (int)pid);
+        return;
+    }
+}
+
+static void recover_work(pt_store *st, pt_store_op *op)
+{
+    recover_op *r = (recover_op *)op;
+    pt_store_job_array jobs;
+    if (pt_store_job_list_unfinished(st, &jobs) != PT_STORE_OK) {
+        pt_sched_log(r->sched, "cannot list the jobs left unfinished: %s", pt_store_errmsg(st));
+        return;
+    }
+    for (size_t i = 0; i < jobs.n; i++) {
+        const pt_store_job *job = &jobs.items[i];
+        kill_stale_worker(r->sched, job);
+        char reason[PT_STORE_REASON_MAX];
+        if (job->state == PT_JOB_CANCELLING) {
+            transition(r->sched, st, job->id, PT_JOB_CANCELLED, "server restarted while the job was cancelling");
+            continue;
+        }
+        pt_store_checkpoint ck;
+        if (pt_store_checkpoint_latest(st, NULL, job->id, &ck) == PT_STORE_OK)
+            snprintf(reason, sizeof(reason), "server restarted; resuming from checkpoint step %lld",
+                     (long long)ck.step);
+        else
+            snprintf(reason, sizeof(reason), "server restarted; no checkpoint yet, starting over");
+        transition(r->sched, st, job->id, PT_JOB_QUEUED, reason);
+    }
+    pt_store_job_array_clear(&jobs);
+}
+
+static void recover_done(pt_store_op *op)
+{
+    recover_op *r = (recover_op *)op;
+    pt_sched_request_poll(r->sched);
+    free(r);
+}
+
+void pt_sched_submit_recover(pt_scheduler *s)
+{
+    recover_op *r = calloc(1, sizeof(*r));
+    if (!r) {
+        pt_sched_log(s, "out of memory: restart recovery skipped");
+        return;
+    }
+    r->op.work = recover_work;
+    r->op.done = recover_done;
+    r->sched = s;
+    pt_store_writer_submit(&s->writer, &r->op);
+}
+
+/* ---- claiming and preparing ---------------------------------------------- */
+
+typedef struct poll_op {
+    pt_store_op op;
+    pt_scheduler *sched;
+    int claims;
+    size_t n_ids, n_launches;
+    char (*ids)[PT_STORE_ID_MAX];
+    pt_job_state *states;
+    pt_sched_launch *launches;   /* capacity `claims` */
+} poll_op;
+
+static int fail_prep(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail_prep(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int make_dir(const char *path, char *err, size_t errlen)
+{
+    if (mkdir(path, 0755) == 0 || errno == EEXIST) return 0;
+    return fail_prep(err, errlen, "cannot create directory %s: %s", path, strerror(errno));
+}
+
+/* temp file + fsync + rename + fsync of the directory. */
+static int write_atomic(const char *dir, const char *path, const char *text, char *err, size_t errlen)
+{
+    char tmp[PT_STORE_PATH_MAX + 8];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return fail_prep(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+    size_t len = strlen(text), off = 0;
+    while (off < len) {
+        ssize_t n = write(fd, text + off, len - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) break;
+        off += (size_t)n;
+    }
+    int ok = off == len && fsync(fd) == 0;
+    int saved = errno;
+    close(fd);
+    if (!ok || rename(tmp, path) != 0) {
+        if (ok) saved = errno;
+        unlink(tmp);
+        return fail_prep(err, errlen, "cannot write %s: %s", path, strerror(saved));
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    return 0;
+}
+
+/* config.json for the worker: the stored config minus max_runtime_seconds,
+ * which is the scheduler's business and unknown to the engine's parser. */
+static int write_config(pt_scheduler *s, const pt_store_job *job, pt_sched_launch *l, char *err, size_t errlen)
+{
+    json_error_t jerr;
+    json_t *root = json_loads(job->config_json ? job->config_json : "", 0, &jerr);
+    if (!root) return fail_prep(err, errlen, "stored config is not valid JSON: %s", jerr.text);
+    int rc = 0;
+    l->max_runtime_s = s->max_runtime_s;
+    json_t *mr = json_object_get(root, "max_runtime_seconds");
+    if (!json_is_object(root)) {
+        rc = fail_prep(err, errlen, "stored config is not a JSON object");
+    } else if (mr) {
+        if (!json_is_number(mr) || !(json_number_value(mr) > 0.0))
+            rc = fail_prep(err, errlen, "config max_runtime_seconds must be a number > 0");
+        else l->max_runtime_s = json_number_value(mr);
+        json_object_del(root, "max_runtime_seconds");
+    }
+    char *text = rc ? NULL : json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
+    json_decref(root);
+    if (rc) return rc;
+    if (!text) return fail_prep(err, errlen, "out of memory writing config.json");
+    rc = write_atomic(l->out_dir, l->config_path, text, err, errlen);
+    free(text);
+    return rc;
+}
+
+/* Picks the checkpoint to resume from and trims the metric series to it, so
+ * the resumed run neither duplicates nor skips a step. */
+static int choose_resume(pt_scheduler *s, pt_store *st, const pt_store_job *job, pt_sched_launch *l,
+                         char *err, size_t errlen)
+{
+    l->resume_path[0] = '\0';
+    l->resume_step = -1;
+    pt_store_checkpoint ck;
+    int rc = pt_store_checkpoint_latest(st, NULL, job->id, &ck);
+    if (rc == PT_STORE_OK) {
+        if (access(ck.path, F_OK) == 0) {
+            snprintf(l->resume_path, sizeof(l->resume_path), "%s", ck.path);
+            l->resume_step = ck.step;
+        } else {
+            pt_sched_log(s, "job %s: checkpoint of step %lld at %s is missing; starting over", job->id,
+                         (long long)ck.step, ck.path);
+        }
+    } else if (rc != PT_STORE_NOT_FOUND) {
+        return fail_prep(err, errlen, "cannot read the latest checkpoint: %s", pt_store_errmsg(st));
+    }
+    if (l->resume_step < 0 && job->attempts <= 1) return 0;   /* first run: nothing to trim */
+    if (pt_store_metrics_discard_after(st, job->id, l->resume_step) != PT_STORE_OK)
+        return fail_prep(err, errlen, "cannot trim metrics to the checkpoint: %s", pt_store_errmsg(st));
+    return 0;
+}
+
+static int prepare(pt_scheduler *s, pt_store *st, const pt_store_job *job, pt_sched_launch *l, char *err,
+                   size_t errlen)
+{
+    memset(l, 0, sizeof(*l));
+    snprintf(l->id, sizeof(l->id), "%s", job->id);
+    l->attempt = job->attempts;
+    char jobs_dir[PT_STORE_PATH_MAX];
+    int n1 = snprintf(jobs_dir, sizeof(jobs_dir), "%s/jobs", s->data_dir);
+    int n2 = snprintf(l->out_dir, sizeof(l->out_dir), "%s/%s", jobs_dir, job->id);
+    int n3 = snprintf(l->config_path, sizeof(l->config_path), "%s/config.json", l->out_dir);
+    if (n1 < 0 || n2 < 0 || n3 < 0 || (size_t)n3 >= sizeof(l->config_path))
+        return fail_prep(err, errlen, "job directory path under %s is too long", s->data_dir);
+    if (make_dir(s->data_dir, err, errlen) || make_dir(jobs_dir, err, errlen) ||
+        make_dir(l->out_dir, err, errlen))
+        return -1;
+    if (!job->dataset_id[0]) return fail_prep(err, errlen, "its dataset no longer exists");
+    pt_store_dataset ds;
+    if (pt_store_dataset_get(st, NULL, job->dataset_id, &ds) != PT_STORE_OK)
+        return fail_prep(err, errlen, "cannot read dataset %s: %s", job->dataset_id, pt_store_errmsg(st));
+    snprintf(l->data_path, sizeof(l->data_path), "%s", ds.path);
+    pt_store_dataset_clear(&ds);
+    if (write_config(s, job, l, err, errlen)) return -1;
+    return choose_resume(s, st, job, l, err, errlen);
+}
+
+static void poll_work(pt_store *st, pt_store_op *op)
+{
+    poll_op *p = (poll_op *)op;
+    pt_scheduler *s = p->sched;
+    for (size_t i = 0; i < p->n_ids; i++) {
+        int64_t version;
+        if (pt_store_job_version(st, NULL, p->ids[i], &version, &p->states[i]) != PT_STORE_OK)
+            p->states[i] = PT_JOB_ANY;
+    }
+    while (p->n_launches < (size_t)p->claims) {
+        pt_store_job job;
+        int rc = pt_store_job_claim_next(st, "claimed by the scheduler", &job);
+        if (rc == PT_STORE_NOT_FOUND) break;
+        if (rc) {
+            pt_sched_log(s, "cannot claim a queued job: %s", pt_store_errmsg(st));
+            break;
+        }
+        announce(s, st, job.id);
+        char err[PT_STORE_REASON_MAX - 64];
+        if (prepare(s, st, &job, &p->launches[p->n_launches], err, sizeof(err)) == 0) {
+            p->n_launches++;
+        } else {
+            char reason[PT_STORE_REASON_MAX];
+            snprintf(reason, sizeof(reason), "could not prepare the worker: %s", err);
+            transition(s, st, job.id, PT_JOB_FAILED, reason);
+        }
+        pt_store_job_clear(&job);
+    }
+}
+
+static void poll_free(poll_op *p)
+{
+    free(p->ids);
+    free(p->states);
+    free(p->launches);
+    free(p);
+}
+
+static void poll_done(pt_store_op *op)
+{
+    poll_op *p = (poll_op *)op;
+    pt_sched_poll_done(p->sched, p->claims, (const char(*)[PT_STORE_ID_MAX])p->ids, p->states, p->n_ids,
+                       p->launches, p->n_launches);
+    poll_free(p);
+}
+
+void pt_sched_submit_poll(pt_scheduler *s, int claims, const char (*ids)[PT_STORE_ID_MAX], size_t n_ids)
+{
+    poll_op *p = calloc(1, sizeof(*p));
+    if (p) {
+        p->ids = calloc(n_ids + 1, sizeof(*p->ids));
+        p->states = calloc(n_ids + 1, sizeof(*p->states));
+        p->launches = calloc((size_t)claims + 1, sizeof(*p->launches));
+    }
+    if (!p || !p->ids || !p->states || !p->launches) {
+        pt_sched_log(s, "out of memory: cannot poll the store");
+        if (p) poll_free(p);
+        pt_sched_poll_done(s, claims, NULL, NULL, 0, NULL, 0);
+        return;
+    }
+    p->op.work = poll_work;
+    p->op.done = poll_done;
+    p->sched = s;
+    p->claims = claims;
+    p->n_ids = n_ids;
+    if (n_ids) memcpy(p->ids, ids, n_ids * sizeof(*ids));
+    pt_store_writer_submit(&s->writer, &p->op);
+}
+
+/* ---- worker bookkeeping -------------------------------------------------- */
+
+typedef struct worker_op {
+    pt_store_op op;
+    pt_scheduler *sched;
+    char id[PT_STORE_ID_MAX];
+    int64_t pid;
+} worker_op;
+
+static void worker_work(pt_store *st, pt_store_op *op)
+{
+    worker_op *w = (worker_op *)op;
+    if (pt_store_job_set_worker(st, w->id, w->pid) != PT_STORE_OK)
+        pt_sched_log(w->sched, "job %s: cannot record worker pid %lld: %s", w->id, (long long)w->pid,
+                     pt_store_errmsg(st));
+}
+
+static void free_op(pt_store_op *op)
+{
+    free(op);
+}
+
+void pt_sched_submit_set_worker(pt_scheduler *s, const char *id, int64_t pid)
+{
+    worker_op *w = calloc(1, sizeof(*w));
+    if (!w) return;   /* the pid is informational (restart cleanup); losing it is harmless */
+    w->op.work = worker_work;
+    w->op.done = free_op;
+    w->sched = s;
+    snprintf(w->id, sizeof(w->id), "%s", id);
+    w->pid = pid;
+    pt_store_writer_submit(&s->writer, &w->op);
+}
+
+typedef struct record_op {
+    pt_store_op op;
+    pt_scheduler *sched;
+    char id[PT_STORE_ID_MAX];
+    pt_store_step_metric *steps;
+    size_t n_steps;
+    int has_progress, has_epoch, has_checkpoint;
+    pt_store_progress progress;
+    pt_store_epoch_metric epoch;
+    int64_t ck_step, ck_epoch;
+    char ck_path[PT_STORE_PATH_MAX];
+} record_op;
+
+/* Records the newest checkpoint, then deletes the one recorded before it:
+ * only after the new record is durable (FULL sync), so whatever the moment of
+ * a crash, the checkpoint the store names for a resume is on disk.  The
+ * worker deletes none itself, however far the store lags behind it. */
+static void record_checkpoint(pt_scheduler *s, pt_store *st, const record_op *r)
+{
+    pt_store_checkpoint prev;
+    int had_prev = pt_store_checkpoint_latest(st, NULL, r->id, &prev) == PT_STORE_OK;
+    if (pt_store_checkpoint_record(st, r->id, r->ck_step, r->ck_epoch, r->ck_path) != PT_STORE_OK) {
+        pt_sched_log(s, "job %s: cannot record checkpoint of step %lld: %s", r->id, (long long)r->ck_step,
+                     pt_store_errmsg(st));
+        return;
+    }
+    if (had_prev && prev.step < r->ck_step && strcmp(prev.path, r->ck_path) != 0 &&
+        unlink(prev.path) != 0 && errno != ENOENT)
+        pt_sched_log(s, "job %s: cannot delete superseded checkpoint %s: %s", r->id, prev.path,
+                     strerror(errno));
+}
+
+static void record_work(pt_store *st, pt_store_op *op)
+{
+    record_op *r = (record_op *)op;
+    pt_scheduler *s = r->sched;
+    if (r->n_steps && pt_store_steps_append(st, r->id, r->steps, r->n_steps, NULL) != PT_STORE_OK)
+        pt_sched_log(s, "job %s: cannot record %zu step metrics: %s", r->id, r->n_steps, pt_store_errmsg(st));
+    if (r->has_epoch && pt_store_epoch_append(st, r->id, &r->epoch, NULL) != PT_STORE_OK)
+        pt_sched_log(s, "job %s: cannot record epoch %lld: %s", r->id, (long long)r->epoch.epoch,
+                     pt_store_errmsg(st));
+    if (r->has_checkpoint) record_checkpoint(s, st, r);
+    if (r->has_progress && pt_store_job_update_progress(st, r->id, &r->progress) != PT_STORE_OK)
+        pt_sched_log(s, "job %s: cannot record progress: %s", r->id, pt_store_errmsg(st));
+    announce(s, st, r->id);
+}
+
+static void record_done(pt_store_op *op)
+{
+    record_op *r = (record_op *)op;
+    for (size_t i = 0; i < r->n_steps; i++) free(r->steps[i].json);
+    free(r->steps);
+    free(r->epoch.json);
+    free(r);
+}
+
+void pt_sched_submit_record(pt_scheduler *s, const char *id, pt_store_step_metric *steps, size_t n_steps,
+                            const pt_store_progress *progress, pt_store_epoch_metric *epoch,
+                            const pt_worker_msg *checkpoint, const char *out_dir)
+{
+    record_op *r = calloc(1, sizeof(*r));
+    if (!r) {
+        pt_sched_log(s, "job %s: out of memory: %zu step metrics lost", id, n_steps);
+        for (size_t i = 0; i < n_steps; i++) free(steps[i].json);
+        free(steps);
+        if (epoch) free(epoch->json);
+        return;
+    }
+    r->op.work = record_work;
+    r->op.done = record_done;
+    r->sched = s;
+    snprintf(r->id, sizeof(r->id), "%s", id);
+    r->steps = steps;
+    r->n_steps = n_steps;
+    if (progress) {
+        r->has_progress = 1;
+        r->progress = *progress;
+    }
+    if (epoch) {
+        r->has_epoch = 1;
+        r->epoch = *epoch;
+    }
+    if (checkpoint) {
+        r->has_checkpoint = 1;
+        r->ck_step = checkpoint->step;
+        r->ck_epoch = checkpoint->epoch;
+        /* A relative path is relative to the job directory, the worker's --out. */
+        if (checkpoint->path[0] == '/')
+            snprintf(r->ck_path, sizeof(r->ck_path), "%s", checkpoint->path);
+        else if ((size_t)snprintf(r->ck_path, sizeof(r->ck_path), "%s/%s", out_dir, checkpoint->path) >=
+                 sizeof(r->ck_path))
+            r->has_checkpoint = 0;
+    }
+    pt_store_writer_submit(&s->writer, &r->op);
+}
+
+/* ---- a worker's end ------------------------------------------------------ */
+
+typedef struct finish_op {
+    pt_store_op op;
+    pt_scheduler *sched;
+    pt_sched_exit e;
+} finish_op;
+
+/* Crashes so far, from the transition history (it survives restarts). */
+static int count_crashes(pt_store *st, const char *id)
+{
+    pt_store_transition_list list;
+    if (pt_store_job_transitions(st, NULL, id, &list) != PT_STORE_OK) return 0;
+    int n = 0;
+    for (size_t i = 0; i < list.n; i++)
+        if (list.items[i].to == PT_JOB_QUEUED && !strncmp(list.items[i].reason, CRASH_PREFIX, strlen(CRASH_PREFIX)))
+            n++;
+    pt_store_transition_list_clear(&list);
+    return n;
+}
+
+static void crash_outcome(pt_scheduler *s, pt_store *st, const pt_sched_exit *e, const char *how,
+                          pt_job_state *to, char *reason, size_t len)
+{
+    int crashes = count_crashes(st, e->id) + 1;
+    if (crashes >= s->max_attempts) {
+        *to = PT_JOB_FAILED;
+        snprintf(reason, len, CRASH_PREFIX " %d time%s: last exit %s", crashes, crashes == 1 ? "" : "s", how);
+        return;
+    }
+    *to = PT_JOB_QUEUED;
+    pt_store_checkpoint ck;
+    if (pt_store_checkpoint_latest(st, NULL, e->id, &ck) == PT_STORE_OK)
+        snprintf(reason, len, CRASH_PREFIX " (exit %s); retry %d of %d resumes from checkpoint step %lld", how,
+                 crashes, s->max_attempts - 1, (long long)ck.step);
+    else
+        snprintf(reason, len, CRASH_PREFIX " (exit %s); retry %d of %d starts over (no checkpoint yet)", how,
+                 crashes, s->max_attempts - 1);
+}
+
+static void finish_work(pt_store *st, pt_store_op *op)
+{
+    finish_op *f = (finish_op *)op;
+    pt_scheduler *s = f->sched;
+    const pt_sched_exit *e = &f->e;
+    pt_store_job job;
+    if (pt_store_job_get(st, NULL, e->id, &job) != PT_STORE_OK) {
+        pt_sched_log(s, "job %s: cannot read it after its worker ended: %s", e->id, pt_store_errmsg(st));
+        return;
+    }
+    pt_job_state state = job.state;
+    pt_store_job_clear(&job);
+    int clean_exit = e->exit_status == 0 && e->term_signal == 0;
+    /* A worker that finished while the server drained has still finished. */
+    if (e->stop == PT_SCHED_STOP_DRAIN && e->spawned && !(e->saw_done && clean_exit)) {
+        pt_sched_note_path(e->log_path, "server draining: job left %s for the next start", pt_job_state_name(state));
+        return;
+    }
+    if (state != PT_JOB_RUNNING && state != PT_JOB_CANCELLING) {
+        pt_sched_log(s, "job %s: worker ended but the job is already %s", e->id, pt_job_state_name(state));
+        return;
+    }
+    char how[64], reason[PT_STORE_REASON_MAX];
+    pt_sched_describe_exit(e->exit_status, e->term_signal, how, sizeof(how));
+    pt_job_state to;
+    if (!e->spawned) {
+        to = PT_JOB_FAILED;
+        snprintf(reason, sizeof(reason), "%s", e->spawn_error);
+    } else if (e->saw_done && clean_exit) {
+        to = PT_JOB_SUCCEEDED;
+        snprintf(reason, sizeof(reason), "worker finished");
+    } else if (state == PT_JOB_CANCELLING) {
+        to = PT_JOB_CANCELLED;
+        snprintf(reason, sizeof(reason), "cancelled; worker %s (exit %s)",
+                 e->killed ? "killed with SIGKILL after the grace period" : "stopped on SIGTERM", how);
+    } else if (e->stop == PT_SCHED_STOP_RUNTIME) {
+        to = PT_JOB_FAILED;
+        snprintf(reason, sizeof(reason), "exceeded max_runtime_seconds=%g", e->max_runtime_s);
+    } else if (e->saw_error) {
+        to = PT_JOB_FAILED;
+        snprintf(reason, sizeof(reason), "%s", e->error_message);
+    } else if (clean_exit) {
+        to = PT_JOB_FAILED;
+        snprintf(reason, sizeof(reason), "worker exited with status 0 without reporting done");
+    } else {
+        crash_outcome(s, st, e, how, &to, reason, sizeof(reason));
+        pthread_mutex_lock(&s->mu);
+        s->stats.crashed++;
+        pthread_mutex_unlock(&s->mu);
+    }
+    if (transition(s, st, e->id, to, reason) == PT_STORE_OK)
+        pt_sched_note_path(e->log_path, "job %s: %s", pt_job_state_name(to), reason);
+}
+
+void pt_sched_submit_finish(pt_scheduler *s, const pt_sched_exit *e)
+{
+    finish_op *f = calloc(1, sizeof(*f));
+    if (!f) {
+        pt_sched_log(s, "job %s: out of memory: its end is not recorded; the next start re-queues it", e->id);
+        return;
+    }
+    f->op.work = finish_work;
+    f->op.done = free_op;
+    f->sched = s;
+    f->e = *e;
+    pt_store_writer_submit(&s->writer, &f->op);
+}
+
+typedef struct barrier_op {
+    pt_store_op op;
+    pt_scheduler *sched;
+    void (*then)(pt_scheduler *s);
+} barrier_op;
+
+static void barrier_work(pt_store *st, pt_store_op *op)
+{
+    (void)st;
+    (void)op;
+}
+
+static void barrier_done(pt_store_op *op)
+{
+    barrier_op *b = (barrier_op *)op;
+    b->then(b->sched);
+    free(b);
+}
+
+void pt_sched_submit_barrier(pt_scheduler *s, void (*done)(pt_scheduler *s))
+{
+    barrier_op *b = calloc(1, sizeof(*b));
+    if (!b) {
+        done(s);   /* ops already queued still run before the writer closes */
+        return;
+    }
+    b->op.work = barrier_work;
+    b->op.done = barrier_done;
+    b->sched = s;
+    b->then = done;
+    pt_store_writer_submit(&s->writer, &b->op);
+}
