@@ -20,6 +20,8 @@
 #define PT_Z_MAX 99          /* embedding has 100 rows, row 0 = padding */
 #define PT_KEY_MAX 64        /* longest per-structure key name, with NUL */
 
+enum { PT_PBC_A = 1, PT_PBC_B = 2, PT_PBC_C = 4, PT_PBC_ALL = 7 };
+
 typedef struct pt_dataset {
     uint32_t n_structs;
     uint64_t n_atoms;
@@ -31,6 +33,10 @@ typedef struct pt_dataset {
     uint32_t n_targets;
     const char (*target_names)[PT_KEY_MAX]; /* [n_targets] */
     const double *targets;         /* [n_targets * n_structs], key-major */
+    const double *cell;            /* [n_structs * 9] rows a, b, c in Å, or NULL: no cells */
+    const uint8_t *pbc;            /* [n_structs] PT_PBC_* bits, or NULL: nothing periodic */
+    const double *stress;          /* [n_structs * 9] row-major 3x3, eV/Å³, ASE's sign
+                                    * (positive = tensile); NaN = absent; or NULL */
 
     /* private: set by pt_dataset_open */
     void *map_base;
@@ -40,6 +46,12 @@ typedef struct pt_dataset {
 static inline uint32_t pt_dataset_natoms(const pt_dataset *ds, uint32_t s)
 {
     return (uint32_t)(ds->atom_offset[s + 1] - ds->atom_offset[s]);
+}
+
+/* Periodic axes of structure s (PT_PBC_* bits; 0 for a molecule). */
+static inline unsigned pt_dataset_pbc(const pt_dataset *ds, uint32_t s)
+{
+    return ds->pbc ? ds->pbc[s] : 0u;
 }
 
 /* Maps a .ptd file written by ingest (dataset_file.c) and checks it whole:

@@ -32,7 +32,26 @@ typedef struct pt_graphs {
     uint32_t *src;           /* [n_edges] local sender index j */
     uint32_t *dst;           /* [n_edges] local receiver index i */
     float *dist;             /* [n_edges] d_ij in Å */
+    int16_t *shift;          /* [3 n_edges] image shift S of the sender (pt_edge_vector),
+                              * or NULL when no structure of the dataset is periodic */
 } pt_graphs;
+
+/* The vector of edge i <- j with image shift S (integer multiples of the
+ * lattice vectors a, b, c, the rows of cell):
+ *     v = r_j + S[0] a + S[1] b + S[2] c - r_i      (Å)
+ * computed in double from the float positions, so that the reverse edge
+ * j <- i with shift -S gets exactly -v (every step is exact under negation)
+ * and both get the same distance.  The neighbour search of a periodic
+ * structure uses this expression for d² = v·v (in that order, no fused
+ * multiply-add) and stores dist = (float)sqrt(d²); molecules use the float
+ * expression of neighbors.h instead, bit-compatible with PyG. */
+static inline void pt_edge_vector(const float *r_j, const float *r_i, const double *cell,
+                                  const int16_t *S, double v[3])
+{
+    for (int c = 0; c < 3; c++)
+        v[c] = ((double)r_j[c] - (double)r_i[c]) +
+               ((double)S[0] * cell[c] + (double)S[1] * cell[3 + c] + (double)S[2] * cell[6 + c]);
+}
 
 static inline uint32_t pt_graphs_nedges(const pt_graphs *g, uint32_t s)
 {

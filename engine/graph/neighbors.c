@@ -357,6 +357,7 @@ void pt_graphs_close(pt_graphs *g)
     free(g->src);
     free(g->dst);
     free(g->dist);
+    free(g->shift);
     memset(g, 0, sizeof(*g));
 }
 

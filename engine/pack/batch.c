@@ -4,6 +4,7 @@
  * padding, CSR row pointer over edge receivers). */
 #include "engine/pack/batch.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +18,9 @@ const char *pt_batch_strerror(int rc)
     case PT_BATCH_ELIMITS: return "pack limits or pack count invalid, or batch too large for int32 slots";
     case PT_BATCH_ENOMEM: return "out of memory allocating the batch";
     case PT_BATCH_ERANGE: return "more packs offered than the batch holds, or past the epoch's packs";
-    case PT_BATCH_EGRAPH: return "a pack names a graph that is not in the dataset or its neighbour graphs";
+    case PT_BATCH_EGRAPH:
+        return "a pack names a graph that is not in the dataset or its neighbour graphs, "
+               "or a periodic structure whose graphs carry no image shifts";
     case PT_BATCH_ENODES: return "a pack holds more atoms than max_nodes";
     case PT_BATCH_EEDGES: return "a pack holds more edges than max_edges";
     case PT_BATCH_EGRAPHS: return "a pack holds more graphs than max_graphs";
@@ -37,6 +40,12 @@ void pt_batch_close(pt_batch *b)
     free(b->graph_id);
     free(b->graph_natoms);
     free(b->target);
+    free(b->edge_vec);
+    free(b->node_force);
+    free(b->graph_has_forces);
+    free(b->graph_stress);
+    free(b->graph_has_stress);
+    free(b->graph_volume);
     memset(b, 0, sizeof(*b));
 }
 
@@ -65,8 +74,16 @@ int pt_batch_init(pt_batch *b, pt_pack_limits limits, int32_t n_packs, float cut
     b->graph_id = calloc(g, sizeof(*b->graph_id));
     b->graph_natoms = calloc(g, sizeof(*b->graph_natoms));
     b->target = calloc(g, sizeof(*b->target));
+    b->edge_vec = calloc(3 * e, sizeof(*b->edge_vec));
+    b->node_force = calloc(3 * n, sizeof(*b->node_force));
+    b->graph_has_forces = calloc(g, sizeof(*b->graph_has_forces));
+    b->graph_stress = calloc(9 * g, sizeof(*b->graph_stress));
+    b->graph_has_stress = calloc(g, sizeof(*b->graph_has_stress));
+    b->graph_volume = calloc(g, sizeof(*b->graph_volume));
     if (!b->z || !b->node_graph || !b->edge_src || !b->edge_dst || !b->edge_dist ||
-        !b->dst_offset || !b->graph_id || !b->graph_natoms || !b->target) {
+        !b->dst_offset || !b->graph_id || !b->graph_natoms || !b->target || !b->edge_vec ||
+        !b->node_force || !b->graph_has_forces || !b->graph_stress || !b->graph_has_stress ||
+        !b->graph_volume) {
         pt_batch_close(b);
         return PT_BATCH_ENOMEM;
     }
@@ -83,6 +100,7 @@ static int check_pack(const pt_batch *b, const pt_dataset *ds, const pt_graphs *
     for (uint32_t q = first; q < end; q++) {
         uint32_t s = packs->graphs[q];
         if (s >= ds->n_structs || s >= g->n_structs) return PT_BATCH_EGRAPH;
+        if (pt_dataset_pbc(ds, s) && !g->shift) return PT_BATCH_EGRAPH;  /* graphs of other data */
         nodes += pt_dataset_natoms(ds, s);
         edges += pt_graphs_nedges(g, s);
     }
@@ -90,6 +108,54 @@ static int check_pack(const pt_batch *b, const pt_dataset *ds, const pt_graphs *
     if (nodes > b->limits.max_nodes) return PT_BATCH_ENODES;
     if (edges > b->limits.max_edges) return PT_BATCH_EEDGES;
     return PT_BATCH_OK;
+}
+
+/* |det cell|: the volume of a structure periodic along a, b and c. */
+static double cell_volume(const double *m)
+{
+    double det = m[0] * (m[4] * m[8] - m[5] * m[7]) - m[1] * (m[3] * m[8] - m[5] * m[6]) +
+                 m[2] * (m[3] * m[7] - m[4] * m[6]);
+    return fabs(det);
+}
+
+/* Edges of structure s, shifted to batch node slot base and edge slot at. */
+static void fill_edges(pt_batch *b, const pt_dataset *ds, const pt_graphs *g, uint32_t s,
+                       int32_t base, int32_t at)
+{
+    const float *pos = ds->pos + 3 * ds->atom_offset[s];
+    const double *cell = pt_dataset_pbc(ds, s) ? ds->cell + 9 * (size_t)s : NULL;
+    for (uint64_t e = g->edge_offset[s]; e < g->edge_offset[s + 1]; e++, at++) {
+        const uint32_t j = g->src[e], i = g->dst[e];
+        float *v = b->edge_vec + 3 * (size_t)at;
+        b->edge_src[at] = base + (int32_t)j;
+        b->edge_dst[at] = base + (int32_t)i;
+        b->edge_dist[at] = g->dist[e];
+        if (cell) {   /* the graph's own expression, rounded once */
+            double w[3];
+            pt_edge_vector(pos + 3 * j, pos + 3 * i, cell, g->shift + 3 * e, w);
+            for (int c = 0; c < 3; c++) v[c] = (float)w[c];
+        } else {      /* the float differences the distance was computed from */
+            for (int c = 0; c < 3; c++) v[c] = pos[3 * j + c] - pos[3 * i + c];
+        }
+    }
+}
+
+/* Force and stress labels and the volume of structure s in graph slot gs,
+ * its atoms starting at node slot n0. */
+static void fill_labels(pt_batch *b, const pt_dataset *ds, uint32_t s, int32_t gs, int32_t n0)
+{
+    const uint32_t na = pt_dataset_natoms(ds, s);
+    const float *f = ds->forces ? ds->forces + 3 * ds->atom_offset[s] : NULL;
+    int has_f = f && !isnan(f[0]);   /* NaN only ever marks absence */
+    if (has_f) memcpy(b->node_force + 3 * (size_t)n0, f, 3 * (size_t)na * sizeof(float));
+    else memset(b->node_force + 3 * (size_t)n0, 0, 3 * (size_t)na * sizeof(float));
+    b->graph_has_forces[gs] = (uint8_t)has_f;
+    const double *st = ds->stress ? ds->stress + 9 * (size_t)s : NULL;
+    int has_s = st && !isnan(st[0]);
+    for (int c = 0; c < 9; c++) b->graph_stress[9 * (size_t)gs + c] = has_s ? st[c] : 0.0;
+    b->graph_has_stress[gs] = (uint8_t)has_s;
+    b->graph_volume[gs] =
+        pt_dataset_pbc(ds, s) == PT_PBC_ALL ? cell_volume(ds->cell + 9 * (size_t)s) : 0.0;
 }
 
 /* Pack slot p gets pack *k (or only padding when k is NULL). */
@@ -107,15 +173,13 @@ static void fill_pack(pt_batch *b, const pt_dataset *ds, const pt_graphs *g,
         for (int32_t a = 0; a < na; a++) b->node_graph[node0 + nn + a] = graph0 + ng;
         /* a structure's edges are sorted by receiver and structures follow
          * each other in node order, so the pack's edges stay sorted */
-        for (uint64_t e = g->edge_offset[s]; e < g->edge_offset[s + 1]; e++, ne++) {
-            b->edge_src[edge0 + ne] = node0 + nn + (int32_t)g->src[e];
-            b->edge_dst[edge0 + ne] = node0 + nn + (int32_t)g->dst[e];
-            b->edge_dist[edge0 + ne] = g->dist[e];
-        }
+        fill_edges(b, ds, g, s, node0 + nn, edge0 + ne);
+        ne += (int32_t)pt_graphs_nedges(g, s);
         b->graph_id[graph0 + ng] = (int32_t)s;
         b->graph_natoms[graph0 + ng] = na;
         b->target[graph0 + ng] =
             target_index < 0 ? 0.0 : ds->targets[(size_t)target_index * ds->n_structs + s];
+        fill_labels(b, ds, s, graph0 + ng, node0 + nn);
         nn += na;
     }
     b->n_real_nodes += nn;
@@ -123,16 +187,25 @@ static void fill_pack(pt_batch *b, const pt_dataset *ds, const pt_graphs *g,
     b->n_real_graphs += ng;
     memset(b->z + node0 + nn, 0, (size_t)(L.max_nodes - nn));
     for (int32_t a = nn; a < L.max_nodes; a++) b->node_graph[node0 + a] = -1;
+    memset(b->node_force + 3 * (size_t)(node0 + nn), 0,
+           3 * (size_t)(L.max_nodes - nn) * sizeof(float));
     const int32_t last = node0 + L.max_nodes - 1;
     for (int32_t e = ne; e < L.max_edges; e++) {
         b->edge_src[edge0 + e] = last;
         b->edge_dst[edge0 + e] = last;
         b->edge_dist[edge0 + e] = b->cutoff;
+        float *v = b->edge_vec + 3 * (size_t)(edge0 + e);
+        v[0] = b->cutoff;
+        v[1] = v[2] = 0.0f;
     }
     for (int32_t s = ng; s < L.max_graphs; s++) {
         b->graph_id[graph0 + s] = -1;
         b->graph_natoms[graph0 + s] = 0;
         b->target[graph0 + s] = 0.0;
+        b->graph_has_forces[graph0 + s] = 0;
+        b->graph_has_stress[graph0 + s] = 0;
+        b->graph_volume[graph0 + s] = 0.0;
+        memset(b->graph_stress + 9 * (size_t)(graph0 + s), 0, 9 * sizeof(double));
     }
 }
 

@@ -10,11 +10,20 @@
  *   edges   pack p owns edge slots [p*max_edges, (p+1)*max_edges); real edges
  *           come first, sorted by receiver (edge_dst) then sender; padding
  *           edges point from and to the pack's last node slot with
- *           edge_dist = cutoff, so the cosine cutoff makes them contribute 0.
- *           edge_dst is therefore non-decreasing over the whole batch and
- *           dst_offset is its CSR row pointer.
+ *           edge_dist = cutoff and edge_vec = (cutoff, 0, 0), so the cosine
+ *           cutoff makes them contribute 0.  edge_dst is therefore
+ *           non-decreasing over the whole batch and dst_offset is its CSR row
+ *           pointer.
  *   graphs  pack p owns graph slots [p*max_graphs, (p+1)*max_graphs); padding
- *           slots have graph_id = -1 and never enter the loss or metrics. */
+ *           slots have graph_id = -1 and never enter the loss or metrics.
+ *
+ * Edge vectors: edge k (receiver i = edge_dst[k], sender j = edge_src[k])
+ * has edge_vec[3k..3k+2] = r_j + S·cell - r_i in Å, S the edge's image shift
+ * (graph.h, pt_edge_vector; S = 0 and float differences for molecules), so
+ * |edge_vec| equals edge_dist to float rounding (bit for bit for molecules).
+ * Forces and stress are labels in ASE's units and signs: node_force in eV/Å
+ * (F = -dE/dr), graph_stress in eV/Å³ (sigma = (1/V) dE/d(strain)); a label
+ * a structure does not have is 0 with its has_ flag 0. */
 #ifndef PT_BATCH_H
 #define PT_BATCH_H
 
@@ -54,6 +63,14 @@ typedef struct pt_batch {
     int32_t *graph_id;       /* [cap_graphs] dataset structure id, -1 = padding */
     int32_t *graph_natoms;   /* [cap_graphs] real atoms of the graph, 0 = padding */
     double *target;          /* [cap_graphs] target value in dataset units, 0 = padding */
+
+    float *edge_vec;         /* [cap_edges * 3] r_src + S·cell - r_dst in Å; padding (cutoff, 0, 0) */
+    float *node_force;       /* [cap_nodes * 3] force labels, eV/Å; 0 = padding or no forces */
+    uint8_t *graph_has_forces; /* [cap_graphs] 1 when the structure has force labels */
+    double *graph_stress;    /* [cap_graphs * 9] row-major 3x3 stress labels, eV/Å³; 0 = none */
+    uint8_t *graph_has_stress; /* [cap_graphs] 1 when the structure has a stress label */
+    double *graph_volume;    /* [cap_graphs] cell volume in Å³ when periodic along a, b and c,
+                              * else 0 */
 } pt_batch;
 
 /* --- filling batches (batch.c) -------------------------------------------- */
@@ -65,7 +82,8 @@ enum {
     PT_BATCH_ELIMITS = -1,   /* invalid limits / pack count, or > 2^31-1 slots */
     PT_BATCH_ENOMEM = -2,
     PT_BATCH_ERANGE = -3,    /* n_packs_avail beyond the batch or the epoch's packs */
-    PT_BATCH_EGRAPH = -4,    /* a graph id not in the dataset / neighbour graphs */
+    PT_BATCH_EGRAPH = -4,    /* a graph id not in the dataset / neighbour graphs, or a
+                              * periodic structure and graphs without shifts */
     PT_BATCH_ENODES = -5,    /* a pack over max_nodes */
     PT_BATCH_EEDGES = -6,    /* a pack over max_edges */
     PT_BATCH_EGRAPHS = -7,   /* a pack over max_graphs */

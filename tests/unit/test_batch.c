@@ -93,15 +93,31 @@ static void check_batch(const pt_batch *b, const fixture *f, const pt_packs *pac
                 assert_int_equal(b->graph_natoms[graph0 + ng], na);
                 double want = key < 0 ? 0.0 : f->ds.targets[(size_t)key * f->ds.n_structs + s];
                 assert_true(same_target(b->target[graph0 + ng], want));
+                /* forces: the water clusters have them, QM9 not (NaN in the .ptd) */
+                const float *fr = f->ds.forces + 3 * f->ds.atom_offset[s];
+                int has_f = !isnan(fr[0]);
+                assert_int_equal(b->graph_has_forces[graph0 + ng], has_f);
+                assert_int_equal(b->graph_has_stress[graph0 + ng], 0);
+                assert_true(b->graph_volume[graph0 + ng] == 0.0);
+                for (int c = 0; c < 9; c++) assert_true(b->graph_stress[9 * (graph0 + ng) + c] == 0.0);
                 for (int32_t a = 0; a < na; a++) {
                     assert_int_equal(b->z[node0 + nn + a], f->ds.z[f->ds.atom_offset[s] + a]);
                     assert_int_equal(b->node_graph[node0 + nn + a], graph0 + ng);
+                    for (int c = 0; c < 3; c++)
+                        assert_true(b->node_force[3 * (node0 + nn + a) + c] ==
+                                    (has_f ? fr[3 * a + c] : 0.0f));
                 }
+                const float *pos = f->ds.pos + 3 * f->ds.atom_offset[s];
                 for (uint64_t e = f->g.edge_offset[s]; e < f->g.edge_offset[s + 1]; e++, ne++) {
                     assert_int_equal(b->edge_src[edge0 + ne], node0 + nn + (int32_t)f->g.src[e]);
                     assert_int_equal(b->edge_dst[edge0 + ne], node0 + nn + (int32_t)f->g.dst[e]);
                     assert_true(b->edge_dist[edge0 + ne] == f->g.dist[e]);
                     assert_true(b->edge_dist[edge0 + ne] < b->cutoff);
+                    /* molecules: r_src - r_dst in float, |v| the distance bit for bit */
+                    const float *v = b->edge_vec + 3 * (edge0 + ne);
+                    for (int c = 0; c < 3; c++)
+                        assert_true(v[c] == pos[3 * f->g.src[e] + c] - pos[3 * f->g.dst[e] + c]);
+                    assert_true(sqrtf(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]) == f->g.dist[e]);
                 }
                 nn += na;
             }
@@ -111,16 +127,23 @@ static void check_batch(const pt_batch *b, const fixture *f, const pt_packs *pac
         for (int32_t a = nn; a < L.max_nodes; a++) {
             assert_int_equal(b->z[node0 + a], 0);
             assert_int_equal(b->node_graph[node0 + a], -1);
+            for (int c = 0; c < 3; c++) assert_true(b->node_force[3 * (node0 + a) + c] == 0.0f);
         }
         for (int32_t e = ne; e < L.max_edges; e++) {
             assert_int_equal(b->edge_src[edge0 + e], node0 + L.max_nodes - 1);
             assert_int_equal(b->edge_dst[edge0 + e], node0 + L.max_nodes - 1);
             assert_true(b->edge_dist[edge0 + e] == b->cutoff);
+            const float *v = b->edge_vec + 3 * (edge0 + e);
+            assert_true(v[0] == b->cutoff && v[1] == 0.0f && v[2] == 0.0f);
         }
         for (int32_t s = ng; s < L.max_graphs; s++) {
             assert_int_equal(b->graph_id[graph0 + s], -1);
             assert_int_equal(b->graph_natoms[graph0 + s], 0);
             assert_true(b->target[graph0 + s] == 0.0);
+            assert_int_equal(b->graph_has_forces[graph0 + s], 0);
+            assert_int_equal(b->graph_has_stress[graph0 + s], 0);
+            assert_true(b->graph_volume[graph0 + s] == 0.0);
+            for (int c = 0; c < 9; c++) assert_true(b->graph_stress[9 * (graph0 + s) + c] == 0.0);
         }
         /* real edges sorted by receiver, then sender, inside one graph */
         for (int32_t e = edge0; e < edge0 + ne; e++) {
@@ -382,6 +405,101 @@ static void test_fill_errors(void **state)
     pt_batch_close(&b);
 }
 
+/* A hand-made periodic dataset: a 2-atom triclinic bulk cell (forces and
+ * stress), a 1-atom wire (pbc "T F F", forces absent) and a molecule, with
+ * hand-written edges and shifts.  Edge vectors follow r_src + S·cell - r_dst,
+ * reverse edges get exactly the negated vector, volume only for the bulk. */
+static void test_periodic_labels_and_vectors(void **state)
+{
+    (void)state;
+    const uint64_t off[4] = {0, 2, 3, 5};
+    const uint8_t z[5] = {29, 8, 13, 1, 1};
+    const float pos[15] = {0.1f, 0.2f, 0.3f, 1.9f, 1.7f, 1.6f,   /* bulk */
+                           0.5f, -0.25f, 0.0f,                    /* wire */
+                           0, 0, 0, 0.74f, 0, 0};                 /* H2 */
+    const float nanf_ = NAN;
+    const float forces[15] = {1, 2, 3, -1, -2, -3, nanf_, nanf_, nanf_,
+                              0.5f, 0, 0, -0.5f, 0, 0};
+    const double cell[27] = {3.6, 0, 0, 1.8, 3.1, 0, 0.4, -0.3, 3.3,
+                             2.5, 0, 0, 0, 0, 0, 0, 0, 0,
+                             0, 0, 0, 0, 0, 0, 0, 0, 0};
+    const uint8_t pbc[3] = {PT_PBC_ALL, PT_PBC_A, 0};
+    const double nan_ = NAN;
+    double stress[27];
+    for (int c = 0; c < 9; c++) {
+        stress[c] = 0.01 * (c + 1);
+        stress[9 + c] = stress[18 + c] = nan_;
+    }
+    const char names[1][PT_KEY_MAX] = {"energy"};
+    const double targets[3] = {-7.5, -2.0, -31.0};
+    pt_dataset ds = {.n_structs = 3, .n_atoms = 5, .atom_offset = off, .z = z, .pos = pos,
+                     .forces = forces, .n_targets = 1, .target_names = names, .targets = targets,
+                     .cell = cell, .pbc = pbc, .stress = stress};
+    /* in CSR order (receiver, then sender): bulk 0<-0 (+a), 0<-0 (-a),
+     * 0<-1 (S = (-1, 1, 0)), 1<-0 (-S); wire 0<-0 (+a), 0<-0 (-a); H2 0<-1, 1<-0 */
+    uint64_t eoff[4] = {0, 4, 6, 8};
+    uint32_t src[8] = {0, 0, 1, 0, 0, 0, 1, 0}, dst[8] = {0, 0, 0, 1, 0, 0, 0, 1};
+    int16_t shift[24] = {1, 0, 0, -1, 0, 0, -1, 1, 0, 1, -1, 0,
+                         1, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    float dist[8];
+    for (uint32_t s = 0; s < 3; s++)
+        for (uint64_t e = eoff[s]; e < eoff[s + 1]; e++) {
+            const float *p = pos + 3 * off[s];
+            double v[3];
+            pt_edge_vector(p + 3 * src[e], p + 3 * dst[e], cell + 9 * s, shift + 3 * e, v);
+            dist[e] = (float)sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+        }
+    pt_graphs g = {.params = {6.0f, 32, PT_GRAPH_RADIUS}, .n_structs = 3, .n_edges = 8,
+                   .edge_offset = eoff, .src = src, .dst = dst, .dist = dist, .shift = shift};
+    uint32_t poff[2] = {0, 3}, pgraphs[3] = {0, 1, 2};
+    pt_packs packs = {{0}, 1, poff, pgraphs};
+    pt_batch b;
+    pt_pack_limits L = {6, 10, 4};
+    assert_int_equal(pt_batch_init(&b, L, 1, 6.0f), PT_BATCH_OK);
+    assert_int_equal(pt_batch_fill(&b, &ds, &g, &packs, 0, 1, 0), PT_BATCH_OK);
+    /* bulk 0<-1 with S = (-1, 1, 0): r1 - a + b - r0 */
+    double want[3];
+    for (int c = 0; c < 3; c++)
+        want[c] = ((double)pos[3 + c] - (double)pos[c]) + (-cell[c] + cell[3 + c]);
+    for (int c = 0; c < 3; c++) assert_true(b.edge_vec[3 * 2 + c] == (float)want[c]);
+    /* the reverse edge 1<-0 with -S: exactly the negated vector */
+    for (int c = 0; c < 3; c++) assert_true(b.edge_vec[3 * 3 + c] == -b.edge_vec[3 * 2 + c]);
+    /* self images 0<-0 (+a, -a) */
+    assert_true(b.edge_vec[0] == 3.6f && b.edge_vec[1] == 0.0f && b.edge_vec[2] == 0.0f);
+    assert_true(b.edge_vec[3] == -3.6f);
+    /* wire: +-a = (2.5, 0, 0) */
+    assert_true(b.edge_vec[12] == 2.5f && b.edge_vec[15] == -2.5f);
+    /* molecule: float differences */
+    assert_true(b.edge_vec[18] == 0.74f && b.edge_vec[21] == -0.74f);
+    for (int k = 0; k < 8; k++) {
+        const float *v = b.edge_vec + 3 * k;
+        double n = sqrt((double)v[0] * v[0] + (double)v[1] * v[1] + (double)v[2] * v[2]);
+        assert_true(fabs(n - b.edge_dist[k]) <= 2e-7 * b.edge_dist[k]);
+    }
+    /* labels */
+    assert_int_equal(b.graph_has_forces[0], 1);
+    assert_int_equal(b.graph_has_forces[1], 0);
+    assert_int_equal(b.graph_has_forces[2], 1);
+    assert_true(b.node_force[0] == 1.0f && b.node_force[5] == -3.0f);
+    assert_true(b.node_force[6] == 0.0f && b.node_force[7] == 0.0f && b.node_force[8] == 0.0f);
+    assert_true(b.node_force[9] == 0.5f && b.node_force[12] == -0.5f);
+    assert_int_equal(b.graph_has_stress[0], 1);
+    assert_int_equal(b.graph_has_stress[1], 0);
+    for (int c = 0; c < 9; c++) {
+        assert_true(b.graph_stress[c] == 0.01 * (c + 1));
+        assert_true(b.graph_stress[9 + c] == 0.0 && b.graph_stress[18 + c] == 0.0);
+    }
+    /* |det| of the triclinic cell: 3.6 * 3.1 * 3.3 (lower triangular) */
+    assert_true(fabs(b.graph_volume[0] - 3.6 * 3.1 * 3.3) < 1e-12);
+    assert_true(b.graph_volume[1] == 0.0 && b.graph_volume[2] == 0.0);
+    assert_int_equal(b.graph_has_forces[3], 0);
+    assert_true(b.graph_volume[3] == 0.0);
+    /* graphs without shifts cannot serve a periodic dataset */
+    g.shift = NULL;
+    assert_int_equal(pt_batch_fill(&b, &ds, &g, &packs, 0, 1, 0), PT_BATCH_EGRAPH);
+    pt_batch_close(&b);
+}
+
 static void test_strerror(void **state)
 {
     (void)state;
@@ -392,7 +510,8 @@ static void test_strerror(void **state)
     assert_string_equal(pt_batch_strerror(PT_BATCH_ERANGE),
                         "more packs offered than the batch holds, or past the epoch's packs");
     assert_string_equal(pt_batch_strerror(PT_BATCH_EGRAPH),
-                        "a pack names a graph that is not in the dataset or its neighbour graphs");
+                        "a pack names a graph that is not in the dataset or its neighbour graphs, "
+                        "or a periodic structure whose graphs carry no image shifts");
     assert_string_equal(pt_batch_strerror(PT_BATCH_ENODES), "a pack holds more atoms than max_nodes");
     assert_string_equal(pt_batch_strerror(PT_BATCH_EEDGES), "a pack holds more edges than max_edges");
     assert_string_equal(pt_batch_strerror(PT_BATCH_EGRAPHS),
@@ -413,6 +532,7 @@ int main(void)
         cmocka_unit_test(test_consecutive_packs),
         cmocka_unit_test(test_init_errors),
         cmocka_unit_test(test_fill_errors),
+        cmocka_unit_test(test_periodic_labels_and_vectors),
         cmocka_unit_test(test_strerror),
     };
     return cmocka_run_group_tests_name("batch", tests, setup, teardown);
