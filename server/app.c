@@ -1,12 +1,13 @@
 /* app.c — wiring of the service: data directory, store pool, auth, the
- * scheduler's change callback into the jobs watch (metrics: app_metrics.c),
- * and the order things start and stop in; see app.h.
+ * scheduler's change callback into the jobs watch (metrics: app_metrics.c);
+ * see app.h.
  *
- * Start order: database first (a schema too new or an unwritable file must
- * stop the server before it accepts anything), then routes, then the
- * scheduler (it re-queues what a previous server left running), then HTTP.
- * Stop order is the reverse, so no request ever sees a closed scheduler and
- * no worker outlives the store it reports to. */
+ * pt_app_init opens the database first (a schema too new or an unwritable
+ * file must stop the server before it accepts anything); the caller then
+ * registers the routes (server/serve.c: the API's table), and pt_app_start
+ * starts the scheduler (it re-queues what a previous server left running),
+ * then HTTP.  pt_app_close stops in the reverse order, so no request ever
+ * sees a closed scheduler and no worker outlives the store it reports to. */
 #include "server/app.h"
 
 #include <errno.h>
@@ -16,7 +17,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "server/api/routes.h"
 
 #define IDEMPOTENCY_RETENTION_US (24LL * 3600 * 1000000)
 
@@ -288,6 +288,21 @@ static int start_scheduler(pt_app *app, char *err, size_t errlen)
     return 0;
 }
 
+/* Everything pt_app_init and pt_app_start set up, after a failure. */
+static void release(pt_app *app, int pool_ready)
+{
+    if (app->has_sched) pt_scheduler_close(&app->sched);
+    app->has_sched = 0;
+    if (app->has_web) pt_static_close(&app->web);
+    pt_router_close(&app->router);
+    pt_prom_close(&app->prom);
+    pt_app_metrics_close(app);
+    if (pool_ready) pt_store_pool_close(&app->pool);
+    pt_watch_close(&app->jobs_watch);
+    free_worker_argv(app);
+    app->closed = 1;
+}
+
 int pt_app_init(pt_app *app, const pt_app_options *opt, char *err, size_t errlen)
 {
     memset(app, 0, sizeof(*app));
@@ -313,18 +328,26 @@ int pt_app_init(pt_app *app, const pt_app_options *opt, char *err, size_t errlen
         if (stat(opt->web_dir, &st) == 0 && pt_static_init(&app->web, opt->web_dir, why, sizeof why) == 0)
             app->has_web = 1;
     }
-    if (pt_app_metrics_init(app, err, errlen) != 0 || pt_routes_add(app, err, errlen) != 0) goto fail;
+    if (pt_app_metrics_init(app, err, errlen) != 0) goto fail;
     if (opt->auth) pt_router_set_auth(&app->router, verify_token, app);
-    if (start_scheduler(app, err, errlen) != 0) goto fail;
+    return 0;
 
+fail:
+    release(app, pool_ready);
+    return -1;
+}
+
+int pt_app_start(pt_app *app, char *err, size_t errlen)
+{
+    if (start_scheduler(app, err, errlen) != 0) goto fail;
     pt_http_config hc;
     pt_http_config_defaults(&hc);
     hc.bind_address = app->host;
-    hc.port = opt->port;
+    hc.port = app->opt.port;
     hc.threads = app->opt.http_threads;
     hc.upload_dir = app->tmp_dir;
     hc.upload_max = app->opt.upload_max;
-    hc.access_log = opt->access_log;
+    hc.access_log = app->opt.access_log;
     hc.prom = &app->prom;
     char why[512];
     if (pt_http_init(&app->http, &hc, &app->router, why, sizeof why) != 0) {
@@ -335,16 +358,7 @@ int pt_app_init(pt_app *app, const pt_app_options *opt, char *err, size_t errlen
     return 0;
 
 fail:
-    if (app->has_sched) pt_scheduler_close(&app->sched);
-    app->has_sched = 0;
-    if (app->has_web) pt_static_close(&app->web);
-    pt_router_close(&app->router);
-    pt_prom_close(&app->prom);
-    pt_app_metrics_close(app);
-    if (pool_ready) pt_store_pool_close(&app->pool);
-    pt_watch_close(&app->jobs_watch);
-    free_worker_argv(app);
-    app->closed = 1;
+    release(app, 1);
     return -1;
 }
 

@@ -1,13 +1,19 @@
-/* app.h — the packtrain service as one object: the HTTP server with every
- * v1 route, a pool of store handles for its threads, the scheduler that runs
- * jobs in worker processes, the watch that wakes long-polls and event
+/* app.h — server/app, the packtrain service as one object: the HTTP server
+ * and its router, a pool of store handles for its threads, the scheduler that
+ * runs jobs in worker processes, the watch that wakes long-polls and event
  * streams, the Prometheus registry and the dashboard's static files.
+ *
+ * The room sits on server/http, server/sched and the store and knows no
+ * route: the API (server/api) registers its table on app->router between
+ * pt_app_init and pt_app_start, which server/serve.c does in that order:
  *
  *   pt_app_options o;
  *   pt_app_options_defaults(&o);
  *   o.data_dir = "var";
  *   pt_app app;
  *   if (pt_app_init(&app, &o, err, sizeof err) != 0) ...
+ *   if (pt_api_register(&app, err, sizeof err) != 0 ||
+ *       pt_app_start(&app, err, sizeof err) != 0) ...   // (pt_app_close on failure)
  *   printf("listening on %u\n", pt_app_port(&app));
  *   ...                         // until SIGTERM
  *   pt_app_close(&app);         // stop accepting, drain workers, close
@@ -104,10 +110,14 @@ typedef struct pt_app {
 
 void pt_app_options_defaults(pt_app_options *o);
 /* Creates the data directory layout, opens (and migrates) the database,
- * registers the routes, starts the scheduler (re-queueing jobs a previous
- * server left running) and the HTTP server.  Returns 0, or -1 with the
- * reason in err; nothing is left running on failure. */
+ * the dashboard's files, the metrics and auth; nothing runs yet.  Returns 0,
+ * or -1 with the reason in err (nothing left to close). */
 int pt_app_init(pt_app *app, const pt_app_options *opt, char *err, size_t errlen);
+/* After the routes are on app->router: starts the scheduler (re-queueing
+ * jobs a previous server left running) and the HTTP server.  Returns 0, or
+ * -1 with the reason in err; everything is then closed (pt_app_close is a
+ * no-op). */
+int pt_app_start(pt_app *app, char *err, size_t errlen);
 unsigned pt_app_port(const pt_app *app);
 /* Graceful stop: stop accepting, let requests finish, end long-polls and
  * streams, SIGTERM the workers (their jobs stay `running` and resume from

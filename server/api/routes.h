@@ -1,11 +1,17 @@
-/* routes.h — the REST API v1 of packtrain, registered onto a router by
- * pt_app_init, and the small helpers its handlers share.
+/* routes.h — server/api, the REST API v1 of packtrain: its handlers, the one
+ * table that lists them (api.c), and the small helpers they share.
+ *
+ * The room holds what the API means: HTTP requests in, jobs and datasets of
+ * the store out, the submission check (job_check.c).  It uses the app
+ * (server/app.h: store pool, scheduler notifications, watches), the HTTP
+ * toolkit (server/http), the store and the engine's config and plan; it
+ * starts nothing itself and is used only by server/serve.c and the CLI.
  *
  * Every handler takes the pt_app as its ctx, acts for pt_app_owner(req),
  * takes a store handle from the app's pool for the duration of the call, and
  * answers JSON or an RFC 9457 problem.  The routes and their documents are
  * described in api/openapi.yaml; the order of registration matters only for
- * the static catch-all, which pt_routes_add registers last. */
+ * the static catch-all, which the table lists last. */
 #ifndef PT_ROUTES_H
 #define PT_ROUTES_H
 
@@ -19,17 +25,31 @@
 #include "server/http/response.h"
 #include "store/store.h"
 
-/* Every route, static files last.  -1 with a message on failure. */
-int pt_routes_add(pt_app *app, char *err, size_t errlen);
-int pt_routes_datasets_add(pt_app *app, char *err, size_t errlen);
-int pt_routes_jobs_add(pt_app *app, char *err, size_t errlen);
-int pt_routes_system_add(pt_app *app, char *err, size_t errlen);
-/* The job data routes (metrics, events, logs, model, predict). */
-int pt_routes_job_data_add(pt_app *app, char *err, size_t errlen);
-/* GET /v1/datasets/{id}/packing. */
-int pt_routes_packing_add(pt_app *app, char *err, size_t errlen);
-/* POST /v1/jobs/{id}/predict. */
-int pt_routes_predict_add(pt_app *app, char *err, size_t errlen);
+/* Registers every route of the table in api.c on app's router (the
+ * static files only when app->has_web).  -1 with a message on failure. */
+int pt_api_register(pt_app *app, char *err, size_t errlen);
+
+/* The handlers of the table, by file; ctx is the pt_app. */
+pt_response pt_api_healthz(pt_request *req, void *ctx);          /* routes_system.c */
+pt_response pt_api_readyz(pt_request *req, void *ctx);
+pt_response pt_api_prometheus(pt_request *req, void *ctx);
+pt_response pt_api_openapi(pt_request *req, void *ctx);
+pt_response pt_api_index(pt_request *req, void *ctx);
+pt_response pt_api_static(pt_request *req, void *ctx);
+pt_response pt_api_datasets_upload(pt_request *req, void *ctx);  /* routes_datasets.c */
+pt_response pt_api_datasets_list(pt_request *req, void *ctx);
+pt_response pt_api_datasets_get(pt_request *req, void *ctx);
+pt_response pt_api_datasets_delete(pt_request *req, void *ctx);
+pt_response pt_api_dataset_packing(pt_request *req, void *ctx);  /* routes_packing.c */
+pt_response pt_api_jobs_create(pt_request *req, void *ctx);      /* routes_jobs.c */
+pt_response pt_api_jobs_list(pt_request *req, void *ctx);
+pt_response pt_api_jobs_get(pt_request *req, void *ctx);
+pt_response pt_api_jobs_cancel(pt_request *req, void *ctx);
+pt_response pt_api_job_metrics(pt_request *req, void *ctx);      /* routes_job_data.c */
+pt_response pt_api_job_events(pt_request *req, void *ctx);
+pt_response pt_api_job_logs(pt_request *req, void *ctx);
+pt_response pt_api_job_model(pt_request *req, void *ctx);
+pt_response pt_api_job_predict(pt_request *req, void *ctx);      /* routes_predict.c */
 
 struct pt_job_config;
 /* Whether a valid config can train on a ready dataset (job_check.c): the

@@ -168,7 +168,7 @@ static int name_ok(const char *name)
     return 1;
 }
 
-static pt_response h_upload(pt_request *req, void *ctx)
+pt_response pt_api_datasets_upload(pt_request *req, void *ctx)
 {
     pt_app *app = ctx;
     pt_dataset_import imp = {.owner = pt_app_owner(req), .name = pt_request_query(req, "name"),
@@ -216,7 +216,7 @@ static pt_response h_upload(pt_request *req, void *ctx)
 
 /* ---- GET list / one, DELETE -------------------------------------------------------- */
 
-static pt_response h_list(pt_request *req, void *ctx)
+pt_response pt_api_datasets_list(pt_request *req, void *ctx)
 {
     pt_app *app = ctx;
     long limit = pt_request_query_long(req, "limit", PT_STORE_PAGE_DEFAULT, 1, PT_STORE_PAGE_MAX);
@@ -240,7 +240,7 @@ static pt_response h_list(pt_request *req, void *ctx)
     return r;
 }
 
-static pt_response h_get(pt_request *req, void *ctx)
+pt_response pt_api_datasets_get(pt_request *req, void *ctx)
 {
     pt_app *app = ctx;
     const char *id = pt_request_param(req, "id");
@@ -258,7 +258,7 @@ static pt_response h_get(pt_request *req, void *ctx)
     return r;
 }
 
-static pt_response h_delete(pt_request *req, void *ctx)
+pt_response pt_api_datasets_delete(pt_request *req, void *ctx)
 {
     pt_app *app = ctx;
     const char *id = pt_request_param(req, "id");
@@ -282,17 +282,4 @@ static pt_response h_delete(pt_request *req, void *ctx)
     pt_store_dataset_clear(&removed);
     pt_app_store_release(app, s);
     return r;
-}
-
-int pt_routes_datasets_add(pt_app *app, char *err, size_t errlen)
-{
-    pt_route routes[] = {
-        {"POST", "/v1/datasets", h_upload, app, PT_BODY_FILE, 0},
-        {"GET", "/v1/datasets", h_list, app, PT_BODY_NONE, 0},
-        {"GET", "/v1/datasets/{id}", h_get, app, PT_BODY_NONE, 0},
-        {"DELETE", "/v1/datasets/{id}", h_delete, app, PT_BODY_NONE, 0},
-    };
-    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
-        if (pt_api_route_add(app, &routes[i], err, errlen) != 0) return -1;
-    return pt_routes_packing_add(app, err, errlen);
 }

@@ -66,7 +66,7 @@ static json_t *epoch_json(const pt_store_epoch_metric *m)
     return with_extra(o, m->json);
 }
 
-static pt_response h_metrics(pt_request *req, void *ctx)
+pt_response pt_api_job_metrics(pt_request *req, void *ctx)
 {
     pt_app *app = ctx;
     const char *id = pt_request_param(req, "id");
@@ -199,7 +199,7 @@ static int events_source(void *ctx, uint64_t after_id, pt_sse_writer *w)
     return result;
 }
 
-static pt_response h_events(pt_request *req, void *ctx)
+pt_response pt_api_job_events(pt_request *req, void *ctx)
 {
     pt_app *app = ctx;
     const char *id = pt_request_param(req, "id");
@@ -263,7 +263,7 @@ static int read_tail(const char *path, long lines, char **out, size_t *len)
     return 0;
 }
 
-static pt_response h_logs(pt_request *req, void *ctx)
+pt_response pt_api_job_logs(pt_request *req, void *ctx)
 {
     pt_app *app = ctx;
     const char *id = pt_request_param(req, "id");
@@ -294,7 +294,7 @@ static pt_response h_logs(pt_request *req, void *ctx)
 
 /* ---- model -------------------------------------------------------------------------------- */
 
-static pt_response h_model(pt_request *req, void *ctx)
+pt_response pt_api_job_model(pt_request *req, void *ctx)
 {
     pt_app *app = ctx;
     const char *id = pt_request_param(req, "id");
@@ -339,17 +339,4 @@ static pt_response h_model(pt_request *req, void *ctx)
     pt_response_header(&r, "Content-Disposition", disposition);
     pt_response_header(&r, "ETag", etag);
     return r;
-}
-
-int pt_routes_job_data_add(pt_app *app, char *err, size_t errlen)
-{
-    pt_route routes[] = {
-        {"GET", "/v1/jobs/{id}/metrics", h_metrics, app, PT_BODY_NONE, 0},
-        {"GET", "/v1/jobs/{id}/events", h_events, app, PT_BODY_NONE, 0},
-        {"GET", "/v1/jobs/{id}/logs", h_logs, app, PT_BODY_NONE, 0},
-        {"GET", "/v1/jobs/{id}/model", h_model, app, PT_BODY_NONE, 0},
-    };
-    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
-        if (pt_api_route_add(app, &routes[i], err, errlen) != 0) return -1;
-    return pt_routes_predict_add(app, err, errlen);
 }

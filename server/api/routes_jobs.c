@@ -149,7 +149,7 @@ static pt_response submit(pt_app *app, pt_request *req, pt_store *s)
     return r;
 }
 
-static pt_response h_create(pt_request *req, void *ctx)
+pt_response pt_api_jobs_create(pt_request *req, void *ctx)
 {
     pt_app *app = ctx;
     char err[256];
@@ -162,7 +162,7 @@ static pt_response h_create(pt_request *req, void *ctx)
 
 /* ---- GET /v1/jobs ------------------------------------------------------------------ */
 
-static pt_response h_list(pt_request *req, void *ctx)
+pt_response pt_api_jobs_list(pt_request *req, void *ctx)
 {
     pt_app *app = ctx;
     long limit = pt_request_query_long(req, "limit", PT_STORE_PAGE_DEFAULT, 1, PT_STORE_PAGE_MAX);
@@ -215,7 +215,7 @@ static pt_response job_document(pt_store *s, const char *owner, const char *id, 
 
 /* The ETag is the job's version: it moves with every state or progress
  * change, so a client holding it can wait for the next one. */
-static pt_response h_get(pt_request *req, void *ctx)
+pt_response pt_api_jobs_get(pt_request *req, void *ctx)
 {
     pt_app *app = ctx;
     const char *id = pt_request_param(req, "id");
@@ -254,7 +254,7 @@ static pt_response h_get(pt_request *req, void *ctx)
 
 /* ---- POST /v1/jobs/{id}/cancel ----------------------------------------------------------- */
 
-static pt_response h_cancel(pt_request *req, void *ctx)
+pt_response pt_api_jobs_cancel(pt_request *req, void *ctx)
 {
     pt_app *app = ctx;
     const char *id = pt_request_param(req, "id");
@@ -283,17 +283,4 @@ static pt_response h_cancel(pt_request *req, void *ctx)
     pt_store_job_clear(&job);
     pt_app_store_release(app, s);
     return r;
-}
-
-int pt_routes_jobs_add(pt_app *app, char *err, size_t errlen)
-{
-    pt_route routes[] = {
-        {"POST", "/v1/jobs", h_create, app, PT_BODY_JSON, 0},
-        {"GET", "/v1/jobs", h_list, app, PT_BODY_NONE, 0},
-        {"GET", "/v1/jobs/{id}", h_get, app, PT_BODY_NONE, 0},
-        {"POST", "/v1/jobs/{id}/cancel", h_cancel, app, PT_BODY_NONE, 0},
-    };
-    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
-        if (pt_api_route_add(app, &routes[i], err, errlen) != 0) return -1;
-    return pt_routes_job_data_add(app, err, errlen);
 }

@@ -116,7 +116,7 @@ done:
     return rc;
 }
 
-static pt_response h_packing(pt_request *req, void *ctx)
+pt_response pt_api_dataset_packing(pt_request *req, void *ctx)
 {
     pt_app *app = ctx;
     const char *id = pt_request_param(req, "id");
@@ -155,10 +155,4 @@ static pt_response h_packing(pt_request *req, void *ctx)
     pt_errors_close(&errs);
     pt_dataset_close(&ds);
     return r;
-}
-
-int pt_routes_packing_add(pt_app *app, char *err, size_t errlen)
-{
-    pt_route route = {"GET", "/v1/datasets/{id}/packing", h_packing, app, PT_BODY_NONE, 0};
-    return pt_api_route_add(app, &route, err, errlen);
 }

@@ -103,7 +103,7 @@ static int ingest_body(pt_request *req, const char *tmp_ptd, const char *name, p
     return rc;
 }
 
-static pt_response h_predict(pt_request *req, void *ctx)
+pt_response pt_api_job_predict(pt_request *req, void *ctx)
 {
     pt_app *app = ctx;
     const char *id = pt_request_param(req, "id");
@@ -150,10 +150,4 @@ static pt_response h_predict(pt_request *req, void *ctx)
     pt_errors_close(&errs);
     pt_dataset_close(&ds);
     return r;
-}
-
-int pt_routes_predict_add(pt_app *app, char *err, size_t errlen)
-{
-    pt_route route = {"POST", "/v1/jobs/{id}/predict", h_predict, app, PT_BODY_FILE, 0};
-    return pt_api_route_add(app, &route, err, errlen);
 }

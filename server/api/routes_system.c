@@ -20,7 +20,7 @@
 /* "bf16": whether jobs with training.precision "bf16" are accepted here, so
  * a client can choose before it submits (clients and the workers' CPU are
  * not the same machine). */
-static pt_response h_healthz(pt_request *req, void *ctx)
+pt_response pt_api_healthz(pt_request *req, void *ctx)
 {
     (void)req;
     pt_app *app = ctx;
@@ -84,7 +84,7 @@ static json_t *check_disk(pt_app *app, int *ok)
     return o;
 }
 
-static pt_response h_readyz(pt_request *req, void *ctx)
+pt_response pt_api_readyz(pt_request *req, void *ctx)
 {
     (void)req;
     pt_app *app = ctx;
@@ -100,7 +100,7 @@ static pt_response h_readyz(pt_request *req, void *ctx)
     return r;
 }
 
-static pt_response h_openapi(pt_request *req, void *ctx)
+pt_response pt_api_openapi(pt_request *req, void *ctx)
 {
     (void)ctx;
     char etag[64];
@@ -113,39 +113,24 @@ static pt_response h_openapi(pt_request *req, void *ctx)
     return r;
 }
 
-/* Without a web/ directory, / says where the API is rather than 404. */
-static pt_response h_index(pt_request *req, void *ctx)
+/* The dashboard's index.html; without a web/ directory, / says where the
+ * API is rather than 404. */
+pt_response pt_api_index(pt_request *req, void *ctx)
 {
-    (void)req;
-    (void)ctx;
+    pt_app *app = ctx;
+    if (app->has_web) return pt_static_handler(req, &app->web);
     return pt_response_json(200, json_pack("{s:s,s:s,s:s}", "service", "packtrain", "api", "/v1",
                                            "openapi", "/openapi.json"));
 }
 
-int pt_routes_system_add(pt_app *app, char *err, size_t errlen)
+pt_response pt_api_static(pt_request *req, void *ctx)
 {
-    pt_route routes[] = {
-        {"GET", "/healthz", h_healthz, app, PT_BODY_NONE, PT_ROUTE_PUBLIC},
-        {"GET", "/readyz", h_readyz, app, PT_BODY_NONE, PT_ROUTE_PUBLIC},
-        {"GET", "/metrics", pt_prom_handler, &app->prom, PT_BODY_NONE, PT_ROUTE_PUBLIC},
-        {"GET", "/openapi.json", h_openapi, app, PT_BODY_NONE, PT_ROUTE_PUBLIC},
-    };
-    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
-        if (pt_api_route_add(app, &routes[i], err, errlen) != 0) return -1;
-    return 0;
+    pt_app *app = ctx;
+    return pt_static_handler(req, &app->web);
 }
 
-int pt_routes_add(pt_app *app, char *err, size_t errlen)
+pt_response pt_api_prometheus(pt_request *req, void *ctx)
 {
-    if (pt_routes_system_add(app, err, errlen) || pt_routes_datasets_add(app, err, errlen) ||
-        pt_routes_jobs_add(app, err, errlen))
-        return -1;
-    /* The static catch-all goes last; "/" is its own route either way (the
-     * dashboard's index.html, or a pointer to the API without one). */
-    pt_route index = app->has_web ? (pt_route){"GET", "/", pt_static_handler, &app->web, PT_BODY_NONE, PT_ROUTE_PUBLIC}
-                                  : (pt_route){"GET", "/", h_index, app, PT_BODY_NONE, PT_ROUTE_PUBLIC};
-    if (pt_api_route_add(app, &index, err, errlen) != 0) return -1;
-    if (!app->has_web) return 0;
-    pt_route last = {"GET", "/{path...}", pt_static_handler, &app->web, PT_BODY_NONE, PT_ROUTE_PUBLIC};
-    return pt_api_route_add(app, &last, err, errlen);
+    pt_app *app = ctx;
+    return pt_prom_handler(req, &app->prom);
 }

@@ -115,27 +115,6 @@ static void on_metrics(void *user, const pt_train_metrics *m, const char *json)
     }
 }
 
-static void print_errors(const pt_errors *errs)
-{
-    char buf[PT_ERR_FILE_MAX + PT_ERR_FIELD_MAX + PT_ERR_MSG_MAX + 32];
-    for (size_t i = 0; i < errs->kept; i++) {
-        pt_error_format(&errs->items[i], buf, sizeof buf);
-        fprintf(stderr, "packtrain bench: %s\n", buf);
-    }
-    if (errs->total > errs->kept)
-        fprintf(stderr, "packtrain bench: ... and %zu more errors\n", errs->total - errs->kept);
-}
-
-static int parse_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
-}
-
 static int parse_args(int argc, char **argv, bench_args *a)
 {
     static const struct option opts[] = {
@@ -163,13 +142,13 @@ static int parse_args(int argc, char **argv, bench_args *a)
             a->sets[a->n_sets++] = optarg;
             break;
         case 'n':
-            if (parse_long(optarg, 1, 1000000, &a->steps)) {
+            if (pt_cli_parse_long(optarg, 1, 1000000, &a->steps)) {
                 fprintf(stderr, "packtrain bench: --steps: '%s' is not in 1..1000000\n", optarg);
                 return -1;
             }
             break;
         case 'w':
-            if (parse_long(optarg, 0, 1000000, &a->warmup)) {
+            if (pt_cli_parse_long(optarg, 0, 1000000, &a->warmup)) {
                 fprintf(stderr, "packtrain bench: --warmup: '%s' is not in 0..1000000\n", optarg);
                 return -1;
             }
@@ -255,7 +234,7 @@ static int load_config(const bench_args *a, pt_job_config *cfg)
     pt_errors errs;
     pt_errors_init(&errs, 0);
     if (!rc && pt_job_config_from_json(cfg, root, a->config, &errs)) {
-        print_errors(&errs);
+        pt_cli_print_errors("packtrain bench", &errs);
         rc = -1;
     }
     pt_errors_close(&errs);
@@ -368,7 +347,7 @@ int pt_cmd_bench(int argc, char **argv)
     pt_errors errs;
     pt_errors_init(&errs, 0);
     if (pt_train_run(&cfg, &ds, NULL, &opt, &res, &errs)) {
-        print_errors(&errs);
+        pt_cli_print_errors("packtrain bench", &errs);
         pt_errors_close(&errs);
         goto done;
     }

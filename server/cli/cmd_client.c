@@ -31,15 +31,6 @@ typedef struct client_args {
     double retry_s;
 } client_args;
 
-/* Here rather than pt_cli_wants_help (main.c), so tests can call the
- * command without the binary's main. */
-static int wants_help(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
-    return 0;
-}
-
 static void usage(FILE *out, const char *cmd)
 {
     if (!strcmp(cmd, "submit"))
@@ -374,7 +365,7 @@ static int run_cancel(pt_client *c, const client_args *a)
 
 int pt_cmd_client(int argc, char **argv)
 {
-    if (wants_help(argc, argv)) {
+    if (pt_cli_wants_help(argc, argv)) {
         usage(stdout, argv[0]);
         return 0;
     }

@@ -46,27 +46,6 @@ typedef struct eval_args {
     int help;
 } eval_args;
 
-static void print_errors(const pt_errors *errs)
-{
-    char buf[PT_ERR_FILE_MAX + PT_ERR_FIELD_MAX + PT_ERR_MSG_MAX + 32];
-    for (size_t i = 0; i < errs->kept; i++) {
-        pt_error_format(&errs->items[i], buf, sizeof buf);
-        fprintf(stderr, "packtrain eval: %s\n", buf);
-    }
-    if (errs->total > errs->kept)
-        fprintf(stderr, "packtrain eval: ... and %zu more errors\n", errs->total - errs->kept);
-}
-
-static int parse_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
-}
-
 static int parse_args(int argc, char **argv, eval_args *a)
 {
     static const struct option opts[] = {
@@ -83,7 +62,7 @@ static int parse_args(int argc, char **argv, eval_args *a)
     long v;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case 'h': /* here rather than pt_cli_wants_help (main.c), so tests can call us */
+        case 'h':
             a->help = 1;
             return 0;
         case 'm': a->model = optarg; break;
@@ -91,13 +70,13 @@ static int parse_args(int argc, char **argv, eval_args *a)
         case 't': a->target = optarg; break;
         case 'g': a->grads = optarg; break;
         case 'n':
-            if (parse_long(optarg, 1, 4294967295L, &a->n)) {
+            if (pt_cli_parse_long(optarg, 1, 4294967295L, &a->n)) {
                 fprintf(stderr, "packtrain eval: --n: '%s' is not a count >= 1\n", optarg);
                 return -1;
             }
             break;
         case 'b':
-            if (parse_long(optarg, 1, 4096, &v)) {
+            if (pt_cli_parse_long(optarg, 1, 4096, &v)) {
                 fprintf(stderr, "packtrain eval: --batch-graphs: '%s' is not in 1..4096\n", optarg);
                 return -1;
             }
@@ -283,7 +262,7 @@ int pt_cmd_eval(int argc, char **argv)
     pt_errors errs;
     pt_errors_init(&errs, 0);
     int rc = run(&a, &st, &errs);
-    if (rc) print_errors(&errs);
+    if (rc) pt_cli_print_errors("packtrain eval", &errs);
     pt_errors_close(&errs);
     state_close(&st);
     return rc ? 1 : 0;

@@ -35,17 +35,6 @@ static const char usage_text[] =
     "\n"
     "Exit status: 0 written, 1 input rejected, 2 usage error.\n";
 
-static void print_errors(const pt_errors *errs)
-{
-    char buf[PT_ERR_FILE_MAX + PT_ERR_FIELD_MAX + PT_ERR_MSG_MAX + 32];
-    for (size_t i = 0; i < errs->kept; i++) {
-        pt_error_format(&errs->items[i], buf, sizeof buf);
-        fprintf(stderr, "%s\n", buf);
-    }
-    if (errs->total > errs->kept)
-        fprintf(stderr, "... and %zu more errors\n", errs->total - errs->kept);
-}
-
 static void print_report(const pt_ingest_report *rep, const char *out)
 {
     printf("structures  %llu accepted, %llu skipped, %llu seen\n", (unsigned long long)rep->n_structs,
@@ -126,7 +115,7 @@ int pt_cmd_ingest(int argc, char **argv)
             required[n_required++] = optarg;
             break;
         case 'j': json = 1; break;
-        case 'h':   /* handled here, not by pt_cli_wants_help, so tests can call this */
+        case 'h':
             fputs(usage_text, stdout);
             rc = 0;
             break;
@@ -146,7 +135,7 @@ int pt_cmd_ingest(int argc, char **argv)
     pt_errors_init(&errs, 0);
     pt_ingest_report rep;
     int ok = pt_ingest_files((const char *const *)(argv + optind), argc - optind, out, &opt, &rep, &errs) == 0;
-    print_errors(&errs);
+    pt_cli_print_errors(NULL, &errs);
     if (json) {
         json_t *j = pt_ingest_report_json(&rep);
         if (j) {

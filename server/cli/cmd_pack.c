@@ -154,17 +154,6 @@ static int parse_args(int argc, char **argv, pack_opts *o)
     return -1;
 }
 
-static void print_errors(const pt_errors *errs)
-{
-    char buf[PT_ERR_FILE_MAX + PT_ERR_FIELD_MAX + PT_ERR_MSG_MAX + 32];
-    for (size_t i = 0; i < errs->kept; i++) {
-        pt_error_format(&errs->items[i], buf, sizeof buf);
-        fprintf(stderr, "packtrain pack: %s\n", buf);
-    }
-    if (errs->total > errs->kept)
-        fprintf(stderr, "packtrain pack: ... and %zu more errors\n", errs->total - errs->kept);
-}
-
 static json_t *report_json(const pt_pack_report *r, const pack_opts *o, const pt_packer *pk,
                            double seconds)
 {
@@ -241,7 +230,7 @@ static int run_method(pack_opts *o, pt_pack_method m, const uint32_t *natoms,
     double t0 = seconds_now();
     int rc = 1;
     if (pt_packer_init(&pk, &req, natoms, nedges, n, ids, n, &errs) != 0) {
-        print_errors(&errs);
+        pt_cli_print_errors("packtrain pack", &errs);
         pt_errors_close(&errs);
         return 1;
     }
@@ -296,7 +285,7 @@ int pt_cmd_pack(int argc, char **argv)
         goto done;
     }
     if (pt_graphs_count(nedges, &ds, &o.gp, &errs) != 0) {
-        print_errors(&errs);
+        pt_cli_print_errors("packtrain pack", &errs);
         goto done;
     }
     uint64_t edges = 0;

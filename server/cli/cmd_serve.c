@@ -1,36 +1,19 @@
-/* cmd_serve.c — `packtrain serve`: runs the REST API, the scheduler and its
- * workers until SIGTERM or SIGINT, then drains gracefully (requests finish,
- * workers are stopped and their jobs resume from their checkpoints at the
- * next start).  Flags override the environment, which overrides defaults.
- *
- * Signals are blocked in every thread (the mask is set before any thread
- * starts) and taken synchronously by sigwait on the main thread, so no
- * handler ever runs inside libmicrohttpd, libuv or SQLite. */
+/* cmd_serve.c — `packtrain serve`: its flags and environment turned into the
+ * service's options (flags override the environment, which overrides
+ * defaults); server/serve.c runs the service until SIGTERM or SIGINT and
+ * drains it. */
 #include "server/cli/commands.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "server/app.h"
-#include "server/api/routes.h"
+#include "server/serve.h"
 
 #define DEFAULT_PORT 8080
 #define DEMO_FILE "tests/data/api_demo_qm9_64.extxyz"
-
-/* Here rather than pt_cli_wants_help (main.c), so tests can call the
- * command without the binary's main. */
-static int wants_help(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
-    return 0;
-}
 
 static void usage(FILE *out)
 {
@@ -87,11 +70,6 @@ static int parse_num(const char *flag, const char *v, double min, double max, do
     }
     *out = d;
     return 0;
-}
-
-static int is_loopback(const char *host)
-{
-    return !strcmp(host, "localhost") || !strncmp(host, "127.", 4) || !strcmp(host, "::1");
 }
 
 static int split_worker_cmd(serve_args *a)
@@ -164,7 +142,7 @@ static int parse(int argc, char **argv, serve_args *a)
     if (grace && parse_num("--cancel-grace", grace, 0, 3600, &o->cancel_grace_s)) return -1;
     if (attempts && parse_num("--max-attempts", attempts, 1, 100, &d)) return -1;
     if (attempts) o->max_attempts = (int)d;
-    if (!a->auth) o->auth = !is_loopback(host);
+    if (!a->auth) o->auth = !pt_serve_is_loopback(host);
     else if (!strcasecmp(a->auth, "on")) o->auth = 1;
     else if (!strcasecmp(a->auth, "off")) o->auth = 0;
     else {
@@ -173,17 +151,6 @@ static int parse(int argc, char **argv, serve_args *a)
     }
     if (a->worker_cmd && split_worker_cmd(a) != 0) return -1;
     return 0;
-}
-
-static int write_port_file(const char *path, unsigned port)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return -1;
-    fprintf(f, "%u\n", port);
-    if (fclose(f) != 0) return -1;
-    return rename(tmp, path);
 }
 
 static int serve(serve_args *a)
@@ -197,51 +164,16 @@ static int serve(serve_args *a)
         }
         a->opt.access_log = log;
     }
-    /* Blocked before any thread exists, so every thread inherits the mask. */
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGTERM);
-    sigaddset(&stop, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
-    pt_app app;
-    char err[1024];
-    if (pt_app_init(&app, &a->opt, err, sizeof err) != 0) {
-        fprintf(stderr, "packtrain serve: %s\n", err);
-        if (log && log != stderr) fclose(log);
-        return 1;
-    }
-    int rc = 0;
-    if (a->demo && pt_app_load_demo(&app, DEMO_FILE, err, sizeof err) != 0) {
-        fprintf(stderr, "packtrain serve: --demo: %s\n", err);
-        rc = 1;
-    }
-    if (rc == 0 && a->port_file && write_port_file(a->port_file, pt_app_port(&app)) != 0) {
-        fprintf(stderr, "packtrain serve: cannot write %s: %s\n", a->port_file, strerror(errno));
-        rc = 1;
-    }
-    if (rc == 0) {
-        fprintf(stderr, "packtrain: listening on http://%s%s%s:%u (auth %s, %d worker slot%s, data in %s)\n",
-                strchr(a->opt.host, ':') ? "[" : "", a->opt.host, strchr(a->opt.host, ':') ? "]" : "",
-                pt_app_port(&app), a->opt.auth ? "on" : "off", a->opt.workers, a->opt.workers == 1 ? "" : "s",
-                app.data_dir);
-        if (!a->opt.auth && !is_loopback(a->opt.host))
-            fprintf(stderr, "packtrain: warning: auth is off on a non-loopback address; anyone who can reach "
-                            "it acts as owner '%s'\n", PT_APP_LOCAL_OWNER);
-        int sig = 0;
-        sigwait(&stop, &sig);
-        fprintf(stderr, "packtrain: %s received, draining\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    }
-    pt_app_close(&app);
-    if (rc == 0) fprintf(stderr, "packtrain: stopped\n");
+    pt_serve_options so = {.app = a->opt, .demo_file = a->demo ? DEMO_FILE : NULL,
+                           .port_file = a->port_file};
+    int rc = pt_serve_run(&so);
     if (log && log != stderr) fclose(log);
     return rc;
 }
 
 int pt_cmd_serve(int argc, char **argv)
 {
-    if (wants_help(argc, argv)) {
+    if (pt_cli_wants_help(argc, argv)) {
         usage(stdout);
         return 0;
     }

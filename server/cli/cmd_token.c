@@ -15,15 +15,6 @@
 #include "server/app.h"
 #include "store/store.h"
 
-/* Here rather than pt_cli_wants_help (main.c), so tests can call the
- * command without the binary's main. */
-static int wants_help(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
-    return 0;
-}
-
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -137,7 +128,7 @@ failed:
 
 int pt_cmd_token(int argc, char **argv)
 {
-    if (wants_help(argc, argv)) {
+    if (pt_cli_wants_help(argc, argv)) {
         usage(stdout);
         return 0;
     }

@@ -43,17 +43,6 @@ static void print_line(void *user, const pt_train_metrics *m, const char *json)
     fflush(stdout);
 }
 
-static void print_errors(const pt_errors *errs)
-{
-    char buf[PT_ERR_FILE_MAX + PT_ERR_FIELD_MAX + PT_ERR_MSG_MAX + 32];
-    for (size_t i = 0; i < errs->kept; i++) {
-        pt_error_format(&errs->items[i], buf, sizeof buf);
-        fprintf(stderr, "packtrain train: %s\n", buf);
-    }
-    if (errs->total > errs->kept)
-        fprintf(stderr, "packtrain train: ... and %zu more errors\n", errs->total - errs->kept);
-}
-
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -82,17 +71,9 @@ static void usage(FILE *out)
             "Exit status: 0 trained, 1 training failed, 2 bad arguments or configuration.\n");
 }
 
-/* Here rather than pt_cli_wants_help (main.c), so tests can call the command. */
-static int wants_help(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
-    return 0;
-}
-
 int pt_cmd_train(int argc, char **argv)
 {
-    if (wants_help(argc, argv)) {
+    if (pt_cli_wants_help(argc, argv)) {
         usage(stdout);
         return 0;
     }
@@ -137,7 +118,7 @@ int pt_cmd_train(int argc, char **argv)
     int rc = config ? pt_job_config_load(&cfg, config, &errs) : (pt_job_config_defaults(&cfg), 0);
     if (rc == 0) rc = pt_train_check_cpu(&cfg, &errs);
     if (rc != 0) {
-        print_errors(&errs);
+        pt_cli_print_errors("packtrain train", &errs);
         pt_errors_close(&errs);
         return 2;
     }
@@ -165,7 +146,7 @@ int pt_cmd_train(int argc, char **argv)
     sigaction(SIGINT, &old, NULL);
 
     if (rc != 0) {
-        print_errors(&errs);
+        pt_cli_print_errors("packtrain train", &errs);
     } else {
         fprintf(stderr,
                 "packtrain train: %lld steps, %d epochs in %.1f s (%s); best epoch %d: "

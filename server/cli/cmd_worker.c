@@ -207,17 +207,9 @@ static int run(const worker *w, pt_errors *errs)
     return 0;
 }
 
-/* Here rather than pt_cli_wants_help (main.c), so tests can call the command. */
-static int wants_help(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
-    return 0;
-}
-
 int pt_cmd_worker(int argc, char **argv)
 {
-    if (wants_help(argc, argv)) {
+    if (pt_cli_wants_help(argc, argv)) {
         usage(stdout);
         return 0;
     }

@@ -1,10 +1,14 @@
-/* commands.h — the subcommands of the packtrain binary.
+/* commands.h — the subcommands of the packtrain binary (server/cli, the top
+ * room: it may use every other room; nothing includes it but the tests).
  *
  * Each command is `int pt_cmd_NAME(int argc, char **argv)` where argv[0] is the
  * command name; it returns the process exit status (0 success, 1 runtime
- * failure, 2 usage error) and handles --help itself. */
+ * failure, 2 usage error) and handles --help itself.  main.c holds the
+ * binary's table of commands; cli_common.c what the commands share. */
 #ifndef PT_COMMANDS_H
 #define PT_COMMANDS_H
+
+#include "engine/core/errors.h"
 
 typedef struct pt_command {
     const char *name;
@@ -12,8 +16,17 @@ typedef struct pt_command {
     int (*run)(int argc, char **argv);
 } pt_command;
 
+/* --- cli_common.c ------------------------------------------------------- */
+
 /* true when argv has -h or --help */
 int pt_cli_wants_help(int argc, char **argv);
+/* Every kept error on stderr, one a line, as "PREFIX: file:line: field: message"
+ * (prefix NULL: no prefix), then how many more were not kept. */
+void pt_cli_print_errors(const char *prefix, const pt_errors *errs);
+/* A whole decimal integer in lo..hi.  Returns 0, or -1 (out untouched). */
+int pt_cli_parse_long(const char *s, long lo, long hi, long *out);
+
+/* --- the commands --------------------------------------------------------- */
 
 int pt_cmd_version(int argc, char **argv);
 int pt_cmd_ingest(int argc, char **argv);

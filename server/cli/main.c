@@ -39,13 +39,6 @@ static void print_usage(FILE *out)
     fprintf(out, "\n'packtrain COMMAND --help' describes each command.\n");
 }
 
-int pt_cli_wants_help(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
-    return 0;
-}
-
 int pt_cmd_version(int argc, char **argv)
 {
     if (pt_cli_wants_help(argc, argv)) {

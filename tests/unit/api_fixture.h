@@ -16,9 +16,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server/app.h"
+#include "server/serve.h"
 #include "store/store.h"
 #include "tests/unit/http_test_client.h"
+#include "tests/unit/tmp_fixture.h"
 
 typedef struct api_fx {
     pt_app app;
@@ -27,19 +28,6 @@ typedef struct api_fx {
     char base[64];
     char token[PT_STORE_SECRET_MAX];   /* a token of owner "alice" when auth is on */
 } api_fx;
-
-static inline int fx_rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static inline void fx_rmtree(const char *dir)
-{
-    nftw(dir, fx_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
 
 /* Starts an app; `opt` may be NULL (defaults: auth off, no workers). */
 static inline int fx_start(api_fx *fx, pt_app_options *opt)
@@ -57,7 +45,7 @@ static inline int fx_start(api_fx *fx, pt_app_options *opt)
     opt->port = 0;
     opt->data_dir = fx->dir;
     char err[512];
-    if (pt_app_init(&fx->app, opt, err, sizeof err) != 0) {
+    if (pt_serve_start(&fx->app, opt, err, sizeof err) != 0) {
         fprintf(stderr, "app: %s\n", err);
         return -1;
     }
@@ -75,7 +63,7 @@ static inline void fx_stop(api_fx *fx)
     pt_app_close(&fx->app);
     if (fx->db) pt_store_close(fx->db);
     fx->db = NULL;
-    fx_rmtree(fx->dir);
+    tfx_rmtree(fx->dir);
 }
 
 /* One request; `path` may hold printf directives.  headers NULL-terminated. */

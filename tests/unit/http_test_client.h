@@ -15,6 +15,21 @@
 
 #include "server/http/http.h"
 
+/* cmocka group setup and teardown of every test binary that talks HTTP:
+ * libcurl's global state, once per process. */
+static inline int tc_global_setup(void **state)
+{
+    (void)state;
+    return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
+}
+
+static inline int tc_global_teardown(void **state)
+{
+    (void)state;
+    curl_global_cleanup();
+    return 0;
+}
+
 typedef struct tc_resp {
     CURLcode rc;
     long status;

@@ -19,6 +19,7 @@
 
 #include "server/sched/scheduler.h"
 #include "store/store.h"
+#include "tests/unit/tmp_fixture.h"
 
 #define OWNER "alice"
 
@@ -76,12 +77,10 @@ static inline int teardown(void **state)
     fixture *f = *state;
     if (f->started) pt_scheduler_close(&f->sched);
     pt_store_close(f->s);
-    char cmd[160];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
-    int rc = system(cmd);
+    tfx_rmtree(f->dir);
     pthread_mutex_destroy(&f->mu);
     free(f);
-    return rc == 0 ? 0 : -1;
+    return 0;
 }
 
 static inline void sched_options(fixture *f, pt_scheduler_options *o, const char *const *argv, int slots)

@@ -22,6 +22,7 @@
 #include "engine/train/train.h"
 #include "server/cli/commands.h"
 #include "tests/unit/api_fixture.h"
+#include "tests/unit/tmp_fixture.h"
 
 #define DEMO "tests/data/api_demo_qm9_64.extxyz"
 
@@ -34,15 +35,7 @@ static int setup(void **state)
     (void)state;
     if (!mkdtemp(tmpdir)) return -1;
     snprintf(data_path, sizeof data_path, "%s/demo.ptd", tmpdir);
-    const char *inputs[1] = {DEMO};
-    pt_ingest_options opt;
-    pt_ingest_options_init(&opt);
-    pt_ingest_report rep;
-    pt_errors errs;
-    pt_errors_init(&errs, 0);
-    int rc = pt_ingest_files(inputs, 1, data_path, &opt, &rep, &errs);
-    pt_ingest_report_close(&rep);
-    pt_errors_close(&errs);
+    int rc = tfx_ingest(DEMO, data_path);
     pt_cpu_features f;
     pt_cpu_features_get(&f);
     if (pt_bf16_cpu_explain(&f, why, sizeof why)) return -1;   /* the variable did not hide it */
@@ -52,16 +45,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    fx_rmtree(tmpdir);
+    tfx_rmtree(tmpdir);
     return 0;
-}
-
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
 }
 
 /* The hidden CPU lacks avx512_bf16, and the message says it was hidden. */
@@ -166,8 +151,8 @@ static void test_cmd_train_refuses(void **state)
     char cfg_path[400], out_dir[400], out[4096], err[4096], want[PT_ERR_MSG_MAX + 64];
     snprintf(cfg_path, sizeof cfg_path, "%s/bf16.json", tmpdir);
     snprintf(out_dir, sizeof out_dir, "%s/cli-bf16", tmpdir);
-    write_file(cfg_path, "{\"model\":{\"hidden\":8,\"filters\":8,\"interactions\":1,\"gaussians\":8},"
-                         "\"training\":{\"epochs\":1,\"precision\":\"bf16\"},\"backend\":{\"threads\":1}}");
+    assert_int_equal(tfx_write(cfg_path, "{\"model\":{\"hidden\":8,\"filters\":8,\"interactions\":1,\"gaussians\":8},"
+                         "\"training\":{\"epochs\":1,\"precision\":\"bf16\"},\"backend\":{\"threads\":1}}"), 0);
     assert_int_equal(run_train("bf16", out, sizeof out, err, sizeof err, cfg_path, out_dir), 2);
     snprintf(want, sizeof want, "packtrain train: training.precision: %s\n", why);
     assert_string_equal(err, want);
@@ -176,8 +161,8 @@ static void test_cmd_train_refuses(void **state)
 
     snprintf(cfg_path, sizeof cfg_path, "%s/fp32.json", tmpdir);
     snprintf(out_dir, sizeof out_dir, "%s/cli-fp32", tmpdir);
-    write_file(cfg_path, "{\"model\":{\"hidden\":8,\"filters\":8,\"interactions\":1,\"gaussians\":8},"
-                         "\"training\":{\"epochs\":1,\"precision\":\"fp32\"},\"backend\":{\"threads\":1}}");
+    assert_int_equal(tfx_write(cfg_path, "{\"model\":{\"hidden\":8,\"filters\":8,\"interactions\":1,\"gaussians\":8},"
+                         "\"training\":{\"epochs\":1,\"precision\":\"fp32\"},\"backend\":{\"threads\":1}}"), 0);
     assert_int_equal(run_train("fp32", out, sizeof out, err, sizeof err, cfg_path, out_dir), 0);
     assert_non_null(strstr(out, "\"kind\":\"epoch\""));
 }

@@ -17,6 +17,7 @@
 
 #include "engine/train/checkpoint.h"
 #include "engine/train/config.h"
+#include "tests/unit/tmp_fixture.h"
 
 static char tmpdir[] = "/tmp/pt_test_ckpt_" "XX" "XX" "XX"; /* mkdtemp pattern */
 
@@ -29,9 +30,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    tfx_rmtree(tmpdir);
+    return 0;
 }
 
 static void fill_state(pt_checkpoint_state *s)

@@ -17,89 +17,36 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/data/ingest.h"
 #include "server/cli/commands.h"
+#include "tests/unit/cmd_fixture.h"
 
-static char dir[64] = "/tmp/pt_test_bench_" "XX" "XX" "XX"; /* mkdtemp pattern */
-static char ptd[128], cfg[128], out_path[128], err_path[128];
+static char dir[64], ptd[128], cfg[128];
 
 static int setup(void **state)
 {
     (void)state;
-    if (!mkdtemp(dir)) return -1;
+    if (tfx_mkdtemp(dir, sizeof dir, "test_bench")) return -1;
     snprintf(ptd, sizeof ptd, "%s/q.ptd", dir);
     snprintf(cfg, sizeof cfg, "%s/job.json", dir);
-    snprintf(out_path, sizeof out_path, "%s/stdout", dir);
-    snprintf(err_path, sizeof err_path, "%s/stderr", dir);
-    const char *in[1] = {"tests/data/backend_qm9_240.extxyz.gz"};
-    pt_ingest_options opt;
-    pt_ingest_options_init(&opt);
-    pt_ingest_report rep;
-    pt_errors errs;
-    pt_errors_init(&errs, 0);
-    int rc = pt_ingest_files(in, 1, ptd, &opt, &rep, &errs);
-    pt_ingest_report_close(&rep);
-    pt_errors_close(&errs);
-    FILE *f = fopen(cfg, "w");
-    if (rc || !f) return -1;
-    fputs("{\"target\":\"energy_U0\",\"model\":{\"hidden\":16,\"filters\":16,\"interactions\":2,"
-          "\"gaussians\":8},\"batching\":{\"model_batch_size\":2},\"backend\":{\"threads\":1}}\n",
-          f);
-    return fclose(f);
+    if (tfx_ingest("tests/data/backend_qm9_240.extxyz.gz", ptd)) return -1;
+    return tfx_write(cfg, "{\"target\":\"energy_U0\",\"model\":{\"hidden\":16,\"filters\":16,"
+                          "\"interactions\":2,\"gaussians\":8},\"batching\":{\"model_batch_size\":2},"
+                          "\"backend\":{\"threads\":1}}\n");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    tfx_rmtree(dir);
+    return 0;
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return strdup("");
-    static char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    return strdup(buf);
-}
-
-/* Runs `packtrain bench ARGS...` from a NULL-terminated list, with stdout
- * and stderr sent to files. */
-static int run_list(char **out, char **err, va_list ap)
-{
-    char *argv[32] = {"bench"};
-    int argc = 1;
-    for (char *s; (s = va_arg(ap, char *)) != NULL;) argv[argc++] = s;
-    fflush(stdout);
-    fflush(stderr);
-    int so = dup(1), se = dup(2);
-    int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    int fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(fo, 1);
-    dup2(fe, 2);
-    close(fo);
-    close(fe);
-    int rc = pt_cmd_bench(argc, argv);
-    fflush(stdout);
-    fflush(stderr);
-    dup2(so, 1);
-    dup2(se, 2);
-    close(so);
-    close(se);
-    *out = slurp(out_path);
-    *err = slurp(err_path);
-    return rc;
-}
-
+/* Runs `packtrain bench ARGS...` (NULL-terminated) in this process. */
 static int run_bench(char **out, char **err, ...)
 {
     va_list ap;
     va_start(ap, err);
-    int rc = run_list(out, err, ap);
+    int rc = cfx_runv(pt_cmd_bench, "bench", dir, out, err, ap);
     va_end(ap);
     return rc;
 }
@@ -156,7 +103,7 @@ static void expect_error(int status, const char *message, ...)
     char *out, *err;
     va_list ap;
     va_start(ap, message);
-    int rc = run_list(&out, &err, ap);
+    int rc = cfx_runv(pt_cmd_bench, "bench", dir, &out, &err, ap);
     va_end(ap);
     if (rc != status) fail_msg("status %d, not %d, for '%s': %s", rc, status, message, err);
     if (!strstr(err, message)) fail_msg("expected '%s' in stderr, got '%s'", message, err);

@@ -17,31 +17,19 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/data/ingest.h"
 #include "engine/model/schnet.h"
 #include "server/cli/commands.h"
+#include "tests/unit/cmd_fixture.h"
 
-static char dir[64], ptd[128], model[128], out_path[128], err_path[128];
+static char dir[64], ptd[128], model[128];
 
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof(dir), "/tmp/pt_eval_test_XXXXXX");
-    if (!mkdtemp(dir)) return -1;
+    if (tfx_mkdtemp(dir, sizeof dir, "eval_test")) return -1;
     snprintf(ptd, sizeof(ptd), "%s/q.ptd", dir);
     snprintf(model, sizeof(model), "%s/m.safetensors", dir);
-    snprintf(out_path, sizeof(out_path), "%s/stdout", dir);
-    snprintf(err_path, sizeof(err_path), "%s/stderr", dir);
-    const char *in[1] = {"tests/data/schnet_qm9_32.extxyz"};
-    pt_ingest_options opt;
-    pt_ingest_options_init(&opt);
-    pt_ingest_report rep;
-    pt_errors errs;
-    pt_errors_init(&errs, 0);
-    int rc = pt_ingest_files(in, 1, ptd, &opt, &rep, &errs);
-    pt_ingest_report_close(&rep);
-    pt_errors_close(&errs);
-    if (rc) return -1;
+    if (tfx_ingest("tests/data/schnet_qm9_32.extxyz", ptd)) return -1;
     pt_schnet m;
     pt_schnet_config c = pt_schnet_config_default();
     c.hidden = 16;
@@ -53,8 +41,9 @@ static int setup(void **state)
     pt_schnet_init_weights(&m, 4);
     m.mean = -400.0; /* per atom, so predictions land near QM9 energies */
     m.std = 10.0;
+    pt_errors errs;
     pt_errors_init(&errs, 0);
-    rc = pt_schnet_save(&m, model, &errs);
+    int rc = pt_schnet_save(&m, model, &errs);
     pt_errors_close(&errs);
     pt_schnet_close(&m);
     return rc;
@@ -63,49 +52,17 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    tfx_rmtree(dir);
+    return 0;
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return strdup("");
-    static char buf[1 << 20];
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    return strdup(buf);
-}
-
-/* Runs `packtrain eval ARGS...` with stdout and stderr sent to files. */
+/* Runs `packtrain eval ARGS...` (NULL-terminated) in this process. */
 static int run_eval(char **out, char **err, ...)
 {
-    char *argv[32] = {"eval"};
-    int argc = 1;
     va_list ap;
     va_start(ap, err);
-    for (char *s; (s = va_arg(ap, char *)) != NULL;) argv[argc++] = s;
+    int rc = cfx_runv(pt_cmd_eval, "eval", dir, out, err, ap);
     va_end(ap);
-    fflush(stdout);
-    fflush(stderr);
-    int so = dup(1), se = dup(2);
-    int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    int fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(fo, 1);
-    dup2(fe, 2);
-    close(fo);
-    close(fe);
-    int rc = pt_cmd_eval(argc, argv);
-    fflush(stdout);
-    fflush(stderr);
-    dup2(so, 1);
-    dup2(se, 2);
-    close(so);
-    close(se);
-    *out = slurp(out_path);
-    *err = slurp(err_path);
     return rc;
 }
 
@@ -204,33 +161,16 @@ static void test_eval_first_n(void **state)
 /* rc and the first line of stderr for one invocation */
 static void expect_failure(int want_rc, const char *want_err, ...)
 {
-    char *argv[32] = {"eval"};
-    int argc = 1;
+    char *out, *err;
     va_list ap;
     va_start(ap, want_err);
-    for (char *s; (s = va_arg(ap, char *)) != NULL;) argv[argc++] = s;
+    int rc = cfx_runv(pt_cmd_eval, "eval", dir, &out, &err, ap);
     va_end(ap);
-    fflush(stdout);
-    fflush(stderr);
-    int se = dup(2), so = dup(1);
-    int fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(fe, 2);
-    dup2(fo, 1);
-    close(fe);
-    close(fo);
-    int rc = pt_cmd_eval(argc, argv);
-    fflush(stderr);
-    fflush(stdout);
-    dup2(se, 2);
-    dup2(so, 1);
-    close(se);
-    close(so);
-    char *err = slurp(err_path);
     char *nl = strchr(err, '\n');
     if (nl) *nl = 0;
     assert_int_equal(rc, want_rc);
     assert_string_equal(err, want_err);
+    free(out);
     free(err);
 }
 
@@ -285,15 +225,7 @@ static void test_eval_structure_without_target(void **state)
     fputs("2\nenergy=-1.5 gap=2.0\nH 0 0 0\nH 0 0 0.74\n"
           "2\ngap=3.0\nH 0 0 0\nH 0 0 0.75\n", f);
     fclose(f);
-    const char *in[1] = {xyz};
-    pt_ingest_options opt;
-    pt_ingest_options_init(&opt);
-    pt_ingest_report rep;
-    pt_errors errs;
-    pt_errors_init(&errs, 0);
-    assert_int_equal(pt_ingest_files(in, 1, d2, &opt, &rep, &errs), 0);
-    pt_ingest_report_close(&rep);
-    pt_errors_close(&errs);
+    assert_int_equal(tfx_ingest(xyz, d2), 0);
     char msg[512];
     snprintf(msg, sizeof(msg),
              "packtrain eval: %s:5: energy: structure 1 has no value for this key", d2);

@@ -14,81 +14,33 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/data/ingest.h"
 #include "server/cli/commands.h"
+#include "tests/unit/cmd_fixture.h"
 
-static char ptd_path[96], out_path[96], err_path[96];
+static char dir[64], ptd_path[128];
 
 static int setup(void **state)
 {
     (void)state;
-    long pid = (long)getpid();
-    snprintf(ptd_path, sizeof ptd_path, "/tmp/pt-test-cmd-pack-%ld.ptd", pid);
-    snprintf(out_path, sizeof out_path, "/tmp/pt-test-cmd-pack-%ld.out", pid);
-    snprintf(err_path, sizeof err_path, "/tmp/pt-test-cmd-pack-%ld.err", pid);
-    const char *src = "tests/data/pack_mixed_slice.extxyz.gz";
-    pt_ingest_options opt;
-    pt_ingest_options_init(&opt);
-    pt_ingest_report rep;
-    pt_errors errs;
-    pt_errors_init(&errs, 0);
-    int rc = pt_ingest_files(&src, 1, ptd_path, &opt, &rep, &errs);
-    pt_ingest_report_close(&rep);
-    pt_errors_close(&errs);
-    return rc;
+    if (tfx_mkdtemp(dir, sizeof dir, "test_cmd_pack")) return -1;
+    snprintf(ptd_path, sizeof ptd_path, "%s/mixed.ptd", dir);
+    return tfx_ingest("tests/data/pack_mixed_slice.extxyz.gz", ptd_path);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    unlink(ptd_path);
-    unlink(out_path);
-    unlink(err_path);
+    tfx_rmtree(dir);
     return 0;
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return strdup("");
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = '\0';
-    fclose(f);
-    return s;
-}
-
-/* Runs `packtrain pack ARGS...` (NULL-terminated) with stdout and stderr
- * sent to files. */
+/* Runs `packtrain pack ARGS...` (NULL-terminated) in this process. */
 static int run_pack(char **out, char **err, ...)
 {
-    char *argv[32] = {"pack"};
-    int argc = 1;
     va_list ap;
     va_start(ap, err);
-    for (char *s; (s = va_arg(ap, char *)) != NULL;) argv[argc++] = s;
+    int rc = cfx_runv(pt_cmd_pack, "pack", dir, out, err, ap);
     va_end(ap);
-    fflush(stdout);
-    fflush(stderr);
-    int so = dup(1), se = dup(2);
-    int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    int fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(fo, 1);
-    dup2(fe, 2);
-    close(fo);
-    close(fe);
-    int rc = pt_cmd_pack(argc, argv);
-    fflush(stdout);
-    fflush(stderr);
-    dup2(so, 1);
-    dup2(se, 2);
-    close(so);
-    close(se);
-    *out = slurp(out_path);
-    *err = slurp(err_path);
     return rc;
 }
 

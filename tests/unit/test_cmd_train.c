@@ -22,6 +22,7 @@
 #include "engine/core/errors.h"
 #include "engine/data/ingest.h"
 #include "server/cli/commands.h"
+#include "tests/unit/tmp_fixture.h"
 
 static char tmpdir[] = "/tmp/pt_test_cmd_train_" "XX" "XX" "XX"; /* mkdtemp pattern */
 static char data_path[300], cfg_path[300];
@@ -31,15 +32,7 @@ static int setup(void **state)
     (void)state;
     if (!mkdtemp(tmpdir)) return -1;
     snprintf(data_path, sizeof data_path, "%s/qm9.ptd", tmpdir);
-    const char *inputs[1] = {"tests/data/train_qm9_400.extxyz.gz"};
-    pt_ingest_options opt;
-    pt_ingest_options_init(&opt);
-    pt_ingest_report rep;
-    pt_errors errs;
-    pt_errors_init(&errs, 0);
-    int rc = pt_ingest_files(inputs, 1, data_path, &opt, &rep, &errs);
-    pt_ingest_report_close(&rep);
-    pt_errors_close(&errs);
+    int rc = tfx_ingest("tests/data/train_qm9_400.extxyz.gz", data_path);
     snprintf(cfg_path, sizeof cfg_path, "%s/job.json", tmpdir);
     FILE *f = fopen(cfg_path, "w");
     if (rc != 0 || !f) return -1;
@@ -53,9 +46,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    tfx_rmtree(tmpdir);
+    return 0;
 }
 
 typedef struct child {

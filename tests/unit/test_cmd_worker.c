@@ -29,34 +29,19 @@
 #include "engine/data/ingest.h"
 #include "server/cli/commands.h"
 #include "server/sched/worker_proto.h"
+#include "tests/unit/tmp_fixture.h"
 
 #define MAX_MSGS 4096
 
 static char tmpdir[] = "/tmp/pt_test_worker_" "XX" "XX" "XX"; /* mkdtemp pattern */
 static char data_path[300], cfg_long[300], cfg_short[300];
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-}
-
 static int setup(void **state)
 {
     (void)state;
     if (!mkdtemp(tmpdir)) return -1;
     snprintf(data_path, sizeof data_path, "%s/qm9.ptd", tmpdir);
-    const char *inputs[1] = {"tests/data/train_qm9_400.extxyz.gz"};
-    pt_ingest_options opt;
-    pt_ingest_options_init(&opt);
-    pt_ingest_report rep;
-    pt_errors errs;
-    pt_errors_init(&errs, 0);
-    int rc = pt_ingest_files(inputs, 1, data_path, &opt, &rep, &errs);
-    pt_ingest_report_close(&rep);
-    pt_errors_close(&errs);
+    int rc = tfx_ingest("tests/data/train_qm9_400.extxyz.gz", data_path);
     if (rc != 0) return -1;
     static const char *model =
         "\"model\":{\"hidden\":16,\"filters\":16,\"interactions\":1,\"gaussians\":12,"
@@ -65,20 +50,19 @@ static int setup(void **state)
     snprintf(cfg_long, sizeof cfg_long, "%s/long.json", tmpdir);
     snprintf(text, sizeof text, "{%s,\"training\":{\"epochs\":20,\"log_every\":1,\"seed\":2,"
              "\"checkpoint_every\":null}}", model);
-    write_file(cfg_long, text);
+    assert_int_equal(tfx_write(cfg_long, text), 0);
     snprintf(cfg_short, sizeof cfg_short, "%s/short.json", tmpdir);
     snprintf(text, sizeof text, "{%s,\"training\":{\"epochs\":2,\"log_every\":4,\"seed\":2,"
              "\"checkpoint_every\":25}}", model);
-    write_file(cfg_short, text);
+    assert_int_equal(tfx_write(cfg_short, text), 0);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    tfx_rmtree(tmpdir);
+    return 0;
 }
 
 /* --- running the command ------------------------------------------------------ */
@@ -328,7 +312,7 @@ static void test_errors(void **state)
     expect_error("usage2", 2, "unexpected argument '--bogus'", "--bogus", "1", NULL);
 
     snprintf(bad_cfg, sizeof bad_cfg, "%s/bad.json", tmpdir);
-    write_file(bad_cfg, "{\"training\":{\"epochs\":2,\"lr\":-1}}");
+    assert_int_equal(tfx_write(bad_cfg, "{\"training\":{\"epochs\":2,\"lr\":-1}}"), 0);
     expect_error("badcfg", 1, "invalid job configuration: ", "--job", "j", "--config", bad_cfg,
                  "--data", data_path, "--out", out, NULL);
     expect_error("badcfg2", 1, "training.lr", "--job", "j", "--config", bad_cfg, "--data",
@@ -338,7 +322,7 @@ static void test_errors(void **state)
                  "--config", cfg_short, "--data", "/nonexistent.ptd", "--out", out, NULL);
 
     snprintf(bad_ckpt, sizeof bad_ckpt, "%s/bad.ckpt", tmpdir);
-    write_file(bad_ckpt, "not a checkpoint at all, just text");
+    assert_int_equal(tfx_write(bad_ckpt, "not a checkpoint at all, just text"), 0);
     expect_error("badckpt", 1, "training failed: ", "--job", "j", "--config", cfg_short,
                  "--data", data_path, "--out", out, "--resume", bad_ckpt, NULL);
 }

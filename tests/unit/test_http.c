@@ -590,19 +590,6 @@ static void test_oversized_headers(void **state)
     tc_free(&r);
 }
 
-static int global_setup(void **state)
-{
-    (void)state;
-    return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
-}
-
-static int global_teardown(void **state)
-{
-    (void)state;
-    curl_global_cleanup();
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -622,5 +609,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_start_errors, setup_plain, teardown),
         cmocka_unit_test_setup_teardown(test_oversized_headers, setup_plain, teardown),
     };
-    return cmocka_run_group_tests_name("http", tests, global_setup, global_teardown);
+    return cmocka_run_group_tests_name("http", tests, tc_global_setup, tc_global_teardown);
 }

@@ -358,19 +358,6 @@ static void test_waitset_fires_once(void **state)
     pt_watch_close(&w);
 }
 
-static int global_setup(void **state)
-{
-    (void)state;
-    return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
-}
-
-static int global_teardown(void **state)
-{
-    (void)state;
-    curl_global_cleanup();
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -386,5 +373,5 @@ int main(void)
         cmocka_unit_test(test_watch_wait_blocking),
         cmocka_unit_test(test_waitset_fires_once),
     };
-    return cmocka_run_group_tests_name("longpoll", tests, global_setup, global_teardown);
+    return cmocka_run_group_tests_name("longpoll", tests, tc_global_setup, tc_global_teardown);
 }

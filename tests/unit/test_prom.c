@@ -351,19 +351,6 @@ static void test_server_request_metrics(void **state)
     pt_prom_close(&p);
 }
 
-static int global_setup(void **state)
-{
-    (void)state;
-    return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
-}
-
-static int global_teardown(void **state)
-{
-    (void)state;
-    curl_global_cleanup();
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -372,5 +359,5 @@ int main(void)
         cmocka_unit_test(test_concurrent_updates),
         cmocka_unit_test(test_server_request_metrics),
     };
-    return cmocka_run_group_tests_name("prom", tests, global_setup, global_teardown);
+    return cmocka_run_group_tests_name("prom", tests, tc_global_setup, tc_global_teardown);
 }

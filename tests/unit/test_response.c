@@ -188,19 +188,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static int global_setup(void **state)
-{
-    (void)state;
-    return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
-}
-
-static int global_teardown(void **state)
-{
-    (void)state;
-    curl_global_cleanup();
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -210,5 +197,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_problem_on_the_wire, setup, teardown),
         cmocka_unit_test_setup_teardown(test_etag_on_the_wire, setup, teardown),
     };
-    return cmocka_run_group_tests_name("response", tests, global_setup, global_teardown);
+    return cmocka_run_group_tests_name("response", tests, tc_global_setup, tc_global_teardown);
 }

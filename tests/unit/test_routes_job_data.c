@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "tests/unit/api_fixture.h"
+#include "tests/unit/tmp_fixture.h"
 
 static char g_ds[64];
 
@@ -214,14 +215,6 @@ static void test_events_live(void **state)
     tc_free(&r);
 }
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-}
-
 static void test_logs(void **state)
 {
     api_fx *fx = *state;
@@ -234,7 +227,7 @@ static void test_logs(void **state)
     pt_app_job_dir(&fx->app, id, dir, sizeof dir);
     mkdir(dir, 0755);
     snprintf(path, sizeof path, "%s/worker.log", dir);
-    write_file(path, "one\ntwo\nthree\nfour\n");
+    assert_int_equal(tfx_write(path, "one\ntwo\nthree\nfour\n"), 0);
     assert_int_equal(fx_call(fx, "GET", NULL, NULL, &r, "/v1/jobs/%s/logs?lines=2", id), 200);
     assert_string_equal(r.body, "three\nfour\n");
     tc_free(&r);
@@ -265,7 +258,7 @@ static void test_model(void **state)
     pt_app_job_dir(&fx->app, id, dir, sizeof dir);
     mkdir(dir, 0755);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    write_file(path, "not really a model, but bytes");
+    assert_int_equal(tfx_write(path, "not really a model, but bytes"), 0);
     assert_int_equal(fx_call(fx, "GET", NULL, NULL, &r, "/v1/jobs/%s/model", id), 200);
     assert_string_equal(r.body, "not really a model, but bytes");
     char etag[96], inm[128], disp[160];

@@ -258,7 +258,7 @@ static void test_index_and_static(void **state)
     assert_int_equal(fx_call(&fx, "GET", NULL, NULL, &r, "/healthz"), 200);   /* API routes win */
     tc_free(&r);
     fx_stop(&fx);
-    fx_rmtree(web);
+    tfx_rmtree(web);
 }
 
 /* ---- auth ------------------------------------------------------------------------ */

@@ -15,6 +15,7 @@
 
 #include "engine/core/safetensors.h"
 #include "engine/model/schnet.h"
+#include "tests/unit/tmp_fixture.h"
 
 static char dir[64];
 
@@ -28,9 +29,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    tfx_rmtree(dir);
+    return 0;
 }
 
 /* A file image: 8-byte length, header text, then `data_len` bytes of data. */

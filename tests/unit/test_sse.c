@@ -270,19 +270,6 @@ static void test_wire_format(void **state)
     assert_int_equal(format_results[3], 0);
 }
 
-static int global_setup(void **state)
-{
-    (void)state;
-    return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
-}
-
-static int global_teardown(void **state)
-{
-    (void)state;
-    curl_global_cleanup();
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -293,5 +280,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_shutdown_ends_stream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wire_format, setup, teardown),
     };
-    return cmocka_run_group_tests_name("sse", tests, global_setup, global_teardown);
+    return cmocka_run_group_tests_name("sse", tests, tc_global_setup, tc_global_teardown);
 }

@@ -13,6 +13,7 @@
 
 #include "http_test_client.h"
 #include "server/http/static.h"
+#include "tests/unit/tmp_fixture.h"
 
 typedef struct fixture {
     tc_server srv;
@@ -79,9 +80,7 @@ static int teardown(void **state)
     pt_http_close(&f->srv.http);
     pt_router_close(&f->srv.router);
     pt_static_close(&f->st);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", f->top);
-    assert_int_equal(system(cmd), 0);
+    tfx_rmtree(f->top);
     free(f);
     return 0;
 }
@@ -239,19 +238,6 @@ static void test_init_errors_and_types(void **state)
     assert_string_equal(pt_static_content_type("dir.d/file"), "application/octet-stream");
 }
 
-static int global_setup(void **state)
-{
-    (void)state;
-    return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
-}
-
-static int global_teardown(void **state)
-{
-    (void)state;
-    curl_global_cleanup();
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -261,5 +247,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_traversal_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_init_errors_and_types, setup, teardown),
     };
-    return cmocka_run_group_tests_name("static", tests, global_setup, global_teardown);
+    return cmocka_run_group_tests_name("static", tests, tc_global_setup, tc_global_teardown);
 }

@@ -21,45 +21,24 @@
 #include <unistd.h>
 
 #include "store/store.h"
+#include "tests/unit/store_fixture.h"
 #include "store/store_internal.h"
 
-typedef struct fixture {
-    char dir[64];
-    char path[128];
-    pt_store *s;
-    char ds[PT_STORE_ID_MAX];
-} fixture;
+typedef store_fx fixture;
 
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof(*f));
-    if (!f) return -1;
-    static int serial;
-    snprintf(f->dir, sizeof(f->dir), "/tmp/pt_store_conc_%d_%d", (int)getpid(), serial++);
-    if (mkdir(f->dir, 0700) != 0) return -1;
-    snprintf(f->path, sizeof(f->path), "%s/db.sqlite", f->dir);
-    if (pt_store_open(&f->s, f->path, NULL, 0) != PT_STORE_OK) return -1;
-    pt_store_dataset d = {.owner = "alice", .name = "n", .path = "/p", .format = "xyz", .status = "ready"};
-    pt_store_dataset ds;
-    if (pt_store_dataset_create(f->s, &d, &ds) != PT_STORE_OK) return -1;
-    memcpy(f->ds, ds.id, sizeof(f->ds));
-    pt_store_dataset_clear(&ds);
+    if (!f || store_fx_init(f, "store_conc", 1) != 0) return -1;
+    if (store_fx_dataset(f->s, "alice", "ready", f->ds) != 0) return -1;
     *state = f;
     return 0;
 }
 
 static int teardown(void **state)
 {
-    fixture *f = *state;
-    pt_store_close(f->s);
-    char p[160];
-    const char *suffix[] = {"", "-wal", "-shm"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(p, sizeof(p), "%s%s", f->path, suffix[i]);
-        unlink(p);
-    }
-    rmdir(f->dir);
-    free(f);
+    store_fx_close(*state);
+    free(*state);
     return 0;
 }
 

@@ -16,62 +16,31 @@
 #include <unistd.h>
 
 #include "store/store.h"
+#include "tests/unit/store_fixture.h"
 
-typedef struct fixture {
-    char dir[64];
-    char path[128];
-    pt_store *s;
-    char alice_ds[PT_STORE_ID_MAX];
-    char bob_ds[PT_STORE_ID_MAX];
-} fixture;
-
-static void make_dataset(pt_store *s, const char *owner, const char *status, char id[PT_STORE_ID_MAX])
-{
-    pt_store_dataset d, out;
-    memset(&d, 0, sizeof(d));
-    snprintf(d.owner, sizeof(d.owner), "%s", owner);
-    snprintf(d.name, sizeof(d.name), "set");
-    snprintf(d.path, sizeof(d.path), "/data/set.xyz");
-    snprintf(d.format, sizeof(d.format), "xyz");
-    snprintf(d.status, sizeof(d.status), "%s", status);
-    assert_int_equal(pt_store_dataset_create(s, &d, &out), PT_STORE_OK);
-    memcpy(id, out.id, PT_STORE_ID_MAX);
-    pt_store_dataset_clear(&out);
-}
+typedef store_fx fixture;
 
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof(*f));
-    if (!f) return -1;
-    static int serial;
-    snprintf(f->dir, sizeof(f->dir), "/tmp/pt_store_jobs_%d_%d", (int)getpid(), serial++);
-    if (mkdir(f->dir, 0700) != 0) return -1;
-    snprintf(f->path, sizeof(f->path), "%s/db.sqlite", f->dir);
-    if (pt_store_open(&f->s, f->path, NULL, 0) != PT_STORE_OK) return -1;
-    make_dataset(f->s, "alice", "ready", f->alice_ds);
-    make_dataset(f->s, "bob", "ready", f->bob_ds);
+    if (!f || store_fx_init(f, "store_jobs", 1) != 0) return -1;
+    if (store_fx_dataset(f->s, "alice", "ready", f->ds) != 0 ||
+        store_fx_dataset(f->s, "bob", "ready", f->ds2) != 0)
+        return -1;
     *state = f;
     return 0;
 }
 
 static int teardown(void **state)
 {
-    fixture *f = *state;
-    pt_store_close(f->s);
-    char p[160];
-    const char *suffix[] = {"", "-wal", "-shm"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(p, sizeof(p), "%s%s", f->path, suffix[i]);
-        unlink(p);
-    }
-    rmdir(f->dir);
-    free(f);
+    store_fx_close(*state);
+    free(*state);
     return 0;
 }
 
 static void new_job(fixture *f, const char *owner, char id[PT_STORE_ID_MAX])
 {
-    pt_store_job_request req = {.owner = owner, .dataset_id = strcmp(owner, "bob") ? f->alice_ds : f->bob_ds,
+    pt_store_job_request req = {.owner = owner, .dataset_id = strcmp(owner, "bob") ? f->ds : f->ds2,
                                 .config_json = "{\"epochs\":2}"};
     pt_store_job job;
     assert_int_equal(pt_store_job_create(f->s, &req, &job, NULL), PT_STORE_OK);
@@ -88,7 +57,7 @@ static void test_create_and_get(void **state)
 {
     fixture *f = *state;
     const char *config = "{\"epochs\":3,\"lr\":0.001}";
-    pt_store_job_request req = {.owner = "alice", .dataset_id = f->alice_ds, .config_json = config};
+    pt_store_job_request req = {.owner = "alice", .dataset_id = f->ds, .config_json = config};
     pt_store_job job;
     int created = -1;
     assert_int_equal(pt_store_job_create(f->s, &req, &job, &created), PT_STORE_OK);
@@ -96,7 +65,7 @@ static void test_create_and_get(void **state)
     assert_memory_equal(job.id, "job_", 4);
     assert_int_equal(strlen(job.id), 20);
     assert_string_equal(job.owner, "alice");
-    assert_string_equal(job.dataset_id, f->alice_ds);
+    assert_string_equal(job.dataset_id, f->ds);
     assert_string_equal(job.config_json, config);
     char hash[PT_STORE_HASH_HEX];
     pt_store_sha256_hex(config, strlen(config), hash);
@@ -134,11 +103,11 @@ static void test_create_errors(void **state)
     pt_store_job_request req = {.owner = "alice", .dataset_id = "ds_nope", .config_json = "{}"};
     assert_int_equal(pt_store_job_create(f->s, &req, &job, NULL), PT_STORE_NOT_FOUND);
     assert_string_equal(pt_store_errmsg(f->s), "dataset ds_nope not found");
-    req.dataset_id = f->bob_ds;   /* another owner's dataset is invisible */
+    req.dataset_id = f->ds2;   /* another owner's dataset is invisible */
     assert_int_equal(pt_store_job_create(f->s, &req, &job, NULL), PT_STORE_NOT_FOUND);
 
     char uploading[PT_STORE_ID_MAX];
-    make_dataset(f->s, "alice", "uploading", uploading);
+    assert_int_equal(store_fx_dataset(f->s, "alice", "uploading", uploading), 0);
     req.dataset_id = uploading;
     assert_int_equal(pt_store_job_create(f->s, &req, &job, NULL), PT_STORE_CONFLICT);
     char expect[160];
@@ -146,7 +115,7 @@ static void test_create_errors(void **state)
              uploading);
     assert_string_equal(pt_store_errmsg(f->s), expect);
 
-    req.dataset_id = f->alice_ds;
+    req.dataset_id = f->ds;
     req.config_json = "";
     assert_int_equal(pt_store_job_create(f->s, &req, &job, NULL), PT_STORE_INVALID);
     assert_string_equal(pt_store_errmsg(f->s), "job config is empty");
@@ -171,7 +140,7 @@ static void test_create_errors(void **state)
 static void test_idempotency(void **state)
 {
     fixture *f = *state;
-    pt_store_job_request req = {.owner = "alice", .dataset_id = f->alice_ds, .config_json = "{\"a\":1}",
+    pt_store_job_request req = {.owner = "alice", .dataset_id = f->ds, .config_json = "{\"a\":1}",
                                 .idempotency_key = "ci-run-42"};
     pt_store_job first, again;
     int created = -1;
@@ -190,7 +159,7 @@ static void test_idempotency(void **state)
              "(job %s); use a new key for a new job", first.id);
     assert_string_equal(pt_store_errmsg(f->s), expect);
     char ds2[PT_STORE_ID_MAX];
-    make_dataset(f->s, "alice", "ready", ds2);
+    assert_int_equal(store_fx_dataset(f->s, "alice", "ready", ds2), 0);
     other = req;
     other.dataset_id = ds2;
     assert_int_equal(pt_store_job_create(f->s, &other, &again, NULL), PT_STORE_IDEMPOTENCY_MISMATCH);
@@ -198,7 +167,7 @@ static void test_idempotency(void **state)
     /* Keys are per owner. */
     other = req;
     other.owner = "bob";
-    other.dataset_id = f->bob_ds;
+    other.dataset_id = f->ds2;
     assert_int_equal(pt_store_job_create(f->s, &other, &again, &created), PT_STORE_OK);
     assert_int_equal(created, 1);
     assert_string_not_equal(again.id, first.id);

@@ -16,48 +16,25 @@
 #include <unistd.h>
 
 #include "store/store.h"
+#include "tests/unit/store_fixture.h"
 
-typedef struct fixture {
-    char dir[64];
-    char path[128];
-    pt_store *s;
-    char job[PT_STORE_ID_MAX];
-} fixture;
+typedef store_fx fixture;
 
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof(*f));
-    if (!f) return -1;
-    static int serial;
-    snprintf(f->dir, sizeof(f->dir), "/tmp/pt_store_metrics_%d_%d", (int)getpid(), serial++);
-    if (mkdir(f->dir, 0700) != 0) return -1;
-    snprintf(f->path, sizeof(f->path), "%s/db.sqlite", f->dir);
-    if (pt_store_open(&f->s, f->path, NULL, 0) != PT_STORE_OK) return -1;
-    pt_store_dataset d = {.owner = "alice", .name = "n", .path = "/p", .format = "xyz", .status = "ready"};
-    pt_store_dataset ds;
-    if (pt_store_dataset_create(f->s, &d, &ds) != PT_STORE_OK) return -1;
-    pt_store_job_request req = {.owner = "alice", .dataset_id = ds.id, .config_json = "{}"};
-    pt_store_job job;
-    if (pt_store_job_create(f->s, &req, &job, NULL) != PT_STORE_OK) return -1;
-    memcpy(f->job, job.id, sizeof(f->job));
-    pt_store_job_clear(&job);
-    pt_store_dataset_clear(&ds);
+    if (!f || store_fx_init(f, "store_metrics", 1) != 0) return -1;
+    if (store_fx_dataset(f->s, "alice", "ready", f->ds) != 0 ||
+        store_fx_job(f->s, "alice", f->ds, f->job) != 0)
+        return -1;
     *state = f;
     return 0;
 }
 
 static int teardown(void **state)
 {
-    fixture *f = *state;
-    pt_store_close(f->s);
-    char p[160];
-    const char *suffix[] = {"", "-wal", "-shm"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(p, sizeof(p), "%s%s", f->path, suffix[i]);
-        unlink(p);
-    }
-    rmdir(f->dir);
-    free(f);
+    store_fx_close(*state);
+    free(*state);
     return 0;
 }
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "server/sched/store_writer.h"
+#include "tests/unit/tmp_fixture.h"
 
 typedef struct order_op {
     pt_store_op op;
@@ -78,9 +79,7 @@ static void test_store_writer_runs_in_order(void **state)
     uv_run(&loop, UV_RUN_DEFAULT);   /* finishes closing the async handle */
     assert_int_equal(uv_loop_close(&loop), 0);
     for (int i = 0; i <= N; i++) assert_int_equal(order[i], i);
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    tfx_rmtree(dir);
 }
 
 int main(void)

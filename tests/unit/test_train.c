@@ -25,6 +25,7 @@
 #include "engine/pack/packing.h"
 #include "engine/train/train.h"
 #include "engine/train/train_internal.h"
+#include "tests/unit/tmp_fixture.h"
 
 #define MAX_LINES 512
 
@@ -57,15 +58,7 @@ static int setup(void **state)
     if (!mkdtemp(tmpdir)) return -1;
     char ptd[256];
     snprintf(ptd, sizeof ptd, "%s/qm9.ptd", tmpdir);
-    const char *inputs[1] = {"tests/data/train_qm9_400.extxyz.gz"};
-    pt_ingest_options opt;
-    pt_ingest_options_init(&opt);
-    pt_ingest_report rep;
-    pt_errors errs;
-    pt_errors_init(&errs, 0);
-    int rc = pt_ingest_files(inputs, 1, ptd, &opt, &rep, &errs);
-    pt_ingest_report_close(&rep);
-    pt_errors_close(&errs);
+    int rc = tfx_ingest("tests/data/train_qm9_400.extxyz.gz", ptd);
     if (rc != 0) return -1;
     char err[512];
     return pt_dataset_open(&qm9, ptd, err, sizeof err);
@@ -75,9 +68,8 @@ static int teardown(void **state)
 {
     (void)state;
     pt_dataset_close(&qm9);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    tfx_rmtree(tmpdir);
+    return 0;
 }
 
 /* A small model that trains in seconds: H=F=32, T=2, G=16, 5 Å. */

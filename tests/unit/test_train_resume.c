@@ -24,6 +24,7 @@
 #include "engine/train/config.h"
 #include "engine/data/ingest.h"
 #include "engine/train/train.h"
+#include "tests/unit/tmp_fixture.h"
 
 #define MAX_LINES 256
 
@@ -34,15 +35,7 @@ static int ingest(const char *src, const char *name, pt_dataset *ds)
 {
     char ptd[256];
     snprintf(ptd, sizeof ptd, "%s/%s", tmpdir, name);
-    const char *inputs[1] = {src};
-    pt_ingest_options opt;
-    pt_ingest_options_init(&opt);
-    pt_ingest_report rep;
-    pt_errors errs;
-    pt_errors_init(&errs, 0);
-    int rc = pt_ingest_files(inputs, 1, ptd, &opt, &rep, &errs);
-    pt_ingest_report_close(&rep);
-    pt_errors_close(&errs);
+    int rc = tfx_ingest(src, ptd);
     char err[512];
     return rc != 0 ? -1 : pt_dataset_open(ds, ptd, err, sizeof err);
 }
@@ -60,9 +53,8 @@ static int teardown(void **state)
     (void)state;
     pt_dataset_close(&qm9);
     pt_dataset_close(&small);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    tfx_rmtree(tmpdir);
+    return 0;
 }
 /* --- resume ---------------------------------------------------------------------- */
 

@@ -399,19 +399,6 @@ static void test_upload_module_errors(void **state)
     pt_errors_close(&errs);
 }
 
-static int global_setup(void **state)
-{
-    (void)state;
-    return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
-}
-
-static int global_teardown(void **state)
-{
-    (void)state;
-    curl_global_cleanup();
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -426,5 +413,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_upload_dir_missing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_upload_module_errors, setup, teardown),
     };
-    return cmocka_run_group_tests_name("upload", tests, global_setup, global_teardown);
+    return cmocka_run_group_tests_name("upload", tests, tc_global_setup, tc_global_teardown);
 }
