@@ -49,7 +49,7 @@ static double now(void)
 }
 
 static int prof_compute(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
-                        float *grads, pt_step_stats *st, pt_errors *errs)
+                        double norm, float *grads, pt_step_stats *st, pt_errors *errs)
 {
     prof_engine *pe = self;
     const pt_train_data *d = pe->d;
@@ -62,8 +62,10 @@ static int prof_compute(void *self, const pt_packs *packs, const uint32_t *ids, 
     double n_norm = 0;
     for (uint32_t i = 0; i < n; i++)
         n_norm += packs->graph_offset[ids[i] + 1] - packs->graph_offset[ids[i]];
-    for (uint32_t at = 0; at < n; at += (uint32_t)d->micro_packs) {
-        uint32_t k = n - at < (uint32_t)d->micro_packs ? n - at : (uint32_t)d->micro_packs;
+    if (norm > 0.0) n_norm = norm;
+    for (uint32_t at = 0; at < n; at += (uint32_t)d->layout.micro_packs) {
+        uint32_t k = n - at < (uint32_t)d->layout.micro_packs ? n - at
+                                                            : (uint32_t)d->layout.micro_packs;
         double tf = now();
         int rc = pt_batch_fill_ids(&pe->batch, d->ds, d->graphs, packs, ids + at, (int32_t)k,
                                    (int)d->target_key);
@@ -105,7 +107,7 @@ static int prof_open(pt_grad_engine *eng, const pt_train_data *d, pt_errors *err
 {
     prof_engine *pe = &g_eng;
     pe->d = d;
-    if (pt_batch_init(&pe->batch, d->limits, d->micro_packs, (float)d->cfg->model.cutoff) !=
+    if (pt_batch_init(&pe->batch, d->limits, d->layout.micro_packs, (float)d->cfg->model.cutoff) !=
             PT_BATCH_OK ||
         pt_schnet_acts_init(&pe->acts, d->model, pe->batch.cap_nodes, pe->batch.cap_edges,
                             pe->batch.cap_graphs, errs) != 0) {
@@ -116,6 +118,7 @@ static int prof_open(pt_grad_engine *eng, const pt_train_data *d, pt_errors *err
     pe->acts.precision = d->cfg->training.precision;
     pe->acts.static_shapes = d->cfg->backend.static_shapes;
     eng->self = pe;
+    eng->kind = "local";
     eng->compute = prof_compute;
     eng->close = prof_close;
     return 0;

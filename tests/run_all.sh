@@ -2,6 +2,9 @@
 # run_all.sh UNIT_DIR BINARY — every test packtrain has, as named suites:
 #
 #   unit        cmocka unit tests (tests/unit, one binary per module)
+#   layout      the rooms' dependency rules: no file cycle across rooms, rooms
+#               include only rooms below them (tests/layout/include_graph.py,
+#               on the #include lines and the objects' symbols)
 #   torch       the PyTorch cross-check (tests/torch)
 #   api_errors, api_flow, api_recovery, openapi, mpi
 #               integration suites against real servers (tests/integration)
@@ -16,6 +19,7 @@ unit_dir=$1; bin=$2
 export PACKTRAIN_BIN=$(realpath "$bin")
 suites=(
   "unit:tests/run_unit.sh $unit_dir"
+  "layout:python3 tests/layout/include_graph.py --objects ${unit_dir%/tests}"
   "torch:tests/torch/run.sh"
   "api_errors:tests/integration/test_api_errors.sh"
   "api_flow:tests/integration/test_api_flow.sh"

@@ -7,52 +7,34 @@
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "engine/backend/backend_internal.h"
 #include "engine/backend/memplan.h"
 
 static void backend_close(void *self);
+static void backend_phases(void *self, pt_phase_times *out, int reset);
 
-int pt_backend_is(const pt_grad_engine *eng)
-{
-    return eng && eng->compute == pt_backend_compute;
-}
-
-static int online_cores(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
+/* The layout comes from the plan (engine/train/plan.h), the rest of the
+ * settings from a validated configuration: what is checked here is what
+ * this engine itself needs, in its own terms (a caller may build a layout
+ * by hand, as the MPI backend and the tests do). */
 static int check_settings(const pt_train_data *d, pt_errors *errs)
 {
+    const pt_train_layout *l = &d->layout;
     const pt_job_backend *k = &d->cfg->backend;
-    size_t before = errs->total;
-    if (k->kind != PT_JOB_BACKEND_IPU_EMULATED)
-        pt_errors_add(errs, "", 0, "backend.kind", "the emulated IPU backend cannot run kind %d",
-                      (int)k->kind);
-    if (k->replication_factor < 1)
-        pt_errors_add(errs, "", 0, "backend.replication_factor", "must be >= 1, got %d",
-                      k->replication_factor);
-    if (k->gradient_accumulation < 1)
-        pt_errors_add(errs, "", 0, "backend.gradient_accumulation", "must be >= 1, got %d",
-                      k->gradient_accumulation);
-    if (k->device_iterations < 1)
-        pt_errors_add(errs, "", 0, "backend.device_iterations", "must be >= 1, got %d",
-                      k->device_iterations);
-    if (k->use_async_loader && k->prefetch_depth < 1)
-        pt_errors_add(errs, "", 0, "backend.prefetch_depth", "must be >= 1, got %d",
-                      k->prefetch_depth);
-    if (k->threads < 0)
-        pt_errors_add(errs, "", 0, "backend.threads", "must be >= 0 (0 = all cores), got %d",
-                      k->threads);
-    if (d->micro_packs < 1)
-        pt_errors_add(errs, "", 0, "batching.model_batch_size", "must be >= 1, got %d",
-                      d->micro_packs);
-    if (errs->total != before) return -1;
-    int64_t g = (int64_t)k->replication_factor * k->gradient_accumulation * d->micro_packs;
-    int64_t slots = (int64_t)k->replication_factor * pt_backend_io_batches(k);
+    if (l->ranks != 1 || l->replicas < 1 || l->accumulation < 1 || l->micro_packs < 1 ||
+        l->threads < 1 || k->device_iterations < 1 || (k->use_async_loader && k->prefetch_depth < 1)) {
+        pt_errors_add(errs, "", 0, "backend",
+                      "the emulated IPU backend runs one process of at least one replica, "
+                      "micro-batch, packs per micro-batch, thread, device iteration and prefetch "
+                      "slot; got ranks %d, replicas %d, accumulation %d, micro-batch %d, threads "
+                      "%d, device iterations %d, prefetch %d", l->ranks, l->replicas,
+                      l->accumulation, l->micro_packs, l->threads, k->device_iterations,
+                      k->use_async_loader ? k->prefetch_depth : 1);
+        return -1;
+    }
+    int64_t g = pt_train_layout_global_packs(l);
+    int64_t slots = (int64_t)l->replicas * pt_backend_io_batches(k, l->accumulation);
     if (g > UINT32_MAX / 2 || slots > INT32_MAX / 2) {
         pt_errors_add(errs, "", 0, "backend",
                       "replication_factor x gradient_accumulation x model_batch_size = %lld "
@@ -67,8 +49,7 @@ static int check_settings(const pt_train_data *d, pt_errors *errs)
 static int check_memory(const pt_train_data *d, pt_errors *errs)
 {
     pt_memplan plan;
-    if (pt_memplan_compute(&plan, &d->model->cfg, d->limits, d->micro_packs, &d->cfg->backend,
-                           errs))
+    if (pt_memplan_compute(&plan, &d->model->cfg, d->limits, &d->layout, &d->cfg->backend, errs))
         return -1;
     return pt_memplan_check(&plan, errs);
 }
@@ -104,7 +85,7 @@ oom:
 static int slots_init(pt_backend *be, pt_errors *errs)
 {
     const pt_pack_limits L = be->d->limits;
-    be->n_slots = be->R * pt_backend_io_batches(&be->d->cfg->backend);
+    be->n_slots = be->R * pt_backend_io_batches(&be->d->cfg->backend, be->A);
     be->slots = calloc((size_t)be->n_slots, sizeof(*be->slots));
     be->identity = malloc((size_t)be->b * sizeof(*be->identity));
     if (!be->slots || !be->identity) goto oom;
@@ -161,22 +142,22 @@ int pt_backend_open(pt_grad_engine *eng, const pt_train_data *data, pt_errors *e
     memset(eng, 0, sizeof(*eng));
     if (check_settings(data, errs) || check_memory(data, errs)) return -1;
     const pt_job_backend *k = &data->cfg->backend;
+    const pt_train_layout *l = &data->layout;
     pt_backend *be = calloc(1, sizeof(*be));
     if (!be) {
         pt_errors_add(errs, "", 0, "backend", "out of memory");
         return -1;
     }
     be->d = data;
-    be->R = k->replication_factor;
-    be->A = k->gradient_accumulation;
+    be->R = l->replicas;
+    be->A = l->accumulation;
     be->D = k->device_iterations;
     be->P = k->use_async_loader ? k->prefetch_depth : 0;
-    be->b = data->micro_packs;
+    be->b = l->micro_packs;
     be->RA = (uint32_t)be->R * (uint32_t)be->A;
     be->G = be->RA * (uint32_t)be->b;
     be->n_params = data->model->n_params;
-    int budget = k->threads > 0 ? k->threads : online_cores();
-    be->blas_threads = be->R == 1 ? budget : 1;
+    be->blas_threads = be->R == 1 ? l->threads : 1;
     be->loader_threads = k->use_async_loader ? 1 : 0;
     pthread_mutex_init(&be->mu, NULL);
     pthread_cond_init(&be->go, NULL);
@@ -189,7 +170,9 @@ int pt_backend_open(pt_grad_engine *eng, const pt_train_data *data, pt_errors *e
     be->stats.loader_threads = be->loader_threads;
     be->stats.slots = be->n_slots;
     eng->self = be;
+    eng->kind = PT_BACKEND_KIND;
     eng->compute = pt_backend_compute;
+    eng->phases = backend_phases;
     eng->close = backend_close;
     if (threads_start(be, errs)) goto fail;
     return 0;
@@ -233,20 +216,17 @@ static void backend_close(void *self)
     free(be);
 }
 
-int pt_backend_phases(pt_grad_engine *eng, pt_phase_times *out, int reset)
+static void backend_phases(void *self, pt_phase_times *out, int reset)
 {
-    pt_phase_times_clear(out);
-    if (!pt_backend_is(eng)) return -1;
-    pt_backend *be = eng->self;
+    pt_backend *be = self;
     *out = be->phases;
     if (reset) pt_phase_times_clear(&be->phases);
-    return 0;
 }
 
 int pt_backend_stats_get(const pt_grad_engine *eng, pt_backend_stats *out)
 {
     memset(out, 0, sizeof(*out));
-    if (!pt_backend_is(eng)) return -1;
+    if (!eng || !eng->kind || strcmp(eng->kind, PT_BACKEND_KIND) != 0) return -1;
     *out = ((const pt_backend *)eng->self)->stats;
     return 0;
 }

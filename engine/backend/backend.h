@@ -44,30 +44,18 @@
 #include "engine/core/phase.h"
 #include "engine/train/train.h"
 
-/* pt_grad_engine_open_fn of the backend: pass it as
- * pt_train_options.engine_open.  Returns 0, or -1 with errs filled (invalid
- * backend settings, memory plan over device_memory_mb, out of memory, thread
- * creation). */
+/* pt_grad_engine_open_fn of the backend (kind PT_BACKEND_KIND): pass it as
+ * pt_train_options.engine_open.  Its engine times its phases (replica
+ * phases averaged over replicas; "other" is host dispatch; optimizer is 0 —
+ * the loop times it) and normalises a step's loss by the caller's n_norm
+ * when given, so a data-parallel caller computing a share of a larger
+ * global batch gets the gradients one process would compute for the same
+ * packs, bit for bit (mpi_backend.h).  Returns 0, or -1 with errs filled
+ * (invalid backend settings, memory plan over device_memory_mb, out of
+ * memory, thread creation). */
 int pt_backend_open(pt_grad_engine *eng, const pt_train_data *data, pt_errors *errs);
 
-/* Nonzero when eng was opened by pt_backend_open. */
-int pt_backend_is(const pt_grad_engine *eng);
-
-/* eng->compute with the loss normalised by n_norm real graphs instead of
- * the count of packs ids[0..n) (n_norm <= 0: that count).  A data-parallel
- * caller computing a share of a larger global batch passes the global
- * count, so its gradients are those one process would compute for the same
- * packs, bit for bit (mpi_backend.h).  Returns as compute; -1 with errs
- * filled when eng is not a backend engine. */
-int pt_backend_compute_norm(pt_grad_engine *eng, const pt_packs *packs, const uint32_t *ids,
-                            uint32_t n, double n_norm, float *grads, pt_step_stats *st,
-                            pt_errors *errs);
-
-/* Phase times of the steps since the last reset (replica phases averaged
- * over replicas; "other" is host dispatch; optimizer is 0 — the loop times
- * it).  With reset, starts a new window.  Returns 0, or -1 when eng is not a
- * backend engine (out is then cleared). */
-int pt_backend_phases(pt_grad_engine *eng, pt_phase_times *out, int reset);
+#define PT_BACKEND_KIND "ipu-emulated"
 
 /* What the backend did since it was opened, for tests and benchmarks. */
 typedef struct pt_backend_stats {
@@ -80,6 +68,7 @@ typedef struct pt_backend_stats {
     int32_t slots;           /* batch buffers */
 } pt_backend_stats;
 
+/* Returns 0, or -1 (out cleared) when eng is not a backend engine. */
 int pt_backend_stats_get(const pt_grad_engine *eng, pt_backend_stats *out);
 
 #endif

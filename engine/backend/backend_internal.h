@@ -77,7 +77,7 @@ struct pt_backend {
     uint64_t s_total;          /* jobs from s_seq to the end of the list */
     int32_t call_left;         /* steps left in the current host call */
 
-    pt_phase_times phases;     /* window read by pt_backend_phases */
+    pt_phase_times phases;     /* window read by the engine's phases() */
     pt_backend_stats stats;
 };
 
@@ -85,6 +85,6 @@ struct pt_backend {
 void *pt_backend_replica_main(void *arg);
 int pt_backend_fill_slot(void *user, int slot, pt_errors *errs);
 int pt_backend_compute(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
-                       float *grads, pt_step_stats *st, pt_errors *errs);
+                       double n_norm, float *grads, pt_step_stats *st, pt_errors *errs);
 
 #endif

@@ -273,9 +273,10 @@ void *pt_backend_replica_main(void *arg)
 
 /* ---- host ------------------------------------------------------------------ */
 
-static int compute_step(pt_backend *be, const pt_packs *packs, const uint32_t *ids, uint32_t n,
-                        double n_norm, float *grads, pt_step_stats *st, pt_errors *errs)
+int pt_backend_compute(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
+                       double n_norm, float *grads, pt_step_stats *st, pt_errors *errs)
 {
+    pt_backend *be = self;
     double t0 = pt_phase_clock();
     memset(st, 0, sizeof(*st));
     if (n > be->G) {
@@ -341,22 +342,4 @@ static int compute_step(pt_backend *be, const pt_packs *packs, const uint32_t *i
     be->stats.jobs += be->RA;
     be->stats.queued_ahead += ready;
     return failed ? -1 : 0;
-}
-
-int pt_backend_compute(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
-                       float *grads, pt_step_stats *st, pt_errors *errs)
-{
-    return compute_step(self, packs, ids, n, 0.0, grads, st, errs);
-}
-
-int pt_backend_compute_norm(pt_grad_engine *eng, const pt_packs *packs, const uint32_t *ids,
-                            uint32_t n, double n_norm, float *grads, pt_step_stats *st,
-                            pt_errors *errs)
-{
-    if (!pt_backend_is(eng)) {
-        memset(st, 0, sizeof(*st));
-        pt_errors_add(errs, "", 0, "backend", "not an emulated IPU backend engine");
-        return -1;
-    }
-    return compute_step(eng->self, packs, ids, n, n_norm, grads, st, errs);
 }

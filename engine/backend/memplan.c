@@ -17,9 +17,9 @@ int32_t pt_backend_grad_buffers(int32_t accumulation)
     return levels;
 }
 
-int32_t pt_backend_io_batches(const pt_job_backend *backend)
+int32_t pt_backend_io_batches(const pt_job_backend *backend, int32_t accumulation)
 {
-    int64_t n = (int64_t)backend->gradient_accumulation * backend->device_iterations;
+    int64_t n = (int64_t)accumulation * backend->device_iterations;
     if (backend->use_async_loader) n += backend->prefetch_depth;
     return n > INT32_MAX ? INT32_MAX : (int32_t)n;
 }
@@ -103,7 +103,7 @@ pt_schnet_config pt_memplan_job_model(const pt_job_config *cfg)
         .cutoff = (float)m->cutoff,
         .max_neighbors = m->max_neighbors,
         .readout = m->readout == PT_JOB_READOUT_MEAN ? PT_READOUT_MEAN : PT_READOUT_SUM,
-        .use_atomref = cfg->training.normalize == PT_JOB_NORMALIZE_ATOMREF,
+        .use_atomref = cfg->training.normalize == PT_NORM_ATOMREF,
     };
 }
 
@@ -124,9 +124,11 @@ static void plan_sizes(pt_memplan *plan, int32_t b)
 }
 
 int pt_memplan_compute(pt_memplan *plan, const pt_schnet_config *model, pt_pack_limits limits,
-                       int32_t micro_packs, const pt_job_backend *backend, pt_errors *errs)
+                       const pt_train_layout *layout, const pt_job_backend *backend,
+                       pt_errors *errs)
 {
     memset(plan, 0, sizeof(*plan));
+    const int32_t micro_packs = layout->micro_packs;
     size_t before = errs->total;
     pt_schnet_config_check(model, errs);
     if (limits.max_nodes < 1 || limits.max_edges < 0 || limits.max_graphs < 1)
@@ -134,9 +136,10 @@ int pt_memplan_compute(pt_memplan *plan, const pt_schnet_config *model, pt_pack_
                       "pack limits must be resolved (max_nodes >= 1, max_edges >= 0, max_graphs "
                       ">= 1), got %d, %d, %d", limits.max_nodes, limits.max_edges,
                       limits.max_graphs);
-    if (micro_packs < 1)
-        pt_errors_add(errs, "", 0, "batching.model_batch_size", "must be >= 1, got %d",
-                      micro_packs);
+    if (micro_packs < 1 || layout->accumulation < 1)
+        pt_errors_add(errs, "", 0, "batching", "a micro-batch needs at least one pack and a "
+                      "replica at least one micro-batch, got %d and %d", micro_packs,
+                      layout->accumulation);
     if (errs->total != before) return -1;
     const int64_t caps[3] = {(int64_t)micro_packs * limits.max_nodes,
                              (int64_t)micro_packs * limits.max_edges,
@@ -150,21 +153,20 @@ int pt_memplan_compute(pt_memplan *plan, const pt_schnet_config *model, pt_pack_
     if (errs->total != before) return -1;
     plan->model = *model;
     plan->limits = limits;
-    plan->replicas = backend->replication_factor;
-    plan->grad_buffers = pt_backend_grad_buffers(backend->gradient_accumulation);
-    plan->io_batches = pt_backend_io_batches(backend);
+    plan->replicas = layout->replicas;
+    plan->grad_buffers = pt_backend_grad_buffers(layout->accumulation);
+    plan->io_batches = pt_backend_io_batches(backend, layout->accumulation);
     plan->device_memory_mb = backend->device_memory_mb;
     plan->budget = (size_t)backend->device_memory_mb * (size_t)MB;
     plan_sizes(plan, micro_packs);
     return 0;
 }
 
-int pt_memplan_for_job(pt_memplan *plan, const pt_job_config *cfg, pt_pack_limits limits,
-                       pt_errors *errs)
+int pt_memplan_for_job(pt_memplan *plan, const pt_job_config *cfg, const pt_train_layout *layout,
+                       pt_pack_limits limits, pt_errors *errs)
 {
     pt_schnet_config model = pt_memplan_job_model(cfg);
-    return pt_memplan_compute(plan, &model, limits, cfg->batching.model_batch_size, &cfg->backend,
-                              errs);
+    return pt_memplan_compute(plan, &model, limits, layout, &cfg->backend, errs);
 }
 
 /* The largest micro-batch (packs) whose plan fits, 0 if none: the need only

@@ -28,6 +28,7 @@
 
 #include "engine/pack/batch.h"
 #include "engine/train/config.h"
+#include "engine/train/plan.h"
 #include "engine/core/errors.h"
 #include "engine/model/schnet.h"
 
@@ -51,7 +52,7 @@ int32_t pt_backend_grad_buffers(int32_t accumulation);
 
 /* Batch buffers per replica: the A·D micro-batches of one host call, plus
  * prefetch_depth more when the loader is asynchronous. */
-int32_t pt_backend_io_batches(const pt_job_backend *backend);
+int32_t pt_backend_io_batches(const pt_job_backend *backend, int32_t accumulation);
 
 /* Floats in the model's flat parameter buffer (pt_schnet.n_params). */
 size_t pt_memplan_param_count(const pt_schnet_config *model);
@@ -61,21 +62,24 @@ size_t pt_memplan_acts_bytes(const pt_schnet_config *model, int32_t cap_nodes, i
 /* Bytes of the arrays of one pt_batch of n_packs packs. */
 size_t pt_memplan_batch_bytes(pt_pack_limits limits, int32_t n_packs);
 
-/* The plan for `model` with micro-batches of micro_packs packs of `limits`
- * under `backend`.  Returns 0, or -1 with errors (invalid model config,
- * limits or batch size < 1, sizes that overflow). */
+/* The plan for `model` with micro-batches of layout->micro_packs packs of
+ * `limits`, layout->accumulation of them per replica, under the settings of
+ * `backend` (device iterations, loader, memory).  Returns 0, or -1 with
+ * errors (invalid model config, limits or batch size < 1, sizes that
+ * overflow). */
 int pt_memplan_compute(pt_memplan *plan, const pt_schnet_config *model, pt_pack_limits limits,
-                       int32_t micro_packs, const pt_job_backend *backend, pt_errors *errs);
+                       const pt_train_layout *layout, const pt_job_backend *backend,
+                       pt_errors *errs);
 
 /* The model of a job config as the trainer builds it (atomref table when
  * training.normalize is "atomref"). */
 pt_schnet_config pt_memplan_job_model(const pt_job_config *cfg);
 
-/* pt_memplan_compute for a job, with its batching.model_batch_size.  The
- * limits are the resolved per-pack limits (auto values must have been
- * resolved by packing; zeros are rejected). */
-int pt_memplan_for_job(pt_memplan *plan, const pt_job_config *cfg, pt_pack_limits limits,
-                       pt_errors *errs);
+/* pt_memplan_compute for a job, with its planned layout.  The limits are the
+ * resolved per-pack limits (auto values must have been resolved by packing;
+ * zeros are rejected). */
+int pt_memplan_for_job(pt_memplan *plan, const pt_job_config *cfg, const pt_train_layout *layout,
+                       pt_pack_limits limits, pt_errors *errs);
 
 /* 0 when the plan fits its budget; otherwise -1 and two errors (field
  * "backend.device_memory_mb"): the need, the excess and what to lower (with

@@ -16,7 +16,7 @@ extern void dgelsd_(const int *m, const int *n, const int *nrhs, double *a, cons
 void pt_norm_identity(pt_norm *nm, int per_atom)
 {
     memset(nm, 0, sizeof(*nm));
-    nm->kind = PT_JOB_NORMALIZE_NONE;
+    nm->kind = PT_NORM_NONE;
     nm->per_atom = per_atom;
     nm->std = 1.0;
 }
@@ -82,12 +82,12 @@ done:
     return rc;
 }
 
-int pt_norm_fit(pt_norm *nm, pt_job_normalize kind, int per_atom, const pt_dataset *ds,
+int pt_norm_fit(pt_norm *nm, pt_norm_kind kind, int per_atom, const pt_dataset *ds,
                 uint32_t key, const uint32_t *ids, uint32_t n, pt_errors *errs)
 {
     pt_norm_identity(nm, per_atom);
     nm->kind = kind;
-    if (kind == PT_JOB_NORMALIZE_NONE) return 0;
+    if (kind == PT_NORM_NONE) return 0;
     if (n == 0) {
         pt_errors_add(errs, NULL, 0, "training.normalize", "no training structures to fit on");
         return -1;
@@ -108,7 +108,7 @@ int pt_norm_fit(pt_norm *nm, pt_job_normalize kind, int per_atom, const pt_datas
             return -1;
         }
     }
-    if (kind == PT_JOB_NORMALIZE_ATOMREF && fit_atomref(nm, ds, y, ids, n, errs) != 0) {
+    if (kind == PT_NORM_ATOMREF && fit_atomref(nm, ds, y, ids, n, errs) != 0) {
         free(y);
         return -1;
     }

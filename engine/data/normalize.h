@@ -25,12 +25,18 @@
 
 #include <stdint.h>
 
-#include "engine/train/config.h"
 #include "engine/data/dataset.h"
 #include "engine/core/errors.h"
 
+/* training.normalize of a job (engine/train/config.h names them). */
+typedef enum pt_norm_kind {
+    PT_NORM_NONE = 0,
+    PT_NORM_MEAN_STD,
+    PT_NORM_ATOMREF
+} pt_norm_kind;
+
 typedef struct pt_norm {
-    pt_job_normalize kind;
+    pt_norm_kind kind;
     int per_atom;                    /* statistics per atom (sum readout) */
     double mean;
     double std;
@@ -43,7 +49,7 @@ void pt_norm_identity(pt_norm *nm, int per_atom);
 /* Fits the statistics of target key `key` over structures ids[0..n).
  * Returns 0, or -1 with errs filled (a structure without the target, no
  * structures, LAPACK failure, out of memory). */
-int pt_norm_fit(pt_norm *nm, pt_job_normalize kind, int per_atom, const pt_dataset *ds,
+int pt_norm_fit(pt_norm *nm, pt_norm_kind kind, int per_atom, const pt_dataset *ds,
                 uint32_t key, const uint32_t *ids, uint32_t n, pt_errors *errs);
 
 /* The part of structure s's prediction that does not come from the network:

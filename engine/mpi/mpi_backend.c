@@ -43,33 +43,22 @@ int pt_mpi_backend_open(pt_grad_engine *eng, const pt_train_data *data, pt_error
     return -1;
 }
 
-int pt_mpi_backend_is(const pt_grad_engine *eng)
-{
-    (void)eng;
-    return 0;
-}
-
-int pt_mpi_backend_phases(pt_grad_engine *eng, pt_phase_times *out, int reset)
-{
-    (void)eng;
-    (void)reset;
-    pt_phase_times_clear(out);
-    return -1;
-}
-
 int pt_mpi_train_run(const pt_job_config *cfg, const pt_dataset *ds, const char *out_dir,
                      const pt_train_options *opt, pt_train_result *res, pt_errors *errs)
 {
-    if (cfg->backend.kind != PT_JOB_BACKEND_MPI) return pt_train_run(cfg, ds, out_dir, opt, res, errs);
+    (void)cfg;
+    (void)ds;
+    (void)out_dir;
+    (void)opt;
     result_clear(res);
     pt_errors_add(errs, "", 0, "backend.kind", "%s", PT_MPI_MISSING_MSG);
     return -1;
 }
 
-int32_t pt_mpi_job_ranks(const pt_job_config *cfg)
+int pt_mpi_needs_launch(const pt_job_config *cfg)
 {
     (void)cfg;
-    return 1;
+    return 0;
 }
 
 int pt_mpi_world(int *rank, int *size)
@@ -157,9 +146,10 @@ int pt_mpi_available(void)
     return 1;
 }
 
-int32_t pt_mpi_job_ranks(const pt_job_config *cfg)
+int pt_mpi_needs_launch(const pt_job_config *cfg)
 {
-    return cfg->backend.ranks;
+    return cfg->backend.kind == PT_JOB_BACKEND_MPI && cfg->backend.ranks > 1 &&
+           !pt_mpi_launched();
 }
 
 int pt_mpi_world(int *rank, int *size)
@@ -177,17 +167,11 @@ int pt_mpi_check_job(const pt_job_config *cfg, pt_errors *errs)
     return pt_mpi_launch_opts_from_env(&o, path, sizeof path, errs);
 }
 
-static int online_cores(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
 /* Cores of one rank when the job says "auto": this host's, shared. */
 static int rank_threads(int32_t configured)
 {
     if (configured > 0) return configured;
-    int t = online_cores() / (g_mpi.local_size > 0 ? g_mpi.local_size : 1);
+    int t = pt_online_cores() / (g_mpi.local_size > 0 ? g_mpi.local_size : 1);
     return t > 0 ? t : 1;
 }
 
@@ -198,8 +182,7 @@ enum { ST_LOSS, ST_GRAPHS, ST_NODES, ST_NODE_SLOTS, ST_EDGES, ST_EDGE_SLOTS, ST_
 
 typedef struct mpi_engine {
     const pt_train_data *d;     /* the loop's view: R replicas in all */
-    pt_job_config cfg;          /* the rank's backend: kind ipu-emulated, R/N replicas */
-    pt_train_data local;        /* d with cfg = &cfg */
+    pt_train_data local;        /* d with this rank's layout: one process, R/N replicas */
     pt_grad_engine inner;
     uint32_t G, per;            /* packs per global batch, per rank */
     pt_mpi_view view;
@@ -210,12 +193,8 @@ typedef struct mpi_engine {
 } mpi_engine;
 
 static int mpi_compute(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
-                       float *grads, pt_step_stats *st, pt_errors *errs);
-
-int pt_mpi_backend_is(const pt_grad_engine *eng)
-{
-    return eng && eng->compute == mpi_compute;
-}
+                       double n_norm, float *grads, pt_step_stats *st, pt_errors *errs);
+static void mpi_phases(void *self, pt_phase_times *out, int reset);
 
 static void mpi_close(void *self)
 {
@@ -270,31 +249,22 @@ static int open_agree(const mpi_engine *me, int ok, pt_errors *errs)
 int pt_mpi_backend_open(pt_grad_engine *eng, const pt_train_data *d, pt_errors *errs)
 {
     memset(eng, 0, sizeof(*eng));
-    const pt_job_backend *k = &d->cfg->backend;
-    if (k->kind != PT_JOB_BACKEND_MPI) {
-        pt_errors_add(errs, "", 0, "backend.kind", "the MPI backend cannot run kind %d",
-                      (int)k->kind);
-        return -1;
-    }
+    const pt_train_layout *l = &d->layout;
     if (mpi_init(errs)) return -1;
     int32_t local_r;
-    if (pt_mpi_plan_replicas(k->ranks, k->replication_factor, g_mpi.size, &local_r, errs))
-        return -1;
+    if (pt_mpi_plan_replicas(l->ranks, l->replicas, g_mpi.size, &local_r, errs)) return -1;
     mpi_engine *me = calloc(1, sizeof(*me));
     if (!me) {
         pt_errors_add(errs, "", 0, "backend", "out of memory");
         return -1;
     }
     me->d = d;
-    me->cfg = *d->cfg;
-    me->cfg.backend.kind = PT_JOB_BACKEND_IPU_EMULATED;
-    me->cfg.backend.replication_factor = local_r;
-    me->cfg.backend.threads = rank_threads(k->threads);
     me->local = *d;
-    me->local.cfg = &me->cfg;
-    me->G = (uint32_t)k->replication_factor * (uint32_t)k->gradient_accumulation *
-            (uint32_t)d->micro_packs;
-    me->per = (uint32_t)local_r * (uint32_t)k->gradient_accumulation * (uint32_t)d->micro_packs;
+    me->local.layout.ranks = 1;
+    me->local.layout.replicas = local_r;
+    me->local.layout.threads = rank_threads(d->cfg->backend.threads);
+    me->G = (uint32_t)pt_train_layout_global_packs(l);
+    me->per = (uint32_t)pt_train_layout_global_packs(&me->local.layout);
     const char *every = getenv("PACKTRAIN_MPI_CHECK_EVERY");
     me->check_every = every && every[0] ? atoll(every) : 100;
     /* an epoch holds every training graph once: the dataset bounds the view */
@@ -310,19 +280,10 @@ int pt_mpi_backend_open(pt_grad_engine *eng, const pt_train_data *d, pt_errors *
         return -1;
     }
     eng->self = me;
+    eng->kind = PT_MPI_KIND;
     eng->compute = mpi_compute;
+    eng->phases = mpi_phases;
     eng->close = mpi_close;
-    return 0;
-}
-
-int pt_mpi_backend_phases(pt_grad_engine *eng, pt_phase_times *out, int reset)
-{
-    pt_phase_times_clear(out);
-    if (!pt_mpi_backend_is(eng)) return -1;
-    mpi_engine *me = eng->self;
-    pt_backend_phases(&me->inner, out, reset);
-    for (int p = 0; p < PT_PHASE_COUNT; p++) out->seconds[p] += me->phases.seconds[p];
-    if (reset) pt_phase_times_clear(&me->phases);
     return 0;
 }
 
@@ -361,8 +322,17 @@ static int check_params(mpi_engine *me, pt_errors *errs)
     return 0;
 }
 
+/* The local replicas' phases with the cross-rank all-reduce added. */
+static void mpi_phases(void *self, pt_phase_times *out, int reset)
+{
+    mpi_engine *me = self;
+    me->inner.phases(me->inner.self, out, reset);
+    for (int p = 0; p < PT_PHASE_COUNT; p++) out->seconds[p] += me->phases.seconds[p];
+    if (reset) pt_phase_times_clear(&me->phases);
+}
+
 static int mpi_compute(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
-                       float *grads, pt_step_stats *st, pt_errors *errs)
+                       double n_norm, float *grads, pt_step_stats *st, pt_errors *errs)
 {
     mpi_engine *me = self;
     pt_phase_timer clk;
@@ -393,8 +363,9 @@ static int mpi_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
         const uint32_t *lids = src ? me->ids : ids + first;
         pt_phase_lap(&clk, &me->phases, PT_PHASE_OTHER);
         /* normalised by the global batch's graphs, as one process would */
-        ok = pt_backend_compute_norm(&me->inner, src ? src : packs, lids, count,
-                                     n_g > 0 ? (double)n_g : 1.0, grads, &local, errs) == 0;
+        double norm = n_norm > 0.0 ? n_norm : n_g > 0 ? (double)n_g : 1.0;
+        ok = me->inner.compute(me->inner.self, src ? src : packs, lids, count, norm, grads,
+                               &local, errs) == 0;
         pt_phase_timer_start(&clk);   /* the backend accounted its own time */
     }
     double v[ST_COUNT] = {local.loss_sum, (double)local.graphs, (double)local.nodes,
@@ -469,7 +440,7 @@ static void rank_setup(void)
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
     sigaction(SIGUSR1, &sa, NULL);
-    if (getenv("OMPI_COMM_WORLD_SIZE") || g_mpi.size > 1) {
+    if (pt_mpi_launched() || g_mpi.size > 1) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() == 1) _exit(1);   /* the launcher died before the line above */
     }
@@ -486,7 +457,6 @@ static void rank_setup(void)
 int pt_mpi_train_run(const pt_job_config *cfg, const pt_dataset *ds, const char *out_dir,
                      const pt_train_options *opt, pt_train_result *res, pt_errors *errs)
 {
-    if (cfg->backend.kind != PT_JOB_BACKEND_MPI) return pt_train_run(cfg, ds, out_dir, opt, res, errs);
     result_clear(res);
     if (mpi_init(errs)) {
         g_mpi.failed = 1;

@@ -49,22 +49,19 @@ int pt_mpi_available(void);
  * build without Open MPI, or no mpirun to launch with). */
 int pt_mpi_check_job(const pt_job_config *cfg, pt_errors *errs);
 
-/* pt_grad_engine_open_fn of kind "mpi" (see above).  Initialises MPI when
- * nobody has (a lone process is then a world of 1).  Collective: every rank
- * opens at the same point.  Returns 0, or -1 with errs filled (kind not
- * "mpi", no Open MPI, world size != backend.ranks, R not a multiple of N,
- * the inner backend's own checks, ranks that disagree on the dataset or the
- * initial parameters). */
+/* pt_grad_engine_open_fn of kind "mpi" (see above), on the layout of
+ * data (N = layout.ranks processes, R = layout.replicas in all).
+ * Initialises MPI when nobody has (a lone process is then a world of 1).
+ * Collective: every rank opens at the same point.  Its engine reports the
+ * local replicas' phases (backend.h) with the cross-rank all-reduce added to
+ * "allreduce".  Returns 0, or -1 with errs filled (no Open MPI, world size
+ * != N, the inner backend's own checks, ranks that disagree on the dataset
+ * or the initial parameters). */
 int pt_mpi_backend_open(pt_grad_engine *eng, const pt_train_data *data, pt_errors *errs);
 
-int pt_mpi_backend_is(const pt_grad_engine *eng);
+#define PT_MPI_KIND "mpi"
 
-/* Phase times since the last reset: the local replicas' (backend.h) with the
- * cross-rank all-reduce added to "allreduce".  Returns 0, or -1 (out
- * cleared) when eng is not an MPI engine. */
-int pt_mpi_backend_phases(pt_grad_engine *eng, pt_phase_times *out, int reset);
-
-/* pt_train_run for every kind.  Kind "mpi" runs it as one rank of the job:
+/* pt_train_run of a job of kind "mpi", as one rank of it:
  *   - MPI is initialised (finalised at exit, unless this rank failed: a rank
  *     that failed alone exits without MPI_Finalize so that mpirun ends the
  *     whole job instead of the others waiting for it);
@@ -77,13 +74,17 @@ int pt_mpi_backend_phases(pt_grad_engine *eng, pt_phase_times *out, int reset);
  *   - a rank started by a launcher dies with its parent (PR_SET_PDEATHSIG),
  *     so a SIGKILLed mpirun leaves no rank behind;
  *   - opt->engine_open is replaced by pt_mpi_backend_open.
- * Other kinds: exactly pt_train_run.  One MPI run per process at a time. */
+ * One MPI run per process at a time.  In a build without Open MPI: -1 with
+ * PT_MPI_MISSING_MSG. */
 int pt_mpi_train_run(const pt_job_config *cfg, const pt_dataset *ds, const char *out_dir,
                      const pt_train_options *opt, pt_train_result *res, pt_errors *errs);
 
-/* backend.ranks of cfg (1 in a build without Open MPI, which has no such
- * runs). */
-int32_t pt_mpi_job_ranks(const pt_job_config *cfg);
+/* 1 when cfg runs as more than one process (kind "mpi", ranks > 1) and this
+ * process was not started as one of them (pt_mpi_launched): the caller then
+ * starts the ranks (`packtrain train` and `worker` run themselves again
+ * under `packtrain mpirun`).  0 in a build without Open MPI, whose run
+ * reports why it cannot run. */
+int pt_mpi_needs_launch(const pt_job_config *cfg);
 
 /* This process's rank and the world size once MPI runs here (0 and 1
  * otherwise).  Returns 1 when MPI is initialised, else 0. */

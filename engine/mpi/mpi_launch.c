@@ -4,13 +4,11 @@
 #include "engine/mpi/mpi_launch.h"
 
 #include <ctype.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/mpi/mpi_backend.h"
 
 static const char *const default_env[] = {"PATH", "LD_LIBRARY_PATH", "OPENBLAS_NUM_THREADS",
                                           "OMP_NUM_THREADS", "PACKTRAIN_MPI_CHECK_EVERY", NULL};
@@ -167,40 +165,10 @@ int pt_mpi_launch_opts_from_env(pt_mpi_launch_opts *o, char *mpirun_buf, size_t 
     return 0;
 }
 
-/* Only backend.kind is read: a configuration that is unreadable or invalid
- * in other ways is the worker's to report (or the launcher's, for "mpi"). */
-static int config_kind_is_mpi(const char *path)
+int pt_mpi_launched(void)
 {
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, NULL);
-    const json_t *kind = json_object_get(json_object_get(root, "backend"), "kind");
-    int mpi = json_is_string(kind) && !strcmp(json_string_value(kind), "mpi");
-    json_decref(root);
-    return mpi;
-}
-
-int pt_mpi_launch_for_job(pt_mpi_launch *l, const char *self_exe, const char *config_path,
-                          char *err, size_t errlen)
-{
-    pt_mpi_launch_init(l);
-    pt_errors errs;
-    pt_errors_init(&errs, 4);
-    int rc = 0;
-    if (config_kind_is_mpi(config_path)) {
-        if (!pt_mpi_available()) {
-            pt_errors_add(&errs, "", 0, "backend.kind", "%s", PT_MPI_MISSING_MSG);
-            rc = -1;
-        } else {
-            const char *words[] = {self_exe, "mpirun", "--protocol", "--config", config_path, "--"};
-            for (size_t i = 0; i < sizeof words / sizeof words[0] && rc == 0; i++)
-                rc = pt_mpi_launch_add(l, words[i], &errs);
-        }
-    }
-    if (rc != 0) {
-        pt_errors_first(&errs, err, errlen);
-        pt_mpi_launch_init(l);
-    }
-    pt_errors_close(&errs);
-    return rc;
+    const char *size = getenv("OMPI_COMM_WORLD_SIZE");
+    return size && size[0];
 }
 
 /* Appends to a bounded buffer; the length counts what did not fit too. */

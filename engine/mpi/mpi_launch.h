@@ -1,8 +1,9 @@
 /* mpi_launch.h — the command line that starts a job's ranks with Open MPI.
  *
- * A job with backend.kind "mpi" runs as `mpirun -np N ... packtrain worker
- * ...` (or `... packtrain train ...` from the CLI).  Its argv is built here,
- * in one place, for the server's scheduler and for `packtrain mpirun`:
+ * A job with backend.kind "mpi" runs as `mpirun -np N ... PROGRAM ARGS`, one
+ * process per rank.  That mpirun command line is built here, in one place;
+ * what PROGRAM is (the packtrain command that runs a rank, and the launcher
+ * in between) is the CLI's business (server/cli/cmd_mpirun.c):
  *
  *   mpirun -np N --oversubscribe --bind-to none --stdin none
  *          --mca mpi_yield_when_idle 1
@@ -30,12 +31,10 @@
  * (e.g. "--mca btl_tcp_if_include eth1"), PACKTRAIN_MPIRUN names the mpirun
  * binary (default: mpirun on PATH).
  *
- * The scheduler does not start mpirun itself: its prefix for an mpi job is
- * `packtrain mpirun --protocol --config CONFIG --`, the launcher in
- * server/cmd_mpirun.c, which turns the scheduler's SIGTERM into a SIGUSR1
- * that mpirun forwards, so every rank stops after the same step and rank 0
- * checkpoints (mpirun answers SIGTERM itself by killing the ranks within a
- * second). */
+ * The launcher in between (server/cli/cmd_mpirun.c) turns a SIGTERM into a
+ * SIGUSR1 that mpirun forwards, so every rank stops after the same step and
+ * rank 0 checkpoints (mpirun answers SIGTERM itself by killing the ranks
+ * within a second). */
 #ifndef PT_MPI_LAUNCH_H
 #define PT_MPI_LAUNCH_H
 
@@ -89,14 +88,9 @@ int pt_mpi_launch_build(pt_mpi_launch *l, const pt_mpi_launch_opts *o, pt_errors
 int pt_mpi_launch_opts_from_env(pt_mpi_launch_opts *o, char *mpirun_buf, size_t len,
                                 pt_errors *errs);
 
-/* For the scheduler: the argv prefix of the job whose configuration is at
- * config_path.  Kind "mpi": {self_exe, "mpirun", "--protocol", "--config",
- * config_path, "--"}, to be followed by the worker's usual argv; any other
- * kind, or a file that is not a JSON object with backend.kind, no words
- * (l->n = 0: the worker reports what is wrong with it).  Returns 0, or -1
- * with the reason in err (kind "mpi" in a build without Open MPI). */
-int pt_mpi_launch_for_job(pt_mpi_launch *l, const char *self_exe, const char *config_path,
-                          char *err, size_t errlen);
+/* 1 when mpirun started this process (Open MPI's OMPI_COMM_WORLD_SIZE is
+ * set): it is one rank of a job already. */
+int pt_mpi_launched(void);
 
 /* l as one shell-quoted line (for logs and `packtrain mpirun --print`). */
 void pt_mpi_launch_format(const pt_mpi_launch *l, char *buf, size_t len);

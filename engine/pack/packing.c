@@ -1,62 +1,14 @@
-/* packing.c — the packer's life cycle: request checks, histogram bins, the
- * epoch draws of a strategy, efficiency reports, method names.  The planning
- * itself lives in packing_lpfhp.c, packing_tuple.c, packing_auto.c and
- * packing_baselines.c. */
+/* packing.c — the packer's life cycle: request checks, the order of
+ * planning ("auto" limits resolved before a strategy is called), the epoch
+ * draws of a strategy, efficiency reports.  The planning itself lives in
+ * packing_auto.c, packing_lpfhp.c, packing_tuple.c and packing_baselines.c,
+ * on the shared pieces of packing_plan.c. */
 #include "engine/pack/packing.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/core/rng.h"
-
-static const char *const method_names[] = {"lpfhp", "tuple", "pad", "static64", "static2n",
-                                           "dynamic"};
-static const char *const heuristic_names[] = {"product", "sum", "max", "min", "nodes", "edges"};
-#define N_METHODS 6
-#define N_HEURISTICS 6
-
-const char *pt_pack_method_name(pt_pack_method m)
-{
-    return (unsigned)m < N_METHODS ? method_names[m] : "unknown";
-}
-
-int pt_pack_method_parse(const char *name, pt_pack_method *out)
-{
-    for (int m = 0; m < N_METHODS; m++)
-        if (!strcmp(name, method_names[m])) {
-            *out = (pt_pack_method)m;
-            return 0;
-        }
-    return -1;
-}
-
-const char *pt_pack_heuristic_name(pt_pack_heuristic h)
-{
-    return (unsigned)h < N_HEURISTICS ? heuristic_names[h] : "unknown";
-}
-
-int pt_pack_heuristic_parse(const char *name, pt_pack_heuristic *out)
-{
-    for (int h = 0; h < N_HEURISTICS; h++)
-        if (!strcmp(name, heuristic_names[h])) {
-            *out = (pt_pack_heuristic)h;
-            return 0;
-        }
-    return -1;
-}
-
-double pt_pack_heuristic_value(pt_pack_heuristic h, double a, double b)
-{
-    switch (h) {
-    case PT_HEUR_PRODUCT: return a * b;
-    case PT_HEUR_SUM: return a + b;
-    case PT_HEUR_MAX: return a > b ? a : b;
-    case PT_HEUR_MIN: return a < b ? a : b;
-    case PT_HEUR_NODES: return a;
-    case PT_HEUR_EDGES: return b;
-    }
-    return a;
-}
 
 /* --- request checks ------------------------------------------------------- */
 
@@ -67,13 +19,13 @@ static int is_static(pt_pack_method m)
 
 static void check_request(const pt_pack_request *r, pt_errors *errs)
 {
-    if ((unsigned)r->method >= N_METHODS) {
+    if ((unsigned)r->method >= PT_PACK_N_METHODS) {
         pt_errors_add(errs, "", 0, "method",
                       "unknown packing method %d (lpfhp, tuple, pad, static64, static2n, "
                       "dynamic)", (int)r->method);
         return;
     }
-    if ((unsigned)r->heuristic >= N_HEURISTICS)
+    if ((unsigned)r->heuristic >= PT_PACK_N_HEURISTICS)
         pt_errors_add(errs, "", 0, "heuristic",
                       "unknown tuple heuristic %d (product, sum, max, min, nodes, edges)",
                       (int)r->heuristic);
@@ -154,6 +106,26 @@ static void check_ids(const pt_pack_request *r, const uint32_t *natoms, const ui
 
 /* --- life cycle ------------------------------------------------------------ */
 
+/* "auto" limits first (packing_auto.c), then the method's strategy with
+ * concrete ones. */
+static int plan(pt_packer *pk, pt_errors *errs)
+{
+    const pt_pack_method m = pk->req.method;
+    if (m != PT_PACK_LPFHP && m != PT_PACK_TUPLE) return pt_baseline_plan(pk, errs);
+    int tuple = m == PT_PACK_TUPLE;
+    if (pt_packer_bins(pk, tuple)) {
+        pt_errors_add(errs, "", 0, "", "out of memory planning %s packs", pt_pack_method_name(m));
+        return -1;
+    }
+    uint32_t N = (uint32_t)pk->req.max_nodes, E = (uint32_t)pk->req.max_edges;
+    if (!tuple) {
+        if (N == 0 && pt_auto_lpfhp_nodes(pk, &N, errs)) return -1;
+        return pt_lpfhp_plan(pk, N, errs);
+    }
+    if ((N == 0 || E == 0) && pt_auto_tuple_limits(pk, &N, &E, errs)) return -1;
+    return pt_tuple_plan(pk, N, E, errs);
+}
+
 int pt_packer_init(pt_packer *pk, const pt_pack_request *req, const uint32_t *natoms,
                    const uint32_t *nedges, uint32_t n_structs, const uint32_t *ids,
                    uint32_t n_ids, pt_errors *errs)
@@ -190,14 +162,9 @@ int pt_packer_init(pt_packer *pk, const pt_pack_request *req, const uint32_t *na
         if (n > pk->max_nodes_seen) pk->max_nodes_seen = n;
         if (e > pk->max_edges_seen) pk->max_edges_seen = e;
     }
-    int rc;
-    switch (pk->req.method) {
-    case PT_PACK_LPFHP: rc = pt_lpfhp_plan(pk, errs); break;
-    case PT_PACK_TUPLE: rc = pt_tuple_plan(pk, errs); break;
-    default: rc = pt_baseline_plan(pk, errs); break;
-    }
-    if (rc) pt_packer_close(pk);
-    return rc;
+    if (plan(pk, errs) == 0) return 0;
+    pt_packer_close(pk);
+    return -1;
 }
 
 void pt_packer_close(pt_packer *pk)
@@ -213,70 +180,6 @@ void pt_packer_close(pt_packer *pk)
     free(pk->comp_bins);
     free(pk->comp_count);
     memset(pk, 0, sizeof(*pk));
-}
-
-/* --- histogram bins -------------------------------------------------------- */
-
-typedef struct bin_item {
-    uint32_t n, e, k;
-} bin_item;
-
-static int item_cmp(const void *a, const void *b)
-{
-    const bin_item *x = a, *y = b;
-    if (x->n != y->n) return x->n < y->n ? -1 : 1;
-    if (x->e != y->e) return x->e < y->e ? -1 : 1;
-    return (x->k > y->k) - (x->k < y->k);
-}
-
-/* Groups the ids by size: (nodes, edges) when by_edges, else nodes only, in
- * which case bin_edges holds the largest edge count of the bin's graphs. */
-int pt_packer_bins(pt_packer *pk, int by_edges)
-{
-    bin_item *it = malloc(((size_t)pk->n_ids + 1) * sizeof(*it));
-    pk->bin_members = malloc(((size_t)pk->n_ids + 1) * sizeof(uint32_t));
-    pk->bin_nodes = malloc(((size_t)pk->n_ids + 1) * sizeof(uint32_t));
-    pk->bin_edges = malloc(((size_t)pk->n_ids + 1) * sizeof(uint32_t));
-    pk->bin_offset = malloc(((size_t)pk->n_ids + 2) * sizeof(uint32_t));
-    if (!it || !pk->bin_members || !pk->bin_nodes || !pk->bin_edges || !pk->bin_offset) {
-        free(it);
-        return -1;
-    }
-    for (uint32_t k = 0; k < pk->n_ids; k++) {
-        uint32_t id = pk->ids[k];
-        it[k] = (bin_item){pk->natoms[id], by_edges ? pk->nedges[id] : 0, k};
-    }
-    qsort(it, pk->n_ids, sizeof(*it), item_cmp);
-    uint32_t nb = 0;
-    for (uint32_t t = 0; t < pk->n_ids; t++) {
-        if (t == 0 || it[t].n != it[t - 1].n || it[t].e != it[t - 1].e) {
-            pk->bin_offset[nb] = t;
-            pk->bin_nodes[nb] = it[t].n;
-            pk->bin_edges[nb] = 0;
-            nb++;
-        }
-        uint32_t e = pk->nedges[pk->ids[it[t].k]];
-        if (e > pk->bin_edges[nb - 1]) pk->bin_edges[nb - 1] = e;
-        pk->bin_members[t] = it[t].k;
-    }
-    pk->bin_offset[nb] = pk->n_ids;
-    pk->n_bins = nb;
-    free(it);
-    return 0;
-}
-
-int pt_packer_adopt(pt_packer *pk, pt_strategy *st)
-{
-    free(pk->comp_offset);
-    free(pk->comp_bins);
-    free(pk->comp_count);
-    pk->n_comps = st->n_comps;
-    pk->comp_offset = st->comp_offset;
-    pk->comp_bins = st->comp_bins;
-    pk->comp_count = st->comp_count;
-    pk->n_packs = st->n_packs;
-    memset(st, 0, sizeof(*st));
-    return 0;
 }
 
 /* --- epochs ------------------------------------------------------------------ */

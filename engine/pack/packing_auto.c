@@ -11,7 +11,7 @@
  * hopeless pairs without planning: a plan has at least total_nodes / N
  * packs, so edge efficiency <= rho * N / E, and symmetrically node efficiency
  * <= E / (rho * N). */
-#include "engine/pack/packing.h"
+#include "engine/pack/packing_plan.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -19,7 +19,7 @@
  * Our batches have a fixed capacity, so static methods get a capacity that
  * holds the largest possible batch (the B-1 largest graphs by nodes, and by
  * edges), while their efficiency is measured against each batch's own shape. */
-#include "engine/pack/packing.h"
+#include "engine/pack/packing_plan.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -17,7 +17,7 @@
  * a composition drawn from per-size queues can hold any graph of each of its
  * sizes, so the capacity is the largest, over compositions, of the sum of the
  * per-size maximum edge counts.  Edge efficiency is reported against it. */
-#include "engine/pack/packing.h"
+#include "engine/pack/packing_plan.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -168,14 +168,6 @@ done:
     return rc;
 }
 
-void pt_strategy_close(pt_strategy *st)
-{
-    free(st->comp_offset);
-    free(st->comp_bins);
-    free(st->comp_count);
-    memset(st, 0, sizeof(*st));
-}
-
 uint32_t pt_lpfhp_edge_bound(const pt_packer *pk, const pt_strategy *st)
 {
     uint64_t best = 0;
@@ -188,19 +180,9 @@ uint32_t pt_lpfhp_edge_bound(const pt_packer *pk, const pt_strategy *st)
     return best > INT32_MAX ? UINT32_MAX : (uint32_t)best;
 }
 
-int pt_bin_counts(const pt_packer *pk, uint32_t **count)
+/* On pk's node-count bins (pt_packer_bins(pk, 0)). */
+int pt_lpfhp_plan(pt_packer *pk, uint32_t N, pt_errors *errs)
 {
-    *count = malloc(((size_t)pk->n_bins + 1) * sizeof(uint32_t));
-    if (!*count) return -1;
-    for (uint32_t b = 0; b < pk->n_bins; b++) (*count)[b] = pk->bin_offset[b + 1] - pk->bin_offset[b];
-    return 0;
-}
-
-int pt_lpfhp_plan(pt_packer *pk, pt_errors *errs)
-{
-    if (pt_packer_bins(pk, 0)) goto oom;
-    uint32_t N = (uint32_t)pk->req.max_nodes;
-    if (N == 0 && pt_auto_lpfhp_nodes(pk, &N, errs)) return -1;
     uint32_t *count;
     if (pt_bin_counts(pk, &count)) goto oom;
     pt_strategy st;

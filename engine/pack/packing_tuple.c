@@ -23,7 +23,7 @@
  * 40-120 nodes per pack, a pack-by-pack greedy fill at 94% even at 300
  * nodes; filling each pack's node room exactly (step 2) and then its edge
  * room (step 3) gives 96% on both at 54 nodes. */
-#include "engine/pack/packing.h"
+#include "engine/pack/packing_plan.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -376,11 +376,9 @@ int pt_tuple_table_fits(const pt_packer *pk, uint32_t max_nodes, uint32_t max_gr
            (uint64_t)sizes * g * ((uint64_t)max_nodes + 1) <= PT_TUPLE_MAX_TABLE;
 }
 
-int pt_tuple_plan(pt_packer *pk, pt_errors *errs)
+/* On pk's (nodes, edges) bins (pt_packer_bins(pk, 1)). */
+int pt_tuple_plan(pt_packer *pk, uint32_t N, uint32_t E, pt_errors *errs)
 {
-    if (pt_packer_bins(pk, 1)) goto oom;
-    uint32_t N = (uint32_t)pk->req.max_nodes, E = (uint32_t)pk->req.max_edges;
-    if ((N == 0 || E == 0) && pt_auto_tuple_limits(pk, &N, &E, errs)) return -1;
     if (!pt_tuple_table_fits(pk, N, (uint32_t)pk->req.max_graphs)) {
         pt_errors_add(errs, "", 0, "max_nodes",
                       "tuple packing's table for max_nodes %u and max_graphs %d exceeds %u "

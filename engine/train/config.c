@@ -28,7 +28,7 @@ const char *pt_job_batch_method_name(pt_job_batch_method m)
     return method_names[m];
 }
 
-const char *pt_job_normalize_name(pt_job_normalize n)
+const char *pt_job_normalize_name(pt_norm_kind n)
 {
     return normalize_names[n];
 }
@@ -55,7 +55,7 @@ void pt_job_config_defaults(pt_job_config *cfg)
     t->split[0] = 0.8;
     t->split[1] = 0.1;
     t->split[2] = 0.1;
-    t->normalize = PT_JOB_NORMALIZE_ATOMREF;
+    t->normalize = PT_NORM_ATOMREF;
     t->log_every = 10;
     t->checkpoint_every = 200;
     t->precision = PT_PRECISION_FP32;
@@ -385,7 +385,7 @@ static void parse_training(parse_ctx *c, const json_t *o, pt_job_training *t)
     t->seed = (uint64_t)seed;
     int norm = (int)t->normalize;
     read_enum(c, o, s, "normalize", normalize_names, &norm);
-    t->normalize = (pt_job_normalize)norm;
+    t->normalize = (pt_norm_kind)norm;
     read_int(c, o, s, "log_every", 1, 1000000, NULL, &t->log_every);
     read_int(c, o, s, "checkpoint_every", 1, 1000000000, "null", &t->checkpoint_every);
     int prec = (int)t->precision;
@@ -449,7 +449,7 @@ int pt_job_config_from_json(pt_job_config *cfg, const json_t *root, const char *
     cfg->training.schedule.lr = cfg->training.lr;
 
     /* relations between sections */
-    if (cfg->training.normalize == PT_JOB_NORMALIZE_ATOMREF &&
+    if (cfg->training.normalize == PT_NORM_ATOMREF &&
         cfg->model.readout != PT_JOB_READOUT_SUM)
         fail(&c, "training", "normalize",
              "\"atomref\" needs model.readout \"sum\" (per-atom references add up over atoms); "

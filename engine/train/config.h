@@ -34,6 +34,7 @@
 #include <jansson.h>
 
 #include "engine/data/dataset.h"
+#include "engine/data/normalize.h"   /* pt_norm_kind */
 #include "engine/core/errors.h"
 #include "engine/train/optim.h"
 #include "engine/train/schedule.h"
@@ -52,12 +53,6 @@ typedef enum pt_job_batch_method {
     PT_JOB_BATCH_STATIC2N,
     PT_JOB_BATCH_DYNAMIC
 } pt_job_batch_method;
-
-typedef enum pt_job_normalize {
-    PT_JOB_NORMALIZE_NONE = 0,
-    PT_JOB_NORMALIZE_MEAN_STD,
-    PT_JOB_NORMALIZE_ATOMREF
-} pt_job_normalize;
 
 typedef enum pt_job_backend_kind {
     PT_JOB_BACKEND_IPU_EMULATED = 0,
@@ -93,7 +88,7 @@ typedef struct pt_job_training {
     int32_t early_stopping_patience;    /* 0 = null (never stop early) */
     double split[3];                    /* train, validation, test */
     uint64_t seed;                      /* 0 .. 2^63-1 */
-    pt_job_normalize normalize;
+    pt_norm_kind normalize;
     int32_t log_every;                  /* optimizer steps between step lines */
     int32_t checkpoint_every;           /* optimizer steps between checkpoints; 0 = null
                                            (only at epoch ends and when stopped) */
@@ -151,7 +146,7 @@ char *pt_job_config_dump(const pt_job_config *cfg);
 
 /* Names used in the JSON, for messages and metrics. */
 const char *pt_job_batch_method_name(pt_job_batch_method m);
-const char *pt_job_normalize_name(pt_job_normalize n);
+const char *pt_job_normalize_name(pt_norm_kind n);
 const char *pt_job_precision_name(pt_precision p);
 
 #endif

@@ -15,9 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/backend/backend.h"
 #include "engine/model/bf16.h"
-#include "engine/mpi/mpi_backend.h"
 #include "engine/train/train_internal.h"
 
 static double now(void)
@@ -107,7 +105,7 @@ static int init_model(pt_trainer *tr)
                            .max_neighbors = cfg->model.max_neighbors,
                            .readout = cfg->model.readout == PT_JOB_READOUT_SUM ? PT_READOUT_SUM
                                                                                : PT_READOUT_MEAN,
-                           .use_atomref = cfg->training.normalize == PT_JOB_NORMALIZE_ATOMREF};
+                           .use_atomref = cfg->training.normalize == PT_NORM_ATOMREF};
     if (pt_schnet_init(&tr->model, &mc, tr->errs) != 0) return -1;
     pt_schnet_init_weights(&tr->model, cfg->training.seed);
     tr->model.mean = tr->norm.mean;
@@ -148,14 +146,12 @@ static int open_outputs(pt_trainer *tr, const char *out_dir)
     return pt_trainer_ckpt_dir(tr, out_dir);
 }
 
-/* The engine of the backend kind, unless the caller brings one.  Kind "mpi"
- * opens the MPI engine, which refuses to run outside pt_mpi_train_run (or
- * without MPI) instead of quietly training in one process. */
+/* The caller's engine, or the built-in one (engine/run passes the backend
+ * the job's backend.kind names). */
 static pt_grad_engine_open_fn engine_for(const pt_trainer *tr)
 {
     if (tr->opt && tr->opt->engine_open) return tr->opt->engine_open;
-    if (tr->cfg->backend.kind == PT_JOB_BACKEND_MPI) return pt_mpi_backend_open;
-    return pt_backend_open;
+    return pt_grad_engine_open_local;
 }
 
 int pt_train_check_cpu(const pt_job_config *cfg, pt_errors *errs)
@@ -185,6 +181,7 @@ static int setup(pt_trainer *tr, const char *out_dir)
     tr->target_key = key;
     if (out_dir || tr->resuming) tr->data_crc = pt_checkpoint_data_crc(tr->ds, key);
     if (open_outputs(tr, out_dir) != 0) return -1;
+    if (pt_train_layout_resolve(&tr->layout, cfg, pt_online_cores(), tr->errs) != 0) return -1;
     set_threads(cfg);
     if (build_graphs(tr) != 0) return -1;
     if (pt_split_init(&tr->split, tr->ds->n_structs, cfg->training.split, cfg->training.seed,
@@ -209,17 +206,16 @@ static int setup(pt_trainer *tr, const char *out_dir)
 
     tr->data = (pt_train_data){.cfg = cfg, .ds = tr->ds, .graphs = &tr->graphs,
                                .target_key = key, .model = &tr->model,
-                               .limits = tr->train_pk.limits,
-                               .micro_packs = cfg->batching.model_batch_size};
-    tr->global_packs = (int64_t)cfg->backend.replication_factor *
-                       cfg->backend.gradient_accumulation * cfg->batching.model_batch_size;
+                               .limits = tr->train_pk.limits, .layout = tr->layout};
+    tr->global_packs = pt_train_layout_global_packs(&tr->layout);
     if (engine_for(tr)(&tr->engine, &tr->data, tr->errs) != 0) return -1;
     if (pt_evaluator_init(&tr->val_eval, &tr->data, tr->val_pk.limits, tr->errs) != 0) return -1;
     if (tr->split.n_test &&
         pt_evaluator_init(&tr->test_eval, &tr->data, tr->test_pk.limits, tr->errs) != 0)
         return -1;
     tr->res->limits = tr->train_pk.limits;
-    tr->res->micro_packs = cfg->batching.model_batch_size;
+    tr->res->layout = tr->layout;
+    tr->res->micro_packs = tr->layout.micro_packs;
     tr->res->global_packs = tr->global_packs;
     tr->res->n_train = tr->split.n_train;
     tr->res->n_val = tr->split.n_val;
@@ -302,7 +298,7 @@ static void window_add(pt_train_window *w, const pt_step_stats *st, double secon
 static void step_window_reset(pt_trainer *tr)
 {
     pt_phase_times ignored;
-    if (pt_backend_phases(&tr->engine, &ignored, 1)) pt_mpi_backend_phases(&tr->engine, &ignored, 1);
+    if (tr->engine.phases) tr->engine.phases(tr->engine.self, &ignored, 1);
     memset(&tr->step_win, 0, sizeof tr->step_win);
     pt_phase_times_clear(&tr->phases);
 }
@@ -312,8 +308,8 @@ static void step_line(pt_trainer *tr, int32_t epoch, double lr)
     pt_train_metrics m = {.kind = "step", .step = tr->res->steps, .epoch = epoch + 1, .lr = lr,
                           .seconds = now() - tr->t_start, .has_phases = 1};
     fill_rates(&m, &tr->step_win);
-    if (pt_backend_phases(&tr->engine, &m.phases, 1))   /* all zero without a backend */
-        pt_mpi_backend_phases(&tr->engine, &m.phases, 1);
+    if (tr->engine.phases) tr->engine.phases(tr->engine.self, &m.phases, 1);
+    else pt_phase_times_clear(&m.phases);   /* the loop's own "other" below */
     for (int p = 0; p < PT_PHASE_COUNT; p++) m.phases.seconds[p] += tr->phases.seconds[p];
     m.phases.steps = tr->step_win.steps;
     if (isnan(tr->res->first_loss)) tr->res->first_loss = m.loss;
@@ -338,10 +334,10 @@ static int write_result(pt_trainer *tr)
 static int train_step(pt_trainer *tr, const uint32_t *ids, uint32_t n, pt_step_stats *st)
 {
     double t0 = now();
-    if (tr->engine.compute(tr->engine.self, &tr->packs, ids, n, tr->grads, st, tr->errs) != 0)
+    if (tr->engine.compute(tr->engine.self, &tr->packs, ids, n, 0.0, tr->grads, st, tr->errs) != 0)
         return -1;
     double t1 = now();
-    if (!pt_backend_is(&tr->engine) && !pt_mpi_backend_is(&tr->engine)) tr->phases.seconds[PT_PHASE_OTHER] += t1 - t0;
+    if (!tr->engine.phases) tr->phases.seconds[PT_PHASE_OTHER] += t1 - t0;
     if (!isfinite(st->loss_sum)) {
         pt_errors_add(tr->errs, NULL, 0, "training.lr",
                       "training diverged: the loss is not finite at step %lld; lower "

@@ -13,11 +13,11 @@
  * The global batch is the unit of the multi-replica backend (issue 4): the
  * packs an optimizer step consumes depend only on the seed and R·A·b, never
  * on how a backend splits them into replicas and micro-batches.  The gradient
- * of one global batch comes from a pt_grad_engine; the built-in one runs the
- * R·A micro-batches of b packs one after the other on this thread; the
- * emulated multi-IPU backend (backend.h) is the default for backend kind
- * "ipu-emulated", and a caller may pass any `engine_open` in
- * pt_train_options.
+ * of one global batch comes from a pt_grad_engine that the caller brings
+ * (pt_train_options.engine_open); the built-in one runs the R·A
+ * micro-batches of b packs one after the other on this thread.  The
+ * emulated multi-IPU backend (engine/backend) and the MPI backend
+ * (engine/mpi) sit above this room: engine/run chooses between them.
  * Every engine must produce the gradient of the MEAN loss over all real
  * graphs of the global batch (pt_schnet_loss with n_norm = that count).
  *
@@ -57,6 +57,7 @@
 #include "engine/data/normalize.h"
 #include "engine/core/phase.h"
 #include "engine/model/schnet.h"
+#include "engine/train/plan.h"
 
 #define PT_TRAIN_CHECKPOINTS_KEPT 3
 
@@ -80,26 +81,39 @@ typedef struct pt_train_data {
     uint32_t target_key;        /* index into ds->targets */
     const pt_schnet *model;
     pt_pack_limits limits;      /* per pack */
-    int32_t micro_packs;        /* b = batching.model_batch_size */
+    pt_train_layout layout;     /* the engine's share of a step: R, A, b, threads (plan.h) */
 } pt_train_data;
 
+/* A gradient engine: what the training loop needs of a backend.  The loop
+ * knows engines only through this table; its caller chooses one
+ * (pt_train_options.engine_open: engine/run picks the backend the job's
+ * configuration names). */
 typedef struct pt_grad_engine {
     void *self;
-    /* Overwrites grads[0..model->n_params) with the gradient of the mean loss
+    const char *kind;   /* "local", "ipu-emulated", "mpi": for logs and reports */
+    /* Overwrites grads[0..model->n_params) with the gradient of the loss
      * over the real graphs of packs ids[0..n) of `packs` (n <= R·A·b; a last
-     * partial batch is padded with empty packs), and fills st.  Must not
-     * allocate.  Returns 0, or -1 with errs filled. */
+     * partial batch is padded with empty packs), normalised by n_norm real
+     * graphs (n_norm <= 0: the real graphs of those packs, i.e. their mean
+     * loss; a data-parallel caller computing a share of a larger batch
+     * passes the whole batch's count), and fills st.  Must not allocate.
+     * Returns 0, or -1 with errs filled. */
     int (*compute)(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
-                   float *grads, pt_step_stats *st, pt_errors *errs);
+                   double n_norm, float *grads, pt_step_stats *st, pt_errors *errs);
+    /* Phase times of the steps since the last reset (phase.h; the optimizer
+     * phase is the loop's), starting a new window when reset; NULL when the
+     * engine does not time its phases (the loop then counts its whole
+     * gradient computation as "other"). */
+    void (*phases)(void *self, pt_phase_times *out, int reset);
     void (*close)(void *self);
 } pt_grad_engine;
 
 typedef int (*pt_grad_engine_open_fn)(pt_grad_engine *eng, const pt_train_data *data,
                                       pt_errors *errs);
 
-/* The built-in engine: R·A micro-batches of b packs, in order, on the
- * calling thread (R replicas are emulated by running them one after another,
- * which gives the same sum). */
+/* The built-in engine ("local"): R·A micro-batches of b packs, in order, on
+ * the calling thread (R replicas are emulated by running them one after
+ * another, which gives the same sum).  pt_train_run's default. */
 int pt_grad_engine_open_local(pt_grad_engine *eng, const pt_train_data *data, pt_errors *errs);
 
 typedef struct pt_train_metrics {
@@ -132,8 +146,8 @@ typedef struct pt_train_options {
      * model so far is kept, and with an output directory a checkpoint of
      * the exact state is written to resume from); may be NULL */
     int (*should_stop)(void *user);
-    /* gradient engine; NULL = pt_backend_open for backend kind
-     * "ipu-emulated", else pt_grad_engine_open_local */
+    /* gradient engine; NULL = pt_grad_engine_open_local.  pt_run_train
+     * (engine/run/run.h) passes the backend of the job's backend.kind. */
     pt_grad_engine_open_fn engine_open;
     /* a checkpoint to continue from (NULL = a fresh run); it must have been
      * made with the same configuration (checkpoint_every aside) and data */
@@ -160,6 +174,7 @@ typedef struct pt_train_result {
     uint32_t n_train, n_val, n_test;
     uint32_t split_moved;       /* structures swapped into training (pt_split_cover_elements) */
     pt_pack_limits limits;      /* per training pack */
+    pt_train_layout layout;     /* as planned (plan.h): R, A, b, ranks, threads */
     int32_t micro_packs;        /* b */
     int64_t global_packs;       /* R·A·b */
     /* real content processed in training steps (for FLOP counts) */
@@ -173,7 +188,7 @@ typedef struct pt_train_result {
  * {"steps","epochs","best_epoch","best_val_loss","best_val_mae","best_val_rmse",
  *  "test_mae","test_rmse","stop_reason","seconds","step_seconds","n_train","n_val",
  *  "n_test","split_moved","max_nodes","max_edges","max_graphs","micro_packs",
- *  "global_packs",
+ *  "global_packs","replicas","accumulation","ranks","threads",
  *  "graphs","nodes","edges","node_slots","edge_slots","resumed_step"}, non-finite
  * numbers null.
  * pt_train_run writes it to out_dir/result.json at the end of a run. */

@@ -13,16 +13,16 @@ void pt_train_batch_close(pt_batch *b)
 int pt_train_batch_init(pt_batch *b, const pt_train_data *d, pt_pack_limits limits,
                         pt_errors *errs)
 {
-    int rc = pt_batch_init(b, limits, d->micro_packs, (float)d->cfg->model.cutoff);
+    int rc = pt_batch_init(b, limits, d->layout.micro_packs, (float)d->cfg->model.cutoff);
     if (rc == PT_BATCH_ELIMITS) {
         pt_errors_add(errs, NULL, 0, "batching.model_batch_size",
                       "%d packs of %d nodes, %d edges, %d graphs do not make a batch "
                       "(each total must stay below 2^31)",
-                      d->micro_packs, limits.max_nodes, limits.max_edges, limits.max_graphs);
+                      d->layout.micro_packs, limits.max_nodes, limits.max_edges, limits.max_graphs);
         return -1;
     }
     if (rc != PT_BATCH_OK) {
-        pt_errors_add(errs, NULL, 0, "", "batch of %d packs: %s", d->micro_packs,
+        pt_errors_add(errs, NULL, 0, "", "batch of %d packs: %s", d->layout.micro_packs,
                       pt_batch_strerror(rc));
         return -1;
     }

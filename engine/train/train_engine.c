@@ -47,14 +47,14 @@ void pt_step_stats_add_batch(pt_step_stats *st, const pt_batch *b, const pt_schn
  * every micro-batch's loss is normalised by the global count n_g, so the
  * accumulated gradients are those of the global mean, whatever the split. */
 static int local_compute(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
-                         float *grads, pt_step_stats *st, pt_errors *errs)
+                         double n_norm, float *grads, pt_step_stats *st, pt_errors *errs)
 {
     local_engine *le = self;
     const pt_train_data *d = le->d;
-    const uint32_t b = (uint32_t)d->micro_packs;
+    const uint32_t b = (uint32_t)d->layout.micro_packs;
     memset(st, 0, sizeof(*st));
     memset(grads, 0, d->model->n_params * sizeof(float));
-    const double n_norm = (double)count_graphs(packs, ids, n);
+    if (n_norm <= 0.0) n_norm = (double)count_graphs(packs, ids, n);
     for (uint32_t at = 0; at < n; at += b) {
         uint32_t k = n - at < b ? n - at : b;
         if (pt_train_fill(&le->batch, d, packs, ids + at, k, errs) != 0) return -1;
@@ -84,6 +84,7 @@ int pt_grad_engine_open_local(pt_grad_engine *eng, const pt_train_data *d, pt_er
     le->acts.precision = d->cfg->training.precision;
     le->acts.static_shapes = d->cfg->backend.static_shapes;
     eng->self = le;
+    eng->kind = "local";
     eng->compute = local_compute;
     eng->close = local_close;
     return 0;
@@ -96,7 +97,7 @@ int pt_evaluator_init(pt_evaluator *ev, const pt_train_data *d, pt_pack_limits l
 {
     memset(ev, 0, sizeof(*ev));
     ev->d = d;
-    ev->ids = malloc((size_t)d->micro_packs * sizeof(uint32_t));
+    ev->ids = malloc((size_t)d->layout.micro_packs * sizeof(uint32_t));
     if (!ev->ids) {
         pt_errors_add(errs, NULL, 0, "", "out of memory");
         return -1;
@@ -126,7 +127,7 @@ void pt_evaluator_close(pt_evaluator *ev)
 int pt_evaluate(pt_evaluator *ev, const pt_packs *packs, pt_eval_result *out, pt_errors *errs)
 {
     const pt_train_data *d = ev->d;
-    const uint32_t b = (uint32_t)d->micro_packs;
+    const uint32_t b = (uint32_t)d->layout.micro_packs;
     double abs_sum = 0.0, sq_sum = 0.0;
     int64_t n = 0;
     for (uint32_t at = 0; at < packs->n_packs; at += b) {

@@ -15,7 +15,7 @@
 #include "engine/data/split.h"
 #include "engine/train/train.h"
 
-/* A batch of d->micro_packs packs of the given per-pack limits
+/* A batch of d->layout.micro_packs packs of the given per-pack limits
  * (train_batch.c).  Returns 0, or -1 with errs filled. */
 int pt_train_batch_init(pt_batch *b, const pt_train_data *d, pt_pack_limits limits,
                         pt_errors *errs);
@@ -82,6 +82,7 @@ typedef struct pt_trainer {
     pt_optim optim;
     pt_schedule sched;
     pt_early_stop early;
+    pt_train_layout layout;      /* of the whole job (all ranks) */
     int64_t global_packs;        /* R·A·b */
     int64_t planned_steps;       /* epochs x steps per epoch, capped by max_steps */
 

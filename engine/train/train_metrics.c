@@ -44,7 +44,7 @@ static json_t *num_or_null(double x)
 
 json_t *pt_train_result_json(const pt_train_result *r)
 {
-    return json_pack(
+    json_t *o = json_pack(
         "{s:I, s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:s, s:f, s:f, s:i, s:i, s:i, s:i, s:i, s:i,"
         " s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
         "steps", (json_int_t)r->steps, "epochs", (int)r->epochs, "best_epoch", (int)r->best_epoch,
@@ -59,4 +59,10 @@ json_t *pt_train_result_json(const pt_train_result *r)
         "graphs", (json_int_t)r->graphs, "nodes", (json_int_t)r->nodes,
         "edges", (json_int_t)r->edges, "node_slots", (json_int_t)r->node_slots,
         "edge_slots", (json_int_t)r->edge_slots, "resumed_step", (json_int_t)r->resumed_step);
+    json_t *l = json_pack("{s:i, s:i, s:i, s:i}", "replicas", (int)r->layout.replicas,
+                          "accumulation", (int)r->layout.accumulation, "ranks",
+                          (int)r->layout.ranks, "threads", (int)r->layout.threads);
+    if (o && l) json_object_update(o, l);
+    json_decref(l);
+    return o;
 }

@@ -135,7 +135,10 @@ void pt_job_check_dataset(pt_app *app, const pt_job_config *cfg, const pt_store_
     pt_pack_limits limits;
     if (resolve_limits(cfg, &data, &limits, errs) == 0) {
         pt_memplan plan;
-        if (pt_memplan_for_job(&plan, cfg, limits, errs) == 0) pt_memplan_check(&plan, errs);
+        pt_train_layout layout;
+        if (pt_train_layout_resolve(&layout, cfg, pt_online_cores(), errs) == 0 &&
+            pt_memplan_for_job(&plan, cfg, &layout, limits, errs) == 0)
+            pt_memplan_check(&plan, errs);
     }
     pt_dataset_close(&data);
 }

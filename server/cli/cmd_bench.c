@@ -74,10 +74,10 @@ typedef struct bench_state {
 static bench_state g_bench;
 
 static int bench_compute(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
-                         float *grads, pt_step_stats *st, pt_errors *errs)
+                         double n_norm, float *grads, pt_step_stats *st, pt_errors *errs)
 {
     bench_state *b = self;
-    int rc = b->inner.compute(b->inner.self, packs, ids, n, grads, st, errs);
+    int rc = b->inner.compute(b->inner.self, packs, ids, n, n_norm, grads, st, errs);
     if (rc == 0 && b->n < b->cap) b->st[b->n++] = *st;
     return rc;
 }
@@ -85,7 +85,8 @@ static int bench_compute(void *self, const pt_packs *packs, const uint32_t *ids,
 static void bench_close(void *self)
 {
     bench_state *b = self;
-    b->phases_ok = pt_backend_phases(&b->inner, &b->phases, 0) == 0;
+    b->phases_ok = b->inner.phases != NULL;
+    if (b->inner.phases) b->inner.phases(b->inner.self, &b->phases, 0);
     pt_backend_stats_get(&b->inner, &b->bstats);
     if (b->inner.close) b->inner.close(b->inner.self);
     memset(&b->inner, 0, sizeof(b->inner));
@@ -97,7 +98,10 @@ static int bench_open(pt_grad_engine *eng, const pt_train_data *d, pt_errors *er
     int rc = b->local ? pt_grad_engine_open_local(&b->inner, d, errs)
                       : pt_backend_open(&b->inner, d, errs);
     if (rc) return rc;
+    /* no phases(): the loop's step lines would reset the inner engine's
+     * window, which the bench reads once, from the end of the warm-up */
     eng->self = b;
+    eng->kind = b->inner.kind;
     eng->compute = bench_compute;
     eng->close = bench_close;
     return 0;
@@ -111,7 +115,7 @@ static void on_metrics(void *user, const pt_train_metrics *m, const char *json)
     b->rate[m->step - 1] = m->graphs_per_s;
     if (m->step == b->warmup) {
         pt_phase_times drop;
-        pt_backend_phases(&b->inner, &drop, 1);   /* measured window starts now */
+        if (b->inner.phases) b->inner.phases(b->inner.self, &drop, 1);   /* measured window starts now */
     }
 }
 
@@ -275,8 +279,8 @@ static json_t *report(const bench_state *b, const pt_job_config *cfg, const pt_t
     json_t *be = json_pack("{s:s, s:i, s:i, s:i, s:i, s:b, s:b, s:i, s:i, s:i, s:i, s:i, s:I, "
                            "s:I}", "engine",
                            b->local ? "local" : "backend", "replication_factor",
-                           (int)cfg->backend.replication_factor, "gradient_accumulation",
-                           (int)cfg->backend.gradient_accumulation, "device_iterations",
+                           (int)res->layout.replicas, "gradient_accumulation",
+                           (int)res->layout.accumulation, "device_iterations",
                            (int)cfg->backend.device_iterations, "micro_packs",
                            (int)res->micro_packs, "merge_all_reduce",
                            cfg->backend.merge_all_reduce, "use_async_loader",
@@ -289,8 +293,8 @@ static json_t *report(const bench_state *b, const pt_job_config *cfg, const pt_t
     pt_memplan plan;
     pt_errors errs;
     pt_errors_init(&errs, 0);
-    json_t *mp = pt_memplan_for_job(&plan, cfg, res->limits, &errs) ? json_null()
-                                                                    : pt_memplan_json(&plan);
+    json_t *mp = pt_memplan_for_job(&plan, cfg, &res->layout, res->limits, &errs)
+                     ? json_null() : pt_memplan_json(&plan);
     pt_errors_close(&errs);
     json_t *cj = pt_job_config_to_json(cfg);
     return json_pack("{s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:f, s:o, s:o, s:{s:i, s:i, s:i}, "

@@ -1,9 +1,10 @@
 /* cmd_mpirun.c — `packtrain mpirun [options] -- COMMAND [ARGS...]`: runs a
  * packtrain command as the ranks of an MPI job, with the command line of
- * engine/mpi_launch.h.  The server's scheduler starts every job of backend
- * kind "mpi" through it (`packtrain mpirun --protocol --config CONFIG --
- * packtrain worker ...`), and a user runs the same locally or inside a Slurm
- * allocation (docs/multinode.md).
+ * engine/mpi/mpi_launch.h.  `packtrain train` and `packtrain worker` run a job
+ * of backend kind "mpi" with more than one rank through it by themselves
+ * (pt_cli_mpi_relaunch: the same command again, as `packtrain mpirun
+ * [--protocol] --ranks N -- COMMAND ARGS`), and a user runs the same by hand
+ * or inside a Slurm allocation (docs/multinode.md).
  *
  * Why a launcher in between, rather than exec'ing mpirun: mpirun answers
  * SIGTERM by killing the ranks about a second later, too soon for the step
@@ -139,10 +140,24 @@ static int parse_args(launch_args *a, int argc, char **argv)
     return 0;
 }
 
+/* This program's path, for running it again. */
+static int self_path(char *buf, size_t len, pt_errors *errs)
+{
+    ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+    if (n <= 0) {
+        pt_errors_add(errs, "", 0, "", "cannot find this program (/proc/self/exe): %s",
+                      strerror(errno));
+        return -1;
+    }
+    buf[n] = '\0';
+    return 0;
+}
+
 /* The full command line: mpirun prefix, then COMMAND (this binary for a
  * packtrain command) and its arguments. */
 static int build(pt_mpi_launch *l, const launch_args *a, int argc, char **argv, pt_errors *errs)
 {
+    int32_t ranks = a->ranks;
     if (a->config) {
         pt_job_config cfg;
         if (pt_job_config_load(&cfg, a->config, errs)) return -1;
@@ -151,6 +166,7 @@ static int build(pt_mpi_launch *l, const launch_args *a, int argc, char **argv, 
                           "one process, without mpirun");
             return -1;
         }
+        if (!ranks) ranks = cfg.backend.ranks;
     }
     if (!pt_mpi_available()) {
         pt_errors_add(errs, "", 0, "backend.kind", "%s", PT_MPI_MISSING_MSG);
@@ -159,13 +175,7 @@ static int build(pt_mpi_launch *l, const launch_args *a, int argc, char **argv, 
     pt_mpi_launch_opts o;
     char mpirun[4096];
     if (pt_mpi_launch_opts_from_env(&o, mpirun, sizeof mpirun, errs)) return -1;
-    if (a->ranks) {
-        o.ranks = a->ranks;
-    } else {
-        pt_job_config cfg;
-        if (pt_job_config_load(&cfg, a->config, errs)) return -1;
-        o.ranks = pt_mpi_job_ranks(&cfg);
-    }
+    o.ranks = ranks;
     if (a->hostfile || a->host) {
         o.hostfile = a->hostfile;
         o.hosts = a->host;
@@ -174,14 +184,7 @@ static int build(pt_mpi_launch *l, const launch_args *a, int argc, char **argv, 
     const char *cmd = argv[a->cmd];
     if (!strchr(cmd, '/')) {
         char self[4096];
-        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-        if (n <= 0) {
-            pt_errors_add(errs, "", 0, "", "cannot find this program (/proc/self/exe): %s",
-                          strerror(errno));
-            return -1;
-        }
-        self[n] = '\0';
-        if (pt_mpi_launch_add(l, self, errs)) return -1;
+        if (self_path(self, sizeof self, errs) || pt_mpi_launch_add(l, self, errs)) return -1;
     }
     for (int i = a->cmd; i < argc; i++)
         if (pt_mpi_launch_add(l, argv[i], errs)) return -1;
@@ -267,4 +270,31 @@ int pt_cmd_mpirun(int argc, char **argv)
     }
     pt_errors_close(&errs);
     return rc;
+}
+
+int pt_cli_mpi_relaunch_argv(pt_mpi_launch *l, const char *self, int32_t ranks, int protocol,
+                             int argc, char **argv, pt_errors *errs)
+{
+    char np[16];
+    snprintf(np, sizeof np, "%d", (int)ranks);
+    pt_mpi_launch_init(l);
+    const char *head[] = {self, "mpirun", "--protocol", "--ranks", np, "--"};
+    for (size_t i = 0; i < sizeof head / sizeof head[0]; i++)
+        if ((i != 2 || protocol) && pt_mpi_launch_add(l, head[i], errs)) return -1;
+    for (int i = 0; i < argc; i++)
+        if (pt_mpi_launch_add(l, argv[i], errs)) return -1;
+    return 0;
+}
+
+int pt_cli_mpi_relaunch(int32_t ranks, int protocol, int argc, char **argv, pt_errors *errs)
+{
+    static pt_mpi_launch l;
+    char self[4096];
+    if (self_path(self, sizeof self, errs) ||
+        pt_cli_mpi_relaunch_argv(&l, self, ranks, protocol, argc, argv, errs))
+        return -1;
+    fflush(NULL);
+    execv(l.argv[0], l.argv);
+    pt_errors_add(errs, "", 0, "", "cannot run %s mpirun: %s", self, strerror(errno));
+    return -1;
 }

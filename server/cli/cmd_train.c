@@ -17,6 +17,7 @@
 #include "engine/data/dataset.h"
 #include "engine/core/errors.h"
 #include "engine/mpi/mpi_backend.h"
+#include "engine/run/run.h"
 #include "engine/train/train.h"
 
 #define DEFAULT_OUT "train-out"
@@ -123,6 +124,14 @@ int pt_cmd_train(int argc, char **argv)
         return 2;
     }
     if (every_n >= 0) cfg.training.checkpoint_every = (int32_t)every_n;
+    if (pt_mpi_needs_launch(&cfg)) {
+        fprintf(stderr, "packtrain train: backend.kind \"mpi\": starting %d ranks (packtrain "
+                "mpirun --ranks %d -- train ...)\n", (int)cfg.backend.ranks, (int)cfg.backend.ranks);
+        pt_cli_mpi_relaunch(cfg.backend.ranks, 0, argc, argv, &errs);
+        pt_cli_print_errors("packtrain train", &errs);
+        pt_errors_close(&errs);
+        return 1;
+    }
     pt_dataset ds;
     char err[PT_ERR_FILE_MAX + PT_ERR_MSG_MAX];
     if (pt_dataset_open(&ds, data, err, sizeof err) != 0) {
@@ -142,7 +151,7 @@ int pt_cmd_train(int argc, char **argv)
     pt_train_options opt = {.on_metrics = print_line, .should_stop = stop_requested,
                             .resume_path = resume};
     pt_train_result res;
-    rc = pt_mpi_train_run(&cfg, &ds, out, &opt, &res, &errs);
+    rc = pt_run_train(&cfg, &ds, out, &opt, &res, &errs);
     sigaction(SIGINT, &old, NULL);
 
     if (rc != 0) {

@@ -1,6 +1,9 @@
 /* cmd_worker.c — `packtrain worker --job ID --config FILE --data DATA.ptd
  * --out DIR [--resume CHECKPOINT]`: one training job as the scheduler runs
- * it (server/scheduler.h), in its own process.
+ * it (server/sched/scheduler.h), in its own process.  A job of backend.kind
+ * "mpi" with N > 1 ranks runs this same command again under `packtrain
+ * mpirun --protocol --ranks N` (this process becomes the launcher), so each
+ * rank is a worker and rank 0 speaks the protocol.
  *
  * stdout carries only the JSON-lines protocol of server/worker_proto.h, one
  * flushed line at a time: every metrics line of pt_train_run (step and epoch
@@ -30,6 +33,7 @@
 #include "engine/data/dataset.h"
 #include "engine/core/errors.h"
 #include "engine/mpi/mpi_backend.h"
+#include "engine/run/run.h"
 #include "engine/train/train.h"
 
 static volatile sig_atomic_t stop_signal;
@@ -169,11 +173,20 @@ static void report_done(const worker *w, const pt_train_result *res)
             res->best_val_mae, res->test_mae);
 }
 
-static int run(const worker *w, pt_errors *errs)
+static int run(const worker *w, int argc, char **argv, pt_errors *errs)
 {
     pt_job_config cfg;
     if (pt_job_config_load(&cfg, w->config, errs) != 0) {
         report_errors(w, errs, "invalid job configuration");
+        return 1;
+    }
+    if (pt_mpi_needs_launch(&cfg)) {
+        /* the ranks: this same command again under the launcher, which
+         * reports a failure to start as a protocol line */
+        fprintf(stderr, "packtrain worker %s: starting %d MPI ranks\n", w->job,
+                (int)cfg.backend.ranks);
+        pt_cli_mpi_relaunch(cfg.backend.ranks, 1, argc, argv, errs);
+        report_errors(w, errs, "cannot start the MPI ranks");
         return 1;
     }
     pt_dataset ds;
@@ -191,7 +204,7 @@ static int run(const worker *w, pt_errors *errs)
                             /* the scheduler deletes what it no longer needs */
                             .keep_all_checkpoints = 1};
     pt_train_result res;
-    int rc = pt_mpi_train_run(&cfg, &ds, w->out, &opt, &res, errs);
+    int rc = pt_run_train(&cfg, &ds, w->out, &opt, &res, errs);
     pt_dataset_close(&ds);
     if (rc != 0) {
         report_errors(w, errs, "training failed");
@@ -228,7 +241,7 @@ int pt_cmd_worker(int argc, char **argv)
             (int)getpid(), w.config, w.data, w.out);
     pt_errors errs;
     pt_errors_init(&errs, 0);
-    rc = run(&w, &errs);
+    rc = run(&w, argc, argv, &errs);
     pt_errors_close(&errs);
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGINT, &old_int, NULL);

@@ -8,6 +8,8 @@
 #ifndef PT_COMMANDS_H
 #define PT_COMMANDS_H
 
+#include <stdint.h>
+
 #include "engine/core/errors.h"
 
 typedef struct pt_command {
@@ -25,6 +27,19 @@ int pt_cli_wants_help(int argc, char **argv);
 void pt_cli_print_errors(const char *prefix, const pt_errors *errs);
 /* A whole decimal integer in lo..hi.  Returns 0, or -1 (out untouched). */
 int pt_cli_parse_long(const char *s, long lo, long hi, long *out);
+
+/* --- cmd_mpirun.c --------------------------------------------------------- */
+
+struct pt_mpi_launch;
+/* The command line that runs argv[0..argc) (a packtrain command and its
+ * arguments) as `ranks` MPI ranks: {self, "mpirun", ["--protocol",] "--ranks",
+ * N, "--", argv...}.  Returns 0, or -1 with errs filled (too long). */
+int pt_cli_mpi_relaunch_argv(struct pt_mpi_launch *l, const char *self, int32_t ranks,
+                             int protocol, int argc, char **argv, pt_errors *errs);
+/* Replaces this process with that command line (a job of kind "mpi" whose
+ * ranks were not started yet: pt_mpi_needs_launch).  Returns only on
+ * failure: -1 with errs filled. */
+int pt_cli_mpi_relaunch(int32_t ranks, int protocol, int argc, char **argv, pt_errors *errs);
 
 /* --- the commands --------------------------------------------------------- */
 

@@ -21,7 +21,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/mpi/mpi_launch.h"
 
 #define NOTE_TEXT_MAX 300   /* bytes of a rejected line copied into worker.log */
 
@@ -472,16 +471,10 @@ void pt_sched_job_spawn(pt_scheduler *s, const pt_sched_launch *launch)
     e->spawned = 1;
     init_handles(s, j);
 
-    char *args[PT_MPI_LAUNCH_WORDS + PT_SCHEDULER_ARGV_MAX + 11];
+    /* a job of backend.kind "mpi" starts its ranks itself (the worker runs
+     * again under `packtrain mpirun`): the scheduler knows no kind */
+    char *args[PT_SCHEDULER_ARGV_MAX + 11];
     int n = 0;
-    /* backend.kind "mpi": `packtrain mpirun --protocol --config C --` first */
-    pt_mpi_launch mpi;
-    char why[512];
-    if (pt_mpi_launch_for_job(&mpi, s->worker_argv[0], j->launch.config_path, why, sizeof why)) {
-        fail_start(j, "could not start the worker: %s", why);
-        return;
-    }
-    for (int i = 0; i < mpi.n; i++) args[n++] = mpi.argv[i];
     for (int i = 0; i < s->n_worker_argv; i++) args[n++] = s->worker_argv[i];
     args[n++] = "--job";
     args[n++] = j->launch.id;

@@ -5,6 +5,8 @@
 #     the same model, byte for byte, as one process with the same global
 #     batch (2 and 4 replicas), over two epochs; rank 0 alone prints metrics
 #     and writes the outputs;
+#   - `packtrain train` on a job of 2 ranks starts them itself (it runs again
+#     under `packtrain mpirun`), with the same model;
 #   - the worker under `packtrain mpirun --protocol` (the server's way): one
 #     "done" line; SIGTERM to the launcher stops every rank after the same
 #     step with a checkpoint, leaves no process behind, and resuming from that
@@ -73,6 +75,16 @@ for split in "1 1" "2 2"; do
   [ -s "$WORK/m$R/model.safetensors" ] || cat "$WORK/m$R.err"
 done
 check "the step losses are real numbers" test -n "$(losses "$WORK/m2.out")"
+
+# --- packtrain train starts its ranks itself (no mpirun by hand) -------------------------
+"${T[@]}" "$PT" train "$WORK/d.ptd" --config "$WORK/m2.json" --out "$WORK/self2" \
+  >"$WORK/self2.out" 2>"$WORK/self2.err"
+expect "train with ranks 2, no launcher: the run succeeds" "$?" 0
+expect_match "... saying it starts the ranks" "$(cat "$WORK/self2.err")" 'starting 2 ranks'
+expect_match "... which run as an MPI world of 2" "$(cat "$WORK/self2.err")" 'mpi: 2 ranks \(2 on this host\)'
+check "... the model of the one-process run, byte for byte" same_bytes "$WORK/self2/model.safetensors" "$WORK/o2/model.safetensors"
+expect "... one metrics line per step (rank 0 alone prints)" "$(count '"kind":"step"' "$WORK/self2.out")" \
+  "$(count '"kind":"step"' "$WORK/o2.out")"
 
 # --- the worker under the launcher, as the server runs it --------------------------------
 config "$WORK/w.json" mpi 2 2 1 2

@@ -127,7 +127,13 @@ __attribute__((unused)) static pt_train_data data_for(pt_job_config *cfg, int R,
     cfg->backend.replication_factor = R;
     cfg->backend.gradient_accumulation = A;
     cfg->batching.model_batch_size = b;
-    return (pt_train_data){cfg, &F.ds, &F.graphs, F.target_key, &F.model, F.packer.limits, b};
+    pt_train_data d = {.cfg = cfg, .ds = &F.ds, .graphs = &F.graphs, .target_key = F.target_key,
+                       .model = &F.model, .limits = F.packer.limits};
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    assert_int_equal(pt_train_layout_resolve(&d.layout, cfg, pt_online_cores(), &errs), 0);
+    pt_errors_close(&errs);
+    return d;
 }
 
 __attribute__((unused)) static void open_ok(pt_grad_engine *eng, const pt_train_data *d)
@@ -141,7 +147,7 @@ __attribute__((unused)) static void open_ok(pt_grad_engine *eng, const pt_train_
         fail_msg("open: %s", buf);
     }
     pt_errors_close(&errs);
-    assert_true(pt_backend_is(eng));
+    assert_string_equal(eng->kind, PT_BACKEND_KIND);
 }
 
 #endif

@@ -19,6 +19,7 @@
 
 #include "engine/model/bf16.h"
 #include "engine/data/ingest.h"
+#include "engine/run/run.h"
 #include "engine/train/train.h"
 #include "server/cli/commands.h"
 #include "tests/unit/api_fixture.h"
@@ -95,7 +96,7 @@ static void test_train_run_refuses(void **state)
     pt_errors errs;
     pt_errors_init(&errs, 0);
     pt_train_result res;
-    assert_int_equal(pt_train_run(&cfg, &ds, out, NULL, &res, &errs), -1);
+    assert_int_equal(pt_run_train(&cfg, &ds, out, NULL, &res, &errs), -1);
     assert_int_equal(errs.total, 1);
     assert_string_equal(errs.items[0].field, "training.precision");
     assert_string_equal(errs.items[0].message, why);

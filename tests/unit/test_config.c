@@ -132,7 +132,7 @@ static void test_all_keys_round_trip(void **state)
     assert_float_equal(a.training.schedule.lr, 5e-4, 0);
     assert_int_equal(a.training.early_stopping_patience, 7);
     assert_true(a.training.seed == 12345678901ULL);
-    assert_int_equal(a.training.normalize, PT_JOB_NORMALIZE_MEAN_STD);
+    assert_int_equal(a.training.normalize, PT_NORM_MEAN_STD);
     assert_int_equal(a.backend.kind, PT_JOB_BACKEND_MPI);
     assert_false(a.backend.merge_all_reduce);
     assert_int_equal(a.backend.threads, 2);

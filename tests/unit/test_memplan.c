@@ -17,6 +17,15 @@
 #include "engine/backend/memplan.h"
 #include "engine/model/schnet.h"
 
+
+/* pt_memplan_for_job with the layout the plan gives cfg. */
+static int plan_for(pt_memplan *plan, const pt_job_config *cfg, pt_pack_limits L, pt_errors *errs)
+{
+    pt_train_layout l;
+    if (pt_train_layout_resolve(&l, cfg, 1, errs)) return -1;
+    return pt_memplan_for_job(plan, cfg, &l, L, errs);
+}
+
 static pt_schnet_config model_of(int H, int F, int T, int G, int atomref)
 {
     pt_schnet_config c = pt_schnet_config_default();
@@ -96,9 +105,9 @@ static void test_buffer_counts(void **state)
     cfg.backend.device_iterations = 2;
     cfg.backend.prefetch_depth = 5;
     cfg.backend.use_async_loader = true;
-    assert_int_equal(pt_backend_io_batches(&cfg.backend), 3 * 2 + 5);
+    assert_int_equal(pt_backend_io_batches(&cfg.backend, cfg.backend.gradient_accumulation), 3 * 2 + 5);
     cfg.backend.use_async_loader = false;
-    assert_int_equal(pt_backend_io_batches(&cfg.backend), 3 * 2);
+    assert_int_equal(pt_backend_io_batches(&cfg.backend, cfg.backend.gradient_accumulation), 3 * 2);
 }
 
 static void test_plan_of_default_job(void **state)
@@ -111,7 +120,7 @@ static void test_plan_of_default_job(void **state)
     pt_errors errs;
     pt_errors_init(&errs, 0);
     pt_memplan plan;
-    assert_int_equal(pt_memplan_for_job(&plan, &cfg, L, &errs), 0);
+    assert_int_equal(plan_for(&plan, &cfg, L, &errs), 0);
     pt_schnet_config c = pt_memplan_job_model(&cfg);
     assert_int_equal(c.use_atomref, 1);   /* default normalisation is atomref */
     size_t n = pt_memplan_param_count(&c);
@@ -149,7 +158,7 @@ static void test_rejection_message(void **state)
     pt_errors errs;
     pt_errors_init(&errs, 0);
     pt_memplan plan;
-    assert_int_equal(pt_memplan_for_job(&plan, &cfg, L, &errs), 0);
+    assert_int_equal(plan_for(&plan, &cfg, L, &errs), 0);
     assert_true(plan.total > plan.budget);
     assert_int_equal(pt_memplan_check(&plan, &errs), -1);
     assert_int_equal(errs.kept, 2);
@@ -160,7 +169,7 @@ static void test_rejection_message(void **state)
         pt_job_config c2 = cfg;
         c2.batching.model_batch_size = b;
         pt_memplan p2;
-        assert_int_equal(pt_memplan_for_job(&p2, &c2, L, &errs), 0);
+        assert_int_equal(plan_for(&p2, &c2, L, &errs), 0);
         if (p2.total <= p2.budget) fit = b;
     }
     assert_true(fit > 1 && fit < 64);
@@ -195,7 +204,7 @@ static void test_rejection_even_one_pack(void **state)
     pt_errors errs;
     pt_errors_init(&errs, 0);
     pt_memplan plan;
-    assert_int_equal(pt_memplan_for_job(&plan, &cfg, L, &errs), 0);
+    assert_int_equal(plan_for(&plan, &cfg, L, &errs), 0);
     assert_int_equal(pt_memplan_check(&plan, &errs), -1);
     const double MB = 1024.0 * 1024.0;
     char want[512];
@@ -217,7 +226,7 @@ static void test_invalid_inputs(void **state)
     pt_errors_init(&errs, 0);
     pt_memplan plan;
     pt_pack_limits unresolved = {0, 0, 0};
-    assert_int_equal(pt_memplan_for_job(&plan, &cfg, unresolved, &errs), -1);
+    assert_int_equal(plan_for(&plan, &cfg, unresolved, &errs), -1);
     assert_int_equal(errs.kept, 1);
     assert_string_equal(errs.items[0].field, "batching");
     assert_string_equal(errs.items[0].message,
@@ -227,16 +236,20 @@ static void test_invalid_inputs(void **state)
 
     pt_schnet_config bad = model_of(1, 100, 4, 25, 0);
     pt_pack_limits L = {40, 700, 4};
-    assert_int_equal(pt_memplan_compute(&plan, &bad, L, 0, &cfg.backend, &errs), -1);
+    pt_train_layout l0 = {.ranks = 1, .replicas = 1, .accumulation = 1, .micro_packs = 0, .threads = 1};
+    assert_int_equal(pt_memplan_compute(&plan, &bad, L, &l0, &cfg.backend, &errs), -1);
     assert_int_equal(errs.kept, 2);
     assert_string_equal(errs.items[0].field, "hidden");
-    assert_string_equal(errs.items[1].field, "batching.model_batch_size");
-    assert_string_equal(errs.items[1].message, "must be >= 1, got 0");
+    assert_string_equal(errs.items[1].field, "batching");
+    assert_string_equal(errs.items[1].message, "a micro-batch needs at least one pack and a "
+                                               "replica at least one micro-batch, got 0 and 1");
     pt_errors_clear(&errs);
 
     pt_pack_limits huge = {1 << 22, 1 << 24, 4};
     pt_schnet_config ok = model_of(100, 100, 4, 25, 0);
-    assert_int_equal(pt_memplan_compute(&plan, &ok, huge, 1000, &cfg.backend, &errs), -1);
+    pt_train_layout l1000 = {.ranks = 1, .replicas = 1, .accumulation = 1, .micro_packs = 1000,
+                             .threads = 1};
+    assert_int_equal(pt_memplan_compute(&plan, &ok, huge, &l1000, &cfg.backend, &errs), -1);
     assert_int_equal(errs.kept, 2);
     assert_string_equal(errs.items[0].message,
                         "1000 packs give 4194304000 node slots per micro-batch, above the "

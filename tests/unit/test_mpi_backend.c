@@ -27,6 +27,8 @@
 #include "engine/mpi/mpi_backend.h"
 #include "engine/mpi/mpi_internal.h"
 #include "engine/mpi/mpi_launch.h"
+#include "engine/run/run.h"
+#include "server/cli/commands.h"
 #include "tests/unit/backend_fixture.h"
 
 #ifdef PT_HAVE_MPI
@@ -203,47 +205,44 @@ static void test_launch_env(void **state)
     pt_errors_close(&errs);
 }
 
-static void write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-}
-
-static void test_launch_for_job(void **state)
+/* A job of kind "mpi" with more than one rank starts its ranks itself
+ * unless mpirun started this process; the command line it runs again. */
+static void test_relaunch(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/pt_test_mpi_job_" "XX" "XX" "XX";
-    assert_non_null(mkdtemp(dir));
-    char path[128];
-    snprintf(path, sizeof path, "%s/config.json", dir);
+    pt_job_config cfg;
+    pt_job_config_defaults(&cfg);
+    const char *saved = getenv("OMPI_COMM_WORLD_SIZE");
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    assert_int_equal(pt_mpi_launched(), 0);
+    assert_int_equal(pt_mpi_needs_launch(&cfg), 0);          /* not mpi */
+    cfg.backend.kind = PT_JOB_BACKEND_MPI;
+    assert_int_equal(pt_mpi_needs_launch(&cfg), 0);          /* one rank: a world of 1 */
+    cfg.backend.ranks = 2;
+    assert_int_equal(pt_mpi_needs_launch(&cfg), pt_mpi_available());
+    setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+    assert_int_equal(pt_mpi_launched(), 1);
+    assert_int_equal(pt_mpi_needs_launch(&cfg), 0);          /* a rank already */
+    if (saved) setenv("OMPI_COMM_WORLD_SIZE", saved, 1);
+    else unsetenv("OMPI_COMM_WORLD_SIZE");
+
     static pt_mpi_launch l;
-    char err[512];
-    /* not mpi, not JSON, missing: no prefix, the worker reports */
-    const char *others[] = {"{\"backend\":{\"kind\":\"ipu-emulated\"}}", "{}", "not json",
-                            "{\"backend\":{\"kind\":7}}", NULL};
-    for (int i = 0; others[i]; i++) {
-        write_text(path, others[i]);
-        assert_int_equal(pt_mpi_launch_for_job(&l, "/bin/packtrain", path, err, sizeof err), 0);
-        assert_int_equal(l.n, 0);
-    }
-    assert_int_equal(pt_mpi_launch_for_job(&l, "/bin/packtrain", "/nonexistent.json", err,
-                                           sizeof err), 0);
-    assert_int_equal(l.n, 0);
-    write_text(path, "{\"backend\":{\"kind\":\"mpi\",\"ranks\":2,\"replication_factor\":2}}");
-    int rc = pt_mpi_launch_for_job(&l, "/bin/packtrain", path, err, sizeof err);
-    if (pt_mpi_available()) {
-        assert_int_equal(rc, 0);
-        const char *want[] = {"/bin/packtrain", "mpirun", "--protocol", "--config", path, "--", NULL};
-        expect_argv(&l, want);
-    } else {
-        assert_int_equal(rc, -1);
-        assert_int_equal(l.n, 0);
-        assert_non_null(strstr(err, PT_MPI_MISSING_MSG));
-    }
-    unlink(path);
-    rmdir(dir);
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    char *argv[] = {"worker", "--job", "j 1", "--config", "/d/c.json"};
+    assert_int_equal(pt_cli_mpi_relaunch_argv(&l, "/bin/packtrain", 2, 1, 5, argv, &errs), 0);
+    const char *want[] = {"/bin/packtrain", "mpirun", "--protocol", "--ranks", "2", "--", "worker",
+                          "--job", "j 1", "--config", "/d/c.json", NULL};
+    expect_argv(&l, want);
+    assert_int_equal(pt_cli_mpi_relaunch_argv(&l, "/p", 3, 0, 1, argv, &errs), 0);
+    const char *want2[] = {"/p", "mpirun", "--ranks", "3", "--", "worker", NULL};
+    expect_argv(&l, want2);
+    static char big[PT_MPI_LAUNCH_TEXT];
+    memset(big, 'x', sizeof big - 1);
+    char *too_long[] = {big};
+    assert_int_equal(pt_cli_mpi_relaunch_argv(&l, "/p", 2, 0, 1, too_long, &errs), -1);
+    expect_error(&errs, "the command line is too long");
+    pt_errors_close(&errs);
 }
 
 /* ---- sharing a job out -------------------------------------------------------- */
@@ -399,7 +398,6 @@ static void test_rejected_without_mpi(void **state)
     assert_int_equal(pt_mpi_backend_open(&eng, &d, &errs), -1);
     expect_error(&errs, "backend.kind: " PT_MPI_MISSING_MSG);
     assert_null(eng.compute);
-    assert_false(pt_mpi_backend_is(&eng));
     pt_errors_clear(&errs);
     pt_train_result res;
     assert_int_equal(pt_mpi_train_run(&cfg, &F.ds, NULL, NULL, &res, &errs), -1);
@@ -416,7 +414,7 @@ static void test_rejected_without_mpi(void **state)
     eng.close(eng.self);
     cfg.training.epochs = 1;
     cfg.training.max_steps = 2;
-    assert_int_equal(pt_mpi_train_run(&cfg, &F.ds, NULL, NULL, &res, &errs), 0);
+    assert_int_equal(pt_run_train(&cfg, &F.ds, NULL, NULL, &res, &errs), 0);
     assert_int_equal(res.steps, 2);
     pt_errors_close(&errs);
 }
@@ -433,7 +431,7 @@ static void open_mpi_ok(pt_grad_engine *eng, const pt_train_data *d)
         fail_msg("open: %s", buf);
     }
     pt_errors_close(&errs);
-    assert_true(pt_mpi_backend_is(eng));
+    assert_string_equal(eng->kind, PT_MPI_KIND);
 }
 
 /* One step on both engines: same gradient bits, same statistics. */
@@ -444,8 +442,8 @@ static void same_step(pt_grad_engine *mpi, pt_grad_engine *ref, const uint32_t *
     pt_step_stats s1, s2;
     pt_errors errs;
     pt_errors_init(&errs, 0);
-    assert_int_equal(mpi->compute(mpi->self, &F.packs, ids, n, g1, &s1, &errs), 0);
-    assert_int_equal(ref->compute(ref->self, &F.packs, ids, n, g2, &s2, &errs), 0);
+    assert_int_equal(mpi->compute(mpi->self, &F.packs, ids, n, 0.0, g1, &s1, &errs), 0);
+    assert_int_equal(ref->compute(ref->self, &F.packs, ids, n, 0.0, g2, &s2, &errs), 0);
     assert_memory_equal(g1, g2, np * sizeof(float));
     assert_memory_equal(&s1, &s2, sizeof s1);
     assert_true(s1.graphs > 0);
@@ -477,19 +475,21 @@ static void test_engine_matches_backend(void **state)
     same_step(&mpi, &ref, ids, G);
 
     pt_phase_times ph;
-    assert_int_equal(pt_mpi_backend_phases(&mpi, &ph, 1), 0);
+    assert_string_equal(mpi.kind, PT_MPI_KIND);
+    mpi.phases(mpi.self, &ph, 1);
     assert_int_equal(ph.steps, 6);
-    assert_int_equal(pt_mpi_backend_phases(&ref, &ph, 0), -1);
+    mpi.phases(mpi.self, &ph, 0);
+    assert_int_equal(ph.steps, 0);
 
     float *g = malloc(F.model.n_params * sizeof(float));
     pt_step_stats st;
     pt_errors errs;
     pt_errors_init(&errs, 0);
-    assert_int_equal(mpi.compute(mpi.self, &F.packs, ids, G + 1, g, &st, &errs), -1);
+    assert_int_equal(mpi.compute(mpi.self, &F.packs, ids, G + 1, 0.0, g, &st, &errs), -1);
     expect_error(&errs, "a step of 9 packs, above R x A x b = 8");
     pt_errors_clear(&errs);
     uint32_t bad = np;
-    assert_int_equal(mpi.compute(mpi.self, &F.packs, &bad, 1, g, &st, &errs), -1);
+    assert_int_equal(mpi.compute(mpi.self, &F.packs, &bad, 1, 0.0, g, &st, &errs), -1);
     expect_error(&errs, "pack");
     pt_errors_close(&errs);
     free(g);
@@ -503,20 +503,16 @@ static void test_engine_open_rejects(void **state)
 {
     (void)state;
     pt_job_config cfg;
-    pt_train_data d = data_for(&cfg, 1, 1, 2);
+    pt_train_data d = mpi_data(&cfg, 2, 1, 2);
     pt_grad_engine eng;
     pt_errors errs;
     pt_errors_init(&errs, 0);
-    assert_int_equal(pt_mpi_backend_open(&eng, &d, &errs), -1);
-    expect_error(&errs, "backend.kind: the MPI backend cannot run kind 0");
-    pt_errors_clear(&errs);
-    d = mpi_data(&cfg, 2, 1, 2);
-    cfg.backend.ranks = 2;
+    d.layout.ranks = 2;
     assert_int_equal(pt_mpi_backend_open(&eng, &d, &errs), -1);
     expect_error(&errs, "backend.ranks: is 2 but this process runs in an MPI world of 1 process");
     pt_errors_clear(&errs);
     /* the inner backend's own checks come through */
-    cfg.backend.ranks = 1;
+    d.layout.ranks = 1;
     cfg.backend.device_memory_mb = 1;
     assert_int_equal(pt_mpi_backend_open(&eng, &d, &errs), -1);
     expect_error(&errs, "device_memory_mb");
@@ -579,7 +575,7 @@ int main(void)
         cmocka_unit_test(test_launch_rejects),
         cmocka_unit_test(test_launch_format),
         cmocka_unit_test(test_launch_env),
-        cmocka_unit_test(test_launch_for_job),
+        cmocka_unit_test(test_relaunch),
         cmocka_unit_test(test_plan_replicas),
         cmocka_unit_test(test_slice),
         cmocka_unit_test(test_views_cover_the_epoch),

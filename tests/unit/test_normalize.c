@@ -63,7 +63,7 @@ static void test_none_is_identity(void **state)
     pt_norm nm;
     pt_errors errs;
     pt_errors_init(&errs, 0);
-    assert_int_equal(pt_norm_fit(&nm, PT_JOB_NORMALIZE_NONE, 1, &s->ds, 0, ids_all, 1, &errs), 0);
+    assert_int_equal(pt_norm_fit(&nm, PT_NORM_NONE, 1, &s->ds, 0, ids_all, 1, &errs), 0);
     assert_float_equal(nm.mean, 0.0, 0);
     assert_float_equal(nm.std, 1.0, 0);
     assert_float_equal(pt_norm_baseline(&nm, &s->ds, 0), 0.0, 0);
@@ -85,12 +85,12 @@ static void test_mean_std_per_atom_and_per_structure(void **state)
     pt_norm nm;
     pt_errors errs;
     pt_errors_init(&errs, 0);
-    assert_int_equal(pt_norm_fit(&nm, PT_JOB_NORMALIZE_MEAN_STD, 1, &s->ds, 0, ids_all, 3, &errs), 0);
+    assert_int_equal(pt_norm_fit(&nm, PT_NORM_MEAN_STD, 1, &s->ds, 0, ids_all, 3, &errs), 0);
     assert_float_equal(nm.mean, 2.0, 1e-12);
     assert_float_equal(nm.std, 1.0, 1e-12);
     assert_float_equal(pt_norm_baseline(&nm, &s->ds, 2), 6.0, 1e-12);   /* 3 atoms * 2 */
 
-    assert_int_equal(pt_norm_fit(&nm, PT_JOB_NORMALIZE_MEAN_STD, 0, &s->ds, 0, ids_all, 3, &errs), 0);
+    assert_int_equal(pt_norm_fit(&nm, PT_NORM_MEAN_STD, 0, &s->ds, 0, ids_all, 3, &errs), 0);
     double mean = 13.0 / 3.0;
     double var = ((2 - mean) * (2 - mean) * 2 + (9 - mean) * (9 - mean)) / 2.0;
     assert_float_equal(nm.mean, mean, 1e-12);
@@ -127,7 +127,7 @@ static void test_atomref_recovers_references(void **state)
     pt_norm nm;
     pt_errors errs;
     pt_errors_init(&errs, 0);
-    assert_int_equal(pt_norm_fit(&nm, PT_JOB_NORMALIZE_ATOMREF, 1, &s->ds, 0, ids_all, 300, &errs), 0);
+    assert_int_equal(pt_norm_fit(&nm, PT_NORM_ATOMREF, 1, &s->ds, 0, ids_all, 300, &errs), 0);
     for (int e = 0; e < 4; e++) assert_float_equal(nm.atomref[elem[e]], ref[e], 0.01);
     assert_float_equal(nm.atomref[9], 0.0, 0);      /* fluorine absent: 0 */
     /* the per-atom residual is of the order of the noise */
@@ -161,7 +161,7 @@ static void test_atomref_collinear_minimum_norm(void **state)
     pt_norm nm;
     pt_errors errs;
     pt_errors_init(&errs, 0);
-    assert_int_equal(pt_norm_fit(&nm, PT_JOB_NORMALIZE_ATOMREF, 1, &s->ds, 0, ids_all, 10, &errs), 0);
+    assert_int_equal(pt_norm_fit(&nm, PT_NORM_ATOMREF, 1, &s->ds, 0, ids_all, 10, &errs), 0);
     assert_float_equal(nm.atomref[8], -2.0, 1e-9);
     assert_float_equal(nm.atomref[1], -4.0, 1e-9);
     assert_float_equal(nm.mean, 0.0, 1e-9);
@@ -184,7 +184,7 @@ static void test_only_listed_structures_count(void **state)
     pt_norm nm;
     pt_errors errs;
     pt_errors_init(&errs, 0);
-    assert_int_equal(pt_norm_fit(&nm, PT_JOB_NORMALIZE_MEAN_STD, 1, &s->ds, 0, train, 2, &errs), 0);
+    assert_int_equal(pt_norm_fit(&nm, PT_NORM_MEAN_STD, 1, &s->ds, 0, train, 2, &errs), 0);
     assert_float_equal(nm.mean, 2.0, 1e-12);
     assert_float_equal(nm.std, sqrt(2.0), 1e-12);
     pt_errors_close(&errs);
@@ -202,7 +202,7 @@ static void test_error_missing_target(void **state)
     pt_norm nm;
     pt_errors errs;
     pt_errors_init(&errs, 0);
-    assert_int_equal(pt_norm_fit(&nm, PT_JOB_NORMALIZE_ATOMREF, 1, &s->ds, 0, ids_all, 2, &errs), -1);
+    assert_int_equal(pt_norm_fit(&nm, PT_NORM_ATOMREF, 1, &s->ds, 0, ids_all, 2, &errs), -1);
     assert_int_equal(errs.items[0].line, 11);
     assert_string_equal(errs.items[0].field, "energy");
     assert_string_equal(errs.items[0].message, "structure 1 has no value for the target");
@@ -218,7 +218,7 @@ static void test_error_no_structures(void **state)
     pt_norm nm;
     pt_errors errs;
     pt_errors_init(&errs, 0);
-    assert_int_equal(pt_norm_fit(&nm, PT_JOB_NORMALIZE_MEAN_STD, 1, &s->ds, 0, ids_all, 0, &errs), -1);
+    assert_int_equal(pt_norm_fit(&nm, PT_NORM_MEAN_STD, 1, &s->ds, 0, ids_all, 0, &errs), -1);
     assert_string_equal(errs.items[0].field, "training.normalize");
     assert_string_equal(errs.items[0].message, "no training structures to fit on");
     pt_errors_close(&errs);

@@ -51,7 +51,7 @@ static int setup_big(void **state)
     pt_schnet_config mc = pt_schnet_config_default();
     mc.use_atomref = 1;
     pt_norm nm;
-    if (pt_norm_fit(&nm, PT_JOB_NORMALIZE_ATOMREF, 1, &F.ds, F.target_key, F.ids, F.ds.n_structs,
+    if (pt_norm_fit(&nm, PT_NORM_ATOMREF, 1, &F.ds, F.target_key, F.ids, F.ds.n_structs,
                     NULL))
         return -1;
     if (pt_schnet_init(&big, &mc, NULL)) return -1;

@@ -23,6 +23,7 @@
 #include "engine/data/ingest.h"
 #include "engine/model/schnet.h"
 #include "engine/pack/packing.h"
+#include "engine/run/run.h"
 #include "engine/train/train.h"
 #include "engine/train/train_internal.h"
 #include "tests/unit/tmp_fixture.h"
@@ -94,7 +95,7 @@ static int run(const pt_job_config *cfg, const char *out, recorder *rec, pt_trai
     pt_errors errs;
     pt_errors_init(&errs, 0);
     pt_train_options opt = {.user = rec, .on_metrics = record, .should_stop = stop_when_told};
-    int rc = pt_train_run(cfg, &qm9, out, &opt, res, &errs);
+    int rc = pt_run_train(cfg, &qm9, out, &opt, res, &errs);
     if (rc != 0) {
         char buf[600];
         pt_errors_first(&errs, buf, sizeof buf);
@@ -308,7 +309,7 @@ static void test_phase_times(void **state)
         pt_train_options opt = {.user = rec, .on_metrics = record,
                                 .engine_open = local ? pt_grad_engine_open_local : NULL};
         pt_train_result res;
-        assert_int_equal(pt_train_run(&cfg, &qm9, NULL, &opt, &res, &errs), 0);
+        assert_int_equal(pt_run_train(&cfg, &qm9, NULL, &opt, &res, &errs), 0);
         pt_errors_close(&errs);
         assert_int_equal(rec->n, 3);
         for (int i = 0; i < 2; i++) {
@@ -342,10 +343,10 @@ static void run_both_precisions(pt_job_config *cfg, int local, recorder *a, reco
     pt_errors_init(&errs, 0);
     cfg->training.precision = PT_PRECISION_FP32;
     opt.user = a;
-    assert_int_equal(pt_train_run(cfg, &qm9, NULL, &opt, ra, &errs), 0);
+    assert_int_equal(pt_run_train(cfg, &qm9, NULL, &opt, ra, &errs), 0);
     cfg->training.precision = PT_PRECISION_BF16;
     opt.user = b;
-    assert_int_equal(pt_train_run(cfg, &qm9, NULL, &opt, rb, &errs), 0);
+    assert_int_equal(pt_run_train(cfg, &qm9, NULL, &opt, rb, &errs), 0);
     pt_errors_close(&errs);
 }
 
@@ -377,7 +378,7 @@ static void test_precision_reaches_every_pass(void **state)
         pt_errors_init(&errs, 0);
         pt_train_result res;
         cfg.training.precision = PT_PRECISION_BF16;
-        assert_int_equal(pt_train_run(&cfg, &qm9, NULL, NULL, &res, &errs), -1);
+        assert_int_equal(pt_run_train(&cfg, &qm9, NULL, NULL, &res, &errs), -1);
         assert_string_equal(errs.items[0].field, "training.precision");
         pt_errors_close(&errs);
         return;
@@ -403,7 +404,7 @@ static void expect_error(const pt_job_config *cfg, const char *out, const char *
     pt_errors errs;
     pt_errors_init(&errs, 0);
     pt_train_result res;
-    assert_int_equal(pt_train_run(cfg, &qm9, out, NULL, &res, &errs), -1);
+    assert_int_equal(pt_run_train(cfg, &qm9, out, NULL, &res, &errs), -1);
     assert_true(errs.total >= 1);
     assert_string_equal(errs.items[0].field, field);
     assert_string_equal(errs.items[0].message, message);
@@ -430,7 +431,7 @@ static void test_error_output_directory(void **state)
     pt_errors errs;
     pt_errors_init(&errs, 0);
     pt_train_result res;
-    assert_int_equal(pt_train_run(&cfg, &qm9, "/nonexistent/dir/out", NULL, &res, &errs), -1);
+    assert_int_equal(pt_run_train(&cfg, &qm9, "/nonexistent/dir/out", NULL, &res, &errs), -1);
     assert_string_equal(errs.items[0].file, "/nonexistent/dir/out");
     assert_string_equal(errs.items[0].message,
                         "cannot create the output directory: No such file or directory");
@@ -443,11 +444,11 @@ static void test_error_diverged(void **state)
     pt_job_config cfg;
     small_config(&cfg);
     cfg.training.lr = 10.0;
-    cfg.training.normalize = PT_JOB_NORMALIZE_NONE;
+    cfg.training.normalize = PT_NORM_NONE;
     pt_errors errs;
     pt_errors_init(&errs, 0);
     pt_train_result res;
-    int rc = pt_train_run(&cfg, &qm9, NULL, NULL, &res, &errs);
+    int rc = pt_run_train(&cfg, &qm9, NULL, NULL, &res, &errs);
     assert_int_equal(rc, -1);
     assert_string_equal(errs.items[0].field, "training.lr");
     assert_non_null(strstr(errs.items[0].message, "training diverged: the loss is not finite"));
@@ -487,7 +488,9 @@ static void test_batch_fill_layout(void **state)
     mc.cutoff = 5.0f;
     assert_int_equal(pt_schnet_init(&model, &mc, &errs), 0);
     pt_train_data d = {.cfg = &cfg, .ds = &qm9, .graphs = &g, .target_key = 1, .model = &model,
-                       .limits = pk.limits, .micro_packs = 4};
+                       .limits = pk.limits,
+                       .layout = {.ranks = 1, .replicas = 1, .accumulation = 1, .micro_packs = 4,
+                                  .threads = 1}};
     pt_batch b;
     assert_int_equal(pt_train_batch_init(&b, &d, pk.limits, &errs), 0);
     pt_schnet_acts acts;

@@ -23,6 +23,7 @@
 #include "engine/train/checkpoint.h"
 #include "engine/train/config.h"
 #include "engine/data/ingest.h"
+#include "engine/run/run.h"
 #include "engine/train/train.h"
 #include "tests/unit/tmp_fixture.h"
 
@@ -118,7 +119,7 @@ static int train(const pt_job_config *cfg, const pt_dataset *ds, const char *out
     rec->steps_seen = 0;
     pt_train_options opt = {.user = rec, .on_metrics = record, .should_stop = stop_at,
                             .resume_path = resume, .on_checkpoint = saw_checkpoint};
-    return pt_train_run(cfg, ds, out, &opt, res, errs);
+    return pt_run_train(cfg, ds, out, &opt, res, errs);
 }
 
 static void train_ok(const pt_job_config *cfg, const char *out, const char *resume,
