@@ -1,57 +1,60 @@
 #!/usr/bin/env bash
-# bench_speed.sh [PACKTRAIN] [BENCH_DIR] [STEPS] — issue 8's speed report, in
-# one run, side by side (the machine is shared: only ratios measured in the
+# bench_speed.sh [PACKTRAIN] [BENCH_DIR] [STEPS] — training throughput of
+# packtrain against the PyTorch peer at its real best (issue 8, issue 18), in
+# one run, interleaved (the machine is shared: only ratios measured in the
 # same run mean something).
+#
+#   ROUNDS=2        rounds; each runs every packtrain case and the peer's
+#                   layouts back to back, so both sides see the same load
+#   PEER_STEPS=20   timed steps per peer run (best 5-step window kept)
 #
 # For seed 000's SchNet (H=F=100, T=4, G=25, cutoff 6 Å, 32 neighbours, sum
 # readout) on the QM9 subset (LPFHP and tuple packing) and on the water
 # clusters (LPFHP), with threads = cores:
-#   packtrain   `packtrain bench` on the emulated IPU backend with one replica
-#               per core and ≈32 QM9 molecules per optimizer step in all
-#               (16 LPFHP or 11 tuple packs; 16 LPFHP packs of water), one
-#               OpenBLAS thread per replica (no oversubscription); best of
-#               two runs.  For QM9/LPFHP also the
-#               default layout: one replica, `cores` OpenBLAS threads.
-#   pytorch     bench/torch_schnet_bench.py: the same model in plain PyTorch
-#               1.13 (python3-torch), the same number of molecules per step,
-#               at `cores` threads and at 1 thread, the better kept (fair to
-#               PyTorch on a busy machine); skipped with a message without
-#               torch.
-#   ratio       packtrain graphs/s over PyTorch's (best against best).
+#   packtrain   `packtrain bench` on the emulated IPU backend, one replica per
+#               core, ≈32 QM9 molecules per optimizer step in all (16 LPFHP
+#               or 11 tuple packs; 16 LPFHP packs of water), one OpenBLAS
+#               thread per replica; in fp32 and, where the CPU has
+#               AVX512-BF16, in bf16 (training.precision).  For QM9/LPFHP
+#               also the default layout: one replica, `cores` OpenBLAS threads.
+#   pytorch     the peer, bench/torch_schnet_bench.py (bench/torch_peer.py):
+#               the same model in plain PyTorch 1.13 (python3-torch), the same
+#               number of molecules per step, in each layout a PyTorch user
+#               would try — `cores` threads in one process, 1 thread, and
+#               DistributedDataParallel over `cores` single-threaded processes
+#               (gloo on loopback, the global batch split across ranks).  Each
+#               is reported; the best is the yardstick of every ratio.
+#   ratio       packtrain's best graphs/s over the peer's best (best against
+#               best over all rounds; each side's spread is printed too).
 #   flops       training FLOPs per graph counted from the shapes (forward
 #               products and message sums, x3 for the backward pass, less
 #               the filter network's unused input gradient).  flops_per_graph:
 #               PyG's formulation on the real atoms and edges (the filter
-#               network on every directed edge: the issue's ≈105 MFLOP).
-#               executed_flops_per_graph: what packtrain computes — node
-#               slots (padding included), messages on real edges, the filter
-#               network on its rows (one per bond, none for padding edges:
-#               engine/model/edge_rows.h; filter_rows_per_graph).
+#               network on every directed edge).  executed_flops_per_graph:
+#               what packtrain computes — node slots (padding included),
+#               messages on real edges, the filter network on its rows (one
+#               per bond, none for padding edges: engine/model/edge_rows.h).
 #   sgemm       OpenBLAS's rate on the model's own products in this run: the
 #               filter-row-shaped (U×G·G×F, U×F·F×F for a micro-batch's U
-#               rows) and node-shaped ones, FLOP-weighted; per shape the better of
-#               `cores` single-thread processes at once (summed) and one
-#               process with `cores` threads.  Measured before and after
-#               training, best kept.
-#   fraction    packtrain's executed FLOP/s over that rate: how close the
-#               step is to the sgemm-bound limit (pyg_equivalent_fraction:
-#               PyG's FLOPs per graph instead — above 1 when packtrain
-#               computes less than PyG for the same result).
-#   profile     one replica's step split by kind of work (bench/schnet_profile.c,
-#               one thread): filter network products, its ssp, cfconv
-#               (gather, cutoff, segmented sums), node products, node ssp,
-#               edge basis, batch fill, optimizer.
-# Also printed: the OpenBLAS kernel set in use (OPENBLAS_CORETYPE is honoured
-# as given: see docs/performance.md) and the load average.
+#               rows) and node-shaped ones, FLOP-weighted; per shape the
+#               better of `cores` single-thread processes at once (summed) and
+#               one process with `cores` threads; before and after, best kept.
+#   fraction    packtrain's executed FLOP/s over that rate.
+#   profile     one replica's step split by kind of work (bench/schnet_profile.c).
+# Printed first (stderr) and kept in every JSON line: date, CPU, cores, its
+# AVX-512 / AVX512-BF16 flags, OPENBLAS_CORETYPE, the commit, the load
+# average at the start and after each round.
 #
 # Needs the bench programs: `make bench` or
 #   make BUILD=DIR DIR/bench/schnet_profile DIR/bench/sgemm_rate
-# Output: one JSON object per line (one per dataset/packing), then a table.
+# Output: one JSON object per line (one per case), then a table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-bin/packtrain}
 bdir=${2:-build/bench}
 steps=${3:-40}
+rounds=${ROUNDS:-2}
+peer_steps=${PEER_STEPS:-20}
 warmup=5
 cores=$(nproc)
 py=/usr/bin/python3
@@ -66,17 +69,17 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 have_torch=1
 "$py" -c 'import torch' 2>/dev/null || have_torch=0
-[ $have_torch = 1 ] || echo "bench_speed: SKIP PyTorch reference: python3-torch is not installed (apt-get install -y python3-torch)" >&2
+[ $have_torch = 1 ] || echo "bench_speed: SKIP PyTorch peer: python3-torch is not installed (apt-get install -y python3-torch)" >&2
 
 replicas=$cores
 
-# job NAME TARGET METHOD REPLICAS PACKS THREADS
+# job NAME TARGET METHOD REPLICAS PACKS THREADS [PRECISION]
 job() {
   cat >"$tmp/$1.json" <<EOF
 {"target":"$2",
  "model":{"hidden":100,"filters":100,"interactions":4,"gaussians":25,"cutoff":6.0,"max_neighbors":32,"readout":"sum"},
  "batching":{"method":"$3","model_batch_size":$5},
- "training":{"epochs":1000,"lr":0.0005,"normalize":"atomref","log_every":1},
+ "training":{"epochs":1000,"lr":0.0005,"normalize":"atomref","log_every":1,"precision":"${7:-fp32}"},
  "backend":{"replication_factor":$4,"threads":$6}}
 EOF
 }
@@ -107,51 +110,91 @@ PY
   "$bdir/sgemm_rate" "$cores" $shapes | grep '"m"' | sed "s/}\$/,\"how\":\"1x$cores\"}/" >>"$tmp/$tag.sgemm"
 }
 
-# case TAG DATA TARGET METHOD PACKS_PER_STEP
-run_case() {
-  local tag=$1 data=$2 target=$3 method=$4 b=$(( ($5 + cores - 1) / cores ))
-  job "$tag" "$target" "$method" "$replicas" "$b" "$cores"
-  job "$tag.prof" "$target" "$method" 1 "$b" 1
-  "$bdir/schnet_profile" "$data" "$tmp/$tag.prof.json" 20 3 >"$tmp/$tag.profile" 2>"$tmp/err" ||
-    { cat "$tmp/err" >&2; exit 1; }
-  local shapes
-  shapes=$("$py" -c 'import json,sys; r=json.load(open(sys.argv[1])); b=r["micro_packs"]; print(max(1, round(r["filter_rows_per_edge_slot"]*b*r["max_edges"])), b*r["max_nodes"])' "$tmp/$tag.profile")
-  sgemm "$tag" $shapes
-  local k
-  for k in 1 2; do
-    "$bin" bench "$data" --config "$tmp/$tag.json" --steps "$steps" --warmup "$warmup" \
-      >"$tmp/$tag.pt.$k" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
-  done
-  if [ "$tag" = qm9_lpfhp ]; then
-    job "$tag.r1" "$target" "$method" 1 16 "$cores"
-    "$bin" bench "$data" --config "$tmp/$tag.r1.json" --steps "$steps" --warmup "$warmup" \
-      >"$tmp/$tag.r1" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
-  fi
-  sgemm "$tag" $shapes
+# packtrain_run NAME DATA ROUND: one `packtrain bench` run of job NAME
+packtrain_run() {
+  "$bin" bench "$2" --config "$tmp/$1.json" --steps "$steps" --warmup "$warmup" \
+    >"$tmp/$1.pt.$3" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
 }
+
+# peer DS SRC KEY ROUND: the PyTorch peer in each layout, as many graphs per
+# step as packtrain's LPFHP run of the same data in round 1
+peer() {
+  local ds=$1 src=$2 key=$3 round=$4 per lay name opt
+  per=$("$py" -c 'import json,sys; r=json.load(open(sys.argv[1])); print(max(1, round(r["graphs"]/r["steps"])))' "$tmp/${ds}_lpfhp.pt.1")
+  for lay in "threads:$cores" "threads:1" "ddp:$cores"; do
+    if [ "${lay%%:*}" = ddp ]; then opt="--ranks ${lay#*:}" name="ddp"
+    else opt="--threads ${lay#*:}" name="t${lay#*:}"; fi
+    # shellcheck disable=SC2086
+    "$py" bench/torch_schnet_bench.py "$src" --target "$key" --layout "${lay%%:*}" $opt \
+      --mode energy --graphs-per-step "$per" --molecules $(( per * 64 )) \
+      --steps "$peer_steps" --warmup 3 \
+      >"$tmp/$ds.torch.$name.$round" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
+  done
+}
+
+# the conditions of this run
+"$py" - >"$tmp/conditions.json" <<'PY'
+import json, os, subprocess
+info = open("/proc/cpuinfo").read().splitlines()
+cpu = next((l.split(":", 1)[1].strip() for l in info if l.startswith("model name")), "?")
+flags = next((l.split(":", 1)[1].split() for l in info if l.startswith("flags")), [])
+run = lambda *c: subprocess.run(list(c), capture_output=True, text=True).stdout.strip()
+print(json.dumps({"date": run("date", "-Iseconds"), "cpu": cpu, "cores": os.cpu_count(),
+                  "avx512f": "avx512f" in flags, "avx512_bf16": "avx512_bf16" in flags,
+                  "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", "(unset)"),
+                  "commit": run("git", "rev-parse", "--short", "HEAD"),
+                  "load_average_start": float(open("/proc/loadavg").read().split()[0])}))
+PY
+echo "bench_speed: $(cat "$tmp/conditions.json")" >&2
+bf16=$("$py" -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["avx512_bf16"]))' "$tmp/conditions.json")
 
 "$bin" ingest ../shared/data/qm9_13k.extxyz.gz --out "$tmp/qm9.ptd" >/dev/null
 "$bin" ingest ../shared/data/water_20k.extxyz.gz --out "$tmp/water.ptd" >/dev/null
-# packs per step: ≈32 QM9 molecules (LPFHP packs hold ~2, tuple packs ~3)
-run_case qm9_lpfhp "$tmp/qm9.ptd" energy_U0 lpfhp 16
-run_case qm9_tuple "$tmp/qm9.ptd" energy_U0 tuple 11
-run_case water_lpfhp "$tmp/water.ptd" energy lpfhp 16
-if [ $have_torch = 1 ]; then
-  for ds in qm9 water; do
-    if [ $ds = qm9 ]; then src=../shared/data/qm9_13k.extxyz.gz key=energy_U0 tag=qm9_lpfhp
-    else src=../shared/data/water_20k.extxyz.gz key=energy tag=water_lpfhp; fi
-    per=$("$py" -c 'import json,sys; r=json.load(open(sys.argv[1])); print(max(1, round(r["graphs"]/r["steps"])))' "$tmp/$tag.pt.1")
-    for t in "$cores" 1; do
-      "$py" bench/torch_schnet_bench.py "$src" --target "$key" --threads "$t" \
-        --graphs-per-step "$per" --molecules $(( per * 64 )) --steps 20 --warmup 3 \
-        >"$tmp/$ds.torch.$t" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
-    done
-  done
-fi
 
-"$py" - "$tmp" "$cores" "$bdir/schnet_profile" <<'PY'
+# setup_case TAG DATA TARGET METHOD PACKS_PER_STEP: job files, the profile,
+# the product shapes, the first sgemm measurement
+cases=()
+setup_case() {
+  local tag=$1 data=$2 target=$3 method=$4 b=$(( ($5 + cores - 1) / cores ))
+  job "$tag" "$target" "$method" "$replicas" "$b" "$cores"
+  job "$tag.prof" "$target" "$method" 1 "$b" 1
+  job "$tag.bf16" "$target" "$method" "$replicas" "$b" "$cores" bf16
+  "$bdir/schnet_profile" "$data" "$tmp/$tag.prof.json" 20 3 >"$tmp/$tag.profile" 2>"$tmp/err" ||
+    { cat "$tmp/err" >&2; exit 1; }
+  "$py" -c 'import json,sys; r=json.load(open(sys.argv[1])); b=r["micro_packs"]; print(max(1, round(r["filter_rows_per_edge_slot"]*b*r["max_edges"])), b*r["max_nodes"])' \
+    "$tmp/$tag.profile" >"$tmp/$tag.shapes"
+  # shellcheck disable=SC2046
+  sgemm "$tag" $(cat "$tmp/$tag.shapes")
+  cases+=("$tag:$data")
+}
+# packs per step: ≈32 QM9 molecules (LPFHP packs hold ~2, tuple packs ~3)
+setup_case qm9_lpfhp "$tmp/qm9.ptd" energy_U0 lpfhp 16
+setup_case qm9_tuple "$tmp/qm9.ptd" energy_U0 tuple 11
+setup_case water_lpfhp "$tmp/water.ptd" energy lpfhp 16
+job qm9_lpfhp.r1 energy_U0 lpfhp 1 16 "$cores"
+
+# the rounds: each packtrain case followed by its peer, so both share the load
+for round in $(seq "$rounds"); do
+  for c in "${cases[@]}"; do
+    tag=${c%%:*} data=${c#*:}
+    packtrain_run "$tag" "$data" "$round"
+    if [ "$bf16" = 1 ]; then packtrain_run "$tag.bf16" "$data" "$round"; fi
+    if [ "$tag" = qm9_lpfhp ]; then packtrain_run qm9_lpfhp.r1 "$data" "$round"; fi
+    if [ $have_torch = 1 ] && [ "$tag" = qm9_lpfhp ]; then
+      peer qm9 ../shared/data/qm9_13k.extxyz.gz energy_U0 "$round"
+    fi
+    if [ $have_torch = 1 ] && [ "$tag" = water_lpfhp ]; then
+      peer water ../shared/data/water_20k.extxyz.gz energy "$round"
+    fi
+  done
+  cut -d' ' -f1 /proc/loadavg >>"$tmp/loadavg"
+done
+# shellcheck disable=SC2046
+for c in "${cases[@]}"; do tag=${c%%:*}; sgemm "$tag" $(cat "$tmp/$tag.shapes"); done
+
+"$py" - "$tmp" "$cores" "$bdir/schnet_profile" "$rounds" "$bf16" <<'PY'
 import json, os, subprocess, sys
-tmp, cores = sys.argv[1], int(sys.argv[2])
+tmp, cores, rounds, bf16 = sys.argv[1], int(sys.argv[2]), int(sys.argv[4]), sys.argv[5] == "1"
 H, F, T, G = 100, 100, 4, 25
 
 def train_flops(n, e, u=None):
@@ -166,6 +209,9 @@ def train_flops(n, e, u=None):
 
 def load(path):
     return json.load(open(path)) if os.path.exists(path) else None
+
+def runs_of(name):
+    return [r for r in (load(f"{tmp}/{name}.{k}") for k in range(1, rounds + 1)) if r]
 
 def counts(r):
     """real and computed atoms/edges per graph, from a `packtrain bench` result"""
@@ -186,61 +232,88 @@ def sgemm_limit(tag, U, N):
     parts = [(T*U*G*F, edge(G)), (T*U*F*F, edge(F)), (T*N*H*F, rate[(N, H, F)]),
              (T*N*F*H, rate[(N, F, H)]), (T*N*H*H, rate[(N, H, H)]),
              (N*H*(H//2), rate[(N, H, H//2)])]
-    return sum(w for w, _ in parts) / sum(w / g for w, g in parts), edge(G), edge(F)
+    return (sum(w for w, _ in parts) / sum(w / g for w, g in parts), edge(G), edge(F),
+            max(rate.values()))
 
+cond = json.load(open(f"{tmp}/conditions.json"))
 core = subprocess.run([sys.argv[3], "--corename"], capture_output=True, text=True).stdout.strip()
-load1 = float(open("/proc/loadavg").read().split()[0])
+loads = [float(x) for x in open(f"{tmp}/loadavg").read().split()]
+LAYOUTS = [(f"t{cores}", f"{cores} threads"), ("t1", "1 thread"), ("ddp", f"DDP {cores}x1")]
 rows = []
 for tag, ds in [("qm9_lpfhp", "qm9"), ("qm9_tuple", "qm9"), ("water_lpfhp", "water")]:
-    runs = [load(f"{tmp}/{tag}.pt.{k}") for k in (1, 2)]
+    runs = runs_of(f"{tag}.pt")
     best = max(runs, key=lambda r: r["graphs_per_s"])
     prof = load(f"{tmp}/{tag}.profile")
     n, e, ns, es = counts(best)
     b = prof["micro_packs"]
     U = max(1, round(prof["filter_rows_per_edge_slot"]*b*prof["max_edges"]))
-    limit, rate_e25, rate_e100 = sgemm_limit(tag, U, b*prof["max_nodes"])
+    limit, rate_e25, rate_e100, rate_max = sgemm_limit(tag, U, b*prof["max_nodes"])
     u = best["filter_rows_per_graph"]
     gps = best["graphs_per_s"]
-    # PyTorch at `cores` threads and at 1 (its OpenMP barriers suffer most
-    # from a busy machine): the better one is the yardstick.  QM9 tuple is
-    # compared with the same PyTorch runs as QM9 LPFHP.
-    trs = [r for r in (load(f"{tmp}/{ds}.torch.{t}") for t in (cores, 1)) if r]
-    torch = max(trs, key=lambda r: r["best_graphs_per_s"]) if trs else None
-    tgps = torch["best_graphs_per_s"] if torch else None
+    # the peer in each layout (QM9 tuple shares QM9 LPFHP's peer runs):
+    # per layout its best 5-step window over the rounds, and every round's
+    peer, peer_runs = {}, {}
+    for key, label in LAYOUTS:
+        rs = runs_of(f"{ds}.torch.{key}")
+        if rs:
+            peer[label] = max(r["best_graphs_per_s"] for r in rs)
+            peer_runs[label] = [r["best_graphs_per_s"] for r in rs]
+    best_layout = max(peer, key=peer.get) if peer else None
+    # the peer's best layout in each round, for the spread of the ratio
+    round_best = [max(v[i] for v in peer_runs.values() if len(v) > i)
+                  for i in range(max((len(v) for v in peer_runs.values()), default=0))]
+    tgps = peer[best_layout] if peer else None
     out = {
         "bench": "speed", "case": tag, "threads": cores, "openblas_core": core,
         "replicas": best["backend"]["replication_factor"], "packs_per_step": best["backend"]["global_packs"],
         "graphs_per_step": round(best["graphs"] / best["steps"], 2),
         "packtrain_graphs_per_s": round(gps, 1),
         "packtrain_runs": [round(r["graphs_per_s"], 1) for r in runs],
-        "pytorch_graphs_per_s": tgps, "pytorch_mean_graphs_per_s": torch["graphs_per_s"] if torch else None,
-        "pytorch_threads": torch["threads"] if torch else None,
-        "pytorch_by_threads": {r["threads"]: r["best_graphs_per_s"] for r in trs},
+        "pytorch_by_layout": peer, "pytorch_runs_by_layout": peer_runs,
+        "pytorch_best_layout": best_layout, "pytorch_graphs_per_s": tgps,
         "ratio_vs_pytorch": round(gps / tgps, 2) if tgps else None,
+        "ratio_range": [round(min(r["graphs_per_s"] for r in runs) / max(round_best), 2),
+                        round(gps / min(round_best), 2)] if peer else None,
         "atoms_per_graph": round(n, 2), "edges_per_graph": round(e, 1),
         "edge_padding_fraction": round(best["edge_padding_fraction"], 4),
         "filter_rows_per_graph": round(u, 1),
         "flops_per_graph": round(train_flops(n, e)), "executed_flops_per_graph": round(train_flops(ns, e, u)),
         "sgemm_gflops": round(limit, 1), "sgemm_gflops_edge_k25": round(rate_e25, 1),
-        "sgemm_gflops_edge_k100": round(rate_e100, 1),
+        "sgemm_gflops_edge_k100": round(rate_e100, 1), "sgemm_gflops_best_shape": round(rate_max, 1),
+        "executed_gflops": round(gps * train_flops(ns, e, u) * 1e-9, 1),
         "fraction_of_sgemm": round(gps * train_flops(ns, e, u) / (limit * 1e9), 3),
+        "fraction_of_best_shape": round(gps * train_flops(ns, e, u) / (rate_max * 1e9), 3),
         "pyg_equivalent_fraction": round(gps * train_flops(n, e) / (limit * 1e9), 3),
         "profile_ms_per_step_1_thread": prof["ms"], "profile_graphs_per_s_1_thread": prof["graphs_per_s"],
-        "load_average": load1,
+        "conditions": cond, "load_average_after_rounds": loads,
     }
+    bruns = runs_of(f"{tag}.bf16.pt")
+    if bruns:
+        bg = max(r["graphs_per_s"] for r in bruns)
+        out["bf16_graphs_per_s"] = round(bg, 1)
+        out["bf16_runs"] = [round(r["graphs_per_s"], 1) for r in bruns]
+        out["bf16_ratio_vs_pytorch"] = round(bg / tgps, 2) if tgps else None
     if tag == "qm9_lpfhp":
-        r1 = load(f"{tmp}/{tag}.r1")
-        out["one_replica_graphs_per_s"] = round(r1["graphs_per_s"], 1)
+        out["one_replica_graphs_per_s"] = round(max(r["graphs_per_s"] for r in runs_of(f"{tag}.r1.pt")), 1)
     print(json.dumps(out))
     rows.append(out)
 
 print()
-print(f"{'case':<12} {'packtrain':>9} {'pytorch':>8} {'ratio':>6} {'MFLOP/g':>8} {'exec':>6} "
-      f"{'sgemm GF/s':>10} {'of sgemm':>8}  (graphs/s; {cores} threads; OpenBLAS {core}; load {load1})")
+print(f"conditions: {cond['date']}, {cond['cpu']}, {cores} cores, OPENBLAS_CORETYPE="
+      f"{cond['OPENBLAS_CORETYPE']} (OpenBLAS {core}), commit {cond['commit']}, "
+      f"load {cond['load_average_start']} at start, {loads} after each of {rounds} round(s)")
+print(f"{'case':<12} {'packtrain':>9} {'bf16':>6} {'1 thr':>6} {f'{cores} thr':>6} {'DDP':>6} "
+      f"{'ratio':>6} {'bf16 r':>6} {'MFLOP/g':>8} {'exec':>6} {'sgemm GF/s':>10} {'of sgemm':>8}")
 for r in rows:
-    pt = f"{r['pytorch_graphs_per_s']:.0f}" if r["pytorch_graphs_per_s"] else "skip"
+    p = r["pytorch_by_layout"]
+    cell = lambda label: f"{p[label]:.0f}" if label in p else "skip"
     ra = f"{r['ratio_vs_pytorch']:.1f}x" if r["ratio_vs_pytorch"] else "-"
-    print(f"{r['case']:<12} {r['packtrain_graphs_per_s']:>9.0f} {pt:>8} {ra:>6} "
+    bf = f"{r['bf16_graphs_per_s']:.0f}" if "bf16_graphs_per_s" in r else "-"
+    br = f"{r['bf16_ratio_vs_pytorch']:.1f}x" if r.get("bf16_ratio_vs_pytorch") else "-"
+    print(f"{r['case']:<12} {r['packtrain_graphs_per_s']:>9.0f} {bf:>6} {cell('1 thread'):>6} "
+          f"{cell(f'{cores} threads'):>6} {cell(f'DDP {cores}x1'):>6} {ra:>6} {br:>6} "
           f"{r['flops_per_graph']/1e6:>8.1f} {r['executed_flops_per_graph']/1e6:>6.1f} "
           f"{r['sgemm_gflops']:>10.1f} {r['fraction_of_sgemm']:>8.0%}")
+print("ratio: packtrain's best over the peer's best layout (best against best); "
+      "ratio_range in the JSON: worst packtrain run / best peer .. best packtrain / worst peer run")
 PY
