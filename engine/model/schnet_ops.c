@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "engine/model/bf16.h"
+#include "engine/model/sgemm_kernels.h"
 
 /* The elementwise kernels are built twice — for the build's instruction set
  * (x86-64-v3, AVX2) and for x86-64-v4 (AVX-512) — and the dynamic loader
@@ -94,6 +95,9 @@ static void gemm(pt_precision prec, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int 
         }
         return;
     }
+    /* fp32: the model's skinny shapes go to the own kernels where they beat
+     * OpenBLAS (engine/model/sgemm_kernels.h), the rest to OpenBLAS */
+    if (pt_sgemm_small(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc)) return;
     cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
 }
 

@@ -1,0 +1,133 @@
+/* sgemm_kernels.c — OpenBLAS against packtrain's own fp32 kernels
+ * (engine/model/sgemm_kernels.h) on the model's real products, one thread,
+ * so the policy "own kernel where it wins" rests on a measurement.
+ *
+ *   sgemm_kernels U N [SECONDS]
+ *
+ * U: filter rows of a micro-batch, N: its node slots (bench_speed.sh and
+ * schnet_profile print both).  The products of one training step of seed
+ * 000's SchNet (H = F = 100, G = 25): per Linear layer the forward NT
+ * (rows × in → out), the input gradient NN (rows × out → in; not for the
+ * first filter layer, whose input is data) and the weight gradient TN
+ * (out × in over the rows), for the filter layers (U rows: 25 → 100,
+ * 100 → 100), the node layers (N rows: 100 → 100, and the head's 100 → 50,
+ * 50 → 1).  Each (product, implementation) pair runs in 7 interleaved rounds
+ * of SECONDS/7 (SECONDS default 1) after one untimed call, its best round
+ * kept; prints one JSON line per pair {"op", "m", "n",
+ * "k", "impl", "gflops"}, then per implementation the step-weighted rate
+ * {"impl", "weighted_gflops"} (each product weighted by how often a step
+ * runs it: T = 4 blocks, 3 node layers per block), "auto" being what the
+ * policy picks per product.  Prints the OpenBLAS kernel set in use. */
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "engine/model/sgemm_kernels.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static float *filled(size_t n)
+{
+    float *p = malloc(n * sizeof(float));
+    if (!p) exit(1);
+    for (size_t i = 0; i < n; i++) p[i] = (float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
+    return p;
+}
+
+typedef struct op {
+    const char *name;
+    CBLAS_TRANSPOSE ta, tb;
+    int m, n, k;
+    float beta;
+    int per_step;   /* times a training step runs it */
+} op;
+
+int main(int argc, char **argv)
+{
+    if (argc < 3 || atoi(argv[1]) <= 0 || atoi(argv[2]) <= 0) {
+        fprintf(stderr, "usage: sgemm_kernels U N [SECONDS]\n");
+        return 2;
+    }
+    int U = atoi(argv[1]), N = atoi(argv[2]);
+    double secs = argc > 3 ? atof(argv[3]) : 1.0;
+    openblas_set_num_threads(1);
+    const op ops[] = {
+        {"filter1_fwd", CblasNoTrans, CblasTrans, U, 100, 25, 1.0f, 4},
+        {"filter1_dw", CblasTrans, CblasNoTrans, 100, 25, U, 1.0f, 4},
+        {"filter2_fwd", CblasNoTrans, CblasTrans, U, 100, 100, 1.0f, 4},
+        {"filter2_din", CblasNoTrans, CblasNoTrans, U, 100, 100, 0.0f, 4},
+        {"filter2_dw", CblasTrans, CblasNoTrans, 100, 100, U, 1.0f, 4},
+        {"node_fwd", CblasNoTrans, CblasTrans, N, 100, 100, 1.0f, 12},
+        {"node_din", CblasNoTrans, CblasNoTrans, N, 100, 100, 0.0f, 12},
+        {"node_dw", CblasTrans, CblasNoTrans, 100, 100, N, 1.0f, 12},
+        {"head1_fwd", CblasNoTrans, CblasTrans, N, 50, 100, 1.0f, 1},
+        {"head1_din", CblasNoTrans, CblasNoTrans, N, 100, 50, 0.0f, 1},
+        {"head1_dw", CblasTrans, CblasNoTrans, 50, 100, N, 1.0f, 1},
+        {"head2_fwd", CblasNoTrans, CblasTrans, N, 1, 50, 1.0f, 1},
+    };
+    const int n_ops = (int)(sizeof ops / sizeof ops[0]);
+    const pt_sgemm_impl impls[] = {PT_SGEMM_OPENBLAS, PT_SGEMM_AVX512, PT_SGEMM_AVX2, PT_SGEMM_AUTO};
+    const int n_impls = 4, rounds = 7;
+    size_t big = (size_t)(U > N ? U : N) * 100;
+    float *a = filled(big), *b = filled(big), *c = filled(big);
+    double best[4][16] = {{0}};
+    pt_sgemm_impl used[4][16];
+    printf("{\"openblas_core\":\"%s\",\"U\":%d,\"N\":%d,\"rounds\":%d}\n",
+           openblas_get_corename(), U, N, rounds);
+    /* rounds of every (product, implementation) pair, interleaved, the best
+     * round kept: on a shared machine a pair's rate moves with the load, and
+     * interleaving gives every pair the same chances */
+    for (int r = 0; r < rounds; r++)
+        for (int o = 0; o < n_ops; o++)
+            for (int i = 0; i < n_impls; i++) {
+                const op *p = &ops[o];
+                pt_sgemm_impl im = impls[i];
+                if (!pt_sgemm_supported(im)) continue;
+                int lda = p->ta == CblasTrans ? p->m : p->k, ldb = p->tb == CblasTrans ? p->k : p->n;
+                pt_sgemm_impl want = im == PT_SGEMM_AUTO ? pt_sgemm_choice(p->ta, p->tb, p->m, p->n,
+                                                                           p->k) : im;
+                /* a shape the kernel does not take runs on OpenBLAS, as in training */
+                pt_sgemm_impl use = pt_sgemm_run(want, p->ta, p->tb, p->m, p->n, p->k, a, lda, b,
+                                                 ldb, p->beta, c, p->n) == 0 ? want
+                                                                            : PT_SGEMM_OPENBLAS;
+                used[i][o] = use;
+                long reps = 0;
+                double t0 = now(), t = t0;
+                while (t - t0 < secs / rounds) {
+                    pt_sgemm_run(use, p->ta, p->tb, p->m, p->n, p->k, a, lda, b, ldb, p->beta, c,
+                                 p->n);
+                    reps++;
+                    t = now();
+                }
+                double rate = 2.0 * p->m * p->n * p->k * (double)reps / (t - t0);
+                if (rate > best[i][o]) best[i][o] = rate;
+            }
+    for (int i = 0; i < n_impls; i++) {
+        if (!pt_sgemm_supported(impls[i])) {
+            printf("{\"impl\":\"%s\",\"supported\":false}\n", pt_sgemm_impl_name(impls[i]));
+            continue;
+        }
+        double flops_w = 0.0, secs_w = 0.0;
+        for (int o = 0; o < n_ops; o++) {
+            const op *p = &ops[o];
+            double f = 2.0 * p->m * p->n * p->k * p->per_step;
+            flops_w += f;
+            secs_w += f / best[i][o];
+            printf("{\"op\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,\"impl\":\"%s\",\"ran\":\"%s\","
+                   "\"gflops\":%.2f}\n", p->name, p->m, p->n, p->k, pt_sgemm_impl_name(impls[i]),
+                   pt_sgemm_impl_name(used[i][o]), best[i][o] * 1e-9);
+        }
+        printf("{\"impl\":\"%s\",\"weighted_gflops\":%.2f}\n", pt_sgemm_impl_name(impls[i]),
+               flops_w / secs_w * 1e-9);
+    }
+    free(a);
+    free(b);
+    free(c);
+    return 0;
+}

@@ -1,0 +1,160 @@
+/* sgemm_body.h — the register-blocked product kernels, written once and
+ * compiled per instruction set: sgemm_avx512.c and sgemm_avx2.c each define
+ * the vector macros below and include this file (it has no guard on
+ * purpose).  See sgemm_kernels.h for the layouts and the numerics.
+ *
+ * The caller defines:
+ *   SK(name)       the symbol prefix (pt_sgemm_avx512_##name)
+ *   V, MASK_T      the vector and lane-mask types; VW lanes per vector
+ *   RB, NVMAX      rows and vectors of a register tile (RB·NVMAX + NVMAX + 1
+ *                  vector registers must fit the file)
+ *   VZERO() VSET1(x) VLOADU(p) VLOADM(p, m) VSTOREU(p, v) VSTOREM(p, m, v)
+ *   VFMA(a, b, c) = a·b + c fused   VMUL(a, b)   MASK(n) (first n lanes)
+ *   SK_NV_CASES(R) SK_CASE(R, 1) … SK_CASE(R, NVMAX): the tiles of a row count
+ *
+ * A tile is rb ≤ RB rows of C times nv ≤ NVMAX vectors of columns, the last
+ * vector masked to the columns that exist.  Tiles are instantiated for each
+ * (rb, nv) pair through a switch so that every loop below has constant
+ * bounds and the accumulators live in registers. */
+
+/* C tile (+)= Σ_p a_p ⊗ b_p over p < k, where a_p[i] = a[i·ars + p·aps] and
+ * b_p = b[p·ldb .. +nv·VW) (ldb a whole number of vectors): NN has ars = lda,
+ * aps = 1; TN ars = 1, aps = lda.
+ * The accumulators are named variables (acc<row><vector>), not an array:
+ * gcc keeps an array of vectors in memory and spills it on every step.
+ * With rb and nv constant (SK(block)'s switch) every guard below folds. */
+#define SK_V7(X, i) X(i, 0) X(i, 1) X(i, 2) X(i, 3) X(i, 4) X(i, 5) X(i, 6)
+#define SK_IV(X) SK_V7(X, 0) SK_V7(X, 1) SK_V7(X, 2) SK_V7(X, 3) SK_V7(X, 4) SK_V7(X, 5)
+#define SK_I(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define SK_V(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6)
+#define SK_DECL(i, v) V acc##i##v = VZERO();
+#define SK_INIT(i, v)                                                                    \
+    if ((i) < rb && (v) < nv && beta != 0.0f) {                                          \
+        const float *cp = c + (i) * ldc + (v) * VW;                                      \
+        V x = (v) == nv - 1 ? VLOADM(cp, last) : VLOADU(cp);                             \
+        acc##i##v = beta == 1.0f ? x : VMUL(vb, x);                                      \
+    }
+/* B rows are packed with a stride of whole vectors (sgemm_kernels.c), so
+ * the last vector is read whole: its extra lanes only feed accumulator
+ * lanes that are never stored. */
+#define SK_LOADB(v) V b##v = (v) < nv ? VLOADU(bp + (v) * VW) : VZERO();
+/* one broadcast at a time, each used by its row's FMAs at once, so that
+ * only one A value is live (the AVX2 tile has no register to spare) */
+#define SK_FMA(i, v) if ((v) < nv) acc##i##v = VFMA(ai, b##v, acc##i##v);
+#define SK_ROW_FMA(i)                                                                    \
+    if ((i) < rb) {                                                                      \
+        V ai = VSET1(ap[(i) * ars]);                                                     \
+        SK_V7(SK_FMA, i)                                                                 \
+    }
+#define SK_STORE(i, v)                                                                   \
+    if ((i) < rb && (v) < nv) {                                                          \
+        float *cp = c + (i) * ldc + (v) * VW;                                            \
+        if ((v) == nv - 1)                                                               \
+            VSTOREM(cp, last, acc##i##v);                                                \
+        else                                                                             \
+            VSTOREU(cp, acc##i##v);                                                      \
+    }
+
+static inline __attribute__((always_inline)) void SK(tile)(int rb, int nv, MASK_T last, int k,
+                                                           const float *a, long ars, long aps,
+                                                           const float *b, long ldb, float beta,
+                                                           float *c, long ldc)
+{
+    const V vb = VSET1(beta);
+    SK_IV(SK_DECL)
+    SK_IV(SK_INIT)
+    for (int p = 0; p < k; p++) {
+        const float *bp = b + p * ldb;
+        const float *ap = a + p * aps;
+        SK_V(SK_LOADB)
+        SK_I(SK_ROW_FMA)
+    }
+    SK_IV(SK_STORE)
+}
+
+#define SK_CASE(R, N)                                                                    \
+    case (R) * 16 + (N):                                                                 \
+        SK(tile)(R, N, last, k, a, ars, aps, b, ldb, beta, c, ldc);                      \
+        break;
+#define SK_ROW(R) SK_NV_CASES(R)
+
+/* One tile with run-time (rb, nv) dispatched to its constant-bound copy. */
+static void SK(block)(int rb, int nv, MASK_T last, int k, const float *a, long ars, long aps,
+                      const float *b, long ldb, float beta, float *c, long ldc)
+{
+    switch (rb * 16 + nv) {
+        SK_ROW(1)
+#if RB >= 2
+        SK_ROW(2)
+#endif
+#if RB >= 3
+        SK_ROW(3)
+#endif
+#if RB >= 4
+        SK_ROW(4)
+#endif
+#if RB >= 5
+        SK_ROW(5)
+#endif
+#if RB >= 6
+        SK_ROW(6)
+#endif
+    default:
+        break;
+    }
+}
+
+/* Every tile of C[m, n]: column panels of NVMAX vectors, row blocks of RB. */
+static void SK(tiles)(int m, int n, int k, const float *a, long ars, long aps, long a_row_step,
+                      const float *b, long ldb, float beta, float *c, long ldc)
+{
+    const int panel = VW * NVMAX;
+    for (int j0 = 0; j0 < n; j0 += panel) {
+        int w = n - j0 < panel ? n - j0 : panel;
+        int nv = (w + VW - 1) / VW;
+        MASK_T last = MASK(w - (nv - 1) * VW);
+        for (int i0 = 0; i0 < m; i0 += RB) {
+            int rb = m - i0 < RB ? m - i0 : RB;
+            SK(block)(rb, nv, last, k, a + (long)i0 * a_row_step, ars, aps, b + j0, ldb, beta,
+                      c + (long)i0 * ldc + j0, ldc);
+        }
+    }
+}
+
+/* NN: C[m,n] = A[m,k] B[k,n] + beta C, the reduction in passes of
+ * PT_SGEMM_KC so that a pass's rows of B stay in L1 while every row block of
+ * A walks them (the partial sums round-trip through C: the chain per
+ * element, and so the result, is unchanged).  B is the dispatcher's packed
+ * copy: rows 64-byte aligned (ldb a multiple of 16), so no load splits a
+ * cache line. */
+void SK(nn)(int m, int n, int k, const float *a, int lda, const float *b, int ldb, float beta,
+            float *c, int ldc)
+{
+    for (int p0 = 0; p0 < k; p0 += PT_SGEMM_KC) {
+        int kc = k - p0 < PT_SGEMM_KC ? k - p0 : PT_SGEMM_KC;
+        SK(tiles)(m, n, kc, a + p0, lda, 1, lda, b + (long)p0 * ldb, ldb, p0 == 0 ? beta : 1.0f,
+                  c, ldc);
+    }
+}
+
+/* TN: C[m,n] = A[k,m]ᵀ B[k,n] + beta C for one pass of k ≤ PT_SGEMM_KC rows
+ * (the dispatcher packs each pass's B rows and chains the passes). */
+void SK(tn)(int m, int n, int k, const float *a, int lda, const float *b, int ldb, float beta,
+            float *c, int ldc)
+{
+    SK(tiles)(m, n, k, a, 1, lda, 1, b, ldb, beta, c, ldc);
+}
+
+#undef SK_CASE
+#undef SK_ROW
+#undef SK_NV_CASES
+#undef SK_V7
+#undef SK_IV
+#undef SK_I
+#undef SK_V
+#undef SK_DECL
+#undef SK_INIT
+#undef SK_LOADB
+#undef SK_ROW_FMA
+#undef SK_FMA
+#undef SK_STORE

@@ -1,0 +1,211 @@
+/* sgemm_kernels.c — which implementation runs an fp32 product of the model
+ * (policy, CPU check, the PACKTRAIN_SGEMM override), the NT layout's
+ * transpose, and the scalar reference; see sgemm_kernels.h.  The vector
+ * kernels are in sgemm_avx512.c and sgemm_avx2.c. */
+#include "engine/model/sgemm_kernels.h"
+
+#include <cpuid.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "engine/model/bf16.h"   /* pt_cpu_features: AVX-512F and its OS support */
+#include "engine/model/sgemm_kernels_internal.h"
+
+/* --- the CPU and the environment, once ------------------------------------- */
+
+static int g_avx512, g_avx2, g_blas_avx512;
+static pt_sgemm_impl g_env = PT_SGEMM_AUTO;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static _Atomic int g_forced = PT_SGEMM_AUTO;
+
+/* XCR0 bits 1 and 2: the OS saves SSE and AVX (ymm) state. */
+#define XCR0_AVX 0x6u
+
+static void detect(void)
+{
+    pt_cpu_features f;
+    pt_cpu_features_get(&f);
+    g_avx512 = f.avx512f && f.os_avx512;
+    unsigned a, b, c, d, os_avx = 0;
+    if (__get_cpuid(1, &a, &b, &c, &d) && (c >> 27 & 1u)) {   /* OSXSAVE */
+        unsigned lo, hi;
+        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        os_avx = (lo & XCR0_AVX) == XCR0_AVX;
+    }
+    int fma = __get_cpuid(1, &a, &b, &c, &d) && (c >> 12 & 1u);
+    int avx2 = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b >> 5 & 1u);
+    g_avx2 = os_avx && fma && avx2;
+    /* OpenBLAS's kernel set (OPENBLAS_CORETYPE or its own detection) */
+    static const char *const blas512[] = {"skylakex", "cooperlake", "sapphirerapids"};
+    const char *core = openblas_get_corename();
+    for (size_t i = 0; core && i < sizeof blas512 / sizeof blas512[0]; i++)
+        if (!strcasecmp(core, blas512[i])) g_blas_avx512 = 1;
+    const char *e = getenv("PACKTRAIN_SGEMM");
+    if (e && !strcmp(e, "openblas")) g_env = PT_SGEMM_OPENBLAS;
+    else if (e && !strcmp(e, "avx512")) g_env = PT_SGEMM_AVX512;
+    else if (e && !strcmp(e, "avx2")) g_env = PT_SGEMM_AVX2;
+}
+
+int pt_sgemm_supported(pt_sgemm_impl impl)
+{
+    pthread_once(&g_once, detect);
+    if (impl == PT_SGEMM_AVX512) return g_avx512;
+    if (impl == PT_SGEMM_AVX2) return g_avx2;
+    return impl >= PT_SGEMM_AUTO && impl <= PT_SGEMM_SCALAR;
+}
+
+int pt_sgemm_openblas_avx512(void)
+{
+    pthread_once(&g_once, detect);
+    return g_blas_avx512;
+}
+
+const char *pt_sgemm_impl_name(pt_sgemm_impl impl)
+{
+    static const char *const names[] = {"auto", "openblas", "avx512", "avx2", "scalar"};
+    return impl >= PT_SGEMM_AUTO && impl <= PT_SGEMM_SCALAR ? names[impl] : "?";
+}
+
+void pt_sgemm_force(pt_sgemm_impl impl)
+{
+    atomic_store(&g_forced, (int)impl);
+}
+
+/* --- shapes ---------------------------------------------------------------- */
+
+/* 1 when the layout is NT, NN or TN and the sizes and leading dimensions are
+ * what the own kernels take. */
+static int shape_ok(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, int lda,
+                    int ldb, int ldc)
+{
+    if (m <= 0 || n <= 0 || k < 0 || n > PT_SGEMM_MAX_DIM || ldc < n) return 0;
+    if (ta == CblasNoTrans && tb == CblasTrans)      /* NT: A[m,k], B[n,k] */
+        return k <= PT_SGEMM_MAX_DIM && lda >= k && ldb >= k;
+    if (ta == CblasNoTrans && tb == CblasNoTrans)    /* NN: A[m,k], B[k,n] */
+        return k <= PT_SGEMM_MAX_DIM && lda >= k && ldb >= n;
+    if (ta == CblasTrans && tb == CblasNoTrans)      /* TN: A[k,m], B[k,n] */
+        return m <= PT_SGEMM_MAX_DIM && lda >= m && ldb >= n;
+    return 0;
+}
+
+pt_sgemm_impl pt_sgemm_choice(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k)
+{
+    pthread_once(&g_once, detect);
+    pt_sgemm_impl want = (pt_sgemm_impl)atomic_load(&g_forced);
+    if (want == PT_SGEMM_AUTO) want = g_env;
+    if (want == PT_SGEMM_OPENBLAS) return PT_SGEMM_OPENBLAS;
+    int lda = ta == CblasTrans ? m : k, ldb = tb == CblasTrans ? k : n;
+    if (!shape_ok(ta, tb, m, n, k, lda, ldb, n)) return PT_SGEMM_OPENBLAS;
+    if (want != PT_SGEMM_AUTO && pt_sgemm_supported(want)) return want;
+    /* the policy: narrow rows (a readout column) leave most lanes empty;
+     * OpenBLAS's own AVX-512 kernels are as fast as ours on these shapes */
+    if (n < 16 || g_blas_avx512) return PT_SGEMM_OPENBLAS;
+    if (g_avx512) return PT_SGEMM_AVX512;
+    if (g_avx2) return PT_SGEMM_AVX2;
+    return PT_SGEMM_OPENBLAS;
+}
+
+/* --- the scalar reference -------------------------------------------------- */
+
+static void scalar(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const float *a,
+                   int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            float *cp = c + (long)i * ldc + j;
+            float acc = beta == 0.0f ? 0.0f : beta == 1.0f ? *cp : beta * *cp;
+            for (int p = 0; p < k; p++) {
+                float x = ta == CblasTrans ? a[(long)p * lda + i] : a[(long)i * lda + p];
+                float y = tb == CblasTrans ? b[(long)j * ldb + p] : b[(long)p * ldb + j];
+                acc = fmaf(x, y, acc);
+            }
+            *cp = acc;
+        }
+}
+
+/* --- dispatch -------------------------------------------------------------- */
+
+/* B packed with rows 64-byte aligned (stride a multiple of 16 floats), per
+ * thread so that replicas never share it: NT's B transposed to [k][n], NN's
+ * B copied, TN's B one pass of PT_SGEMM_KC rows at a time.  Unaligned rows
+ * (a 100-float row starts 16 bytes off a cache line) make most vector loads
+ * split two lines: the kernels ran at half speed on them. */
+static _Thread_local float bpack[PT_SGEMM_MAX_DIM * PT_SGEMM_MAX_DIM]
+    __attribute__((aligned(64)));
+
+/* C transposed, for narrow weight gradients (below). */
+static _Thread_local float ct[PT_SGEMM_MAX_DIM * PT_SGEMM_MAX_DIM];
+
+static void run_vec(int avx512, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
+                    const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                    int ldc)
+{
+    if (k == 0) {   /* no products: C = beta C, as cblas_sgemm does */
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) {
+                float *cp = c + (long)i * ldc + j;
+                *cp = beta == 0.0f ? 0.0f : beta == 1.0f ? *cp : beta * *cp;
+            }
+        return;
+    }
+    if (ta == CblasTrans && n < 64 && m >= 64) {
+        /* a narrow weight gradient (100 x 25) fills few lanes per row of C:
+         * compute its transpose Cᵀ[n,m] = Bᵀ A instead (same products, same
+         * order per element, so the same bits) and transpose back */
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) ct[(long)j * m + i] = c[(long)i * ldc + j];
+        run_vec(avx512, CblasTrans, CblasNoTrans, n, m, k, b, ldb, a, lda, beta, ct, m);
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) c[(long)i * ldc + j] = ct[(long)j * m + i];
+        return;
+    }
+    const int ldp = (n + 15) & ~15;
+    if (ta == CblasTrans) {
+        for (int r0 = 0; r0 < k; r0 += PT_SGEMM_KC) {
+            int kc = k - r0 < PT_SGEMM_KC ? k - r0 : PT_SGEMM_KC;
+            for (int r = 0; r < kc; r++)
+                memcpy(bpack + (long)r * ldp, b + (long)(r0 + r) * ldb, sizeof(float) * n);
+            (avx512 ? pt_sgemm_avx512_tn : pt_sgemm_avx2_tn)(m, n, kc, a + (long)r0 * lda, lda,
+                                                             bpack, ldp,
+                                                             r0 == 0 ? beta : 1.0f, c, ldc);
+        }
+        return;
+    }
+    if (tb == CblasTrans)
+        for (int j = 0; j < n; j++)
+            for (int p = 0; p < k; p++) bpack[p * ldp + j] = b[(long)j * ldb + p];
+    else
+        for (int p = 0; p < k; p++)
+            memcpy(bpack + (long)p * ldp, b + (long)p * ldb, sizeof(float) * n);
+    (avx512 ? pt_sgemm_avx512_nn : pt_sgemm_avx2_nn)(m, n, k, a, lda, bpack, ldp, beta, c, ldc);
+}
+
+int pt_sgemm_run(pt_sgemm_impl impl, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
+                 const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+    if (impl == PT_SGEMM_AUTO) return pt_sgemm_small(ta, tb, m, n, k, a, lda, b, ldb, beta, c,
+                                                     ldc) ? 0 : (cblas_sgemm(CblasRowMajor, ta,
+                                                     tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c,
+                                                     ldc), 0);
+    if (!pt_sgemm_supported(impl) || !shape_ok(ta, tb, m, n, k, lda, ldb, ldc)) return -1;
+    if (impl == PT_SGEMM_OPENBLAS)
+        cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+    else if (impl == PT_SGEMM_SCALAR)
+        scalar(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+    else
+        run_vec(impl == PT_SGEMM_AVX512, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+    return 0;
+}
+
+int pt_sgemm_small(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const float *a,
+                   int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+    pt_sgemm_impl impl = pt_sgemm_choice(ta, tb, m, n, k);
+    if (impl == PT_SGEMM_OPENBLAS || !shape_ok(ta, tb, m, n, k, lda, ldb, ldc)) return 0;
+    run_vec(impl == PT_SGEMM_AVX512, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+    return 1;
+}

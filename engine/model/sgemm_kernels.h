@@ -1,0 +1,79 @@
+/* sgemm_kernels.h — packtrain's own fp32 kernels for the model's skinny
+ * matrix products (issue 18): a Linear layer's three products over rows of
+ * width ≤ 128 (rows × 25 × 100, rows × 100 × 100, the node products and
+ * their backward shapes), register-blocked for AVX-512 where the CPU and OS
+ * have it and for AVX2 + FMA otherwise, chosen at run time.  OpenBLAS keeps
+ * every other shape, and every shape when neither instruction set is there.
+ *
+ * Row-major, alpha = 1, the operand layouts of engine/model/schnet_ops.c:
+ *   NT  C[m,n] = A[m,k] · B[n,k]ᵀ + beta·C   (forward: B is W[out][in])
+ *   NN  C[m,n] = A[m,k] · B[k,n]  + beta·C   (input gradient: B is W)
+ *   TN  C[m,n] = A[k,m]ᵀ · B[k,n] + beta·C   (weight gradient, k = rows)
+ *
+ * Numerics: every element of C is one fused multiply-add chain over k in
+ * ascending order, started from 0 (beta = 0), C (beta = 1) or beta·C
+ * (rounded once); each SIMD lane is one element, so the result is
+ * bit-for-bit that of the scalar reference (pt_sgemm_run with
+ * PT_SGEMM_SCALAR: the same chain with fmaf) whatever the instruction set
+ * (tests/unit/test_sgemm_kernels.c).  Against OpenBLAS (another summation
+ * order and blocking) elements differ by float rounding: |Δ| ≤ k·2⁻²³·Σ|a·b|
+ * per element, checked there at k·2⁻²⁴·4.
+ *
+ * The kernels allocate nothing: NT transposes B into a per-thread buffer of
+ * PT_SGEMM_MAX_DIM² floats (64 KiB of thread-local storage). */
+#ifndef PT_SGEMM_KERNELS_H
+#define PT_SGEMM_KERNELS_H
+
+#include <cblas.h>
+
+/* Widest n (and k of NT/NN, m of TN) the own kernels take. */
+#define PT_SGEMM_MAX_DIM 128
+
+typedef enum pt_sgemm_impl {
+    PT_SGEMM_AUTO = 0,   /* the policy below */
+    PT_SGEMM_OPENBLAS,   /* cblas_sgemm */
+    PT_SGEMM_AVX512,
+    PT_SGEMM_AVX2,       /* AVX2 + FMA */
+    PT_SGEMM_SCALAR      /* the reference: fmaf chains (tests, benches) */
+} pt_sgemm_impl;
+
+/* The product through the implementation the policy picks for this shape;
+ * returns 1 when it ran it, 0 when the caller is to call cblas_sgemm (the
+ * policy chose OpenBLAS, or the shape or layout is not one the kernels
+ * take: TT, dimensions over PT_SGEMM_MAX_DIM, negative sizes, short
+ * leading dimensions).
+ * Policy (measured with bench/sgemm_kernels.c, docs/performance.md): the
+ * widest own kernel the CPU runs (AVX-512, else AVX2 + FMA) for n ≥ 16 and
+ * the size limits above, unless OpenBLAS itself runs AVX-512 kernels (as
+ * fast as ours on these shapes); OpenBLAS otherwise.  PACKTRAIN_SGEMM=openblas |
+ * avx512 | avx2 | auto in the environment (read once) forces a choice for
+ * comparisons; a kernel the CPU lacks falls back to the policy. */
+int pt_sgemm_small(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const float *a,
+                   int lda, const float *b, int ldb, float beta, float *c, int ldc);
+
+/* The same product through one given implementation, whatever the policy
+ * says (tests, benches).  Returns 0, or -1 when this CPU cannot run impl or
+ * the shape/layout is outside what the kernels take (see above; OPENBLAS
+ * takes every shape but TT-free layouts are all this accepts). */
+int pt_sgemm_run(pt_sgemm_impl impl, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
+                 const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
+
+/* 1 when this CPU (and OS) can run impl; AUTO, OPENBLAS and SCALAR always. */
+int pt_sgemm_supported(pt_sgemm_impl impl);
+
+/* What the policy runs for a shape: OPENBLAS, AVX512 or AVX2. */
+pt_sgemm_impl pt_sgemm_choice(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k);
+
+/* 1 when OpenBLAS runs its AVX-512 kernels (its core name is SkylakeX,
+ * Cooperlake or SapphireRapids: OPENBLAS_CORETYPE, or its own detection). */
+int pt_sgemm_openblas_avx512(void);
+
+/* Forces impl for every later pt_sgemm_small call of the process (AUTO
+ * restores the policy and the environment's choice); benches compare
+ * implementations with it in one binary.  Not for use while products run. */
+void pt_sgemm_force(pt_sgemm_impl impl);
+
+/* "openblas", "avx512", "avx2", "scalar", "auto". */
+const char *pt_sgemm_impl_name(pt_sgemm_impl impl);
+
+#endif

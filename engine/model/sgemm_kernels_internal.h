@@ -1,0 +1,24 @@
+/* sgemm_kernels_internal.h — the per-instruction-set entry points behind
+ * sgemm_kernels.c (sgemm_avx512.c, sgemm_avx2.c; bodies in sgemm_body.h).
+ * Arguments as cblas_sgemm's row-major NN and TN products with alpha = 1;
+ * sizes positive and leading dimensions valid (the dispatcher checks); B
+ * packed by the dispatcher with 64-byte aligned rows; TN takes one pass of
+ * k ≤ PT_SGEMM_KC rows. */
+#ifndef PT_SGEMM_KERNELS_INTERNAL_H
+#define PT_SGEMM_KERNELS_INTERNAL_H
+
+/* Rows of the reduction per pass: a pass of B (PT_SGEMM_KC × ≤ 128 floats,
+ * 32 KiB) stays in L1 while every tile of C walks it.  Measured at 32, 48,
+ * 64, 128 with bench/sgemm_kernels.c. */
+#define PT_SGEMM_KC 64
+
+void pt_sgemm_avx512_nn(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                        float beta, float *c, int ldc);
+void pt_sgemm_avx512_tn(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                        float beta, float *c, int ldc);
+void pt_sgemm_avx2_nn(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                      float beta, float *c, int ldc);
+void pt_sgemm_avx2_tn(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                      float beta, float *c, int ldc);
+
+#endif
