@@ -15,7 +15,9 @@
 #               core, ≈32 QM9 molecules per optimizer step in all (16 LPFHP
 #               or 11 tuple packs; 16 LPFHP packs of water), one OpenBLAS
 #               thread per replica; in fp32 and, where the CPU has
-#               AVX512-BF16, in bf16 (training.precision).  For QM9/LPFHP
+#               AVX512-BF16, in bf16 (training.precision); and in fp32 with
+#               every product on OpenBLAS (PACKTRAIN_SGEMM=openblas: what the
+#               own kernels of engine/model/sgemm_kernels.h add).  For QM9/LPFHP
 #               also the default layout: one replica, `cores` OpenBLAS threads.
 #   pytorch     the peer, bench/torch_schnet_bench.py (bench/torch_peer.py):
 #               the same model in plain PyTorch 1.13 (python3-torch), the same
@@ -39,14 +41,22 @@
 #               rows) and node-shaped ones, FLOP-weighted; per shape the
 #               better of `cores` single-thread processes at once (summed) and
 #               one process with `cores` threads; before and after, best kept.
-#   fraction    packtrain's executed FLOP/s over that rate.
+#   gemm        the best GEMM rate on the model's products: bench/sgemm_kernels
+#               (OpenBLAS, the own AVX-512 and AVX2 kernels, and the policy
+#               "auto"), `cores` single-thread processes at once, each
+#               implementation's rate weighted by the step's product mix and
+#               summed over the processes; the best implementation kept
+#               (gemm_best_gflops), before and after.
+#   fraction    packtrain's executed FLOP/s over the sgemm rate
+#               (fraction_of_sgemm) and over the best GEMM rate
+#               (fraction_of_best_gemm: issue 18's ≥ 85% target).
 #   profile     one replica's step split by kind of work (bench/schnet_profile.c).
 # Printed first (stderr) and kept in every JSON line: date, CPU, cores, its
 # AVX-512 / AVX512-BF16 flags, OPENBLAS_CORETYPE, the commit, the load
 # average at the start and after each round.
 #
 # Needs the bench programs: `make bench` or
-#   make BUILD=DIR DIR/bench/schnet_profile DIR/bench/sgemm_rate
+#   make BUILD=DIR DIR/bench/schnet_profile DIR/bench/sgemm_rate DIR/bench/sgemm_kernels
 # Output: one JSON object per line (one per case), then a table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,7 +68,7 @@ peer_steps=${PEER_STEPS:-20}
 warmup=5
 cores=$(nproc)
 py=/usr/bin/python3
-for prog in schnet_profile sgemm_rate; do
+for prog in schnet_profile sgemm_rate sgemm_kernels; do
   if [ ! -x "$bdir/$prog" ]; then
     echo "bench_speed: $bdir/$prog missing: run 'make bench' (or make BUILD=... <dir>/bench/$prog)" >&2
     exit 2
@@ -110,10 +120,30 @@ PY
   "$bdir/sgemm_rate" "$cores" $shapes | grep '"m"' | sed "s/}\$/,\"how\":\"1x$cores\"}/" >>"$tmp/$tag.sgemm"
 }
 
-# packtrain_run NAME DATA ROUND: one `packtrain bench` run of job NAME
+# gemm TAG U N: the best GEMM rate on the model's products — OpenBLAS and
+# the own kernels (bench/sgemm_kernels.c), `cores` single-thread processes
+# at once, each implementation's step-weighted rate summed over them —
+# appended to $tmp/TAG.gemm as {"impl": GF/s, ...}
+gemm() {
+  local tag=$1 U=$2 N=$3 i pids=()
+  for i in $(seq "$cores"); do
+    "$bdir/sgemm_kernels" "$U" "$N" 1 >"$tmp/$tag.gemm.$i" & pids+=($!)
+  done
+  wait "${pids[@]}"
+  cat "$tmp/$tag.gemm".[0-9]* | "$py" -c '
+import json, sys
+tot = {}
+for line in sys.stdin:
+    r = json.loads(line)
+    if "weighted_gflops" in r:
+        tot[r["impl"]] = tot.get(r["impl"], 0.0) + r["weighted_gflops"]
+print(json.dumps(tot))' >>"$tmp/$tag.gemm"
+}
+
+# packtrain_run NAME DATA ROUND [OUT]: one `packtrain bench` run of job NAME
 packtrain_run() {
   "$bin" bench "$2" --config "$tmp/$1.json" --steps "$steps" --warmup "$warmup" \
-    >"$tmp/$1.pt.$3" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
+    >"$tmp/${4:-$1}.pt.$3" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
 }
 
 # peer DS SRC KEY ROUND: the PyTorch peer in each layout, as many graphs per
@@ -165,6 +195,8 @@ setup_case() {
     "$tmp/$tag.profile" >"$tmp/$tag.shapes"
   # shellcheck disable=SC2046
   sgemm "$tag" $(cat "$tmp/$tag.shapes")
+  # shellcheck disable=SC2046
+  gemm "$tag" $(cat "$tmp/$tag.shapes")
   cases+=("$tag:$data")
 }
 # packs per step: ≈32 QM9 molecules (LPFHP packs hold ~2, tuple packs ~3)
@@ -178,6 +210,8 @@ for round in $(seq "$rounds"); do
   for c in "${cases[@]}"; do
     tag=${c%%:*} data=${c#*:}
     packtrain_run "$tag" "$data" "$round"
+    # the same with every fp32 product on OpenBLAS: the own kernels' share
+    PACKTRAIN_SGEMM=openblas packtrain_run "$tag" "$data" "$round" "$tag.openblas"
     if [ "$bf16" = 1 ]; then packtrain_run "$tag.bf16" "$data" "$round"; fi
     if [ "$tag" = qm9_lpfhp ]; then packtrain_run qm9_lpfhp.r1 "$data" "$round"; fi
     if [ $have_torch = 1 ] && [ "$tag" = qm9_lpfhp ]; then
@@ -190,7 +224,11 @@ for round in $(seq "$rounds"); do
   cut -d' ' -f1 /proc/loadavg >>"$tmp/loadavg"
 done
 # shellcheck disable=SC2046
-for c in "${cases[@]}"; do tag=${c%%:*}; sgemm "$tag" $(cat "$tmp/$tag.shapes"); done
+for c in "${cases[@]}"; do
+  tag=${c%%:*}
+  sgemm "$tag" $(cat "$tmp/$tag.shapes")
+  gemm "$tag" $(cat "$tmp/$tag.shapes")
+done
 
 "$py" - "$tmp" "$cores" "$bdir/schnet_profile" "$rounds" "$bf16" <<'PY'
 import json, os, subprocess, sys
@@ -287,6 +325,16 @@ for tag, ds in [("qm9_lpfhp", "qm9"), ("qm9_tuple", "qm9"), ("water_lpfhp", "wat
         "profile_ms_per_step_1_thread": prof["ms"], "profile_graphs_per_s_1_thread": prof["graphs_per_s"],
         "conditions": cond, "load_average_after_rounds": loads,
     }
+    # the best GEMM rate on the model's products (OpenBLAS or own kernels)
+    gem = [json.loads(l) for l in open(f"{tmp}/{tag}.gemm")]
+    best_gemm = {k: max(g.get(k, 0.0) for g in gem) for k in gem[0]}
+    gemm_best = max(best_gemm.values())
+    out["gemm_gflops_by_impl"] = {k: round(v, 1) for k, v in best_gemm.items()}
+    out["gemm_best_gflops"] = round(gemm_best, 1)
+    out["fraction_of_best_gemm"] = round(gps * train_flops(ns, e, u) / (gemm_best * 1e9), 3)
+    oruns = runs_of(f"{tag}.openblas.pt")
+    out["openblas_products_graphs_per_s"] = round(max(r["graphs_per_s"] for r in oruns), 1)
+    out["openblas_products_runs"] = [round(r["graphs_per_s"], 1) for r in oruns]
     bruns = runs_of(f"{tag}.bf16.pt")
     if bruns:
         bg = max(r["graphs_per_s"] for r in bruns)
@@ -303,7 +351,7 @@ print(f"conditions: {cond['date']}, {cond['cpu']}, {cores} cores, OPENBLAS_CORET
       f"{cond['OPENBLAS_CORETYPE']} (OpenBLAS {core}), commit {cond['commit']}, "
       f"load {cond['load_average_start']} at start, {loads} after each of {rounds} round(s)")
 print(f"{'case':<12} {'packtrain':>9} {'bf16':>6} {'1 thr':>6} {f'{cores} thr':>6} {'DDP':>6} "
-      f"{'ratio':>6} {'bf16 r':>6} {'MFLOP/g':>8} {'exec':>6} {'sgemm GF/s':>10} {'of sgemm':>8}")
+      f"{'ratio':>6} {'bf16 r':>6} {'MFLOP/g':>8} {'exec':>6} {'exec GF/s':>9} {'GEMM GF/s':>9} {'of GEMM':>7}")
 for r in rows:
     p = r["pytorch_by_layout"]
     cell = lambda label: f"{p[label]:.0f}" if label in p else "skip"
@@ -313,7 +361,7 @@ for r in rows:
     print(f"{r['case']:<12} {r['packtrain_graphs_per_s']:>9.0f} {bf:>6} {cell('1 thread'):>6} "
           f"{cell(f'{cores} threads'):>6} {cell(f'DDP {cores}x1'):>6} {ra:>6} {br:>6} "
           f"{r['flops_per_graph']/1e6:>8.1f} {r['executed_flops_per_graph']/1e6:>6.1f} "
-          f"{r['sgemm_gflops']:>10.1f} {r['fraction_of_sgemm']:>8.0%}")
+          f"{r['executed_gflops']:>9.1f} {r['gemm_best_gflops']:>9.1f} {r['fraction_of_best_gemm']:>7.0%}")
 print("ratio: packtrain's best over the peer's best layout (best against best); "
       "ratio_range in the JSON: worst packtrain run / best peer .. best packtrain / worst peer run")
 PY

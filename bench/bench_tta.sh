@@ -4,11 +4,11 @@
 # window, to reach the validation MAE the peer reaches in EPOCHS epochs.
 #
 #   EPOCHS=25      the peer's epochs (its best validation MAE is the target)
-#   PT_EPOCHS=40   packtrain's epochs at most (per variant)
+#   PT_EPOCHS=30   packtrain's epochs at most (per variant)
 #   LR=5e-4        Adam's learning rate, constant, both sides
 #   BATCH=32       the peer's global batch in molecules; packtrain takes 16
 #                  LPFHP packs per step (≈32 QM9 molecules: packs hold ~2)
-#   VARIANTS="fp32:fp32:16:5e-4 bf16:bf16:16:5e-4"
+#   VARIANTS="fp32:fp32:16:5e-4 bf16:bf16:16:5e-4 fp32_b32:fp32:32:1e-3 bf16_b32:bf16:32:1e-3"
 #                  packtrain runs, each NAME:PRECISION:PACKS_PER_STEP:LR (the
 #                  levers: bf16 products where the CPU has AVX512-BF16 —
 #                  skipped with a message otherwise —, bigger packed batches
@@ -44,10 +44,10 @@ cd "$(dirname "$0")/.."
 bin=${1:-bin/packtrain}
 bdir=${2:-build/bench}
 epochs=${EPOCHS:-25}
-pt_epochs=${PT_EPOCHS:-40}
+pt_epochs=${PT_EPOCHS:-30}
 lr=${LR:-5e-4}
 batch=${BATCH:-32}
-variants=${VARIANTS:-fp32:fp32:16:5e-4 bf16:bf16:16:5e-4}
+variants=${VARIANTS:-fp32:fp32:16:5e-4 bf16:bf16:16:5e-4 fp32_b32:fp32:32:1e-3 bf16_b32:bf16:32:1e-3}
 plot=${PLOT:-docs/tta_qm9.png}
 src=../shared/data/qm9_13k.extxyz.gz
 key=energy_U0

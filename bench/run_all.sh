@@ -3,7 +3,9 @@
 # other (make bench).  Each prints its own JSON or markdown; outputs are also
 # kept under bench/out/ (gitignored).  Every figure is a ratio against a peer
 # measured in the same run, because the machines are shared and noisy.
-# QUICK=1 skips ASE's quadratic read of the gzip file (~17 minutes).
+# QUICK=1 skips ASE's quadratic read of the gzip file (~17 minutes) and runs
+# the time-to-accuracy benchmark for 3 epochs only (its picture then goes to
+# bench/out/, not docs/).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-bin/packtrain}
@@ -18,6 +20,13 @@ status=0
 run ingest bench/bench_ingest.sh "$bin" ${QUICK:+--quick} || status=1
 run packing bench/packing_table.sh "$bin" || status=1
 run speed bench/bench_speed.sh "$bin" "$bdir" || status=1
+run kernels bench/bench_kernels.sh "$bin" "$bdir" || status=1
+# time to accuracy: ~25 minutes on 2 cores (QUICK=1: 3 epochs, a smoke run)
+if [ -n "${QUICK:-}" ]; then
+  run tta env EPOCHS=3 PT_EPOCHS=3 PLOT=bench/out/tta_quick.png bench/bench_tta.sh "$bin" "$bdir" || status=1
+else
+  run tta bench/bench_tta.sh "$bin" "$bdir" || status=1
+fi
 run train bench/bench_train.sh "$bin" || status=1
 run backend bench/bench_backend.sh "$bin" || status=1
 run bf16 bench/bench_bf16.sh "$bdir/bench_bf16" || status=1
