@@ -10,7 +10,7 @@ int pt_allreduce_init(pt_allreduce *ar, int n_ranks, size_t n,
 {
     memset(ar, 0, sizeof(*ar));
     if (n_ranks < 1) {
-        pt_errors_add(errs, "", 0, "replication_factor", "all-reduce needs at least 1 rank, got %d",
+        pt_errors_add(errs, "", 0, "allreduce", "all-reduce needs at least 1 rank, got %d",
                       n_ranks);
         return -1;
     }

@@ -37,9 +37,8 @@ static int check_settings(const pt_train_data *d, pt_errors *errs)
     int64_t slots = (int64_t)l->replicas * pt_backend_io_batches(k, l->accumulation);
     if (g > UINT32_MAX / 2 || slots > INT32_MAX / 2) {
         pt_errors_add(errs, "", 0, "backend",
-                      "replication_factor x gradient_accumulation x model_batch_size = %lld "
-                      "packs per step (with %lld batch buffers) is too large", (long long)g,
-                      (long long)slots);
+                      "a layout of %lld packs per step (with %lld batch buffers) is too large "
+                      "for one process", (long long)g, (long long)slots);
         return -1;
     }
     return 0;

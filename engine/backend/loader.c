@@ -17,7 +17,7 @@ int pt_loader_init(pt_loader *ld, int n_slots, int n_threads, pt_loader_fill_fn 
 {
     memset(ld, 0, sizeof(*ld));
     if (n_slots < 1) {
-        pt_errors_add(errs, "", 0, "prefetch_depth", "the loader needs at least 1 batch buffer, got %d",
+        pt_errors_add(errs, "", 0, "loader", "the loader needs at least 1 batch buffer, got %d",
                       n_slots);
         return -1;
     }

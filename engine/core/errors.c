@@ -47,7 +47,10 @@ void pt_errors_addv(pt_errors *errs, const char *file, long line,
     }
     pt_error *e = &errs->items[errs->kept++];
     copy_bounded(e->file, sizeof(e->file), file);
-    copy_bounded(e->field, sizeof(e->field), field);
+    if (errs->scope && field && field[0])
+        snprintf(e->field, sizeof(e->field), "%s%s", errs->scope, field);
+    else
+        copy_bounded(e->field, sizeof(e->field), field);
     e->line = line;
     vsnprintf(e->message, sizeof(e->message), fmt, ap);
 }

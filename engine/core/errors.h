@@ -28,6 +28,10 @@ typedef struct pt_errors {
     size_t capacity;
     size_t max_kept;   /* 0 means the default (100) */
     size_t total;      /* all errors seen, kept or not */
+    /* While set, prepended to every non-empty field added: a caller that
+     * hands a lower layer its values names them in its own terms (the plan
+     * sets "batching." around the packer, whose fields are "max_nodes"...). */
+    const char *scope;
 } pt_errors;
 
 void pt_errors_init(pt_errors *errs, size_t max_kept);

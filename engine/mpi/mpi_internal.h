@@ -10,10 +10,9 @@
 #include "engine/pack/batch.h"
 #include "engine/core/errors.h"
 
-/* Replicas per rank: `replicas` (the job's replication_factor, counted over
- * all ranks) split evenly over `ranks` (the job's backend.ranks), which must
- * be the size of the MPI world the process runs in.  Returns 0 with *local
- * set, or -1 with errs filled. */
+/* Replicas per rank: `replicas` (R of the layout, counted over all ranks)
+ * split evenly over `ranks` (N), which must be the size of the MPI world the
+ * process runs in.  Returns 0 with *local set, or -1 with errs filled. */
 int pt_mpi_plan_replicas(int32_t ranks, int32_t replicas, int world, int32_t *local,
                          pt_errors *errs);
 

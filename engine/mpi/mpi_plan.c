@@ -16,21 +16,22 @@
 int pt_mpi_plan_replicas(int32_t ranks, int32_t replicas, int world, int32_t *local,
                          pt_errors *errs)
 {
-    size_t before = errs->total;
-    if (ranks < 1) pt_errors_add(errs, "", 0, "backend.ranks", "must be >= 1, got %d", (int)ranks);
-    else if (world != ranks)
+    /* the layout comes from a validated configuration (config.c holds the
+     * rule that R is a multiple of N): a layout that breaks it is a caller's
+     * bug, reported in the engine's terms */
+    if (ranks < 1 || replicas < 1 || replicas % ranks != 0) {
+        pt_errors_add(errs, "", 0, "backend", "a layout of %d replicas cannot be shared evenly "
+                      "by %d ranks", (int)replicas, (int)ranks);
+        return -1;
+    }
+    /* this is about the process, not the configuration: how it was started */
+    if (world != ranks) {
         pt_errors_add(errs, "", 0, "backend.ranks",
                       "is %d but this process runs in an MPI world of %d process%s; start it "
-                      "with `mpirun -np %d` (the server and `packtrain mpirun` do)",
+                      "with `mpirun -np %d` (`packtrain train` and the server do)",
                       (int)ranks, world, world == 1 ? "" : "es", (int)ranks);
-    if (replicas < 1)
-        pt_errors_add(errs, "", 0, "backend.replication_factor", "must be >= 1, got %d",
-                      (int)replicas);
-    else if (ranks >= 1 && replicas % ranks != 0)
-        pt_errors_add(errs, "", 0, "backend.replication_factor",
-                      "must be a multiple of backend.ranks (%d): each rank runs "
-                      "replication_factor / ranks replicas; got %d", (int)ranks, (int)replicas);
-    if (errs->total != before) return -1;
+        return -1;
+    }
     *local = replicas / ranks;
     return 0;
 }

@@ -22,4 +22,15 @@
 int pt_run_train(const pt_job_config *cfg, const pt_dataset *ds, const char *out_dir,
                  const pt_train_options *opt, pt_train_result *res, pt_errors *errs);
 
+/* Whether a valid configuration can train on ds here, decided before a job
+ * is queued (server/api/job_check.c): the CPU (training.precision "bf16"),
+ * Open MPI and an mpirun for kind "mpi", the plan (engine/train/plan.h:
+ * target, split, packing, layout; edges only counted) and the memory plan
+ * of one replica for the planned limits and layout
+ * (engine/backend/memplan.h).  The worker runs the same plan and memory
+ * plan, so what passes here trains there.  Returns 0, or -1 with every
+ * problem found added to errs (located: "target", "batching.max_nodes",
+ * "backend.device_memory_mb", ...). */
+int pt_run_check(const pt_job_config *cfg, const pt_dataset *ds, pt_errors *errs);
+
 #endif

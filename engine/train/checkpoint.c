@@ -371,6 +371,7 @@ static char *hashed_config_text(const pt_job_config *cfg)
 {
     pt_job_config c = *cfg;
     c.training.checkpoint_every = 0;
+    c.max_runtime_seconds = 0;   /* a limit of the run, not of what it computes */
     json_t *o = pt_job_config_to_json(&c);
     if (!o) return NULL;
     if (c.training.precision == PT_PRECISION_FP32)

@@ -15,8 +15,9 @@
  *   - "state_crc32" is a CRC-32 over every metadata value (in a fixed order)
  *     and the tensor bytes, so a flipped bit anywhere is caught, not trained on;
  *   - "config_sha256" is the SHA-256 of the job's canonical configuration
- *     (pt_job_config_dump) with training.checkpoint_every left out, since how
- *     often to checkpoint does not change what is trained, and with
+ *     (pt_job_config_dump) with training.checkpoint_every and
+ *     max_runtime_seconds left out, since how often to checkpoint and how
+ *     long a run may take do not change what is trained, and with
  *     training.precision left out when it is "fp32", so checkpoints made
  *     before that key existed keep their hash; the training loop refuses a
  *     checkpoint of another configuration;
@@ -114,7 +115,7 @@ size_t pt_checkpoint_numel(const pt_checkpoint *ck);
 int pt_checkpoint_tensors_get(const pt_checkpoint *ck, const pt_checkpoint_tensors *t,
                               pt_errors *errs);
 
-/* Lowercase hex SHA-256 of cfg's canonical text without checkpoint_every.
+/* Lowercase hex SHA-256 of cfg's canonical text as described above.
  * Returns 0, or -1 when out of memory (out is then ""). */
 int pt_checkpoint_config_hash(const pt_job_config *cfg, char out[PT_CHECKPOINT_HASH_HEX + 1]);
 

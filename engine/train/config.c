@@ -438,10 +438,16 @@ int pt_job_config_from_json(pt_job_config *cfg, const json_t *root, const char *
              root ? type_name(root) : "nothing");
         return -1;
     }
-    static const char *const keys[] = {"target", "model", "batching", "training", "backend", NULL};
+    static const char *const keys[] = {"target", "model", "batching", "training", "backend",
+                                       "max_runtime_seconds", NULL};
     check_keys(&c, root, "", keys);
     const json_t *v = json_object_get(root, "target");
     if (v) parse_target(&c, v, cfg->target);
+    if ((v = json_object_get(root, "max_runtime_seconds")) && !json_is_null(v)) {
+        if (!json_is_number(v) || !(json_number_value(v) > 0) || !isfinite(json_number_value(v)))
+            fail(&c, "", "max_runtime_seconds", "must be a number of seconds > 0, or null");
+        else cfg->max_runtime_seconds = round15(json_number_value(v));
+    }
     if ((v = get_section(&c, root, "", "model"))) parse_model(&c, v, &cfg->model);
     if ((v = get_section(&c, root, "", "batching"))) parse_batching(&c, v, &cfg->batching);
     if ((v = get_section(&c, root, "", "training"))) parse_training(&c, v, &cfg->training);
@@ -462,6 +468,18 @@ int pt_job_config_from_json(pt_job_config *cfg, const json_t *root, const char *
         fail(&c, "backend", "replication_factor",
              "must be a multiple of backend.ranks (%d): each rank runs replication_factor / ranks "
              "replicas; got %d", (int)k->ranks, (int)k->replication_factor);
+    /* one process holds a step's packs and batch buffers: bounded well below
+     * the 32-bit counts the engine indexes them with */
+    int64_t step = (int64_t)k->replication_factor * k->gradient_accumulation *
+                   cfg->batching.model_batch_size;
+    int64_t slots = (int64_t)k->replication_factor *
+                    ((int64_t)k->gradient_accumulation * k->device_iterations +
+                     (k->use_async_loader ? k->prefetch_depth : 0));
+    if (step > PT_JOB_MAX_STEP_PACKS || slots > PT_JOB_MAX_STEP_PACKS)
+        fail(&c, "backend", NULL,
+             "replication_factor x gradient_accumulation x model_batch_size = %lld packs per "
+             "step (with %lld batch buffers) is too large: at most %d of each", (long long)step,
+             (long long)slots, PT_JOB_MAX_STEP_PACKS);
     return c.failed ? -1 : 0;
 }
 
@@ -535,7 +553,7 @@ json_t *pt_job_config_to_json(const pt_job_config *cfg)
     const pt_job_batching *b = &cfg->batching;
     const pt_job_training *t = &cfg->training;
     const pt_job_backend *k = &cfg->backend;
-    return json_pack(
+    json_t *o = json_pack(
         "{s:s, s:{s:i, s:i, s:i, s:i, s:f, s:i, s:s}, s:{s:s, s:o, s:o, s:o, s:i},"
         " s:{s:i, s:o, s:s, s:f, s:f, s:o, s:o, s:o, s:[f,f,f], s:I, s:s, s:i, s:o, s:s},"
         " s:{s:s, s:i, s:i, s:i, s:b, s:b, s:i, s:i, s:o, s:i, s:b}}",
@@ -562,6 +580,10 @@ json_t *pt_job_config_to_json(const pt_job_config *cfg)
         "use_async_loader", (int)k->use_async_loader, "prefetch_depth", (int)k->prefetch_depth,
         "device_memory_mb", (int)k->device_memory_mb, "threads", int_or(k->threads, "auto"),
         "ranks", (int)k->ranks, "static_shapes", (int)k->static_shapes);
+    /* only when set: the form jobs were stored in before the key existed */
+    if (o && cfg->max_runtime_seconds > 0)
+        json_object_set_new(o, "max_runtime_seconds", json_real(cfg->max_runtime_seconds));
+    return o;
 }
 
 char *pt_job_config_dump(const pt_job_config *cfg)

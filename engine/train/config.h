@@ -23,6 +23,17 @@
  * replication_factor counts the replicas of all ranks and must be a
  * multiple of ranks; any other kind needs ranks = 1.
  *
+ * Top level, besides the sections: max_runtime_seconds (null, or seconds >
+ * 0), printed in the canonical form only when set.
+ *
+ * This parser is THE validator of a job: the REST API, `packtrain train`,
+ * `packtrain mpirun --config`, the scheduler and the workers all read a job
+ * through it, and every user-facing message about a configuration value
+ * comes from here (with what a value means on a dataset and on this machine
+ * from the plan, plan.h).  web/js/validate.js mirrors its rules for the
+ * dashboard's form; tests/integration/validate_agree.sh holds the two
+ * together on the same cases.
+ *
  * Real numbers are kept to 15 significant digits, so the canonical JSON is a
  * fixed point: parsing it yields the same values it was printed from. */
 #ifndef PT_CONFIG_H
@@ -113,12 +124,19 @@ typedef struct pt_job_backend {
     int32_t ranks;                /* MPI processes (kind "mpi"), 1 otherwise */
 } pt_job_backend;
 
+/* Packs of one optimizer step, and batch buffers, one process may hold. */
+#define PT_JOB_MAX_STEP_PACKS (1 << 30)
+
 typedef struct pt_job_config {
     char target[PT_KEY_MAX];
     pt_job_model model;
     pt_job_batching batching;
     pt_job_training training;
     pt_job_backend backend;
+    double max_runtime_seconds;   /* wall-clock limit of one run; 0 = null (none of its
+                                     own: the server's --max-runtime applies).  The
+                                     server's scheduler enforces it; a local
+                                     `packtrain train` stops there as if by Ctrl-C */
 } pt_job_config;
 
 /* The defaults listed above. */

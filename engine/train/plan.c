@@ -1,6 +1,11 @@
-/* plan.c — the layout of a job on this machine (plan.h). */
+/* plan.c — what a job configuration means on a dataset and this machine
+ * (plan.h): target, graphs, split, one packer per part, layout. */
 #include "engine/train/plan.h"
 
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 int pt_online_cores(void)
@@ -25,4 +30,110 @@ int pt_train_layout_resolve(pt_train_layout *l, const pt_job_config *cfg, int co
                            .micro_packs = cfg->batching.model_batch_size,
                            .threads = k->threads > 0 ? k->threads : (cores > 0 ? cores : 1)};
     return 0;
+}
+
+/* --- the plan ------------------------------------------------------------ */
+
+static int oom(pt_errors *errs)
+{
+    pt_errors_add(errs, NULL, 0, "", "out of memory");
+    return -1;
+}
+
+static int find_target(pt_train_plan *p, const pt_job_config *cfg, const pt_dataset *ds,
+                       pt_errors *errs)
+{
+    int k = pt_dataset_find_target(ds, cfg->target);
+    if (k < 0) {
+        char list[200] = "";
+        size_t n = 0;
+        for (uint32_t t = 0; t < ds->n_targets && n < sizeof list; t++)
+            n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", t ? ", " : "",
+                                  ds->target_names[t]);
+        pt_errors_add(errs, NULL, 0, "target", "the dataset has no numeric key '%s'; its keys: %s",
+                      cfg->target, ds->n_targets ? list : "none");
+        return -1;
+    }
+    p->target_key = (uint32_t)k;
+    const double *col = ds->targets + (size_t)k * ds->n_structs;
+    uint32_t missing = 0, first = 0;
+    for (uint32_t s = 0; s < ds->n_structs; s++)
+        if (isnan(col[s]) && !missing++) first = s;
+    if (!missing) return 0;
+    pt_errors_add(errs, NULL, ds->source_line ? (long)ds->source_line[first] : 0, "target",
+                  "%u of %u structures have no '%s' value (the first is structure %u); "
+                  "choose another target or ingest only structures that have it",
+                  missing, ds->n_structs, cfg->target, first);
+    return -1;
+}
+
+static int size_graphs(pt_train_plan *p, const pt_job_config *cfg, const pt_dataset *ds,
+                       int graphs, pt_errors *errs)
+{
+    uint32_t n = ds->n_structs;
+    p->natoms = malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
+    p->nedges = malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
+    if (!p->natoms || !p->nedges) return oom(errs);
+    for (uint32_t s = 0; s < n; s++) p->natoms[s] = pt_dataset_natoms(ds, s);
+    pt_graph_params gp = {.cutoff = (float)cfg->model.cutoff,
+                          .max_neighbors = cfg->model.max_neighbors, .mode = PT_GRAPH_RADIUS};
+    if (graphs != PT_PLAN_GRAPHS) return pt_graphs_count(p->nedges, ds, &gp, errs);
+    if (pt_graphs_build(&p->graphs, ds, &gp, errs) != 0) return -1;
+    p->has_graphs = 1;
+    for (uint32_t s = 0; s < n; s++) p->nedges[s] = pt_graphs_nedges(&p->graphs, s);
+    return 0;
+}
+
+/* batching.method and its limits as a pack request: the static and dynamic
+ * methods take max_graphs as their batch size. */
+static int plan_packer(pt_train_plan *p, const pt_job_config *cfg, pt_packer *pk,
+                       const uint32_t *ids, uint32_t n, pt_errors *errs)
+{
+    const pt_job_batching *b = &cfg->batching;
+    pt_pack_request req = {.method = (pt_pack_method)b->method, .max_nodes = b->max_nodes,
+                           .max_edges = b->max_edges, .heuristic = PT_HEUR_PRODUCT};
+    int batched = b->method == PT_JOB_BATCH_STATIC64 || b->method == PT_JOB_BATCH_STATIC2N ||
+                  b->method == PT_JOB_BATCH_DYNAMIC;
+    if (batched) req.batch_size = b->max_graphs;
+    else req.max_graphs = b->max_graphs;
+    const char *scope = errs->scope;
+    errs->scope = "batching.";
+    int rc = pt_packer_init(pk, &req, p->natoms, p->nedges, p->n_structs, ids, n, errs);
+    errs->scope = scope;
+    return rc;
+}
+
+int pt_train_plan_init(pt_train_plan *p, const pt_job_config *cfg, const pt_dataset *ds,
+                       int graphs, int cores, pt_errors *errs)
+{
+    memset(p, 0, sizeof(*p));
+    p->n_structs = ds->n_structs;
+    const pt_job_training *t = &cfg->training;
+    int rc = find_target(p, cfg, ds, errs);
+    if (rc == 0) rc = size_graphs(p, cfg, ds, graphs, errs);
+    if (rc == 0) rc = pt_split_init(&p->split, ds->n_structs, t->split, t->seed, errs);
+    if (rc == 0) rc = pt_split_cover_elements(&p->split, ds, &p->split_moved, errs);
+    if (rc == 0)
+        rc = plan_packer(p, cfg, &p->train_pk, p->split.train, p->split.n_train, errs) ||
+             plan_packer(p, cfg, &p->val_pk, p->split.val, p->split.n_val, errs) ||
+             (p->split.n_test &&
+              plan_packer(p, cfg, &p->test_pk, p->split.test, p->split.n_test, errs));
+    if (rc == 0) rc = pt_train_layout_resolve(&p->layout, cfg, cores, errs);
+    if (rc != 0) {
+        pt_train_plan_close(p);
+        return -1;
+    }
+    return 0;
+}
+
+void pt_train_plan_close(pt_train_plan *p)
+{
+    pt_packer_close(&p->train_pk);
+    pt_packer_close(&p->val_pk);
+    pt_packer_close(&p->test_pk);
+    pt_split_close(&p->split);
+    if (p->has_graphs) pt_graphs_close(&p->graphs);
+    free(p->natoms);
+    free(p->nedges);
+    memset(p, 0, sizeof(*p));
 }

@@ -1,5 +1,24 @@
-/* plan.h — what a job configuration means on this machine, decided in one
- * place for the submission check, `packtrain train` and the workers.
+/* plan.h — what a valid job configuration means on one dataset on this
+ * machine, decided in one place: pt_train_plan_init serves the submission
+ * check (engine/run: pt_run_check, through server/api/job_check.c) and the
+ * training loop (train.c) alike, so "auto" values resolve at submission to
+ * exactly what the worker will use, and a job that cannot train is refused
+ * before it is queued.  In order:
+ *
+ *   target        the dataset has the numeric key cfg->target, on every
+ *                 structure (none is silently left out);
+ *   graphs        radius graphs of model.cutoff / max_neighbors: built, or
+ *                 only their edges counted (the submission check);
+ *   split         training.split with training.seed over all structures,
+ *                 then every element of validation and test also put into
+ *                 training (pt_split_cover_elements);
+ *   packers       one per part, batching.method with its limits, "auto"
+ *                 resolved on each part, so every validation graph fits its
+ *                 packs too; the packer's fields come out as "batching.*";
+ *   layout        R, A, b, ranks and threads (below).
+ *
+ * Messages name the configuration's keys (the validator, config.c, checks
+ * the values themselves; this the fit with a dataset and a machine).
  *
  * The layout: how the global batch of one optimizer step is computed.
  *
@@ -20,6 +39,10 @@
 #include <stdint.h>
 
 #include "engine/core/errors.h"
+#include "engine/data/dataset.h"
+#include "engine/data/split.h"
+#include "engine/graph/graph.h"
+#include "engine/pack/packing.h"
 #include "engine/train/config.h"
 
 typedef struct pt_train_layout {
@@ -40,5 +63,26 @@ int pt_online_cores(void);
  * pt_online_cores gives them).  Returns 0, or -1 with errs filled. */
 int pt_train_layout_resolve(pt_train_layout *l, const pt_job_config *cfg, int cores,
                             pt_errors *errs);
+
+typedef struct pt_train_plan {
+    uint32_t target_key;           /* index into ds->targets */
+    uint32_t n_structs;
+    uint32_t *natoms, *nedges;     /* [n_structs] sizes of every structure's graph */
+    pt_graphs graphs;              /* built with PT_PLAN_GRAPHS */
+    int has_graphs;
+    pt_split split;
+    uint32_t split_moved;          /* structures swapped into training */
+    pt_packer train_pk, val_pk, test_pk;   /* test_pk only when split.n_test */
+    pt_train_layout layout;
+} pt_train_plan;
+
+enum { PT_PLAN_COUNT_EDGES = 0, PT_PLAN_GRAPHS = 1 };
+
+/* Plans a valid cfg on ds (graphs: PT_PLAN_GRAPHS to build the neighbour
+ * lists, PT_PLAN_COUNT_EDGES to count their edges only), with this host's
+ * `cores`.  Returns 0, or -1 with errs filled (p is then closed). */
+int pt_train_plan_init(pt_train_plan *p, const pt_job_config *cfg, const pt_dataset *ds,
+                       int graphs, int cores, pt_errors *errs);
+void pt_train_plan_close(pt_train_plan *p);
 
 #endif

@@ -27,75 +27,6 @@ static double now(void)
 
 /* --- set-up ----------------------------------------------------------------- */
 
-static int find_target(pt_trainer *tr, uint32_t *key)
-{
-    const pt_dataset *ds = tr->ds;
-    int k0 = pt_dataset_find_target(ds, tr->cfg->target);
-    if (k0 >= 0) {
-        *key = (uint32_t)k0;
-        return 0;
-    }
-    char list[200] = "";
-    size_t n = 0;
-    for (uint32_t k = 0; k < ds->n_targets && n < sizeof list; k++)
-        n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", k ? ", " : "", ds->target_names[k]);
-    pt_errors_add(tr->errs, NULL, 0, "target", "the dataset has no numeric key \"%s\"; it has: %s",
-                  tr->cfg->target, ds->n_targets ? list : "none");
-    return -1;
-}
-
-/* Every structure must carry the target: none is silently left out. */
-static int check_targets_present(pt_trainer *tr, uint32_t key)
-{
-    const pt_dataset *ds = tr->ds;
-    const double *col = ds->targets + (size_t)key * ds->n_structs;
-    uint32_t missing = 0, first = 0;
-    for (uint32_t s = 0; s < ds->n_structs; s++) {
-        if (!isnan(col[s])) continue;
-        if (!missing++) first = s;
-    }
-    if (!missing) return 0;
-    pt_errors_add(tr->errs, NULL, ds->source_line ? (long)ds->source_line[first] : 0, "target",
-                  "%u of %u structures have no \"%s\" value (the first is structure %u); "
-                  "choose another target or ingest only structures that have it",
-                  missing, ds->n_structs, tr->cfg->target, first);
-    return -1;
-}
-
-static int build_graphs(pt_trainer *tr)
-{
-    const pt_job_model *m = &tr->cfg->model;
-    pt_graph_params gp = {.cutoff = (float)m->cutoff, .max_neighbors = m->max_neighbors,
-                          .mode = PT_GRAPH_RADIUS};
-    if (pt_graphs_build(&tr->graphs, tr->ds, &gp, tr->errs) != 0) return -1;
-    uint32_t n = tr->ds->n_structs;
-    tr->natoms = malloc((size_t)n * sizeof(uint32_t));
-    tr->nedges = malloc((size_t)n * sizeof(uint32_t));
-    if (!tr->natoms || !tr->nedges) {
-        pt_errors_add(tr->errs, NULL, 0, "", "out of memory");
-        return -1;
-    }
-    for (uint32_t s = 0; s < n; s++) {
-        tr->natoms[s] = pt_dataset_natoms(tr->ds, s);
-        tr->nedges[s] = pt_graphs_nedges(&tr->graphs, s);
-    }
-    return 0;
-}
-
-/* One packer per split part, each with the job's method and limits ("auto"
- * resolved on that part), so every validation graph fits its packs too. */
-static int plan_packer(pt_trainer *tr, pt_packer *pk, const uint32_t *ids, uint32_t n)
-{
-    const pt_job_batching *b = &tr->cfg->batching;
-    pt_pack_request req = {.method = (pt_pack_method)b->method, .max_nodes = b->max_nodes,
-                           .max_edges = b->max_edges, .heuristic = PT_HEUR_PRODUCT};
-    int batched = b->method == PT_JOB_BATCH_STATIC64 || b->method == PT_JOB_BATCH_STATIC2N ||
-                  b->method == PT_JOB_BATCH_DYNAMIC;
-    if (batched) req.batch_size = b->max_graphs;
-    else req.max_graphs = b->max_graphs;
-    return pt_packer_init(pk, &req, tr->natoms, tr->nedges, tr->ds->n_structs, ids, n, tr->errs);
-}
-
 static int init_model(pt_trainer *tr)
 {
     const pt_job_config *cfg = tr->cfg;
@@ -173,53 +104,45 @@ static void set_threads(const pt_job_config *cfg)
     pt_bf16_set_threads(openblas_get_num_threads());
 }
 
+/* The plan (plan.h) first: target, graphs, split, packers and layout are
+ * decided there, as the submission check decided them. */
 static int setup(pt_trainer *tr, const char *out_dir)
 {
     const pt_job_config *cfg = tr->cfg;
-    uint32_t key;
-    if (find_target(tr, &key) != 0 || check_targets_present(tr, key) != 0) return -1;
-    tr->target_key = key;
-    if (out_dir || tr->resuming) tr->data_crc = pt_checkpoint_data_crc(tr->ds, key);
+    pt_train_plan *p = &tr->plan;
+    if (pt_train_plan_init(p, cfg, tr->ds, PT_PLAN_GRAPHS, pt_online_cores(), tr->errs) != 0)
+        return -1;
+    tr->res->split_moved = p->split_moved;
+    if (out_dir || tr->resuming) tr->data_crc = pt_checkpoint_data_crc(tr->ds, p->target_key);
     if (open_outputs(tr, out_dir) != 0) return -1;
-    if (pt_train_layout_resolve(&tr->layout, cfg, pt_online_cores(), tr->errs) != 0) return -1;
     set_threads(cfg);
-    if (build_graphs(tr) != 0) return -1;
-    if (pt_split_init(&tr->split, tr->ds->n_structs, cfg->training.split, cfg->training.seed,
-                      tr->errs) != 0 ||
-        pt_split_cover_elements(&tr->split, tr->ds, &tr->res->split_moved, tr->errs) != 0)
-        return -1;
     if (pt_norm_fit(&tr->norm, cfg->training.normalize, cfg->model.readout == PT_JOB_READOUT_SUM,
-                    tr->ds, key, tr->split.train, tr->split.n_train, tr->errs) != 0)
+                    tr->ds, p->target_key, p->split.train, p->split.n_train, tr->errs) != 0)
         return -1;
-    if (plan_packer(tr, &tr->train_pk, tr->split.train, tr->split.n_train) != 0 ||
-        plan_packer(tr, &tr->val_pk, tr->split.val, tr->split.n_val) != 0)
-        return -1;
-    if (tr->split.n_test && plan_packer(tr, &tr->test_pk, tr->split.test, tr->split.n_test) != 0)
-        return -1;
-    if (pt_packer_epoch(&tr->val_pk, cfg->training.seed, 0, &tr->val_packs) != 0 ||
-        (tr->split.n_test &&
-         pt_packer_epoch(&tr->test_pk, cfg->training.seed, 0, &tr->test_packs) != 0)) {
+    if (pt_packer_epoch(&p->val_pk, cfg->training.seed, 0, &tr->val_packs) != 0 ||
+        (p->split.n_test &&
+         pt_packer_epoch(&p->test_pk, cfg->training.seed, 0, &tr->test_packs) != 0)) {
         pt_errors_add(tr->errs, NULL, 0, "", "out of memory");
         return -1;
     }
     if (init_model(tr) != 0) return -1;
 
-    tr->data = (pt_train_data){.cfg = cfg, .ds = tr->ds, .graphs = &tr->graphs,
-                               .target_key = key, .model = &tr->model,
-                               .limits = tr->train_pk.limits, .layout = tr->layout};
-    tr->global_packs = pt_train_layout_global_packs(&tr->layout);
+    tr->data = (pt_train_data){.cfg = cfg, .ds = tr->ds, .graphs = &p->graphs,
+                               .target_key = p->target_key, .model = &tr->model,
+                               .limits = p->train_pk.limits, .layout = p->layout};
+    tr->global_packs = pt_train_layout_global_packs(&p->layout);
     if (engine_for(tr)(&tr->engine, &tr->data, tr->errs) != 0) return -1;
-    if (pt_evaluator_init(&tr->val_eval, &tr->data, tr->val_pk.limits, tr->errs) != 0) return -1;
-    if (tr->split.n_test &&
-        pt_evaluator_init(&tr->test_eval, &tr->data, tr->test_pk.limits, tr->errs) != 0)
+    if (pt_evaluator_init(&tr->val_eval, &tr->data, p->val_pk.limits, tr->errs) != 0) return -1;
+    if (p->split.n_test &&
+        pt_evaluator_init(&tr->test_eval, &tr->data, p->test_pk.limits, tr->errs) != 0)
         return -1;
-    tr->res->limits = tr->train_pk.limits;
-    tr->res->layout = tr->layout;
-    tr->res->micro_packs = tr->layout.micro_packs;
+    tr->res->limits = p->train_pk.limits;
+    tr->res->layout = p->layout;
+    tr->res->micro_packs = p->layout.micro_packs;
     tr->res->global_packs = tr->global_packs;
-    tr->res->n_train = tr->split.n_train;
-    tr->res->n_val = tr->split.n_val;
-    tr->res->n_test = tr->split.n_test;
+    tr->res->n_train = p->split.n_train;
+    tr->res->n_val = p->split.n_val;
+    tr->res->n_test = p->split.n_test;
     return 0;
 }
 
@@ -234,13 +157,7 @@ static void teardown(pt_trainer *tr)
     pt_packs_close(&tr->packs);
     pt_packs_close(&tr->val_packs);
     pt_packs_close(&tr->test_packs);
-    pt_packer_close(&tr->train_pk);
-    pt_packer_close(&tr->val_pk);
-    pt_packer_close(&tr->test_pk);
-    pt_split_close(&tr->split);
-    pt_graphs_close(&tr->graphs);
-    free(tr->natoms);
-    free(tr->nedges);
+    pt_train_plan_close(&tr->plan);
     free(tr->grads);
     free(tr->best);
     free(tr->ids);
@@ -442,7 +359,7 @@ static int run_epochs(pt_trainer *tr)
 {
     const pt_job_training *t = &tr->cfg->training;
     for (int32_t epoch = tr->start_epoch; epoch < t->epochs; epoch++) {
-        if (pt_packer_epoch(&tr->train_pk, t->seed, (uint32_t)epoch, &tr->packs) != 0) {
+        if (pt_packer_epoch(&tr->plan.train_pk, t->seed, (uint32_t)epoch, &tr->packs) != 0) {
             pt_errors_add(tr->errs, NULL, 0, "", "out of memory");
             return -1;
         }
@@ -475,7 +392,7 @@ static int64_t planned_steps(pt_trainer *tr)
 static int start_policies(pt_trainer *tr)
 {
     const pt_job_config *cfg = tr->cfg;
-    if (pt_packer_epoch(&tr->train_pk, cfg->training.seed, 0, &tr->packs) != 0) {
+    if (pt_packer_epoch(&tr->plan.train_pk, cfg->training.seed, 0, &tr->packs) != 0) {
         pt_errors_add(tr->errs, NULL, 0, "", "out of memory");
         return -1;
     }
@@ -513,7 +430,7 @@ int pt_train_run(const pt_job_config *cfg, const pt_dataset *ds, const char *out
         /* the kept model is the best by validation: evaluate it on the test part */
         memcpy(tr.model.params_memory, tr.best, tr.model.n_params * sizeof(float));
         pt_eval_result te = {.mae = NAN, .rmse = NAN};
-        if (tr.split.n_test) {
+        if (tr.plan.split.n_test) {
             if (pt_evaluate(&tr.test_eval, &tr.test_packs, &te, errs) != 0) rc = -1;
             res->test_mae = te.mae;
             res->test_rmse = te.rmse;

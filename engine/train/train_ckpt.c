@@ -174,8 +174,8 @@ int pt_trainer_checkpoint(pt_trainer *tr, int32_t epoch, uint32_t position, int 
     if (!tr->ckpt_dir[0]) return 0;
     const pt_train_result *r = tr->res;
     pt_checkpoint_state s = {
-        .data_crc32 = tr->data_crc, .n_structs = tr->ds->n_structs, .n_train = tr->split.n_train,
-        .n_val = tr->split.n_val, .n_test = tr->split.n_test, .epoch = epoch,
+        .data_crc32 = tr->data_crc, .n_structs = tr->ds->n_structs, .n_train = tr->plan.split.n_train,
+        .n_val = tr->plan.split.n_val, .n_test = tr->plan.split.n_test, .epoch = epoch,
         .position = position, .steps = r->steps, .lines = tr->lines,
         .seconds = now() - tr->t_start, .optim_step = tr->optim.step,
         .sched_lr = tr->sched.lr, .sched_best = tr->sched.best, .sched_step = tr->sched.step,
@@ -254,16 +254,16 @@ static int check_data(pt_trainer *tr)
                       s->n_structs, s->data_crc32, tr->ds->n_structs, tr->data_crc);
         return -1;
     }
-    if (s->n_train != tr->split.n_train || s->n_val != tr->split.n_val ||
-        s->n_test != tr->split.n_test) {
+    if (s->n_train != tr->plan.split.n_train || s->n_val != tr->plan.split.n_val ||
+        s->n_test != tr->plan.split.n_test) {
         pt_errors_add(tr->errs, tr->resume.path, 0, "n_train",
                       "the checkpoint's split is %u/%u/%u structures, this run's %u/%u/%u",
-                      s->n_train, s->n_val, s->n_test, tr->split.n_train, tr->split.n_val,
-                      tr->split.n_test);
+                      s->n_train, s->n_val, s->n_test, tr->plan.split.n_train, tr->plan.split.n_val,
+                      tr->plan.split.n_test);
         return -1;
     }
     if (s->epoch < tr->cfg->training.epochs) {
-        if (pt_packer_epoch(&tr->train_pk, tr->cfg->training.seed, (uint32_t)s->epoch,
+        if (pt_packer_epoch(&tr->plan.train_pk, tr->cfg->training.seed, (uint32_t)s->epoch,
                             &tr->packs) != 0) {
             pt_errors_add(tr->errs, NULL, 0, "", "out of memory");
             return -1;

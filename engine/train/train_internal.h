@@ -64,12 +64,8 @@ typedef struct pt_trainer {
     pt_errors *errs;
     double t_start;
 
-    pt_graphs graphs;
-    uint32_t *natoms, *nedges;
-    uint32_t target_key;
-    pt_split split;
+    pt_train_plan plan;          /* target, graphs, split, packers, layout (plan.h) */
     pt_norm norm;
-    pt_packer train_pk, val_pk, test_pk;
     pt_packs packs, val_packs, test_packs;
     uint32_t *ids;
     uint32_t ids_cap;
@@ -82,7 +78,6 @@ typedef struct pt_trainer {
     pt_optim optim;
     pt_schedule sched;
     pt_early_stop early;
-    pt_train_layout layout;      /* of the whole job (all ranks) */
     int64_t global_packs;        /* R·A·b */
     int64_t planned_steps;       /* epochs x steps per epoch, capped by max_steps */
 

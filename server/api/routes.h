@@ -52,11 +52,9 @@ pt_response pt_api_job_model(pt_request *req, void *ctx);
 pt_response pt_api_job_predict(pt_request *req, void *ctx);      /* routes_predict.c */
 
 struct pt_job_config;
-/* Whether a valid config can train on a ready dataset (job_check.c): the
- * target exists on every structure, the split leaves training and
- * validation parts, every graph fits the pack limits, and the backend's
- * memory plan fits device_memory_mb.  Adds located errors ("target",
- * "training.split", "backend.device_memory_mb", ...) to errs. */
+/* Whether a valid config can train on a ready dataset (job_check.c: the
+ * engine's pt_run_check on the opened dataset).  Adds located errors
+ * ("target", "batching.max_nodes", "backend.device_memory_mb", ...) to errs. */
 void pt_job_check_dataset(pt_app *app, const struct pt_job_config *cfg, const pt_store_dataset *ds,
                           pt_errors *errs);
 

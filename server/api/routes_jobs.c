@@ -7,15 +7,15 @@
  * routes_job_data.c.
  *
  * A submission is checked completely before anything is stored: the config
- * through the engine's parser (every problem with its JSON path), the
+ * through the engine's validator (every problem with its JSON path), the
  * dataset (exists for this owner, ready), and the fit between the two
- * (pt_job_check_dataset: the target exists, and the backend's memory plan).
- * The stored config is the canonical form, so two bodies that mean the same
- * job are the same job for Idempotency-Key purposes. */
+ * (pt_job_check_dataset: the engine's plan and memory plan).  The stored
+ * config is the validator's canonical text, so two bodies that mean the same
+ * job are the same job for Idempotency-Key purposes, and the scheduler hands
+ * exactly that text to the worker. */
 #include "server/api/routes.h"
 
 #include <ctype.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -35,26 +35,20 @@ static int idempotency_key_ok(const char *key)
     return 1;
 }
 
-/* The server-side keys of a submission, taken out before the engine sees
- * the config (its parser rejects keys it does not know). */
-static json_t *split_submission(const json_t *body, const char **dataset, double *max_runtime, pt_errors *errs)
+/* "dataset" is the submission's reference to a stored dataset, not part of
+ * the job's configuration: taken out before the validator (which rejects
+ * keys it does not know) sees the rest. */
+static json_t *split_submission(const json_t *body, const char **dataset, pt_errors *errs)
 {
     json_t *cfg = json_deep_copy(body);
     if (!cfg) return NULL;
     const json_t *d = json_object_get(body, "dataset");
     *dataset = NULL;
-    if (!d) pt_errors_add(errs, NULL, 0, "dataset", "is required: the id of an uploaded dataset (POST /v1/datasets)");
+    if (!d || (json_is_string(d) && !json_string_length(d)))
+        pt_errors_add(errs, NULL, 0, "dataset", "is required: the id of an uploaded dataset (POST /v1/datasets)");
     else if (!json_is_string(d)) pt_errors_add(errs, NULL, 0, "dataset", "must be a string (a dataset id)");
     else *dataset = json_string_value(d);
-    const json_t *m = json_object_get(body, "max_runtime_seconds");
-    *max_runtime = 0;
-    if (m && !json_is_null(m)) {
-        if (!json_is_number(m) || !(json_number_value(m) > 0) || !isfinite(json_number_value(m)))
-            pt_errors_add(errs, NULL, 0, "max_runtime_seconds", "must be a number of seconds > 0, or null");
-        else *max_runtime = json_number_value(m);
-    }
     json_object_del(cfg, "dataset");
-    json_object_del(cfg, "max_runtime_seconds");
     return cfg;
 }
 
@@ -72,16 +66,6 @@ static void check_dataset_row(pt_store *s, const char *owner, const char *id, pt
     } else {
         *found = 1;
     }
-}
-
-static char *canonical_config(const pt_job_config *cfg, double max_runtime)
-{
-    json_t *root = pt_job_config_to_json(cfg);
-    if (!root) return NULL;
-    if (max_runtime > 0) json_object_set_new(root, "max_runtime_seconds", json_real(max_runtime));
-    char *text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(root);
-    return text;
 }
 
 static pt_response job_created(pt_app *app, pt_store_job *job, int created)
@@ -105,8 +89,7 @@ static pt_response submit(pt_app *app, pt_request *req, pt_store *s)
     pt_errors errs;
     pt_errors_init(&errs, ERRORS_KEPT);
     const char *dataset_id = NULL;
-    double max_runtime = 0;
-    json_t *cfg_json = split_submission(req->json, &dataset_id, &max_runtime, &errs);
+    json_t *cfg_json = split_submission(req->json, &dataset_id, &errs);
     if (!cfg_json) {
         pt_errors_close(&errs);
         return pt_problem(500, "out of memory");
@@ -126,7 +109,8 @@ static pt_response submit(pt_app *app, pt_request *req, pt_store *s)
         return r;
     }
     pt_errors_close(&errs);
-    char *text = canonical_config(&cfg, max_runtime);
+    /* the canonical text: what the scheduler hands the worker, untouched */
+    char *text = pt_job_config_dump(&cfg);
     if (!text) return pt_problem(500, "out of memory");
     pt_store_job_request jr = {.owner = owner, .dataset_id = dataset_id, .config_json = text, .idempotency_key = key};
     pt_store_job job = {0};

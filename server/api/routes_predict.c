@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "engine/data/ingest.h"
+#include "engine/train/config.h"
 #include "engine/train/predict.h"
 
 #define PREDICT_MAX_STRUCTURES 10000
@@ -41,10 +42,14 @@ static int find_model(pt_app *app, pt_request *req, const char *id, char *model,
     else if (rc != PT_STORE_OK) *r = pt_api_store_problem(s, rc, "cannot read the job");
     pt_app_store_release(app, s);
     if (rc != PT_STORE_OK) return -1;
-    json_t *cfg = pt_api_parse_doc(job.config_json);
-    const char *t = json_string_value(json_object_get(cfg, "target"));
-    snprintf(target, tcap, "%s", t ? t : "");
-    json_decref(cfg);
+    /* the stored canonical text, read through the validator like every job */
+    pt_job_config cfg;
+    pt_errors perrs;
+    pt_errors_init(&perrs, 1);
+    const char *text = job.config_json ? job.config_json : "";
+    int parsed = pt_job_config_parse(&cfg, text, strlen(text), NULL, &perrs) == 0;
+    pt_errors_close(&perrs);
+    snprintf(target, tcap, "%s", parsed ? cfg.target : "");
     pt_job_state state = job.state;
     pt_store_job_clear(&job);
     if (!pt_job_state_is_terminal(state)) {

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/train/config.h"
 #include "engine/data/dataset.h"
@@ -30,10 +31,25 @@ static void on_sigint(int sig)
     interrupted = 1;
 }
 
+/* max_runtime_seconds of the job: a run past it stops as on Ctrl-C and
+ * fails, as the server's scheduler fails such a job. */
+typedef struct run_limit {
+    double limit_s, start;
+    int exceeded;
+} run_limit;
+
+static double wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static int stop_requested(void *user)
 {
-    (void)user;
-    return interrupted;
+    run_limit *l = user;
+    if (l->limit_s > 0 && wall() - l->start >= l->limit_s) l->exceeded = 1;
+    return interrupted || l->exceeded;
 }
 
 static void print_line(void *user, const pt_train_metrics *m, const char *json)
@@ -69,6 +85,7 @@ static void usage(FILE *out)
             "\n"
             "Ctrl-C ends training after the current step; the best model is kept and a\n"
             "checkpoint written, whose path is printed, to continue from with --resume.\n"
+            "A job's max_runtime_seconds stops it the same way, and the exit status is 1.\n"
             "Exit status: 0 trained, 1 training failed, 2 bad arguments or configuration.\n");
 }
 
@@ -148,8 +165,9 @@ int pt_cmd_train(int argc, char **argv)
     sigaction(SIGINT, &sa, &old);
     /* the emulated multi-IPU backend (the default for its kind) computes the
      * gradients, as in the server's workers */
-    pt_train_options opt = {.on_metrics = print_line, .should_stop = stop_requested,
-                            .resume_path = resume};
+    run_limit limit = {.limit_s = cfg.max_runtime_seconds, .start = wall()};
+    pt_train_options opt = {.user = &limit, .on_metrics = print_line,
+                            .should_stop = stop_requested, .resume_path = resume};
     pt_train_result res;
     rc = pt_run_train(&cfg, &ds, out, &opt, &res, &errs);
     sigaction(SIGINT, &old, NULL);
@@ -167,6 +185,10 @@ int pt_cmd_train(int argc, char **argv)
             fprintf(stderr, "packtrain train: to continue: packtrain train %s%s%s --out %s "
                     "--resume %s\n", data, config ? " --config " : "", config ? config : "",
                     out, res.last_checkpoint);
+        if (limit.exceeded && !interrupted) {
+            fprintf(stderr, "packtrain train: exceeded max_runtime_seconds=%g\n", limit.limit_s);
+            rc = -1;
+        }
     }
     pt_dataset_close(&ds);
     pt_errors_close(&errs);

@@ -22,8 +22,11 @@
  * it passes the worker is stopped the same way and the job fails with
  * "exceeded max_runtime_seconds=N".
  *
- * A top-level "max_runtime_seconds" is removed from the config.json handed
- * to the worker, because the engine's config parser rejects unknown keys.
+ * config.json, the worker's --config, is the job's stored canonical text,
+ * untouched; the scheduler reads it once through the engine's validator for
+ * max_runtime_seconds, and a stored text the validator refuses fails the
+ * job before a worker starts.  The scheduler knows no backend kind: a job of
+ * kind "mpi" starts its ranks itself (server/cli/cmd_worker.c).
  * A checkpoint path the worker reports relative is taken relative to its
  * --out directory and stored absolute; --resume gets the latest one that
  * still exists on disk, and the job's metrics after its step are discarded

@@ -18,6 +18,8 @@
 
 #include <jansson.h>
 
+#include "engine/train/config.h"
+
 #define CRASH_PREFIX "worker crashed"
 
 static void announce(pt_scheduler *s, pt_store *st, const char *id)
@@ -175,31 +177,25 @@ static int write_atomic(const char *dir, const char *path, const char *text, cha
     return 0;
 }
 
-/* config.json for the worker: the stored config minus max_runtime_seconds,
- * which is the scheduler's business and unknown to the engine's parser. */
+/* config.json for the worker: the stored canonical text, untouched.  The
+ * validator reads it here once (the text crossed the database, and may
+ * predate this server) for the one value the scheduler enforces itself. */
 static int write_config(pt_scheduler *s, const pt_store_job *job, pt_sched_launch *l, char *err, size_t errlen)
 {
-    json_error_t jerr;
-    json_t *root = json_loads(job->config_json ? job->config_json : "", 0, &jerr);
-    if (!root) return fail_prep(err, errlen, "stored config is not valid JSON: %s", jerr.text);
-    int rc = 0;
-    l->max_runtime_s = s->max_runtime_s;
-    json_t *mr = json_object_get(root, "max_runtime_seconds");
-    if (!json_is_object(root)) {
-        rc = fail_prep(err, errlen, "stored config is not a JSON object");
-    } else if (mr) {
-        if (!json_is_number(mr) || !(json_number_value(mr) > 0.0))
-            rc = fail_prep(err, errlen, "config max_runtime_seconds must be a number > 0");
-        else l->max_runtime_s = json_number_value(mr);
-        json_object_del(root, "max_runtime_seconds");
+    const char *text = job->config_json ? job->config_json : "";
+    pt_job_config cfg;
+    pt_errors errs;
+    pt_errors_init(&errs, 4);
+    int rc = pt_job_config_parse(&cfg, text, strlen(text), NULL, &errs);
+    if (rc) {
+        char why[PT_ERR_FIELD_MAX + PT_ERR_MSG_MAX + 8];
+        pt_errors_first(&errs, why, sizeof why);
+        rc = fail_prep(err, errlen, "stored config: %s", why);
     }
-    char *text = rc ? NULL : json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
-    json_decref(root);
+    pt_errors_close(&errs);
     if (rc) return rc;
-    if (!text) return fail_prep(err, errlen, "out of memory writing config.json");
-    rc = write_atomic(l->out_dir, l->config_path, text, err, errlen);
-    free(text);
-    return rc;
+    l->max_runtime_s = cfg.max_runtime_seconds > 0 ? cfg.max_runtime_seconds : s->max_runtime_s;
+    return write_atomic(l->out_dir, l->config_path, text, err, errlen);
 }
 
 /* Picks the checkpoint to resume from and trims the metric series to it, so

@@ -106,6 +106,12 @@ expect "cancel a queued job: 200" "$STATUS" 200
 req POST "/v1/jobs/$JOB/cancel" "${A[@]}"
 expect "cancel it again: 409" "$STATUS" 409
 
+# --- the form's checks are the server's ------------------------------------------------------------
+node tests/integration/validate_agree.mjs --base "$BASE" --token "$ALICE" --dataset "$DS" >"$WORK/agree" 2>&1
+rc=$?
+check "web/js/validate.js says what the server's validator says: $(tail -1 "$WORK/agree")" test "$rc" -eq 0
+[ "$rc" -eq 0 ] || head -40 "$WORK/agree"
+
 # --- 304 ----------------------------------------------------------------------------------------
 req GET "/v1/jobs/$JOB" "${A[@]}"
 ETAG=$(header ETag)

@@ -224,7 +224,7 @@ static void expect_init_error(int R, size_t n, const pt_allreduce_segment *segs,
 static void test_init_errors(void **state)
 {
     (void)state;
-    expect_init_error(0, 10, NULL, 0, "replication_factor",
+    expect_init_error(0, 10, NULL, 0, "allreduce",
                       "all-reduce needs at least 1 rank, got 0");
     expect_init_error(2, 0, NULL, 0, "allreduce", "all-reduce over an empty buffer");
     pt_allreduce_segment one = {0, 10};

@@ -119,8 +119,8 @@ static void test_open_errors(void **state)
     cfg.backend.replication_factor = 1024;
     cfg.backend.gradient_accumulation = 65536;
     expect_open_error(&cfg, layout_of(&cfg, 65536), "backend",
-                      "replication_factor x gradient_accumulation x model_batch_size = "
-                      "4398046511104 packs per step (with 67111936 batch buffers) is too large");
+                      "a layout of 4398046511104 packs per step (with 67111936 batch buffers) is "
+                      "too large for one process");
     /* the memory plan: 1 MB cannot hold this model and batch */
     cfg = F.cfg;
     cfg.backend.device_memory_mb = 1;

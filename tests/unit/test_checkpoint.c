@@ -255,7 +255,8 @@ static void test_error_not_a_checkpoint(void **state)
     assert_string_equal(e.message, "cannot open: No such file or directory");
 }
 
-/* The hash ignores checkpoint_every and nothing else. */
+/* The hash ignores checkpoint_every and max_runtime_seconds and nothing
+ * else. */
 static void test_config_hash(void **state)
 {
     (void)state;
@@ -265,6 +266,7 @@ static void test_config_hash(void **state)
     char ha[65], hb[65];
     assert_int_equal(pt_checkpoint_config_hash(&a, ha), 0);
     b.training.checkpoint_every = 7;
+    b.max_runtime_seconds = 3600;
     assert_int_equal(pt_checkpoint_config_hash(&b, hb), 0);
     assert_string_equal(ha, hb);
     assert_int_equal(strlen(ha), 64);

@@ -181,11 +181,33 @@ static void test_interrupt_and_resume(void **state)
     assert_non_null(strstr(err, " 20 epochs in "));
 }
 
+/* A job's max_runtime_seconds stops the run after the step that passes it,
+ * with a checkpoint to continue from, and fails it. */
+static void test_max_runtime(void **state)
+{
+    (void)state;
+    char cfg[300], out[300], err[4096];
+    snprintf(cfg, sizeof cfg, "%s/limited.json", tmpdir);
+    snprintf(out, sizeof out, "%s/limited", tmpdir);
+    assert_int_equal(tfx_write(cfg, "{\"model\":{\"hidden\":16,\"filters\":16,\"interactions\":1,"
+                                    "\"gaussians\":12},\"batching\":{\"model_batch_size\":4},"
+                                    "\"backend\":{\"threads\":1},\"max_runtime_seconds\":0.001,"
+                                    "\"training\":{\"epochs\":20,\"log_every\":1,\"seed\":9}}"), 0);
+    child c;
+    start(&c, "limited", data_path, "--config", cfg, "--out", out, NULL);
+    assert_int_equal(wait_exit(&c), 1);
+    read_err(&c, err, sizeof err);
+    assert_non_null(strstr(err, "1 steps, 0 epochs"));
+    assert_non_null(strstr(err, "--resume "));
+    assert_non_null(strstr(err, "packtrain train: exceeded max_runtime_seconds=0.001\n"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_checkpoint_every),
         cmocka_unit_test(test_interrupt_and_resume),
+        cmocka_unit_test(test_max_runtime),
     };
     return cmocka_run_group_tests_name("cmd_train", tests, setup, teardown);
 }

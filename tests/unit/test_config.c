@@ -261,7 +261,8 @@ static void test_error_unknown_keys(void **state)
                      "unknown key; allowed here: hidden, filters, interactions, gaussians, "
                      "cutoff, max_neighbors, readout");
     expect_one_error("{\"modle\":{}}", "modle",
-                     "unknown key; allowed here: target, model, batching, training, backend");
+                     "unknown key; allowed here: target, model, batching, training, backend, "
+                                              "max_runtime_seconds");
 }
 
 static void test_error_section_not_object(void **state)
@@ -321,6 +322,37 @@ static void test_checkpoint_every_null(void **state)
     char *s = pt_job_config_dump(&cfg);
     assert_non_null(strstr(s, "\"checkpoint_every\":null,"));
     free(s);
+}
+
+/* max_runtime_seconds: a limit of the run at the top level, in the
+ * canonical text only when set; the server's scheduler enforces it. */
+static void test_max_runtime_seconds(void **state)
+{
+    (void)state;
+    pt_job_config cfg;
+    pt_errors errs;
+    assert_int_equal(parse(&cfg, "{\"max_runtime_seconds\":90.5}", &errs), 0);
+    pt_errors_close(&errs);
+    assert_true(cfg.max_runtime_seconds == 90.5);
+    char *s = pt_job_config_dump(&cfg);
+    assert_non_null(strstr(s, "\"max_runtime_seconds\":90.5,"));
+    pt_job_config again;
+    assert_int_equal(parse(&again, s, &errs), 0);
+    pt_errors_close(&errs);
+    char *t = pt_job_config_dump(&again);
+    assert_string_equal(s, t);
+    free(s);
+    free(t);
+    assert_int_equal(parse(&cfg, "{\"max_runtime_seconds\":null}", &errs), 0);
+    pt_errors_close(&errs);
+    assert_true(cfg.max_runtime_seconds == 0);
+    s = pt_job_config_dump(&cfg);
+    assert_null(strstr(s, "max_runtime_seconds"));
+    free(s);
+    const char *bad[] = {"{\"max_runtime_seconds\":-1}", "{\"max_runtime_seconds\":0}",
+                         "{\"max_runtime_seconds\":\"1h\"}", "{\"max_runtime_seconds\":[]}", NULL};
+    for (int i = 0; bad[i]; i++)
+        expect_one_error(bad[i], "max_runtime_seconds", "must be a number of seconds > 0, or null");
 }
 
 static void test_error_number(void **state)
@@ -435,6 +467,16 @@ static void test_error_ranks(void **state)
 }
 
 /* All problems are reported in one pass, in document order. */
+static void test_error_step_too_large(void **state)
+{
+    (void)state;
+    expect_one_error("{\"backend\":{\"replication_factor\":1024,\"gradient_accumulation\":65536},"
+                     "\"batching\":{\"model_batch_size\":65536}}", "backend",
+                     "replication_factor x gradient_accumulation x model_batch_size = "
+                     "4398046511104 packs per step (with 67111936 batch buffers) is too large: at "
+                     "most 1073741824 of each");
+}
+
 static void test_all_errors_reported(void **state)
 {
     (void)state;
@@ -512,6 +554,7 @@ int main(void)
         cmocka_unit_test(test_error_auto_or_integer),
         cmocka_unit_test(test_error_null_or_integer),
         cmocka_unit_test(test_checkpoint_every_null),
+        cmocka_unit_test(test_max_runtime_seconds),
         cmocka_unit_test(test_error_number),
         cmocka_unit_test(test_error_enum),
         cmocka_unit_test(test_error_precision),
@@ -521,6 +564,7 @@ int main(void)
         cmocka_unit_test(test_error_schedule),
         cmocka_unit_test(test_error_atomref_needs_sum),
         cmocka_unit_test(test_error_ranks),
+        cmocka_unit_test(test_error_step_too_large),
         cmocka_unit_test(test_all_errors_reported),
         cmocka_unit_test(test_load_file),
         cmocka_unit_test(test_load_too_large),

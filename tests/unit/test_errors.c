@@ -58,6 +58,23 @@ static void test_first_of_empty(void **state)
     pt_errors_close(&errs);
 }
 
+/* A scope names the fields of the errors added while it is set. */
+static void test_scope(void **state)
+{
+    (void)state;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    errs.scope = "batching.";
+    pt_errors_add(&errs, NULL, 0, "max_nodes", "too small");
+    pt_errors_add(&errs, NULL, 0, "", "out of memory");
+    errs.scope = NULL;
+    pt_errors_add(&errs, NULL, 0, "max_nodes", "outside");
+    assert_string_equal(errs.items[0].field, "batching.max_nodes");
+    assert_string_equal(errs.items[1].field, "");
+    assert_string_equal(errs.items[2].field, "max_nodes");
+    pt_errors_close(&errs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -65,6 +82,7 @@ int main(void)
         cmocka_unit_test(test_format_without_parts),
         cmocka_unit_test(test_bounded_but_counted),
         cmocka_unit_test(test_first_of_empty),
+        cmocka_unit_test(test_scope),
     };
     return cmocka_run_group_tests_name("errors", tests, NULL, NULL);
 }

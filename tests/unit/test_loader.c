@@ -279,7 +279,7 @@ static void test_init_errors(void **state)
     pt_errors_init(&errs, 0);
     pt_loader ld;
     assert_int_equal(pt_loader_init(&ld, 0, 1, fake_fill, &f, &errs), -1);
-    assert_string_equal(errs.items[0].field, "prefetch_depth");
+    assert_string_equal(errs.items[0].field, "loader");
     assert_string_equal(errs.items[0].message, "the loader needs at least 1 batch buffer, got 0");
     assert_int_equal(pt_loader_init(&ld, 2, -1, fake_fill, &f, &errs), -1);
     assert_string_equal(errs.items[1].message, "thread count must be >= 0, got -1");

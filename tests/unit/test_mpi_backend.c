@@ -265,9 +265,9 @@ static void test_plan_replicas(void **state)
         {2, 2, 1, "backend.ranks: is 2 but this process runs in an MPI world of 1 process; start it "
                   "with `mpirun -np 2`"},
         {1, 2, 3, "backend.ranks: is 1 but this process runs in an MPI world of 3 processes"},
-        {2, 3, 2, "backend.replication_factor: must be a multiple of backend.ranks (2)"},
-        {0, 2, 1, "backend.ranks: must be >= 1, got 0"},
-        {1, 0, 1, "backend.replication_factor: must be >= 1, got 0"},
+        {2, 3, 2, "backend: a layout of 3 replicas cannot be shared evenly by 2 ranks"},
+        {0, 2, 1, "backend: a layout of 2 replicas cannot be shared evenly by 0 ranks"},
+        {1, 0, 1, "backend: a layout of 0 replicas cannot be shared evenly by 1 ranks"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_int_equal(pt_mpi_plan_replicas(bad[i].ranks, bad[i].replicas, bad[i].world, &local,

@@ -58,10 +58,10 @@ static void test_success_records_everything(void **state)
     assert_non_null(strstr(log, "sched_ok: config {"));
     assert_non_null(strstr(log, "[scheduler] job succeeded: worker finished"));
     free(log);
-    /* config.json holds the stored config minus the scheduler's key */
+    /* config.json is the stored text, untouched */
     snprintf(want, sizeof(want), "%s/jobs/%s/config.json", f->data, id);
     log = read_text(want);
-    assert_string_equal(log, "{\n  \"training\": {\n    \"epochs\": 3\n  }\n}");
+    assert_string_equal(log, "{\"max_runtime_seconds\":60,\"training\":{\"epochs\":3}}");
     free(log);
     pthread_mutex_lock(&f->mu);
     assert_true(f->changes >= 4);   /* claim, metrics, checkpoints, end */
@@ -190,14 +190,15 @@ static void test_bad_config_fails_before_spawn(void **state)
     start(f, "tests/data/sched_ok.sh", 1);
     pt_store_job job;
     wait_state(f, a, PT_JOB_FAILED, &job);
-    assert_non_null(strstr(job.failure_reason, "could not prepare the worker: stored config is not valid JSON: "));
+    assert_non_null(strstr(job.failure_reason, "could not prepare the worker: stored config: line 1: invalid JSON at column "));
     pt_store_job_clear(&job);
     wait_state(f, b, PT_JOB_FAILED, &job);
-    assert_string_equal(job.failure_reason,
-                        "could not prepare the worker: config max_runtime_seconds must be a number > 0");
+    assert_string_equal(job.failure_reason, "could not prepare the worker: stored config: "
+                                            "max_runtime_seconds: must be a number of seconds > 0, or null");
     pt_store_job_clear(&job);
     wait_state(f, c, PT_JOB_FAILED, &job);
-    assert_string_equal(job.failure_reason, "could not prepare the worker: stored config is not a JSON object");
+    assert_string_equal(job.failure_reason, "could not prepare the worker: stored config: the job "
+                                            "configuration must be a JSON object, got an array");
     pt_store_job_clear(&job);
     pt_scheduler_stats st;
     pt_scheduler_stats_get(&f->sched, &st);

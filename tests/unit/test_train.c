@@ -418,7 +418,7 @@ static void test_error_unknown_target(void **state)
     small_config(&cfg);
     snprintf(cfg.target, sizeof cfg.target, "energy");
     expect_error(&cfg, NULL, "target",
-                 "the dataset has no numeric key \"energy\"; it has: qm9_id, energy_U0, energy_U, "
+                 "the dataset has no numeric key 'energy'; its keys: qm9_id, energy_U0, energy_U, "
                  "enthalpy_H, free_energy, homo, lumo, gap, zpve, mu, alpha, cv");
 }
 

@@ -1,9 +1,12 @@
 // validate.js — the job submission's checks, run in the browser on the exact
 // JSON body that would be sent, with the server's own wording: the rules and
-// messages mirror engine/config.c (pt_job_config_from_json) and
-// server/routes_jobs.c, so a problem reads the same whether the form or the
-// server's 422 found it.  The server stays the authority; this only saves a
-// round trip.
+// messages of the validator, engine/train/config.c (pt_job_config_from_json),
+// for the fields below, and the plan's target check (engine/train/plan.c),
+// so a problem reads the same whether the form or the server's 422 found it.
+// The server stays the authority; this only saves a round trip.
+// tests/integration/validate_agree.mjs posts bodies made from FIELDS to the
+// server and fails on any difference; FIELDS is the seam where the rules
+// can be generated from the C validator's table instead of written here.
 
 const I64_MAX = '9223372036854775807';
 
@@ -34,6 +37,7 @@ export const FIELDS = [
   ['backend.gradient_accumulation', 'int', { lo: 1, hi: 65536 }, 1],
   ['backend.device_iterations', 'int', { lo: 1, hi: 65536 }, 1],
   ['backend.threads', 'int', { lo: 1, hi: 1024, alt: 'auto' }, 'auto'],
+  ['backend.ranks', 'int', { lo: 1, hi: 4096 }, 1],
 ];
 
 // What a text box means as JSON: a number when it reads as one, "auto" and
@@ -114,17 +118,30 @@ export function validateJob(body, dataset) {
     const msg = CHECKS[kind](v, opt);
     if (msg) add(path, msg);
   }
-  const normalize = at(body, 'training.normalize') ?? 'atomref';
-  const readout = at(body, 'model.readout') ?? 'sum';
-  if (normalize === 'atomref' && readout !== 'sum')
+  // Relations between sections, on the values the validator keeps: an
+  // invalid value leaves the default in place, as in config.c.
+  const value = path => {
+    const f = FIELDS.find(x => x[0] === path);
+    const v = at(body, path);
+    return v !== undefined && !CHECKS[f[1]](v, f[2]) ? v : f[3];
+  };
+  if (value('training.normalize') === 'atomref' && value('model.readout') !== 'sum')
     add('training.normalize', '"atomref" needs model.readout "sum" (per-atom references add up over atoms); ' +
         'use "mean_std" or "none" with readout "mean"');
-  if (dataset && typeof t === 'string' && t && !errs.some(e => e.field === 'target')) {
+  const kind = value('backend.kind'), ranks = value('backend.ranks'), replicas = value('backend.replication_factor');
+  if (kind !== 'mpi' && ranks !== 1)
+    add('backend.ranks', `more than one rank needs backend.kind "mpi", got ${ranks} ranks with "${kind}"`);
+  if (kind === 'mpi' && replicas % ranks !== 0)
+    add('backend.replication_factor', `must be a multiple of backend.ranks (${ranks}): each rank runs ` +
+        `replication_factor / ranks replicas; got ${replicas}`);
+  // The plan's first check (engine/train/plan.c), from the dataset's report;
+  // a target missing on some structures is the server's to say (its message
+  // names the first such structure, which the report does not hold).
+  // The server plans only a valid configuration, so only then does it say this.
+  if (dataset && typeof t === 'string' && t && !errs.length) {
     const targets = dataset.report?.targets || {};
     const keys = Object.keys(targets);
-    if (!targets[t]) add('target', `dataset ${dataset.id} has no numeric key '${t}'; its keys: ${keys.length ? keys.join(', ') : 'none'}`);
-    else if (targets[t].count < dataset.n_structures)
-      add('target', `only ${targets[t].count} of the ${dataset.n_structures} structures of dataset ${dataset.id} have '${t}'`);
+    if (!targets[t]) add('target', `the dataset has no numeric key '${t}'; its keys: ${keys.length ? keys.join(', ') : 'none'}`);
   }
   return errs;
 }
