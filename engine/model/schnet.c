@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include "engine/model/edge_rows.h"
+#include "engine/model/schnet_internal.h"
 #include "engine/core/rng.h"
 
 pt_schnet_config pt_schnet_config_default(void)
@@ -212,32 +213,48 @@ static void *carve(carver *c, size_t bytes)
     return c->base ? c->base + start : NULL;
 }
 
+/* The energy's arrays, then (mode ≥ FORCES) the distance backward's and
+ * (FORCES_TRAIN) the tangents and hats; pairs (schnet.h) get twice the rows. */
 static void acts_layout(pt_schnet_acts *a, const pt_schnet_config *c, carver *cv)
 {
     const size_t N = (size_t)a->cap_nodes, E = (size_t)a->cap_edges, B = (size_t)a->cap_graphs;
     const size_t H = (size_t)c->hidden, F = (size_t)c->filters, G = (size_t)c->gaussians;
-    const size_t H2 = H / 2, fs = sizeof(float);
+    const size_t H2 = H / 2, fs = sizeof(float), ds = sizeof(double);
+    const int forces = a->mode >= PT_SCHNET_FORCES, train = a->mode == PT_SCHNET_FORCES_TRAIN;
+    const size_t pair = train ? 2 : 1; /* forward activations with a tangent half */
     a->row = carve(cv, E * sizeof(int32_t));
     a->first = carve(cv, E);
     a->row_dist = carve(cv, E * fs);
-    a->e = carve(cv, E * G * fs);
+    a->e = carve(cv, pair * E * G * fs);
     a->cut = carve(cv, E * fs);
-    for (int t = 0; t <= c->interactions; t++) a->h[t] = carve(cv, N * H * fs);
+    for (int t = 0; t <= c->interactions; t++) a->h[t] = carve(cv, pair * N * H * fs);
     for (int t = 0; t < c->interactions; t++) {
         pt_schnet_block_acts *k = &a->block[t];
         k->sig1 = carve(cv, E * F * fs);
-        k->s1 = carve(cv, E * F * fs);
+        k->s1 = carve(cv, pair * E * F * fs);
         k->w = carve(cv, E * F * fs);
+        k->p = forces ? carve(cv, E * F * fs) : k->w;
         k->x = carve(cv, N * F * fs);
-        k->m = carve(cv, N * F * fs);
+        k->m = carve(cv, pair * N * F * fs);
         k->sig2 = carve(cv, N * H * fs);
-        k->u = carve(cv, N * H * fs);
+        k->u = carve(cv, pair * N * H * fs);
+        if (!forces) continue;
+        k->ubar = carve(cv, N * H * fs);
+        k->z2 = carve(cv, pair * N * H * fs);
+        k->mbar = carve(cv, N * F * fs);
+        k->xb = carve(cv, pair * N * F * fs);
+        k->pb = carve(cv, pair * E * F * fs);
+        k->s1bar = carve(cv, E * F * fs);
+        k->z1 = carve(cv, pair * E * F * fs);
+        if (!train) continue;
+        k->wdot = carve(cv, E * F * fs);
+        k->xdot = carve(cv, N * F * fs);
     }
     a->sig4 = carve(cv, N * H2 * fs);
-    a->q = carve(cv, N * H2 * fs);
+    a->q = carve(cv, pair * N * H2 * fs);
     a->o = carve(cv, N * fs);
-    a->y = carve(cv, B * sizeof(double));
-    a->dy = carve(cv, B * sizeof(double));
+    a->y = carve(cv, B * ds);
+    a->dy = carve(cv, B * ds);
     a->count = carve(cv, B * sizeof(int32_t));
     a->dh = carve(cv, N * H * fs);
     a->du = carve(cv, N * H * fs);
@@ -247,6 +264,25 @@ static void acts_layout(pt_schnet_acts *a, const pt_schnet_config *c, carver *cv
     a->ds1 = carve(cv, E * F * fs);
     a->dq = carve(cv, N * H2 * fs);
     a->dout = carve(cv, N * fs);
+    if (!forces) return;
+    a->de = carve(cv, E * G * fs);
+    a->dcut = carve(cv, E * fs);
+    a->ebar = carve(cv, E * G * fs);
+    a->cbar = carve(cv, E * fs);
+    a->dist_grad = carve(cv, E * fs);
+    for (int t = 0; t <= c->interactions; t++) a->hb[t] = carve(cv, pair * N * H * fs);
+    a->qbar = carve(cv, N * H2 * fs);
+    a->z4 = carve(cv, pair * N * H2 * fs);
+    a->ob = carve(cv, pair * N * fs);
+    a->ones = carve(cv, B * ds);
+    a->force = carve(cv, N * 3 * ds);
+    a->stress = carve(cv, B * 9 * ds);
+    if (!train) return;
+    a->force_bar = carve(cv, N * 3 * ds);
+    a->stress_bar = carve(cv, B * 9 * ds);
+    a->lambda = carve(cv, E * fs);
+    a->cdot = carve(cv, E * fs);
+    a->mhat = carve(cv, N * F * fs);
 }
 
 size_t pt_schnet_param_count(const pt_schnet_config *cfg)
@@ -255,18 +291,32 @@ size_t pt_schnet_param_count(const pt_schnet_config *cfg)
     return layout(cfg, NULL, &probe, NULL);
 }
 
-size_t pt_schnet_acts_bytes(const pt_schnet_config *cfg, int32_t cap_nodes, int32_t cap_edges,
-                            int32_t cap_graphs)
+size_t pt_schnet_acts_bytes_mode(const pt_schnet_config *cfg, int32_t cap_nodes,
+                                 int32_t cap_edges, int32_t cap_graphs, pt_schnet_mode mode)
 {
     pt_schnet_acts probe = {.cap_nodes = cap_nodes, .cap_edges = cap_edges,
-                            .cap_graphs = cap_graphs};
+                            .cap_graphs = cap_graphs, .mode = mode};
     carver cv = {NULL, 0};
     acts_layout(&probe, cfg, &cv);
     return (cv.used + 63) & ~(size_t)63;
 }
 
+size_t pt_schnet_acts_bytes(const pt_schnet_config *cfg, int32_t cap_nodes, int32_t cap_edges,
+                            int32_t cap_graphs)
+{
+    return pt_schnet_acts_bytes_mode(cfg, cap_nodes, cap_edges, cap_graphs, PT_SCHNET_ENERGY);
+}
+
 int pt_schnet_acts_init(pt_schnet_acts *a, const pt_schnet *m, int32_t cap_nodes,
                         int32_t cap_edges, int32_t cap_graphs, pt_errors *errs)
+{
+    return pt_schnet_acts_init_mode(a, m, cap_nodes, cap_edges, cap_graphs, PT_SCHNET_ENERGY,
+                                    errs);
+}
+
+int pt_schnet_acts_init_mode(pt_schnet_acts *a, const pt_schnet *m, int32_t cap_nodes,
+                             int32_t cap_edges, int32_t cap_graphs, pt_schnet_mode mode,
+                             pt_errors *errs)
 {
     memset(a, 0, sizeof(*a));
     if (cap_nodes < 1 || cap_edges < 0 || cap_graphs < 1) {
@@ -276,10 +326,15 @@ int pt_schnet_acts_init(pt_schnet_acts *a, const pt_schnet *m, int32_t cap_nodes
                           "(got %d, %d, %d)", cap_nodes, cap_edges, cap_graphs);
         return -1;
     }
+    if (mode != PT_SCHNET_ENERGY && mode != PT_SCHNET_FORCES && mode != PT_SCHNET_FORCES_TRAIN) {
+        if (errs) pt_errors_add(errs, "", 0, "mode", "unknown arena mode %d", (int)mode);
+        return -1;
+    }
     a->cap_nodes = cap_nodes;
     a->cap_edges = cap_edges;
     a->cap_graphs = cap_graphs;
-    a->bytes = pt_schnet_acts_bytes(&m->cfg, cap_nodes, cap_edges, cap_graphs);
+    a->mode = mode;
+    a->bytes = pt_schnet_acts_bytes_mode(&m->cfg, cap_nodes, cap_edges, cap_graphs, mode);
     a->memory = aligned_alloc(64, a->bytes);
     if (!a->memory) {
         if (errs)
@@ -370,29 +425,6 @@ const char *pt_schnet_op_name(pt_schnet_op op)
     return op >= 0 && op < PT_SCHNET_OP_COUNT ? op_names[op] : "unknown";
 }
 
-/* A stopwatch that charges the time since its last lap to an op; free when
- * the arena has no profile. */
-typedef struct stopwatch {
-    pt_schnet_profile *p;
-    struct timespec t;
-} stopwatch;
-
-static void stopwatch_start(stopwatch *sw, pt_schnet_profile *p)
-{
-    sw->p = p;
-    if (p) clock_gettime(CLOCK_MONOTONIC, &sw->t);
-}
-
-static void lap(stopwatch *sw, pt_schnet_op op)
-{
-    if (!sw->p) return;
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    sw->p->seconds[op] +=
-        (double)(t.tv_sec - sw->t.tv_sec) + 1e-9 * (double)(t.tv_nsec - sw->t.tv_nsec);
-    sw->t = t;
-}
-
 /* ---- forward / loss / backward ------------------------------------------- */
 
 void pt_schnet_prepare_edges(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b)
@@ -418,7 +450,7 @@ static void residual_init(float *restrict out, const float *restrict in,
 }
 
 static void block_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b, int t,
-                          stopwatch *sw)
+                          pt_stopwatch *sw)
 {
     const pt_schnet_config *c = &m->cfg;
     const pt_schnet_block *w = &m->params.block[t];
@@ -428,25 +460,25 @@ static void block_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch 
     const pt_precision prec = a->precision;
 
     pt_linear_forward(k->x, a->h[t], w->conv_lin1_w, NULL, N, H, F, 0.0f, prec);
-    lap(sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
     /* filter network over the rows; biases ride in the products */
     pt_linear_forward(k->s1, a->e, w->mlp0_w, w->mlp0_b, U, G, F, 0.0f, prec);
-    lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
     pt_ssp_forward(k->s1, k->sig1, NULL, U, F);
-    lap(sw, PT_SCHNET_OP_FILTER_SSP);
-    pt_linear_forward(k->w, k->s1, w->mlp2_w, w->mlp2_b, U, F, F, 0.0f, prec);
-    lap(sw, PT_SCHNET_OP_FILTER_GEMM);
-    pt_filter_cutoff_forward(k->w, a->cut, U, F);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
+    pt_linear_forward(k->p, k->s1, w->mlp2_w, w->mlp2_b, U, F, F, 0.0f, prec);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    pt_filter_cutoff_forward(k->w, k->p, a->cut, U, F);
     pt_cfconv_forward(k->m, k->w, a->row, k->x, b->edge_src, b->dst_offset, N, F);
-    lap(sw, PT_SCHNET_OP_CFCONV);
+    pt_lap(sw, PT_SCHNET_OP_CFCONV);
     pt_linear_forward(k->u, k->m, w->conv_lin2_w, w->conv_lin2_b, N, F, H, 0.0f, prec);
-    lap(sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
     pt_ssp_forward(k->u, k->sig2, NULL, N, H);
-    lap(sw, PT_SCHNET_OP_NODE_SSP);
+    pt_lap(sw, PT_SCHNET_OP_NODE_SSP);
     residual_init(a->h[t + 1], a->h[t], w->lin_b, N, H);
-    lap(sw, PT_SCHNET_OP_OTHER);
+    pt_lap(sw, PT_SCHNET_OP_OTHER);
     pt_linear_forward(a->h[t + 1], k->u, w->lin_w, NULL, N, H, H, 1.0f, prec);
-    lap(sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
 }
 
 const double *pt_schnet_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b)
@@ -455,23 +487,23 @@ const double *pt_schnet_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_
     const pt_schnet_params *p = &m->params;
     const int N = b->cap_nodes, H = c->hidden, H2 = c->hidden / 2;
 
-    stopwatch sw;
-    stopwatch_start(&sw, a->profile);
+    pt_stopwatch sw;
+    pt_stopwatch_start(&sw, a->profile);
     pt_schnet_prepare_edges(m, a, b);
-    lap(&sw, PT_SCHNET_OP_EDGE_BASIS);
+    pt_lap(&sw, PT_SCHNET_OP_EDGE_BASIS);
     pt_embedding_forward(a->h[0], p->embedding, b->z, N, H);
-    lap(&sw, PT_SCHNET_OP_OTHER);
+    pt_lap(&sw, PT_SCHNET_OP_OTHER);
     for (int t = 0; t < c->interactions; t++) block_forward(m, a, b, t, &sw);
     pt_linear_forward(a->q, a->h[c->interactions], p->lin1_w, p->lin1_b, N, H, H2, 0.0f,
                       a->precision);
-    lap(&sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_lap(&sw, PT_SCHNET_OP_NODE_GEMM);
     pt_ssp_forward(a->q, a->sig4, NULL, N, H2);
-    lap(&sw, PT_SCHNET_OP_NODE_SSP);
+    pt_lap(&sw, PT_SCHNET_OP_NODE_SSP);
     pt_linear_forward(a->o, a->q, p->lin2_w, p->lin2_b, N, H2, 1, 0.0f, a->precision);
-    lap(&sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_lap(&sw, PT_SCHNET_OP_NODE_GEMM);
     pt_readout_forward(a->y, a->count, a->o, b->z, b->node_graph, p->atomref, m->mean, m->std,
                        c->readout, N, b->cap_graphs);
-    lap(&sw, PT_SCHNET_OP_OTHER);
+    pt_lap(&sw, PT_SCHNET_OP_OTHER);
     if (a->profile) a->profile->forwards++;
     return a->y;
 }
@@ -499,7 +531,7 @@ double pt_schnet_loss(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b, 
 /* dh holds dL/dh_{t+1} on entry and dL/dh_t on return (in place: the
  * residual path is the identity). */
 static void block_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b, int t,
-                           pt_schnet_params *d, stopwatch *sw)
+                           pt_schnet_params *d, pt_stopwatch *sw)
 {
     const pt_schnet_config *c = &m->cfg;
     const pt_schnet_block *w = &m->params.block[t];
@@ -510,27 +542,27 @@ static void block_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch
     const pt_precision prec = a->precision;
 
     pt_linear_backward(a->du, dw->lin_w, dw->lin_b, a->dh, k->u, w->lin_w, N, H, H, 0.0f, prec);
-    lap(sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
     pt_ssp_backward(a->du, dw->conv_lin2_b, k->sig2, N, H);
-    lap(sw, PT_SCHNET_OP_NODE_SSP);
+    pt_lap(sw, PT_SCHNET_OP_NODE_SSP);
     pt_linear_backward(a->dm, dw->conv_lin2_w, NULL, a->du, k->m, w->conv_lin2_w, N, F, H, 0.0f,
                        prec);
-    lap(sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
     /* dm → dx and dP (per filter row, cutoff included); then the filter
      * network: A2, a2 → ssp → A1, a1; e needs no gradient */
     pt_cfconv_backward(a->dx, a->dp, a->dm, k->x, k->w, a->cut, a->row, a->first, b->edge_src,
                        b->dst_offset, N, F);
-    lap(sw, PT_SCHNET_OP_CFCONV);
+    pt_lap(sw, PT_SCHNET_OP_CFCONV);
     pt_linear_backward(a->ds1, dw->mlp2_w, dw->mlp2_b, a->dp, k->s1, w->mlp2_w, U, F, F, 0.0f,
                        prec);
-    lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
     pt_ssp_backward(a->ds1, dw->mlp0_b, k->sig1, U, F);
-    lap(sw, PT_SCHNET_OP_FILTER_SSP);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
     pt_linear_backward(NULL, dw->mlp0_w, NULL, a->ds1, a->e, w->mlp0_w, U, G, F, 0.0f, prec);
-    lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
     pt_linear_backward(a->dh, dw->conv_lin1_w, NULL, a->dx, a->h[t], w->conv_lin1_w, N, H, F,
                        1.0f, prec);
-    lap(sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
 }
 
 void pt_schnet_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b,
@@ -542,22 +574,22 @@ void pt_schnet_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b
     pt_schnet_params_view(m, grads, &d);
     const int N = b->cap_nodes, H = c->hidden, H2 = c->hidden / 2;
 
-    stopwatch sw;
-    stopwatch_start(&sw, a->profile);
+    pt_stopwatch sw;
+    pt_stopwatch_start(&sw, a->profile);
     /* head: o'_i → o_i → q = ssp(W4 h + b4) → h_T */
     pt_readout_backward(a->dout, d.atomref, a->dy, a->count, b->z, b->node_graph, m->std,
                         c->readout, N);
-    lap(&sw, PT_SCHNET_OP_OTHER);
+    pt_lap(&sw, PT_SCHNET_OP_OTHER);
     pt_linear_backward(a->dq, d.lin2_w, d.lin2_b, a->dout, a->q, p->lin2_w, N, H2, 1, 0.0f,
                        a->precision);
-    lap(&sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_lap(&sw, PT_SCHNET_OP_NODE_GEMM);
     pt_ssp_backward(a->dq, d.lin1_b, a->sig4, N, H2);
-    lap(&sw, PT_SCHNET_OP_NODE_SSP);
+    pt_lap(&sw, PT_SCHNET_OP_NODE_SSP);
     pt_linear_backward(a->dh, d.lin1_w, NULL, a->dq, a->h[c->interactions], p->lin1_w, N, H, H2,
                        0.0f, a->precision);
-    lap(&sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_lap(&sw, PT_SCHNET_OP_NODE_GEMM);
     for (int t = c->interactions - 1; t >= 0; t--) block_backward(m, a, b, t, &d, &sw);
     pt_embedding_backward(d.embedding, a->dh, b->z, N, H);
-    lap(&sw, PT_SCHNET_OP_OTHER);
+    pt_lap(&sw, PT_SCHNET_OP_OTHER);
     if (a->profile) a->profile->backwards++;
 }

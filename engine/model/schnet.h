@@ -72,11 +72,35 @@ typedef struct pt_schnet {
     pt_schnet_tensor *tensors;       /* [n_tensors], in state_dict order */
 } pt_schnet;
 
+/* What an arena is sized for (pt_schnet_acts_init_mode). */
+typedef enum pt_schnet_mode {
+    PT_SCHNET_ENERGY = 0,       /* forward, loss, backward of the energy */
+    PT_SCHNET_FORCES = 1,       /* + pt_schnet_forces: forces and stress */
+    PT_SCHNET_FORCES_TRAIN = 2  /* + pt_schnet_loss_forces, pt_schnet_backward_forces */
+} pt_schnet_mode;
+
+/* Per interaction block.  "Pairs" (FORCES_TRAIN) are two arrays back to back,
+ * so that one product covers both (schnet_ops.h, distance derivatives): the
+ * second half of a node pair starts N rows in, of a row pair n_rows rows in
+ * (rows change with the batch).  In the other modes only the first half
+ * (forward activations) or the bar half (FORCES) exists. */
 typedef struct pt_schnet_block_acts {
-    float *sig1, *s1;   /* [rows,F] σ and ssp of A1 e + a1 */
-    float *w;           /* [rows,F] filter W = (A2 s1 + a2) ⊙ C */
-    float *x, *m;       /* [N,F] x = L1 h, m = Σ x_j ⊙ W */
-    float *sig2, *u;    /* [N,H] σ and ssp of L2 m + c2 */
+    float *sig1, *s1;   /* [rows,F] σ and ssp of A1 e + a1; pair [s1; ṡ1] */
+    float *p;           /* [rows,F] P = A2 s1 + a2 (energy mode: the same array as w) */
+    float *w;           /* [rows,F] filter W = P ⊙ C */
+    float *x, *m;       /* [N,F] x = L1 h, m = Σ x_j ⊙ W; pair [m; ṁ] */
+    float *sig2, *u;    /* [N,H] σ and ssp of L2 m + c2; pair [u; u̇] */
+    /* FORCES and up: the distance backward's adjoints (seed 1 on every graph) */
+    float *ubar;        /* [N,H] ū */
+    float *z2;          /* [N,H] pair [ẑ2; z̄2] (FORCES: z̄2 only) */
+    float *mbar;        /* [N,F] m̄ */
+    float *xb;          /* [N,F] pair [x̂; x̄] */
+    float *pb;          /* [rows,F] pair [P̂; P̄] */
+    float *s1bar;       /* [rows,F] s̄1 */
+    float *z1;          /* [rows,F] pair [ẑ1; z̄1] */
+    /* FORCES_TRAIN: tangents not stored as a pair's second half */
+    float *wdot;        /* [rows,F] Ẇ */
+    float *xdot;        /* [N,F] ẋ */
 } pt_schnet_block_acts;
 
 /* Where forward and backward spend their time, by kind of work (both
@@ -129,6 +153,25 @@ typedef struct pt_schnet_acts {
     float *dp, *ds1;                 /* [rows,F] */
     float *dq;                       /* [N,H/2] */
     float *dout;                     /* [N] */
+    /* FORCES and up (see pt_schnet_forces; pairs as in pt_schnet_block_acts:
+     * in FORCES_TRAIN h[t], q and e are pairs [h; ḣ], [q; q̇], [e; ė]) */
+    pt_schnet_mode mode;
+    float *de, *dcut;                /* [rows,G], [rows] ∂e/∂d, ∂C/∂d */
+    float *ebar, *cbar;              /* [rows,G], [rows] Σ_t ∂Y/∂e, Σ_t ∂Y/∂C */
+    float *dist_grad;                /* [rows] g_u = ∂Y/∂d_u, Y = Σ_g y_g */
+    float *hb[PT_SCHNET_MAX_INTERACTIONS + 1]; /* [N,H] pairs [ĥ_t; h̄_t] */
+    float *qbar;                     /* [N,H/2] q̄ */
+    float *z4;                       /* [N,H/2] pair [ẑ4; z̄4] */
+    float *ob;                       /* [N] pair [ô; ō] */
+    double *ones;                    /* [graphs] ∂Y/∂y: 1 for real graphs */
+    double *force;                   /* [N,3] F_i = −∂y/∂r_i, eV/Å (0 for padding) */
+    double *stress;                  /* [graphs,9] σ = (1/V) ∂y/∂ε, 0 unless V > 0 */
+    /* FORCES_TRAIN */
+    double *force_bar;               /* [N,3] ∂L/∂F */
+    double *stress_bar;              /* [graphs,9] ∂L/∂σ */
+    float *lambda;                   /* [rows] λ_u = ∂L/∂g_u */
+    float *cdot;                     /* [rows] Ċ = dcut · λ (ė: the second half of e) */
+    float *mhat;                     /* [N,F] scratch m̂ */
 } pt_schnet_acts;
 
 /* The setting of seed 000 (H=F=100, T=4, G=25, 6 Å, 32 neighbours, sum). */
@@ -164,10 +207,20 @@ size_t pt_schnet_param_count(const pt_schnet_config *cfg);
 size_t pt_schnet_acts_bytes(const pt_schnet_config *cfg, int32_t cap_nodes, int32_t cap_edges,
                             int32_t cap_graphs);
 
+/* The same for an arena of `mode` (pt_schnet_acts_bytes is PT_SCHNET_ENERGY).
+ * FORCES needs about 2x the energy arena's edge and node activations,
+ * FORCES_TRAIN about 3.5x: the memory plan must use this one for force jobs. */
+size_t pt_schnet_acts_bytes_mode(const pt_schnet_config *cfg, int32_t cap_nodes,
+                                 int32_t cap_edges, int32_t cap_graphs, pt_schnet_mode mode);
+
 /* Sizes the arena for batches of at most these capacities.  Returns 0, or -1
  * with the reason in errs (may be NULL). */
 int pt_schnet_acts_init(pt_schnet_acts *a, const pt_schnet *m, int32_t cap_nodes,
                         int32_t cap_edges, int32_t cap_graphs, pt_errors *errs);
+/* The same for `mode`; pt_schnet_acts_init is PT_SCHNET_ENERGY. */
+int pt_schnet_acts_init_mode(pt_schnet_acts *a, const pt_schnet *m, int32_t cap_nodes,
+                             int32_t cap_edges, int32_t cap_graphs, pt_schnet_mode mode,
+                             pt_errors *errs);
 void pt_schnet_acts_close(pt_schnet_acts *a);
 
 /* Validates a batch against the model and arena (capacities, index ranges,
@@ -197,6 +250,59 @@ double pt_schnet_loss(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b,
  * caller's).  The embedding's padding row gets nothing. */
 void pt_schnet_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b,
                         float *grads);
+
+/* ---- forces, stress and training on them (schnet_forces.c) -----------------
+ * The energy depends on positions only through the distances d_e = |v_e|,
+ * v_e = r_src + S_e·cell − r_dst (batch.h: edge_vec).  Both directions of a
+ * bond share one filter row u (v of one is −v of the other), so with
+ * g_u = ∂Y/∂d_u (Y = Σ_g y_g: atoms of different graphs never interact)
+ *   F_i = −∂y/∂r_i = Σ_u g_u v_u/d_u ([i = dst_u] − [i = src_u])
+ *   σ_g = (1/V_g) ∂y_g/∂ε = (1/V_g) Σ_{u ∈ g} g_u v_u v_uᵀ / d_u
+ * with v_u, src_u, dst_u those of the row's first edge; ε is a homogeneous
+ * strain of positions and cell (r → (1+ε) r), as ASE defines stress (eV/Å³,
+ * negative under compression).  The energy's std scaling is in g; mean and
+ * atomref give no force. */
+
+/* After pt_schnet_forward on an arena of mode ≥ FORCES: a->force for every
+ * node slot (0 for padding), a->stress for graph slots with graph_volume > 0
+ * (0 otherwise), a->dist_grad per row. */
+void pt_schnet_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b);
+
+/* Loss weights (training.loss: energy_weight, forces_weight, stress_weight). */
+typedef struct pt_schnet_loss_weights {
+    double energy, forces, stress;
+} pt_schnet_loss_weights;
+
+/* Denominators of the three means; ≤ 0 stands for this batch's count.  A
+ * trainer accumulating micro-batches passes the totals of the step. */
+typedef struct pt_schnet_loss_norm {
+    double graphs;            /* real graphs */
+    double force_components;  /* 3 × real atoms of graphs with graph_has_forces */
+    double stress_components; /* 9 × real graphs with graph_has_stress and V > 0 */
+} pt_schnet_loss_norm;
+
+/* The three mean squared errors (unweighted) and the weighted total. */
+typedef struct pt_schnet_loss_parts {
+    double energy, forces, stress, total;
+} pt_schnet_loss_parts;
+
+/* After pt_schnet_forces on an arena of mode FORCES_TRAIN:
+ *   L = w_E Σ_g (y_g − t_g)²/n_E + w_F Σ_{i,c} (F_ic − F^ref_ic)²/n_F
+ *       + w_S Σ_{g,ab} (σ_g,ab − σ^ref_g,ab)²/n_S
+ * over real graphs; forces over the atoms of graphs with graph_has_forces,
+ * stress over graphs with graph_has_stress and graph_volume > 0.  A term of
+ * weight 0 is not evaluated (its targets may be absent).  Sets dL/dy and
+ * λ = ∂L/∂g for pt_schnet_backward_forces; returns the total, with the parts
+ * in `parts` (may be NULL). */
+double pt_schnet_loss_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b,
+                             const pt_schnet_loss_weights *w, const pt_schnet_loss_norm *norm,
+                             pt_schnet_loss_parts *parts);
+
+/* After pt_schnet_loss_forces: ACCUMULATES dL/dθ into grads, the energy term
+ * and the force and stress terms (the latter through the parameter gradient
+ * of Σ_u λ_u g_u: a tangent pass along λ and a second backward pass). */
+void pt_schnet_backward_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b,
+                               float *grads);
 
 /* ---- model files (schnet_io.c) ----------------------------------------------
  * safetensors with PyG's state_dict names: the tensors above, plus the names

@@ -24,21 +24,9 @@
 #include <string.h>
 
 #include "engine/model/bf16.h"
+#include "engine/model/schnet_ops_internal.h"
 #include "engine/model/sgemm_kernels.h"
 
-/* The elementwise kernels are built twice — for the build's instruction set
- * (x86-64-v3, AVX2) and for x86-64-v4 (AVX-512) — and the dynamic loader
- * picks one for the CPU it runs on (gcc's target_clones: an ifunc).  The
- * release build stays portable while an AVX-512 CPU runs 16 lanes per
- * instruction instead of 8.  Both clones perform the same operations in the
- * same order on each element (vector width only changes how many elements
- * go at once; every sum over rows keeps its row order), so a result does not
- * depend on the clone taken. */
-#if defined(__x86_64__) && defined(__GNUC__)
-#define PT_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "default")))
-#else
-#define PT_SIMD_CLONES
-#endif
 
 /* exp(−a) for a ≥ 0.  Range reduction a = n ln2 − r with |r| ≤ ln2/2 (ln2 in
  * two parts so n·ln2 is exact), Cephes' degree-6 polynomial for e^r, and 2^n
@@ -120,40 +108,29 @@ void pt_linear_forward(float *out, const float *in, const float *w, const float 
          out_dim);
 }
 
-/* Rows in a float block before the block joins the double total: short
- * enough that the float part stays accurate, long enough to vectorise. */
-#define PT_SUM_BLOCK 16
-
-static inline __attribute__((always_inline)) void column_sums_add(float *restrict db,
-                                                                  const float *restrict m,
-                                                                  int n, int c)
+void pt_linear_backward_weight(float *dw, float *db, const float *dout, const float *in, int n,
+                               int n_bias, int in_dim, int out_dim, pt_precision prec)
 {
-    double total[PT_OPS_MAX_WIDTH];
-    float part[PT_OPS_MAX_WIDTH];
-    for (int k = 0; k < c; k++) total[k] = 0.0;
-    for (int r0 = 0; r0 < n; r0 += PT_SUM_BLOCK) {
-        int r1 = r0 + PT_SUM_BLOCK < n ? r0 + PT_SUM_BLOCK : n;
-        for (int k = 0; k < c; k++) part[k] = 0.0f;
-        for (int r = r0; r < r1; r++) {
-            const float *row = m + (size_t)r * c;
-            for (int k = 0; k < c; k++) part[k] += row[k];
-        }
-        for (int k = 0; k < c; k++) total[k] += part[k];
-    }
-    for (int k = 0; k < c; k++) db[k] += (float)total[k];
+    if (n <= 0) return;
+    gemm(prec, CblasTrans, CblasNoTrans, out_dim, in_dim, n, dout, out_dim, in, in_dim, 1.0f,
+         dw, in_dim);
+    if (db && n_bias > 0) pt_column_sums_add(db, dout, n_bias, out_dim);
+}
+
+void pt_linear_backward_input(float *din, const float *dout, const float *w, int n, int in_dim,
+                              int out_dim, float din_beta, pt_precision prec)
+{
+    if (n <= 0) return;
+    gemm(prec, CblasNoTrans, CblasNoTrans, n, in_dim, out_dim, dout, out_dim, w, in_dim, din_beta,
+         din, in_dim);
 }
 
 void pt_linear_backward(float *din, float *dw, float *db, const float *dout,
                         const float *in, const float *w, int n, int in_dim, int out_dim,
                         float din_beta, pt_precision prec)
 {
-    if (n <= 0) return;
-    gemm(prec, CblasTrans, CblasNoTrans, out_dim, in_dim, n, dout, out_dim, in, in_dim, 1.0f,
-         dw, in_dim);
-    if (db) column_sums_add(db, dout, n, out_dim);
-    if (din)
-        gemm(prec, CblasNoTrans, CblasNoTrans, n, in_dim, out_dim, dout, out_dim, w, in_dim,
-             din_beta, din, in_dim);
+    pt_linear_backward_weight(dw, db, dout, in, n, n, in_dim, out_dim, prec);
+    if (din) pt_linear_backward_input(din, dout, w, n, in_dim, out_dim, din_beta, prec);
 }
 
 /* One element of the shifted softplus and its derivative; the sigmoid comes
@@ -214,7 +191,7 @@ void pt_ssp_backward(float *d, float *db, const float *sig, int n, int c)
         int rows = n - r0 < 4 * PT_SUM_BLOCK ? n - r0 : 4 * PT_SUM_BLOCK;
         size_t o = (size_t)r0 * c;
         mul_rows(d + o, sig + o, (size_t)rows * c);
-        if (db) column_sums_add(db, d + o, rows, c);
+        if (db) pt_column_sums_add(db, d + o, rows, c);
     }
 }
 
@@ -243,12 +220,23 @@ void pt_edge_basis_forward(float *e, float *cut, const float *dist, int n_edges,
 }
 
 PT_SIMD_CLONES
-void pt_filter_cutoff_forward(float *w, const float *cut, int n_rows, int f)
+void pt_filter_cutoff_forward(float *w, const float *p, const float *cut, int n_rows, int f)
 {
+    /* two loops, each with restrict pointers: one loop on possibly aliased
+     * pointers would be versioned by gcc and run scalar when w == p */
+    if (w == p) {
+        for (int u = 0; u < n_rows; u++) {
+            float *restrict wu = w + (size_t)u * f;
+            const float cu = cut[u];
+            for (int c = 0; c < f; c++) wu[c] *= cu;
+        }
+        return;
+    }
     for (int u = 0; u < n_rows; u++) {
         float *restrict wu = w + (size_t)u * f;
+        const float *restrict pu = p + (size_t)u * f;
         const float cu = cut[u];
-        for (int c = 0; c < f; c++) wu[c] *= cu;
+        for (int c = 0; c < f; c++) wu[c] = pu[c] * cu;
     }
 }
 

@@ -42,6 +42,15 @@ void pt_linear_backward(float *din, float *dw, float *db, const float *dout,
                         const float *in, const float *w, int n, int in_dim, int out_dim,
                         float din_beta, pt_precision prec);
 
+/* The two halves of pt_linear_backward, for passes that need one of them or
+ * that sum a weight gradient over more rows than its bias gradient:
+ *   din[n,i] = din_beta·din + dout[n,o]·w[o,i]
+ *   dw[o,i] += dout[n,o]ᵀ·in[n,i];  db[o] += Σ_{r < n_bias} dout[r,o]  (db may be NULL) */
+void pt_linear_backward_input(float *din, const float *dout, const float *w, int n, int in_dim,
+                              int out_dim, float din_beta, pt_precision prec);
+void pt_linear_backward_weight(float *dw, float *db, const float *dout, const float *in, int n,
+                               int n_bias, int in_dim, int out_dim, pt_precision prec);
+
 /* In place, x[n,c] ← ssp(x + b) = log1p(exp(−|x'|)) + max(x',0) − ln 2 with
  * x' = x + b, and sig = σ(x') = ssp'(x').  In place because that is how the
  * model uses it and because a separate-but-maybe-aliased output would make
@@ -58,8 +67,10 @@ void pt_edge_basis_forward(float *e, float *cut, const float *dist, int n_edges,
                            int n_gauss, float cutoff);
 
 /* The filter's cosine cutoff, per filter row (engine/edge_rows.h):
- *   W_u = P_u · C_u    in place (P = A2 s1 + a2 already holds the bias). */
-void pt_filter_cutoff_forward(float *w, const float *cut, int n_rows, int f);
+ *   W_u = P_u · C_u    (P = A2 s1 + a2 already holds the bias).
+ * w may be p (in place: energy only); the force passes keep P apart because
+ * ∂W/∂d needs it (see the section on distance derivatives below). */
+void pt_filter_cutoff_forward(float *w, const float *p, const float *cut, int n_rows, int f);
 
 /* Continuous-filter convolution over CSR receivers, with the filter read
  * through the edge → row table (row[k] < 0: edge k carries nothing):
@@ -99,5 +110,79 @@ void pt_readout_forward(double *y, int32_t *count, const float *o, const uint8_t
 void pt_readout_backward(float *dout, float *datomref, const double *dy, const int32_t *count,
                          const uint8_t *z, const int32_t *node_graph, double std,
                          pt_readout mode, int n_nodes);
+
+/* ---- derivatives with respect to the distances -----------------------------
+ * Forces and stress come from g_u = ∂Y/∂d_u, the derivative of the summed
+ * energy Y = Σ_g y_g with respect to each filter row's distance (one row per
+ * bond, engine/edge_rows.h).  Training on them needs ∂L/∂θ of a loss that
+ * depends on g: with λ_u = ∂L/∂g_u that is ∂/∂θ (Σ_u λ_u g_u), the parameter
+ * gradient of Y's directional derivative along λ.  schnet_forces.c computes
+ * it in three passes after the forward pass, and the ops below are their
+ * pieces.  Names: ā ("bar") is ∂Y/∂a from the distance backward (seed 1 on
+ * every graph), ȧ ("dot") the tangent of a along ḋ = λ, â ("hat") the
+ * adjoint of a in the second backward pass — the reverse of forward plus
+ * tangent for J = L_E(y) + Ẏ.  Two identities make that pass cheap:
+ *   - the adjoint of every tangent ȧ is ā (the tangent pass is the forward
+ *     pass's Jacobian applied to ȧ, and the seed of Ẏ is 1 like Y's), so
+ *     the second pass reuses the first pass's adjoints and only propagates
+ *     the hats;
+ *   - each layer's weight gradient is dW += [â_out; ā_out]ᵀ·[a_in; ȧ_in]: one
+ *     product over twice the rows when each pair is stored back to back
+ *     (pt_linear_backward_weight with n = 2·rows, n_bias = rows).
+ * The shifted softplus s = ssp(z), σ = ssp'(z), has σ' = σ(1 − σ), so the
+ * second-order term needs no exponential: σ'·ż·s̄ = ṡ·(s̄ − z̄) with ṡ = σ ż
+ * and z̄ = σ s̄. */
+
+/* Weight-independent, per row: the derivatives of the edge basis in d,
+ *   de[k,g] = e[k,g] · 2γ (d_k − μ_g)
+ *   dcut[k] = −(π / 2r_c) sin(π d_k / r_c)  for d_k < r_c, else 0
+ * (e from pt_edge_basis_forward with the same d, G, r_c). */
+void pt_edge_basis_deriv(float *de, float *dcut, const float *e, const float *dist, int n_rows,
+                         int n_gauss, float cutoff);
+/* Their tangents along ḋ_k = lambda[k]:  ė = de · λ,  Ċ = dcut · λ. */
+void pt_edge_basis_tangent(float *edot, float *cdot, const float *de, const float *dcut,
+                           const float *lambda, int n_rows, int n_gauss);
+
+/* z̄ = s̄ ⊙ σ (pt_ssp_backward that keeps s̄). */
+void pt_ssp_backward_to(float *dz, const float *ds, const float *sig, int n, int c);
+/* In place, ż ← σ ⊙ ż: the tangent ṡ of s = ssp(z). */
+void pt_ssp_tangent(float *zdot, const float *sig, int n, int c);
+/* Second backward of s = ssp(z), ṡ = σ ż.  In place, dz (holding ŝ) ←
+ *   ẑ = ŝ ⊙ σ + (s̄ − z̄) ⊙ ṡ;   db[c] += Σ_n ẑ   (db may be NULL). */
+void pt_ssp_backward2(float *dz, float *db, const float *sig, const float *sbar,
+                      const float *zbar, const float *sdot, int n, int c);
+
+/* Tangent of W = P · C, in place: wdot (holding Ṗ) ← Ẇ = Ṗ C + P Ċ. */
+void pt_filter_cutoff_tangent(float *wdot, const float *p, const float *cut, const float *cdot,
+                              int n_rows, int f);
+
+/* Distance backward of the convolution and of W = P · C: pt_cfconv_backward
+ * (dx and dP = W̄ C) plus the cutoff's share of ∂Y/∂d,
+ *   cbar[u] += C̄_u = Σ_{k: row_k = u} ⟨dm[dst_k] ⊙ x[src_k], P_u⟩. */
+void pt_cfconv_backward_dist(float *dx, float *dp, float *cbar, const float *dm, const float *x,
+                             const float *w, const float *p, const float *cut,
+                             const int32_t *row, const uint8_t *first, const int32_t *src,
+                             const int32_t *dst_offset, int n_nodes, int f);
+/* ∂Y/∂d_u = ⟨ē_u, de_u⟩ + c̄_u · dcut_u, with ē = Σ_t ∂Y/∂e of every block
+ * and c̄ = Σ_t C̄ (pt_cfconv_backward_dist). */
+void pt_dist_grad(float *g, const float *ebar, const float *de, const float *cbar,
+                  const float *dcut, int n_rows, int n_gauss);
+
+/* Tangent of the convolution (xdot NULL: ẋ = 0, the first block):
+ *   ṁ_i = Σ_{k: dst_k = i, row_k ≥ 0} ẋ[src_k] ⊙ W[row_k] + x[src_k] ⊙ Ẇ[row_k] */
+void pt_cfconv_tangent(float *mdot, const float *w, const float *wdot, const int32_t *row,
+                       const float *x, const float *xdot, const int32_t *src,
+                       const int32_t *dst_offset, int n_nodes, int f);
+/* Second backward of the convolution and of W = P · C, given m̂ and the
+ * distance backward's m̄ (xdot NULL: ẋ = 0):
+ *   x̂_j = Σ_{k: src_k = j} m̂[dst_k] ⊙ W[row_k] + m̄[dst_k] ⊙ Ẇ[row_k]
+ *   P̂_u = Σ_{k: row_k = u} (m̂[dst_k] ⊙ x[src_k] + m̄[dst_k] ⊙ ẋ[src_k]) C_u
+ *                         + (m̄[dst_k] ⊙ x[src_k]) Ċ_u
+ * dxhat is fully written; dphat rows by their first edge, as pt_cfconv_backward. */
+void pt_cfconv_backward2(float *dxhat, float *dphat, const float *mhat, const float *mbar,
+                         const float *x, const float *xdot, const float *w, const float *wdot,
+                         const float *cut, const float *cdot, const int32_t *row,
+                         const uint8_t *first, const int32_t *src, const int32_t *dst_offset,
+                         int n_nodes, int f);
 
 #endif

@@ -357,7 +357,7 @@ static void test_cfconv_forward_backward(void **state)
     for (int i = 0; i < CN * CF; i++) c.x[i] = x[i];
     for (int i = 0; i < CU * CF; i++) c.p[i] = p[i];
     memcpy(w, p, sizeof(w));
-    pt_filter_cutoff_forward(w, c.cut, CU, CF);
+    pt_filter_cutoff_forward(w, w, c.cut, CU, CF);
     for (int u = 0; u < CU; u++)
         for (int f = 0; f < CF; f++) assert_true(w[u * CF + f] == p[u * CF + f] * c.cut[u]);
     memset(m, 0x7f, sizeof(m)); /* every row must be written, even node 3 with no edges */

@@ -1,0 +1,381 @@
+/* schnet_forces.c — forces and stress from SchNet's own energy, and the
+ * parameter gradient of a loss on energies, forces and stress.
+ *
+ * After the forward pass (schnet.c; symbols there) three passes, each over
+ * the blocks once, with the ops of schnet_ops.h ("derivatives with respect
+ * to the distances"):
+ *
+ * 1. distance backward (pt_schnet_forces): the adjoints ā = ∂Y/∂a of every
+ *    activation for Y = Σ_g y_g, i.e. the energy backward seeded with 1 on
+ *    every graph, without weight gradients, down to the filter rows:
+ *      ō = std (/count)  q̄ = ō w5  z̄4 = q̄ ⊙ σ4  h̄_T = z̄4 W4
+ *      per block, last first:
+ *        ū = h̄' L3  z̄2 = ū ⊙ σ2  m̄ = z̄2 L2
+ *        x̄_j = Σ_{src=j} m̄_dst ⊙ W    W̄_u = Σ_{k∈u} m̄_dst ⊙ x_src
+ *        P̄ = W̄ C   c̄ += ⟨W̄, P⟩   s̄1 = P̄ A2   z̄1 = s̄1 ⊙ σ1   ē += z̄1 A1
+ *        h̄ = h̄' + x̄ L1
+ *      g_u = ∂Y/∂d_u = ⟨ē_u, ∂e/∂d⟩ + c̄_u ∂C/∂d
+ *    then forces and stress from g (schnet.h).  The adjoints are kept: the
+ *    third pass needs them.
+ * 2. tangent (pt_schnet_backward_forces): with λ_u = ∂L/∂g_u from the loss,
+ *    the derivative of every activation along ḋ = λ:
+ *      ė = ∂e/∂d λ  Ċ = ∂C/∂d λ  ḣ_0 = 0
+ *      per block: ṡ1 = σ1 ⊙ (A1 ė)  Ẇ = (A2 ṡ1) C + P Ċ  ẋ = L1 ḣ
+ *                 ṁ_i = Σ ẋ_src ⊙ W + x_src ⊙ Ẇ   u̇ = σ2 ⊙ (L2 ṁ)  ḣ' = ḣ + L3 u̇
+ *      q̇ = σ4 ⊙ (W4 ḣ_T)
+ *    so that Ẏ = Σ_i std·w5 q̇_i (/count) = Σ_u λ_u g_u.
+ * 3. second backward: the reverse of forward + tangent for J = L_E(y) + Ẏ,
+ *    whose parameter gradient is ∂L/∂θ (the force and stress terms of L are
+ *    functions of g only, so their gradient is ∂(λ·g)/∂θ at fixed λ).  The
+ *    adjoint of each tangent ȧ is the pass-1 ā; the primal adjoints â are
+ *    seeded with ô = ∂L_E/∂y · std and collect second-order terms:
+ *      ẑ4 = (ô w5) ⊙ σ4 + (q̄ − z̄4) ⊙ q̇      ĥ_T = ẑ4 W4
+ *      per block: û = ĥ' L3, ẑ2 = û ⊙ σ2 + (ū − z̄2) ⊙ u̇, m̂ = ẑ2 L2,
+ *                 x̂, P̂ (pt_cfconv_backward2), ẑ1 = (P̂ A2) ⊙ σ1 + (s̄1 − z̄1) ⊙ ṡ1,
+ *                 ĥ = ĥ' + x̂ L1
+ *      dW += [â_out; ā_out]ᵀ [a_in; ȧ_in] for every product, db += Σ â_out.
+ *
+ * Cost, in products of the energy step's shapes (5 per block forward, 9
+ * backward: 14): pass 1 has 5, pass 2 has 5, pass 3 has 4 input products and
+ * 5 weight products over twice the rows (14), so a force step is about
+ * 5 + 5 + 5 + 14 = 29, ≈ 2.1 energy steps, plus ~3 edge passes per block. */
+#include "engine/model/schnet.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "engine/model/schnet_internal.h"
+
+/* The second half of a pair of n-row arrays of `width` columns (schnet.h). */
+static inline float *half2(float *pair, int n, int width)
+{
+    return pair + (size_t)n * (size_t)width;
+}
+
+/* The bar half of a pair: the second half when training, the whole array
+ * when the arena only computes forces (no hat half). */
+static inline float *bar(const pt_schnet_acts *a, float *pair, int n, int width)
+{
+    return a->mode == PT_SCHNET_FORCES_TRAIN ? half2(pair, n, width) : pair;
+}
+
+/* ---- pass 1: distance backward, forces, stress ------------------------------ */
+
+static void block_dist_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b, int t,
+                                pt_stopwatch *sw)
+{
+    const pt_schnet_config *c = &m->cfg;
+    const pt_schnet_block *w = &m->params.block[t];
+    pt_schnet_block_acts *k = &a->block[t];
+    const int N = b->cap_nodes, H = c->hidden, F = c->filters, G = c->gaussians;
+    const int U = a->n_rows;
+    const pt_precision prec = a->precision;
+    float *hbar1 = bar(a, a->hb[t + 1], N, H), *hbar0 = bar(a, a->hb[t], N, H);
+    float *z2bar = bar(a, k->z2, N, H), *xbar = bar(a, k->xb, N, F);
+    float *pbar = bar(a, k->pb, U, F), *z1bar = bar(a, k->z1, U, F);
+
+    pt_linear_backward_input(k->ubar, hbar1, w->lin_w, N, H, H, 0.0f, prec);
+    pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_ssp_backward_to(z2bar, k->ubar, k->sig2, N, H);
+    pt_lap(sw, PT_SCHNET_OP_NODE_SSP);
+    pt_linear_backward_input(k->mbar, z2bar, w->conv_lin2_w, N, F, H, 0.0f, prec);
+    pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_cfconv_backward_dist(xbar, pbar, a->cbar, k->mbar, k->x, k->w, k->p, a->cut, a->row,
+                            a->first, b->edge_src, b->dst_offset, N, F);
+    pt_lap(sw, PT_SCHNET_OP_CFCONV);
+    pt_linear_backward_input(k->s1bar, pbar, w->mlp2_w, U, F, F, 0.0f, prec);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    pt_ssp_backward_to(z1bar, k->s1bar, k->sig1, U, F);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
+    /* ē of all blocks in one buffer: only their sum meets ∂e/∂d */
+    pt_linear_backward_input(a->ebar, z1bar, w->mlp0_w, U, G, F, 1.0f, prec);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    memcpy(hbar0, hbar1, (size_t)N * H * sizeof(float));
+    pt_linear_backward_input(hbar0, xbar, w->conv_lin1_w, N, H, F, 1.0f, prec);
+    pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
+}
+
+/* Fully periodic: the graph has a cell volume (stress is defined). */
+static int periodic(const pt_batch *b, int g)
+{
+    return b->graph_volume && b->graph_volume[g] > 0.0;
+}
+
+/* The row of edge k contributes to forces and stress once, through its first
+ * edge; rows at or past the cutoff (static shapes: padding slots) carry no
+ * gradient and are skipped. */
+static int row_owner(const pt_schnet_acts *a, int32_t k, float cutoff)
+{
+    return a->row[k] >= 0 && a->first[k] && a->row_dist[a->row[k]] < cutoff &&
+           a->row_dist[a->row[k]] > 0.0f;
+}
+
+static void forces_and_stress(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b)
+{
+    const int N = b->cap_nodes;
+    memset(a->force, 0, (size_t)N * 3 * sizeof(double));
+    memset(a->stress, 0, (size_t)b->cap_graphs * 9 * sizeof(double));
+    for (int32_t k = 0; k < b->cap_edges; k++) {
+        if (!row_owner(a, k, m->cfg.cutoff)) continue;
+        const int32_t u = a->row[k], i = b->edge_dst[k], j = b->edge_src[k];
+        const double s = (double)a->dist_grad[u] / (double)a->row_dist[u];
+        const float *v = b->edge_vec + 3 * (size_t)k;
+        /* i ← i across a periodic image moves with its own atom: no force */
+        if (i != j)
+            for (int x = 0; x < 3; x++) {
+                a->force[3 * (size_t)i + x] += s * v[x];
+                a->force[3 * (size_t)j + x] -= s * v[x];
+            }
+        const int32_t g = b->node_graph[i];
+        if (g < 0 || !periodic(b, g)) continue;
+        double *sg = a->stress + 9 * (size_t)g;
+        for (int x = 0; x < 3; x++)
+            for (int y = 0; y < 3; y++) sg[3 * x + y] += s * v[x] * v[y];
+    }
+    for (int g = 0; g < b->cap_graphs; g++)
+        if (periodic(b, g))
+            for (int x = 0; x < 9; x++) a->stress[9 * (size_t)g + x] /= b->graph_volume[g];
+}
+
+void pt_schnet_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b)
+{
+    const pt_schnet_config *c = &m->cfg;
+    const pt_schnet_params *p = &m->params;
+    const int N = b->cap_nodes, H = c->hidden, H2 = c->hidden / 2, G = c->gaussians;
+    const int U = a->n_rows, T = c->interactions;
+    const pt_precision prec = a->precision;
+
+    pt_stopwatch sw;
+    pt_stopwatch_start(&sw, a->profile);
+    pt_edge_basis_deriv(a->de, a->dcut, a->e, a->row_dist, U, G, c->cutoff);
+    memset(a->ebar, 0, (size_t)U * G * sizeof(float));
+    memset(a->cbar, 0, (size_t)U * sizeof(float));
+    pt_lap(&sw, PT_SCHNET_OP_EDGE_BASIS);
+    for (int g = 0; g < b->cap_graphs; g++) a->ones[g] = b->graph_id[g] >= 0 ? 1.0 : 0.0;
+    float *obar = bar(a, a->ob, N, 1), *z4bar = bar(a, a->z4, N, H2);
+    pt_readout_backward(obar, NULL, a->ones, a->count, b->z, b->node_graph, m->std, c->readout,
+                        N);
+    pt_lap(&sw, PT_SCHNET_OP_OTHER);
+    pt_linear_backward_input(a->qbar, obar, p->lin2_w, N, H2, 1, 0.0f, prec);
+    pt_lap(&sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_ssp_backward_to(z4bar, a->qbar, a->sig4, N, H2);
+    pt_lap(&sw, PT_SCHNET_OP_NODE_SSP);
+    pt_linear_backward_input(bar(a, a->hb[T], N, H), z4bar, p->lin1_w, N, H, H2, 0.0f, prec);
+    pt_lap(&sw, PT_SCHNET_OP_NODE_GEMM);
+    for (int t = T - 1; t >= 0; t--) block_dist_backward(m, a, b, t, &sw);
+    pt_dist_grad(a->dist_grad, a->ebar, a->de, a->cbar, a->dcut, U, G);
+    pt_lap(&sw, PT_SCHNET_OP_EDGE_BASIS);
+    forces_and_stress(m, a, b);
+    pt_lap(&sw, PT_SCHNET_OP_OTHER);
+    if (a->profile) a->profile->backwards++;
+}
+
+/* ---- loss --------------------------------------------------------------------- */
+
+/* Fully periodic, with a stress target. */
+static int has_stress(const pt_batch *b, int g)
+{
+    return b->graph_id[g] >= 0 && b->graph_has_stress[g] && periodic(b, g);
+}
+
+double pt_schnet_loss_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b,
+                             const pt_schnet_loss_weights *w, const pt_schnet_loss_norm *norm,
+                             pt_schnet_loss_parts *parts)
+{
+    const int N = b->cap_nodes, B = b->cap_graphs;
+    double n_e = norm ? norm->graphs : 0.0, n_f = norm ? norm->force_components : 0.0;
+    double n_s = norm ? norm->stress_components : 0.0;
+    if (n_e <= 0.0) {
+        n_e = 0.0;
+        for (int g = 0; g < B; g++) n_e += b->graph_id[g] >= 0;
+    }
+    if (n_f <= 0.0 && w->forces != 0.0) {
+        n_f = 0.0;
+        for (int i = 0; i < N; i++) {
+            int32_t g = b->node_graph[i];
+            n_f += g >= 0 && b->graph_has_forces[g] ? 3.0 : 0.0;
+        }
+    }
+    if (n_s <= 0.0 && w->stress != 0.0) {
+        n_s = 0.0;
+        for (int g = 0; g < B; g++) n_s += has_stress(b, g) ? 9.0 : 0.0;
+    }
+    pt_schnet_loss_parts lp = {0};
+
+    for (int g = 0; g < B; g++) {
+        a->dy[g] = 0.0;
+        if (b->graph_id[g] < 0 || w->energy == 0.0 || n_e <= 0.0) continue;
+        double r = a->y[g] - b->target[g];
+        lp.energy += r * r / n_e;
+        a->dy[g] = w->energy * 2.0 * r / n_e;
+    }
+    memset(a->force_bar, 0, (size_t)N * 3 * sizeof(double));
+    if (w->forces != 0.0 && n_f > 0.0)
+        for (int i = 0; i < N; i++) {
+            int32_t g = b->node_graph[i];
+            if (g < 0 || !b->graph_has_forces[g]) continue;
+            for (int x = 0; x < 3; x++) {
+                double r = a->force[3 * (size_t)i + x] - (double)b->node_force[3 * (size_t)i + x];
+                lp.forces += r * r / n_f;
+                a->force_bar[3 * (size_t)i + x] = w->forces * 2.0 * r / n_f;
+            }
+        }
+    memset(a->stress_bar, 0, (size_t)B * 9 * sizeof(double));
+    if (w->stress != 0.0 && n_s > 0.0)
+        for (int g = 0; g < B; g++) {
+            if (!has_stress(b, g)) continue;
+            for (int x = 0; x < 9; x++) {
+                double r = a->stress[9 * (size_t)g + x] - b->graph_stress[9 * (size_t)g + x];
+                lp.stress += r * r / n_s;
+                a->stress_bar[9 * (size_t)g + x] = w->stress * 2.0 * r / n_s;
+            }
+        }
+    lp.total = w->energy * lp.energy + w->forces * lp.forces + w->stress * lp.stress;
+
+    /* λ_u = ∂L/∂g_u: the transpose of forces_and_stress */
+    memset(a->lambda, 0, (size_t)a->n_rows * sizeof(float));
+    for (int32_t k = 0; k < b->cap_edges; k++) {
+        if (!row_owner(a, k, m->cfg.cutoff)) continue;
+        const int32_t u = a->row[k], i = b->edge_dst[k], j = b->edge_src[k];
+        const float *v = b->edge_vec + 3 * (size_t)k;
+        double l = 0.0;
+        if (i != j)
+            for (int x = 0; x < 3; x++)
+                l += (a->force_bar[3 * (size_t)i + x] - a->force_bar[3 * (size_t)j + x]) * v[x];
+        const int32_t g = b->node_graph[i];
+        if (g >= 0 && periodic(b, g)) {
+            const double *sb = a->stress_bar + 9 * (size_t)g;
+            double q = 0.0;
+            for (int x = 0; x < 3; x++)
+                for (int y = 0; y < 3; y++) q += sb[3 * x + y] * v[x] * v[y];
+            l += q / b->graph_volume[g];
+        }
+        a->lambda[u] = (float)(l / (double)a->row_dist[u]);
+    }
+    if (parts) *parts = lp;
+    return lp.total;
+}
+
+/* ---- passes 2 and 3: tangent and second backward ---------------------------------- */
+
+static void block_tangent(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b, int t,
+                          pt_stopwatch *sw)
+{
+    const pt_schnet_config *c = &m->cfg;
+    const pt_schnet_block *w = &m->params.block[t];
+    pt_schnet_block_acts *k = &a->block[t];
+    const int N = b->cap_nodes, H = c->hidden, F = c->filters, G = c->gaussians;
+    const int U = a->n_rows;
+    const pt_precision prec = a->precision;
+    float *s1dot = half2(k->s1, U, F), *edot = half2(a->e, U, G);
+    float *hdot = half2(a->h[t], N, H), *hdot1 = half2(a->h[t + 1], N, H);
+    float *mdot = half2(k->m, N, F), *udot = half2(k->u, N, H);
+
+    pt_linear_forward(s1dot, edot, w->mlp0_w, NULL, U, G, F, 0.0f, prec);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    pt_ssp_tangent(s1dot, k->sig1, U, F);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
+    pt_linear_forward(k->wdot, s1dot, w->mlp2_w, NULL, U, F, F, 0.0f, prec);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    pt_filter_cutoff_tangent(k->wdot, k->p, a->cut, a->cdot, U, F);
+    pt_lap(sw, PT_SCHNET_OP_CFCONV);
+    /* ḣ_0 = 0, so the first block's ẋ is 0 and skipped */
+    if (t > 0) pt_linear_forward(k->xdot, hdot, w->conv_lin1_w, NULL, N, H, F, 0.0f, prec);
+    pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_cfconv_tangent(mdot, k->w, k->wdot, a->row, k->x, t > 0 ? k->xdot : NULL, b->edge_src,
+                      b->dst_offset, N, F);
+    pt_lap(sw, PT_SCHNET_OP_CFCONV);
+    pt_linear_forward(udot, mdot, w->conv_lin2_w, NULL, N, F, H, 0.0f, prec);
+    pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_ssp_tangent(udot, k->sig2, N, H);
+    pt_lap(sw, PT_SCHNET_OP_NODE_SSP);
+    memcpy(hdot1, hdot, (size_t)N * H * sizeof(float));
+    pt_linear_forward(hdot1, udot, w->lin_w, NULL, N, H, H, 1.0f, prec);
+    pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
+}
+
+static void block_backward2(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b, int t,
+                            pt_schnet_params *d, pt_stopwatch *sw)
+{
+    const pt_schnet_config *c = &m->cfg;
+    const pt_schnet_block *w = &m->params.block[t];
+    pt_schnet_block *dw = &d->block[t];
+    pt_schnet_block_acts *k = &a->block[t];
+    const int N = b->cap_nodes, H = c->hidden, F = c->filters, G = c->gaussians;
+    const int U = a->n_rows;
+    const pt_precision prec = a->precision;
+    float *hh1 = a->hb[t + 1], *hh0 = a->hb[t];
+    float *udot = half2(k->u, N, H), *s1dot = half2(k->s1, U, F);
+
+    /* L3: dL3 += [ĥ'; h̄']ᵀ [u; u̇], dc3 += Σ ĥ'; û = ĥ' L3 → ẑ2 */
+    pt_linear_backward_weight(dw->lin_w, dw->lin_b, hh1, k->u, 2 * N, N, H, H, prec);
+    pt_linear_backward_input(k->z2, hh1, w->lin_w, N, H, H, 0.0f, prec);
+    pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_ssp_backward2(k->z2, dw->conv_lin2_b, k->sig2, k->ubar, half2(k->z2, N, H), udot, N, H);
+    pt_lap(sw, PT_SCHNET_OP_NODE_SSP);
+    /* L2: dL2 += [ẑ2; z̄2]ᵀ [m; ṁ]; m̂ = ẑ2 L2 */
+    pt_linear_backward_weight(dw->conv_lin2_w, NULL, k->z2, k->m, 2 * N, 0, F, H, prec);
+    pt_linear_backward_input(a->mhat, k->z2, w->conv_lin2_w, N, F, H, 0.0f, prec);
+    pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_cfconv_backward2(k->xb, k->pb, a->mhat, k->mbar, k->x, t > 0 ? k->xdot : NULL, k->w,
+                        k->wdot, a->cut, a->cdot, a->row, a->first, b->edge_src, b->dst_offset,
+                        N, F);
+    pt_lap(sw, PT_SCHNET_OP_CFCONV);
+    /* filter network: dA2 += [P̂; P̄]ᵀ [s1; ṡ1]; ŝ1 = P̂ A2 → ẑ1; dA1 += [ẑ1; z̄1]ᵀ [e; ė] */
+    pt_linear_backward_weight(dw->mlp2_w, dw->mlp2_b, k->pb, k->s1, 2 * U, U, F, F, prec);
+    pt_linear_backward_input(k->z1, k->pb, w->mlp2_w, U, F, F, 0.0f, prec);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    pt_ssp_backward2(k->z1, dw->mlp0_b, k->sig1, k->s1bar, half2(k->z1, U, F), s1dot, U, F);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
+    pt_linear_backward_weight(dw->mlp0_w, NULL, k->z1, a->e, 2 * U, 0, G, F, prec);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    /* L1: dL1 += [x̂; x̄]ᵀ [h; ḣ] (ḣ_0 = 0: the first block's half is skipped);
+     * ĥ = ĥ' + x̂ L1 */
+    pt_linear_backward_weight(dw->conv_lin1_w, NULL, k->xb, a->h[t], t > 0 ? 2 * N : N, 0, H, F,
+                              prec);
+    memcpy(hh0, hh1, (size_t)N * H * sizeof(float));
+    pt_linear_backward_input(hh0, k->xb, w->conv_lin1_w, N, H, F, 1.0f, prec);
+    pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
+}
+
+void pt_schnet_backward_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b,
+                               float *grads)
+{
+    const pt_schnet_config *c = &m->cfg;
+    const pt_schnet_params *p = &m->params;
+    pt_schnet_params d;
+    pt_schnet_params_view(m, grads, &d);
+    const int N = b->cap_nodes, H = c->hidden, H2 = c->hidden / 2, G = c->gaussians;
+    const int U = a->n_rows, T = c->interactions;
+    const pt_precision prec = a->precision;
+    float *qdot = half2(a->q, N, H2);
+
+    pt_stopwatch sw;
+    pt_stopwatch_start(&sw, a->profile);
+    /* pass 2: tangent along ḋ = λ */
+    pt_edge_basis_tangent(half2(a->e, U, G), a->cdot, a->de, a->dcut, a->lambda, U, G);
+    memset(half2(a->h[0], N, H), 0, (size_t)N * H * sizeof(float));
+    pt_lap(&sw, PT_SCHNET_OP_EDGE_BASIS);
+    for (int t = 0; t < T; t++) block_tangent(m, a, b, t, &sw);
+    pt_linear_forward(qdot, half2(a->h[T], N, H), p->lin1_w, NULL, N, H, H2, 0.0f, prec);
+    pt_lap(&sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_ssp_tangent(qdot, a->sig4, N, H2);
+    pt_lap(&sw, PT_SCHNET_OP_NODE_SSP);
+
+    /* pass 3: second backward; head: ô = ∂L_E/∂y · std, dw5 += [ô; ō]ᵀ [q; q̇] */
+    pt_readout_backward(a->ob, d.atomref, a->dy, a->count, b->z, b->node_graph, m->std,
+                        c->readout, N);
+    pt_lap(&sw, PT_SCHNET_OP_OTHER);
+    pt_linear_backward_weight(d.lin2_w, d.lin2_b, a->ob, a->q, 2 * N, N, H2, 1, prec);
+    pt_linear_backward_input(a->z4, a->ob, p->lin2_w, N, H2, 1, 0.0f, prec);
+    pt_lap(&sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_ssp_backward2(a->z4, d.lin1_b, a->sig4, a->qbar, half2(a->z4, N, H2), qdot, N, H2);
+    pt_lap(&sw, PT_SCHNET_OP_NODE_SSP);
+    pt_linear_backward_weight(d.lin1_w, NULL, a->z4, a->h[T], 2 * N, 0, H, H2, prec);
+    pt_linear_backward_input(a->hb[T], a->z4, p->lin1_w, N, H, H2, 0.0f, prec);
+    pt_lap(&sw, PT_SCHNET_OP_NODE_GEMM);
+    for (int t = T - 1; t >= 0; t--) block_backward2(m, a, b, t, &d, &sw);
+    pt_embedding_backward(d.embedding, a->hb[0], b->z, N, H);
+    pt_lap(&sw, PT_SCHNET_OP_OTHER);
+    if (a->profile) a->profile->backwards++;
+}

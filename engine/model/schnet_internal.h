@@ -1,0 +1,33 @@
+/* schnet_internal.h — what schnet.c (energy) and schnet_forces.c (forces,
+ * stress, training on them) share: the profile's stopwatch. */
+#ifndef PT_SCHNET_INTERNAL_H
+#define PT_SCHNET_INTERNAL_H
+
+#include <time.h>
+
+#include "engine/model/schnet.h"
+
+/* A stopwatch that charges the time since its last lap to an op; free when
+ * the arena has no profile. */
+typedef struct pt_stopwatch {
+    pt_schnet_profile *p;
+    struct timespec t;
+} pt_stopwatch;
+
+static inline void pt_stopwatch_start(pt_stopwatch *sw, pt_schnet_profile *p)
+{
+    sw->p = p;
+    if (p) clock_gettime(CLOCK_MONOTONIC, &sw->t);
+}
+
+static inline void pt_lap(pt_stopwatch *sw, pt_schnet_op op)
+{
+    if (!sw->p) return;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    sw->p->seconds[op] +=
+        (double)(t.tv_sec - sw->t.tv_sec) + 1e-9 * (double)(t.tv_nsec - sw->t.tv_nsec);
+    sw->t = t;
+}
+
+#endif
