@@ -213,42 +213,44 @@ static void *carve(carver *c, size_t bytes)
     return c->base ? c->base + start : NULL;
 }
 
-/* The energy's arrays, then (mode ≥ FORCES) the distance backward's and
- * (FORCES_TRAIN) the tangents and hats; pairs (schnet.h) get twice the rows. */
+/* The energy's arrays, then (mode ≥ FORCES) those of schnet_forces.c;
+ * pairs (schnet.h) get twice the rows. */
 static void acts_layout(pt_schnet_acts *a, const pt_schnet_config *c, carver *cv)
 {
     const size_t N = (size_t)a->cap_nodes, E = (size_t)a->cap_edges, B = (size_t)a->cap_graphs;
     const size_t H = (size_t)c->hidden, F = (size_t)c->filters, G = (size_t)c->gaussians;
     const size_t H2 = H / 2, fs = sizeof(float), ds = sizeof(double);
     const int forces = a->mode >= PT_SCHNET_FORCES, train = a->mode == PT_SCHNET_FORCES_TRAIN;
-    const size_t pair = train ? 2 : 1; /* forward activations with a tangent half */
+    const size_t pair = train ? 2 : 1; /* arrays with a second (tangent or bar) half */
     a->row = carve(cv, E * sizeof(int32_t));
     a->first = carve(cv, E);
     a->row_dist = carve(cv, E * fs);
     a->e = carve(cv, pair * E * G * fs);
     a->cut = carve(cv, E * fs);
+    if (forces) {
+        /* shared row scratch: the forward's P and s1' (FORCES), the second
+         * backward's [P̂; P̄] and [ŝ1; s̄1] (FORCES_TRAIN), and the energy
+         * backward's dp and ds1 should it run on this arena */
+        a->rows_a = carve(cv, pair * E * F * fs);
+        a->rows_b = carve(cv, pair * E * F * fs);
+    }
     for (int t = 0; t <= c->interactions; t++) a->h[t] = carve(cv, pair * N * H * fs);
     for (int t = 0; t < c->interactions; t++) {
         pt_schnet_block_acts *k = &a->block[t];
         k->sig1 = carve(cv, E * F * fs);
         k->s1 = carve(cv, pair * E * F * fs);
         k->w = carve(cv, E * F * fs);
-        k->p = forces ? carve(cv, E * F * fs) : k->w;
+        k->p = forces ? a->rows_a : k->w;
         k->x = carve(cv, N * F * fs);
         k->m = carve(cv, pair * N * F * fs);
         k->sig2 = carve(cv, N * H * fs);
         k->u = carve(cv, pair * N * H * fs);
         if (!forces) continue;
-        k->ubar = carve(cv, N * H * fs);
+        k->wd = carve(cv, E * F * fs);
         k->z2 = carve(cv, pair * N * H * fs);
         k->mbar = carve(cv, N * F * fs);
         k->xb = carve(cv, pair * N * F * fs);
-        k->pb = carve(cv, pair * E * F * fs);
-        k->s1bar = carve(cv, E * F * fs);
-        k->z1 = carve(cv, pair * E * F * fs);
-        if (!train) continue;
-        k->wdot = carve(cv, E * F * fs);
-        k->xdot = carve(cv, N * F * fs);
+        if (train) k->xdot = carve(cv, N * F * fs);
     }
     a->sig4 = carve(cv, N * H2 * fs);
     a->q = carve(cv, pair * N * H2 * fs);
@@ -260,20 +262,18 @@ static void acts_layout(pt_schnet_acts *a, const pt_schnet_config *c, carver *cv
     a->du = carve(cv, N * H * fs);
     a->dm = carve(cv, N * F * fs);
     a->dx = carve(cv, N * F * fs);
-    a->dp = carve(cv, E * F * fs);
-    a->ds1 = carve(cv, E * F * fs);
+    a->dp = forces ? a->rows_a : carve(cv, E * F * fs);
+    a->ds1 = forces ? a->rows_b : carve(cv, E * F * fs);
     a->dq = carve(cv, N * H2 * fs);
     a->dout = carve(cv, N * fs);
     if (!forces) return;
     a->de = carve(cv, E * G * fs);
     a->dcut = carve(cv, E * fs);
-    a->ebar = carve(cv, E * G * fs);
-    a->cbar = carve(cv, E * fs);
     a->dist_grad = carve(cv, E * fs);
     for (int t = 0; t <= c->interactions; t++) a->hb[t] = carve(cv, pair * N * H * fs);
-    a->qbar = carve(cv, N * H2 * fs);
     a->z4 = carve(cv, pair * N * H2 * fs);
     a->ob = carve(cv, pair * N * fs);
+    a->zs = carve(cv, N * H * fs);
     a->ones = carve(cv, B * ds);
     a->force = carve(cv, N * 3 * ds);
     a->stress = carve(cv, B * 9 * ds);
@@ -281,7 +281,6 @@ static void acts_layout(pt_schnet_acts *a, const pt_schnet_config *c, carver *cv
     a->force_bar = carve(cv, N * 3 * ds);
     a->stress_bar = carve(cv, B * 9 * ds);
     a->lambda = carve(cv, E * fs);
-    a->cdot = carve(cv, E * fs);
     a->mhat = carve(cv, N * F * fs);
 }
 
@@ -437,6 +436,9 @@ void pt_schnet_prepare_edges(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
                                          m->cfg.cutoff);
     pt_edge_basis_forward(a->e, a->cut, a->row_dist, a->n_rows, m->cfg.gaussians,
                           m->cfg.cutoff);
+    if (a->mode >= PT_SCHNET_FORCES)
+        pt_edge_basis_deriv(a->de, a->dcut, a->e, a->row_dist, a->n_rows, m->cfg.gaussians,
+                            m->cfg.cutoff);
 }
 
 /* h_{t+1} = h_t + c3 row by row, before the product adds L3 u (one pass
@@ -469,6 +471,7 @@ static void block_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch 
     pt_linear_forward(k->p, k->s1, w->mlp2_w, w->mlp2_b, U, F, F, 0.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
     pt_filter_cutoff_forward(k->w, k->p, a->cut, U, F);
+    if (a->mode >= PT_SCHNET_FORCES) pt_schnet_filter_deriv(m, a, t, sw);
     pt_cfconv_forward(k->m, k->w, a->row, k->x, b->edge_src, b->dst_offset, N, F);
     pt_lap(sw, PT_SCHNET_OP_CFCONV);
     pt_linear_forward(k->u, k->m, w->conv_lin2_w, w->conv_lin2_b, N, F, H, 0.0f, prec);

@@ -80,27 +80,22 @@ typedef enum pt_schnet_mode {
 } pt_schnet_mode;
 
 /* Per interaction block.  "Pairs" (FORCES_TRAIN) are two arrays back to back,
- * so that one product covers both (schnet_ops.h, distance derivatives): the
- * second half of a node pair starts N rows in, of a row pair n_rows rows in
- * (rows change with the batch).  In the other modes only the first half
- * (forward activations) or the bar half (FORCES) exists. */
+ * so that one product covers both (schnet_forces.c): the second half of a
+ * node pair starts N = batch node slots rows in, of a row pair n_rows rows in
+ * (both change with the batch).  In FORCES mode only the bar half exists. */
 typedef struct pt_schnet_block_acts {
-    float *sig1, *s1;   /* [rows,F] σ and ssp of A1 e + a1; pair [s1; ṡ1] */
-    float *p;           /* [rows,F] P = A2 s1 + a2 (energy mode: the same array as w) */
+    float *sig1, *s1;   /* [rows,F] σ and ssp of A1 e + a1; pair [s1; s1'] */
+    float *p;           /* [rows,F] P = A2 s1 + a2 (energy: the array w; forces:
+                         * shared scratch, live during the block's forward) */
     float *w;           /* [rows,F] filter W = P ⊙ C */
     float *x, *m;       /* [N,F] x = L1 h, m = Σ x_j ⊙ W; pair [m; ṁ] */
     float *sig2, *u;    /* [N,H] σ and ssp of L2 m + c2; pair [u; u̇] */
-    /* FORCES and up: the distance backward's adjoints (seed 1 on every graph) */
-    float *ubar;        /* [N,H] ū */
-    float *z2;          /* [N,H] pair [ẑ2; z̄2] (FORCES: z̄2 only) */
+    /* FORCES and up */
+    float *wd;          /* [rows,F] W' = ∂W/∂d */
+    float *z2;          /* [N,H] pair [û → ẑ2; ū → z̄2] */
     float *mbar;        /* [N,F] m̄ */
     float *xb;          /* [N,F] pair [x̂; x̄] */
-    float *pb;          /* [rows,F] pair [P̂; P̄] */
-    float *s1bar;       /* [rows,F] s̄1 */
-    float *z1;          /* [rows,F] pair [ẑ1; z̄1] */
-    /* FORCES_TRAIN: tangents not stored as a pair's second half */
-    float *wdot;        /* [rows,F] Ẇ */
-    float *xdot;        /* [N,F] ẋ */
+    float *xdot;        /* [N,F] ẋ (FORCES_TRAIN) */
 } pt_schnet_block_acts;
 
 /* Where forward and backward spend their time, by kind of work (both
@@ -153,16 +148,16 @@ typedef struct pt_schnet_acts {
     float *dp, *ds1;                 /* [rows,F] */
     float *dq;                       /* [N,H/2] */
     float *dout;                     /* [N] */
-    /* FORCES and up (see pt_schnet_forces; pairs as in pt_schnet_block_acts:
-     * in FORCES_TRAIN h[t], q and e are pairs [h; ḣ], [q; q̇], [e; ė]) */
+    /* FORCES and up (schnet_forces.c; pairs as in pt_schnet_block_acts: in
+     * FORCES_TRAIN h[t], q and e are pairs [h; ḣ], [q; q̇], [e; ė]) */
     pt_schnet_mode mode;
-    float *de, *dcut;                /* [rows,G], [rows] ∂e/∂d, ∂C/∂d */
-    float *ebar, *cbar;              /* [rows,G], [rows] Σ_t ∂Y/∂e, Σ_t ∂Y/∂C */
+    float *de, *dcut;                /* [rows,G], [rows] e' = ∂e/∂d, C' = ∂C/∂d */
     float *dist_grad;                /* [rows] g_u = ∂Y/∂d_u, Y = Σ_g y_g */
+    float *rows_a, *rows_b;          /* [rows,F] scratch, pairs in FORCES_TRAIN */
     float *hb[PT_SCHNET_MAX_INTERACTIONS + 1]; /* [N,H] pairs [ĥ_t; h̄_t] */
-    float *qbar;                     /* [N,H/2] q̄ */
-    float *z4;                       /* [N,H/2] pair [ẑ4; z̄4] */
+    float *z4;                       /* [N,H/2] pair [q̂ → ẑ4; q̄ → z̄4] */
     float *ob;                       /* [N] pair [ô; ō] */
+    float *zs;                       /* [N,H] scratch z̄ of the distance backward */
     double *ones;                    /* [graphs] ∂Y/∂y: 1 for real graphs */
     double *force;                   /* [N,3] F_i = −∂y/∂r_i, eV/Å (0 for padding) */
     double *stress;                  /* [graphs,9] σ = (1/V) ∂y/∂ε, 0 unless V > 0 */
@@ -170,7 +165,6 @@ typedef struct pt_schnet_acts {
     double *force_bar;               /* [N,3] ∂L/∂F */
     double *stress_bar;              /* [graphs,9] ∂L/∂σ */
     float *lambda;                   /* [rows] λ_u = ∂L/∂g_u */
-    float *cdot;                     /* [rows] Ċ = dcut · λ (ė: the second half of e) */
     float *mhat;                     /* [N,F] scratch m̂ */
 } pt_schnet_acts;
 
@@ -207,9 +201,11 @@ size_t pt_schnet_param_count(const pt_schnet_config *cfg);
 size_t pt_schnet_acts_bytes(const pt_schnet_config *cfg, int32_t cap_nodes, int32_t cap_edges,
                             int32_t cap_graphs);
 
-/* The same for an arena of `mode` (pt_schnet_acts_bytes is PT_SCHNET_ENERGY).
- * FORCES needs about 2x the energy arena's edge and node activations,
- * FORCES_TRAIN about 3.5x: the memory plan must use this one for force jobs. */
+/* The same for an arena of `mode` (pt_schnet_acts_bytes is PT_SCHNET_ENERGY);
+ * the memory plan must use this one for force jobs.  With SchNet's default
+ * shapes the filter rows dominate: per block 3 [rows,F] arrays for energy,
+ * 4 for FORCES, 5 for FORCES_TRAIN, plus 2 (energy's backward scratch) and
+ * 2 or 4 shared (forces). */
 size_t pt_schnet_acts_bytes_mode(const pt_schnet_config *cfg, int32_t cap_nodes,
                                  int32_t cap_edges, int32_t cap_graphs, pt_schnet_mode mode);
 

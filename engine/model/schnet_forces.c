@@ -1,44 +1,50 @@
 /* schnet_forces.c — forces and stress from SchNet's own energy, and the
  * parameter gradient of a loss on energies, forces and stress.
  *
- * After the forward pass (schnet.c; symbols there) three passes, each over
- * the blocks once, with the ops of schnet_ops.h ("derivatives with respect
- * to the distances"):
+ * The forward pass (schnet.c; symbols there) of an arena of mode ≥ FORCES
+ * also computes each block's filter derivative in its distance,
+ *   W'_u = (A2 s1'_u) C_u + P_u C'_u,   s1' = σ1 ⊙ (A1 e')
+ * (pt_schnet_filter_deriv: two products), because W depends on d_u alone.
+ * Then three passes, each over the blocks once, with the ops of
+ * schnet_ops.h ("derivatives with respect to the distances"):
  *
- * 1. distance backward (pt_schnet_forces): the adjoints ā = ∂Y/∂a of every
- *    activation for Y = Σ_g y_g, i.e. the energy backward seeded with 1 on
- *    every graph, without weight gradients, down to the filter rows:
+ * 1. distance backward (pt_schnet_forces): the adjoints ā = ∂Y/∂a for
+ *    Y = Σ_g y_g — the energy backward seeded with 1 on every graph, with
+ *    no weight products and no filter network:
  *      ō = std (/count)  q̄ = ō w5  z̄4 = q̄ ⊙ σ4  h̄_T = z̄4 W4
  *      per block, last first:
- *        ū = h̄' L3  z̄2 = ū ⊙ σ2  m̄ = z̄2 L2
- *        x̄_j = Σ_{src=j} m̄_dst ⊙ W    W̄_u = Σ_{k∈u} m̄_dst ⊙ x_src
- *        P̄ = W̄ C   c̄ += ⟨W̄, P⟩   s̄1 = P̄ A2   z̄1 = s̄1 ⊙ σ1   ē += z̄1 A1
+ *        ū = h̄' L3   z̄2 = ū ⊙ σ2   m̄ = z̄2 L2
+ *        x̄_j = Σ_{k: src=j} m̄_dst ⊙ W_u     g_u += Σ_{k∈u} ⟨m̄_dst ⊙ x_src, W'_u⟩
  *        h̄ = h̄' + x̄ L1
- *      g_u = ∂Y/∂d_u = ⟨ē_u, ∂e/∂d⟩ + c̄_u ∂C/∂d
- *    then forces and stress from g (schnet.h).  The adjoints are kept: the
- *    third pass needs them.
+ *    then forces and stress from g (schnet.h).  ō, q̄, ū, m̄, x̄, h̄ are kept
+ *    for pass 3.
  * 2. tangent (pt_schnet_backward_forces): with λ_u = ∂L/∂g_u from the loss,
- *    the derivative of every activation along ḋ = λ:
- *      ė = ∂e/∂d λ  Ċ = ∂C/∂d λ  ḣ_0 = 0
- *      per block: ṡ1 = σ1 ⊙ (A1 ė)  Ẇ = (A2 ṡ1) C + P Ċ  ẋ = L1 ḣ
- *                 ṁ_i = Σ ẋ_src ⊙ W + x_src ⊙ Ẇ   u̇ = σ2 ⊙ (L2 ṁ)  ḣ' = ḣ + L3 u̇
+ *    the derivative of every activation along ḋ = λ:  Ẇ = W' λ, ḣ_0 = 0,
+ *      per block: ẋ = L1 ḣ   ṁ_i = Σ ẋ_src ⊙ W + x_src ⊙ Ẇ
+ *                 u̇ = σ2 ⊙ (L2 ṁ)   ḣ' = ḣ + L3 u̇
  *      q̇ = σ4 ⊙ (W4 ḣ_T)
  *    so that Ẏ = Σ_i std·w5 q̇_i (/count) = Σ_u λ_u g_u.
  * 3. second backward: the reverse of forward + tangent for J = L_E(y) + Ẏ,
- *    whose parameter gradient is ∂L/∂θ (the force and stress terms of L are
- *    functions of g only, so their gradient is ∂(λ·g)/∂θ at fixed λ).  The
- *    adjoint of each tangent ȧ is the pass-1 ā; the primal adjoints â are
- *    seeded with ô = ∂L_E/∂y · std and collect second-order terms:
- *      ẑ4 = (ô w5) ⊙ σ4 + (q̄ − z̄4) ⊙ q̇      ĥ_T = ẑ4 W4
- *      per block: û = ĥ' L3, ẑ2 = û ⊙ σ2 + (ū − z̄2) ⊙ u̇, m̂ = ẑ2 L2,
- *                 x̂, P̂ (pt_cfconv_backward2), ẑ1 = (P̂ A2) ⊙ σ1 + (s̄1 − z̄1) ⊙ ṡ1,
+ *    whose parameter gradient is ∂L/∂θ (the force and stress terms of L
+ *    depend on θ through g only, so their gradient is ∂(λ·g)/∂θ at fixed λ).
+ *    The adjoint of each tangent ȧ is pass 1's ā (the tangent pass applies
+ *    the forward pass's Jacobian, and Ẏ's seed is 1 like Y's), so only the
+ *    primal adjoints â propagate, seeded with ô = ∂L_E/∂y · std:
+ *      ẑ4 = (ô w5) ⊙ σ4 + q̄ ⊙ (1 − σ4) ⊙ q̇      ĥ_T = ẑ4 W4
+ *      per block: û = ĥ' L3   ẑ2 = û ⊙ σ2 + ū ⊙ (1 − σ2) ⊙ u̇   m̂ = ẑ2 L2
+ *                 x̂, P̂, P̄ (pt_cfconv_backward2)   [ŝ1; s̄1] = [P̂; P̄] A2
+ *                 ẑ1 = ŝ1 ⊙ σ1 + s̄1 ⊙ (1 − σ1) ⊙ ṡ1, z̄1 = s̄1 ⊙ σ1, ṡ1 = s1' λ
  *                 ĥ = ĥ' + x̂ L1
- *      dW += [â_out; ā_out]ᵀ [a_in; ȧ_in] for every product, db += Σ â_out.
+ *      and for every product out = W in: dW += [âout; āout]ᵀ [in; i̇n], one
+ *      product over the pair's 2 × rows; db += Σ âout.
  *
- * Cost, in products of the energy step's shapes (5 per block forward, 9
- * backward: 14): pass 1 has 5, pass 2 has 5, pass 3 has 4 input products and
- * 5 weight products over twice the rows (14), so a force step is about
- * 5 + 5 + 5 + 14 = 29, ≈ 2.1 energy steps, plus ~3 edge passes per block. */
+ * Cost, in products of the energy step's shapes (per block 5 forward and 9
+ * backward: 14; filter ones, U×G·F and U×F·F, dominate): W' adds 2 filter
+ * products, pass 1 has 3 node products, pass 2 has 3, pass 3 has 3 node and
+ * 1 filter input products over twice the rows, and 5 weight products over
+ * twice the rows: in filter products 6 FF + 4 GF against the energy step's
+ * 3 FF + 2 GF, ≈ 2x; plus 3 edge passes per block and no filter network in
+ * passes 1 and 2. */
 #include "engine/model/schnet.h"
 
 #include <math.h>
@@ -59,6 +65,27 @@ static inline float *bar(const pt_schnet_acts *a, float *pair, int n, int width)
     return a->mode == PT_SCHNET_FORCES_TRAIN ? half2(pair, n, width) : pair;
 }
 
+/* ---- forward: the filter's derivative in d ------------------------------------- */
+
+void pt_schnet_filter_deriv(const pt_schnet *m, pt_schnet_acts *a, int t, pt_stopwatch *sw)
+{
+    const pt_schnet_config *c = &m->cfg;
+    const pt_schnet_block *w = &m->params.block[t];
+    pt_schnet_block_acts *k = &a->block[t];
+    const int F = c->filters, G = c->gaussians, U = a->n_rows;
+    /* s1' is kept for the second backward (ṡ1 = s1' λ) when training */
+    float *s1d = a->mode == PT_SCHNET_FORCES_TRAIN ? half2(k->s1, U, F) : a->rows_b;
+
+    pt_linear_forward(s1d, a->de, w->mlp0_w, NULL, U, G, F, 0.0f, a->precision);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    pt_ssp_tangent(s1d, k->sig1, U, F);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
+    pt_linear_forward(k->wd, s1d, w->mlp2_w, NULL, U, F, F, 0.0f, a->precision);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    pt_filter_cutoff_deriv(k->wd, k->p, a->cut, a->dcut, U, F);
+    pt_lap(sw, PT_SCHNET_OP_CFCONV);
+}
+
 /* ---- pass 1: distance backward, forces, stress ------------------------------ */
 
 static void block_dist_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b, int t,
@@ -67,29 +94,20 @@ static void block_dist_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_
     const pt_schnet_config *c = &m->cfg;
     const pt_schnet_block *w = &m->params.block[t];
     pt_schnet_block_acts *k = &a->block[t];
-    const int N = b->cap_nodes, H = c->hidden, F = c->filters, G = c->gaussians;
-    const int U = a->n_rows;
+    const int N = b->cap_nodes, H = c->hidden, F = c->filters;
     const pt_precision prec = a->precision;
     float *hbar1 = bar(a, a->hb[t + 1], N, H), *hbar0 = bar(a, a->hb[t], N, H);
-    float *z2bar = bar(a, k->z2, N, H), *xbar = bar(a, k->xb, N, F);
-    float *pbar = bar(a, k->pb, U, F), *z1bar = bar(a, k->z1, U, F);
+    float *ubar = bar(a, k->z2, N, H), *xbar = bar(a, k->xb, N, F);
 
-    pt_linear_backward_input(k->ubar, hbar1, w->lin_w, N, H, H, 0.0f, prec);
+    pt_linear_backward_input(ubar, hbar1, w->lin_w, N, H, H, 0.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
-    pt_ssp_backward_to(z2bar, k->ubar, k->sig2, N, H);
+    pt_ssp_backward_to(a->zs, ubar, k->sig2, N, H);
     pt_lap(sw, PT_SCHNET_OP_NODE_SSP);
-    pt_linear_backward_input(k->mbar, z2bar, w->conv_lin2_w, N, F, H, 0.0f, prec);
+    pt_linear_backward_input(k->mbar, a->zs, w->conv_lin2_w, N, F, H, 0.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
-    pt_cfconv_backward_dist(xbar, pbar, a->cbar, k->mbar, k->x, k->w, k->p, a->cut, a->row,
-                            a->first, b->edge_src, b->dst_offset, N, F);
+    pt_cfconv_backward_dist(xbar, a->dist_grad, k->mbar, k->x, k->w, k->wd, a->row,
+                            b->edge_src, b->dst_offset, N, F);
     pt_lap(sw, PT_SCHNET_OP_CFCONV);
-    pt_linear_backward_input(k->s1bar, pbar, w->mlp2_w, U, F, F, 0.0f, prec);
-    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
-    pt_ssp_backward_to(z1bar, k->s1bar, k->sig1, U, F);
-    pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
-    /* ē of all blocks in one buffer: only their sum meets ∂e/∂d */
-    pt_linear_backward_input(a->ebar, z1bar, w->mlp0_w, U, G, F, 1.0f, prec);
-    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
     memcpy(hbar0, hbar1, (size_t)N * H * sizeof(float));
     pt_linear_backward_input(hbar0, xbar, w->conv_lin1_w, N, H, F, 1.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
@@ -141,30 +159,25 @@ void pt_schnet_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b)
 {
     const pt_schnet_config *c = &m->cfg;
     const pt_schnet_params *p = &m->params;
-    const int N = b->cap_nodes, H = c->hidden, H2 = c->hidden / 2, G = c->gaussians;
-    const int U = a->n_rows, T = c->interactions;
+    const int N = b->cap_nodes, H = c->hidden, H2 = c->hidden / 2;
+    const int T = c->interactions;
     const pt_precision prec = a->precision;
 
     pt_stopwatch sw;
     pt_stopwatch_start(&sw, a->profile);
-    pt_edge_basis_deriv(a->de, a->dcut, a->e, a->row_dist, U, G, c->cutoff);
-    memset(a->ebar, 0, (size_t)U * G * sizeof(float));
-    memset(a->cbar, 0, (size_t)U * sizeof(float));
-    pt_lap(&sw, PT_SCHNET_OP_EDGE_BASIS);
+    memset(a->dist_grad, 0, (size_t)a->n_rows * sizeof(float));
     for (int g = 0; g < b->cap_graphs; g++) a->ones[g] = b->graph_id[g] >= 0 ? 1.0 : 0.0;
-    float *obar = bar(a, a->ob, N, 1), *z4bar = bar(a, a->z4, N, H2);
+    float *obar = bar(a, a->ob, N, 1), *qbar = bar(a, a->z4, N, H2);
     pt_readout_backward(obar, NULL, a->ones, a->count, b->z, b->node_graph, m->std, c->readout,
                         N);
     pt_lap(&sw, PT_SCHNET_OP_OTHER);
-    pt_linear_backward_input(a->qbar, obar, p->lin2_w, N, H2, 1, 0.0f, prec);
+    pt_linear_backward_input(qbar, obar, p->lin2_w, N, H2, 1, 0.0f, prec);
     pt_lap(&sw, PT_SCHNET_OP_NODE_GEMM);
-    pt_ssp_backward_to(z4bar, a->qbar, a->sig4, N, H2);
+    pt_ssp_backward_to(a->zs, qbar, a->sig4, N, H2);
     pt_lap(&sw, PT_SCHNET_OP_NODE_SSP);
-    pt_linear_backward_input(bar(a, a->hb[T], N, H), z4bar, p->lin1_w, N, H, H2, 0.0f, prec);
+    pt_linear_backward_input(bar(a, a->hb[T], N, H), a->zs, p->lin1_w, N, H, H2, 0.0f, prec);
     pt_lap(&sw, PT_SCHNET_OP_NODE_GEMM);
     for (int t = T - 1; t >= 0; t--) block_dist_backward(m, a, b, t, &sw);
-    pt_dist_grad(a->dist_grad, a->ebar, a->de, a->cbar, a->dcut, U, G);
-    pt_lap(&sw, PT_SCHNET_OP_EDGE_BASIS);
     forces_and_stress(m, a, b);
     pt_lap(&sw, PT_SCHNET_OP_OTHER);
     if (a->profile) a->profile->backwards++;
@@ -264,26 +277,16 @@ static void block_tangent(const pt_schnet *m, pt_schnet_acts *a, const pt_batch 
     const pt_schnet_config *c = &m->cfg;
     const pt_schnet_block *w = &m->params.block[t];
     pt_schnet_block_acts *k = &a->block[t];
-    const int N = b->cap_nodes, H = c->hidden, F = c->filters, G = c->gaussians;
-    const int U = a->n_rows;
+    const int N = b->cap_nodes, H = c->hidden, F = c->filters;
     const pt_precision prec = a->precision;
-    float *s1dot = half2(k->s1, U, F), *edot = half2(a->e, U, G);
     float *hdot = half2(a->h[t], N, H), *hdot1 = half2(a->h[t + 1], N, H);
     float *mdot = half2(k->m, N, F), *udot = half2(k->u, N, H);
 
-    pt_linear_forward(s1dot, edot, w->mlp0_w, NULL, U, G, F, 0.0f, prec);
-    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
-    pt_ssp_tangent(s1dot, k->sig1, U, F);
-    pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
-    pt_linear_forward(k->wdot, s1dot, w->mlp2_w, NULL, U, F, F, 0.0f, prec);
-    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
-    pt_filter_cutoff_tangent(k->wdot, k->p, a->cut, a->cdot, U, F);
-    pt_lap(sw, PT_SCHNET_OP_CFCONV);
     /* ḣ_0 = 0, so the first block's ẋ is 0 and skipped */
     if (t > 0) pt_linear_forward(k->xdot, hdot, w->conv_lin1_w, NULL, N, H, F, 0.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
-    pt_cfconv_tangent(mdot, k->w, k->wdot, a->row, k->x, t > 0 ? k->xdot : NULL, b->edge_src,
-                      b->dst_offset, N, F);
+    pt_cfconv_tangent(mdot, k->w, k->wd, a->lambda, a->row, k->x, t > 0 ? k->xdot : NULL,
+                      b->edge_src, b->dst_offset, N, F);
     pt_lap(sw, PT_SCHNET_OP_CFCONV);
     pt_linear_forward(udot, mdot, w->conv_lin2_w, NULL, N, F, H, 0.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
@@ -305,29 +308,35 @@ static void block_backward2(const pt_schnet *m, pt_schnet_acts *a, const pt_batc
     const int U = a->n_rows;
     const pt_precision prec = a->precision;
     float *hh1 = a->hb[t + 1], *hh0 = a->hb[t];
-    float *udot = half2(k->u, N, H), *s1dot = half2(k->s1, U, F);
+    float *s1dot = half2(k->s1, U, F);
+    float *pp = a->rows_a, *zz = a->rows_b; /* [P̂; P̄], [ŝ1; s̄1] → [ẑ1; z̄1] */
 
     /* L3: dL3 += [ĥ'; h̄']ᵀ [u; u̇], dc3 += Σ ĥ'; û = ĥ' L3 → ẑ2 */
     pt_linear_backward_weight(dw->lin_w, dw->lin_b, hh1, k->u, 2 * N, N, H, H, prec);
     pt_linear_backward_input(k->z2, hh1, w->lin_w, N, H, H, 0.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
-    pt_ssp_backward2(k->z2, dw->conv_lin2_b, k->sig2, k->ubar, half2(k->z2, N, H), udot, N, H);
+    pt_ssp_backward2(k->z2, half2(k->z2, N, H), dw->conv_lin2_b, k->sig2, half2(k->u, N, H), N,
+                     H);
     pt_lap(sw, PT_SCHNET_OP_NODE_SSP);
     /* L2: dL2 += [ẑ2; z̄2]ᵀ [m; ṁ]; m̂ = ẑ2 L2 */
     pt_linear_backward_weight(dw->conv_lin2_w, NULL, k->z2, k->m, 2 * N, 0, F, H, prec);
     pt_linear_backward_input(a->mhat, k->z2, w->conv_lin2_w, N, F, H, 0.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
-    pt_cfconv_backward2(k->xb, k->pb, a->mhat, k->mbar, k->x, t > 0 ? k->xdot : NULL, k->w,
-                        k->wdot, a->cut, a->cdot, a->row, a->first, b->edge_src, b->dst_offset,
-                        N, F);
+    pt_cfconv_backward2(k->xb, pp, half2(pp, U, F), a->mhat, k->mbar, k->x,
+                        t > 0 ? k->xdot : NULL, k->w, k->wd, a->lambda, a->cut, a->dcut,
+                        a->row, a->first, b->edge_src, b->dst_offset, N, F);
     pt_lap(sw, PT_SCHNET_OP_CFCONV);
-    /* filter network: dA2 += [P̂; P̄]ᵀ [s1; ṡ1]; ŝ1 = P̂ A2 → ẑ1; dA1 += [ẑ1; z̄1]ᵀ [e; ė] */
-    pt_linear_backward_weight(dw->mlp2_w, dw->mlp2_b, k->pb, k->s1, 2 * U, U, F, F, prec);
-    pt_linear_backward_input(k->z1, k->pb, w->mlp2_w, U, F, F, 0.0f, prec);
+    /* filter network: [ŝ1; s̄1] = [P̂; P̄] A2, dA2 += [P̂; P̄]ᵀ [s1; ṡ1], ẑ1 and
+     * z̄1, dA1 += [ẑ1; z̄1]ᵀ [e; ė] */
+    pt_linear_backward_input(zz, pp, w->mlp2_w, 2 * U, F, F, 0.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
-    pt_ssp_backward2(k->z1, dw->mlp0_b, k->sig1, k->s1bar, half2(k->z1, U, F), s1dot, U, F);
+    pt_rows_scale(s1dot, s1dot, a->lambda, U, F);
     pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
-    pt_linear_backward_weight(dw->mlp0_w, NULL, k->z1, a->e, 2 * U, 0, G, F, prec);
+    pt_linear_backward_weight(dw->mlp2_w, dw->mlp2_b, pp, k->s1, 2 * U, U, F, F, prec);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    pt_ssp_backward2(zz, half2(zz, U, F), dw->mlp0_b, k->sig1, s1dot, U, F);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
+    pt_linear_backward_weight(dw->mlp0_w, NULL, zz, a->e, 2 * U, 0, G, F, prec);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
     /* L1: dL1 += [x̂; x̄]ᵀ [h; ḣ] (ḣ_0 = 0: the first block's half is skipped);
      * ĥ = ĥ' + x̂ L1 */
@@ -353,7 +362,7 @@ void pt_schnet_backward_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_b
     pt_stopwatch sw;
     pt_stopwatch_start(&sw, a->profile);
     /* pass 2: tangent along ḋ = λ */
-    pt_edge_basis_tangent(half2(a->e, U, G), a->cdot, a->de, a->dcut, a->lambda, U, G);
+    pt_rows_scale(half2(a->e, U, G), a->de, a->lambda, U, G);
     memset(half2(a->h[0], N, H), 0, (size_t)N * H * sizeof(float));
     pt_lap(&sw, PT_SCHNET_OP_EDGE_BASIS);
     for (int t = 0; t < T; t++) block_tangent(m, a, b, t, &sw);
@@ -369,7 +378,7 @@ void pt_schnet_backward_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_b
     pt_linear_backward_weight(d.lin2_w, d.lin2_b, a->ob, a->q, 2 * N, N, H2, 1, prec);
     pt_linear_backward_input(a->z4, a->ob, p->lin2_w, N, H2, 1, 0.0f, prec);
     pt_lap(&sw, PT_SCHNET_OP_NODE_GEMM);
-    pt_ssp_backward2(a->z4, d.lin1_b, a->sig4, a->qbar, half2(a->z4, N, H2), qdot, N, H2);
+    pt_ssp_backward2(a->z4, half2(a->z4, N, H2), d.lin1_b, a->sig4, qdot, N, H2);
     pt_lap(&sw, PT_SCHNET_OP_NODE_SSP);
     pt_linear_backward_weight(d.lin1_w, NULL, a->z4, a->h[T], 2 * N, 0, H, H2, prec);
     pt_linear_backward_input(a->hb[T], a->z4, p->lin1_w, N, H, H2, 0.0f, prec);

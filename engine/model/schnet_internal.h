@@ -1,5 +1,6 @@
 /* schnet_internal.h — what schnet.c (energy) and schnet_forces.c (forces,
- * stress, training on them) share: the profile's stopwatch. */
+ * stress, training on them) share: the profile's stopwatch, and the part of
+ * the forward pass that only arenas of mode ≥ FORCES run. */
 #ifndef PT_SCHNET_INTERNAL_H
 #define PT_SCHNET_INTERNAL_H
 
@@ -29,5 +30,10 @@ static inline void pt_lap(pt_stopwatch *sw, pt_schnet_op op)
         (double)(t.tv_sec - sw->t.tv_sec) + 1e-9 * (double)(t.tv_nsec - sw->t.tv_nsec);
     sw->t = t;
 }
+
+/* In block t's forward, after P and W (schnet_forces.c): the filter's
+ * derivative in its distance, W' = (A2 (σ1 ⊙ (A1 e'))) C + P C', into
+ * a->block[t].wd (and s1' into the second half of s1 when training). */
+void pt_schnet_filter_deriv(const pt_schnet *m, pt_schnet_acts *a, int t, pt_stopwatch *sw);
 
 #endif

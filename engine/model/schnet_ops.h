@@ -117,21 +117,19 @@ void pt_readout_backward(float *dout, float *datomref, const double *dy, const i
  * bond, engine/edge_rows.h).  Training on them needs ∂L/∂θ of a loss that
  * depends on g: with λ_u = ∂L/∂g_u that is ∂/∂θ (Σ_u λ_u g_u), the parameter
  * gradient of Y's directional derivative along λ.  schnet_forces.c computes
- * it in three passes after the forward pass, and the ops below are their
- * pieces.  Names: ā ("bar") is ∂Y/∂a from the distance backward (seed 1 on
- * every graph), ȧ ("dot") the tangent of a along ḋ = λ, â ("hat") the
- * adjoint of a in the second backward pass — the reverse of forward plus
- * tangent for J = L_E(y) + Ẏ.  Two identities make that pass cheap:
- *   - the adjoint of every tangent ȧ is ā (the tangent pass is the forward
- *     pass's Jacobian applied to ȧ, and the seed of Ẏ is 1 like Y's), so
- *     the second pass reuses the first pass's adjoints and only propagates
- *     the hats;
- *   - each layer's weight gradient is dW += [â_out; ā_out]ᵀ·[a_in; ȧ_in]: one
- *     product over twice the rows when each pair is stored back to back
- *     (pt_linear_backward_weight with n = 2·rows, n_bias = rows).
- * The shifted softplus s = ssp(z), σ = ssp'(z), has σ' = σ(1 − σ), so the
- * second-order term needs no exponential: σ'·ż·s̄ = ṡ·(s̄ − z̄) with ṡ = σ ż
- * and z̄ = σ s̄. */
+ * it with the ops below; its header states the passes.  Names: ā ("bar") is
+ * ∂Y/∂a from the distance backward (seed 1 on every graph), ȧ ("dot") the
+ * tangent of a along ḋ = λ, â ("hat") the adjoint of a in the second
+ * backward pass, a' the derivative of a row's a in its own distance.
+ *
+ * The filter W_u is a function of d_u alone, so its tangent is W'_u λ_u with
+ *   W'_u = (A2 (σ1 ⊙ (A1 e'_u))) C_u + P_u C'_u
+ * independent of λ: the forward pass computes it once (two products), and
+ * neither the distance backward nor the tangent pass runs the filter
+ * network again:  g_u = Σ_t Σ_{k ∈ u} ⟨m̄[dst_k] ⊙ x[src_k], W'_u⟩.
+ *
+ * The shifted softplus s = ssp(z), σ = ssp'(z), has σ' = σ(1 − σ), so its
+ * second-order term needs no exponential: σ'·ż·s̄ = ṡ·s̄·(1 − σ), ṡ = σ ż. */
 
 /* Weight-independent, per row: the derivatives of the edge basis in d,
  *   de[k,g] = e[k,g] · 2γ (d_k − μ_g)
@@ -139,50 +137,50 @@ void pt_readout_backward(float *dout, float *datomref, const double *dy, const i
  * (e from pt_edge_basis_forward with the same d, G, r_c). */
 void pt_edge_basis_deriv(float *de, float *dcut, const float *e, const float *dist, int n_rows,
                          int n_gauss, float cutoff);
-/* Their tangents along ḋ_k = lambda[k]:  ė = de · λ,  Ċ = dcut · λ. */
-void pt_edge_basis_tangent(float *edot, float *cdot, const float *de, const float *dcut,
-                           const float *lambda, int n_rows, int n_gauss);
+
+/* out[n,c] = in[n,c] · s[n] (out may be in): a row's tangent from its
+ * derivative in d (ė = e' λ, ṡ1 = s1' λ). */
+void pt_rows_scale(float *out, const float *in, const float *s, int n, int c);
 
 /* z̄ = s̄ ⊙ σ (pt_ssp_backward that keeps s̄). */
 void pt_ssp_backward_to(float *dz, const float *ds, const float *sig, int n, int c);
-/* In place, ż ← σ ⊙ ż: the tangent ṡ of s = ssp(z). */
+/* In place, ż ← σ ⊙ ż: the tangent (or d-derivative) ṡ of s = ssp(z). */
 void pt_ssp_tangent(float *zdot, const float *sig, int n, int c);
-/* Second backward of s = ssp(z), ṡ = σ ż.  In place, dz (holding ŝ) ←
- *   ẑ = ŝ ⊙ σ + (s̄ − z̄) ⊙ ṡ;   db[c] += Σ_n ẑ   (db may be NULL). */
-void pt_ssp_backward2(float *dz, float *db, const float *sig, const float *sbar,
-                      const float *zbar, const float *sdot, int n, int c);
+/* Second backward of s = ssp(z), ṡ = σ ż, on a pair, in place: on entry
+ * hat = ŝ and bar = s̄, on return
+ *   hat = ẑ = ŝ ⊙ σ + s̄ ⊙ (1 − σ) ⊙ ṡ,   bar = z̄ = s̄ ⊙ σ,
+ * and db[c] += Σ_n ẑ (db may be NULL). */
+void pt_ssp_backward2(float *hat, float *bar, float *db, const float *sig, const float *sdot,
+                      int n, int c);
 
-/* Tangent of W = P · C, in place: wdot (holding Ṗ) ← Ẇ = Ṗ C + P Ċ. */
-void pt_filter_cutoff_tangent(float *wdot, const float *p, const float *cut, const float *cdot,
-                              int n_rows, int f);
+/* The d-derivative of W = P · C, in place: wd (holding P') ← W' = P' C + P C'. */
+void pt_filter_cutoff_deriv(float *wd, const float *p, const float *cut, const float *dcut,
+                            int n_rows, int f);
 
-/* Distance backward of the convolution and of W = P · C: pt_cfconv_backward
- * (dx and dP = W̄ C) plus the cutoff's share of ∂Y/∂d,
- *   cbar[u] += C̄_u = Σ_{k: row_k = u} ⟨dm[dst_k] ⊙ x[src_k], P_u⟩. */
-void pt_cfconv_backward_dist(float *dx, float *dp, float *cbar, const float *dm, const float *x,
-                             const float *w, const float *p, const float *cut,
-                             const int32_t *row, const uint8_t *first, const int32_t *src,
-                             const int32_t *dst_offset, int n_nodes, int f);
-/* ∂Y/∂d_u = ⟨ē_u, de_u⟩ + c̄_u · dcut_u, with ē = Σ_t ∂Y/∂e of every block
- * and c̄ = Σ_t C̄ (pt_cfconv_backward_dist). */
-void pt_dist_grad(float *g, const float *ebar, const float *de, const float *cbar,
-                  const float *dcut, int n_rows, int n_gauss);
+/* Distance backward of the convolution:
+ *   dx[j] = Σ_{k: src_k = j, row_k ≥ 0} dm[dst_k] ⊙ W[row_k]        (written)
+ *   g[u] += Σ_{k: row_k = u} ⟨dm[dst_k] ⊙ x[src_k], W'_u⟩           (added) */
+void pt_cfconv_backward_dist(float *dx, float *g, const float *dm, const float *x,
+                             const float *w, const float *wd, const int32_t *row,
+                             const int32_t *src, const int32_t *dst_offset, int n_nodes, int f);
 
-/* Tangent of the convolution (xdot NULL: ẋ = 0, the first block):
- *   ṁ_i = Σ_{k: dst_k = i, row_k ≥ 0} ẋ[src_k] ⊙ W[row_k] + x[src_k] ⊙ Ẇ[row_k] */
-void pt_cfconv_tangent(float *mdot, const float *w, const float *wdot, const int32_t *row,
-                       const float *x, const float *xdot, const int32_t *src,
-                       const int32_t *dst_offset, int n_nodes, int f);
+/* Tangent of the convolution along ḋ = λ (xdot NULL: ẋ = 0, the first block):
+ *   ṁ_i = Σ_{k: dst_k = i, row_k ≥ 0} ẋ[src_k] ⊙ W[row_k] + x[src_k] ⊙ W'[row_k] λ[row_k] */
+void pt_cfconv_tangent(float *mdot, const float *w, const float *wd, const float *lambda,
+                       const int32_t *row, const float *x, const float *xdot,
+                       const int32_t *src, const int32_t *dst_offset, int n_nodes, int f);
 /* Second backward of the convolution and of W = P · C, given m̂ and the
- * distance backward's m̄ (xdot NULL: ẋ = 0):
+ * distance backward's m̄ (xdot NULL: ẋ = 0), with Ẇ = W' λ, Ċ = C' λ:
  *   x̂_j = Σ_{k: src_k = j} m̂[dst_k] ⊙ W[row_k] + m̄[dst_k] ⊙ Ẇ[row_k]
  *   P̂_u = Σ_{k: row_k = u} (m̂[dst_k] ⊙ x[src_k] + m̄[dst_k] ⊙ ẋ[src_k]) C_u
  *                         + (m̄[dst_k] ⊙ x[src_k]) Ċ_u
- * dxhat is fully written; dphat rows by their first edge, as pt_cfconv_backward. */
-void pt_cfconv_backward2(float *dxhat, float *dphat, const float *mhat, const float *mbar,
-                         const float *x, const float *xdot, const float *w, const float *wdot,
-                         const float *cut, const float *cdot, const int32_t *row,
-                         const uint8_t *first, const int32_t *src, const int32_t *dst_offset,
-                         int n_nodes, int f);
+ *   P̄_u = Σ_{k: row_k = u} (m̄[dst_k] ⊙ x[src_k]) C_u
+ * dxhat is fully written; dphat, dpbar rows by their first edge, as
+ * pt_cfconv_backward. */
+void pt_cfconv_backward2(float *dxhat, float *dphat, float *dpbar, const float *mhat,
+                         const float *mbar, const float *x, const float *xdot, const float *w,
+                         const float *wd, const float *lambda, const float *cut,
+                         const float *dcut, const int32_t *row, const uint8_t *first,
+                         const int32_t *src, const int32_t *dst_offset, int n_nodes, int f);
 
 #endif
