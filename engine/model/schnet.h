@@ -282,14 +282,14 @@ typedef struct pt_schnet_loss_parts {
     double energy, forces, stress, total;
 } pt_schnet_loss_parts;
 
-/* After pt_schnet_forces on an arena of mode FORCES_TRAIN:
+/* After pt_schnet_forces:
  *   L = w_E Σ_g (y_g − t_g)²/n_E + w_F Σ_{i,c} (F_ic − F^ref_ic)²/n_F
  *       + w_S Σ_{g,ab} (σ_g,ab − σ^ref_g,ab)²/n_S
  * over real graphs; forces over the atoms of graphs with graph_has_forces,
  * stress over graphs with graph_has_stress and graph_volume > 0.  A term of
- * weight 0 is not evaluated (its targets may be absent).  Sets dL/dy and
- * λ = ∂L/∂g for pt_schnet_backward_forces; returns the total, with the parts
- * in `parts` (may be NULL). */
+ * weight 0 is not evaluated (its targets may be absent).  Returns the total,
+ * with the parts in `parts` (may be NULL); on a FORCES_TRAIN arena also sets
+ * dL/dy and λ = ∂L/∂g for pt_schnet_backward_forces. */
 double pt_schnet_loss_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b,
                              const pt_schnet_loss_weights *w, const pt_schnet_loss_norm *norm,
                              pt_schnet_loss_parts *parts);

@@ -214,6 +214,8 @@ double pt_schnet_loss_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
         for (int g = 0; g < B; g++) n_s += has_stress(b, g) ? 9.0 : 0.0;
     }
     pt_schnet_loss_parts lp = {0};
+    /* a FORCES arena has no room for the seeds of the second backward */
+    const int seeds = a->mode == PT_SCHNET_FORCES_TRAIN;
 
     for (int g = 0; g < B; g++) {
         a->dy[g] = 0.0;
@@ -222,7 +224,7 @@ double pt_schnet_loss_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
         lp.energy += r * r / n_e;
         a->dy[g] = w->energy * 2.0 * r / n_e;
     }
-    memset(a->force_bar, 0, (size_t)N * 3 * sizeof(double));
+    if (seeds) memset(a->force_bar, 0, (size_t)N * 3 * sizeof(double));
     if (w->forces != 0.0 && n_f > 0.0)
         for (int i = 0; i < N; i++) {
             int32_t g = b->node_graph[i];
@@ -230,20 +232,22 @@ double pt_schnet_loss_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
             for (int x = 0; x < 3; x++) {
                 double r = a->force[3 * (size_t)i + x] - (double)b->node_force[3 * (size_t)i + x];
                 lp.forces += r * r / n_f;
-                a->force_bar[3 * (size_t)i + x] = w->forces * 2.0 * r / n_f;
+                if (seeds) a->force_bar[3 * (size_t)i + x] = w->forces * 2.0 * r / n_f;
             }
         }
-    memset(a->stress_bar, 0, (size_t)B * 9 * sizeof(double));
+    if (seeds) memset(a->stress_bar, 0, (size_t)B * 9 * sizeof(double));
     if (w->stress != 0.0 && n_s > 0.0)
         for (int g = 0; g < B; g++) {
             if (!has_stress(b, g)) continue;
             for (int x = 0; x < 9; x++) {
                 double r = a->stress[9 * (size_t)g + x] - b->graph_stress[9 * (size_t)g + x];
                 lp.stress += r * r / n_s;
-                a->stress_bar[9 * (size_t)g + x] = w->stress * 2.0 * r / n_s;
+                if (seeds) a->stress_bar[9 * (size_t)g + x] = w->stress * 2.0 * r / n_s;
             }
         }
     lp.total = w->energy * lp.energy + w->forces * lp.forces + w->stress * lp.stress;
+    if (parts) *parts = lp;
+    if (!seeds) return lp.total;
 
     /* λ_u = ∂L/∂g_u: the transpose of forces_and_stress */
     memset(a->lambda, 0, (size_t)a->n_rows * sizeof(float));
@@ -265,7 +269,6 @@ double pt_schnet_loss_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
         }
         a->lambda[u] = (float)(l / (double)a->row_dist[u]);
     }
-    if (parts) *parts = lp;
     return lp.total;
 }
 

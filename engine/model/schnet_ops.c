@@ -27,7 +27,6 @@
 #include "engine/model/schnet_ops_internal.h"
 #include "engine/model/sgemm_kernels.h"
 
-
 /* exp(−a) for a ≥ 0.  Range reduction a = n ln2 − r with |r| ≤ ln2/2 (ln2 in
  * two parts so n·ln2 is exact), Cephes' degree-6 polynomial for e^r, and 2^n
  * built from its exponent bits.  a is clamped at 87 so 2^n stays a normal

@@ -4,7 +4,9 @@
 # For each case: PyTorch builds and exports a model (safetensors, PyG's
 # state_dict names), packtrain ingests a small dataset and evaluates the
 # model with --grads, and schnet_ref.py compares predictions and autograd
-# gradients (in float64) with packtrain's.  A last case trains a few steps
+# gradients (in float64) with packtrain's — of the energy loss, or with
+# forces (and stress) in the loss, forces, stress and the gradient of the
+# combined loss (autograd with create_graph=True).  A last case trains a few steps
 # with packtrain and loads ITS file into PyTorch with strict load_state_dict,
 # so files travel both ways.  Fails when torch is missing (make test installs it).
 # The last line is "N passed, N failed".
@@ -28,10 +30,15 @@ fi
 work=$(mktemp -d /tmp/pt_torch_XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
+# Loss options given to both `packtrain eval` and schnet_ref.py check (the
+# flags are the same): empty for the energy loss, e.g. "--forces-weight 10"
+# for energies and forces.
+loss_args=""
+
 # case NAME DATA TARGET N EXPORT-ARGS...
 run_case() {
   local name=$1 data=$2 target=$3 n=$4; shift 4
-  echo "== $name"
+  echo "== $name${loss_args:+ ($loss_args)}"
   local ptd="$work/$name.ptd" model="$work/$name.safetensors"
   if ! "$bin" ingest "$data" --out "$ptd" >"$work/$name.ingest.log" 2>&1; then
     echo "FAIL $name: ingest"; cat "$work/$name.ingest.log"; failed=$((failed + 1)); return
@@ -45,13 +52,16 @@ run_case() {
 # check NAME MODEL PTD DATA TARGET N
 check() {
   local name=$1 model=$2 ptd=$3 data=$4 target=$5 n=$6
-  if ! "$bin" eval --model "$model" --data "$ptd" --target "$target" --n "$n" \
+  # shellcheck disable=SC2086  # loss_args is a list of options
+  if ! "$bin" eval --model "$model" --data "$ptd" --target "$target" --n "$n" $loss_args \
        --grads "$work/$name.grads.json" >"$work/$name.eval.json" 2>"$work/$name.eval.err"; then
     echo "FAIL $name: packtrain eval"; cat "$work/$name.eval.err"; failed=$((failed + 1)); return
   fi
   local out
+  # shellcheck disable=SC2086
   out=$("$py" "$here/schnet_ref.py" check --model "$model" --data "$data" --target "$target" \
-        --n "$n" --eval-json "$work/$name.eval.json" --grads "$work/$name.grads.json" 2>&1)
+        --n "$n" $loss_args --eval-json "$work/$name.eval.json" \
+        --grads "$work/$name.grads.json" 2>&1)
   printf '%s\n' "$out" | sed '$d'
   local last p f
   last=$(printf '%s\n' "$out" | tail -1)
@@ -73,6 +83,20 @@ run_case qm9_sum "$root/tests/data/schnet_qm9_32.extxyz" energy_U0 32 \
 run_case water_mean "$root/tests/data/schnet_water_6.extxyz" energy 6 \
   --hidden 32 --filters 24 --interactions 2 --gaussians 12 --cutoff 5.0 --max-neighbors 12 \
   --readout mean --mean -0.1 --std 0.05 --perturb-biases --seed 2
+
+# Energies and forces (TIP4P labels): forces F = -dE/dr, and the gradient of
+# w_E MSE(E) + w_F MSE(F) against autograd with create_graph=True.  Weights
+# make the force term the larger part of the loss; the second case has the
+# force term alone (no energy term to hide an error in it).
+loss_args="--forces-weight 300"
+run_case water_forces_sum "$root/tests/data/schnet_water_6.extxyz" energy 6 \
+  --hidden 32 --filters 24 --interactions 3 --gaussians 12 --cutoff 5.0 --max-neighbors 12 \
+  --readout add --mean -0.3 --std 0.4 --perturb-biases --seed 3
+loss_args="--forces-weight 1 --energy-weight 0"
+run_case water_forces_only_mean "$root/tests/data/schnet_water_6.extxyz" energy 6 \
+  --hidden 24 --filters 16 --interactions 2 --gaussians 10 --cutoff 4.0 --max-neighbors 32 \
+  --readout mean --mean -0.1 --std 2.0 --perturb-biases --seed 4
+loss_args=""
 
 # packtrain writes the model this time; PyTorch must load it strictly
 echo "== trained_by_packtrain"

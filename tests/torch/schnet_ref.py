@@ -11,6 +11,13 @@ needed), used to cross-check packtrain's C engine.
           with load_state_dict(strict=True), evaluates the first N structures
           of an extended-XYZ file, and compares predictions and autograd
           gradients of L = mean_g (y_g - t_g)^2 with `packtrain eval --grads`.
+          With --forces-weight / --stress-weight: forces F = -dE/dr and, for
+          cells periodic along a, b and c, stress (1/V) dE/d(strain) by
+          autograd with create_graph=True (the strain applied to positions
+          and cell, as SchNetPack does), and the gradients of
+          L = w_E mean (E - E_ref)^2 + w_F mean (F - F_ref)^2
+            + w_S mean (stress - stress_ref)^2;
+          periodic neighbour lists from ASE's primitive_neighbor_list.
 
 The safetensors files are read and written with struct + json only.
 
@@ -22,7 +29,11 @@ over thousands of edges in blocks, see PT_OPS_MAX_WIDTH).  Predictions must
 agree to 1e-5 of the largest network contribution to y (mean and atomref
 excluded: they are exact on both sides and can be 1000x larger), the loss
 to 1e-5 relative, and each gradient tensor to 1e-5 of its largest entry.
-PyTorch's own float32 result is printed next to ours for scale.
+Forces and stress must agree to 1e-5 of the largest force (stress) of the
+set; with forces in the loss every gradient tensor to 1e-4 of its largest
+entry (the issue's bound: the force terms go through three passes of float
+sums, each over hundreds of edges).  PyTorch's own float32 result is
+printed next to ours for scale.
 """
 import argparse
 import json
@@ -182,6 +193,53 @@ def read_extxyz(path, n, key):
     return out
 
 
+def read_labelled(path, n, key, forces_key):
+    """First n structures with every label: dicts of z, float32 positions,
+    cell (float64, rows a b c), pbc, energy (NaN when absent), float32
+    forces [n,3] or None, stress 3x3 float64 or None."""
+    from ase.io import read
+    import numpy as np
+    out = []
+    for atoms in read(path, index=f":{n}"):
+        res = atoms.calc.results if atoms.calc is not None else {}
+        e = atoms.info.get(key, res.get(key) if key == "energy" else None)
+        f = atoms.arrays.get(forces_key)
+        if f is None and forces_key == "forces":
+            f = res.get("forces")
+        st = atoms.info.get("stress", res.get("stress"))
+        if st is not None:
+            st = np.asarray(st, dtype=np.float64)
+            if st.shape == (6,):  # Voigt xx yy zz yz xz xy
+                xx, yy, zz, yz, xz, xy = st
+                st = np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]])
+            st = torch.tensor(st.reshape(3, 3), dtype=torch.float64)
+        out.append({"z": atoms.numbers.tolist(),
+                    "pos": torch.tensor(atoms.positions, dtype=torch.float32),
+                    "cell": torch.tensor(atoms.cell.array, dtype=torch.float64),
+                    "pbc": [bool(x) for x in atoms.pbc],
+                    "energy": float(e) if e is not None else math.nan,
+                    "forces": torch.tensor(f, dtype=torch.float32) if f is not None else None,
+                    "stress": st if all(atoms.pbc) else None})
+    return out
+
+
+def periodic_graph(pos, cell, pbc, cutoff, max_neighbors):
+    """ASE's primitive_neighbor_list on the float32 positions: edges j -> i
+    with image shift S, |r_j + S·cell - r_i| < cutoff, then the
+    max_neighbors nearest per receiver (ties by sender)."""
+    from ase.neighborlist import primitive_neighbor_list
+    i, j, S, d = primitive_neighbor_list("ijSd", pbc, cell.numpy(), pos.double().numpy(),
+                                         cutoff, self_interaction=False)
+    order = sorted(range(len(i)), key=lambda k: (int(i[k]), float(d[k]), int(j[k])))
+    count, keep = {}, []
+    for k in order:
+        if count.get(int(i[k]), 0) < max_neighbors:
+            keep.append(k)
+            count[int(i[k])] = count.get(int(i[k]), 0) + 1
+    return ([int(j[k]) for k in keep], [int(i[k]) for k in keep],
+            [[float(x) for x in S[k]] for k in keep])
+
+
 def radius_graph(pos, cutoff, max_neighbors):
     """packtrain's neighbour definition (engine/graph/neighbors.h): float32
     d2 = dx*dx + dy*dy + dz*dz with dx = x_j - x_i, kept when d2 < cutoff^2
@@ -269,10 +327,78 @@ def evaluate(m, structs, dtype):
     return y.detach().double(), loss.item(), grads
 
 
-def baseline(m, structs):
-    """Per structure, the part of y that is mean + atomref (no network)."""
+def evaluate_forces(m, structs, dtype, w):
+    """Energies, forces, stresses, the combined loss and its parameter
+    gradients (create_graph=True), in dtype.  w: (w_E, w_F, w_S)."""
+    m = m.to(dtype)
+    m.zero_grad()
+    z, src, dst, shift, batch, gi, pos_l, cell_l = [], [], [], [], [], [], [], []
+    base = 0
+    for g, st in enumerate(structs):
+        n = len(st["z"])
+        if any(st["pbc"]):
+            s, d, S = periodic_graph(st["pos"], st["cell"], st["pbc"], m.cutoff,
+                                     m.max_num_neighbors)
+        else:
+            s, d, _ = radius_graph(st["pos"], m.cutoff, m.max_num_neighbors)
+            S = [[0.0, 0.0, 0.0]] * len(s)
+        src += [base + k for k in s]
+        dst += [base + k for k in d]
+        shift += S
+        gi += [g] * len(s)
+        z += st["z"]
+        batch += [g] * n
+        pos_l.append(st["pos"].to(dtype))
+        cell_l.append(st["cell"].to(dtype))
+        base += n
+    G = len(structs)
+    pos = torch.cat(pos_l).requires_grad_(True)
+    cell = torch.stack(cell_l)
+    batch_t, gi_t = torch.tensor(batch), torch.tensor(gi, dtype=torch.long)
+    # a homogeneous strain per structure, r -> r (1 + eps), cell -> cell (1 + eps)
+    eps = torch.zeros(G, 3, 3, dtype=dtype, requires_grad=True)
+    defo = torch.eye(3, dtype=dtype) + eps
+    pos_s = torch.bmm(pos.unsqueeze(1), defo[batch_t]).squeeze(1)
+    cell_s = torch.bmm(cell, defo)
+    off = torch.bmm(torch.tensor(shift, dtype=dtype).view(-1, 1, 3), cell_s[gi_t]).squeeze(1)
+    ei = torch.tensor([src, dst])
+    vec = pos_s[ei[0]] - pos_s[ei[1]] + off
+    e = m(torch.tensor(z), ei, vec.norm(dim=-1), batch_t, G)
+    de_dpos, de_deps = torch.autograd.grad(e.sum(), [pos, eps], create_graph=True)
+    forces = -de_dpos
+    vol = torch.tensor([abs(torch.det(st["cell"]).item()) if all(st["pbc"]) else 0.0
+                        for st in structs], dtype=dtype)
+    periodic = vol > 0
+    stress = de_deps / torch.where(periodic, vol, torch.ones_like(vol)).view(-1, 1, 1)
+    loss = torch.zeros((), dtype=torch.float64)
+    if w[0]:
+        e_ref = torch.tensor([st["energy"] for st in structs], dtype=torch.float64)
+        loss = loss + w[0] * ((e.double() - e_ref) ** 2).mean()
+    if w[1]:
+        rows = [k for k, st in enumerate(structs) if st["forces"] is not None]
+        f_ref = torch.cat([structs[k]["forces"] for k in rows]).double()
+        atoms = torch.cat([torch.arange(int(batch_t.eq(k).nonzero()[0]),
+                                        int(batch_t.eq(k).nonzero()[-1]) + 1) for k in rows])
+        loss = loss + w[1] * ((forces[atoms].double() - f_ref) ** 2).mean()
+    if w[2]:
+        rows = [k for k, st in enumerate(structs) if st["stress"] is not None]
+        s_ref = torch.stack([structs[k]["stress"] for k in rows])
+        loss = loss + w[2] * ((stress[rows].double() - s_ref) ** 2).mean()
+    loss.backward()
+    # a parameter the loss does not reach (lin2.bias without the energy term)
+    # has no .grad: its gradient is 0
+    grads = {n: (p.grad.detach().double() if p.grad is not None
+                 else torch.zeros_like(p, dtype=torch.float64)).reshape(-1)
+             for n, p in m.named_parameters()}
+    return (e.detach().double(), forces.detach().double(), stress.detach().double(), periodic,
+            loss.item(), grads)
+
+
+def baseline(m, zlists):
+    """Per structure (its atomic numbers), the part of y that is mean +
+    atomref (no network)."""
     out = []
-    for zs, _, _ in structs:
+    for zs in zlists:
         per_atom = torch.tensor([(m.mean or 0.0) + (m.atomref.weight[z, 0].item()
                                                     if m.atomref is not None else 0.0)
                                  for z in zs], dtype=torch.float64)
@@ -280,9 +406,16 @@ def baseline(m, structs):
     return torch.stack(out)
 
 
+def max_rel(got, ref, other=None):
+    """max |got - ref| / max |ref|, and the same for `other` (torch32)."""
+    scale = ref.abs().max().item() + 1e-30
+    e = (got - ref).abs().max().item() / scale
+    return e, ((other - ref).abs().max().item() / scale if other is not None else 0.0)
+
+
 def cmd_check(a):
     m = model_from_file(a.model)
-    structs = read_extxyz(a.data, a.n, a.target)
+    with_forces = a.forces_weight is not None or a.stress_weight is not None
     with open(a.eval_json) as f:
         ev = json.load(f)
     with open(a.grads) as f:
@@ -295,23 +428,56 @@ def cmd_check(a):
         passed, failed = passed + ok, failed + (not ok)
 
     # float64 is the reference; float32 shows PyTorch's own rounding for scale
-    y64, loss64, g64 = evaluate(m, structs, torch.float64)
-    y32, _, g32 = evaluate(model_from_file(a.model), structs, torch.float32)
-    yc = torch.tensor([p["prediction"] for p in ev["predictions"]], dtype=torch.float64)
+    if with_forces:
+        structs = read_labelled(a.data, a.n, a.target, a.forces_key)
+        zlists = [st["z"] for st in structs]
+        w = (a.energy_weight, a.forces_weight or 0.0, a.stress_weight or 0.0)
+        y64, f64, s64, periodic, loss64, g64 = evaluate_forces(m, structs, torch.float64, w)
+        y32, f32, s32, _, _, g32 = evaluate_forces(model_from_file(a.model), structs,
+                                                   torch.float32, w)
+        rtol_grad = a.rtol_grad if a.rtol_grad is not None else 1e-4
+    else:
+        structs = read_extxyz(a.data, a.n, a.target)
+        zlists = [zs for zs, _, _ in structs]
+        y64, loss64, g64 = evaluate(m, structs, torch.float64)
+        y32, _, g32 = evaluate(model_from_file(a.model), structs, torch.float32)
+        rtol_grad = a.rtol_grad if a.rtol_grad is not None else 1e-5
+    preds = ev["predictions"]
+    yc = torch.tensor([p["prediction"] for p in preds], dtype=torch.float64)
     verdict(len(yc) == len(structs), f"{len(yc)} predictions for {len(structs)} structures")
     if len(yc) != len(structs):
         print(f"{passed} passed, {failed} failed")
         return 1
     # the scale is the network's own part of y (without mean and atomref,
     # which are exact in both and can be 1000x larger for total energies)
-    scale = (y64 - baseline(m, structs)).abs().max().item()
+    scale = (y64 - baseline(m, zlists)).abs().max().item()
     dy = (yc - y64).abs().max().item()
-    dy32 = (y32 - y64).abs().max().item()
+    dy32 = (y32.double() - y64).abs().max().item()
     verdict(dy <= a.rtol_pred * scale,
             f"predictions: max |C - torch64| = {dy:.3g} (torch32 itself {dy32:.3g}), "
             f"tolerance {a.rtol_pred:g} x max|network part of y| = {a.rtol_pred * scale:.3g}")
+    if with_forces:
+        fc = [torch.tensor(p.get("forces", []), dtype=torch.float64).view(-1, 3) for p in preds]
+        ok = all(len(f) == len(st["z"]) for f, st in zip(fc, structs))
+        verdict(ok, "a force per atom of every structure")
+        if ok:
+            e, e32 = max_rel(torch.cat(fc), f64, f32.double())
+            verdict(e <= a.rtol_pred, f"forces: max |C - torch64| / max|F| = {e:.3g} (torch32 "
+                    f"itself {e32:.3g}), tolerance {a.rtol_pred:g}, max|F| = "
+                    f"{f64.abs().max().item():.3g} eV/A")
+        rows = [k for k in range(len(structs)) if periodic[k]]
+        sc = [preds[k].get("stress") for k in range(len(structs))]
+        verdict(all((sc[k] is not None) == bool(periodic[k]) for k in range(len(structs))),
+                f"a stress for each of the {len(rows)} structures periodic along a, b and c, "
+                "none for the others")
+        if rows and all(sc[k] is not None for k in rows):
+            got = torch.tensor([sc[k] for k in rows], dtype=torch.float64)
+            e, e32 = max_rel(got, s64[rows], s32[rows].double())
+            verdict(e <= a.rtol_pred, f"stress: max |C - torch64| / max|stress| = {e:.3g} "
+                    f"(torch32 itself {e32:.3g}), tolerance {a.rtol_pred:g}, max|stress| = "
+                    f"{s64[rows].abs().max().item():.3g} eV/A^3")
     dl = abs(gj["loss"] - loss64)
-    verdict(dl <= a.rtol_grad * loss64, f"loss: C {gj['loss']:.9g} vs torch64 {loss64:.9g}")
+    verdict(dl <= 1e-5 * loss64, f"loss: C {gj['loss']:.9g} vs torch64 {loss64:.9g}")
     cg = gj["grads"]
     verdict(set(cg) == set(g64), f"gradient tensors: {len(cg)} from C, {len(g64)} from torch")
     worst, worst32, worst_name = 0.0, 0.0, ""
@@ -322,17 +488,15 @@ def cmd_check(a):
         if got.shape != ref.shape:
             verdict(False, f"{name}: {got.numel()} values from C, {ref.numel()} from torch")
             continue
-        gscale = ref.abs().max().item() + 1e-30
-        err = (got - ref).abs().max().item() / gscale
-        err32 = (g32[name] - ref).abs().max().item() / gscale
+        err, err32 = max_rel(got, ref, g32[name])
         if err > worst:
             worst, worst_name = err, name
         worst32 = max(worst32, err32)
-        if err > a.rtol_grad:
+        if err > rtol_grad:
             verdict(False, f"{name}: max |C - torch64| = {err:.3g} x max|g|")
-    verdict(worst <= a.rtol_grad,
+    verdict(worst <= rtol_grad,
             f"gradients of {len(g64)} tensors: worst max|C - torch64| / max|g| = {worst:.3g} "
-            f"({worst_name}; torch32 itself {worst32:.3g}), tolerance {a.rtol_grad:g}")
+            f"({worst_name}; torch32 itself {worst32:.3g}), tolerance {rtol_grad:g}")
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 
@@ -361,8 +525,13 @@ def main():
     c.add_argument("--n", type=int, default=32)
     c.add_argument("--eval-json", required=True)
     c.add_argument("--grads", required=True)
+    c.add_argument("--forces-weight", type=float)
+    c.add_argument("--stress-weight", type=float)
+    c.add_argument("--energy-weight", type=float, default=1.0)
+    c.add_argument("--forces-key", default="forces")
     c.add_argument("--rtol-pred", type=float, default=1e-5)
-    c.add_argument("--rtol-grad", type=float, default=1e-5)
+    c.add_argument("--rtol-grad", type=float,
+                   help="default 1e-5, with forces or stress in the loss 1e-4")
     a = p.parse_args()
     return cmd_export(a) if a.cmd == "export" else cmd_check(a)
 

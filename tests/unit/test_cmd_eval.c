@@ -1,9 +1,11 @@
-/* test_cmd_eval.c — `packtrain eval` run in-process on a dataset ingested
+/* test_cmd_eval.c — `packtrain eval` run in-process on datasets ingested
  * from tests/data: the JSON it prints is self-consistent (loss, MAE, RMSE
- * from the predictions), does not depend on how structures are grouped into
- * batches, the gradient file names every parameter tensor, and each error
- * path prints its message.  (The comparison with PyTorch autograd is
- * tests/torch/run.sh.) */
+ * from the predictions; with --forces-weight the forces of every atom, the
+ * loss from its parts, force MAE and RMSE from the forces and the labels),
+ * does not depend on how structures are grouped into batches, the gradient
+ * file names every parameter tensor, and each error path prints its message.
+ * (The comparison with PyTorch autograd is tests/torch/run.sh; forces
+ * against finite differences test_schnet_forces.c.) */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -17,11 +19,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/data/dataset.h"
 #include "engine/model/schnet.h"
 #include "server/cli/commands.h"
 #include "tests/unit/cmd_fixture.h"
 
-static char dir[64], ptd[128], model[128];
+static char dir[64], ptd[128], wptd[128], model[128];
 
 static int setup(void **state)
 {
@@ -30,6 +33,9 @@ static int setup(void **state)
     snprintf(ptd, sizeof(ptd), "%s/q.ptd", dir);
     snprintf(model, sizeof(model), "%s/m.safetensors", dir);
     if (tfx_ingest("tests/data/schnet_qm9_32.extxyz", ptd)) return -1;
+    /* water clusters with TIP4P forces */
+    snprintf(wptd, sizeof(wptd), "%s/w.ptd", dir);
+    if (tfx_ingest("tests/data/schnet_water_6.extxyz", wptd)) return -1;
     pt_schnet m;
     pt_schnet_config c = pt_schnet_config_default();
     c.hidden = 16;
@@ -232,6 +238,119 @@ static void test_eval_structure_without_target(void **state)
     expect_failure(1, msg, "--model", model, "--data", d2, "--target", "energy", NULL);
 }
 
+/* --forces-weight: forces of every atom (summing to zero in a molecule's
+ * frame), the loss from its parts and weights, force MAE and RMSE from the
+ * forces and the labels; nothing depends on the batching. */
+static void test_eval_forces_json(void **state)
+{
+    (void)state;
+    char *out[2], *err, gpath[2][160];
+    const char *bg[2] = {"1", "4"};
+    for (int r = 0; r < 2; r++) {
+        snprintf(gpath[r], sizeof(gpath[r]), "%s/fg%d.json", dir, r);
+        assert_int_equal(run_eval(&out[r], &err, "--model", model, "--data", wptd, "--target",
+                                  "energy", "--forces-weight", "3", "--energy-weight", "0.5",
+                                  "--batch-graphs", bg[r], "--grads", gpath[r], NULL), 0);
+        free(err);
+    }
+    json_error_t je;
+    json_t *a = json_loads(out[0], 0, &je), *b = json_loads(out[1], 0, &je);
+    assert_non_null(a);
+    assert_non_null(b);
+    pt_dataset ds;
+    char emsg[256];
+    assert_int_equal(pt_dataset_open(&ds, wptd, emsg, sizeof emsg), 0);
+    double le = json_real_value(json_object_get(a, "loss_energy"));
+    double lf = json_real_value(json_object_get(a, "loss_forces"));
+    double loss = json_real_value(json_object_get(a, "loss"));
+    assert_true(fabs(loss - (0.5 * le + 3.0 * lf)) <= 1e-12 * loss);
+    assert_true(json_real_value(json_object_get(a, "loss_stress")) == 0.0);
+    json_t *w = json_object_get(a, "weights");
+    assert_true(json_real_value(json_object_get(w, "forces")) == 3.0);
+    json_t *pa = json_object_get(a, "predictions"), *pb = json_object_get(b, "predictions");
+    assert_int_equal(json_array_size(pa), ds.n_structs);
+    double sse = 0.0, sae = 0.0, ncomp = 0.0;
+    for (uint32_t s = 0; s < ds.n_structs; s++) {
+        json_t *fa = json_object_get(json_array_get(pa, s), "forces");
+        json_t *fb = json_object_get(json_array_get(pb, s), "forces");
+        uint32_t na = pt_dataset_natoms(&ds, s);
+        assert_int_equal(json_array_size(fa), na);
+        assert_null(json_object_get(json_array_get(pa, s), "stress")); /* molecules */
+        double tot[3] = {0}, mx = 0.0;
+        for (uint32_t i = 0; i < na; i++)
+            for (int x = 0; x < 3; x++)
+                mx = fmax(mx, fabs(json_real_value(json_array_get(json_array_get(fa, i), x))));
+        for (uint32_t i = 0; i < na; i++)
+            for (int x = 0; x < 3; x++) {
+                double f = json_real_value(json_array_get(json_array_get(fa, i), x));
+                double g = json_real_value(json_array_get(json_array_get(fb, i), x));
+                double r = f - ds.forces[3 * (ds.atom_offset[s] + i) + x];
+                /* other batches, other sgemm blocking: float rounding of the
+                 * per-edge terms, relative to the structure's largest force */
+                assert_true(fabs(f - g) <= 1e-5 * mx);
+                tot[x] += f;
+                sse += r * r;
+                sae += fabs(r);
+                ncomp += 1.0;
+            }
+        for (int x = 0; x < 3; x++) assert_true(fabs(tot[x]) <= 1e-5 * mx * na);
+    }
+    assert_true(fabs(lf - sse / ncomp) <= 1e-6 * lf);
+    assert_true(fabs(json_real_value(json_object_get(a, "forces_mae")) - sae / ncomp) <=
+                1e-9 * sae / ncomp);
+    assert_true(fabs(json_real_value(json_object_get(a, "forces_rmse")) - sqrt(sse / ncomp)) <=
+                1e-9 * sqrt(sse / ncomp));
+    assert_true(fabs(json_real_value(json_object_get(b, "loss")) - loss) <= 1e-6 * loss);
+    /* the gradients do not depend on the batching either */
+    json_t *ga = json_load_file(gpath[0], 0, &je), *gb = json_load_file(gpath[1], 0, &je);
+    json_t *ta = json_object_get(ga, "grads"), *tb = json_object_get(gb, "grads");
+    const char *name;
+    json_t *v;
+    json_object_foreach(ta, name, v) {
+        json_t *u = json_object_get(tb, name);
+        double mx = 0.0;
+        for (size_t k = 0; k < json_array_size(v); k++)
+            mx = fmax(mx, fabs(json_real_value(json_array_get(v, k))));
+        for (size_t k = 0; k < json_array_size(v); k++)
+            if (fabs(json_real_value(json_array_get(v, k)) - json_real_value(json_array_get(u, k))) >
+                1e-5 * mx)
+                fail_msg("%s[%zu] depends on the batching", name, k);
+    }
+    json_decref(ga);
+    json_decref(gb);
+    pt_dataset_close(&ds);
+    json_decref(a);
+    json_decref(b);
+    free(out[0]);
+    free(out[1]);
+}
+
+static void test_eval_forces_errors(void **state)
+{
+    (void)state;
+    char msg[512];
+    expect_failure(2, "packtrain eval: --forces-weight: '-1' is not a number >= 0", "--model",
+                   model, "--data", wptd, "--forces-weight", "-1", NULL);
+    expect_failure(2, "packtrain eval: --stress-weight: 'nan' is not a number >= 0", "--model",
+                   model, "--data", wptd, "--stress-weight", "nan", NULL);
+    expect_failure(2, "packtrain eval: --energy-weight and --forces-key go with --forces-weight "
+                      "or --stress-weight",
+                   "--model", model, "--data", wptd, "--energy-weight", "2", NULL);
+    snprintf(msg, sizeof(msg), "packtrain eval: %s: --forces-weight: forces weight 1, but none "
+             "of the 32 structures has force labels", ptd);
+    expect_failure(1, msg, "--model", model, "--data", ptd, "--target", "gap",
+                   "--forces-weight", "1", NULL);
+    snprintf(msg, sizeof(msg), "packtrain eval: %s: --stress-weight: stress weight 2, but none "
+             "of the 6 structures is periodic along a, b and c with a stress label", wptd);
+    expect_failure(1, msg, "--model", model, "--data", wptd, "--target", "energy",
+                   "--forces-weight", "1", "--stress-weight", "2", NULL);
+    snprintf(msg, sizeof(msg), "packtrain eval: %s: --forces-key: a .ptd holds one forces "
+             "column, 'forces' (read by ingest from a 'forces' or 'force' column); 'dft_forces' "
+             "is not in it", wptd);
+    expect_failure(1, msg, "--model", model, "--data", wptd, "--target", "energy",
+                   "--forces-weight", "1", "--forces-key", "dft_forces", NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -240,6 +359,8 @@ int main(void)
         cmocka_unit_test(test_eval_usage_errors),
         cmocka_unit_test(test_eval_runtime_errors),
         cmocka_unit_test(test_eval_structure_without_target),
+        cmocka_unit_test(test_eval_forces_json),
+        cmocka_unit_test(test_eval_forces_errors),
     };
     return cmocka_run_group_tests_name("cmd_eval", tests, setup, teardown);
 }

@@ -241,7 +241,6 @@ static void test_loss_normalisation(void **state)
 static void test_training_step_does_not_allocate(void **state)
 {
     (void)state;
-#ifdef PT_COUNT_ALLOCS
     fixture fx;
     fixture_open(&fx, PT_READOUT_MEAN);
     /* fp32 and bf16 (whose products keep one grow-only scratch per thread) */
@@ -267,9 +266,6 @@ static void test_training_step_does_not_allocate(void **state)
     counting = 0;
     assert_int_equal(n_allocs, 2);
     fixture_close(&fx);
-#else
-    skip();
-#endif
 }
 
 static void test_init_weights_like_pyg(void **state)
