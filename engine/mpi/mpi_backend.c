@@ -474,12 +474,13 @@ int pt_mpi_train_run(const pt_job_config *cfg, const pt_dataset *ds, const char 
         openblas_set_num_threads(rank_threads(0));
         pt_bf16_set_threads(rank_threads(0));
     }
+    pt_train_layout l;
+    pt_train_layout_resolve(&l, cfg, pt_online_cores(), errs);
+    int per = l.replicas / (g_mpi.size > 0 ? g_mpi.size : 1), t = rank_threads(cfg->backend.threads);
     if (g_mpi.rank == 0)
         fprintf(stderr, "packtrain: mpi: %d ranks (%d on this host), %d replica%s and %d BLAS "
-                "thread%s per rank\n", g_mpi.size, g_mpi.local_size,
-                (int)(cfg->backend.replication_factor / g_mpi.size),
-                cfg->backend.replication_factor / g_mpi.size == 1 ? "" : "s",
-                rank_threads(cfg->backend.threads), rank_threads(cfg->backend.threads) == 1 ? "" : "s");
+                "thread%s per rank\n", g_mpi.size, g_mpi.local_size, per, per == 1 ? "" : "s", t,
+                t == 1 ? "" : "s");
     int rc = pt_train_run(cfg, ds, g_mpi.rank == 0 ? out_dir : NULL, &o, res, errs);
     g_run.opt = NULL;
     if (rc != 0) g_mpi.failed = 1;

@@ -45,7 +45,7 @@ void pt_job_config_defaults(pt_job_config *cfg)
     cfg->model = (pt_job_model){.hidden = 100, .filters = 100, .interactions = 4,
                                 .gaussians = 25, .cutoff = 6.0, .max_neighbors = 32,
                                 .readout = PT_JOB_READOUT_SUM};
-    cfg->batching = (pt_job_batching){.method = PT_JOB_BATCH_LPFHP, .model_batch_size = 16};
+    cfg->batching = (pt_job_batching){.method = PT_JOB_BATCH_LPFHP, .model_batch_size = 0};
     pt_job_training *t = &cfg->training;
     t->epochs = 25;
     t->optimizer = PT_OPTIM_ADAM;
@@ -59,7 +59,7 @@ void pt_job_config_defaults(pt_job_config *cfg)
     t->log_every = 10;
     t->checkpoint_every = 200;
     t->precision = PT_PRECISION_FP32;
-    cfg->backend = (pt_job_backend){.kind = PT_JOB_BACKEND_IPU_EMULATED, .replication_factor = 1,
+    cfg->backend = (pt_job_backend){.kind = PT_JOB_BACKEND_IPU_EMULATED, .replication_factor = 0,
                                     .gradient_accumulation = 1, .device_iterations = 1,
                                     .merge_all_reduce = true, .use_async_loader = true,
                                     .prefetch_depth = 3, .device_memory_mb = 900,
@@ -274,7 +274,7 @@ static void parse_batching(parse_ctx *c, const json_t *o, pt_job_batching *b)
     read_int(c, o, s, "max_nodes", 1, 1000000, "auto", &b->max_nodes);
     read_int(c, o, s, "max_edges", 1, 100000000, "auto", &b->max_edges);
     read_int(c, o, s, "max_graphs", 1, 65536, "auto", &b->max_graphs);
-    read_int(c, o, s, "model_batch_size", 1, 65536, NULL, &b->model_batch_size);
+    read_int(c, o, s, "model_batch_size", 1, 65536, "auto", &b->model_batch_size);
 }
 
 /* Keys of the schedule object and the kind each belongs to (-1: every kind,
@@ -404,7 +404,7 @@ static void parse_backend(parse_ctx *c, const json_t *o, pt_job_backend *b)
     int kind = (int)b->kind;
     read_enum(c, o, s, "kind", backend_names, &kind);
     b->kind = (pt_job_backend_kind)kind;
-    read_int(c, o, s, "replication_factor", 1, 1024, NULL, &b->replication_factor);
+    read_int(c, o, s, "replication_factor", 1, 1024, "auto", &b->replication_factor);
     read_int(c, o, s, "gradient_accumulation", 1, 65536, NULL, &b->gradient_accumulation);
     read_int(c, o, s, "device_iterations", 1, 65536, NULL, &b->device_iterations);
     read_bool(c, o, s, "merge_all_reduce", &b->merge_all_reduce);
@@ -464,15 +464,17 @@ int pt_job_config_from_json(pt_job_config *cfg, const json_t *root, const char *
     if (k->kind != PT_JOB_BACKEND_MPI && k->ranks != 1)
         fail(&c, "backend", "ranks", "more than one rank needs backend.kind \"mpi\", got %d ranks "
              "with \"%s\"", (int)k->ranks, backend_names[k->kind]);
-    if (k->kind == PT_JOB_BACKEND_MPI && k->replication_factor % k->ranks != 0)
+    if (k->kind == PT_JOB_BACKEND_MPI && k->replication_factor % k->ranks != 0)   /* 0: auto */
         fail(&c, "backend", "replication_factor",
              "must be a multiple of backend.ranks (%d): each rank runs replication_factor / ranks "
              "replicas; got %d", (int)k->ranks, (int)k->replication_factor);
     /* one process holds a step's packs and batch buffers: bounded well below
      * the 32-bit counts the engine indexes them with */
-    int64_t step = (int64_t)k->replication_factor * k->gradient_accumulation *
-                   cfg->batching.model_batch_size;
-    int64_t slots = (int64_t)k->replication_factor *
+    int64_t R = k->replication_factor ? k->replication_factor : PT_JOB_AUTO_GLOBAL_PACKS;
+    int64_t b = cfg->batching.model_batch_size ? cfg->batching.model_batch_size
+                                               : PT_JOB_AUTO_GLOBAL_PACKS;
+    int64_t step = R * k->gradient_accumulation * b;
+    int64_t slots = R *
                     ((int64_t)k->gradient_accumulation * k->device_iterations +
                      (k->use_async_loader ? k->prefetch_depth : 0));
     if (step > PT_JOB_MAX_STEP_PACKS || slots > PT_JOB_MAX_STEP_PACKS)
@@ -554,9 +556,9 @@ json_t *pt_job_config_to_json(const pt_job_config *cfg)
     const pt_job_training *t = &cfg->training;
     const pt_job_backend *k = &cfg->backend;
     json_t *o = json_pack(
-        "{s:s, s:{s:i, s:i, s:i, s:i, s:f, s:i, s:s}, s:{s:s, s:o, s:o, s:o, s:i},"
+        "{s:s, s:{s:i, s:i, s:i, s:i, s:f, s:i, s:s}, s:{s:s, s:o, s:o, s:o, s:o},"
         " s:{s:i, s:o, s:s, s:f, s:f, s:o, s:o, s:o, s:[f,f,f], s:I, s:s, s:i, s:o, s:s},"
-        " s:{s:s, s:i, s:i, s:i, s:b, s:b, s:i, s:i, s:o, s:i, s:b}}",
+        " s:{s:s, s:o, s:i, s:i, s:b, s:b, s:i, s:i, s:o, s:i, s:b}}",
         "target", cfg->target,
         "model", "hidden", (int)m->hidden, "filters", (int)m->filters,
         "interactions", (int)m->interactions, "gaussians", (int)m->gaussians,
@@ -564,7 +566,7 @@ json_t *pt_job_config_to_json(const pt_job_config *cfg)
         "readout", readout_names[m->readout],
         "batching", "method", method_names[b->method], "max_nodes", int_or(b->max_nodes, "auto"),
         "max_edges", int_or(b->max_edges, "auto"), "max_graphs", int_or(b->max_graphs, "auto"),
-        "model_batch_size", (int)b->model_batch_size,
+        "model_batch_size", int_or(b->model_batch_size, "auto"),
         "training", "epochs", (int)t->epochs, "max_steps", int_or(t->max_steps, NULL),
         "optimizer", optimizer_names[t->optimizer], "lr", t->lr, "weight_decay", t->weight_decay,
         "clip_grad_norm", t->clip_grad_norm > 0 ? json_real(t->clip_grad_norm) : json_null(),
@@ -574,7 +576,8 @@ json_t *pt_job_config_to_json(const pt_job_config *cfg)
         "normalize", normalize_names[t->normalize], "log_every", (int)t->log_every,
         "checkpoint_every", int_or(t->checkpoint_every, NULL),
         "precision", precision_names[t->precision],
-        "backend", "kind", backend_names[k->kind], "replication_factor", (int)k->replication_factor,
+        "backend", "kind", backend_names[k->kind], "replication_factor",
+        int_or(k->replication_factor, "auto"),
         "gradient_accumulation", (int)k->gradient_accumulation,
         "device_iterations", (int)k->device_iterations, "merge_all_reduce", (int)k->merge_all_reduce,
         "use_async_loader", (int)k->use_async_loader, "prefetch_depth", (int)k->prefetch_depth,

@@ -10,18 +10,21 @@
  *
  * Defaults (issue 3's example): target "energy_U0"; model H=F=100, T=4, G=25,
  * cutoff 6 Å, max_neighbors 32, readout sum; batching lpfhp with auto
- * max_nodes/max_edges/max_graphs and 16 packs per micro-batch (about 32 QM9
- * molecules at the auto pack size); training 25 epochs, no max_steps, adam
+ * max_nodes/max_edges/max_graphs and model_batch_size "auto" (a global batch
+ * of PT_JOB_AUTO_GLOBAL_PACKS = 16 packs, about 32 QM9 molecules at the auto
+ * pack size, split over the replicas: plan.h); training 25 epochs, no max_steps, adam
  * (weight decay 0; 0.01 when the optimizer is adamw, as in PyTorch), lr 1e-3,
  * no clipping, constant schedule, no early stopping, split 0.8/0.1/0.1, seed
  * 0, atomref normalisation, a step line every 10 steps, a checkpoint every 200
  * steps (and at every epoch end), precision "fp32" ("bf16" needs AVX512-BF16,
  * which the parser does not check: see pt_train_check_cpu); backend ipu-emulated,
- * R = A = D = 1, merged all-reduce, async loader with prefetch depth 3,
+ * replication_factor "auto" (one single-threaded replica per core: plan.h),
+ * A = D = 1, merged all-reduce, async loader with prefetch depth 3,
  * 900 MB per replica (one Bow IPU), threads auto (all cores), 1 rank.
- * Kind "mpi" (engine/mpi_backend.h) runs `ranks` processes; there
- * replication_factor counts the replicas of all ranks and must be a
- * multiple of ranks; any other kind needs ranks = 1.
+ * Kind "mpi" (engine/mpi/mpi_backend.h) runs `ranks` processes; there
+ * replication_factor counts the replicas of all ranks and, when given, must
+ * be a multiple of ranks ("auto": one replica per rank); any other kind
+ * needs ranks = 1.
  *
  * Top level, besides the sections: max_runtime_seconds (null, or seconds >
  * 0), printed in the canonical form only when set.
@@ -85,7 +88,7 @@ typedef struct pt_job_batching {
     int32_t max_nodes;         /* 0 = "auto" */
     int32_t max_edges;         /* 0 = "auto" */
     int32_t max_graphs;        /* 0 = "auto" */
-    int32_t model_batch_size;  /* packs per micro-batch */
+    int32_t model_batch_size;  /* packs per micro-batch; 0 = "auto" (plan.h) */
 } pt_job_batching;
 
 typedef struct pt_job_training {
@@ -109,7 +112,7 @@ typedef struct pt_job_training {
 
 typedef struct pt_job_backend {
     pt_job_backend_kind kind;
-    int32_t replication_factor;   /* R */
+    int32_t replication_factor;   /* R; 0 = "auto" (plan.h) */
     int32_t gradient_accumulation;/* A */
     int32_t device_iterations;    /* D */
     bool merge_all_reduce;
@@ -123,6 +126,11 @@ typedef struct pt_job_backend {
     int32_t threads;              /* 0 = "auto" (all cores) */
     int32_t ranks;                /* MPI processes (kind "mpi"), 1 otherwise */
 } pt_job_backend;
+
+/* The global batch of a job whose model_batch_size is "auto": packs per
+ * optimizer step (≈32 QM9 molecules at the auto pack size), split over the
+ * replicas (plan.h). */
+#define PT_JOB_AUTO_GLOBAL_PACKS 16
 
 /* Packs of one optimizer step, and batch buffers, one process may hold. */
 #define PT_JOB_MAX_STEP_PACKS (1 << 30)

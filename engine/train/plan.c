@@ -19,16 +19,33 @@ int64_t pt_train_layout_global_packs(const pt_train_layout *l)
     return (int64_t)l->replicas * l->accumulation * l->micro_packs;
 }
 
+/* The largest power of two <= x (x >= 1). */
+static int32_t pow2_floor(int64_t x)
+{
+    int32_t p = 1;
+    while ((int64_t)p * 2 <= x && p < (1 << 30)) p *= 2;
+    return p;
+}
+
 int pt_train_layout_resolve(pt_train_layout *l, const pt_job_config *cfg, int cores,
                             pt_errors *errs)
 {
     (void)errs;
     const pt_job_backend *k = &cfg->backend;
-    *l = (pt_train_layout){.ranks = k->ranks,
-                           .replicas = k->replication_factor,
-                           .accumulation = k->gradient_accumulation,
-                           .micro_packs = cfg->batching.model_batch_size,
+    const int32_t A = k->gradient_accumulation;
+    *l = (pt_train_layout){.ranks = k->ranks, .replicas = k->replication_factor,
+                           .accumulation = A, .micro_packs = cfg->batching.model_batch_size,
                            .threads = k->threads > 0 ? k->threads : (cores > 0 ? cores : 1)};
+    const int64_t G = PT_JOB_AUTO_GLOBAL_PACKS;
+    if (l->replicas == 0) {
+        if (k->kind == PT_JOB_BACKEND_MPI) l->replicas = l->ranks;
+        else if (l->micro_packs) l->replicas = 1;   /* b given: the global batch is A·b */
+        else l->replicas = pow2_floor(l->threads < G / A ? l->threads : G / A);
+    }
+    if (l->micro_packs == 0) {
+        int64_t b = G / ((int64_t)l->replicas * A);
+        l->micro_packs = b > 0 ? (int32_t)b : 1;
+    }
     return 0;
 }
 

@@ -30,6 +30,24 @@
  *   threads       backend.threads: cores of each process ("auto": this
  *                 host's online cores)
  *
+ * "auto" (the defaults of replication_factor and model_batch_size) is the
+ * layout measured fastest on CPUs (bench/bench_layout.sh, README): one
+ * single-threaded replica per core, the global batch fixed.
+ *   R auto   kind "mpi": N (one replica per rank, the rank's cores its BLAS
+ *            threads); with model_batch_size given: 1 (the global batch is
+ *            then A·b, as before "auto" existed); otherwise the largest
+ *            power of two <= threads and <= 16 / A (so that R·A divides the
+ *            global batch);
+ *   b auto   16 / (R·A) packs, at least 1: with both auto the global batch
+ *            is PT_JOB_AUTO_GLOBAL_PACKS = 16 packs whatever the machine, as
+ *            long as A is a power of two <= 16 (R and A powers of two also
+ *            keep every split of it one pairwise reduction tree).
+ * So the global batch never depends on the machine: a default job takes the
+ * same optimizer steps on 1 core or 64, and its numbers differ across core
+ * counts only by float rounding (a micro-batch of 8 packs sums its
+ * gradients in another order than one of 16).  Set both keys to pin the
+ * split too: the global batch is then R·A·b.
+ *
  * Gradient engines are opened with a layout (pt_train_data.layout), never
  * with a modified copy of the configuration: the MPI backend gives each
  * rank's emulated backend the layout {ranks 1, replicas R/N, ...}. */

@@ -33,7 +33,8 @@ static const char usage_text[] =
     "other,outside},\"backend\":{...},\"limits\":{...},\"memplan\":{...},\"config\":{...}}\n"
     "measured over the N steps after the W warm-up steps.  phases_ms are means per\n"
     "step; \"outside\" is the time the loop spends outside the gradient engine\n"
-    "(optimizer update and bookkeeping).\n"
+    "(optimizer update and bookkeeping).  DATA is a .ptd, or a file 'packtrain\n"
+    "ingest' reads, ingested on first use into $XDG_CACHE_HOME/packtrain.\n"
     "\n"
     "  --config FILE     job configuration (JSON, as for the REST API)\n"
     "  --set K=V         override one key of the configuration, e.g.\n"
@@ -329,11 +330,8 @@ int pt_cmd_bench(int argc, char **argv)
     cfg.training.early_stopping_patience = 0;
 
     pt_dataset ds = {0};
-    char err[512];
-    if (pt_dataset_open(&ds, a.data, err, sizeof err)) {
-        fprintf(stderr, "packtrain bench: %s\n", err);
-        return 1;
-    }
+    char ptd[4096];
+    if (pt_cli_dataset_open("packtrain bench", a.data, &ds, ptd, sizeof ptd)) return 1;
     bench_state *b = &g_bench;
     memset(b, 0, sizeof(*b));
     b->local = a.local;

@@ -306,12 +306,9 @@ static json_t *rows_json(const double *v, uint32_t rows)
  * one spare node and edge slot, so every pack has padding to exercise. */
 static int run(const eval_args *a, eval_state *st, pt_errors *errs)
 {
-    char err[512];
     if (pt_schnet_load(&st->model, a->model, errs)) return -1;
-    if (pt_dataset_open(&st->ds, a->data, err, sizeof err)) {
-        fprintf(stderr, "packtrain eval: %s\n", err);
-        return -1;
-    }
+    char ptd[4096];
+    if (pt_cli_dataset_open("packtrain eval", a->data, &st->ds, ptd, sizeof ptd)) return -1;
     uint32_t key;
     if (choose_target(&st->ds, a->target, &key)) return -1;
     uint32_t n = st->ds.n_structs;

@@ -25,6 +25,8 @@ static const char usage_text[] =
     "\n"
     "Plans packs of the dataset's neighbour graphs and reports their efficiency:\n"
     "eff = real / (packs x limit) per component (static methods: per batch shape).\n"
+    "DATA is a .ptd, or a file 'packtrain ingest' reads, ingested on first use into\n"
+    "$XDG_CACHE_HOME/packtrain (else ~/.cache/packtrain).\n"
     "\n"
     "  --cutoff R         neighbour cutoff in Å (default 6)\n"
     "  --max-neighbors K  per receiver, nearest kept (default 32); --knn: k nearest\n"
@@ -267,12 +269,9 @@ int pt_cmd_pack(int argc, char **argv)
     int rc = parse_args(argc, argv, &o);
     if (rc >= 0) return rc;
 
-    char err[512];
     pt_dataset ds = {0};
-    if (pt_dataset_open(&ds, o.path, err, sizeof err) != 0) {
-        fprintf(stderr, "packtrain pack: %s\n", err);
-        return 1;
-    }
+    char ptd[4096];
+    if (pt_cli_dataset_open("packtrain pack", o.path, &ds, ptd, sizeof ptd) != 0) return 1;
     uint32_t n = ds.n_structs;
     uint32_t *natoms = malloc(((size_t)n + 1) * sizeof(uint32_t));
     uint32_t *nedges = malloc(((size_t)n + 1) * sizeof(uint32_t));

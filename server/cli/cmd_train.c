@@ -1,7 +1,9 @@
-/* cmd_train.c — `packtrain train DATA.ptd [--config job.json] [--out DIR]
+/* cmd_train.c — `packtrain train DATA [--config job.json] [--out DIR]
  * [--checkpoint-every N] [--resume CHECKPOINT]`: local training without the
- * server, through the same pt_train_run and emulated multi-IPU backend
- * (engine/backend.h) the server's workers use.  Metrics lines go to stdout
+ * server, through the same engine entry (engine/run/run.h: pt_run_train and
+ * the backend of the job's kind) the server's workers use.  DATA is a .ptd
+ * or any file `ingest` reads, ingested into the cache on first use
+ * (dataset_arg.c); a job of kind "mpi" with several ranks starts them.  Metrics lines go to stdout
  * as JSON lines (and to DIR/metrics.jsonl), the summary and any errors to
  * stderr.  Ctrl-C stops after the current step, keeps the best model so far
  * and writes a checkpoint to continue from with --resume. */
@@ -63,11 +65,13 @@ static void print_line(void *user, const pt_train_metrics *m, const char *json)
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: packtrain train DATA.ptd [--config job.json] [--out DIR]\n"
+            "usage: packtrain train DATA [--config job.json] [--out DIR]\n"
             "                       [--checkpoint-every N] [--resume CHECKPOINT]\n"
             "\n"
-            "Trains SchNet on an ingested dataset (see 'packtrain ingest') as the server's\n"
-            "workers do, printing one JSON line per logged step and per epoch:\n"
+            "Trains SchNet on DATA as the server's workers do: a .ptd dataset, or a file\n"
+            "'packtrain ingest' reads (.xyz, .extxyz, raw QM9, plain or .gz), ingested on\n"
+            "first use into $XDG_CACHE_HOME/packtrain (else ~/.cache/packtrain) and reused\n"
+            "while the file is unchanged.  One JSON line per logged step and per epoch:\n"
             "  {\"kind\":\"step\"|\"epoch\",\"step\",\"epoch\",\"loss\",\"lr\",\"graphs_per_s\",\n"
             "   \"nodes_per_s\",\"padding_fraction\",\"seconds\"}  (epoch lines add\n"
             "   \"train_loss\",\"val_mae\",\"val_rmse\")\n"
@@ -96,6 +100,7 @@ int pt_cmd_train(int argc, char **argv)
         return 0;
     }
     const char *data = NULL, *config = NULL, *out = DEFAULT_OUT, *resume = NULL, *every = NULL;
+    int data_at = 0;
     for (int i = 1; i < argc; i++) {
         const char **slot = !strcmp(argv[i], "--config")             ? &config
                             : !strcmp(argv[i], "--out")              ? &out
@@ -110,10 +115,11 @@ int pt_cmd_train(int argc, char **argv)
             return 2;
         } else {
             data = argv[i];
+            data_at = i;
         }
     }
     if (!data) {
-        fprintf(stderr, "packtrain train: missing DATA.ptd\n");
+        fprintf(stderr, "packtrain train: missing DATA (a .ptd, or a file ingest reads)\n");
         usage(stderr);
         return 2;
     }
@@ -141,18 +147,20 @@ int pt_cmd_train(int argc, char **argv)
         return 2;
     }
     if (every_n >= 0) cfg.training.checkpoint_every = (int32_t)every_n;
-    if (pt_mpi_needs_launch(&cfg)) {
-        fprintf(stderr, "packtrain train: backend.kind \"mpi\": starting %d ranks (packtrain "
-                "mpirun --ranks %d -- train ...)\n", (int)cfg.backend.ranks, (int)cfg.backend.ranks);
-        pt_cli_mpi_relaunch(cfg.backend.ranks, 0, argc, argv, &errs);
-        pt_cli_print_errors("packtrain train", &errs);
+    pt_dataset ds;
+    char ptd[4096];
+    if (pt_cli_dataset_open("packtrain train", data, &ds, ptd, sizeof ptd) != 0) {
         pt_errors_close(&errs);
         return 1;
     }
-    pt_dataset ds;
-    char err[PT_ERR_FILE_MAX + PT_ERR_MSG_MAX];
-    if (pt_dataset_open(&ds, data, err, sizeof err) != 0) {
-        fprintf(stderr, "packtrain train: %s\n", err);
+    if (pt_mpi_needs_launch(&cfg)) {
+        /* the ranks open the .ptd (ingested once, here), not the input */
+        fprintf(stderr, "packtrain train: backend.kind \"mpi\": starting %d ranks (packtrain "
+                "mpirun --ranks %d -- train ...)\n", (int)cfg.backend.ranks, (int)cfg.backend.ranks);
+        pt_dataset_close(&ds);
+        argv[data_at] = ptd;
+        pt_cli_mpi_relaunch(cfg.backend.ranks, 0, argc, argv, &errs);
+        pt_cli_print_errors("packtrain train", &errs);
         pt_errors_close(&errs);
         return 1;
     }

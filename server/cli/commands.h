@@ -8,6 +8,7 @@
 #ifndef PT_COMMANDS_H
 #define PT_COMMANDS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "engine/core/errors.h"
@@ -27,6 +28,18 @@ int pt_cli_wants_help(int argc, char **argv);
 void pt_cli_print_errors(const char *prefix, const pt_errors *errs);
 /* A whole decimal integer in lo..hi.  Returns 0, or -1 (out untouched). */
 int pt_cli_parse_long(const char *s, long lo, long hi, long *out);
+
+/* --- dataset_arg.c -------------------------------------------------------- */
+
+struct pt_dataset;
+/* Opens the DATA argument `arg` of command `cmd` ("packtrain train"): a .ptd
+ * dataset, or a file ingest reads, ingested once into the cache
+ * ($XDG_CACHE_HOME/packtrain, else ~/.cache/packtrain) and reused while the
+ * file, ingest's options and this program are unchanged.  ptd receives the
+ * path of the .ptd opened.  Says on stderr what it ingested and where, and
+ * what is wrong (then -1); 0 with ds open. */
+int pt_cli_dataset_open(const char *cmd, const char *arg, struct pt_dataset *ds, char *ptd,
+                        size_t len);
 
 /* --- cmd_mpirun.c --------------------------------------------------------- */
 

@@ -14,7 +14,8 @@
 #   - failures end the whole job, never hang it: ranks reading different
 #     datasets, ranks whose parameters diverge (checked every step here),
 #     a world of the wrong size;
-#   - the server runs a submitted mpi job to success and refuses a
+#   - the server runs a submitted mpi job to success (its worker starts the
+#     ranks), takes `ranks: N` alone as N replicas, and refuses a given
 #     replication_factor that is not a multiple of ranks.
 #
 # Without Open MPI (no mpirun, or packtrain built without it) the suite fails
@@ -166,6 +167,18 @@ if start_server "$D" --auth on --workers 1; then
   expect_match "... and says so" "$(tail -1 "$WORK/submit.err")" "succeeded"
   check "... its model is on disk" test -s "$D/jobs/$JOB/model.safetensors"
   expect_match "... on 2 ranks" "$(cat "$D/jobs/$JOB/worker.log" 2>/dev/null)" "mpi: 2 ranks \\(2 on this host\\), 1 replica"
+  expect_match "... which the worker started itself" "$(cat "$D/jobs/$JOB/worker.log" 2>/dev/null)" \
+    "starting 2 MPI ranks"
+  # ranks alone: one replica per rank (replication_factor "auto")
+  printf '{"model":{"hidden":16,"filters":16,"interactions":1,"gaussians":8},"training":{"epochs":1},
+           "backend":{"kind":"mpi","ranks":2,"threads":1}}' >"$WORK/ranks.json"
+  JOB=$("$PT" submit --server "$BASE" --token "$TOKEN" --dataset tests/data/api_demo_qm9_64.extxyz \
+    --config "$WORK/ranks.json" --wait 2>"$WORK/ranks.err")
+  expect "server: {\"kind\":\"mpi\",\"ranks\":2} alone is accepted and succeeds" "$?" 0
+  expect_match "... with one replica per rank" "$(cat "$D/jobs/$JOB/worker.log" 2>/dev/null)" \
+    "mpi: 2 ranks \\(2 on this host\\), 1 replica and 1 BLAS thread per rank"
+  expect "... stored with replication_factor auto" \
+    "$(curl -s "${AUTH[@]}" "$BASE/v1/jobs/$JOB" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["config"]["backend"]["replication_factor"])')" auto
   config "$WORK/bad.json" mpi 2 3 1 2
   "$PT" submit --server "$BASE" --token "$TOKEN" --dataset tests/data/api_demo_qm9_64.extxyz \
     --config "$WORK/bad.json" >/dev/null 2>"$WORK/bad.err"

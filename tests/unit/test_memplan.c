@@ -124,7 +124,8 @@ static void test_plan_of_default_job(void **state)
     pt_schnet_config c = pt_memplan_job_model(&cfg);
     assert_int_equal(c.use_atomref, 1);   /* default normalisation is atomref */
     size_t n = pt_memplan_param_count(&c);
-    int32_t b = cfg.batching.model_batch_size;
+    int32_t b = plan.micro_packs;          /* auto: 16 / (R·A) = 4 on one core */
+    assert_int_equal(b, 4);
     assert_int_equal(plan.n_params, n);
     assert_int_equal(plan.params, n * 4);
     assert_int_equal(plan.grads, 3 * n * 4);

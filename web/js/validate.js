@@ -23,7 +23,7 @@ export const FIELDS = [
   ['batching.max_nodes', 'int', { lo: 1, hi: 1000000, alt: 'auto' }, 'auto'],
   ['batching.max_edges', 'int', { lo: 1, hi: 100000000, alt: 'auto' }, 'auto'],
   ['batching.max_graphs', 'int', { lo: 1, hi: 65536, alt: 'auto' }, 'auto'],
-  ['batching.model_batch_size', 'int', { lo: 1, hi: 65536 }, 16],
+  ['batching.model_batch_size', 'int', { lo: 1, hi: 65536, alt: 'auto' }, 'auto'],
   ['training.epochs', 'int', { lo: 1, hi: 1000000 }, 25],
   ['training.max_steps', 'int', { lo: 1, hi: I64_MAX, alt: 'null' }, null],
   ['training.optimizer', 'enum', { names: ['adam', 'adamw'] }, 'adam'],
@@ -33,7 +33,7 @@ export const FIELDS = [
   ['training.log_every', 'int', { lo: 1, hi: 1000000 }, 10],
   ['training.precision', 'enum', { names: ['fp32', 'bf16'] }, 'fp32'],
   ['backend.kind', 'enum', { names: ['ipu-emulated', 'mpi'] }, 'ipu-emulated'],
-  ['backend.replication_factor', 'int', { lo: 1, hi: 1024 }, 1],
+  ['backend.replication_factor', 'int', { lo: 1, hi: 1024, alt: 'auto' }, 'auto'],
   ['backend.gradient_accumulation', 'int', { lo: 1, hi: 65536 }, 1],
   ['backend.device_iterations', 'int', { lo: 1, hi: 65536 }, 1],
   ['backend.threads', 'int', { lo: 1, hi: 1024, alt: 'auto' }, 'auto'],
@@ -131,7 +131,7 @@ export function validateJob(body, dataset) {
   const kind = value('backend.kind'), ranks = value('backend.ranks'), replicas = value('backend.replication_factor');
   if (kind !== 'mpi' && ranks !== 1)
     add('backend.ranks', `more than one rank needs backend.kind "mpi", got ${ranks} ranks with "${kind}"`);
-  if (kind === 'mpi' && replicas % ranks !== 0)
+  if (kind === 'mpi' && replicas !== 'auto' && replicas % ranks !== 0)
     add('backend.replication_factor', `must be a multiple of backend.ranks (${ranks}): each rank runs ` +
         `replication_factor / ranks replicas; got ${replicas}`);
   // The plan's first check (engine/train/plan.c), from the dataset's report;
