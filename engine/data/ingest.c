@@ -269,7 +269,7 @@ json_t *pt_ingest_report_json(const pt_ingest_report *rep)
                              "histogram", hist, "elements", elements, "targets", targets,
                              "parse_seconds", rep->parse_seconds, "write_seconds", rep->write_seconds);
     if (!root) return NULL;
-    for (int f = PT_FORMAT_EXTXYZ; f <= PT_FORMAT_QM9; f++)
+    for (int f = PT_FORMAT_AUTO + 1; f < PT_FORMAT_COUNT; f++)
         json_object_set_new(formats, pt_format_name((pt_format)f), json_integer((json_int_t)rep->n_by_format[f]));
     for (uint32_t n = 0; n < rep->hist_len; n++)
         if (rep->atoms_hist[n])

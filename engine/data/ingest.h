@@ -59,7 +59,7 @@ typedef struct pt_ingest_report {
     uint64_t n_skipped;              /* invalid structures */
     uint64_t n_atoms;                /* atoms of accepted structures */
     uint64_t n_with_forces;          /* accepted structures with a forces column */
-    uint64_t n_by_format[PT_FORMAT_QM9 + 1];  /* accepted, by parsed format */
+    uint64_t n_by_format[PT_FORMAT_COUNT];  /* accepted, by parsed format */
     uint32_t min_atoms, max_atoms;   /* over accepted structures */
     uint64_t *atoms_hist;            /* [hist_len]: structures with n atoms */
     uint32_t hist_len;

@@ -12,13 +12,14 @@
  *   energy_U0 energy_U enthalpy_H free_energy (eV); r2 (a0^2); cv (cal/mol K).
  * Partial charges, frequencies and SMILES/InChI are checked but not kept. A
  * file may hold several molecules one after the other. */
-#include "engine/data/reader.h"
+#include "engine/data/qm9_read.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "engine/data/elements.h"
+#include "engine/data/numparse.h"
 
 #define QM9_HARTREE_EV 27.211386
 #define QM9_N_PROPS 15

@@ -11,7 +11,7 @@
  * Plain XYZ treats the comment line as free text (nothing is taken from it;
  * in particular a lone number there is not guessed to be an energy) and reads
  * "symbol x y z" from each atom line, ignoring further columns as ASE does. */
-#include "engine/data/reader.h"
+#include "engine/data/xyz_read.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "engine/data/elements.h"
+#include "engine/data/numparse.h"
 
 #define MAX_COLUMNS 64
 

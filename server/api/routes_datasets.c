@@ -39,7 +39,7 @@ static const char *detected_format(const pt_ingest_report *rep, pt_format asked)
 {
     if (asked != PT_FORMAT_AUTO) return pt_format_name(asked);
     pt_format best = PT_FORMAT_AUTO;
-    for (int f = PT_FORMAT_EXTXYZ; f <= PT_FORMAT_QM9; f++)
+    for (int f = PT_FORMAT_AUTO + 1; f < PT_FORMAT_COUNT; f++)
         if (best == PT_FORMAT_AUTO || rep->n_by_format[f] > rep->n_by_format[best]) best = (pt_format)f;
     return pt_format_name(best);
 }

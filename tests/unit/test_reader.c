@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 
 #include "engine/data/reader.h"
+#include "engine/data/linereader.h"
+#include "engine/data/numparse.h"
 #include "engine/core/rng.h"
 #include "tests/unit/ingest_test_util.h"
 
@@ -172,6 +174,45 @@ static void test_gzip_is_transparent(void **state)
     pt_errors_close(&errs);
 }
 
+/* A UTF-8 byte-order mark opens the file, not its first line (issue 13):
+ * skipped in plain and gzip files, line numbers unchanged; anywhere else it
+ * is an ordinary (bad) byte sequence. */
+static void test_byte_order_mark(void **state)
+{
+    (void)state;
+    const char *text = "\xEF\xBB\xBF" "2\nLattice=\"5 0 0 0 5 0 0 0 5\" pbc=\"F F F\" energy=-1.5\n"
+                       "O 0 0 0.5\nH 1 0 0\n1\nc\nH 0 0 -1.25\n";
+    for (int gz = 0; gz < 2; gz++) {
+        pt_errors errs;
+        pt_errors_init(&errs, 0);
+        itu_collect *c;
+        assert_int_equal(itu_read_ex(text, gz, PT_FORMAT_AUTO, 1000, &c, &errs), 0);
+        itu_print_errors(&errs);
+        assert_int_equal(errs.total, 0);
+        assert_int_equal(c->n_valid, 2);
+        assert_int_equal(c->items[0].line, 1);
+        assert_int_equal(c->items[0].format, PT_FORMAT_EXTXYZ);
+        assert_true(itu_key(&c->items[0], "energy")->value == -1.5);
+        assert_int_equal(c->items[1].line, 5);
+        free(c);
+        pt_errors_close(&errs);
+    }
+    /* a file that is only a BOM has no structures, and no error */
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    itu_collect *c;
+    assert_int_equal(itu_read("\xEF\xBB\xBF", PT_FORMAT_AUTO, &c, &errs), 0);
+    assert_int_equal(c->n, 0);
+    assert_int_equal(errs.total, 0);
+    free(c);
+    /* the mark in the middle of a file is not skipped */
+    assert_int_equal(itu_read("1\nc\nH 0 0 0\n\xEF\xBB\xBF" "1\nc\nH 0 0 0\n", PT_FORMAT_AUTO, &c, &errs), -1);
+    assert_true(itu_has_error(&errs, 4, "atom count",
+                              "expected an atom count (a non-negative integer), got '\xEF\xBB\xBF" "1'"));
+    free(c);
+    pt_errors_close(&errs);
+}
+
 static void test_error_line_too_long(void **state)
 {
     (void)state;
@@ -293,6 +334,7 @@ int main(void)
         cmocka_unit_test(test_atom_line_numbers_match_strtof),
         cmocka_unit_test(test_crlf_blank_lines_and_no_final_newline),
         cmocka_unit_test(test_gzip_is_transparent),
+        cmocka_unit_test(test_byte_order_mark),
         cmocka_unit_test(test_error_line_too_long),
         cmocka_unit_test(test_error_truncated_gzip),
         cmocka_unit_test(test_error_cannot_open),
