@@ -19,20 +19,30 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "engine/data/cell.h"
 #include "engine/data/dataset.h"
 
-enum { SEC_NAMES, SEC_OFFSET, SEC_Z, SEC_POS, SEC_FORCES, SEC_LINE, SEC_TARGETS, N_SECTIONS };
+enum {
+    SEC_NAMES, SEC_OFFSET, SEC_Z, SEC_POS, SEC_FORCES, SEC_LINE, SEC_TARGETS,
+    N_SECTIONS_V1,   /* version 1 ends here */
+    SEC_CELL = N_SECTIONS_V1, SEC_PBC, SEC_STRESS,
+    N_SECTIONS
+};
 
 static const char *const section_names[N_SECTIONS] = {
     "target_names", "atom_offset", "z", "pos", "forces", "source_line", "targets",
+    "cell", "pbc", "stress",
 };
 
 static const char ptd_magic[8] = {'P', 'K', 'T', 'R', 'D', 'A', 'T', 'A'};
 #define PTD_BYTE_ORDER 0x01020304u
 #define PTD_FLAG_FORCES 1u
+#define PTD_FLAG_CELL 2u       /* cell and pbc sections present */
+#define PTD_FLAG_STRESS 4u
 #define PTD_ENTRY_BYTES 32
 #define PTD_FIXED_BYTES 56
-#define PTD_HEADER_BYTES (PTD_FIXED_BYTES + N_SECTIONS * PTD_ENTRY_BYTES)
+#define PTD_HEADER_FOR(n_sections) (PTD_FIXED_BYTES + (n_sections) * PTD_ENTRY_BYTES)
+#define PTD_HEADER_BYTES PTD_HEADER_FOR(N_SECTIONS)
 #define PTD_OFF_CRC 48
 #define COPY_BYTES (1u << 20)
 #define MKSTEMP_SUFFIX "XX" "XX" "XX"   /* the six characters mkstemp replaces */
@@ -47,7 +57,7 @@ struct pt_ptd_writer {
     char *out_path;
     FILE *col[N_SECTIONS];   /* temp columns; SEC_TARGETS holds target_records */
     uint64_t n_structs, n_atoms;
-    int has_forces;
+    int has_forces, has_cell, has_stress;
     uint32_t n_targets;
     char (*names)[PT_KEY_MAX];
     char err[256];
@@ -130,13 +140,14 @@ int pt_ptd_writer_target(pt_ptd_writer *w, const char *name)
 uint32_t pt_ptd_writer_n_targets(const pt_ptd_writer *w) { return w->n_targets; }
 const char *pt_ptd_writer_error(const pt_ptd_writer *w) { return w->err; }
 
-static int write_nan_floats(FILE *f, uint64_t n)
+static int write_repeated(FILE *f, const void *value, size_t size, uint64_t n)
 {
-    float buf[256];
-    for (int i = 0; i < 256; i++) buf[i] = NAN;
+    unsigned char buf[2048];
+    size_t per = sizeof buf / size;
+    for (size_t i = 0; i < per; i++) memcpy(buf + i * size, value, size);
     while (n > 0) {
-        size_t k = n > 256 ? 256 : (size_t)n;
-        if (fwrite(buf, sizeof(float), k, f) != k) return -1;
+        size_t k = n > per ? per : (size_t)n;
+        if (fwrite(buf, size, k, f) != k) return -1;
         n -= k;
     }
     return 0;
@@ -148,34 +159,60 @@ static int writer_io_error(pt_ptd_writer *w)
     return -1;
 }
 
-int pt_ptd_writer_add(pt_ptd_writer *w, uint32_t n_atoms, const uint8_t *z,
-                      const float *pos, const float *forces, uint64_t source_line,
-                      uint32_t n_values, const uint32_t *target_idx, const double *values)
+/* Opens an optional column the first time a structure has it, back-filled
+ * with `fill` (n_fill values of `size` bytes) for the structures before. */
+static int start_column(pt_ptd_writer *w, int sec, int *flag, const void *fill, size_t size,
+                        uint64_t n_fill)
+{
+    if (*flag) return 0;
+    w->col[sec] = temp_file_near(w->out_path, ".col", NULL);
+    if (!w->col[sec] || write_repeated(w->col[sec], fill, size, n_fill) < 0) return writer_io_error(w);
+    *flag = 1;
+    return 0;
+}
+
+int pt_ptd_writer_add(pt_ptd_writer *w, const pt_ptd_record *rec)
 {
     if (w->err[0]) return -1;
     if (w->n_structs >= UINT32_MAX) {
         snprintf(w->err, sizeof w->err, "more than %u structures in one dataset", UINT32_MAX);
         return -1;
     }
-    if (forces && !w->has_forces) {   /* earlier structures had no forces: NaN */
-        w->col[SEC_FORCES] = temp_file_near(w->out_path, ".col", NULL);
-        if (!w->col[SEC_FORCES] || write_nan_floats(w->col[SEC_FORCES], 3 * w->n_atoms) < 0)
-            return writer_io_error(w);
-        w->has_forces = 1;
+    const float nanf_ = NAN;
+    const double nan_ = NAN, zero = 0.0;
+    const uint8_t no_pbc = 0;
+    const uint32_t n_atoms = rec->n_atoms;
+    /* optional columns start when first needed; earlier structures get "absent" */
+    if (rec->forces && start_column(w, SEC_FORCES, &w->has_forces, &nanf_, sizeof nanf_, 3 * w->n_atoms))
+        return -1;
+    if ((rec->cell || rec->pbc) && !w->has_cell) {   /* cell and pbc start together */
+        int pbc_started = 0;
+        if (start_column(w, SEC_PBC, &pbc_started, &no_pbc, 1, w->n_structs) ||
+            start_column(w, SEC_CELL, &w->has_cell, &zero, sizeof zero, 9 * w->n_structs))
+            return -1;
     }
+    if (rec->stress && start_column(w, SEC_STRESS, &w->has_stress, &nan_, sizeof nan_, 9 * w->n_structs))
+        return -1;
     uint64_t end = w->n_atoms + n_atoms;
     int ok = fwrite(&end, sizeof end, 1, w->col[SEC_OFFSET]) == 1 &&
-             fwrite(z, 1, n_atoms, w->col[SEC_Z]) == n_atoms &&
-             fwrite(pos, sizeof(float), 3 * (size_t)n_atoms, w->col[SEC_POS]) == 3 * (size_t)n_atoms &&
-             fwrite(&source_line, sizeof source_line, 1, w->col[SEC_LINE]) == 1;
+             fwrite(rec->z, 1, n_atoms, w->col[SEC_Z]) == n_atoms &&
+             fwrite(rec->pos, sizeof(float), 3 * (size_t)n_atoms, w->col[SEC_POS]) == 3 * (size_t)n_atoms &&
+             fwrite(&rec->source_line, sizeof rec->source_line, 1, w->col[SEC_LINE]) == 1;
     if (ok && w->has_forces)
-        ok = forces ? fwrite(forces, sizeof(float), 3 * (size_t)n_atoms, w->col[SEC_FORCES]) == 3 * (size_t)n_atoms
-                    : write_nan_floats(w->col[SEC_FORCES], 3 * (uint64_t)n_atoms) == 0;
+        ok = rec->forces ? fwrite(rec->forces, sizeof(float), 3 * (size_t)n_atoms, w->col[SEC_FORCES]) == 3 * (size_t)n_atoms
+                         : write_repeated(w->col[SEC_FORCES], &nanf_, sizeof nanf_, 3 * (uint64_t)n_atoms) == 0;
+    if (ok && w->has_cell)
+        ok = (rec->cell ? fwrite(rec->cell, sizeof(double), 9, w->col[SEC_CELL]) == 9
+                        : write_repeated(w->col[SEC_CELL], &zero, sizeof zero, 9) == 0) &&
+             fwrite(&rec->pbc, 1, 1, w->col[SEC_PBC]) == 1;
+    if (ok && w->has_stress)
+        ok = rec->stress ? fwrite(rec->stress, sizeof(double), 9, w->col[SEC_STRESS]) == 9
+                         : write_repeated(w->col[SEC_STRESS], &nan_, sizeof nan_, 9) == 0;
     target_record recs[64];   /* batched: one fwrite per 64 keys */
-    for (uint32_t i = 0; ok && i < n_values; i += 64) {
-        uint32_t k = n_values - i < 64 ? n_values - i : 64;
+    for (uint32_t i = 0; ok && i < rec->n_values; i += 64) {
+        uint32_t k = rec->n_values - i < 64 ? rec->n_values - i : 64;
         for (uint32_t j = 0; j < k; j++)
-            recs[j] = (target_record){(uint32_t)w->n_structs, target_idx[i + j], values[i + j]};
+            recs[j] = (target_record){(uint32_t)w->n_structs, rec->target_idx[i + j], rec->values[i + j]};
         ok = fwrite(recs, sizeof recs[0], k, w->col[SEC_TARGETS]) == k;
     }
     if (!ok) return writer_io_error(w);
@@ -303,7 +340,8 @@ int pt_ptd_writer_finish(pt_ptd_writer *w, char *err, size_t errlen)
     put_u64(hdr, 24, w->n_structs);
     put_u64(hdr, 32, w->n_atoms);
     put_u32(hdr, 40, w->n_targets);
-    put_u32(hdr, 44, w->has_forces ? PTD_FLAG_FORCES : 0);
+    put_u32(hdr, 44, (w->has_forces ? PTD_FLAG_FORCES : 0) | (w->has_cell ? PTD_FLAG_CELL : 0) |
+                         (w->has_stress ? PTD_FLAG_STRESS : 0));
     put_u32(hdr, PTD_OFF_CRC, (uint32_t)crc32_z(0L, hdr, sizeof hdr));
     int ok = !k.failed && fseek(out, 0, SEEK_SET) == 0 && fwrite(hdr, 1, sizeof hdr, out) == sizeof hdr &&
              fflush(out) == 0 && fsync(fileno(out)) == 0;
@@ -356,7 +394,7 @@ static int open_fail(pt_dataset *ds, char *err, size_t errlen, const char *path,
 }
 
 /* Expected byte size of each section; 0 ok, -1 when the counts overflow. */
-static int expected_sizes(uint64_t n_structs, uint64_t n_atoms, uint64_t n_targets, int forces,
+static int expected_sizes(uint64_t n_structs, uint64_t n_atoms, uint64_t n_targets, uint32_t flags,
                           uint64_t sizes[N_SECTIONS])
 {
     if (n_atoms > UINT64_MAX / 16 || n_targets > PT_PTD_MAX_TARGETS || n_structs > UINT32_MAX) return -1;
@@ -364,9 +402,34 @@ static int expected_sizes(uint64_t n_structs, uint64_t n_atoms, uint64_t n_targe
     sizes[SEC_OFFSET] = (n_structs + 1) * 8;
     sizes[SEC_Z] = n_atoms;
     sizes[SEC_POS] = n_atoms * 12;
-    sizes[SEC_FORCES] = forces ? n_atoms * 12 : 0;
+    sizes[SEC_FORCES] = flags & PTD_FLAG_FORCES ? n_atoms * 12 : 0;
     sizes[SEC_LINE] = n_structs * 8;
     sizes[SEC_TARGETS] = n_targets * n_structs * 8;
+    sizes[SEC_CELL] = flags & PTD_FLAG_CELL ? n_structs * 72 : 0;
+    sizes[SEC_PBC] = flags & PTD_FLAG_CELL ? n_structs : 0;
+    sizes[SEC_STRESS] = flags & PTD_FLAG_STRESS ? n_structs * 72 : 0;
+    return 0;
+}
+
+/* The checks the neighbour search relies on: known pbc bits, and a finite,
+ * non-singular cell along every periodic axis.  -1 with the structure in *bad. */
+static int check_cells(const uint8_t *pbc, const double *cell, uint64_t n_structs, uint64_t *bad)
+{
+    for (uint64_t s = 0; s < n_structs; s++) {
+        if (pbc[s] > PT_PBC_ALL) {
+            *bad = s;
+            return -1;
+        }
+        if (!pbc[s]) continue;
+        double measure;
+        int singular;
+        pt_cell_periodic_measure(cell + 9 * s, pbc[s], &measure, &singular);
+        for (int k = 0; k < 9; k++) singular |= !isfinite(cell[9 * s + k]);
+        if (singular) {
+            *bad = s;
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -381,7 +444,7 @@ int pt_dataset_open(pt_dataset *ds, const char *path, char *err, size_t errlen)
         return open_fail(ds, err, errlen, path, "cannot stat: %s", strerror(errno));
     }
     uint64_t size = (uint64_t)st.st_size;
-    if (size < PTD_HEADER_BYTES) {
+    if (size < PTD_HEADER_FOR(N_SECTIONS_V1)) {
         close(fd);
         return open_fail(ds, err, errlen, path, "file too short for a .ptd header (%llu bytes; truncated?)",
                          (unsigned long long)size);
@@ -396,26 +459,32 @@ int pt_dataset_open(pt_dataset *ds, const char *path, char *err, size_t errlen)
         return open_fail(ds, err, errlen, path, "not a packtrain dataset (bad magic)");
     if (get_u32(h, 16) != PTD_BYTE_ORDER)
         return open_fail(ds, err, errlen, path, "written with a different byte order");
-    if (get_u32(h, 8) != PT_PTD_VERSION)
-        return open_fail(ds, err, errlen, path, "unsupported .ptd version %u (this build reads version %u)",
-                         get_u32(h, 8), PT_PTD_VERSION);
-    if (get_u32(h, 12) != PTD_HEADER_BYTES || get_u32(h, 20) != N_SECTIONS)
+    const uint32_t version = get_u32(h, 8);
+    if (version != 1 && version != PT_PTD_VERSION)
+        return open_fail(ds, err, errlen, path, "unsupported .ptd version %u (this build reads versions 1 to %u)",
+                         version, PT_PTD_VERSION);
+    /* version 1 has the first seven sections and only the forces flag */
+    const int n_sec = version == 1 ? N_SECTIONS_V1 : N_SECTIONS;
+    const uint32_t hdr_bytes = PTD_HEADER_FOR(n_sec);
+    const uint32_t known_flags = version == 1 ? PTD_FLAG_FORCES
+                                              : PTD_FLAG_FORCES | PTD_FLAG_CELL | PTD_FLAG_STRESS;
+    if (get_u32(h, 12) != hdr_bytes || get_u32(h, 20) != (uint32_t)n_sec || size < hdr_bytes)
         return open_fail(ds, err, errlen, path, "unexpected header layout");
     unsigned char hdr[PTD_HEADER_BYTES];
-    memcpy(hdr, h, sizeof hdr);
+    memcpy(hdr, h, hdr_bytes);
     put_u32(hdr, PTD_OFF_CRC, 0);
-    if ((uint32_t)crc32_z(0L, hdr, sizeof hdr) != get_u32(h, PTD_OFF_CRC))
+    if ((uint32_t)crc32_z(0L, hdr, hdr_bytes) != get_u32(h, PTD_OFF_CRC))
         return open_fail(ds, err, errlen, path, "header checksum mismatch (corrupt file)");
     uint64_t n_structs = get_u64(h, 24), n_atoms = get_u64(h, 32);
     uint32_t n_targets = get_u32(h, 40), flags = get_u32(h, 44);
     uint64_t want[N_SECTIONS];
-    if ((flags & ~PTD_FLAG_FORCES) || expected_sizes(n_structs, n_atoms, n_targets, flags & PTD_FLAG_FORCES, want))
+    if ((flags & ~known_flags) || expected_sizes(n_structs, n_atoms, n_targets, flags, want))
         return open_fail(ds, err, errlen, path, "header counts out of range");
-    const unsigned char *sec[N_SECTIONS];
-    for (int s = 0; s < N_SECTIONS; s++) {
+    const unsigned char *sec[N_SECTIONS] = {0};
+    for (int s = 0; s < n_sec; s++) {
         const unsigned char *e = h + PTD_FIXED_BYTES + s * PTD_ENTRY_BYTES;
         uint64_t off = get_u64(e, 8), len = get_u64(e, 16);
-        if (get_u32(e, 0) != (uint32_t)s || off % PT_PTD_ALIGN || off < PTD_HEADER_BYTES)
+        if (get_u32(e, 0) != (uint32_t)s || off % PT_PTD_ALIGN || off < hdr_bytes)
             return open_fail(ds, err, errlen, path, "bad section table entry for '%s'", section_names[s]);
         if (off > size || len > size - off)
             return open_fail(ds, err, errlen, path, "section '%s' extends past the end of the file (truncated?)",
@@ -444,6 +513,11 @@ int pt_dataset_open(pt_dataset *ds, const char *path, char *err, size_t errlen)
     for (uint32_t t = 0; t < n_targets; t++)
         if (!names[t][0] || !memchr(names[t], '\0', PT_KEY_MAX))
             return open_fail(ds, err, errlen, path, "target name %u is empty or not terminated", t);
+    uint64_t bad;
+    if ((flags & PTD_FLAG_CELL) &&
+        check_cells(sec[SEC_PBC], (const double *)sec[SEC_CELL], n_structs, &bad))
+        return open_fail(ds, err, errlen, path, "structure %llu has a bad pbc or a singular cell",
+                         (unsigned long long)bad);
     ds->n_structs = (uint32_t)n_structs;
     ds->n_atoms = n_atoms;
     ds->atom_offset = offset;
@@ -454,6 +528,9 @@ int pt_dataset_open(pt_dataset *ds, const char *path, char *err, size_t errlen)
     ds->n_targets = n_targets;
     ds->target_names = names;
     ds->targets = (const double *)sec[SEC_TARGETS];
+    ds->cell = (flags & PTD_FLAG_CELL) ? (const double *)sec[SEC_CELL] : NULL;
+    ds->pbc = (flags & PTD_FLAG_CELL) ? sec[SEC_PBC] : NULL;
+    ds->stress = (flags & PTD_FLAG_STRESS) ? (const double *)sec[SEC_STRESS] : NULL;
     return 0;
 }
 

@@ -12,9 +12,17 @@
  *            atom_offset   u64[n_structs + 1]
  *            z             u8[n_atoms]
  *            pos           f32[3 n_atoms]
- *            forces        f32[3 n_atoms], or empty (flag bit 0 clear)
+ *            forces        f32[3 n_atoms], NaN = absent; or empty (flag bit 0 clear)
  *            source_line   u64[n_structs]
  *            targets       f64[n_targets * n_structs], key-major, NaN = absent
+ *          version 2 adds:
+ *            cell          f64[9 n_structs] rows a, b, c (0 without a cell);
+ *                          or empty (flag bit 1 clear: no structure has a cell)
+ *            pbc           u8[n_structs] PT_PBC_* bits; empty with the cell
+ *            stress        f64[9 n_structs] row-major, NaN = absent; or empty
+ *                          (flag bit 2 clear)
+ *   Version 1 files (the first seven sections) are still read: no cell, no
+ *   pbc, no stress.
  *
  * The writer streams every column to an unlinked temporary file next to the
  * output while structures arrive, so memory stays constant in the dataset
@@ -26,7 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PT_PTD_VERSION 1
+#define PT_PTD_VERSION 2      /* written; versions 1 and 2 are read */
 #define PT_PTD_MAX_TARGETS 256
 #define PT_PTD_ALIGN 64
 
@@ -40,12 +48,23 @@ int pt_ptd_writer_open(pt_ptd_writer **w, const char *out_path, char *err, size_
 int pt_ptd_writer_target(pt_ptd_writer *w, const char *name);
 uint32_t pt_ptd_writer_n_targets(const pt_ptd_writer *w);
 
-/* Appends one structure.  forces may be NULL (stored as NaN if other
- * structures have forces); target_idx[i] / values[i] are its numeric keys.
- * 0 ok, -1 on an I/O error (see pt_ptd_writer_error). */
-int pt_ptd_writer_add(pt_ptd_writer *w, uint32_t n_atoms, const uint8_t *z,
-                      const float *pos, const float *forces, uint64_t source_line,
-                      uint32_t n_values, const uint32_t *target_idx, const double *values);
+/* One structure as the writer takes it. */
+typedef struct pt_ptd_record {
+    uint32_t n_atoms;
+    const uint8_t *z;            /* [n_atoms] */
+    const float *pos;            /* [3 n_atoms] */
+    const float *forces;         /* [3 n_atoms], or NULL (NaN if others have forces) */
+    const double *cell;          /* [9], or NULL: no cell (zeros if others have one) */
+    uint8_t pbc;                 /* PT_PBC_* bits; non-zero needs a cell */
+    const double *stress;        /* [9], or NULL (NaN if others have stress) */
+    uint64_t source_line;
+    uint32_t n_values;           /* numeric keys: target_idx[i] / values[i] */
+    const uint32_t *target_idx;
+    const double *values;
+} pt_ptd_record;
+
+/* Appends one structure.  0 ok, -1 on an I/O error (see pt_ptd_writer_error). */
+int pt_ptd_writer_add(pt_ptd_writer *w, const pt_ptd_record *rec);
 
 /* Writes the file (temp + fsync + rename).  0 ok, -1 with err. */
 int pt_ptd_writer_finish(pt_ptd_writer *w, char *err, size_t errlen);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/data/cell.h"
 #include "engine/data/dataset_file.h"
 #include "engine/data/elements.h"
 
@@ -156,6 +157,8 @@ static void add_stats(ingest_ctx *c, const pt_structure *s, uint32_t n_values)
     rep->n_structs++;
     rep->n_atoms += s->n_atoms;
     rep->n_with_forces += s->forces != NULL;
+    rep->n_with_stress += s->has_stress;
+    rep->n_by_pbc[s->pbc & PT_PBC_ALL]++;
     rep->n_by_format[s->format]++;
     if (rep->n_structs == 1 || s->n_atoms < rep->min_atoms) rep->min_atoms = s->n_atoms;
     if (s->n_atoms > rep->max_atoms) rep->max_atoms = s->n_atoms;
@@ -183,9 +186,12 @@ static int on_structure(void *ctx, const pt_structure *s)
         if (!c->opt->skip_invalid) c->rejected = 1;
         return 0;
     }
-    if (!c->rejected &&
-        pt_ptd_writer_add(c->w, s->n_atoms, s->z, s->pos, s->forces, (uint64_t)s->line,
-                          n_values, c->idx, c->vals) < 0) {
+    pt_ptd_record rec = {.n_atoms = s->n_atoms, .z = s->z, .pos = s->pos, .forces = s->forces,
+                         .cell = s->has_cell ? s->cell : NULL, .pbc = s->pbc,
+                         .stress = s->has_stress ? s->stress : NULL,
+                         .source_line = (uint64_t)s->line, .n_values = n_values,
+                         .target_idx = c->idx, .values = c->vals};
+    if (!c->rejected && pt_ptd_writer_add(c->w, &rec) < 0) {
         pt_errors_add(c->errs, "", 0, "", "%s", pt_ptd_writer_error(c->w));
         c->io_failed = 1;
         return 1;
@@ -252,6 +258,21 @@ void pt_ingest_report_close(pt_ingest_report *rep)
     memset(rep, 0, sizeof(*rep));
 }
 
+uint64_t pt_ingest_report_periodic(const pt_ingest_report *rep)
+{
+    uint64_t n = 0;
+    for (unsigned b = 1; b <= PT_PBC_ALL; b++) n += rep->n_by_pbc[b];
+    return n;
+}
+
+/* The energy label is the numeric key named "energy" (ASE's name for it). */
+static int energy_key(const pt_ingest_report *rep)
+{
+    for (uint32_t t = 0; t < rep->n_keys; t++)
+        if (!strcmp(rep->keys[t].name, "energy")) return (int)t;
+    return -1;
+}
+
 static json_t *real_or_null(double v)
 {
     return isfinite(v) ? json_real(v) : json_null();
@@ -260,15 +281,29 @@ static json_t *real_or_null(double v)
 json_t *pt_ingest_report_json(const pt_ingest_report *rep)
 {
     json_t *formats = json_object(), *hist = json_array(), *elements = json_object(), *targets = json_object();
-    json_t *root = json_pack("{s:I,s:I,s:I,s:I,s:I,s:o,s:{s:i,s:i,s:o,s:o},s:o,s:o,s:f,s:f}",
+    json_t *pbc = json_object(), *labels = json_array();
+    const uint64_t n_periodic = pt_ingest_report_periodic(rep);
+    json_t *root = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:b,s:I,s:o,s:o,s:o,s:{s:i,s:i,s:o,s:o},s:o,s:o,s:f,s:f}",
                              "structures", (json_int_t)rep->n_structs, "seen", (json_int_t)rep->n_seen,
                              "skipped", (json_int_t)rep->n_skipped, "atoms", (json_int_t)rep->n_atoms,
-                             "structures_with_forces", (json_int_t)rep->n_with_forces, "formats", formats,
+                             "structures_with_forces", (json_int_t)rep->n_with_forces,
+                             "structures_with_stress", (json_int_t)rep->n_with_stress,
+                             "periodic", n_periodic > 0, "structures_periodic", (json_int_t)n_periodic,
+                             "pbc", pbc, "labels", labels, "formats", formats,
                              "atoms_per_structure", "min", (int)rep->min_atoms, "max", (int)rep->max_atoms,
                              "mean", real_or_null(rep->n_structs ? (double)rep->n_atoms / (double)rep->n_structs : NAN),
                              "histogram", hist, "elements", elements, "targets", targets,
                              "parse_seconds", rep->parse_seconds, "write_seconds", rep->write_seconds);
     if (!root) return NULL;
+    for (unsigned b = 0; b <= PT_PBC_ALL; b++)
+        if (rep->n_by_pbc[b]) {
+            char key[6];
+            json_object_set_new(pbc, pt_pbc_text(b, key), json_integer((json_int_t)rep->n_by_pbc[b]));
+        }
+    const char *const label_names[3] = {"energy", "forces", "stress"};
+    const int has_label[3] = {energy_key(rep) >= 0, rep->n_with_forces > 0, rep->n_with_stress > 0};
+    for (int l = 0; l < 3; l++)
+        if (has_label[l]) json_array_append_new(labels, json_string(label_names[l]));
     for (int f = PT_FORMAT_AUTO + 1; f < PT_FORMAT_COUNT; f++)
         json_object_set_new(formats, pt_format_name((pt_format)f), json_integer((json_int_t)rep->n_by_format[f]));
     for (uint32_t n = 0; n < rep->hist_len; n++)

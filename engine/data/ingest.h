@@ -20,10 +20,11 @@
  *     even a lone number (water_minima's kcal/mol energies stay out);
  *   - raw QM9 Hartree properties are converted to eV (x 27.211386) and named
  *     like ../shared/data (energy_U0, homo, ...); see qm9_read.c for units;
- *   - periodic structures (pbc with T, or Lattice without pbc) are invalid:
- *     the neighbour graphs do not model periodic images;
- *   - when some structures have forces and others not, the missing forces
- *     are NaN in the .ptd, like missing targets. */
+ *   - periodic structures (extended XYZ Lattice + pbc, any combination of
+ *     periodic axes, triclinic cells) keep their cell and pbc; stress is a
+ *     label of structures periodic along a, b and c (xyz_comment.h);
+ *   - when some structures have forces (or stress) and others not, the
+ *     missing ones are NaN in the .ptd, like missing targets. */
 #ifndef PT_INGEST_H
 #define PT_INGEST_H
 
@@ -59,6 +60,8 @@ typedef struct pt_ingest_report {
     uint64_t n_skipped;              /* invalid structures */
     uint64_t n_atoms;                /* atoms of accepted structures */
     uint64_t n_with_forces;          /* accepted structures with a forces column */
+    uint64_t n_with_stress;          /* accepted structures with a stress label */
+    uint64_t n_by_pbc[PT_PBC_ALL + 1]; /* accepted, by PT_PBC_* bits (0: molecules) */
     uint64_t n_by_format[PT_FORMAT_COUNT];  /* accepted, by parsed format */
     uint32_t min_atoms, max_atoms;   /* over accepted structures */
     uint64_t *atoms_hist;            /* [hist_len]: structures with n atoms */
@@ -79,8 +82,13 @@ int pt_ingest_files(const char *const *inputs, int n_inputs, const char *out_ptd
                     const pt_ingest_options *opt, pt_ingest_report *rep, pt_errors *errs);
 void pt_ingest_report_close(pt_ingest_report *rep);
 
+/* Accepted structures periodic along at least one axis. */
+uint64_t pt_ingest_report_periodic(const pt_ingest_report *rep);
+
 /* {"structures","seen","skipped","atoms","structures_with_forces",
- *  "formats":{...},"atoms_per_structure":{"min","max","mean","histogram":[[n,count],...]},
+ *  "structures_with_stress","periodic":bool,"structures_periodic",
+ *  "pbc":{"T T F":n,...},"labels":["energy","forces","stress"] (those present;
+ *  energy = a numeric key named "energy"),"formats":{...},"atoms_per_structure":{"min","max","mean","histogram":[[n,count],...]},
  *  "elements":{"H":n,...},"targets":{"key":{"count","mean","std","min","max"},...},
  *  "parse_seconds","write_seconds"}; NULL on allocation failure. */
 json_t *pt_ingest_report_json(const pt_ingest_report *rep);

@@ -27,6 +27,9 @@ typedef struct itu_item {
     float pos[3 * ITU_MAX_ATOMS];
     int has_forces;
     float forces[3 * ITU_MAX_ATOMS];
+    int has_cell, has_stress;
+    unsigned pbc;
+    double cell[9], stress[9];
     uint32_t n_keys;
     pt_key_value keys[PT_READER_MAX_KEYS];
 } itu_item;
@@ -52,6 +55,11 @@ static inline int itu_on_structure(void *ctx, const pt_structure *s)
         it->has_forces = s->forces != NULL;
         if (s->forces) memcpy(it->forces, s->forces, 3 * sizeof(float) * s->n_atoms);
     }
+    it->has_cell = s->has_cell;
+    it->has_stress = s->has_stress;
+    it->pbc = s->pbc;
+    memcpy(it->cell, s->cell, sizeof it->cell);
+    memcpy(it->stress, s->stress, sizeof it->stress);
     it->n_keys = s->n_keys;
     memcpy(it->keys, s->keys, s->n_keys * sizeof(pt_key_value));
     return 0;

@@ -1,6 +1,7 @@
 /* test_dataset_file.c — the .ptd writer and mmap reader: bit-exact round
- * trip, NaN for absent keys and forces, 64-byte alignment, no leftovers, and
- * one test per corruption the reader must name. */
+ * trip (cells, pbc, stress included), NaN for absent keys, forces and stress,
+ * 64-byte alignment, no leftovers, version-1 files still read, and one test
+ * per corruption the reader must name. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -16,6 +17,20 @@
 
 #include "engine/data/dataset.h"
 #include "engine/data/dataset_file.h"
+#include "engine/data/ingest.h"
+
+static int pt_test_ingest(const char *src, const char *out)
+{
+    pt_ingest_options opt;
+    pt_ingest_options_init(&opt);
+    pt_ingest_report rep;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    int rc = pt_ingest_files(&src, 1, out, &opt, &rep, &errs);
+    pt_ingest_report_close(&rep);
+    pt_errors_close(&errs);
+    return rc;
+}
 
 /* header layout from dataset_file.h */
 #define H_VERSION 8
@@ -26,9 +41,10 @@
 #define H_NTARGETS 40
 #define H_CRC 48
 #define H_ENTRIES 56
-#define N_SECTIONS 7
+#define H_FLAGS 44
+#define N_SECTIONS 10
 #define HEADER_BYTES (H_ENTRIES + N_SECTIONS * 32)
-enum { S_NAMES, S_OFFSET, S_Z, S_POS, S_FORCES, S_LINE, S_TARGETS };
+enum { S_NAMES, S_OFFSET, S_Z, S_POS, S_FORCES, S_LINE, S_TARGETS, S_CELL, S_PBC, S_STRESS };
 
 typedef struct fixture {
     char dir[64];
@@ -66,10 +82,22 @@ static int teardown(void **state)
 }
 
 /* Three structures: 2, 3 and 1 atoms; forces only on the second; target
- * "energy" on 0 and 2, "gap" on 1. */
+ * "energy" on 0 and 2, "gap" on 1.  The first is a molecule, the second a
+ * triclinic bulk cell with a stress label, the third a slab (pbc T T F). */
 static const uint8_t Z[6] = {8, 1, 6, 1, 1, 9};
 static const float POS[18] = {0.1f, 0.2f, 0.3f, 1e-7f, -2.5f, 3.25f, 1, 2, 3, 4, 5, 6, 7, 8, 9, -1, -2, -3};
 static const float FORCES[9] = {0.5f, -0.5f, 0.25f, 1, 1, 1, -1e-3f, 2, 3};
+static const double CELL1[9] = {3.6, 0, 0, 1.8, 3.1, 0, 0.4, -0.3, 3.3000000000000003};
+static const double CELL2[9] = {5.76, 0, 0, 2.88, 4.99, 0, 0, 0, 0};
+static const double STRESS1[9] = {1e-3, 2e-4, 3e-5, 2e-4, -5e-3, 6e-6, 3e-5, 6e-6, 9.5e-3};
+
+static int add(pt_ptd_writer *w, uint32_t n, const uint8_t *z, const float *pos, const float *forces,
+               uint64_t line, uint32_t n_values, const uint32_t *idx, const double *values)
+{
+    pt_ptd_record r = {.n_atoms = n, .z = z, .pos = pos, .forces = forces, .source_line = line,
+                       .n_values = n_values, .target_idx = idx, .values = values};
+    return pt_ptd_writer_add(w, &r);
+}
 
 static void write_sample(const char *path)
 {
@@ -80,9 +108,15 @@ static void write_sample(const char *path)
     uint32_t g = (uint32_t)pt_ptd_writer_target(w, "gap");
     assert_int_equal(pt_ptd_writer_target(w, "energy"), 0);
     double v0 = -1101.487799054311, v1 = 13.736307776974742, v2 = 1e-300;
-    assert_int_equal(pt_ptd_writer_add(w, 2, Z, POS, NULL, 10, 1, &e, &v0), 0);
-    assert_int_equal(pt_ptd_writer_add(w, 3, Z + 2, POS + 6, FORCES, 20, 1, &g, &v1), 0);
-    assert_int_equal(pt_ptd_writer_add(w, 1, Z + 5, POS + 15, NULL, 30, 1, &e, &v2), 0);
+    assert_int_equal(add(w, 2, Z, POS, NULL, 10, 1, &e, &v0), 0);
+    pt_ptd_record bulk = {.n_atoms = 3, .z = Z + 2, .pos = POS + 6, .forces = FORCES, .cell = CELL1,
+                          .pbc = PT_PBC_ALL, .stress = STRESS1, .source_line = 20, .n_values = 1,
+                          .target_idx = &g, .values = &v1};
+    assert_int_equal(pt_ptd_writer_add(w, &bulk), 0);
+    pt_ptd_record slab = {.n_atoms = 1, .z = Z + 5, .pos = POS + 15, .cell = CELL2,
+                          .pbc = PT_PBC_A | PT_PBC_B, .source_line = 30, .n_values = 1,
+                          .target_idx = &e, .values = &v2};
+    assert_int_equal(pt_ptd_writer_add(w, &slab), 0);
     assert_int_equal(pt_ptd_writer_finish(w, err, sizeof err), 0);
     pt_ptd_writer_close(w);
 }
@@ -115,7 +149,21 @@ static void test_round_trip_bit_exact(void **state)
     assert_true(ds.targets[e * 3 + 2] == 1e-300);
     assert_true(isnan(ds.targets[g * 3 + 0]));
     assert_true(ds.targets[g * 3 + 1] == 13.736307776974742);
+    /* cells: zeros for the molecule; pbc; stress NaN where absent */
+    assert_non_null(ds.cell);
+    assert_non_null(ds.pbc);
+    assert_non_null(ds.stress);
+    for (int k = 0; k < 9; k++) assert_true(ds.cell[k] == 0.0);
+    assert_memory_equal(ds.cell + 9, CELL1, sizeof CELL1);
+    assert_memory_equal(ds.cell + 18, CELL2, sizeof CELL2);
+    assert_int_equal(pt_dataset_pbc(&ds, 0), 0);
+    assert_int_equal(pt_dataset_pbc(&ds, 1), PT_PBC_ALL);
+    assert_int_equal(pt_dataset_pbc(&ds, 2), PT_PBC_A | PT_PBC_B);
+    assert_memory_equal(ds.stress + 9, STRESS1, sizeof STRESS1);
+    for (int k = 0; k < 9; k++) assert_true(isnan(ds.stress[k]) && isnan(ds.stress[18 + k]));
     const char *base = ds.map_base;
+    assert_int_equal(((const char *)ds.cell - base) % PT_PTD_ALIGN, 0);
+    assert_int_equal(((const char *)ds.stress - base) % PT_PTD_ALIGN, 0);
     assert_int_equal(((const char *)ds.pos - base) % PT_PTD_ALIGN, 0);
     assert_int_equal(((const char *)ds.targets - base) % PT_PTD_ALIGN, 0);
     pt_dataset_close(&ds);
@@ -128,12 +176,16 @@ static void test_no_forces_means_null(void **state)
     pt_ptd_writer *w;
     char err[256];
     assert_int_equal(pt_ptd_writer_open(&w, f->path, err, sizeof err), 0);
-    assert_int_equal(pt_ptd_writer_add(w, 2, Z, POS, NULL, 1, 0, NULL, NULL), 0);
+    assert_int_equal(add(w, 2, Z, POS, NULL, 1, 0, NULL, NULL), 0);
     assert_int_equal(pt_ptd_writer_finish(w, err, sizeof err), 0);
     pt_ptd_writer_close(w);
     pt_dataset ds;
     assert_int_equal(pt_dataset_open(&ds, f->path, err, sizeof err), 0);
     assert_null(ds.forces);
+    assert_null(ds.cell);    /* molecules only: no cell, pbc or stress sections */
+    assert_null(ds.pbc);
+    assert_null(ds.stress);
+    assert_int_equal(pt_dataset_pbc(&ds, 0), 0);
     assert_int_equal(ds.n_targets, 0);
     pt_dataset_close(&ds);
 }
@@ -144,7 +196,7 @@ static void test_close_without_finish_leaves_nothing(void **state)
     pt_ptd_writer *w;
     char err[256];
     assert_int_equal(pt_ptd_writer_open(&w, f->path, err, sizeof err), 0);
-    assert_int_equal(pt_ptd_writer_add(w, 2, Z, POS, FORCES, 1, 0, NULL, NULL), 0);
+    assert_int_equal(add(w, 2, Z, POS, FORCES, 1, 0, NULL, NULL), 0);
     pt_ptd_writer_close(w);
     assert_int_equal(count_dir_entries(f->dir), 0);
 }
@@ -218,6 +270,7 @@ static void fix_crcs(unsigned char *b)
 typedef enum corruption {
     C_TRUNCATE_HEADER, C_MAGIC, C_BYTE_ORDER, C_VERSION, C_LAYOUT, C_HEADER_CRC, C_COUNTS, C_ENTRY,
     C_TRUNCATE_SECTION, C_SECTION_SIZE, C_SECTION_CRC, C_OFFSETS_SPAN, C_OFFSETS_ORDER, C_Z_RANGE, C_NAME,
+    C_FLAGS, C_PBC_BITS, C_SINGULAR_CELL, C_NONFINITE_CELL,
 } corruption;
 
 typedef struct corrupt_case {
@@ -237,7 +290,7 @@ static void run_corrupt(void **state, const corrupt_case *k)
     case C_TRUNCATE_HEADER: n = 100; break;
     case C_MAGIC: b[0] = 'X'; break;
     case C_BYTE_ORDER: u32 = 0x04030201u; memcpy(b + H_ORDER, &u32, 4); break;
-    case C_VERSION: u32 = 2; memcpy(b + H_VERSION, &u32, 4); break;
+    case C_VERSION: u32 = 3; memcpy(b + H_VERSION, &u32, 4); break;
     case C_LAYOUT: u32 = 999; memcpy(b + H_SIZE, &u32, 4); break;
     case C_HEADER_CRC: b[H_NATOMS] ^= 1; break;
     case C_COUNTS: u32 = 100000; memcpy(b + H_NTARGETS, &u32, 4); fix_crcs(b); break;
@@ -249,6 +302,10 @@ static void run_corrupt(void **state, const corrupt_case *k)
     case C_OFFSETS_ORDER: u64 = 1; memcpy(b + sec_offset(b, S_OFFSET) + 2 * 8, &u64, 8); fix_crcs(b); break;
     case C_Z_RANGE: b[sec_offset(b, S_Z) + 4] = 0; fix_crcs(b); break;
     case C_NAME: b[sec_offset(b, S_NAMES) + 64] = '\0'; fix_crcs(b); break;
+    case C_FLAGS: u32 = 8 | 7; memcpy(b + H_FLAGS, &u32, 4); fix_crcs(b); break;
+    case C_PBC_BITS: b[sec_offset(b, S_PBC) + 2] = 9; fix_crcs(b); break;
+    case C_SINGULAR_CELL: memset(b + sec_offset(b, S_CELL) + 72 + 24, 0, 24); fix_crcs(b); break;   /* c = 0 */
+    case C_NONFINITE_CELL: u64 = 0x7ff0000000000000ull; memcpy(b + sec_offset(b, S_CELL) + 72, &u64, 8); fix_crcs(b); break;
     }
     save(f->path, b, n);
     free(b);
@@ -266,7 +323,7 @@ static void run_corrupt(void **state, const corrupt_case *k)
 CORRUPT(test_corrupt_truncated_header, C_TRUNCATE_HEADER, "file too short for a .ptd header (100 bytes; truncated?)")
 CORRUPT(test_corrupt_magic, C_MAGIC, "not a packtrain dataset (bad magic)")
 CORRUPT(test_corrupt_byte_order, C_BYTE_ORDER, "written with a different byte order")
-CORRUPT(test_corrupt_version, C_VERSION, "unsupported .ptd version 2 (this build reads version 1)")
+CORRUPT(test_corrupt_version, C_VERSION, "unsupported .ptd version 3 (this build reads versions 1 to 2)")
 CORRUPT(test_corrupt_layout, C_LAYOUT, "unexpected header layout")
 CORRUPT(test_corrupt_header_crc, C_HEADER_CRC, "header checksum mismatch (corrupt file)")
 CORRUPT(test_corrupt_counts, C_COUNTS, "header counts out of range")
@@ -279,6 +336,51 @@ CORRUPT(test_corrupt_offsets_span, C_OFFSETS_SPAN, "atom offsets do not span the
 CORRUPT(test_corrupt_offsets_order, C_OFFSETS_ORDER, "atom offsets not increasing at structure 1")
 CORRUPT(test_corrupt_z_range, C_Z_RANGE, "atomic number 0 out of range at atom 4")
 CORRUPT(test_corrupt_name, C_NAME, "target name 1 is empty or not terminated")
+CORRUPT(test_corrupt_flags, C_FLAGS, "header counts out of range")
+CORRUPT(test_corrupt_pbc_bits, C_PBC_BITS, "structure 2 has a bad pbc or a singular cell")
+CORRUPT(test_corrupt_singular_cell, C_SINGULAR_CELL, "structure 1 has a bad pbc or a singular cell")
+CORRUPT(test_corrupt_nonfinite_cell, C_NONFINITE_CELL, "structure 1 has a bad pbc or a singular cell")
+
+/* A version-1 file (written by the build before cells existed, from
+ * tests/data/ptd_v1_mixed.extxyz: two water clusters with forces, two QM9
+ * molecules) reads as before: the same columns as a fresh ingest of the same
+ * text, and no cell, pbc or stress. */
+static void test_reads_version_1(void **state)
+{
+    (void)state;
+    pt_dataset v1, v2;
+    char err[512];
+    assert_int_equal(pt_dataset_open(&v1, "tests/data/ptd_v1_mixed.ptd", err, sizeof err), 0);
+    uint32_t version;
+    memcpy(&version, (const unsigned char *)v1.map_base + H_VERSION, 4);
+    assert_int_equal(version, 1);
+    const char *src = "tests/data/ptd_v1_mixed.extxyz";
+    char out[64];
+    snprintf(out, sizeof out, "/tmp/pt-test-v1-%ld.ptd", (long)getpid());
+    assert_int_equal(pt_test_ingest(src, out), 0);
+    assert_int_equal(pt_dataset_open(&v2, out, err, sizeof err), 0);
+    unlink(out);
+    assert_int_equal(v1.n_structs, 4);
+    assert_int_equal(v1.n_structs, v2.n_structs);
+    assert_int_equal(v1.n_atoms, v2.n_atoms);
+    assert_memory_equal(v1.atom_offset, v2.atom_offset, (v1.n_structs + 1) * sizeof(uint64_t));
+    assert_memory_equal(v1.z, v2.z, v1.n_atoms);
+    assert_memory_equal(v1.pos, v2.pos, 3 * v1.n_atoms * sizeof(float));
+    assert_non_null(v1.forces);
+    assert_memory_equal(v1.forces, v2.forces, 3 * v1.n_atoms * sizeof(float));   /* NaN bits too */
+    assert_memory_equal(v1.source_line, v2.source_line, v1.n_structs * sizeof(uint64_t));
+    assert_int_equal(v1.n_targets, v2.n_targets);
+    assert_memory_equal(v1.target_names, v2.target_names, v1.n_targets * PT_KEY_MAX);
+    assert_memory_equal(v1.targets, v2.targets, v1.n_targets * v1.n_structs * sizeof(double));
+    assert_null(v1.cell);
+    assert_null(v1.pbc);
+    assert_null(v1.stress);
+    /* pbc="F F F" without a Lattice is a molecule: no cell section in v2 either */
+    assert_null(v2.cell);
+    for (uint32_t s = 0; s < v2.n_structs; s++) assert_int_equal(pt_dataset_pbc(&v2, s), 0);
+    pt_dataset_close(&v1);
+    pt_dataset_close(&v2);
+}
 
 static void test_open_missing_file(void **state)
 {
@@ -300,7 +402,8 @@ int main(void)
         T(test_corrupt_version), T(test_corrupt_layout), T(test_corrupt_header_crc), T(test_corrupt_counts),
         T(test_corrupt_entry), T(test_corrupt_truncated_section), T(test_corrupt_section_size),
         T(test_corrupt_section_crc), T(test_corrupt_offsets_span), T(test_corrupt_offsets_order),
-        T(test_corrupt_z_range), T(test_corrupt_name),
+        T(test_corrupt_z_range), T(test_corrupt_name), T(test_corrupt_flags), T(test_corrupt_pbc_bits),
+        T(test_corrupt_singular_cell), T(test_corrupt_nonfinite_cell), T(test_reads_version_1),
     };
     return cmocka_run_group_tests_name("dataset_file", tests, NULL, NULL);
 }

@@ -249,6 +249,88 @@ static void test_skip_invalid_counts_and_reports(void **state)
     pt_errors_close(&errs);
 }
 
+/* Periodic structures keep cell, pbc and stress (NaN where absent); the
+ * report and its JSON say the dataset is periodic and which labels it has. */
+#define MOLECULE "2\nProperties=species:S:1:pos:R:3:forces:R:3 energy=-1.0\nH 0 0 0 0 0 1\nH 0 0 0.74 0 0 -1\n"
+#define SLAB "1\nLattice=\"5.76 0 0 2.88 4.99 0 0 0 21\" Properties=species:S:1:pos:R:3:forces:R:3 " \
+             "energy=2.5 pbc=\"T T F\"\nPt 0 0 10 0.1 0.2 0.3\n"
+#define BULK "1\nLattice=\"0 2 2 2 0 2 2 2 0\" Properties=species:S:1:pos:R:3:forces:R:3 energy=0.1 " \
+             "stress=\"1e-3 0 0 0 1e-3 0 0 0 1e-3\" pbc=\"T T T\"\nCu 0 0 0 0 0 0\n"
+#define SINGULAR "1\nLattice=\"2 0 0 4 0 0 0 0 9\" energy=0.2\nCu 0 0 0\n"
+
+static void test_periodic_cells_and_report(void **state)
+{
+    (void)state;
+    pt_ingest_options o;
+    pt_ingest_options_init(&o);
+    pt_ingest_report rep;
+    pt_errors errs;
+    assert_int_equal(ingest_text(MOLECULE SLAB BULK, &o, &rep, &errs), 0);
+    assert_int_equal(rep.n_structs, 3);
+    assert_int_equal(rep.n_with_forces, 3);
+    assert_int_equal(rep.n_with_stress, 1);
+    assert_int_equal(pt_ingest_report_periodic(&rep), 2);
+    assert_int_equal(rep.n_by_pbc[0], 1);
+    assert_int_equal(rep.n_by_pbc[PT_PBC_A | PT_PBC_B], 1);
+    assert_int_equal(rep.n_by_pbc[PT_PBC_ALL], 1);
+    json_t *j = pt_ingest_report_json(&rep);
+    assert_true(json_is_true(json_object_get(j, "periodic")));
+    assert_int_equal(json_integer_value(json_object_get(j, "structures_periodic")), 2);
+    assert_int_equal(json_integer_value(json_object_get(j, "structures_with_stress")), 1);
+    json_t *pbc = json_object_get(j, "pbc");
+    assert_int_equal(json_object_size(pbc), 3);
+    assert_int_equal(json_integer_value(json_object_get(pbc, "T T F")), 1);
+    assert_int_equal(json_integer_value(json_object_get(pbc, "F F F")), 1);
+    char *labels = json_dumps(json_object_get(j, "labels"), JSON_COMPACT);
+    assert_string_equal(labels, "[\"energy\",\"forces\",\"stress\"]");
+    free(labels);
+    json_decref(j);
+    pt_dataset ds;
+    char err[256];
+    assert_int_equal(pt_dataset_open(&ds, out_path, err, sizeof err), 0);
+    assert_int_equal(pt_dataset_pbc(&ds, 0), 0);
+    assert_int_equal(pt_dataset_pbc(&ds, 1), PT_PBC_A | PT_PBC_B);
+    assert_int_equal(pt_dataset_pbc(&ds, 2), PT_PBC_ALL);
+    assert_true(ds.cell[9 + 3] == 2.88 && ds.cell[9 + 8] == 21.0);
+    assert_true(ds.cell[18 + 1] == 2.0 && ds.cell[18 + 0] == 0.0);
+    for (int k = 0; k < 9; k++) {
+        assert_true(ds.cell[k] == 0.0);
+        assert_true(isnan(ds.stress[k]) && isnan(ds.stress[9 + k]));
+        assert_true(ds.stress[18 + k] == (k % 4 == 0 ? 1e-3 : 0.0));
+    }
+    pt_dataset_close(&ds);
+    pt_ingest_report_close(&rep);
+    pt_errors_close(&errs);
+    /* a molecules-only dataset says so */
+    assert_int_equal(ingest_text(MOLECULE, &o, &rep, &errs), 0);
+    j = pt_ingest_report_json(&rep);
+    assert_true(json_is_false(json_object_get(j, "periodic")));
+    labels = json_dumps(json_object_get(j, "labels"), JSON_COMPACT);
+    assert_string_equal(labels, "[\"energy\",\"forces\"]");
+    free(labels);
+    json_decref(j);
+    pt_ingest_report_close(&rep);
+    pt_errors_close(&errs);
+}
+
+/* One bad periodic structure rejects the whole input: nothing half-stored. */
+static void test_periodic_error_rejects_input(void **state)
+{
+    (void)state;
+    pt_ingest_options o;
+    pt_ingest_options_init(&o);
+    pt_ingest_report rep;
+    pt_errors errs;
+    assert_int_equal(ingest_text(SLAB BULK SINGULAR MOLECULE, &o, &rep, &errs), -1);
+    assert_true(rep.rejected);
+    assert_int_equal(access(out_path, F_OK), -1);
+    assert_int_equal(errs.total, 1);
+    assert_int_equal(errs.items[0].line, 8);
+    assert_string_equal(errs.items[0].field, "Lattice");
+    pt_ingest_report_close(&rep);
+    pt_errors_close(&errs);
+}
+
 /* Runs text through ingest expecting rejection with one located error. */
 static void expect_reject(const char *text, const pt_ingest_options *o, long line, const char *field, const char *msg)
 {
@@ -428,6 +510,7 @@ int main(void)
         T(test_err_required_key_missing), T(test_err_required_key_not_number), T(test_err_key_kind_changes),
         T(test_err_too_many_targets), T(test_err_no_structures), T(test_err_framing_rejects_even_when_skipping),
         T(test_err_output_not_writable), T(test_cli_usage_errors), T(test_cli_reject_and_skip),
+        T(test_periodic_cells_and_report), T(test_periodic_error_rejects_input),
     };
     return cmocka_run_group_tests_name("ingest", tests, NULL, NULL);
 }

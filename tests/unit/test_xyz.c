@@ -143,6 +143,8 @@ static void test_extxyz_lattice_with_pbc_false(void **state)
         PT_FORMAT_AUTO);
     assert_int_equal(c->n_valid, 1);
     assert_int_equal(c->items[0].n_keys, 1);
+    assert_true(c->items[0].has_cell && c->items[0].cell[0] == 10.0 && c->items[0].cell[8] == 10.0);
+    assert_int_equal(c->items[0].pbc, 0);   /* a box, not a periodic structure */
     free(c);
 }
 
@@ -269,13 +271,6 @@ ERR(err_props_no_species, PROPS("pos:R:3:name:S:1"), PT_FORMAT_AUTO, 2, "Propert
 ERR(err_props_no_pos, PROPS("species:S:1:xyz:R:3"), PT_FORMAT_AUTO, 2, "Properties", "no pos column")
 ERR(err_props_no_value, "1\nenergy=1 Properties\nH 0 0 0\n" GOOD, PT_FORMAT_AUTO, 2, "Properties",
     "malformed Properties: no value")
-ERR(err_lattice, "1\nLattice=\"1 0 0 0 1 0 0 0\" pbc=\"F F F\"\nH 0 0 0\n" GOOD, PT_FORMAT_AUTO, 2, "Lattice",
-    "expected 9 finite numbers, got '1 0 0 0 1 0 0 0'")
-ERR(err_lattice_no_pbc, "1\nLattice=\"1 0 0 0 1 0 0 0 1\"\nH 0 0 0\n" GOOD, PT_FORMAT_AUTO, 2, "Lattice",
-    "Lattice without pbc means periodic")
-ERR(err_pbc_values, "1\npbc=\"F X F\"\nH 0 0 0\n" GOOD, PT_FORMAT_AUTO, 2, "pbc", "expected T/F values, got 'F X F'")
-ERR(err_pbc_periodic, "1\nLattice=\"9 0 0 0 9 0 0 0 9\" pbc=\"T T F\"\nH 0 0 0\n" GOOD, PT_FORMAT_AUTO, 2, "pbc",
-    "periodic structures are not supported")
 ERR(err_key_nonfinite, "1\nenergy=nan\nH 0 0 0\n" GOOD, PT_FORMAT_AUTO, 2, "energy", "NaN or Inf value 'nan'")
 ERR(err_key_long, "1\nk234567890123456789012345678901234567890123456789012345678901234567890=1\nH 0 0 0\n" GOOD,
     PT_FORMAT_AUTO, 2, "", "longer than 63 characters")
@@ -330,7 +325,6 @@ int main(void)
         CASE(err_xyz_columns), CASE(err_ext_few_columns), CASE(err_ext_many_columns),
         CASE(err_props_triples), CASE(err_props_width), CASE(err_props_type), CASE(err_props_must_be),
         CASE(err_props_twice), CASE(err_props_no_species), CASE(err_props_no_pos), CASE(err_props_no_value),
-        CASE(err_lattice), CASE(err_lattice_no_pbc), CASE(err_pbc_values), CASE(err_pbc_periodic),
         CASE(err_key_nonfinite), CASE(err_key_long), CASE(err_key_twice), CASE(err_no_key), CASE(err_quote),
         cmocka_unit_test(test_err_too_many_columns),
         cmocka_unit_test(test_err_too_many_keys),
