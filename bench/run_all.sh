@@ -19,6 +19,7 @@ run() {  # name, command...
 status=0
 run ingest bench/bench_ingest.sh "$bin" ${QUICK:+--quick} || status=1
 run packing bench/packing_table.sh "$bin" || status=1
+run neighbors bench/neighbors_vs_ase.sh "$bin" "$bdir" || status=1
 run speed bench/bench_speed.sh "$bin" "$bdir" || status=1
 run kernels bench/bench_kernels.sh "$bin" "$bdir" || status=1
 # time to accuracy: ~25 minutes on 2 cores (QUICK=1: 3 epochs, a smoke run)

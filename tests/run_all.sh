@@ -6,6 +6,7 @@
 #               include only rooms below them (tests/layout/include_graph.py,
 #               on the #include lines and the objects' symbols)
 #   torch       the PyTorch cross-check (tests/torch)
+#   ase         periodic structures and neighbour graphs against ASE (tests/ase)
 #   api_errors, api_flow, api_recovery, openapi, mpi
 #               integration suites against real servers (tests/integration)
 #   browser     the dashboard in Chromium, driven by Playwright (tests/web)
@@ -21,6 +22,7 @@ suites=(
   "unit:tests/run_unit.sh $unit_dir"
   "layout:python3 tests/layout/include_graph.py --objects ${unit_dir%/tests}"
   "torch:tests/torch/run.sh"
+  "ase:tests/ase/run.sh"
   "api_errors:tests/integration/test_api_errors.sh"
   "api_flow:tests/integration/test_api_flow.sh"
   "api_recovery:tests/integration/test_api_recovery.sh"

@@ -1,10 +1,16 @@
-/* graph.h — neighbour graphs of a whole dataset (types; built by neighbors.c).
+/* graph.h — neighbour graphs of a whole dataset (types; built by graphs.c
+ * with the searches of neighbors.c (molecules) and neighbors_pbc.c (periodic
+ * structures)).
  *
  * For every structure, the directed edges i <- j (j sends, i receives) with
  * d_ij < cutoff, at most max_neighbors per receiver (nearest kept, ties broken
- * by sender index).  Indices are local to the structure (0-based atom index
- * within it).  Within a structure edges are sorted by receiver, then sender,
- * which is the CSR order the model's segmented sums rely on. */
+ * by sender index, then image shift), or all of them with PT_GRAPH_UNLIMITED.
+ * In a periodic structure an edge joins i to one periodic image of j, given
+ * by its shift S; the same pair may appear with several shifts, and i may
+ * neighbour its own images.  Indices are local to the structure (0-based atom
+ * index within it).  Within a structure edges are sorted by receiver, then
+ * sender (then shift), which is the CSR order the model's segmented sums rely
+ * on. */
 #ifndef PT_GRAPH_H
 #define PT_GRAPH_H
 
@@ -18,9 +24,11 @@ typedef enum pt_graph_mode {
     PT_GRAPH_KNN = 1       /* exactly the k = max_neighbors nearest within cutoff */
 } pt_graph_mode;
 
+#define PT_GRAPH_UNLIMITED 0   /* max_neighbors: keep every neighbour within the cutoff */
+
 typedef struct pt_graph_params {
     float cutoff;          /* Å */
-    int32_t max_neighbors; /* per receiver */
+    int32_t max_neighbors; /* per receiver, or PT_GRAPH_UNLIMITED (radius mode only) */
     pt_graph_mode mode;
 } pt_graph_params;
 
@@ -61,15 +69,22 @@ static inline uint32_t pt_graphs_nedges(const pt_graphs *g, uint32_t s)
 /* --- construction (neighbors.c) ------------------------------------------ */
 
 /* Adds one error per invalid parameter (cutoff finite and > 0, max_neighbors
- * >= 1, known mode); returns 0 when all are valid. */
+ * >= 1 or PT_GRAPH_UNLIMITED in radius mode, known mode); returns 0 when all
+ * are valid. */
 int pt_graph_params_check(const pt_graph_params *p, pt_errors *errs);
 
 /* Builds the neighbour graphs of every structure of ds (definition and
  * distance convention in neighbors.h).  Returns 0, or -1 with errors added
- * (invalid parameters, out of memory).  g is zeroed on failure. */
+ * (invalid parameters, out of memory, a periodic structure beyond the
+ * search's limits).  g is zeroed on failure; g->shift is allocated when some
+ * structure is periodic (zero for the molecules). */
 int pt_graphs_build(pt_graphs *g, const pt_dataset *ds, const pt_graph_params *p,
                     pt_errors *errs);
 void pt_graphs_close(pt_graphs *g);
+
+/* Writes g to path in graph_file.c's layout (for inspection and checks
+ * outside packtrain).  0 ok, -1 with "path: reason" in err (no file left). */
+int pt_graphs_write(const pt_graphs *g, const char *path, char *err, size_t errlen);
 
 /* Only the edge count of every structure (nedges: [ds->n_structs]), without
  * storing edges: what packing needs, at a fraction of the memory. */

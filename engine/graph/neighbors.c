@@ -9,8 +9,10 @@
  * Choice: the all-pairs loop for up to PT_NEIGHBOR_CELL_MIN_ATOMS atoms and
  * whenever the structure spans too few cells for the 27-cell walk to skip
  * much (cells_pay_off); the cell list otherwise.  QM9 (<= 29 atoms) and the
- * water clusters (<= 90 atoms, < 3 cells across) take the all-pairs path. */
+ * water clusters (<= 90 atoms, < 3 cells across) take the all-pairs path.
+ * Periodic structures are neighbors_pbc.c's. */
 #include "engine/graph/neighbors.h"
+#include "engine/graph/neighbors_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -48,11 +50,13 @@ void pt_neighbor_list_close(pt_neighbor_list *nl)
     free(nl->cell_start);
     free(nl->cell_atoms);
     free(nl->atom_cell);
+    free(nl->shift);
+    pt_nl_pbc_free(nl->pbc);
     memset(nl, 0, sizeof(*nl));
 }
 
 /* Capacity doubling shared by the scratch arrays. */
-static size_t grown(size_t cap, size_t need)
+size_t pt_nl_grown(size_t cap, size_t need)
 {
     size_t n = cap ? cap : 64;
     while (n < need) n *= 2;
@@ -62,7 +66,7 @@ static size_t grown(size_t cap, size_t need)
 static int grow_u32(uint32_t **p, size_t *cap, size_t need)
 {
     if (need <= *cap) return 0;
-    size_t n = grown(*cap, need);
+    size_t n = pt_nl_grown(*cap, need);
     uint32_t *q = realloc(*p, n * sizeof(**p));
     if (!q) return -1;
     *p = q;
@@ -70,21 +74,25 @@ static int grow_u32(uint32_t **p, size_t *cap, size_t need)
     return 0;
 }
 
-/* Grows three parallel edge arrays together; `cap` is their common capacity. */
-static int grow_edges(uint32_t **src, uint32_t **dst, float **dist, size_t *cap, size_t need)
+/* Grows the parallel edge arrays (shift included, so the periodic search can
+ * share them) to hold `need` edges; edge_cap is their common capacity. */
+int pt_nl_reserve_edges(pt_neighbor_list *nl, size_t need)
 {
-    if (need <= *cap) return 0;
-    size_t n = grown(*cap, need);
-    uint32_t *s = realloc(*src, n * sizeof(uint32_t));
+    if (need <= nl->edge_cap) return 0;
+    size_t n = pt_nl_grown(nl->edge_cap, need);
+    uint32_t *s = realloc(nl->src, n * sizeof(uint32_t));
     if (!s) return -1;
-    *src = s;
-    uint32_t *d = realloc(*dst, n * sizeof(uint32_t));
+    nl->src = s;
+    uint32_t *d = realloc(nl->dst, n * sizeof(uint32_t));
     if (!d) return -1;
-    *dst = d;
-    float *w = realloc(*dist, n * sizeof(float));
+    nl->dst = d;
+    float *w = realloc(nl->dist, n * sizeof(float));
     if (!w) return -1;
-    *dist = w;
-    *cap = n;
+    nl->dist = w;
+    int16_t *h = realloc(nl->shift, 3 * n * sizeof(int16_t));
+    if (!h) return -1;
+    nl->shift = h;
+    nl->edge_cap = n;
     return 0;
 }
 
@@ -292,12 +300,11 @@ int pt_neighbor_list_build(pt_neighbor_list *nl, const float *pos, uint32_t n_at
 {
     nl->n_edges = 0;
     if (n_atoms < 2) return 0;
-    uint32_t k = (uint32_t)p->max_neighbors;
+    uint32_t k = p->max_neighbors == PT_GRAPH_UNLIMITED ? n_atoms - 1 : (uint32_t)p->max_neighbors;
     if (k > n_atoms - 1) k = n_atoms - 1;
-    if (grow_edges(&nl->src, &nl->dst, &nl->dist, &nl->edge_cap, (size_t)n_atoms * k))
-        return -1;
+    if (pt_nl_reserve_edges(nl, (size_t)n_atoms * k)) return -1;
     if (n_atoms > nl->cand_cap) {
-        size_t n = grown(nl->cand_cap, n_atoms);
+        size_t n = pt_nl_grown(nl->cand_cap, n_atoms);
         uint64_t *c = realloc(nl->cand, n * sizeof(*c));
         if (!c) return -1;
         nl->cand = c;
@@ -311,120 +318,4 @@ int pt_neighbor_list_build(pt_neighbor_list *nl, const float *pos, uint32_t n_at
         return 0;
     }
     return search_cells(nl, pos, n_atoms, p->cutoff, r2, k);
-}
-
-/* --- whole datasets ------------------------------------------------------- */
-
-int pt_graph_params_check(const pt_graph_params *p, pt_errors *errs)
-{
-    int bad = 0;
-    if (!isfinite(p->cutoff) || p->cutoff <= 0.0f) {
-        pt_errors_add(errs, "", 0, "cutoff", "must be a finite distance > 0 Å, got %g",
-                      (double)p->cutoff);
-        bad = 1;
-    }
-    if (p->max_neighbors < 1) {
-        pt_errors_add(errs, "", 0, "max_neighbors", "must be >= 1, got %d",
-                      (int)p->max_neighbors);
-        bad = 1;
-    }
-    if (p->mode != PT_GRAPH_RADIUS && p->mode != PT_GRAPH_KNN) {
-        pt_errors_add(errs, "", 0, "mode", "unknown neighbour mode %d (radius or knn)",
-                      (int)p->mode);
-        bad = 1;
-    }
-    return bad ? -1 : 0;
-}
-
-static int edges_fit(const pt_dataset *ds, uint32_t s, const pt_graph_params *p,
-                     pt_errors *errs)
-{
-    uint64_t n = pt_dataset_natoms(ds, s);
-    uint64_t k = n > 0 && (uint64_t)p->max_neighbors > n - 1 ? n - 1 : (uint64_t)p->max_neighbors;
-    if (n * k > UINT32_MAX) {
-        pt_errors_add(errs, "", 0, "structure",
-                      "structure %u has %llu atoms: up to %llu edges, more than one graph "
-                      "may hold (4294967295)", s, (unsigned long long)n,
-                      (unsigned long long)(n * k));
-        return -1;
-    }
-    return 0;
-}
-
-void pt_graphs_close(pt_graphs *g)
-{
-    free(g->edge_offset);
-    free(g->src);
-    free(g->dst);
-    free(g->dist);
-    free(g->shift);
-    memset(g, 0, sizeof(*g));
-}
-
-/* Two passes: count every structure's edges, allocate the exact arrays,
- * then search again and copy.  The second search costs less than the slack
- * of growing arrays (up to 2x of ~500 MB on the water clusters). */
-int pt_graphs_build(pt_graphs *g, const pt_dataset *ds, const pt_graph_params *p,
-                    pt_errors *errs)
-{
-    memset(g, 0, sizeof(*g));
-    if (pt_graph_params_check(p, errs)) return -1;
-    g->params = *p;
-    g->n_structs = ds->n_structs;
-    g->edge_offset = calloc((size_t)ds->n_structs + 1, sizeof(uint64_t));
-    uint32_t *counts = malloc(((size_t)ds->n_structs + 1) * sizeof(uint32_t));
-    pt_neighbor_list nl;
-    pt_neighbor_list_init(&nl);
-    if (!g->edge_offset || !counts) goto oom;
-    if (pt_graphs_count(counts, ds, p, errs)) goto fail;
-    for (uint32_t s = 0; s < ds->n_structs; s++)
-        g->edge_offset[s + 1] = g->edge_offset[s] + counts[s];
-    g->n_edges = g->edge_offset[ds->n_structs];
-    g->src = malloc(g->n_edges * sizeof(uint32_t) + 1);
-    g->dst = malloc(g->n_edges * sizeof(uint32_t) + 1);
-    g->dist = malloc(g->n_edges * sizeof(float) + 1);
-    if (!g->src || !g->dst || !g->dist) goto oom;
-    for (uint32_t s = 0; s < ds->n_structs; s++) {
-        if (!counts[s]) continue;
-        const float *pos = ds->pos + 3 * ds->atom_offset[s];
-        if (pt_neighbor_list_build(&nl, pos, pt_dataset_natoms(ds, s), p, PT_NEIGHBOR_AUTO))
-            goto oom;
-        uint64_t at = g->edge_offset[s];
-        memcpy(g->src + at, nl.src, nl.n_edges * sizeof(uint32_t));
-        memcpy(g->dst + at, nl.dst, nl.n_edges * sizeof(uint32_t));
-        memcpy(g->dist + at, nl.dist, nl.n_edges * sizeof(float));
-    }
-    free(counts);
-    pt_neighbor_list_close(&nl);
-    return 0;
-oom:
-    pt_errors_add(errs, "", 0, "", "out of memory building neighbour graphs");
-fail:
-    free(counts);
-    pt_neighbor_list_close(&nl);
-    pt_graphs_close(g);
-    return -1;
-}
-
-int pt_graphs_count(uint32_t *nedges, const pt_dataset *ds, const pt_graph_params *p,
-                    pt_errors *errs)
-{
-    if (pt_graph_params_check(p, errs)) return -1;
-    pt_neighbor_list nl;
-    pt_neighbor_list_init(&nl);
-    for (uint32_t s = 0; s < ds->n_structs; s++) {
-        if (edges_fit(ds, s, p, errs)) {
-            pt_neighbor_list_close(&nl);
-            return -1;
-        }
-        const float *pos = ds->pos + 3 * ds->atom_offset[s];
-        if (pt_neighbor_list_build(&nl, pos, pt_dataset_natoms(ds, s), p, PT_NEIGHBOR_AUTO)) {
-            pt_errors_add(errs, "", 0, "", "out of memory counting neighbour edges");
-            pt_neighbor_list_close(&nl);
-            return -1;
-        }
-        nedges[s] = nl.n_edges;
-    }
-    pt_neighbor_list_close(&nl);
-    return 0;
 }

@@ -17,7 +17,18 @@
  * PT_GRAPH_KNN keeps "the k nearest within cutoff", which under this
  * definition is the same set as PT_GRAPH_RADIUS with max_neighbors = k; the
  * two modes differ only in name and intent.
- * Output per structure is sorted by receiver, then sender. */
+ * Output per structure is sorted by receiver, then sender.
+ *
+ * Periodic structures (pt_neighbor_list_build_pbc, neighbors_pbc.c): edges
+ * i <- j with an image shift S (integers, zero on non-periodic axes), one
+ * edge per image of j within the cutoff, images of i itself included (S != 0),
+ * as ase.neighborlist.primitive_neighbor_list lists them.  The vector is
+ * graph.h's pt_edge_vector (double), kept when sqrt(d²) < cutoff (double,
+ * ASE's test); the distance stored is (float)sqrt(d²).  With a cap, the
+ * nearest are kept by (stored distance, sender, S); the float distance makes
+ * the order insensitive to last-bit differences between equal distances of
+ * symmetric images.  Output sorted by receiver, sender, then S
+ * (lexicographic). */
 #ifndef PT_NEIGHBORS_H
 #define PT_NEIGHBORS_H
 
@@ -38,12 +49,16 @@ typedef enum pt_neighbor_algo {
 
 /* Edges of one structure plus the scratch space to find them; reused from
  * structure to structure so a dataset pass allocates only while sizes grow. */
+typedef struct pt_nl_pbc pt_nl_pbc;
+
 typedef struct pt_neighbor_list {
     uint32_t n_edges;
     uint32_t *src;           /* [n_edges] local sender j */
     uint32_t *dst;           /* [n_edges] local receiver i, non-decreasing */
     float *dist;             /* [n_edges] */
+    int16_t *shift;          /* [3 n_edges] image shift S (periodic builds only) */
     size_t edge_cap;
+    char limit_msg[256];     /* why the last periodic build returned PT_NEIGHBOR_ELIMIT */
 
     /* scratch */
     uint64_t *cand;          /* candidates of one receiver (key: d2 bits, index) */
@@ -52,15 +67,34 @@ typedef struct pt_neighbor_list {
     uint32_t *cell_atoms;    /* atoms sorted by cell */
     uint32_t *atom_cell;     /* cell of each atom */
     size_t cell_cap, atom_cap;
+    pt_nl_pbc *pbc;          /* periodic scratch (neighbors_pbc.c), NULL until needed */
 } pt_neighbor_list;
+
+/* Build results. */
+enum { PT_NEIGHBOR_OK = 0, PT_NEIGHBOR_ENOMEM = -1, PT_NEIGHBOR_ELIMIT = -2 };
+
+/* Limits of the periodic search, so that shifts fit int16 and scratch stays
+ * bounded; a structure beyond them is refused with a sentence saying which. */
+#define PT_NEIGHBOR_MAX_SHELLS 1000          /* image shells along one axis */
+#define PT_NEIGHBOR_MAX_WRAP 15000           /* cells an atom may lie outside its cell */
+#define PT_NEIGHBOR_MAX_IMAGES (1u << 24)    /* sender images of one structure */
 
 void pt_neighbor_list_init(pt_neighbor_list *nl);
 void pt_neighbor_list_close(pt_neighbor_list *nl);
 
-/* Finds the edges of one structure of n_atoms atoms (pos: [n_atoms*3]).
+/* Finds the edges of one molecule of n_atoms atoms (pos: [n_atoms*3]).
  * Parameters must be valid (see pt_graph_params_check).  Returns 0, or -1 when
- * memory runs out. */
+ * memory runs out.  shift is not written. */
 int pt_neighbor_list_build(pt_neighbor_list *nl, const float *pos, uint32_t n_atoms,
                            const pt_graph_params *p, pt_neighbor_algo algo);
+
+/* Finds the edges and shifts of one periodic structure: cell [9] (rows a, b,
+ * c), pbc the PT_PBC_* bits (non-zero; the periodic vectors non-singular, as
+ * the .ptd reader guarantees).  Returns PT_NEIGHBOR_OK, PT_NEIGHBOR_ENOMEM,
+ * or PT_NEIGHBOR_ELIMIT with the reason in nl->limit_msg (a cell too thin
+ * for the cutoff, atoms too far outside the cell, too many images or edges). */
+int pt_neighbor_list_build_pbc(pt_neighbor_list *nl, const float *pos, uint32_t n_atoms,
+                               const double cell[9], unsigned pbc, const pt_graph_params *p,
+                               pt_neighbor_algo algo);
 
 #endif

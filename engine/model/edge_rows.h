@@ -2,14 +2,22 @@
  * network.
  *
  * The filter W_ij = (A2 ssp(A1 e(d_ij) + a1) + a2) ⊙ C(d_ij) is a function of
- * the distance d_ij alone, and a molecular neighbour list holds every bond
- * twice, as i←j and j←i, at the same distance (|r_i − r_j| rounds the same
- * either way).  PyG runs the filter network once per directed edge; packtrain
- * runs it once per row of a table where the two directions of a bond point
- * to one row, and edges whose cutoff C is 0 (padding edges at the cutoff, or
- * real edges exactly on it) point to no row at all: their filter is 0, so
- * they carry no message and no gradient.  On QM9 this halves the filter
- * network's work and drops LPFHP's padding edges from it (docs/performance.md).
+ * the distance d_ij alone, and a neighbour list holds every bond twice, as
+ * i←j and j←i, at the same distance: the reverse of edge i←j with vector v
+ * (batch.h's edge_vec, r_j + S·cell − r_i) is the edge j←i with vector −v —
+ * for a periodic structure, the image shift −S.  PyG runs the filter network
+ * once per directed edge; packtrain runs it once per row of a table where the
+ * two directions of a bond point to one row, and edges whose cutoff C is 0
+ * (padding edges at the cutoff, or real edges exactly on it) point to no row
+ * at all: their filter is 0, so they carry no message and no gradient.  On
+ * QM9 this halves the filter network's work and drops LPFHP's padding edges
+ * from it (docs/performance.md).
+ *
+ * A row is one bond: an edge and its exact reverse, or an edge alone.  Two
+ * edges of the same pair at different image shifts (or an atom's bonds to
+ * its own images, i←i with S and −S) are different bonds even at equal
+ * distances, so forces and stress, which follow a row's distance back to its
+ * edge vectors, stay exact.
  *
  * Rows are numbered in order of first use in CSR (receiver) order, so the
  * first edge to use a row comes before every other edge using it; the
@@ -20,19 +28,21 @@
 #include <stdint.h>
 
 /* Fills, for the edges of a CSR batch (receiver i owns edges
- * dst_offset[i] .. dst_offset[i+1], src[k] is edge k's sender):
+ * dst_offset[i] .. dst_offset[i+1], src[k] is edge k's sender, vec[3k..3k+2]
+ * its vector):
  *   row[k]      filter row of edge k, or −1 when dist[k] is not below cutoff
  *               (or not a number);
  *   first[k]    1 when edge k is the first edge using row[k], else 0;
  *   row_dist[u] the distance of row u.
- * Edge k (i←j) shares the row of the reverse edge j←i when that edge comes
- * earlier (j < i) and has a bit-identical distance; an edge without such a
- * partner (a neighbour list truncated at max_neighbors on one side only)
- * gets a row of its own.  Returns the number of rows (≤ the edge count).
- * O(E · neighbours): one scan of the partner's CSR row per edge. */
+ * Edge k (i←j) shares the row of its reverse edge j←i (vector exactly −vec[k],
+ * distance bit-identical) when that edge comes earlier: j < i, or j == i and
+ * it precedes k.  An edge without such a partner (a neighbour list truncated
+ * at max_neighbors on one side only) gets a row of its own.  Returns the
+ * number of rows (≤ the edge count).  O(E · neighbours): one scan of the
+ * partner's CSR row per edge. */
 int32_t pt_edge_rows_build(int32_t *row, uint8_t *first, float *row_dist, const int32_t *src,
-                           const int32_t *dst_offset, const float *dist, int n_nodes,
-                           float cutoff);
+                           const int32_t *dst_offset, const float *dist, const float *vec,
+                           int n_nodes, float cutoff);
 
 /* The table of a static-shape program (backend.static_shapes, as an IPU
  * would run it): one row per edge slot, padding included (row[k] = k,

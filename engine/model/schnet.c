@@ -67,8 +67,8 @@ int pt_schnet_config_check(const pt_schnet_config *c, pt_errors *errs)
              "must be in 2..1024, got %d", c->gaussians);
     PT_CHECK(isfinite(c->cutoff) && c->cutoff > 0.0f && c->cutoff <= 100.0f, "cutoff",
              "must be in (0, 100] Å, got %g", (double)c->cutoff);
-    PT_CHECK(c->max_neighbors >= 1 && c->max_neighbors <= 1024, "max_neighbors",
-             "must be in 1..1024, got %d", c->max_neighbors);
+    PT_CHECK(c->max_neighbors >= 0 && c->max_neighbors <= 1024, "max_neighbors",
+             "must be in 1..1024 or 0 (unlimited), got %d", c->max_neighbors);
     PT_CHECK(c->readout == PT_READOUT_SUM || c->readout == PT_READOUT_MEAN, "readout",
              "must be sum or mean, got %d", (int)c->readout);
     PT_CHECK(c->use_atomref == 0 || c->use_atomref == 1, "atomref",
@@ -432,7 +432,7 @@ void pt_schnet_prepare_edges(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
                     ? pt_edge_rows_identity(a->row, a->first, a->row_dist, b->edge_dist,
                                             b->cap_edges)
                     : pt_edge_rows_build(a->row, a->first, a->row_dist, b->edge_src,
-                                         b->dst_offset, b->edge_dist, b->cap_nodes,
+                                         b->dst_offset, b->edge_dist, b->edge_vec, b->cap_nodes,
                                          m->cfg.cutoff);
     pt_edge_basis_forward(a->e, a->cut, a->row_dist, a->n_rows, m->cfg.gaussians,
                           m->cfg.cutoff);

@@ -31,7 +31,7 @@ typedef struct pt_schnet_config {
     int32_t interactions;   /* T, num_interactions */
     int32_t gaussians;      /* G, num_gaussians */
     float cutoff;           /* r_c in Å */
-    int32_t max_neighbors;  /* max_num_neighbors (used by the neighbour lists) */
+    int32_t max_neighbors;  /* max_num_neighbors (used by the neighbour lists), 0 = unlimited */
     pt_readout readout;     /* sum ("add" in PyG) or mean */
     int32_t use_atomref;    /* 1: trainable per-element table atomref.weight [100,1] */
 } pt_schnet_config;

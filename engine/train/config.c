@@ -256,7 +256,7 @@ static void parse_model(parse_ctx *c, const json_t *o, pt_job_model *m)
     read_int(c, o, s, "interactions", 1, PT_SCHNET_MAX_INTERACTIONS, NULL, &m->interactions);
     read_int(c, o, s, "gaussians", 2, 1024, NULL, &m->gaussians);
     read_number(c, o, s, "cutoff", 0.0, 1, 100.0, 0, &m->cutoff);
-    read_int(c, o, s, "max_neighbors", 1, 1024, NULL, &m->max_neighbors);
+    read_int(c, o, s, "max_neighbors", 1, 1024, "null", &m->max_neighbors);   /* null: unlimited (0) */
     int r = (int)m->readout;
     read_enum(c, o, s, "readout", readout_names, &r);
     m->readout = (pt_job_readout)r;
@@ -556,13 +556,13 @@ json_t *pt_job_config_to_json(const pt_job_config *cfg)
     const pt_job_training *t = &cfg->training;
     const pt_job_backend *k = &cfg->backend;
     json_t *o = json_pack(
-        "{s:s, s:{s:i, s:i, s:i, s:i, s:f, s:i, s:s}, s:{s:s, s:o, s:o, s:o, s:o},"
+        "{s:s, s:{s:i, s:i, s:i, s:i, s:f, s:o, s:s}, s:{s:s, s:o, s:o, s:o, s:o},"
         " s:{s:i, s:o, s:s, s:f, s:f, s:o, s:o, s:o, s:[f,f,f], s:I, s:s, s:i, s:o, s:s},"
         " s:{s:s, s:o, s:i, s:i, s:b, s:b, s:i, s:i, s:o, s:i, s:b}}",
         "target", cfg->target,
         "model", "hidden", (int)m->hidden, "filters", (int)m->filters,
         "interactions", (int)m->interactions, "gaussians", (int)m->gaussians,
-        "cutoff", m->cutoff, "max_neighbors", (int)m->max_neighbors,
+        "cutoff", m->cutoff, "max_neighbors", int_or(m->max_neighbors, NULL),
         "readout", readout_names[m->readout],
         "batching", "method", method_names[b->method], "max_nodes", int_or(b->max_nodes, "auto"),
         "max_edges", int_or(b->max_edges, "auto"), "max_graphs", int_or(b->max_graphs, "auto"),

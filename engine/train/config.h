@@ -79,7 +79,7 @@ typedef struct pt_job_model {
     int32_t interactions;    /* T, 1..PT_SCHNET_MAX_INTERACTIONS (16) */
     int32_t gaussians;       /* G, 2..1024 */
     double cutoff;           /* Å, (0, 100] */
-    int32_t max_neighbors;   /* 1..1024 */
+    int32_t max_neighbors;   /* 1..1024, or 0 = unlimited (JSON null) */
     pt_job_readout readout;
 } pt_job_model;
 

@@ -17,11 +17,12 @@
 #include "server/cli/commands.h"
 
 static const char usage_text[] =
-    "usage: packtrain pack DATA.ptd [--cutoff 6] [--max-neighbors 32] [--knn]\n"
+    "usage: packtrain pack DATA.ptd [--cutoff 6] [--max-neighbors 32|unlimited] [--knn]\n"
     "                     [--method lpfhp|tuple|pad|static64|static2n|dynamic|all]\n"
     "                     [--max-nodes N|auto] [--max-edges N|auto] [--max-graphs N]\n"
     "                     [--heuristic product|sum|max|min|nodes|edges] [--target 0.95]\n"
     "                     [--batch-size N] [--seed S] [--json | --markdown]\n"
+    "                     [--dump-graphs FILE]\n"
     "\n"
     "Plans packs of the dataset's neighbour graphs and reports their efficiency:\n"
     "eff = real / (packs x limit) per component (static methods: per batch shape).\n"
@@ -29,7 +30,8 @@ static const char usage_text[] =
     "$XDG_CACHE_HOME/packtrain (else ~/.cache/packtrain).\n"
     "\n"
     "  --cutoff R         neighbour cutoff in Å (default 6)\n"
-    "  --max-neighbors K  per receiver, nearest kept (default 32); --knn: k nearest\n"
+    "  --max-neighbors K  per receiver, nearest kept (default 32), or unlimited (every\n"
+    "                     neighbour within the cutoff); --knn: k nearest\n"
     "  --method M         lpfhp (default), tuple, pad, static64, static2n, dynamic,\n"
     "                     or all of them\n"
     "  --max-nodes N      node slots per pack, or auto (default): the smallest from\n"
@@ -43,6 +45,10 @@ static const char usage_text[] =
     "  --seed S           seed of the epoch draw measured (default 0)\n"
     "  --json             JSON object (array with --method all)\n"
     "  --markdown         markdown table\n"
+    "  --dump-graphs FILE also write the neighbour graphs (pairs, image shifts of\n"
+    "                     periodic structures, distances) to FILE, in the binary\n"
+    "                     layout of engine/graph/graph_file.c, and the search time\n"
+    "                     to stderr\n"
     "\n"
     "Exit status: 0 ok, 1 dataset unreadable or limits impossible, 2 usage error.\n";
 
@@ -52,6 +58,7 @@ typedef struct pack_opts {
     pt_pack_request req;
     int all, json, markdown;
     uint64_t seed;
+    const char *dump_path;
     /* the table header, printed before the first row that plans */
     const pt_dataset *ds;
     uint64_t edges;
@@ -89,6 +96,7 @@ static int parse_args(int argc, char **argv, pack_opts *o)
         {"target", required_argument, NULL, 't'},     {"batch-size", required_argument, NULL, 'b'},
         {"seed", required_argument, NULL, 's'},       {"json", no_argument, NULL, 'j'},
         {"markdown", no_argument, NULL, 'M'},         {"help", no_argument, NULL, 'h'},
+        {"dump-graphs", required_argument, NULL, 'D'},
         {NULL, 0, NULL, 0},
     };
     optind = 1;
@@ -103,9 +111,11 @@ static int parse_args(int argc, char **argv, pack_opts *o)
                 return usage_error("--cutoff needs a distance > 0 in Å, got", optarg);
             break;
         case 'k':
-            if (parse_count(optarg, 0, &o->gp.max_neighbors))
-                return usage_error("--max-neighbors needs a positive integer, got", optarg);
+            if (!strcmp(optarg, "unlimited")) o->gp.max_neighbors = PT_GRAPH_UNLIMITED;
+            else if (parse_count(optarg, 0, &o->gp.max_neighbors))
+                return usage_error("--max-neighbors needs a positive integer or unlimited, got", optarg);
             break;
+        case 'D': o->dump_path = optarg; break;
         case 'K': o->gp.mode = PT_GRAPH_KNN; break;
         case 'm':
             if (!strcmp(optarg, "all")) o->all = 1;
@@ -202,10 +212,15 @@ static void print_header(const pack_opts *o, const pt_dataset *ds, uint64_t edge
         printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         return;
     }
-    printf("dataset  %s: %u graphs, %llu atoms, %llu edges (cutoff %g Å, %s %d%s)\n", o->path,
-           ds->n_structs, (unsigned long long)ds->n_atoms, (unsigned long long)edges,
-           (double)o->gp.cutoff, o->gp.mode == PT_GRAPH_KNN ? "k nearest" : "at most",
-           o->gp.max_neighbors, o->gp.mode == PT_GRAPH_KNN ? "" : " neighbours");
+    if (o->gp.max_neighbors == PT_GRAPH_UNLIMITED)
+        printf("dataset  %s: %u graphs, %llu atoms, %llu edges (cutoff %g Å, all neighbours)\n",
+               o->path, ds->n_structs, (unsigned long long)ds->n_atoms, (unsigned long long)edges,
+               (double)o->gp.cutoff);
+    else
+        printf("dataset  %s: %u graphs, %llu atoms, %llu edges (cutoff %g Å, %s %d%s)\n", o->path,
+               ds->n_structs, (unsigned long long)ds->n_atoms, (unsigned long long)edges,
+               (double)o->gp.cutoff, o->gp.mode == PT_GRAPH_KNN ? "k nearest" : "at most",
+               o->gp.max_neighbors, o->gp.mode == PT_GRAPH_KNN ? "" : " neighbours");
     printf("%-9s %9s %9s %10s %8s %11s %10s %9s %9s %9s\n", "method", "max_nodes", "max_edges",
            "max_graphs", "packs", "graphs/pack", "node_eff", "edge_eff", "node_pad", "edge_pad");
 }
@@ -215,6 +230,25 @@ static double seconds_now(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* --dump-graphs: the full graphs (not only their counts), written to
+ * o->dump_path; nedges gets the counts.  0, or -1 with errors added. */
+static int dump_graphs(const pack_opts *o, const pt_dataset *ds, uint32_t *nedges, pt_errors *errs)
+{
+    pt_graphs g;
+    double t0 = seconds_now();
+    if (pt_graphs_build(&g, ds, &o->gp, errs)) return -1;
+    double dt = seconds_now() - t0;
+    char err[512];
+    int rc = pt_graphs_write(&g, o->dump_path, err, sizeof err);
+    if (rc) pt_errors_add(errs, "", 0, "--dump-graphs", "%s", err);
+    else
+        fprintf(stderr, "packtrain pack: wrote %u graphs, %llu edges to %s (neighbour search %.3f s)\n",
+                g.n_structs, (unsigned long long)g.n_edges, o->dump_path, dt);
+    for (uint32_t s = 0; s < g.n_structs && !rc; s++) nedges[s] = pt_graphs_nedges(&g, s);
+    pt_graphs_close(&g);
+    return rc;
 }
 
 /* Plans one method and prints it; 0 or 1. */
@@ -283,7 +317,7 @@ int pt_cmd_pack(int argc, char **argv)
         fprintf(stderr, "packtrain pack: out of memory for %u graphs\n", n);
         goto done;
     }
-    if (pt_graphs_count(nedges, &ds, &o.gp, &errs) != 0) {
+    if (o.dump_path ? dump_graphs(&o, &ds, nedges, &errs) : pt_graphs_count(nedges, &ds, &o.gp, &errs)) {
         pt_cli_print_errors("packtrain pack", &errs);
         goto done;
     }

@@ -49,6 +49,7 @@ static void batch_build(hand_batch *hb, const mol *mols, const int *pack_of, int
     b->edge_src = malloc(sizeof(int32_t) * (size_t)b->cap_edges);
     b->edge_dst = malloc(sizeof(int32_t) * (size_t)b->cap_edges);
     b->edge_dist = malloc(sizeof(float) * (size_t)b->cap_edges);
+    b->edge_vec = malloc(sizeof(float) * 3 * (size_t)b->cap_edges);
     b->dst_offset = calloc((size_t)b->cap_nodes + 1, sizeof(int32_t));
     b->graph_id = malloc(sizeof(int32_t) * (size_t)b->cap_graphs);
     b->graph_natoms = calloc((size_t)b->cap_graphs, sizeof(int32_t));
@@ -87,6 +88,8 @@ static void batch_build(hand_batch *hb, const mol *mols, const int *pack_of, int
                     if (sqrt(d2) >= cutoff) continue;
                     b->edge_src[edge] = first_node[k] + j;
                     b->edge_dst[edge] = first_node[k] + i;
+                    for (int c = 0; c < 3; c++)   /* r_j - r_i: the reverse is exactly its negation */
+                        b->edge_vec[3 * edge + c] = (float)(mols[k].pos[j][c] - mols[k].pos[i][c]);
                     b->edge_dist[edge++] = (float)sqrt(d2);
                     b->n_real_edges++;
                 }
@@ -97,6 +100,8 @@ static void batch_build(hand_batch *hb, const mol *mols, const int *pack_of, int
         for (; edge < (p + 1) * lim.max_edges; edge++) {
             b->edge_src[edge] = b->edge_dst[edge] = last;
             b->edge_dist[edge] = cutoff;
+            b->edge_vec[3 * edge] = cutoff;
+            b->edge_vec[3 * edge + 1] = b->edge_vec[3 * edge + 2] = 0.0f;
         }
     }
     for (int k = 0; k < b->cap_edges; k++) b->dst_offset[b->edge_dst[k] + 1]++;
@@ -111,6 +116,7 @@ static void batch_free(hand_batch *hb)
     free(b->edge_src);
     free(b->edge_dst);
     free(b->edge_dist);
+    free(b->edge_vec);
     free(b->dst_offset);
     free(b->graph_id);
     free(b->graph_natoms);

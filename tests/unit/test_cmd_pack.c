@@ -1,6 +1,7 @@
 /* test_cmd_pack.c — `packtrain pack` on a real slice (QM9 + water): the JSON
  * keys and their agreement with the engine, --method all, the markdown and
- * human tables, and every usage and runtime error message. */
+ * human tables, --dump-graphs (periodic slice, unlimited neighbours), and
+ * every usage and runtime error message. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/graph/graph.h"
 #include "server/cli/commands.h"
 #include "tests/unit/cmd_fixture.h"
 
@@ -115,6 +117,74 @@ static void test_all_methods_json_markdown_and_table(void **state)
     free(err);
 }
 
+/* --dump-graphs writes graph_file.c's layout: the graphs pt_graphs_build
+ * makes, shifts included for a periodic dataset; packing uses their counts. */
+static void test_dump_graphs(void **state)
+{
+    (void)state;
+    char ptd[160], dump[160];
+    snprintf(ptd, sizeof ptd, "%s/periodic.ptd", dir);
+    snprintf(dump, sizeof dump, "%s/graphs.bin", dir);
+    assert_int_equal(tfx_ingest("tests/data/periodic_slice.extxyz.gz", ptd), 0);
+    char *out, *err;
+    assert_int_equal(run_pack(&out, &err, ptd, "--max-neighbors", "unlimited", "--dump-graphs", dump, NULL), 0);
+    assert_non_null(strstr(out, "edges (cutoff 6 Å, all neighbours)"));
+    assert_non_null(strstr(err, "packtrain pack: wrote 240 graphs, "));
+    free(out);
+    free(err);
+    pt_dataset ds;
+    char msg[256];
+    assert_int_equal(pt_dataset_open(&ds, ptd, msg, sizeof msg), 0);
+    pt_graph_params p = {6.0f, PT_GRAPH_UNLIMITED, PT_GRAPH_RADIUS};
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    pt_graphs g;
+    assert_int_equal(pt_graphs_build(&g, &ds, &p, &errs), 0);
+    FILE *f = fopen(dump, "rb");
+    assert_non_null(f);
+    char magic[8];
+    uint32_t n_structs, flags;
+    uint64_t n_edges;
+    float cutoff;
+    int32_t k, mode;
+    assert_int_equal(fread(magic, 1, 8, f), 8);
+    assert_memory_equal(magic, "PTGRAPH1", 8);
+    assert_int_equal(fread(&n_structs, 4, 1, f) + fread(&flags, 4, 1, f) + fread(&n_edges, 8, 1, f) +
+                         fread(&cutoff, 4, 1, f) + fread(&k, 4, 1, f) + fread(&mode, 4, 1, f), 6);
+    assert_int_equal(n_structs, 240);
+    assert_int_equal(flags, 1);
+    assert_int_equal(n_edges, g.n_edges);
+    assert_true(cutoff == 6.0f && k == 0 && mode == 0);
+    size_t ne = (size_t)n_edges;
+    uint64_t *off = malloc((n_structs + 1) * sizeof(uint64_t));
+    uint32_t *u32 = malloc(ne * sizeof(uint32_t));
+    int16_t *sh = malloc(3 * ne * sizeof(int16_t));
+    assert_int_equal(fread(off, 8, n_structs + 1, f), n_structs + 1);
+    assert_memory_equal(off, g.edge_offset, (n_structs + 1) * sizeof(uint64_t));
+    assert_int_equal(fread(u32, 4, ne, f), ne);
+    assert_memory_equal(u32, g.src, ne * sizeof(uint32_t));
+    assert_int_equal(fread(u32, 4, ne, f), ne);
+    assert_memory_equal(u32, g.dst, ne * sizeof(uint32_t));
+    assert_int_equal(fread(u32, 4, ne, f), ne);
+    assert_memory_equal(u32, g.dist, ne * sizeof(float));
+    assert_int_equal(fread(sh, 2, 3 * ne, f), 3 * ne);
+    assert_memory_equal(sh, g.shift, 3 * ne * sizeof(int16_t));
+    assert_int_equal(fgetc(f), EOF);
+    fclose(f);
+    free(off);
+    free(u32);
+    free(sh);
+    pt_graphs_close(&g);
+    pt_errors_close(&errs);
+    pt_dataset_close(&ds);
+    /* a file that cannot be written fails the command */
+    assert_int_equal(run_pack(&out, &err, ptd, "--dump-graphs", "/nonexistent/dir/g.bin", NULL), 1);
+    assert_string_equal(err, "packtrain pack: --dump-graphs: /nonexistent/dir/g.bin: cannot create: "
+                             "No such file or directory\n");
+    free(out);
+    free(err);
+}
+
 static void expect_usage(const char *expect, const char *a1, const char *a2, const char *a3)
 {
     char *out, *err;
@@ -134,7 +204,7 @@ static void test_usage_errors(void **state)
     expect_usage("missing value for --method", p, "--method", NULL);
     expect_usage("--cutoff needs a distance > 0 in Å, got 0", p, "--cutoff", "0");
     expect_usage("--cutoff needs a distance > 0 in Å, got 6x", p, "--cutoff", "6x");
-    expect_usage("--max-neighbors needs a positive integer, got -3", p, "--max-neighbors", "-3");
+    expect_usage("--max-neighbors needs a positive integer or unlimited, got -3", p, "--max-neighbors", "-3");
     expect_usage("unknown --method lpfhp2", p, "--method", "lpfhp2");
     expect_usage("--max-nodes needs a positive integer or auto, got 0", p, "--max-nodes", "0");
     expect_usage("--max-edges needs a positive integer or auto, got big", p, "--max-edges", "big");
@@ -178,6 +248,7 @@ int main(void)
         cmocka_unit_test(test_all_methods_json_markdown_and_table),
         cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_runtime_errors),
+        cmocka_unit_test(test_dump_graphs),
     };
     return cmocka_run_group_tests_name("cmd_pack", tests, setup, teardown);
 }

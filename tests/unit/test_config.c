@@ -360,6 +360,23 @@ static void test_max_runtime_seconds(void **state)
         expect_one_error(bad[i], "max_runtime_seconds", "must be a number of seconds > 0, or null");
 }
 
+/* model.max_neighbors null: every neighbour within the cutoff (dense
+ * crystals); stored as 0 (PT_GRAPH_UNLIMITED) and dumped back as null. */
+static void test_max_neighbors_null(void **state)
+{
+    (void)state;
+    pt_job_config cfg;
+    pt_errors errs;
+    assert_int_equal(parse(&cfg, "{\"model\":{\"max_neighbors\":null}}", &errs), 0);
+    pt_errors_close(&errs);
+    assert_int_equal(cfg.model.max_neighbors, 0);
+    char *s = pt_job_config_dump(&cfg);
+    assert_non_null(strstr(s, "\"max_neighbors\":null,"));
+    free(s);
+    expect_one_error("{\"model\":{\"max_neighbors\":0}}", "model.max_neighbors",
+                     "must be an integer from 1 to 1024 or null, got 0");
+}
+
 static void test_error_number(void **state)
 {
     (void)state;
@@ -560,6 +577,7 @@ int main(void)
         cmocka_unit_test(test_error_null_or_integer),
         cmocka_unit_test(test_checkpoint_every_null),
         cmocka_unit_test(test_max_runtime_seconds),
+        cmocka_unit_test(test_max_neighbors_null),
         cmocka_unit_test(test_error_number),
         cmocka_unit_test(test_error_enum),
         cmocka_unit_test(test_error_precision),

@@ -366,6 +366,37 @@ static void test_without_cap_both_directions_present(void **state)
     synth_free(&s);
 }
 
+/* max_neighbors unlimited keeps every neighbour: the same lists as a cap of
+ * n - 1, on both paths, for a dense cloud where the default cap would cut. */
+static void test_unlimited_keeps_every_neighbour(void **state)
+{
+    (void)state;
+    pt_rng rng;
+    pt_rng_init(&rng, 23, 0);
+    const uint32_t n = 300;
+    float *pos = malloc(3 * n * sizeof(float));
+    for (uint32_t i = 0; i < 3 * n; i++) pos[i] = (float)(pt_rng_uniform(&rng) * 9.0);
+    pt_graph_params all = {6.0f, PT_GRAPH_UNLIMITED, PT_GRAPH_RADIUS};
+    pt_graph_params cap = {6.0f, (int32_t)n - 1, PT_GRAPH_RADIUS};
+    pt_graph_params def = {6.0f, 32, PT_GRAPH_RADIUS};
+    pt_neighbor_list a, b;
+    pt_neighbor_list_init(&a);
+    pt_neighbor_list_init(&b);
+    for (int algo = PT_NEIGHBOR_BRUTE; algo <= PT_NEIGHBOR_CELLS; algo++) {
+        assert_int_equal(pt_neighbor_list_build(&a, pos, n, &all, (pt_neighbor_algo)algo), 0);
+        assert_int_equal(pt_neighbor_list_build(&b, pos, n, &cap, (pt_neighbor_algo)algo), 0);
+        assert_int_equal(a.n_edges, b.n_edges);
+        assert_memory_equal(a.src, b.src, a.n_edges * sizeof(uint32_t));
+        assert_memory_equal(a.dist, b.dist, a.n_edges * sizeof(float));
+        uint32_t unlimited = a.n_edges;
+        assert_int_equal(pt_neighbor_list_build(&b, pos, n, &def, (pt_neighbor_algo)algo), 0);
+        assert_true(b.n_edges < unlimited);   /* the cap of 32 does cut here */
+    }
+    pt_neighbor_list_close(&a);
+    pt_neighbor_list_close(&b);
+    free(pos);
+}
+
 static void assert_first_error(pt_errors *errs, const char *expect)
 {
     char buf[512];
@@ -397,9 +428,15 @@ static void test_invalid_parameters_are_reported(void **state)
     assert_first_error(&errs, "cutoff: must be a finite distance > 0 Å, got nan");
     pt_errors_clear(&errs);
 
-    pt_graph_params bad_k = {6.0f, 0, PT_GRAPH_KNN};
+    pt_graph_params bad_k = {6.0f, -1, PT_GRAPH_RADIUS};
     assert_int_equal(pt_graphs_build(&g, &s.ds, &bad_k, &errs), -1);
-    assert_first_error(&errs, "max_neighbors: must be >= 1, got 0");
+    assert_first_error(&errs, "max_neighbors: must be >= 1, or unlimited (null), got -1");
+    pt_errors_clear(&errs);
+
+    pt_graph_params knn_all = {6.0f, PT_GRAPH_UNLIMITED, PT_GRAPH_KNN};
+    assert_int_equal(pt_graphs_build(&g, &s.ds, &knn_all, &errs), -1);
+    assert_first_error(&errs, "max_neighbors: the knn mode needs a number of neighbours k >= 1, "
+                              "got 0 (unlimited)");
     pt_errors_clear(&errs);
 
     pt_graph_params bad_mode = {6.0f, 32, (pt_graph_mode)7};
@@ -457,6 +494,7 @@ int main(void)
         cmocka_unit_test(test_cap_is_per_receiver),
         cmocka_unit_test(test_dataset_build_matches_per_structure),
         cmocka_unit_test(test_without_cap_both_directions_present),
+        cmocka_unit_test(test_unlimited_keeps_every_neighbour),
         cmocka_unit_test(test_invalid_parameters_are_reported),
         cmocka_unit_test(test_structure_too_large_for_edge_index),
     };

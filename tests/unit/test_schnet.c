@@ -330,7 +330,7 @@ static void test_config_errors_name_the_field(void **state)
     c.gaussians = 1;
     c.cutoff = -1.0f;
     c.filters = 0;
-    c.max_neighbors = 0;
+    c.max_neighbors = -1;
     c.readout = (pt_readout)5;
     c.use_atomref = 3;
     pt_errors errs;

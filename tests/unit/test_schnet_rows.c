@@ -1,8 +1,10 @@
 /* test_schnet_rows.c — the speed-motivated parts of the SchNet engine give
  * the numbers of the plain formulation:
  *   - the filter-row table (engine/edge_rows.h): the two directions of a bond
- *     share a row only when their distances are bit-identical, one-sided
- *     edges get rows of their own, edges at or past the cutoff get none;
+ *     (reverse edge, vector exactly negated) share a row only when their
+ *     distances are bit-identical, one-sided edges get rows of their own,
+ *     edges at or past the cutoff get none; periodic bonds pair by shift:
+ *     one pair at several shifts, and an atom with its own images;
  *   - the model run over that table matches the double-precision per-edge
  *     reference of schnet_fixture.h (which runs the filter network on every
  *     directed edge, as PyG does), also when some bonds cannot share a row;
@@ -50,12 +52,15 @@ static void test_rows_table(void **state)
     const int32_t src[TE] = {1, 2, 0, 2, 3, 0, 1, 3, 4, 0};
     const int32_t off[TN + 1] = {0, 2, 5, 8, 8, 10};
     float d[TE] = {1.0f, 2.0f, 1.0f, 1.5f, 2.5f, 2.0f, 1.5f, 2.9f, 3.0f, NAN};
+    /* vectors r_src - r_dst: reverse edges are exact negations */
+    const float vec[3 * TE] = {1.0f, 0, 0, 0, 2.0f, 0, -1.0f, 0, 0, 0, 1.5f, 0, 0, 0, 2.5f,
+                               0, -2.0f, 0, 0, -1.5f, 0, 2.9f, 0, 0, 3.0f, 0, 0, 0, 0, 0};
     /* 0–1, 0–2, 1–2 both ways at equal distances: shared.  1←3, 2←3 have no
      * reverse edge.  4←4 sits at the cutoff, 4←0 is not a number: no row. */
     int32_t row[TE];
     uint8_t first[TE];
     float rd[TE];
-    int32_t n = pt_edge_rows_build(row, first, rd, src, off, d, TN, 3.0f);
+    int32_t n = pt_edge_rows_build(row, first, rd, src, off, d, vec, TN, 3.0f);
     const int32_t want_row[TE] = {0, 1, 0, 2, 3, 1, 2, 4, -1, -1};
     const uint8_t want_first[TE] = {1, 1, 0, 1, 1, 0, 0, 1, 0, 0};
     const float want_rd[5] = {1.0f, 2.0f, 1.5f, 2.5f, 2.9f};
@@ -66,7 +71,7 @@ static void test_rows_table(void **state)
 
     /* one ulp apart: the directions of 0–2 no longer share */
     d[5] = nextafterf(2.0f, 3.0f);
-    n = pt_edge_rows_build(row, first, rd, src, off, d, TN, 3.0f);
+    n = pt_edge_rows_build(row, first, rd, src, off, d, vec, TN, 3.0f);
     assert_int_equal(n, 6);
     assert_int_equal(row[1], 1);
     assert_int_equal(row[5], 4);
@@ -85,7 +90,42 @@ static void test_rows_table(void **state)
     }
     /* no edges at all */
     const int32_t off0[2] = {0, 0};
-    assert_int_equal(pt_edge_rows_build(row, first, rd, src, off0, d, 1, 3.0f), 0);
+    assert_int_equal(pt_edge_rows_build(row, first, rd, src, off0, d, vec, 1, 3.0f), 0);
+}
+
+/* Periodic bonds: atoms 0 and 1 of a crystal bonded at two shifts with the
+ * same distance (S and S' in the 1<-0 direction, -S and -S' back), atom 0
+ * bonded to its own images +a and -a.  Rows pair each edge with its exact
+ * reverse only: four bonds, never one row for the equal-distance pair. */
+static void test_rows_periodic_bonds(void **state)
+{
+    (void)state;
+    enum { N = 2, E = 6 };
+    /* receiver 0: 0<-0 (+a), 0<-0 (-a), 0<-1 (v1), 0<-1 (v2); receiver 1: 1<-0 (-v1), 1<-0 (-v2) */
+    const int32_t src[E] = {0, 0, 1, 1, 0, 0};
+    const int32_t off[N + 1] = {0, 4, 6};
+    const float d[E] = {2.5f, 2.5f, 2.0f, 2.0f, 2.0f, 2.0f};
+    const float vec[3 * E] = {2.5f, 0, 0, -2.5f, 0, 0, 1.2f, 1.6f, 0, 1.2f, -1.6f, 0,
+                              -1.2f, 1.6f, 0, -1.2f, -1.6f, 0};
+    int32_t row[E];
+    uint8_t first[E];
+    float rd[E];
+    assert_int_equal(pt_edge_rows_build(row, first, rd, src, off, d, vec, N, 3.0f), 3);
+    /* self images share; 1<-0 (-v2) pairs with 0<-1 (v2), 1<-0 (-v1) with 0<-1 (v1) */
+    const int32_t want_row[E] = {0, 0, 1, 2, 2, 1};
+    const uint8_t want_first[E] = {1, 0, 1, 1, 0, 0};
+    assert_memory_equal(row, want_row, sizeof row);
+    assert_memory_equal(first, want_first, sizeof first);
+    /* a self image without its -S partner (capped away) keeps a row of its own */
+    const float lone[3 * E] = {2.5f, 0, 0, 0, 2.5f, 0, 1.2f, 1.6f, 0, 1.2f, -1.6f, 0,
+                               -1.2f, -1.6f, 0, -1.2f, 1.6f, 0};
+    assert_int_equal(pt_edge_rows_build(row, first, rd, src, off, d, lone, N, 3.0f), 4);
+    const int32_t want_lone[E] = {0, 1, 2, 3, 2, 3};
+    assert_memory_equal(row, want_lone, sizeof row);
+    /* a zero component and its negation (+0 / -0) still pair */
+    const float zeros[3 * E] = {2.5f, 0.0f, -0.0f, -2.5f, -0.0f, 0.0f, 1.2f, 1.6f, 0, 1.2f, -1.6f, 0,
+                                -1.2f, -1.6f, -0.0f, -1.2f, 1.6f, -0.0f};
+    assert_int_equal(pt_edge_rows_build(row, first, rd, src, off, d, zeros, N, 3.0f), 3);
 }
 
 /* ---- the model over rows against the per-edge reference -------------------- */
@@ -238,6 +278,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rows_table),
+        cmocka_unit_test(test_rows_periodic_bonds),
         cmocka_unit_test(test_rows_sum_readout),
         cmocka_unit_test(test_rows_mean_readout),
         cmocka_unit_test(test_rows_static_shapes),
