@@ -215,6 +215,7 @@ static int by_sender(const void *x, const void *y)
 static int emit(pt_neighbor_list *nl, const pbc_geom *g, uint32_t i, size_t nc)
 {
     pbc_cand *c = nl->pbc->cand;
+    if (nc == 0) return PT_NEIGHBOR_OK;   /* an isolated receiver (c may be unallocated) */
     if (nc > g->k) {
         qsort(c, nc, sizeof(*c), by_distance);
         nc = g->k;

@@ -82,6 +82,7 @@ static void ref_build(ref_list *r, const float *pos, uint32_t n, const double *c
                         }
                         tmp[m++] = (ref_edge){i, j, {s0, s1, s2}, (float)sqrt(d2)};
                     }
+        if (m == 0) continue;   /* a receiver without neighbours */
         if (k && m > k) {
             qsort(tmp, m, sizeof(*tmp), cmp_near);
             m = k;
