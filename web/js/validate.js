@@ -17,7 +17,7 @@ export const FIELDS = [
   ['model.interactions', 'int', { lo: 1, hi: 16 }, 4],
   ['model.gaussians', 'int', { lo: 2, hi: 1024 }, 25],
   ['model.cutoff', 'num', { lo: 0, open: true, hi: 100 }, 6.0],
-  ['model.max_neighbors', 'int', { lo: 1, hi: 1024 }, 32],
+  ['model.max_neighbors', 'int', { lo: 1, hi: 1024, alt: 'null' }, 32],
   ['model.readout', 'enum', { names: ['sum', 'mean'] }, 'sum'],
   ['batching.method', 'enum', { names: ['lpfhp', 'tuple', 'pad', 'static64', 'static2n', 'dynamic'] }, 'lpfhp'],
   ['batching.max_nodes', 'int', { lo: 1, hi: 1000000, alt: 'auto' }, 'auto'],
