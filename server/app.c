@@ -11,7 +11,6 @@
 #include "server/app.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -28,16 +27,6 @@ void pt_app_options_defaults(pt_app_options *o)
     o->http_threads = 4;
     o->upload_max = 2ull << 30;
     o->min_free_bytes = 256ull << 20;
-}
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
 }
 
 /* ---- store pool ------------------------------------------------------------ */
@@ -142,19 +131,19 @@ static int make_dirs(const char *path, char *err, size_t errlen)
 {
     char buf[PATH_MAX];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return fail(err, errlen, "path %s is too long", path);
+        return pt_err_printf(err, errlen, "path %s is too long", path);
     for (char *p = buf + 1;; p++) {
         if (*p == '/' || *p == '\0') {
             char c = *p;
             *p = '\0';
             if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-                return fail(err, errlen, "cannot create directory %s: %s", buf, strerror(errno));
+                return pt_err_printf(err, errlen, "cannot create directory %s: %s", buf, strerror(errno));
             *p = c;
             if (!c) break;
         }
     }
     struct stat st;
-    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) return fail(err, errlen, "%s is not a directory", path);
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) return pt_err_printf(err, errlen, "%s is not a directory", path);
     return 0;
 }
 
@@ -170,12 +159,12 @@ int pt_app_dataset_dir(const pt_app *app, const char *dataset_id, char *out, siz
 
 static int layout(pt_app *app, const char *data_dir, char *err, size_t errlen)
 {
-    if (!data_dir || !data_dir[0]) return fail(err, errlen, "the data directory is not set");
+    if (!data_dir || !data_dir[0]) return pt_err_printf(err, errlen, "the data directory is not set");
     if (make_dirs(data_dir, err, errlen) != 0) return -1;
     if (!realpath(data_dir, app->data_dir))
-        return fail(err, errlen, "cannot resolve data directory %s: %s", data_dir, strerror(errno));
+        return pt_err_printf(err, errlen, "cannot resolve data directory %s: %s", data_dir, strerror(errno));
     if (strlen(app->data_dir) > PT_STORE_PATH_MAX - 128)
-        return fail(err, errlen, "data directory path %s is too long", app->data_dir);
+        return pt_err_printf(err, errlen, "data directory path %s is too long", app->data_dir);
     const struct {
         char *dst;
         const char *leaf;
@@ -183,7 +172,7 @@ static int layout(pt_app *app, const char *data_dir, char *err, size_t errlen)
                  {app->tmp_dir, "tmp"}};
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
         if (snprintf(paths[i].dst, PATH_MAX, "%s/%s", app->data_dir, paths[i].leaf) >= PATH_MAX)
-            return fail(err, errlen, "data directory path %s is too long", app->data_dir);
+            return pt_err_printf(err, errlen, "data directory path %s is too long", app->data_dir);
     if (make_dirs(app->datasets_dir, err, errlen) || make_dirs(app->jobs_dir, err, errlen) ||
         make_dirs(app->tmp_dir, err, errlen))
         return -1;
@@ -197,16 +186,16 @@ static int copy_worker_argv(pt_app *app, char *err, size_t errlen)
     const char *const *argv = app->opt.worker_argv;
     if (!argv) {
         ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-        if (n <= 0) return fail(err, errlen, "cannot find this program's path: %s", strerror(errno));
+        if (n <= 0) return pt_err_printf(err, errlen, "cannot find this program's path: %s", strerror(errno));
         self[n] = '\0';
         argv = fallback;
     }
     int n = 0;
     while (argv[n]) n++;
     app->worker_argv = calloc((size_t)n + 1, sizeof(char *));
-    if (!app->worker_argv) return fail(err, errlen, "out of memory");
+    if (!app->worker_argv) return pt_err_printf(err, errlen, "out of memory");
     for (int i = 0; i < n; i++)
-        if (!(app->worker_argv[i] = strdup(argv[i]))) return fail(err, errlen, "out of memory");
+        if (!(app->worker_argv[i] = strdup(argv[i]))) return pt_err_printf(err, errlen, "out of memory");
     return 0;
 }
 
@@ -249,14 +238,14 @@ static void on_scheduler_log(void *ctx, const char *line)
 static int open_database(pt_app *app, char *err, size_t errlen)
 {
     int max = (int)app->opt.http_threads * 2 + 4;
-    if (pt_store_pool_init(&app->pool, app->db_path, max) != 0) return fail(err, errlen, "database path too long");
+    if (pt_store_pool_init(&app->pool, app->db_path, max) != 0) return pt_err_printf(err, errlen, "database path too long");
     char why[512];
     pt_store *s = pt_app_store_acquire(app, why, sizeof why);
-    if (!s) return fail(err, errlen, "cannot open the database %s: %s", app->db_path, why);
+    if (!s) return pt_err_printf(err, errlen, "cannot open the database %s: %s", app->db_path, why);
     /* Keys older than the retention no longer dedupe; the check doubles as
      * proof the database is writable before anything is accepted. */
     int rc = pt_store_idempotency_prune(s, pt_store_now_us() - IDEMPOTENCY_RETENTION_US, NULL);
-    if (rc != PT_STORE_OK) fail(err, errlen, "the database %s is not writable: %s", app->db_path, pt_store_errmsg(s));
+    if (rc != PT_STORE_OK) pt_err_printf(err, errlen, "the database %s is not writable: %s", app->db_path, pt_store_errmsg(s));
     pt_app_store_release(app, s);
     return rc == PT_STORE_OK ? 0 : -1;
 }
@@ -278,9 +267,9 @@ static int start_scheduler(pt_app *app, char *err, size_t errlen)
         .log_ctx = app,
     };
     if (pt_scheduler_init(&app->sched, &so) != 0)
-        return fail(err, errlen, "cannot set up the scheduler: %s", pt_scheduler_errmsg(&app->sched));
+        return pt_err_printf(err, errlen, "cannot set up the scheduler: %s", pt_scheduler_errmsg(&app->sched));
     if (pt_scheduler_start(&app->sched) != 0) {
-        fail(err, errlen, "cannot start the scheduler: %s", pt_scheduler_errmsg(&app->sched));
+        pt_err_printf(err, errlen, "cannot start the scheduler: %s", pt_scheduler_errmsg(&app->sched));
         pt_scheduler_close(&app->sched);
         return -1;
     }
@@ -351,7 +340,7 @@ int pt_app_start(pt_app *app, char *err, size_t errlen)
     hc.prom = &app->prom;
     char why[512];
     if (pt_http_init(&app->http, &hc, &app->router, why, sizeof why) != 0) {
-        fail(err, errlen, "%s", why);
+        pt_err_printf(err, errlen, "%s", why);
         goto fail;
     }
     app->http_started = 1;

@@ -2,6 +2,9 @@
  * their state transitions, step/epoch metrics, checkpoint locations, hashed API
  * tokens and idempotency keys.  It knows nothing of HTTP or of the engine's math.
  *
+ * Room store: SQLite persistence.  It includes no other room; knows no
+ * HTTP, scheduler or engine math.
+ *
  * Conventions (read these once, they hold for every function below):
  * - Handles: one pt_store per thread.  The connection is opened with
  *   SQLITE_OPEN_NOMUTEX, so a handle must never be used by two threads at once;

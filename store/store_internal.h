@@ -1,6 +1,11 @@
 /* store_internal.h — what the store's .c files share and the public API hides:
  * the handle, the prepared-statement cache, error reporting, transactions,
- * page tokens and the schema migration runner. */
+ * page tokens and the schema migration runner.  *
+ * Every statement function has one shape — prepare (cached), bind its
+ * columns in the order of its SQL, step, reset, map the result — written out
+ * per statement, so that each bind sits next to the SQL text it fills; the
+ * likeness between them is that shape, not shared logic.
+ */
 #ifndef PT_STORE_INTERNAL_H
 #define PT_STORE_INTERNAL_H
 

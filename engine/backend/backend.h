@@ -1,6 +1,10 @@
 /* backend.h — the emulated multi-IPU backend: a pt_grad_engine (train.h)
  * that runs a job the way PopTorch runs it on a Bow Pod.
  *
+ * Room engine/backend: the emulated IPUs — replicas, loader, all-reduce, the
+ * memory plan.  Uses engine/train (the pt_grad_engine contract, batches,
+ * the layout) and below; knows no MPI, no CLI, no server.
+ *
  *   replication_factor R   R replica threads, each with its own activation
  *                          arena and gradient buffers (one IPU each)
  *   gradient_accumulation A  each replica accumulates A micro-batches of b

@@ -64,6 +64,17 @@ void pt_errors_add(pt_errors *errs, const char *file, long line,
     va_end(ap);
 }
 
+int pt_err_printf(char *buf, size_t len, const char *fmt, ...)
+{
+    if (buf && len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(buf, len, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
 void pt_error_format(const pt_error *e, char *buf, size_t len)
 {
     size_t n = 0;

@@ -1,5 +1,9 @@
 /* errors.h — a bounded list of located errors (file, line, field, message).
  *
+ * Room engine/core, the bottom of the engine: located errors (this file),
+ * the seeded rng, phase clocks, safetensors files — what every room may use.
+ * It includes no other packtrain header.
+ *
  * Every validator in packtrain (parsers, config, packing limits) reports into a
  * pt_errors list instead of stopping at the first problem, so a user sees all
  * of what is wrong with an upload at once.  The list keeps the first `max_kept`
@@ -48,6 +52,10 @@ void pt_errors_addv(pt_errors *errs, const char *file, long line,
 
 /* Formats one error as "file:line: field: message" (parts omitted when empty). */
 void pt_error_format(const pt_error *e, char *buf, size_t len);
+
+/* Formats into buf (when buf is not NULL and len > 0) and returns -1: the
+ * one-line failure of an API with a char *err instead of a pt_errors. */
+int pt_err_printf(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Copies the first error formatted into buf (for APIs with a char *err). */
 void pt_errors_first(const pt_errors *errs, char *buf, size_t len);

@@ -1,5 +1,10 @@
 /* dataset.h — an ingested molecular dataset as the rest of the engine sees it.
  *
+ * Room engine/data: datasets and everything about them before graphs exist —
+ * the .ptd file, ingest and its readers, elements, the seeded split, target
+ * normalisation.  Uses engine/core only; knows no graph, pack, model, job
+ * configuration or backend (normalize.h takes its own pt_norm_kind).
+ *
  * A pt_dataset is a read-only columnar view: one array per quantity, indexed by
  * structure or by atom.  It is either backed by the mmap of a .ptd file written
  * by ingest (pt_dataset_open / pt_dataset_close), or by arrays a caller owns

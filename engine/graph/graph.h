@@ -2,6 +2,9 @@
  * with the searches of neighbors.c (molecules) and neighbors_pbc.c (periodic
  * structures)).
  *
+ * Room engine/graph: neighbour graphs of a dataset.  Uses engine/core and
+ * engine/data only.
+ *
  * For every structure, the directed edges i <- j (j sends, i receives) with
  * d_ij < cutoff, at most max_neighbors per receiver (nearest kept, ties broken
  * by sender index, then image shift), or all of them with PT_GRAPH_UNLIMITED.

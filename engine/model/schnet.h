@@ -1,6 +1,10 @@
 /* schnet.h — the SchNet model of PyTorch Geometric, in C, with a hand-written
  * backward pass (torch_geometric/nn/models/schnet.py; equations in schnet.c).
  *
+ * Room engine/model: SchNet, its forward/backward ops and kernels, the model
+ * file.  Uses engine/core, data, graph and pack (batches); knows no job
+ * configuration, training loop or backend.
+ *
  * Layout follows karpathy/llm.c:
  *   - every trainable tensor lives in ONE flat float buffer (params_memory);
  *     pt_schnet_params is a struct of pointers into it.  Gradients use the

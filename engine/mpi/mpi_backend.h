@@ -2,6 +2,11 @@
  * MPI (backend.kind "mpi"): N ranks, each running the emulated multi-IPU
  * backend (backend.h) on its share of every global batch.
  *
+ * Room engine/mpi: data parallelism over Open MPI ranks (this file), sharing a
+ * job out (mpi_internal.h), the mpirun command line (mpi_launch.h).  Uses
+ * engine/backend and below; spells no packtrain command (the CLI starts
+ * ranks: server/cli/cmd_mpirun.c).
+ *
  *   backend.ranks              N processes (the MPI world must have N)
  *   backend.replication_factor R replicas in all, R/N per rank (as PopRun's
  *                              --num-replicas over --num-instances), so the

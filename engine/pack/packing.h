@@ -1,5 +1,12 @@
 /* packing.h — grouping graphs into fixed-capacity packs, one epoch at a time.
  *
+ * Room engine/pack: packs of graphs and the fixed-shape batches filled from
+ * them (batch.h).  Uses engine/core, data and graph; knows no model, job
+ * configuration or backend.  Planning is layered: packing.c (this API)
+ * resolves "auto" limits (packing_auto.c) before it calls one strategy
+ * (packing_lpfhp.c, packing_tuple.c, packing_baselines.c), all on
+ * packing_plan.h; no strategy calls back up.
+ *
  * A packer is planned once for a set of graph ids (e.g. the training split)
  * from their node and edge counts, then draws each epoch's concrete packs
  * from the seed alone: every id exactly once per epoch, pack order shuffled,

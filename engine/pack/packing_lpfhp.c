@@ -51,15 +51,22 @@ static uint32_t min_u32(uint32_t a, uint32_t b)
     return a < b ? a : b;
 }
 
+/* p while n < *cap, else p realloc'd to twice the capacity (256 at first);
+ * NULL when out of memory (p is then still valid). */
+static void *room_for_one(void *p, uint32_t n, uint32_t *cap, size_t size)
+{
+    if (n < *cap) return p;
+    uint32_t c = *cap ? 2 * *cap : 256;
+    void *q = realloc(p, (size_t)c * size);
+    if (q) *cap = c;
+    return q;
+}
+
 static int new_node(lp_state *s, uint32_t parent, uint32_t bin, uint32_t repeat)
 {
-    if (s->n_nodes == s->cap_nodes) {
-        uint32_t cap = s->cap_nodes ? 2 * s->cap_nodes : 256;
-        lp_node *q = realloc(s->nodes, (size_t)cap * sizeof(*q));
-        if (!q) return -1;
-        s->nodes = q;
-        s->cap_nodes = cap;
-    }
+    lp_node *q = room_for_one(s->nodes, s->n_nodes, &s->cap_nodes, sizeof(*q));
+    if (!q) return -1;
+    s->nodes = q;
     s->nodes[s->n_nodes++] = (lp_node){parent, bin, repeat};
     return 0;
 }
@@ -67,13 +74,9 @@ static int new_node(lp_state *s, uint32_t parent, uint32_t bin, uint32_t repeat)
 /* A group of `count` packs ending in the newest node; full ones stay closed. */
 static int add_group(lp_state *s, uint32_t count, uint32_t room, uint32_t ng)
 {
-    if (s->n_groups == s->cap_groups) {
-        uint32_t cap = s->cap_groups ? 2 * s->cap_groups : 256;
-        lp_group *q = realloc(s->groups, (size_t)cap * sizeof(*q));
-        if (!q) return -1;
-        s->groups = q;
-        s->cap_groups = cap;
-    }
+    lp_group *q = room_for_one(s->groups, s->n_groups, &s->cap_groups, sizeof(*q));
+    if (!q) return -1;
+    s->groups = q;
     uint32_t gid = s->n_groups++;
     s->groups[gid] = (lp_group){count, s->n_nodes - 1, room, ng, NONE};
     if (room > 0 && ng < s->G) {

@@ -2,7 +2,8 @@
  * see config.h.  Each section has one parse function that reads its keys one
  * by one through small typed readers; every reader reports into the same
  * error list and leaves the default in place on error, so all problems of a
- * configuration are found in one pass. */
+ * configuration are found in one pass.  The section parsers look alike (keys,
+ * then one reader call per key): each is the list of its keys and ranges. */
 #include "engine/train/config.h"
 
 #include <errno.h>

@@ -2,6 +2,13 @@
  * best-by-validation model and a metrics stream out.  The CLI
  * (`packtrain train`) and the server's workers both run pt_train_run.
  *
+ * Room engine/train: the job configuration and its one validator
+ * (config.h), the plan of a job on a dataset and machine (plan.h), the
+ * training loop (this file), optimizer, schedules, checkpoints, predictions.
+ * Uses the rooms below (core, data, graph, pack, model); knows backends only
+ * as the pt_grad_engine table its caller hands it — engine/backend,
+ * engine/mpi and engine/run sit above it.
+ *
  * Order of work:
  *   neighbour graphs -> seeded split (every element of validation and test
  *   also in training: pt_split_cover_elements) -> normalisation fitted on
@@ -69,7 +76,7 @@ typedef struct pt_step_stats {
     int64_t node_slots;     /* node slots of all packs processed, padding included */
     int64_t edges;          /* real edges */
     int64_t edge_slots;
-    int64_t filter_rows;    /* rows the filter network ran over (engine/edge_rows.h) */
+    int64_t filter_rows;    /* rows the filter network ran over (engine/model/edge_rows.h) */
 } pt_step_stats;
 
 /* Everything a gradient engine reads; owned by the trainer, valid for the
@@ -195,9 +202,9 @@ typedef struct pt_train_result {
 json_t *pt_train_result_json(const pt_train_result *res);
 
 /* Whether this CPU can train cfg: training.precision "bf16" needs
- * AVX512-BF16 (engine/bf16.h).  Elsewhere the portable path would give bf16
+ * AVX512-BF16 (engine/model/bf16.h).  Elsewhere the portable path would give bf16
  * numbers through an fp32 sgemm plus rounding, all of bf16's error and none
- * of its speed, so such a job is refused: at submission (server/job_check.c),
+ * of its speed, so such a job is refused: at submission (server/api/job_check.c),
  * by `packtrain train`, and again by pt_train_run (an MPI rank on another
  * host, a worker resumed on another CPU).  Returns 0, or -1 with
  * pt_bf16_cpu_explain's message at field training.precision. */

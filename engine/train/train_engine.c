@@ -110,7 +110,7 @@ int pt_evaluator_init(pt_evaluator *ev, const pt_train_data *d, pt_pack_limits l
     }
     /* validation and test measure the model as it is trained: a bf16 job's
      * numbers are bf16 numbers (a finished model's predictions are fp32,
-     * server/predict.c) */
+     * engine/train/predict.c) */
     ev->acts.precision = d->cfg->training.precision;
     return 0;
 }

@@ -30,26 +30,17 @@
 int pt_api_register(pt_app *app, char *err, size_t errlen);
 
 /* The handlers of the table, by file; ctx is the pt_app. */
-pt_response pt_api_healthz(pt_request *req, void *ctx);          /* routes_system.c */
-pt_response pt_api_readyz(pt_request *req, void *ctx);
-pt_response pt_api_prometheus(pt_request *req, void *ctx);
-pt_response pt_api_openapi(pt_request *req, void *ctx);
-pt_response pt_api_index(pt_request *req, void *ctx);
-pt_response pt_api_static(pt_request *req, void *ctx);
-pt_response pt_api_datasets_upload(pt_request *req, void *ctx);  /* routes_datasets.c */
-pt_response pt_api_datasets_list(pt_request *req, void *ctx);
-pt_response pt_api_datasets_get(pt_request *req, void *ctx);
-pt_response pt_api_datasets_delete(pt_request *req, void *ctx);
-pt_response pt_api_dataset_packing(pt_request *req, void *ctx);  /* routes_packing.c */
-pt_response pt_api_jobs_create(pt_request *req, void *ctx);      /* routes_jobs.c */
-pt_response pt_api_jobs_list(pt_request *req, void *ctx);
-pt_response pt_api_jobs_get(pt_request *req, void *ctx);
-pt_response pt_api_jobs_cancel(pt_request *req, void *ctx);
-pt_response pt_api_job_metrics(pt_request *req, void *ctx);      /* routes_job_data.c */
-pt_response pt_api_job_events(pt_request *req, void *ctx);
-pt_response pt_api_job_logs(pt_request *req, void *ctx);
-pt_response pt_api_job_model(pt_request *req, void *ctx);
-pt_response pt_api_job_predict(pt_request *req, void *ctx);      /* routes_predict.c */
+typedef pt_response pt_api_handler(pt_request *req, void *ctx);
+pt_api_handler pt_api_healthz, pt_api_readyz, pt_api_prometheus, pt_api_openapi, pt_api_index,
+    pt_api_static;                                                    /* routes_system.c */
+pt_api_handler pt_api_datasets_upload, pt_api_datasets_list, pt_api_datasets_get,
+    pt_api_datasets_delete;                                           /* routes_datasets.c */
+pt_api_handler pt_api_dataset_packing;                                /* routes_packing.c */
+pt_api_handler pt_api_jobs_create, pt_api_jobs_list, pt_api_jobs_get,
+    pt_api_jobs_cancel;                                               /* routes_jobs.c */
+pt_api_handler pt_api_job_metrics, pt_api_job_events, pt_api_job_logs,
+    pt_api_job_model;                                                 /* routes_job_data.c */
+pt_api_handler pt_api_job_predict;                                    /* routes_predict.c */
 
 struct pt_job_config;
 /* Whether a valid config can train on a ready dataset (job_check.c: the
@@ -92,6 +83,11 @@ pt_response pt_api_store_problem(pt_store *s, int store_status, const char *what
 pt_response pt_api_no_store(const char *why);
 /* 404 worded the same for missing and foreign rows. */
 pt_response pt_api_not_found(const char *kind, const char *id);
+
+/* The state of job `id` of the request's owner: 0, or -1 with *r the answer
+ * (404 for a missing or foreign job, 503 without a store handle, ...). */
+int pt_api_job_state(pt_app *app, pt_request *req, const char *id, pt_job_state *state,
+                     pt_response *r);
 
 /* "2024-05-01T12:00:00.123Z" for Unix microseconds; JSON null for 0. */
 json_t *pt_api_time(int64_t us);

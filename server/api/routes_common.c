@@ -56,6 +56,23 @@ pt_response pt_api_not_found(const char *kind, const char *id)
     return pt_problem(404, "there is no %s '%.64s'", kind, id);
 }
 
+int pt_api_job_state(pt_app *app, pt_request *req, const char *id, pt_job_state *state,
+                     pt_response *r)
+{
+    char err[256];
+    pt_store *s = pt_app_store_acquire(app, err, sizeof err);
+    if (!s) {
+        *r = pt_api_no_store(err);
+        return -1;
+    }
+    int64_t version;
+    int rc = pt_store_job_version(s, pt_app_owner(req), id, &version, state);
+    if (rc == PT_STORE_NOT_FOUND || rc == PT_STORE_INVALID) *r = pt_api_not_found("job", id);
+    else if (rc != PT_STORE_OK) *r = pt_api_store_problem(s, rc, "cannot read the job");
+    pt_app_store_release(app, s);
+    return rc == PT_STORE_OK ? 0 : -1;
+}
+
 json_t *pt_api_time(int64_t us)
 {
     if (us <= 0) return json_null();

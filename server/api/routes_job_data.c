@@ -205,17 +205,9 @@ pt_response pt_api_job_events(pt_request *req, void *ctx)
     const char *id = pt_request_param(req, "id");
     long heartbeat = pt_request_query_long(req, "heartbeat_ms", 15000, 100, 120000);
     if (req->errors.total) return pt_request_problem(req);
-    char err[256];
-    pt_store *s = pt_app_store_acquire(app, err, sizeof err);
-    if (!s) return pt_api_no_store(err);
-    int64_t version;
     pt_job_state state;
-    int rc = pt_store_job_version(s, pt_app_owner(req), id, &version, &state);
     pt_response r = {0, NULL};
-    if (rc == PT_STORE_NOT_FOUND || rc == PT_STORE_INVALID) r = pt_api_not_found("job", id);
-    else if (rc != PT_STORE_OK) r = pt_api_store_problem(s, rc, "cannot read the job");
-    pt_app_store_release(app, s);
-    if (rc != PT_STORE_OK) return r;
+    if (pt_api_job_state(app, req, id, &state, &r) != 0) return r;
     ev_ctx *c = calloc(1, sizeof(*c));
     if (!c) return pt_problem(500, "out of memory");
     c->app = app;
@@ -269,17 +261,9 @@ pt_response pt_api_job_logs(pt_request *req, void *ctx)
     const char *id = pt_request_param(req, "id");
     long lines = pt_request_query_long(req, "lines", LOG_LINES_DEFAULT, 1, LOG_LINES_MAX);
     if (req->errors.total) return pt_request_problem(req);
-    char err[256];
-    pt_store *s = pt_app_store_acquire(app, err, sizeof err);
-    if (!s) return pt_api_no_store(err);
-    int64_t version;
     pt_job_state state;
-    int rc = pt_store_job_version(s, pt_app_owner(req), id, &version, &state);
     pt_response r = {0, NULL};
-    if (rc == PT_STORE_NOT_FOUND || rc == PT_STORE_INVALID) r = pt_api_not_found("job", id);
-    else if (rc != PT_STORE_OK) r = pt_api_store_problem(s, rc, "cannot read the job");
-    pt_app_store_release(app, s);
-    if (rc != PT_STORE_OK) return r;
+    if (pt_api_job_state(app, req, id, &state, &r) != 0) return r;
     char path[PATH_MAX];
     if (pt_app_job_dir(app, id, path, sizeof path - 16) != 0) return pt_problem(500, "job directory path too long");
     strcat(path, "/worker.log");
@@ -298,17 +282,9 @@ pt_response pt_api_job_model(pt_request *req, void *ctx)
 {
     pt_app *app = ctx;
     const char *id = pt_request_param(req, "id");
-    char err[256];
-    pt_store *s = pt_app_store_acquire(app, err, sizeof err);
-    if (!s) return pt_api_no_store(err);
-    int64_t version;
     pt_job_state state;
-    int rc = pt_store_job_version(s, pt_app_owner(req), id, &version, &state);
     pt_response r = {0, NULL};
-    if (rc == PT_STORE_NOT_FOUND || rc == PT_STORE_INVALID) r = pt_api_not_found("job", id);
-    else if (rc != PT_STORE_OK) r = pt_api_store_problem(s, rc, "cannot read the job");
-    pt_app_store_release(app, s);
-    if (rc != PT_STORE_OK) return r;
+    if (pt_api_job_state(app, req, id, &state, &r) != 0) return r;
     /* While the worker runs it rewrites the file on every improvement. */
     if (!pt_job_state_is_terminal(state))
         return pt_problem(409, "the model of job %s is not available yet: the job is %s", id, pt_job_state_name(state));

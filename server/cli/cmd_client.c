@@ -317,6 +317,25 @@ static int run_submit(pt_client *c, const client_args *a)
     return a->wait ? follow_and_report(c, a, job_id) : 0;
 }
 
+/* METHOD /v1/jobs/ID[SUFFIX] without a body: 0 with *r a response of one of
+ * the two `ok` statuses, else 1 with the failure on stderr. */
+static int job_call(pt_client *c, const char *cmd, const char *method, const char *id,
+                    const char *suffix, long ok1, long ok2, const char *what, pt_client_resp *r)
+{
+    char path[256];
+    snprintf(path, sizeof path, "/v1/jobs/%s%s", id, suffix);
+    if (pt_client_request(c, method, path, NULL, NULL, 0, r) != 0) {
+        fprintf(stderr, "packtrain %s: %s\n", cmd, c->err);
+        return 1;
+    }
+    if ((r->status != ok1 && r->status != ok2) || !json_is_object(r->json)) {
+        int failed = http_failed(cmd, what, r);
+        pt_client_resp_clear(r);
+        return failed;
+    }
+    return 0;
+}
+
 static int run_status(pt_client *c, const client_args *a)
 {
     if (a->wait) {
@@ -324,18 +343,8 @@ static int run_status(pt_client *c, const client_args *a)
         if (follow(c, a, a->job, &final) != 0) return 1;
         json_decref(final);
     }
-    char path[256];
-    snprintf(path, sizeof path, "/v1/jobs/%s", a->job);
     pt_client_resp r;
-    if (pt_client_request(c, "GET", path, NULL, NULL, 0, &r) != 0) {
-        fprintf(stderr, "packtrain status: %s\n", c->err);
-        return 1;
-    }
-    if (r.status != 200 || !json_is_object(r.json)) {
-        int failed = http_failed("status", "cannot read the job", &r);
-        pt_client_resp_clear(&r);
-        return failed;
-    }
+    if (job_call(c, "status", "GET", a->job, "", 200, 200, "cannot read the job", &r)) return 1;
     json_dumpf(r.json, stdout, JSON_INDENT(2));
     fputc('\n', stdout);
     int rc = a->wait ? report_end(a, r.json) : 0;
@@ -345,18 +354,9 @@ static int run_status(pt_client *c, const client_args *a)
 
 static int run_cancel(pt_client *c, const client_args *a)
 {
-    char path[256];
-    snprintf(path, sizeof path, "/v1/jobs/%s/cancel", a->job);
     pt_client_resp r;
-    if (pt_client_request(c, "POST", path, NULL, NULL, 0, &r) != 0) {
-        fprintf(stderr, "packtrain cancel: %s\n", c->err);
+    if (job_call(c, "cancel", "POST", a->job, "/cancel", 200, 202, "the job was not cancelled", &r))
         return 1;
-    }
-    if (r.status != 200 && r.status != 202) {
-        int failed = http_failed("cancel", "the job was not cancelled", &r);
-        pt_client_resp_clear(&r);
-        return failed;
-    }
     const char *state = json_string_value(json_object_get(r.json, "state"));
     printf("%s %s\n", a->job, state ? state : "?");
     pt_client_resp_clear(&r);

@@ -77,7 +77,7 @@ static void usage(FILE *out)
             "   \"train_loss\",\"val_mae\",\"val_rmse\")\n"
             "\n"
             "  --config FILE  job configuration (JSON, the same the REST API accepts); every\n"
-            "                 key is optional, defaults as in docs and engine/config.h\n"
+            "                 key is optional, defaults as in README and engine/train/config.h\n"
             "  --out DIR      writes DIR/model.safetensors (best by validation loss),\n"
             "                 DIR/metrics.jsonl, DIR/result.json and checkpoints in\n"
             "                 DIR/checkpoints/; default ./" DEFAULT_OUT "\n"

@@ -5,7 +5,7 @@
  * mpirun --protocol --ranks N` (this process becomes the launcher), so each
  * rank is a worker and rank 0 speaks the protocol.
  *
- * stdout carries only the JSON-lines protocol of server/worker_proto.h, one
+ * stdout carries only the JSON-lines protocol of server/sched/worker_proto.h, one
  * flushed line at a time: every metrics line of pt_train_run (step and epoch
  * lines, which already carry "kind"), a progress line after each (fraction
  * of the planned optimizer steps), a checkpoint line once each checkpoint

@@ -2,6 +2,11 @@
  * pool (epoll), a router, bounded request bodies, long-poll waits, request
  * logging and per-route metrics.
  *
+ * Room server/http: the libmicrohttpd toolkit — server, router, requests,
+ * responses, uploads, SSE, long-poll watches, Prometheus, static files.  It
+ * knows no job, dataset or store; sibling of server/sched, which it does not
+ * include (nor the reverse).
+ *
  *   pt_http_config cfg;
  *   pt_http_config_defaults(&cfg);
  *   cfg.port = 0;                          // any free port

@@ -9,6 +9,8 @@
  * than there are free slots, even when notifications pile up. */
 #include "server/sched/scheduler_internal.h"
 
+#include "engine/core/errors.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,15 +29,8 @@ void pt_sched_log(pt_scheduler *s, const char *fmt, ...)
     else fprintf(stderr, "packtrain scheduler: %s\n", line);
 }
 
-static int fail(pt_scheduler *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(pt_scheduler *s, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->errmsg, sizeof(s->errmsg), fmt, ap);
-    va_end(ap);
-    return -1;
-}
+/* The scheduler's own message, for pt_scheduler_errmsg. */
+#define fail(s, ...) pt_err_printf((s)->errmsg, sizeof((s)->errmsg), __VA_ARGS__)
 
 const char *pt_scheduler_errmsg(const pt_scheduler *s)
 {

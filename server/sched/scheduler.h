@@ -1,7 +1,12 @@
 /* scheduler.h — runs queued jobs in worker processes on a libuv loop.
  *
+ * Room server/sched: the libuv scheduler, its store writer, worker processes
+ * and their JSON-lines protocol, job directories.  Uses the store and the
+ * engine's validator (config.h); knows no HTTP and no backend kind (a worker
+ * of kind "mpi" starts its own ranks).
+ *
  * The scheduler owns a thread running a uv_loop and a store-writer thread
- * (server/store_writer.h) that does all its SQLite work.  The HTTP server only
+ * (server/sched/store_writer.h) that does all its SQLite work.  The HTTP server only
  * talks to it through pt_scheduler_notify() (after queueing or cancelling a
  * job in the store), pt_scheduler_stats_get() and the change callback.
  *

@@ -9,7 +9,6 @@
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,20 +130,10 @@ typedef struct poll_op {
     pt_sched_launch *launches;   /* capacity `claims` */
 } poll_op;
 
-static int fail_prep(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail_prep(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static int make_dir(const char *path, char *err, size_t errlen)
 {
     if (mkdir(path, 0755) == 0 || errno == EEXIST) return 0;
-    return fail_prep(err, errlen, "cannot create directory %s: %s", path, strerror(errno));
+    return pt_err_printf(err, errlen, "cannot create directory %s: %s", path, strerror(errno));
 }
 
 /* temp file + fsync + rename + fsync of the directory. */
@@ -153,7 +142,7 @@ static int write_atomic(const char *dir, const char *path, const char *text, cha
     char tmp[PT_STORE_PATH_MAX + 8];
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return fail_prep(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+    if (fd < 0) return pt_err_printf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
     size_t len = strlen(text), off = 0;
     while (off < len) {
         ssize_t n = write(fd, text + off, len - off);
@@ -167,7 +156,7 @@ static int write_atomic(const char *dir, const char *path, const char *text, cha
     if (!ok || rename(tmp, path) != 0) {
         if (ok) saved = errno;
         unlink(tmp);
-        return fail_prep(err, errlen, "cannot write %s: %s", path, strerror(saved));
+        return pt_err_printf(err, errlen, "cannot write %s: %s", path, strerror(saved));
     }
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) {
@@ -190,7 +179,7 @@ static int write_config(pt_scheduler *s, const pt_store_job *job, pt_sched_launc
     if (rc) {
         char why[PT_ERR_FIELD_MAX + PT_ERR_MSG_MAX + 8];
         pt_errors_first(&errs, why, sizeof why);
-        rc = fail_prep(err, errlen, "stored config: %s", why);
+        rc = pt_err_printf(err, errlen, "stored config: %s", why);
     }
     pt_errors_close(&errs);
     if (rc) return rc;
@@ -216,11 +205,11 @@ static int choose_resume(pt_scheduler *s, pt_store *st, const pt_store_job *job,
                          (long long)ck.step, ck.path);
         }
     } else if (rc != PT_STORE_NOT_FOUND) {
-        return fail_prep(err, errlen, "cannot read the latest checkpoint: %s", pt_store_errmsg(st));
+        return pt_err_printf(err, errlen, "cannot read the latest checkpoint: %s", pt_store_errmsg(st));
     }
     if (l->resume_step < 0 && job->attempts <= 1) return 0;   /* first run: nothing to trim */
     if (pt_store_metrics_discard_after(st, job->id, l->resume_step) != PT_STORE_OK)
-        return fail_prep(err, errlen, "cannot trim metrics to the checkpoint: %s", pt_store_errmsg(st));
+        return pt_err_printf(err, errlen, "cannot trim metrics to the checkpoint: %s", pt_store_errmsg(st));
     return 0;
 }
 
@@ -235,14 +224,14 @@ static int prepare(pt_scheduler *s, pt_store *st, const pt_store_job *job, pt_sc
     int n2 = snprintf(l->out_dir, sizeof(l->out_dir), "%s/%s", jobs_dir, job->id);
     int n3 = snprintf(l->config_path, sizeof(l->config_path), "%s/config.json", l->out_dir);
     if (n1 < 0 || n2 < 0 || n3 < 0 || (size_t)n3 >= sizeof(l->config_path))
-        return fail_prep(err, errlen, "job directory path under %s is too long", s->data_dir);
+        return pt_err_printf(err, errlen, "job directory path under %s is too long", s->data_dir);
     if (make_dir(s->data_dir, err, errlen) || make_dir(jobs_dir, err, errlen) ||
         make_dir(l->out_dir, err, errlen))
         return -1;
-    if (!job->dataset_id[0]) return fail_prep(err, errlen, "its dataset no longer exists");
+    if (!job->dataset_id[0]) return pt_err_printf(err, errlen, "its dataset no longer exists");
     pt_store_dataset ds;
     if (pt_store_dataset_get(st, NULL, job->dataset_id, &ds) != PT_STORE_OK)
-        return fail_prep(err, errlen, "cannot read dataset %s: %s", job->dataset_id, pt_store_errmsg(st));
+        return pt_err_printf(err, errlen, "cannot read dataset %s: %s", job->dataset_id, pt_store_errmsg(st));
     snprintf(l->data_path, sizeof(l->data_path), "%s", ds.path);
     pt_store_dataset_clear(&ds);
     if (write_config(s, job, l, err, errlen)) return -1;

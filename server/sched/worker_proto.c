@@ -5,8 +5,9 @@
  * extra_json so nothing the worker reports is dropped). */
 #include "server/sched/worker_proto.h"
 
+#include "engine/core/errors.h"
+
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,8 @@ typedef struct field_spec {
 
 #define AT(member) offsetof(pt_worker_msg, member)
 
+/* One table per line kind.  The rows of the tables look alike by design:
+ * the protocol is data, and these tables are it. */
 static const field_spec step_fields[] = {
     {"step", F_INT, 1, AT(step), 1},
     {"epoch", F_INT, 1, AT(epoch), 1},
@@ -130,18 +133,6 @@ static void msg_reset(pt_worker_msg *m)
     for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) *nums[i] = NAN;
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 /* A short rendering of a JSON value for messages. */
 static void describe_value(const json_t *v, char *buf, size_t len)
 {
@@ -159,7 +150,7 @@ static int bad_field(const field_spec *f, const json_t *v, const char *want, cha
 {
     char got[48];
     describe_value(v, got, sizeof(got));
-    return fail(err, errlen, "field \"%s\": must be %s, got %s", f->key, want, got);
+    return pt_err_printf(err, errlen, "field \"%s\": must be %s, got %s", f->key, want, got);
 }
 
 static int read_number(const field_spec *f, const json_t *v, double *out, char *err, size_t errlen)
@@ -187,7 +178,7 @@ static int read_string(const field_spec *f, const json_t *v, char *dst, size_t c
         return bad_field(f, v, "a non-empty string", err, errlen);
     size_t n = json_string_length(v);
     if (f->type == F_PATH && n >= cap)
-        return fail(err, errlen, "field \"%s\": path is %zu bytes, at most %zu allowed", f->key, n, cap - 1);
+        return pt_err_printf(err, errlen, "field \"%s\": path is %zu bytes, at most %zu allowed", f->key, n, cap - 1);
     /* An over-long error message is still the failure reason: keep its start. */
     if (n >= cap) n = cap - 1;
     memcpy(dst, json_string_value(v), n);
@@ -217,7 +208,7 @@ static int read_field(const field_spec *f, const json_t *v, pt_worker_msg *m, ch
     case F_MESSAGE:
         return read_string(f, v, slot, PT_STORE_REASON_MAX, err, errlen);
     }
-    return fail(err, errlen, "field \"%s\": unknown field type", f->key);
+    return pt_err_printf(err, errlen, "field \"%s\": unknown field type", f->key);
 }
 
 /* The object minus "kind" and the fields stored in their own columns. */
@@ -228,18 +219,18 @@ static int build_extra(const kind_spec *k, json_t *obj, pt_worker_msg *m, char *
         if (f->column) json_object_del(obj, f->key);
     if (json_object_size(obj) == 0) return 0;
     m->extra_json = json_dumps(obj, JSON_COMPACT | JSON_REAL_PRECISION(15));
-    if (!m->extra_json) return fail(err, errlen, "out of memory while keeping the extra fields");
+    if (!m->extra_json) return pt_err_printf(err, errlen, "out of memory while keeping the extra fields");
     return 0;
 }
 
 static int parse_kind(json_t *root, size_t *kind, char *err, size_t errlen)
 {
     json_t *k = json_object_get(root, "kind");
-    if (!k) return fail(err, errlen, "field \"kind\" is missing");
+    if (!k) return pt_err_printf(err, errlen, "field \"kind\" is missing");
     if (!json_is_string(k)) {
         char got[48];
         describe_value(k, got, sizeof(got));
-        return fail(err, errlen, "field \"kind\": must be a string, got %s", got);
+        return pt_err_printf(err, errlen, "field \"kind\": must be a string, got %s", got);
     }
     for (size_t i = 0; i < N_KINDS; i++) {
         if (strcmp(json_string_value(k), kinds[i].name) == 0) {
@@ -249,7 +240,7 @@ static int parse_kind(json_t *root, size_t *kind, char *err, size_t errlen)
     }
     char got[48];
     describe_value(k, got, sizeof(got));
-    return fail(err, errlen, "field \"kind\": unknown kind %s (expected step, epoch, progress, "
+    return pt_err_printf(err, errlen, "field \"kind\": unknown kind %s (expected step, epoch, progress, "
                 "checkpoint, done or error)", got);
 }
 
@@ -263,7 +254,7 @@ static int parse_object(json_t *root, pt_worker_msg *m, char *err, size_t errlen
         json_t *v = json_object_get(root, f->key);
         if (!v) {
             if (f->required)
-                return fail(err, errlen, "field \"%s\" is missing (required on %s lines)", f->key, k->name);
+                return pt_err_printf(err, errlen, "field \"%s\" is missing (required on %s lines)", f->key, k->name);
             continue;
         }
         if (read_field(f, v, m, err, errlen)) return -1;
@@ -275,17 +266,17 @@ int pt_worker_msg_parse(const char *line, size_t len, pt_worker_msg *out, char *
 {
     msg_reset(out);
     if (len && line[len - 1] == '\r') len--;
-    if (len == 0) return fail(err, errlen, "empty line");
+    if (len == 0) return pt_err_printf(err, errlen, "empty line");
     if (len > PT_WORKER_LINE_MAX)
-        return fail(err, errlen, "line is %zu bytes, at most %d allowed", len, PT_WORKER_LINE_MAX);
+        return pt_err_printf(err, errlen, "line is %zu bytes, at most %d allowed", len, PT_WORKER_LINE_MAX);
     json_error_t jerr;
     json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root) return fail(err, errlen, "not JSON: %s (column %d)", jerr.text, jerr.column);
+    if (!root) return pt_err_printf(err, errlen, "not JSON: %s (column %d)", jerr.text, jerr.column);
     int rc;
     if (!json_is_object(root)) {
         char got[48];
         describe_value(root, got, sizeof(got));
-        rc = fail(err, errlen, "not a JSON object: %s", got);
+        rc = pt_err_printf(err, errlen, "not a JSON object: %s", got);
     } else {
         rc = parse_object(root, out, err, errlen);
     }

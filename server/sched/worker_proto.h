@@ -3,7 +3,7 @@
  * One JSON object per line, told apart by "kind":
  *   step        {"kind":"step","step":N,"epoch":E,"loss":x,"lr":x,"graphs_per_s":x,
  *                "nodes_per_s":x,"padding_fraction":x,"seconds":x,
- *                optional "mae" and the phase times of engine/phase.h (mean seconds
+ *                optional "mae" and the phase times of engine/core/phase.h (mean seconds
  *                per step): "phase_io_s","phase_forward_s","phase_backward_s",
  *                "phase_allreduce_s","phase_optimizer_s","phase_other_s"}
  *   epoch       {"kind":"epoch","step":N,"epoch":E,"train_loss":x,"val_mae":x,

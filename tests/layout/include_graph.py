@@ -55,6 +55,19 @@ CONCEPTS = {
     "server/sched": [{"scheduler", "scheduler_internal", "scheduler_ops", "scheduler_worker"}],
 }
 
+# The main header of each room: its first comment names the room and says
+# what it holds and what it may not touch.
+ROOM_HEADERS = {
+    "engine/core": "engine/core/errors.h", "engine/data": "engine/data/dataset.h",
+    "engine/graph": "engine/graph/graph.h", "engine/pack": "engine/pack/packing.h",
+    "engine/model": "engine/model/schnet.h", "engine/train": "engine/train/train.h",
+    "engine/backend": "engine/backend/backend.h", "engine/mpi": "engine/mpi/mpi_backend.h",
+    "engine/run": "engine/run/run.h", "store": "store/store.h",
+    "server/http": "server/http/http.h", "server/sched": "server/sched/scheduler.h",
+    "server/app": "server/app.h", "server/api": "server/api/routes.h",
+    "server/serve": "server/serve.h", "server/cli": "server/cli/commands.h",
+}
+
 # Cycles another engineer is removing right now (issue 14): reported, not
 # failed.  An entry whose cycle is gone fails the check, so it is deleted.
 KNOWN = {
@@ -194,6 +207,16 @@ def main():
         missing = add_symbols(edges, os.path.join(ROOT, build) if not os.path.isabs(build) else build)
         report(not missing, f"every source has its object in {build} (symbol edges)",
                missing[:10])
+
+    unnamed = []
+    for room, header in sorted(ROOM_HEADERS.items()):
+        path = os.path.join(ROOT, header)
+        text = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
+        first = text[:text.find("*/")] if "*/" in text else ""
+        if f"Room {room}" not in first and f"{room}," not in first and f"({room}" not in first:
+            unnamed.append(f"{header}: its first comment does not name the room {room}")
+    report(not unnamed and set(ROOM_HEADERS) == set(rank),
+           "every room's main header says what the room holds", unnamed)
 
     unknown = sorted({room_of(n) for n in edges} - set(rank))
     report(not unknown, "every file is in a known room", unknown)
