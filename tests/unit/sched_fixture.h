@@ -152,6 +152,20 @@ static inline char *worker_log(fixture *f, const char *id)
     return read_text(path);
 }
 
+/* The worker log once it holds `text` (the scheduler notes a job's end in
+ * the log just after it records the transition), or as it is after ~5 s. */
+static inline char *worker_log_with(fixture *f, const char *id, const char *text)
+{
+    char *log = worker_log(f, id);
+    for (int i = 0; i < 500 && !strstr(log, text); i++) {
+        free(log);
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        log = worker_log(f, id);
+    }
+    return log;
+}
+
 static inline void sleep_ms(int ms)
 {
     struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};

@@ -52,7 +52,7 @@ static void test_success_records_everything(void **state)
     snprintf(want, sizeof(want), "%s/jobs/%s/checkpoint", f->data, id);   /* relative path resolved */
     assert_string_equal(ck.path, want);
 
-    char *log = worker_log(f, id);
+    char *log = worker_log_with(f, id, "[scheduler] job succeeded: worker finished");
     snprintf(want, sizeof(want), "sched_ok: job %s data %s/set.ptd out %s/jobs/%s resume none", id, f->dir, f->data, id);
     assert_non_null(strstr(log, want));
     assert_non_null(strstr(log, "sched_ok: config {"));
