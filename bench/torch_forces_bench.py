@@ -19,34 +19,24 @@ definition; a cap ≥ every count keeps all).  Built once, before timing; the
 timed step includes the edge vectors r_j + S·cell - r_i from positions
 that require grad, as a force model must.
 
-Layouts: threads — one process, torch.set_num_threads(T), BLAS inside torch
-on one thread (see the note at the import); ddp — R forked single-threaded
-processes in a gloo DistributedDataParallel group, the batch split into R
-contiguous shares, each rank's loss scaled so DDP's mean of the gradients
-is the whole batch's.  Prints one JSON line: layout, threads, ranks,
-graphs per step, step ms (median), graphs_per_s, best_graphs_per_s (the
-fastest single step: the least disturbed on a shared machine), atoms and
-edges per step, the torch version. """
+Layouts: bench/torch_peer.py's (threads: one process, torch.set_num_threads
+T, BLAS inside torch on one thread; ddp: R forked single-threaded processes
+in a gloo DistributedDataParallel group), the step's structures split into R
+contiguous shares, each rank's loss scaled so that DDP's mean of the
+gradients is the whole step's.  Prints one JSON line: layout, threads,
+ranks, graphs per step, step ms (median), graphs_per_s, best_graphs_per_s
+(the fastest single step: the least disturbed on a shared machine), atoms
+and edges per step, the loss, the torch version. """
 import argparse
 import json
 import os
-import socket
 import sys
 import time
 
-# Debian's torch calls the pthreads OpenBLAS, which would start a pool of
-# `cores` threads next to torch's own: with both, 2 cores carry 4 busy
-# threads (3-6x slower, measured for bench/torch_schnet_bench.py).  BLAS runs
-# on one thread; torch.set_num_threads spreads the work.  Before the import.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_peer as P  # noqa: E402  (sets OPENBLAS_NUM_THREADS before torch loads)
 import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
-                                "torch"))
-from schnet_ref import SchNet  # noqa: E402  (the model checked against packtrain)
+from schnet_ref import SchNet  # noqa: E402  (torch_peer put tests/torch on the path)
 
 
 def read_structures(path, n, target, forces_key):
@@ -90,7 +80,7 @@ def neighbours(pos, cell, pbc, cutoff, max_neighbors):
     keep.sort(key=lambda k: (i[k], j[k]))
     src = torch.tensor([int(j[k]) for k in keep], dtype=torch.long)
     dst = torch.tensor([int(i[k]) for k in keep], dtype=torch.long)
-    shift = torch.tensor([S[k] for k in keep], dtype=torch.float32).view(-1, 3)
+    shift = torch.tensor(S[keep] if keep else S[:0], dtype=torch.float32).view(-1, 3)
     return src, dst, shift @ cell
 
 
@@ -130,53 +120,38 @@ def force_step(model, batch, w_e, w_f, n_graphs, n_atoms, world):
     return loss * world
 
 
-def worker(rank, world, a, structs, out):
+def train_steps(rank, world, pl):
+    """The timed loop of one rank; rank 0 prints the result."""
+    a, structs = pl["args"], pl["structs"]
     torch.manual_seed(0)
     model = SchNet(a.hidden, a.filters, a.interactions, a.gaussians, a.cutoff, a.max_neighbors,
                    "add")
     n = len(structs)
-    lo, hi = rank * n // world, (rank + 1) * n // world
+    lo, hi = P.shares(n, world)[rank]
     batch = collate(structs[lo:hi], a)
     n_atoms = sum(len(s[0]) for s in structs)
-    net = model
-    if world > 1:
-        from torch.nn.parallel import DistributedDataParallel
-        net = DistributedDataParallel(model, broadcast_buffers=False)
+    net = P.wrap(model, world)
     opt = torch.optim.Adam(model.parameters(), lr=5e-4)
     times = []
     for step in range(a.warmup + a.steps):
-        if world > 1:
-            dist.barrier()
         t0 = time.perf_counter()
-        opt.zero_grad()
+        opt.zero_grad(set_to_none=True)
         loss = force_step(net, batch, a.energy_weight, a.forces_weight, n, n_atoms, world)
         loss.backward()
         opt.step()
-        if world > 1:
-            dist.barrier()
         if step >= a.warmup:
             times.append(time.perf_counter() - t0)
-    if rank == 0:
-        times.sort()
-        med = times[len(times) // 2]
-        out.update({"step_ms": round(1e3 * med, 3), "graphs_per_s": round(n / med, 2),
-                    "best_graphs_per_s": round(n / times[0], 2),
-                    "atoms_per_step": int(batch[0].numel()) if world == 1 else n_atoms,
-                    "edges_per_step_rank0": int(batch[2].shape[1]),
-                    "loss": float(loss.detach()) / world})
-
-
-def ddp_entry(rank, world, port, a, structs, queue):
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=world)
-    try:
-        out = {}
-        worker(rank, world, a, structs, out)
-        if rank == 0:
-            queue.put(out)
-    finally:
-        dist.destroy_process_group()
+    if rank != 0:
+        return
+    times.sort()
+    med = times[len(times) // 2]
+    print(json.dumps({
+        "layout": a.layout, "threads": torch.get_num_threads(), "ranks": world,
+        "mode": "energy" if a.forces_weight == 0 else "energy+forces",
+        "graphs_per_step": n, "step_ms": round(1e3 * med, 3),
+        "graphs_per_s": round(n / med, 2), "best_graphs_per_s": round(n / times[0], 2),
+        "atoms_per_step": n_atoms, "edges_per_step_rank0": int(batch[2].shape[1]),
+        "loss": float(loss.detach()) / world, "torch": torch.__version__}), flush=True)
 
 
 def main():
@@ -191,7 +166,8 @@ def main():
     ap.add_argument("--target", default="energy")
     ap.add_argument("--forces-key", default="forces")
     ap.add_argument("--energy-weight", type=float, default=1.0)
-    ap.add_argument("--forces-weight", type=float, default=1.0)
+    ap.add_argument("--forces-weight", type=float, default=1.0,
+                    help="0: the energy-only step, PyTorch's own yardstick")
     ap.add_argument("--hidden", type=int, default=100)
     ap.add_argument("--filters", type=int, default=100)
     ap.add_argument("--interactions", type=int, default=4)
@@ -199,22 +175,12 @@ def main():
     ap.add_argument("--cutoff", type=float, default=6.0)
     ap.add_argument("--max-neighbors", type=int, default=32)
     a = ap.parse_args()
+    if a.layout == "ddp" and not 1 <= a.ranks <= a.graphs_per_step:
+        sys.exit("torch_forces_bench: --ranks must be between 1 and --graphs-per-step")
+    # preparation on one thread (the DDP children are forked from here)
+    torch.set_num_threads(1)
     structs = read_structures(a.data, a.graphs_per_step, a.target, a.forces_key)
-    out = {"layout": a.layout, "graphs_per_step": a.graphs_per_step, "torch": torch.__version__}
-    if a.layout == "threads":
-        torch.set_num_threads(a.threads)
-        out.update({"threads": a.threads, "ranks": 1})
-        worker(0, 1, a, structs, out)
-    else:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        queue = mp.get_context("fork").SimpleQueue()
-        mp.start_processes(ddp_entry, args=(a.ranks, port, a, structs, queue), nprocs=a.ranks,
-                           join=True, start_method="fork")
-        out.update({"threads": 1, "ranks": a.ranks})
-        out.update(queue.get())
-    print(json.dumps(out))
+    P.run_layout(a.layout, a.ranks, a.threads, train_steps, {"args": a, "structs": structs})
     return 0
 
 
