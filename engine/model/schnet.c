@@ -409,6 +409,19 @@ int pt_schnet_batch_check(const pt_schnet *m, const pt_schnet_acts *a, const pt_
         if (!(b->edge_dist[k] >= 0.0f) || !isfinite(b->edge_dist[k]))
             PT_BAD("edge_dist", "edge %d has distance %g", k, (double)b->edge_dist[k]);
     }
+    /* forces follow each distance back to its vector: the two must agree
+     * (to float rounding: 1e-5 relative is ~100 ulp) */
+    if (a->mode >= PT_SCHNET_FORCES && (!b->edge_vec || !b->graph_volume)) {
+        PT_BAD("edge_vec", "a forces arena needs the batch's edge vectors and cell volumes");
+        return bad;
+    }
+    for (int k = 0; a->mode >= PT_SCHNET_FORCES && k < b->cap_edges && bad < 20; k++) {
+        const float *v = b->edge_vec + 3 * (size_t)k;
+        double n = sqrt((double)v[0] * v[0] + (double)v[1] * v[1] + (double)v[2] * v[2]);
+        if (!(fabs(n - (double)b->edge_dist[k]) <= 1e-5 * (double)b->edge_dist[k] + 1e-30))
+            PT_BAD("edge_vec", "edge %d: |edge_vec| = %.9g Å but edge_dist = %.9g Å", k, n,
+                   (double)b->edge_dist[k]);
+    }
 #undef PT_BAD
     return bad;
 }

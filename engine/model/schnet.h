@@ -117,7 +117,8 @@ typedef enum pt_schnet_op {
 
 typedef struct pt_schnet_profile {
     double seconds[PT_SCHNET_OP_COUNT];
-    int64_t forwards, backwards;
+    int64_t forwards;
+    int64_t backwards;  /* pt_schnet_backward, pt_schnet_forces, pt_schnet_backward_forces */
 } pt_schnet_profile;
 
 /* "edge_basis", "filter_gemm", … (snake case of the names above). */
@@ -224,7 +225,8 @@ int pt_schnet_acts_init_mode(pt_schnet_acts *a, const pt_schnet *m, int32_t cap_
 void pt_schnet_acts_close(pt_schnet_acts *a);
 
 /* Validates a batch against the model and arena (capacities, index ranges,
- * CSR consistency, z range, cutoff of padding edges).  forward trusts its
+ * CSR consistency, z range, cutoff of padding edges; for an arena of mode
+ * ≥ FORCES also |edge_vec| = edge_dist).  forward trusts its
  * batch; call this wherever batches come from outside the engine's own
  * batcher.  Returns 0 if valid, else the number of problems reported. */
 int pt_schnet_batch_check(const pt_schnet *m, const pt_schnet_acts *a, const pt_batch *b,

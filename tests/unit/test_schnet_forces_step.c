@@ -11,7 +11,8 @@
  *   - bf16 products give a step close to fp32's, and not identical;
  *   - the loss denominators: totals passed in scale the loss and gradient;
  *   - the arena's size for each mode is what pt_schnet_acts_bytes_mode says,
- *     and an unknown mode is refused. */
+ *     and an unknown mode is refused;
+ *   - a forces arena's batch check compares edge vectors and distances. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -319,6 +320,46 @@ static void test_arena_sizes(void **state)
     pt_schnet_close(&m);
 }
 
+/* A forces arena refuses edge vectors that do not match the distances, and
+ * a batch without vectors. */
+static void test_batch_check_edge_vectors(void **state)
+{
+    (void)state;
+    fx_make_structs();
+    pt_schnet m;
+    fx_make_model(&m, PT_READOUT_SUM);
+    fx_batch fb;
+    fx_batch_build(&fb, packs3, 3, lim3, fx_cutoff);
+    pt_schnet_acts a;
+    assert_int_equal(pt_schnet_acts_init_mode(&a, &m, fb.b.cap_nodes, fb.b.cap_edges,
+                                              fb.b.cap_graphs, PT_SCHNET_FORCES, NULL), 0);
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    assert_int_equal(pt_schnet_batch_check(&m, &a, &fb.b, &errs), 0);
+    fb.b.edge_vec[3 * 5 + 1] += 0.01f;
+    assert_int_equal(pt_schnet_batch_check(&m, &a, &fb.b, &errs), 1);
+    assert_string_equal(errs.items[0].field, "edge_vec");
+    assert_non_null(strstr(errs.items[0].message, "edge 5: |edge_vec| = "));
+    pt_errors_close(&errs);
+    pt_errors_init(&errs, 0);
+    float *keep = fb.b.edge_vec;
+    fb.b.edge_vec = NULL;
+    assert_int_equal(pt_schnet_batch_check(&m, &a, &fb.b, &errs), 1);
+    assert_string_equal(errs.items[0].message,
+                        "a forces arena needs the batch's edge vectors and cell volumes");
+    fb.b.edge_vec = keep;
+    pt_errors_close(&errs);
+    /* an energy arena does not look at them */
+    pt_schnet_acts e;
+    assert_int_equal(pt_schnet_acts_init(&e, &m, fb.b.cap_nodes, fb.b.cap_edges, fb.b.cap_graphs,
+                                         NULL), 0);
+    assert_int_equal(pt_schnet_batch_check(&m, &e, &fb.b, NULL), 0);
+    pt_schnet_acts_close(&e);
+    pt_schnet_acts_close(&a);
+    fx_batch_free(&fb);
+    pt_schnet_close(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -330,6 +371,7 @@ int main(void)
         cmocka_unit_test(test_bf16_step_close_to_fp32),
         cmocka_unit_test(test_loss_denominators),
         cmocka_unit_test(test_arena_sizes),
+        cmocka_unit_test(test_batch_check_edge_vectors),
     };
     return cmocka_run_group_tests_name("schnet_forces_step", tests, NULL, NULL);
 }
