@@ -31,7 +31,7 @@
 #include "server/cli/commands.h"
 
 static const char usage_text[] =
-    "usage: packtrain eval --model MODEL.safetensors --data DATA.ptd [--target KEY]\n"
+    "usage: packtrain eval --model MODEL.safetensors --data DATA [--target KEY]\n"
     "                      [--n N] [--grads OUT.json] [--batch-graphs B]\n"
     "                      [--forces-weight W] [--energy-weight W] [--stress-weight W]\n"
     "                      [--forces-key forces]\n"
@@ -59,10 +59,10 @@ static const char usage_text[] =
     "                      is given)\n"
     "  --energy-weight W   w_E >= 0 (default 1)\n"
     "  --stress-weight W   w_S >= 0 (default 0)\n"
-    "  --forces-key KEY    the force labels (default forces; a .ptd holds the one\n"
-    "                      forces column ingest read, named forces)\n"
+    "  --forces-key KEY    the force labels: forces (the default; a dataset holds the\n"
+    "                      one forces column ingest chose, under that name)\n"
     "\n"
-    "DATA is a .ptd written by `packtrain ingest`.\n"
+    "DATA is a .ptd, or any file `packtrain ingest` reads (ingested once into a cache).\n"
     "Exit status: 0 done, 1 failure (bad model, dataset, target or labels), 2 usage error.\n";
 
 typedef struct eval_args {
@@ -257,7 +257,7 @@ static int loss_norm(const eval_args *a, const pt_dataset *ds, uint32_t n, pt_sc
     }
     if (strcmp(a->forces_key, "forces"))
         pt_errors_add(errs, a->data, 0, "--forces-key",
-                      "a .ptd holds one forces column, 'forces' (read by ingest from a "
+                      "a dataset holds one forces column, 'forces' (chosen at ingest: a "
                       "'forces' or 'force' column); '%s' is not in it", a->forces_key);
     if (a->w.forces > 0.0 && nm->force_components == 0.0)
         pt_errors_add(errs, a->data, 0, "--forces-weight",

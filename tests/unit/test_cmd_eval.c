@@ -185,7 +185,7 @@ static void test_eval_usage_errors(void **state)
     (void)state;
     char *out, *err;
     assert_int_equal(run_eval(&out, &err, "--help", NULL), 0);
-    assert_non_null(strstr(out, "usage: packtrain eval --model MODEL.safetensors --data DATA.ptd"));
+    assert_non_null(strstr(out, "usage: packtrain eval --model MODEL.safetensors --data DATA "));
     free(out);
     free(err);
     expect_failure(2, "packtrain eval: --model and --data are required", "--model", model, NULL);
@@ -344,8 +344,8 @@ static void test_eval_forces_errors(void **state)
              "of the 6 structures is periodic along a, b and c with a stress label", wptd);
     expect_failure(1, msg, "--model", model, "--data", wptd, "--target", "energy",
                    "--forces-weight", "1", "--stress-weight", "2", NULL);
-    snprintf(msg, sizeof(msg), "packtrain eval: %s: --forces-key: a .ptd holds one forces "
-             "column, 'forces' (read by ingest from a 'forces' or 'force' column); 'dft_forces' "
+    snprintf(msg, sizeof(msg), "packtrain eval: %s: --forces-key: a dataset holds one forces "
+             "column, 'forces' (chosen at ingest: a 'forces' or 'force' column); 'dft_forces' "
              "is not in it", wptd);
     expect_failure(1, msg, "--model", model, "--data", wptd, "--target", "energy",
                    "--forces-weight", "1", "--forces-key", "dft_forces", NULL);
