@@ -62,6 +62,12 @@ check() {
   out=$("$py" "$here/schnet_ref.py" check --model "$model" --data "$data" --target "$target" \
         --n "$n" $loss_args --eval-json "$work/$name.eval.json" \
         --grads "$work/$name.grads.json" 2>&1)
+  tally "$name" "$out"
+}
+
+# tally NAME OUTPUT: a schnet_ref.py report (last line "N passed, M failed")
+tally() {
+  local name=$1 out=$2
   printf '%s\n' "$out" | sed '$d'
   local last p f
   last=$(printf '%s\n' "$out" | tail -1)
@@ -97,6 +103,15 @@ run_case water_forces_only_mean "$root/tests/data/schnet_water_6.extxyz" energy 
   --hidden 24 --filters 16 --interactions 2 --gaussians 10 --cutoff 4.0 --max-neighbors 32 \
   --readout mean --mean -0.1 --std 2.0 --perturb-biases --seed 4
 loss_args=""
+
+# The stress the reference computes, (1/V) dE/d(strain) with r -> r (1 + eps),
+# is ASE's: EMT's stress against differences of its energy, and the EMT test
+# structures' stress labels against EMT (tests/data/schnet_emt_6.extxyz: the
+# first slabs periodic along a, b and along a, b, c, and the first 1-, 4- and
+# 32-atom bulk cells of ../shared/data/emt_20k.extxyz.gz).
+echo "== ase_stress_convention"
+tally ase_stress_convention "$("$py" "$here/schnet_ref.py" stress-convention \
+  --data "$root/tests/data/schnet_emt_6.extxyz" --n 4 2>&1)"
 
 # packtrain writes the model this time; PyTorch must load it strictly
 echo "== trained_by_packtrain"

@@ -18,6 +18,8 @@ needed), used to cross-check packtrain's C engine.
           L = w_E mean (E - E_ref)^2 + w_F mean (F - F_ref)^2
             + w_S mean (stress - stress_ref)^2;
           periodic neighbour lists from ASE's primitive_neighbor_list.
+  stress-convention  checks that this strain convention is ASE's (EMT's
+          stress against differences of its energy, on a periodic file).
 
 The safetensors files are read and written with struct + json only.
 
@@ -501,6 +503,53 @@ def cmd_check(a):
     return 1 if failed else 0
 
 
+def cmd_stress_convention(a):
+    """ASE's stress is (1/V) dE/d(strain) with positions and cell strained as
+    r -> r (1 + eps), cell -> cell (1 + eps) — the strain evaluate_forces
+    applies: for the first fully periodic structures of a file, EMT's stress
+    against central differences of EMT's energy under that strain, and the
+    file's stress labels against EMT's."""
+    import numpy as np
+    from ase.calculators.emt import EMT
+    from ase.io import read
+    passed = failed = 0
+    done = 0
+    for k, atoms in enumerate(read(a.data, index=":")):
+        if not all(atoms.pbc) or done >= a.n:
+            continue
+        done += 1
+        label = atoms.info.get("stress")
+        atoms.calc = EMT()
+        s = atoms.get_stress(voigt=False)
+        vol, h = atoms.get_volume(), 1e-6
+        fd = np.zeros((3, 3))
+        for i in range(3):
+            for j in range(3):
+                e = []
+                for sign in (1, -1):
+                    b = atoms.copy()
+                    b.calc = EMT()
+                    defo = np.eye(3)
+                    defo[i, j] += sign * h
+                    b.set_cell(atoms.cell.array @ defo, scale_atoms=True)  # r -> r (1 + eps)
+                    e.append(b.get_potential_energy())
+                fd[i, j] = (e[0] - e[1]) / (2 * h) / vol
+        scale = abs(s).max()
+        ok = abs(fd - s).max() <= 1e-6 * scale
+        print(("PASS" if ok else "FAIL") + f" structure {k} ({len(atoms)} atoms): EMT stress = "
+              f"(1/V) dE/d(strain), max diff {abs(fd - s).max():.2g} of max|stress| {scale:.3g}")
+        passed, failed = passed + ok, failed + (not ok)
+        if label is not None:
+            ok = abs(np.asarray(label, dtype=float).reshape(3, 3) - s).max() <= 1e-6 * scale
+            print(("PASS" if ok else "FAIL") + f" structure {k}: the file's stress is EMT's")
+            passed, failed = passed + ok, failed + (not ok)
+    ok = done == a.n
+    print(("PASS" if ok else "FAIL") + f" {done} fully periodic structures checked, {a.n} wanted")
+    passed, failed = passed + ok, failed + (not ok)
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -532,8 +581,12 @@ def main():
     c.add_argument("--rtol-pred", type=float, default=1e-5)
     c.add_argument("--rtol-grad", type=float,
                    help="default 1e-5, with forces or stress in the loss 1e-4")
+    v = sub.add_parser("stress-convention")
+    v.add_argument("--data", required=True)
+    v.add_argument("--n", type=int, default=2)
     a = p.parse_args()
-    return cmd_export(a) if a.cmd == "export" else cmd_check(a)
+    return {"export": cmd_export, "check": cmd_check, "stress-convention": cmd_stress_convention}[
+        a.cmd](a)
 
 
 if __name__ == "__main__":
