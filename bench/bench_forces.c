@@ -6,7 +6,7 @@
  *                         [--max-neighbors K] [--ranks R --rank r] [--micro M]
  *
  * Seed 000's SchNet (H=F=100, T=4, G=25, 6 Å, sum readout; K = 32
- * neighbours unless given; weights of pt_schnet_init_weights(0)) on the
+ * neighbours unless given, 0 = every neighbour within the cutoff; weights of pt_schnet_init_weights(0)) on the
  * first P·B structures of DATA, P packs of B consecutive structures in one
  * batch (the engine's own batcher).  With --ranks R, this process is rank r
  * of a data-parallel layout and its batch holds packs [r·P/R, (r+1)·P/R)
@@ -105,7 +105,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--ranks")) ranks = arg_long(k, v, 1, 4096);
         else if (!strcmp(k, "--micro")) micro = arg_long(k, v, 1, 4096);
         else if (!strcmp(k, "--rank")) rank = arg_long(k, v, 0, 4095);
-        else if (!strcmp(k, "--max-neighbors")) max_nb = arg_long(k, v, 1, 1024);
+        else if (!strcmp(k, "--max-neighbors")) max_nb = arg_long(k, v, 0, 1024); /* 0: all */
         else if (!strcmp(k, "--target")) target = v;
         else if (!strcmp(k, "--precision") && (!strcmp(v, "fp32") || !strcmp(v, "bf16")))
             prec = !strcmp(v, "bf16") ? PT_PRECISION_BF16 : PT_PRECISION_FP32;

@@ -65,16 +65,17 @@ def read_structures(path, n, target, forces_key):
 
 def neighbours(pos, cell, pbc, cutoff, max_neighbors):
     """Edges j -> i (src, dst) with image shifts S, |r_j + S·cell - r_i| <
-    cutoff, the max_neighbors nearest per receiver (ties by sender)."""
+    cutoff, the max_neighbors nearest per receiver (ties by sender; 0: all)."""
     from ase.neighborlist import primitive_neighbor_list
     p64, c64 = pos.double().numpy(), cell.double().numpy()
     i, j, S, d = primitive_neighbor_list("ijSd", pbc, c64, p64, cutoff,
                                          self_interaction=False)
     keep = []
     order = sorted(range(len(i)), key=lambda k: (i[k], d[k], j[k]))
+    cap = max_neighbors if max_neighbors > 0 else len(i)  # 0: every neighbour
     count = {}
     for k in order:
-        if count.get(i[k], 0) < max_neighbors:
+        if count.get(i[k], 0) < cap:
             keep.append(k)
             count[i[k]] = count.get(i[k], 0) + 1
     keep.sort(key=lambda k: (i[k], j[k]))

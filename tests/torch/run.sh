@@ -102,6 +102,20 @@ loss_args="--forces-weight 1 --energy-weight 0"
 run_case water_forces_only_mean "$root/tests/data/schnet_water_6.extxyz" energy 6 \
   --hidden 24 --filters 16 --interactions 2 --gaussians 10 --cutoff 4.0 --max-neighbors 32 \
   --readout mean --mean -0.1 --std 2.0 --perturb-biases --seed 4
+# Periodic structures (EMT labels): slabs periodic along a, b and along a, b,
+# c, and bulk cells of 1, 4 and 32 atoms shorter than the cutoff (an atom
+# neighbours its own images; every neighbour within the cutoff is kept):
+# stress for the fully periodic ones, neighbour lists on the reference side
+# from ASE's primitive_neighbor_list.  The second case has the stress term
+# alone, at the 6 Å.
+loss_args="--forces-weight 10 --stress-weight 1000"
+run_case emt_forces_stress "$root/tests/data/schnet_emt_6.extxyz" energy 6 \
+  --hidden 32 --filters 24 --interactions 2 --gaussians 16 --cutoff 5.0 --max-neighbors 0 \
+  --readout add --mean 0.1 --std 0.3 --perturb-biases --seed 5
+loss_args="--stress-weight 1 --energy-weight 0"
+run_case emt_stress_only_mean "$root/tests/data/schnet_emt_6.extxyz" energy 6 \
+  --hidden 16 --filters 16 --interactions 3 --gaussians 20 --cutoff 6.0 --max-neighbors 0 \
+  --readout mean --mean 0.05 --std 1.5 --perturb-biases --seed 6
 loss_args=""
 
 # The stress the reference computes, (1/V) dE/d(strain) with r -> r (1 + eps),

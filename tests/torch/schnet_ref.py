@@ -228,14 +228,15 @@ def read_labelled(path, n, key, forces_key):
 def periodic_graph(pos, cell, pbc, cutoff, max_neighbors):
     """ASE's primitive_neighbor_list on the float32 positions: edges j -> i
     with image shift S, |r_j + S·cell - r_i| < cutoff, then the
-    max_neighbors nearest per receiver (ties by sender)."""
+    max_neighbors nearest per receiver (ties by sender; 0: all)."""
     from ase.neighborlist import primitive_neighbor_list
     i, j, S, d = primitive_neighbor_list("ijSd", pbc, cell.numpy(), pos.double().numpy(),
                                          cutoff, self_interaction=False)
     order = sorted(range(len(i)), key=lambda k: (int(i[k]), float(d[k]), int(j[k])))
+    cap = max_neighbors if max_neighbors > 0 else len(i)  # 0: every neighbour
     count, keep = {}, []
     for k in order:
-        if count.get(int(i[k]), 0) < max_neighbors:
+        if count.get(int(i[k]), 0) < cap:
             keep.append(k)
             count[int(i[k])] = count.get(int(i[k]), 0) + 1
     return ([int(j[k]) for k in keep], [int(i[k]) for k in keep],
@@ -245,7 +246,8 @@ def periodic_graph(pos, cell, pbc, cutoff, max_neighbors):
 def radius_graph(pos, cutoff, max_neighbors):
     """packtrain's neighbour definition (engine/graph/neighbors.h): float32
     d2 = dx*dx + dy*dy + dz*dz with dx = x_j - x_i, kept when d2 < cutoff^2
-    (rounded to float), the max_neighbors nearest per receiver, ties by sender."""
+    (rounded to float), the max_neighbors nearest per receiver (0: all), ties by
+    sender."""
     n = pos.shape[0]
     d = pos.view(1, n, 3) - pos.view(n, 1, 3)          # [i, j] = x_j - x_i
     d2 = d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1]
@@ -255,7 +257,8 @@ def radius_graph(pos, cutoff, max_neighbors):
     for i in range(n):
         cand = [(d2[i, j].item(), j) for j in range(n) if j != i and d2[i, j] < c2]
         cand.sort()
-        for _, j in sorted(cand[:max_neighbors], key=lambda c: c[1]):
+        for _, j in sorted(cand[:max_neighbors] if max_neighbors > 0 else cand,
+                           key=lambda c: c[1]):
             src.append(j)
             dst.append(i)
             dist.append(math.sqrt(d2[i, j].item()))
