@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "engine/data/elements.h"
+#include "engine/data/cell.h"
 #include "engine/data/ingest.h"
 #include "server/cli/commands.h"
 
@@ -18,10 +19,11 @@ static const char usage_text[] =
     "usage: packtrain ingest FILE... --out DATA.ptd [--format auto|extxyz|xyz|qm9]\n"
     "                        [--skip-invalid] [--max-atoms N] [--require KEY]... [--json]\n"
     "\n"
-    "Reads molecular structures (extended XYZ as ASE writes it, plain XYZ, or the\n"
-    "original QM9 per-molecule files; any of them gzip-compressed) and writes a\n"
-    "checked binary dataset for training.  Every numeric key of a comment line\n"
-    "becomes a target; a forces column is kept.\n"
+    "Reads molecular and periodic structures (extended XYZ as ASE writes it, with\n"
+    "Lattice, pbc and stress; plain XYZ; or the original QM9 per-molecule files;\n"
+    "any of them gzip-compressed) and writes a checked binary dataset for\n"
+    "training.  Every numeric key of a comment line becomes a target; forces,\n"
+    "cells and stress are kept.\n"
     "\n"
     "  --out PATH        dataset file to write (required)\n"
     "  --format F        auto (default) detects per structure: QM9 when line 2 starts\n"
@@ -45,6 +47,17 @@ static void print_report(const pt_ingest_report *rep, const char *out)
         printf("atoms       %llu total, %u-%u per structure (mean %.2f), %llu with forces\n",
                (unsigned long long)rep->n_atoms, rep->min_atoms, rep->max_atoms,
                (double)rep->n_atoms / (double)rep->n_structs, (unsigned long long)rep->n_with_forces);
+    if (pt_ingest_report_periodic(rep)) {   /* the cells: by pbc pattern, and the stress labels */
+        printf("periodic    %llu structures (pbc", (unsigned long long)pt_ingest_report_periodic(rep));
+        const char *sep = " ";
+        for (unsigned b = 1; b <= PT_PBC_ALL; b++)
+            if (rep->n_by_pbc[b]) {
+                char pbc[6];
+                printf("%s\"%s\" %llu", sep, pt_pbc_text(b, pbc), (unsigned long long)rep->n_by_pbc[b]);
+                sep = ", ";
+            }
+        printf("), %llu with stress\n", (unsigned long long)rep->n_with_stress);
+    }
     if (rep->n_structs) {
         printf("elements   ");
         for (int z = 1; z <= PT_Z_MAX; z++)

@@ -16,6 +16,7 @@
 #include "engine/data/dataset.h"
 #include "engine/data/ingest.h"
 #include "server/cli/commands.h"
+#include "tests/unit/cmd_fixture.h"
 #include "tests/unit/ingest_test_util.h"
 
 #define QM9_SLICE "tests/data/ingest_qm9_13k_slice.extxyz"
@@ -502,6 +503,25 @@ static void test_cli_reject_and_skip(void **state)
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
+/* The CLI's table says what is periodic and how many structures carry stress. */
+static void test_cli_periodic_summary(void **state)
+{
+    (void)state;
+    char dir[64], *out, *err;
+    assert_int_equal(tfx_mkdtemp(dir, sizeof dir, "test_ingest_cli"), 0);
+    assert_int_equal(cfx_run(pt_cmd_ingest, "ingest", dir, &out, &err, "tests/data/periodic_slice.extxyz.gz",
+                             "--out", out_path, NULL), 0);
+    assert_non_null(strstr(out, "periodic    240 structures (pbc \"T F F\" 4, \"F T F\" 4, \"T T F\" 40, "
+                                "\"F F T\" 4, \"T F T\" 4, \"F T T\" 4, \"T T T\" 180), 180 with stress\n"));
+    free(out);
+    free(err);
+    assert_int_equal(cfx_run(pt_cmd_ingest, "ingest", dir, &out, &err, QM9_SLICE, "--out", out_path, NULL), 0);
+    assert_null(strstr(out, "periodic"));
+    free(out);
+    free(err);
+    tfx_rmtree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -510,7 +530,7 @@ int main(void)
         T(test_err_required_key_missing), T(test_err_required_key_not_number), T(test_err_key_kind_changes),
         T(test_err_too_many_targets), T(test_err_no_structures), T(test_err_framing_rejects_even_when_skipping),
         T(test_err_output_not_writable), T(test_cli_usage_errors), T(test_cli_reject_and_skip),
-        T(test_periodic_cells_and_report), T(test_periodic_error_rejects_input),
+        T(test_periodic_cells_and_report), T(test_periodic_error_rejects_input), T(test_cli_periodic_summary),
     };
     return cmocka_run_group_tests_name("ingest", tests, NULL, NULL);
 }

@@ -107,6 +107,39 @@ static void test_upload_skip_invalid(void **state)
     tc_free(&r);
 }
 
+/* A periodic upload: the dataset JSON says so and lists its labels; a
+ * periodic structure without its cell is refused with its line. */
+#define SLAB_XYZ                                                                                              \
+    "1\nLattice=\"5.76 0 0 2.88 4.99 0 0 0 21\" Properties=species:S:1:pos:R:3:forces:R:3 energy=2.5 "     \
+    "pbc=\"T T F\"\nPt 0 0 10 0.1 0.2 0.3\n"                                                               \
+    "1\nLattice=\"0 2 2 2 0 2 2 2 0\" Properties=species:S:1:pos:R:3:forces:R:3 energy=0.1 "               \
+    "stress=\"1e-3 0 0 0 1e-3 0 0 0 1e-3\" pbc=\"T T T\"\nCu 0 0 0 0 0 0\n"
+
+static void test_upload_periodic(void **state)
+{
+    api_fx *fx = *state;
+    tc_resp r;
+    assert_int_equal(fx_upload_text(fx, "?name=slab.extxyz", SLAB_XYZ, NULL, &r), 201);
+    json_t *j = tc_json(&r);
+    json_t *rep = json_object_get(j, "report");
+    assert_true(json_is_true(json_object_get(rep, "periodic")));
+    assert_int_equal(json_integer_value(json_object_get(rep, "structures_periodic")), 2);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(rep, "pbc"), "T T F")), 1);
+    char *labels = json_dumps(json_object_get(rep, "labels"), JSON_COMPACT);
+    assert_string_equal(labels, "[\"energy\",\"forces\",\"stress\"]");
+    free(labels);
+    json_decref(j);
+    tc_free(&r);
+    assert_int_equal(fx_upload_text(fx, "?name=nocell.extxyz",
+                                    "1\npbc=\"T T T\" energy=1\nCu 0 0 0\n", NULL, &r), 422);
+    j = tc_json(&r);
+    json_t *e = json_array_get(json_object_get(j, "errors"), 0);
+    assert_int_equal(json_integer_value(json_object_get(e, "line")), 2);
+    assert_non_null(strstr(json_string_value(json_object_get(e, "message")), "there is no Lattice"));
+    json_decref(j);
+    tc_free(&r);
+}
+
 static void test_upload_bad_parameters(void **state)
 {
     api_fx *fx = *state;
@@ -282,6 +315,7 @@ int main(void)
         cmocka_unit_test(test_upload_created),
         cmocka_unit_test(test_upload_invalid_lists_lines),
         cmocka_unit_test(test_upload_skip_invalid),
+        cmocka_unit_test(test_upload_periodic),
         cmocka_unit_test(test_upload_bad_parameters),
         cmocka_unit_test(test_upload_empty_and_multipart),
         cmocka_unit_test(test_upload_too_large),
