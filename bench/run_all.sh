@@ -29,6 +29,7 @@ else
   run tta bench/bench_tta.sh "$bin" "$bdir" || status=1
 fi
 run train bench/bench_train.sh "$bin" || status=1
+run layout bench/bench_layout.sh "$bin" || status=1
 run backend bench/bench_backend.sh "$bin" || status=1
 run bf16 bench/bench_bf16.sh "$bdir/bench_bf16" || status=1
 run precision bench/bench_precision.sh "$bin" || status=1
