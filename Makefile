@@ -149,7 +149,7 @@ docker-lint: all
 
 run: all
 	@mkdir -p var
-	$(BIN)/packtrain serve --data-dir var --demo
+	$(BIN)/packtrain serve --data-dir var --demo $(if $(PORT),--port $(PORT))
 
 clean:
 	rm -rf build build-asan bin
