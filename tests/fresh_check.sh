@@ -380,7 +380,7 @@ do_run() {
     die "'$run_cmd' ended (exit $rc) before the server answered /healthz (log: $log)"
   fi
   # the answer came from the chroot's server: it is still running there
-  root_pids "$root" | grep -q . || die "/healthz answered, but no process runs in the chroot"
+  [ -n "$(root_pids "$root")" ] || die "/healthz answered, but no process runs in the chroot"
   say "'$run_cmd': the server answered /healthz after $(secs $t_run): $(tr -d '\n' <"$run/healthz" | cut -c1-100)"
   kill -TERM -- "-$bg" 2>/dev/null || true
   for _ in $(seq 150); do kill -0 "$bg" 2>/dev/null || break; sleep 0.1; done
