@@ -36,8 +36,11 @@ NOCONFIG_GOALS := clean help deps deps-test fresh-check
 CONFIG_MK      := $(BUILD)/config.mk
 NEED_CONFIG    := $(if $(MAKECMDGOALS),$(filter-out $(NOCONFIG_GOALS),$(MAKECMDGOALS)),all)
 
+# `include`, not `-include`: when the rule that makes it fails (not root, no
+# network), make must stop there, after install-deps.sh has said why, instead
+# of building on with empty flags.
 ifneq ($(NEED_CONFIG),)
--include $(CONFIG_MK)
+include $(CONFIG_MK)
 endif
 
 CFLAGS  ?= $(OPT) -g

@@ -281,14 +281,21 @@ trap 'say "terminated (SIGTERM)"; exit 143' TERM
 mkdir -p "$root"
 tar -C "$root" -xf "$base_tar"
 
-# The host's package sources and apt configuration, name resolution and
-# identity (a root from mmdebstrap has neither /etc/hosts nor the host's apt
-# settings; every real machine has both).
+# What belongs to the machine rather than to its packages comes from the
+# host: its package sources and apt configuration, name resolution and
+# identity (a root from mmdebstrap has no /etc/hosts), the certificate
+# authorities it trusts beyond Debian's (a TLS proxy in front of the npm
+# registry needs one) and its machine-wide npm configuration.
 rm -rf "$root/etc/apt"
 cp -a /etc/apt "$root/etc/apt"
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
 cp -L /etc/hosts "$root/etc/hosts"
 cp -L /etc/hostname "$root/etc/hostname"
+[ -f /etc/npmrc ] && cp -L /etc/npmrc "$root/etc/npmrc"
+if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
+  cp -L /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+  chroot "$root" update-ca-certificates >/dev/null 2>&1 || die "update-ca-certificates failed in the root"
+fi
 
 # The root must be as fresh as claimed: none of packtrain's packages (but the
 # base ones), no pkg-config, no npm.
@@ -382,11 +389,14 @@ do_run() {
   # the answer came from the chroot's server: it is still running there
   [ -n "$(root_pids "$root")" ] || die "/healthz answered, but no process runs in the chroot"
   say "'$run_cmd': the server answered /healthz after $(secs $t_run): $(tr -d '\n' <"$run/healthz" | cut -c1-100)"
-  kill -TERM -- "-$bg" 2>/dev/null || true
-  for _ in $(seq 150); do kill -0 "$bg" 2>/dev/null || break; sleep 0.1; done
+  # stopped as a user does, with Ctrl-C (SIGINT to the foreground group)
+  local stop=$SECONDS
+  kill -INT -- "-$bg" 2>/dev/null || true
+  for _ in $(seq 300); do [ -z "$(root_pids "$root")" ] && break; sleep 0.1; done
+  [ -z "$(root_pids "$root")" ] || { tail -5 "$log" >&2; die "the server did not stop within 30 s of SIGINT (log: $log)"; }
   wait "$bg" 2>/dev/null || true
-  stop_root_pids "$root" || die "the server's processes could not be stopped"
-  grep -q 'packtrain: stopped' "$log" || say "note: the server did not log 'packtrain: stopped' (log: $log)"
+  grep -q '^packtrain: stopped' "$log" || { tail -5 "$log" >&2; die "the server did not stop cleanly after SIGINT (log: $log)"; }
+  say "'$run_cmd': stopped by SIGINT in $(secs $((SECONDS - stop)))"
 }
 
 do_test() {
