@@ -46,11 +46,22 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
   echo "packtrain: installing ${missing[*]} (apt-get)" >&2
   export DEBIAN_FRONTEND=noninteractive
-  # An old package index is the usual reason for a failed install: retry
-  # once after an update instead of always paying for one.
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null 2>&1 ||
-    { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; } ||
-    { echo "packtrain: apt-get could not install: ${missing[*]} (network? see README, Troubleshooting)" >&2; exit 1; }
+  # A fresh machine may be running its first unattended upgrade: wait for
+  # the dpkg lock instead of failing.  apt's output goes to a log shown only
+  # when the install fails.
+  apt=(apt-get -o DPkg::Lock::Timeout=600)
+  log=$(mktemp); trap 'rm -f "$log"' EXIT
+  start=$SECONDS
+  # An old or missing package index (a new machine has none) is the usual
+  # reason for a failed install: retry once after an update instead of
+  # always paying for one.
+  if ! "${apt[@]}" install -y -q --no-install-recommends "${missing[@]}" >"$log" 2>&1; then
+    { "${apt[@]}" update -q && "${apt[@]}" install -y -q --no-install-recommends "${missing[@]}"; } >"$log" 2>&1 ||
+      { grep -E '^(E|W|Err):' "$log" | tail -8 >&2
+        echo "packtrain: apt-get could not install: ${missing[*]} (network? see README, Troubleshooting)" >&2
+        exit 1; }
+  fi
+  echo "packtrain: installed in $((SECONDS - start)) s" >&2
 fi
 
 if [ $test_mode -eq 1 ]; then
@@ -59,8 +70,10 @@ if [ $test_mode -eq 1 ]; then
   have=$(node -p "try { require('$web/node_modules/playwright-core/package.json').version } catch { '' }")
   if [ "$want" != "$have" ]; then
     echo "packtrain: installing playwright-core $want for the browser test (npm ci in tests/web)" >&2
+    start=$SECONDS
     (cd "$web" && npm ci --no-audit --no-fund --loglevel=error) >&2 ||
-      { echo "packtrain: npm ci failed in tests/web (the npm registry must be reachable)" >&2; exit 1; }
+      { echo "packtrain: npm ci failed in tests/web (the npm registry must be reachable; see README, Troubleshooting)" >&2; exit 1; }
+    echo "packtrain: installed in $((SECONDS - start)) s" >&2
   fi
 fi
 exit 0
