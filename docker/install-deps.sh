@@ -57,8 +57,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   # always paying for one.
   if ! "${apt[@]}" install -y -q --no-install-recommends "${missing[@]}" >"$log" 2>&1; then
     { "${apt[@]}" update -q && "${apt[@]}" install -y -q --no-install-recommends "${missing[@]}"; } >"$log" 2>&1 ||
-      { grep -E '^(E|W|Err):' "$log" | tail -8 >&2
-        echo "packtrain: apt-get could not install: ${missing[*]} (network? see README, Troubleshooting)" >&2
+      { { grep -E '^W: Failed to fetch' "$log" | head -3; grep -E '^E:' "$log" | head -4; } >&2
+        echo "packtrain: apt-get could not install: ${missing[*]}" >&2
+        grep -q '^W: Failed to fetch' "$log" &&
+          echo "packtrain: the package index could not be downloaded: is the network (or the mirror in /etc/apt) reachable? See README, Troubleshooting" >&2
         exit 1; }
   fi
   echo "packtrain: installed in $((SECONDS - start)) s" >&2

@@ -431,6 +431,22 @@ static void apply_defaults(pt_http_config *c)
     if (!c->json_max) c->json_max = d.json_max;
 }
 
+/* Whether a listener already holds the address: the usual reason a server
+ * cannot start (a second `make run`), told in those words rather than
+ * libmicrohttpd's.  SO_REUSEADDR as libmicrohttpd sets it, so connections
+ * in TIME_WAIT do not count. */
+static int port_in_use(const struct sockaddr_storage *addr, int family)
+{
+    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    int on = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    socklen_t len = family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    int busy = bind(fd, (const struct sockaddr *)addr, len) != 0 && errno == EADDRINUSE;
+    close(fd);
+    return busy;
+}
+
 int pt_http_init(pt_http *h, const pt_http_config *cfg, pt_router *router, char *err, size_t errlen)
 {
     memset(h, 0, sizeof(*h));
@@ -479,6 +495,13 @@ int pt_http_init(pt_http *h, const pt_http_config *cfg, pt_router *router, char 
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                                  MHD_OPTION_END);
     h->starting = 0;
+    if (!h->daemon && h->cfg.port != 0 && port_in_use(&addr, family)) {
+        snprintf(err, errlen, "port %u on %s is already in use (another packtrain, or another server?): stop it, "
+                 "or choose another port with --port N or PACKTRAIN_PORT=N",
+                 h->cfg.port, h->bind_address);
+        pt_waitset_close(&h->waitset);
+        return -1;
+    }
     if (!h->daemon) {
         snprintf(err, errlen, "cannot start the HTTP server on %s port %u: %s", h->bind_address, h->cfg.port,
                  h->start_error[0] ? h->start_error : "libmicrohttpd refused the configuration");

@@ -32,7 +32,8 @@ B=(-H "Authorization: Bearer $BOB")
 # a port already in use
 "$PT" serve --port "$PORT" --data-dir "$WORK/other" --workers 0 2>"$WORK/err"; rc=$?
 expect "a second server on the same port fails" "$rc" 1
-expect_match "... saying why" "$(cat "$WORK/err")" "cannot start the HTTP server on 127.0.0.1 port $PORT"
+expect_match "... saying why" "$(cat "$WORK/err")" "port $PORT on 127.0.0.1 is already in use"
+expect_match "... and how to choose another" "$(cat "$WORK/err")" "choose another port with --port N or PACKTRAIN_PORT=N"
 
 # --- 401 ---------------------------------------------------------------------------
 req GET /v1/jobs

@@ -550,11 +550,22 @@ static void test_start_errors(void **state)
     pt_http_config cfg;
     char err[256], want[128];
     pt_http_config_defaults(&cfg);
+    /* a busy port is said in those words, with the way out */
     cfg.port = pt_http_port(&f->srv.http);
     assert_int_equal(pt_http_init(&h, &cfg, &r, err, sizeof err), -1);
-    snprintf(want, sizeof want, "cannot start the HTTP server on 127.0.0.1 port %u: ", cfg.port);
+    snprintf(want, sizeof want, "port %u on 127.0.0.1 is already in use ", cfg.port);
+    if (strncmp(err, want, strlen(want)) != 0) fail_msg("got '%s'", err);
+    assert_non_null(strstr(err, "choose another port with --port N or PACKTRAIN_PORT=N"));
+
+    /* any other refusal carries libmicrohttpd's reason: an address that is
+     * not this machine's (TEST-NET-1, RFC 5737) */
+    cfg.port = 1;
+    cfg.bind_address = "192.0.2.1";
+    assert_int_equal(pt_http_init(&h, &cfg, &r, err, sizeof err), -1);
+    snprintf(want, sizeof want, "cannot start the HTTP server on 192.0.2.1 port 1: ");
     if (strncmp(err, want, strlen(want)) != 0) fail_msg("got '%s'", err);
     assert_true(strlen(err) > strlen(want));   /* libmicrohttpd's reason follows */
+    cfg.bind_address = "127.0.0.1";
 
     cfg.port = 70000;
     assert_int_equal(pt_http_init(&h, &cfg, &r, err, sizeof err), -1);
