@@ -93,19 +93,19 @@ root_pids() {
 
 # Stops every process whose root is $1: SIGTERM, 10 s, then SIGKILL.
 stop_root_pids() {
-  local dir=$1 pids i
+  local dir=$1 pids
   pids=$(root_pids "$dir")
   [ -z "$pids" ] && return 0
   # shellcheck disable=SC2086
   kill -TERM $pids 2>/dev/null || true
-  for i in $(seq 100); do
+  for _ in $(seq 100); do
     pids=$(root_pids "$dir"); [ -z "$pids" ] && return 0
     sleep 0.1
   done
   say "processes still running in the chroot after SIGTERM, killing: $(tr "\n" " " <<<"$pids")"
   # shellcheck disable=SC2086
   kill -KILL $pids 2>/dev/null || true
-  for i in $(seq 50); do
+  for _ in $(seq 50); do
     pids=$(root_pids "$dir"); [ -z "$pids" ] && return 0
     sleep 0.1
   done
@@ -141,22 +141,26 @@ remove_run() {
 # SIGINT and SIGTERM while a command runs in the chroot.  Each must exit with
 # its status and leave no mount, no process and no directory behind.
 selftest() {
-  local tmp name rc want dir i child bad=0 start=$SECONDS
+  local tmp name rc want dir child bad=0 start=$SECONDS
   tmp=$(mktemp -d)
-  set -m  # children of their own process group: an async child of a script would ignore SIGINT
+  # The children get SIGINT and SIGTERM back at their defaults: an async
+  # child of a script ignores SIGINT, and so does this script when its parent
+  # ignored it (make in the background, some CI runners), and bash cannot
+  # trap a signal ignored when it started.
+  local child_env=(env "--default-signal=INT,TERM")
   for name in after-mount SIGINT SIGTERM; do
     rm -f "$tmp/rundir"
     case $name in
       after-mount)
         want=1; rc=0
-        FRESH_FAULT=after-mount FRESH_RUNDIR_FILE=$tmp/rundir FRESH_LOGS=$tmp/logs "$0" --no-selftest \
+        FRESH_FAULT=after-mount FRESH_RUNDIR_FILE=$tmp/rundir FRESH_LOGS=$tmp/logs "${child_env[@]}" "$0" --no-selftest \
           >"$tmp/$name.log" 2>&1 || rc=$? ;;
       SIG*)
         [ $name = SIGINT ] && want=130 || want=143
-        FRESH_FAULT=signal FRESH_RUNDIR_FILE=$tmp/rundir FRESH_LOGS=$tmp/logs "$0" --no-selftest \
+        FRESH_FAULT=signal FRESH_RUNDIR_FILE=$tmp/rundir FRESH_LOGS=$tmp/logs "${child_env[@]}" "$0" --no-selftest \
           >"$tmp/$name.log" 2>&1 &
         child=$!
-        for i in $(seq 600); do
+        for _ in $(seq 600); do
           dir=$(cat "$tmp/rundir" 2>/dev/null || true)
           [ -n "$dir" ] && [ -e "$dir/fault.ready" ] && break
           kill -0 "$child" 2>/dev/null || break
@@ -166,6 +170,12 @@ selftest() {
           say "self-test $name: the chroot command did not start"; cat "$tmp/$name.log" >&2; bad=1
         fi
         kill -"${name#SIG}" "$child" 2>/dev/null || true
+        # the clean-up may take a while on a loaded machine, not forever
+        for _ in $(seq 1800); do kill -0 "$child" 2>/dev/null || break; sleep 0.1; done
+        if kill -0 "$child" 2>/dev/null; then
+          say "self-test $name: still running 3 minutes after the signal; stopping it"; bad=1
+          kill -TERM "$child" 2>/dev/null || true
+        fi
         rc=0; wait "$child" || rc=$? ;;
     esac
     dir=$(cat "$tmp/rundir" 2>/dev/null || true)
@@ -183,7 +193,6 @@ selftest() {
       say "self-test $name: exit $rc, nothing mounted, no process, no directory left"
     fi
   done
-  set +m
   rm -rf "$tmp"
   [ "$bad" -eq 0 ] || die "the clean-up self-test failed"
   say "clean-up self-test passed in $(secs $((SECONDS - start)))"
@@ -299,6 +308,7 @@ fi
 
 # The root must be as fresh as claimed: none of packtrain's packages (but the
 # base ones), no pkg-config, no npm.
+# shellcheck disable=SC2016  # dpkg-query's own ${fields}
 present=$(chroot "$root" dpkg-query -W -f='${Status} ${Package}\n' 2>/dev/null | awk '$3 == "installed" { print $4 }')
 for f in "$repo/docker/packages.txt" "$repo/docker/packages-test.txt"; do
   while read -r pkg _; do
