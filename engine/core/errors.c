@@ -52,6 +52,7 @@ void pt_errors_addv(pt_errors *errs, const char *file, long line,
     else
         copy_bounded(e->field, sizeof(e->field), field);
     e->line = line;
+    e->row = 0;
     vsnprintf(e->message, sizeof(e->message), fmt, ap);
 }
 
@@ -75,11 +76,24 @@ int pt_err_printf(char *buf, size_t len, const char *fmt, ...)
     return -1;
 }
 
+void pt_errors_add_row(pt_errors *errs, const char *file, long row,
+                       const char *field, const char *fmt, ...)
+{
+    size_t kept = errs->kept;
+    va_list ap;
+    va_start(ap, fmt);
+    pt_errors_addv(errs, file, 0, field, fmt, ap);
+    va_end(ap);
+    if (errs->kept > kept) errs->items[kept].row = row;
+}
+
 void pt_error_format(const pt_error *e, char *buf, size_t len)
 {
     size_t n = 0;
     buf[0] = '\0';
-    if (e->file[0]) {
+    if (e->row > 0) {
+        n += (size_t)snprintf(buf + n, len - n, "%s%srow %ld: ", e->file, e->file[0] ? ": " : "", e->row);
+    } else if (e->file[0]) {
         if (e->line > 0)
             n += (size_t)snprintf(buf + n, len - n, "%s:%ld: ", e->file, e->line);
         else

@@ -1,4 +1,4 @@
-/* errors.h — a bounded list of located errors (file, line, field, message).
+/* errors.h — a bounded list of located errors (file, line or row, field, message).
  *
  * Room engine/core, the bottom of the engine: located errors (this file),
  * the seeded rng, phase clocks, safetensors files — what every room may use.
@@ -22,6 +22,7 @@
 typedef struct pt_error {
     char file[PT_ERR_FILE_MAX];   /* source file name, "" if not file-bound */
     long line;                    /* 1-based line number, 0 if none */
+    long row;                     /* row id in a database file (ASE .db), 0 if none */
     char field[PT_ERR_FIELD_MAX]; /* key / column / config path, "" if none */
     char message[PT_ERR_MSG_MAX];
 } pt_error;
@@ -50,7 +51,13 @@ void pt_errors_add(pt_errors *errs, const char *file, long line,
 void pt_errors_addv(pt_errors *errs, const char *file, long line,
                     const char *field, const char *fmt, va_list ap);
 
-/* Formats one error as "file:line: field: message" (parts omitted when empty). */
+/* An error located by a database row instead of a line. */
+void pt_errors_add_row(pt_errors *errs, const char *file, long row,
+                       const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* Formats one error as "file:line: field: message", or "file: row N: field:
+ * message" for a database row (parts omitted when empty). */
 void pt_error_format(const pt_error *e, char *buf, size_t len);
 
 /* Formats into buf (when buf is not NULL and len > 0) and returns -1: the

@@ -209,10 +209,12 @@ void pt_client_describe_error(const pt_client_resp *r, char *buf, size_t cap)
     json_array_foreach(errs, i, e) {
         if (n >= cap) break;
         json_int_t line = json_integer_value(json_object_get(e, "line"));
+        json_int_t row = json_integer_value(json_object_get(e, "row"));
         const char *field = json_string_value(json_object_get(e, "field"));
         const char *msg = json_string_value(json_object_get(e, "message"));
         n += (size_t)snprintf(buf + n, cap - n, "\n  ");
         if (n < cap && line > 0) n += (size_t)snprintf(buf + n, cap - n, "line %lld: ", (long long)line);
+        if (n < cap && row > 0) n += (size_t)snprintf(buf + n, cap - n, "row %lld: ", (long long)row);
         if (n < cap && field && field[0]) n += (size_t)snprintf(buf + n, cap - n, "%s: ", field);
         if (n < cap) n += (size_t)snprintf(buf + n, cap - n, "%s", msg ? msg : "");
     }

@@ -112,6 +112,7 @@ json_t *pt_errors_to_json(const pt_errors *errs)
         if (!o) break;
         if (e->file[0]) json_object_set_new(o, "file", json_string(e->file));
         if (e->line > 0) json_object_set_new(o, "line", json_integer(e->line));
+        if (e->row > 0) json_object_set_new(o, "row", json_integer(e->row));
         if (e->field[0]) json_object_set_new(o, "field", json_string(e->field));
         json_object_set_new(o, "message", json_string(e->message));
         json_array_append_new(arr, o);

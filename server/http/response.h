@@ -36,7 +36,7 @@ const char *pt_status_title(int status);
 /* Problem details.  `type` NULL means "about:blank", whose title is the
  * status's reason phrase (RFC 9457 section 4.2.1). */
 json_t *pt_problem_new(int status, const char *type, const char *detail);
-/* {"message", and "file", "line", "field" when present} per kept error. */
+/* {"message", and "file", "line" or "row", "field" when present} per kept error. */
 json_t *pt_errors_to_json(const pt_errors *errs);
 /* Sends a problem document; steals it.  Status comes from its "status". */
 pt_response pt_problem_response(json_t *problem);
