@@ -107,6 +107,11 @@ int pt_ase_cand_add(ase_db *a, const char *name, int source)
 
 /* ---- the file ------------------------------------------------------------ */
 
+int pt_ase_db_sniff_head(const unsigned char *head, size_t n)
+{
+    return n >= sizeof sqlite_magic && !memcmp(head, sqlite_magic, sizeof sqlite_magic);
+}
+
 pt_ase_sniff pt_ase_db_sniff(const char *path)
 {
     unsigned char head[16];
@@ -513,8 +518,8 @@ static int prepare(ase_db *a, const char *path, json_t **metadata, json_t *units
     return 0;
 }
 
-int pt_ase_db_read(const char *path, const pt_ase_db_options *opt, pt_structure_fn fn, void *ctx,
-                   json_t *info, pt_errors *errs)
+int pt_ase_db_read(const char *path, const pt_read_options *opt, pt_structure_fn fn, void *ctx,
+                   pt_errors *errs)
 {
     ase_db a = {.file = opt->display_name ? opt->display_name : path, .opt = opt, .errs = errs,
                 .forces = -1, .stress = -1, .distance_factor = 1.0, .calculators = json_object()};
@@ -522,7 +527,11 @@ int pt_ase_db_read(const char *path, const pt_ase_db_options *opt, pt_structure_
     int rc = -1;
     if (!a.calculators || !units) pt_errors_add(errs, a.file, 0, "", "out of memory");
     else if (prepare(&a, path, &metadata, units) == 0) rc = pt_ase_rows(&a, fn, ctx);
-    if (info && a.version) describe(&a, info, metadata, units);
+    json_t *info = json_is_array(opt->info) && a.version ? json_object() : NULL;
+    if (info) {
+        describe(&a, info, metadata, units);
+        json_array_append_new(opt->info, info);
+    }
     json_decref(metadata);
     json_decref(units);
     json_decref(a.calculators);

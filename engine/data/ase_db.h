@@ -3,7 +3,8 @@
  * An ASE database (ase.db.connect(path).write(atoms, key=value, data={...}))
  * is read with the SQLite C API, read-only, as an immutable snapshot, and
  * decoded by ase_db_codec.c: no Python.  Each row of the systems table
- * becomes one pt_structure, in id order, with s->line set to the row id.
+ * becomes one pt_structure, in id order, with s->row (and s->line) set to
+ * the row id.
  *
  * Labels live in three places in real databases, and all of them are read:
  *   - calculator columns (a SinglePointCalculator's results): energy,
@@ -47,19 +48,12 @@
 #include <stdint.h>
 
 #include "engine/core/errors.h"
-#include "engine/data/reader.h"
+#include "engine/data/format.h"
 
 /* Schema versions of ase/db/sqlite.py this reader knows.  Older ones need
  * ASE's own converter; newer ones did not exist when it was written. */
 #define PT_ASE_DB_VERSION_MIN 5
 #define PT_ASE_DB_VERSION_MAX 9
-
-typedef struct pt_ase_db_options {
-    uint32_t max_atoms;        /* larger structures are invalid */
-    const char *display_name;  /* replaces the path in errors; NULL = path */
-    const char *forces_key;    /* NULL: "forces" when it exists */
-    const char *stress_key;    /* NULL: "stress" when it exists */
-} pt_ase_db_options;
 
 /* What a file's first bytes say. */
 typedef enum pt_ase_sniff {
@@ -70,14 +64,19 @@ typedef enum pt_ase_sniff {
 } pt_ase_sniff;
 
 pt_ase_sniff pt_ase_db_sniff(const char *path);
+/* The dispatch table's sniff (reader.c): 1 when a file's first (decompressed)
+ * bytes are SQLite's; a gzip'ed database is claimed too, to be refused with
+ * a clear message. */
+int pt_ase_db_sniff_head(const unsigned char *head, size_t n);
 
-/* Reads every row of `path`.  Returns 0 when the whole database was read
- * (some rows may have been invalid: valid = 0, errors located by row id),
- * -1 when it could not be read at all (not SQLite, not ASE, unknown schema,
- * damaged file, no rows, a bad forces_key; reported in errs), or fn's
- * nonzero value.  When info is a JSON object it receives the description
- * above (also when reading fails part-way, as far as it got). */
-int pt_ase_db_read(const char *path, const pt_ase_db_options *opt, pt_structure_fn fn, void *ctx,
-                   json_t *info, pt_errors *errs);
+/* Reads every row of `path` (opt: max_atoms, display_name, forces_key,
+ * stress_key, info).  Returns 0 when the whole database was read (some rows
+ * may have been invalid: valid = 0, errors located by row id), -1 when it
+ * could not be read at all (not SQLite, not ASE, unknown schema, damaged
+ * file, no rows, a bad forces_key; reported in errs), or fn's nonzero value.
+ * When opt->info is a JSON array, the description above is appended to it
+ * (also when reading stops, as far as it got). */
+int pt_ase_db_read(const char *path, const pt_read_options *opt, pt_structure_fn fn, void *ctx,
+                   pt_errors *errs);
 
 #endif

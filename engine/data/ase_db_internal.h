@@ -47,7 +47,7 @@ typedef struct ase_cand {
 typedef struct ase_db {
     sqlite3 *db;
     const char *file;              /* display name */
-    const pt_ase_db_options *opt;
+    const pt_read_options *opt;
     pt_errors *errs;
     int version;
     int has_col[N_COLS];

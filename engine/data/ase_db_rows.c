@@ -10,6 +10,8 @@
  * pairs and data leaves alike as (name, source, value). */
 #include "engine/data/ase_db_internal.h"
 
+#include "engine/data/cell.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -299,10 +301,6 @@ int pt_ase_survey(ase_db *a)
 typedef struct build {
     row_view r;
     pt_structure *s;
-    double cell[9];
-    uint8_t pbc;           /* bit i: periodic along cell vector i */
-    int has_stress;
-    double stress[9];      /* eV/Å³, row-major */
 } build;
 
 static void bad(ase_db *a, build *b, const char *field, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -363,9 +361,9 @@ static void add_stress(ase_db *a, build *b, const ase_cand *e, const pt_ase_valu
             bad(a, b, e->name, "NaN or Inf value (%g)", x);
             return;
         }
-        b->stress[i] = x;
+        b->s->stress[i] = x;
     }
-    b->has_stress = 1;
+    b->s->has_stress = 1;
 }
 
 static int row_leaf(ase_db *a, void *ctx, const char *name, int source, const pt_ase_value *v)
@@ -404,6 +402,23 @@ static int row_leaf(ase_db *a, void *ctx, const char *name, int source, const pt
     default: break;
     }
     return 0;
+}
+
+/* The checks extended XYZ makes on a periodic structure (xyz_comment.c). */
+static int check_cell(ase_db *a, build *b)
+{
+    pt_structure *s = b->s;
+    if (!s->pbc) return 0;
+    double measure;
+    int singular;
+    int n = pt_cell_periodic_measure(s->cell, s->pbc, &measure, &singular);
+    if (!singular) return 0;
+    static const char *const what[4] = {"", "length", "area", "volume"};
+    static const char *const unit[4] = {"", "Å", "Å²", "Å³"};
+    char shown[6];
+    bad(a, b, "cell", "cell is singular along its periodic axes (pbc=\"%s\"): %s %g %s; the periodic lattice "
+        "vectors must be non-zero and linearly independent", pt_pbc_text(s->pbc, shown), what[n], measure, unit[n]);
+    return -1;
 }
 
 /* numbers, positions, cell, pbc: what defines the Atoms object. */
@@ -466,7 +481,6 @@ static int read_atoms(ase_db *a, build *b)
             return -1;
         }
     }
-    memset(b->cell, 0, sizeof b->cell);
     if (col_type(r, COL_CELL) != SQLITE_NULL) {
         blob = sqlite3_column_blob(r->st, r->idx[COL_CELL]);
         if (col_type(r, COL_CELL) != SQLITE_BLOB ||
@@ -477,11 +491,13 @@ static int read_atoms(ase_db *a, build *b)
             return -1;
         }
         for (int i = 0; i < 9; i++) {
-            b->cell[i] = pt_ase_array_get(&cell, (uint64_t)i) * a->distance_factor;
-            if (!isfinite(b->cell[i])) {
-                bad(a, b, "cell", "NaN or Inf value (%g)", b->cell[i]);
+            s->cell[i] = pt_ase_array_get(&cell, (uint64_t)i) * a->distance_factor;
+            if (!isfinite(s->cell[i])) {
+                bad(a, b, "cell", "NaN or Inf value (%g)", s->cell[i]);
                 return -1;
             }
+            /* ASE stores a zero cell for a molecule; extended XYZ has no Lattice then */
+            s->has_cell |= s->cell[i] != 0.0;
         }
     }
     int pt = col_type(r, COL_PBC);
@@ -490,8 +506,8 @@ static int read_atoms(ase_db *a, build *b)
         bad(a, b, "pbc", "is not a 3-bit integer (0 to 7)");
         return -1;
     }
-    b->pbc = (uint8_t)pbc;
-    return 0;
+    s->pbc = (uint8_t)pbc;   /* ASE's bits 1, 2, 4 for a, b, c are PT_PBC_A, _B, _C */
+    return check_cell(a, b);
 }
 
 int pt_ase_rows(ase_db *a, pt_structure_fn fn, void *ctx)
@@ -509,23 +525,22 @@ int pt_ase_rows(ase_db *a, pt_structure_fn fn, void *ctx)
     int rc = prepare_rows(a, &b.r, cols, sizeof cols / sizeof cols[0]);
     while (rc == 0 && (rc = next_row(a, &b.r)) == 1) {
         pt_structure *s = b.s;
+        pt_structure_reset(s, b.r.id, PT_FORMAT_ASE_DB);
         s->file = a->file;
-        s->line = b.r.id;
-        s->format = PT_FORMAT_AUTO;
-        s->valid = 1;
-        s->n_atoms = 0;
-        s->n_keys = 0;
-        s->forces = NULL;
-        b.has_stress = 0;
-        if (read_atoms(a, &b) == 0) decode_values(a, &b.r, row_leaf, &b);
+        s->row = b.r.id;
+        if (read_atoms(a, &b) == 0) {
+            decode_values(a, &b.r, row_leaf, &b);
+            if (s->has_stress && s->pbc != PT_PBC_ALL) {
+                char shown[6];
+                bad(a, &b, a->cands[a->stress].name, "stress needs a structure periodic along a, b and c (a cell "
+                    "volume), this one has pbc=\"%s\"", pt_pbc_text(s->pbc, shown));
+            }
+        }
         if ((rc = fn(ctx, s)) != 0) break;
     }
     sqlite3_finalize(b.r.st);
     free(b.r.scratch);
-    free(b.s->z);
-    free(b.s->pos);
-    free(b.s->forces_buf);
-    free(b.s->xyz_cache);
+    pt_structure_free(b.s);
     free(b.s);
     return rc;
 }

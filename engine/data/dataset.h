@@ -65,7 +65,13 @@ static inline unsigned pt_dataset_pbc(const pt_dataset *ds, uint32_t s)
 int pt_dataset_open(pt_dataset *ds, const char *path, char *err, size_t errlen);
 /* Unmaps a dataset from pt_dataset_open; harmless on a zeroed struct. */
 void pt_dataset_close(pt_dataset *ds);
-/* Index of target `key` in ds->target_names, -1 if absent. */
+/* The rule for naming a target (ase_db.h): a key is looked up as written,
+ * and when no target has that name, as "data.KEY", the name of an ASE
+ * database's data entry, so "energy" finds SchNetPack's data.energy and a
+ * target named exactly "energy" wins.  pt_target_alias writes the second
+ * name; 0 when there is none (the key starts with "data." or is too long). */
+int pt_target_alias(const char *key, char alias[PT_KEY_MAX]);
+/* Index of target `key` in ds->target_names by that rule, -1 if absent. */
 int pt_dataset_find_target(const pt_dataset *ds, const char *key);
 
 #endif

@@ -540,9 +540,21 @@ void pt_dataset_close(pt_dataset *ds)
     memset(ds, 0, sizeof(*ds));
 }
 
-int pt_dataset_find_target(const pt_dataset *ds, const char *key)
+static int find_exact(const pt_dataset *ds, const char *key)
 {
     for (uint32_t t = 0; t < ds->n_targets; t++)
         if (!strncmp(ds->target_names[t], key, PT_KEY_MAX)) return (int)t;
     return -1;
+}
+
+int pt_target_alias(const char *key, char alias[PT_KEY_MAX])
+{
+    return strncmp(key, "data.", 5) && snprintf(alias, PT_KEY_MAX, "data.%s", key) < PT_KEY_MAX;
+}
+
+int pt_dataset_find_target(const pt_dataset *ds, const char *key)
+{
+    int t = find_exact(ds, key);
+    char alias[PT_KEY_MAX];
+    return t >= 0 || !pt_target_alias(key, alias) ? t : find_exact(ds, alias);
 }

@@ -8,6 +8,7 @@
 void pt_structure_reset(pt_structure *s, long line, pt_format format)
 {
     s->line = line;
+    s->row = 0;
     s->format = format;
     s->valid = 1;
     s->n_atoms = 0;

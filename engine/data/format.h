@@ -25,6 +25,7 @@ typedef enum pt_format {
     PT_FORMAT_EXTXYZ,
     PT_FORMAT_XYZ,
     PT_FORMAT_QM9,
+    PT_FORMAT_ASE_DB,      /* ASE's SQLite database (ase_db.h) */
     PT_FORMAT_COUNT
 } pt_format;
 
@@ -40,7 +41,9 @@ typedef struct pt_key_value {
 
 typedef struct pt_structure {
     const char *file;      /* display name used in errors */
-    long line;             /* line of the atom-count line, 1-based */
+    long line;             /* line of the atom-count line, 1-based; for a
+                            * database, the row id (and row is set) */
+    long row;              /* row id in a database file (ASE .db), 0 for text */
     pt_format format;      /* the format this structure was parsed as */
     int valid;             /* 0: errors were reported; arrays are unusable */
     uint32_t n_atoms;
@@ -64,10 +67,21 @@ typedef struct pt_structure {
 /* Returns 0 to continue, anything else stops reading and is returned. */
 typedef int (*pt_structure_fn)(void *ctx, const pt_structure *s);
 
+struct json_t;   /* jansson's, for readers that describe a file */
+
 typedef struct pt_read_options {
     pt_format format;          /* PT_FORMAT_AUTO detects it */
     uint32_t max_atoms;        /* larger structures are invalid */
     const char *display_name;  /* replaces the path in errors; NULL = path */
+    /* Which per-atom 3-vectors are the forces and which 3x3 the stress, by
+     * name (ase_db.h's rule); NULL: "forces" / "stress".  The text formats
+     * have one forces column ("forces" or "force") and refuse other names. */
+    const char *forces_key;
+    const char *stress_key;
+    /* A JSON array, or NULL: readers that find more than structures in a
+     * file (an ASE database's schema, units and label candidates) append
+     * one object per file to it. */
+    struct json_t *info;
 } pt_read_options;
 
 /* How a parser left a structure. */

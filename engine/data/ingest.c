@@ -7,6 +7,8 @@
 #include "engine/data/ingest.h"
 
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -53,6 +55,20 @@ static double now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* An error at a structure: its line, or its row in a database. */
+static void structure_error(ingest_ctx *c, const pt_structure *s, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void structure_error(ingest_ctx *c, const pt_structure *s, const char *field, const char *fmt, ...)
+{
+    char msg[PT_ERR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (s->row > 0) pt_errors_add_row(c->errs, s->file, s->row, field, "%s", msg);
+    else pt_errors_add(c->errs, s->file, s->line, field, "%s", msg);
+}
+
 /* A key must be numeric in every structure or in none: a target column that
  * silently turned into NaN for some structures would lose data. */
 static int check_kind(ingest_ctx *c, const pt_structure *s, uint32_t pos)
@@ -73,9 +89,9 @@ static int check_kind(ingest_ctx *c, const pt_structure *s, uint32_t pos)
     }
     c->kind_hint[pos] = h;
     if (c->kinds[h].numeric == kv->numeric) return 0;
-    pt_errors_add(c->errs, s->file, s->line, kv->name,
-                  kv->numeric ? "key is a number here but not a number in earlier structures"
-                              : "key is not a number here but is a number in earlier structures");
+    structure_error(c, s, kv->name, "%s",
+                    kv->numeric ? "key is a number here but not a number in earlier structures"
+                                : "key is not a number here but is a number in earlier structures");
     return -1;
 }
 
@@ -109,8 +125,7 @@ static int map_keys(ingest_ctx *c, const pt_structure *s, uint32_t *n_values)
         const char *name = c->opt->required_keys[r];
         const pt_key_value *kv = find_key(s, name);
         if (!kv || !kv->numeric) {
-            pt_errors_add(c->errs, s->file, s->line, name,
-                          kv ? "required key is not a number" : "required key is missing");
+            structure_error(c, s, name, "%s", kv ? "required key is not a number" : "required key is missing");
             bad = 1;
         }
     }
@@ -122,8 +137,8 @@ static int map_keys(ingest_ctx *c, const pt_structure *s, uint32_t *n_values)
         int t = h < c->rep->n_keys && !strcmp(c->rep->keys[h].name, s->keys[i].name)
                     ? (int)h : pt_ptd_writer_target(c->w, s->keys[i].name);
         if (t < 0 || grow_keys(c->rep, (uint32_t)t + 1) < 0) {
-            pt_errors_add(c->errs, s->file, s->line, s->keys[i].name,
-                          "more than %d distinct numeric keys in the dataset", PT_PTD_MAX_TARGETS);
+            structure_error(c, s, s->keys[i].name, "more than %d distinct numeric keys in the dataset",
+                            PT_PTD_MAX_TARGETS);
             return -1;
         }
         if ((uint32_t)t >= c->rep->n_keys) {
@@ -228,7 +243,9 @@ int pt_ingest_files(const char *const *inputs, int n_inputs, const char *out_ptd
         rep->rejected = 1;
         return -1;
     }
-    pt_read_options ro = {.format = opt->format, .max_atoms = opt->max_atoms, .display_name = opt->display_name};
+    rep->ase_db = json_array();
+    pt_read_options ro = {.format = opt->format, .max_atoms = opt->max_atoms, .display_name = opt->display_name,
+                          .forces_key = opt->forces_key, .stress_key = opt->stress_key, .info = rep->ase_db};
     for (int i = 0; i < n_inputs && !c.io_failed; i++)
         if (pt_read_structures(inputs[i], &ro, on_structure, &c, errs) < 0) c.rejected = 1;
     if (!c.rejected && !c.io_failed && rep->n_structs == 0) {
@@ -253,6 +270,7 @@ int pt_ingest_files(const char *const *inputs, int n_inputs, const char *out_ptd
 
 void pt_ingest_report_close(pt_ingest_report *rep)
 {
+    json_decref(rep->ase_db);
     free(rep->atoms_hist);
     free(rep->keys);
     memset(rep, 0, sizeof(*rep));
@@ -265,11 +283,16 @@ uint64_t pt_ingest_report_periodic(const pt_ingest_report *rep)
     return n;
 }
 
-/* The energy label is the numeric key named "energy" (ASE's name for it). */
+/* The energy label is the numeric key named "energy" (ASE's name for it),
+ * by the target naming rule (dataset.h): an ASE database's data.energy too. */
 static int energy_key(const pt_ingest_report *rep)
 {
+    char alias[PT_KEY_MAX];
+    int have_alias = pt_target_alias("energy", alias);
     for (uint32_t t = 0; t < rep->n_keys; t++)
         if (!strcmp(rep->keys[t].name, "energy")) return (int)t;
+    for (uint32_t t = 0; have_alias && t < rep->n_keys; t++)
+        if (!strcmp(rep->keys[t].name, alias)) return (int)t;
     return -1;
 }
 
@@ -319,5 +342,6 @@ json_t *pt_ingest_report_json(const pt_ingest_report *rep)
                                       "mean", real_or_null(k->mean), "std", real_or_null(k->std),
                                       "min", real_or_null(k->min), "max", real_or_null(k->max)));
     }
+    if (json_array_size(rep->ase_db)) json_object_set(root, "ase_db", rep->ase_db);
     return root;
 }

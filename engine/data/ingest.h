@@ -24,7 +24,12 @@
  *     periodic axes, triclinic cells) keep their cell and pbc; stress is a
  *     label of structures periodic along a, b and c (xyz_comment.h);
  *   - when some structures have forces (or stress) and others not, the
- *     missing ones are NaN in the .ptd, like missing targets. */
+ *     missing ones are NaN in the .ptd, like missing targets;
+ *   - an ASE database (.db, recognised by its SQLite header) is read by
+ *     ase_db.c: its targets come from calculator columns, key-value pairs and
+ *     the data dictionary ("data.KEY"), forces_key/stress_key choose its
+ *     forces and stress, and the report gets an "ase_db" entry per database
+ *     (schema, units, every candidate label and where it came from). */
 #ifndef PT_INGEST_H
 #define PT_INGEST_H
 
@@ -42,6 +47,8 @@ typedef struct pt_ingest_options {
     const char *const *required_keys;  /* numeric keys every structure must have */
     int n_required_keys;
     const char *display_name;          /* replaces input paths in errors; NULL = paths */
+    const char *forces_key;            /* which per-atom vectors are forces (ase_db.h); NULL: "forces" */
+    const char *stress_key;            /* which 3x3 is the stress (ase_db.h); NULL: "stress" */
 } pt_ingest_options;
 
 void pt_ingest_options_init(pt_ingest_options *o);
@@ -72,6 +79,7 @@ typedef struct pt_ingest_report {
     int rejected;                    /* 1 when no output was written */
     double parse_seconds;            /* reading + validating + column streaming */
     double write_seconds;            /* assembling the .ptd */
+    json_t *ase_db;                  /* one description per ASE database read (ase_db.h) */
     uint32_t keys_cap;               /* private */
 } pt_ingest_report;
 
@@ -90,7 +98,8 @@ uint64_t pt_ingest_report_periodic(const pt_ingest_report *rep);
  *  "pbc":{"T T F":n,...},"labels":["energy","forces","stress"] (those present;
  *  energy = a numeric key named "energy"),"formats":{...},"atoms_per_structure":{"min","max","mean","histogram":[[n,count],...]},
  *  "elements":{"H":n,...},"targets":{"key":{"count","mean","std","min","max"},...},
- *  "parse_seconds","write_seconds"}; NULL on allocation failure. */
+ *  "parse_seconds","write_seconds", and "ase_db":[...] when databases were
+ *  read}; NULL on allocation failure. */
 json_t *pt_ingest_report_json(const pt_ingest_report *rep);
 
 #endif

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "engine/data/ase_db.h"
 #include "engine/data/xyz_frames.h"
 
 #define SNIFF_BYTES 64   /* what a sniff gets to see of a file (decompressed) */
@@ -26,6 +27,8 @@ static const format_entry formats[] = {
     {PT_FORMAT_EXTXYZ, "extxyz", NULL, pt_xyz_frames_read},
     {PT_FORMAT_XYZ, "xyz", NULL, pt_xyz_frames_read},
     {PT_FORMAT_QM9, "qm9", NULL, pt_xyz_frames_read},
+    {PT_FORMAT_ASE_DB, "ase-db", pt_ase_db_sniff_head, pt_ase_db_read},
+    {PT_FORMAT_ASE_DB, "db", NULL, pt_ase_db_read},   /* a second name, for --format db */
 };
 #define N_FORMATS (sizeof formats / sizeof formats[0])
 
@@ -69,16 +72,38 @@ static const format_entry *sniff_file(const char *path)
     return NULL;
 }
 
+/* The text formats have one forces column, named forces (or force). */
+static int line_format_keys_ok(const char *path, const pt_read_options *opt, pt_errors *errs)
+{
+    const char *file = opt->display_name ? opt->display_name : path;
+    if (opt->forces_key && strcmp(opt->forces_key, "forces") && strcmp(opt->forces_key, "force")) {
+        pt_errors_add(errs, file, 0, "forces_key", "'%s' names per-atom vectors of an ASE database; in "
+                      "(extended) XYZ the forces are the Properties column 'forces'", opt->forces_key);
+        return -1;
+    }
+    if (opt->stress_key && strcmp(opt->stress_key, "stress")) {
+        pt_errors_add(errs, file, 0, "stress_key", "'%s' names a stress of an ASE database; in extended XYZ "
+                      "the stress is the comment-line key 'stress'", opt->stress_key);
+        return -1;
+    }
+    return 0;
+}
+
 int pt_read_structures(const char *path, const pt_read_options *opt,
                        pt_structure_fn fn, void *ctx, pt_errors *errs)
 {
-    if (opt->format != PT_FORMAT_AUTO) {
-        for (size_t i = 0; i < N_FORMATS; i++)
-            if (formats[i].id == opt->format) return formats[i].read(path, opt, fn, ctx, errs);
+    const format_entry *e = NULL;
+    for (size_t i = 0; opt->format != PT_FORMAT_AUTO && !e && i < N_FORMATS; i++)
+        if (formats[i].id == opt->format) e = &formats[i];
+    if (opt->format != PT_FORMAT_AUTO && !e) {
         pt_errors_add(errs, opt->display_name ? opt->display_name : path, 0, "format",
                       "unknown format id %d", (int)opt->format);
         return -1;
     }
-    const format_entry *e = sniff_file(path);
-    return e ? e->read(path, opt, fn, ctx, errs) : pt_xyz_frames_read(path, opt, fn, ctx, errs);
+    if (!e) e = sniff_file(path);
+    if (!e || e->read == pt_xyz_frames_read) {
+        if (line_format_keys_ok(path, opt, errs) < 0) return -1;
+        return pt_xyz_frames_read(path, opt, fn, ctx, errs);
+    }
+    return e->read(path, opt, fn, ctx, errs);
 }

@@ -56,6 +56,8 @@ typedef struct pt_dataset_import {
     const char *name;          /* also the file name in error messages */
     pt_format format;          /* PT_FORMAT_AUTO detects it */
     int skip_invalid;
+    const char *forces_key;    /* ASE database: the forces (ase_db.h), NULL: "forces" */
+    const char *stress_key;    /* ASE database: the stress, NULL: "stress" */
     uint64_t source_bytes;     /* size of the file as sent */
 } pt_dataset_import;
 

@@ -1,5 +1,5 @@
 /* routes_datasets.c — uploading and managing datasets:
- *   POST   /v1/datasets            body = the file (?name=&format=&skip_invalid=)
+ *   POST   /v1/datasets            body = the file (?name=&format=&skip_invalid=&forces_key=&stress_key=)
  *   GET    /v1/datasets            ?limit=&page_token=, newest first
  *   GET    /v1/datasets/{id}
  *   DELETE /v1/datasets/{id}       409 while a job uses it
@@ -65,6 +65,8 @@ int pt_app_dataset_import(pt_app *app, pt_store *s, const char *src, const pt_da
     pt_ingest_options_init(&io);
     io.format = imp->format;
     io.skip_invalid = imp->skip_invalid;
+    io.forces_key = imp->forces_key;
+    io.stress_key = imp->stress_key;
     io.display_name = imp->name;
     pt_ingest_report rep;
     memset(&rep, 0, sizeof rep);
@@ -179,7 +181,17 @@ pt_response pt_api_datasets_upload(pt_request *req, void *ctx)
                       PT_STORE_NAME_MAX - 1);
     const char *fmt = pt_request_query(req, "format");
     if (fmt && pt_format_parse(fmt, &imp.format) != 0)
-        pt_errors_add(&req->errors, NULL, 0, "query.format", "unknown format '%.32s'; one of auto, extxyz, xyz, qm9", fmt);
+        pt_errors_add(&req->errors, NULL, 0, "query.format",
+                      "unknown format '%.32s'; one of auto, extxyz, xyz, qm9, ase-db", fmt);
+    static const char *const key_params[2] = {"forces_key", "stress_key"};
+    static const char *const key_fields[2] = {"query.forces_key", "query.stress_key"};
+    const char **keys[2] = {&imp.forces_key, &imp.stress_key};
+    for (int k = 0; k < 2; k++) {
+        *keys[k] = pt_request_query(req, key_params[k]);
+        if (*keys[k] && (!**keys[k] || strlen(*keys[k]) > 200))
+            pt_errors_add(&req->errors, NULL, 0, key_fields[k],
+                          "must name an entry of the database (1 to 200 characters)");
+    }
     const char *skip = pt_request_query(req, "skip_invalid");
     if (skip && parse_bool(skip, &imp.skip_invalid) != 0)
         pt_errors_add(&req->errors, NULL, 0, "query.skip_invalid", "must be true or false, got '%.32s'", skip);

@@ -1,9 +1,10 @@
 /* routes_predict.c — POST /v1/jobs/{id}/predict: structures in (the body is
- * an XYZ / extended XYZ / QM9 file, like a dataset upload; ?format=, ?name=
+ * an XYZ / extended XYZ / QM9 file or an ASE database, like a dataset upload; ?format=, ?name=
  * for error messages), the trained model's predictions out, in the job's
  * target units.  The body is ingested and validated exactly as an upload is
- * (422 with line numbers), into a temporary .ptd that is removed after the
- * answer.  Energies or other keys in the file are ignored. */
+ * (422 with line numbers, or row ids for a database), into a temporary .ptd
+ * that is removed after the answer; each prediction says the line or row of
+ * its structure.  Energies or other keys in the file are ignored. */
 #include "server/api/routes.h"
 
 #include <fcntl.h>
@@ -69,13 +70,14 @@ static int find_model(pt_app *app, pt_request *req, const char *id, char *model,
     return 0;
 }
 
+/* where: "line" (text formats) or "row" (an ASE database): what source_line holds */
 static json_t *predictions_json(const char *id, const char *target, const pt_dataset *ds, const pt_prediction *p,
-                                double seconds)
+                                double seconds, const char *where)
 {
     json_t *arr = json_array();
     for (uint32_t s = 0; arr && s < p->n; s++) {
         json_t *o = json_pack("{s:I,s:f}", "index", (json_int_t)s, "prediction", p->y[s]);
-        if (o && ds->source_line) json_object_set_new(o, "line", json_integer((json_int_t)ds->source_line[s]));
+        if (o && ds->source_line) json_object_set_new(o, where, json_integer((json_int_t)ds->source_line[s]));
         json_array_append_new(arr, o);
     }
     return json_pack("{s:s,s:s,s:I,s:f,s:o}", "job", id, "target", target, "n", (json_int_t)p->n, "seconds", seconds,
@@ -83,7 +85,8 @@ static json_t *predictions_json(const char *id, const char *target, const pt_dat
 }
 
 /* Ingests the body into tmp_ptd; 0, or -1 with *r set. */
-static int ingest_body(pt_request *req, const char *tmp_ptd, const char *name, pt_format format, pt_response *r)
+static int ingest_body(pt_request *req, const char *tmp_ptd, const char *name, pt_format format, int *is_db,
+                       pt_response *r)
 {
     pt_ingest_options io;
     pt_ingest_options_init(&io);
@@ -95,6 +98,7 @@ static int ingest_body(pt_request *req, const char *tmp_ptd, const char *name, p
     pt_errors_init(&errs, 100);
     const char *src = req->body_path;
     int rc = pt_ingest_files(&src, 1, tmp_ptd, &io, &rep, &errs);
+    *is_db = rep.n_by_format[PT_FORMAT_ASE_DB] > 0;
     if (rc != 0) {
         *r = pt_problem_errors(422, &errs, "'%s' is not a valid structure file: %zu problem%s", name, errs.total,
                                errs.total == 1 ? "" : "s");
@@ -117,7 +121,8 @@ pt_response pt_api_job_predict(pt_request *req, void *ctx)
     pt_format format = PT_FORMAT_AUTO;
     const char *fmt = pt_request_query(req, "format");
     if (fmt && pt_format_parse(fmt, &format) != 0)
-        pt_errors_add(&req->errors, "", 0, "query.format", "unknown format '%.32s'; one of auto, extxyz, xyz, qm9", fmt);
+        pt_errors_add(&req->errors, "", 0, "query.format",
+                      "unknown format '%.32s'; one of auto, extxyz, xyz, qm9, ase-db", fmt);
     if (req->errors.total) return pt_request_problem(req);
     char model[PATH_MAX], target[PT_STORE_NAME_MAX];
     pt_response r;
@@ -128,7 +133,8 @@ pt_response pt_api_job_predict(pt_request *req, void *ctx)
     if (pt_store_new_id("predict_", rid, sizeof rid) != PT_STORE_OK ||
         snprintf(tmp, sizeof tmp, "%s/%s.ptd", app->tmp_dir, rid) >= (int)sizeof tmp)
         return pt_problem(500, "cannot name a temporary file");
-    if (ingest_body(req, tmp, name, format, &r) != 0) {
+    int is_db = 0;
+    if (ingest_body(req, tmp, name, format, &is_db, &r) != 0) {
         unlink(tmp);
         return r;
     }
@@ -145,7 +151,7 @@ pt_response pt_api_job_predict(pt_request *req, void *ctx)
     pt_errors_init(&errs, 10);
     pt_prediction p;
     if (pt_predict_dataset(&p, model, &ds, &errs) == 0) {
-        r = pt_response_json(200, predictions_json(id, target, &ds, &p, now_s() - t0));
+        r = pt_response_json(200, predictions_json(id, target, &ds, &p, now_s() - t0, is_db ? "row" : "line"));
         pt_prediction_close(&p);
     } else {
         char first[512];

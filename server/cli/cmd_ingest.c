@@ -16,19 +16,27 @@
 #include "server/cli/commands.h"
 
 static const char usage_text[] =
-    "usage: packtrain ingest FILE... --out DATA.ptd [--format auto|extxyz|xyz|qm9]\n"
-    "                        [--skip-invalid] [--max-atoms N] [--require KEY]... [--json]\n"
+    "usage: packtrain ingest FILE... --out DATA.ptd [--format auto|extxyz|xyz|qm9|ase-db]\n"
+    "                        [--skip-invalid] [--max-atoms N] [--require KEY]...\n"
+    "                        [--forces-key KEY] [--stress-key KEY] [--json]\n"
     "\n"
     "Reads molecular and periodic structures (extended XYZ as ASE writes it, with\n"
     "Lattice, pbc and stress; plain XYZ; or the original QM9 per-molecule files;\n"
-    "any of them gzip-compressed) and writes a checked binary dataset for\n"
-    "training.  Every numeric key of a comment line becomes a target; forces,\n"
-    "cells and stress are kept.\n"
+    "any of them gzip-compressed; or an ASE database .db) and writes a checked\n"
+    "binary dataset for training.  Every numeric key of a comment line becomes a\n"
+    "target; forces, cells and stress are kept.  In an ASE database every\n"
+    "per-structure number is a target: calculator columns (energy), key-value pairs\n"
+    "(by key) and data entries (data.KEY); the report lists every candidate.\n"
     "\n"
     "  --out PATH        dataset file to write (required)\n"
-    "  --format F        auto (default) detects per structure: QM9 when line 2 starts\n"
-    "                    with 'gdb', extended XYZ when it has key=value pairs, else\n"
-    "                    plain XYZ (comment line ignored)\n"
+    "  --format F        auto (default): an SQLite file is an ASE database; otherwise\n"
+    "                    per structure QM9 when line 2 starts with 'gdb', extended XYZ\n"
+    "                    when it has key=value pairs, else plain XYZ (comment ignored)\n"
+    "  --forces-key KEY  ASE database: the per-atom 3-vectors to keep as forces, e.g.\n"
+    "                    forces (calculator), atomic_forces or data.atomic_forces (data);\n"
+    "                    a name is looked up as written, then as data.KEY (default:\n"
+    "                    forces, if there is one)\n"
+    "  --stress-key KEY  ASE database: the 3x3 or Voigt-6 stress (default: stress)\n"
     "  --skip-invalid    leave out invalid structures (counted and listed) instead of\n"
     "                    rejecting the whole input\n"
     "  --max-atoms N     structures with more atoms are invalid (default 1000)\n"
@@ -37,12 +45,40 @@ static const char usage_text[] =
     "\n"
     "Exit status: 0 written, 1 input rejected, 2 usage error.\n";
 
+/* What the report's "ase_db" entries say, one database at a time. */
+static void print_ase_db(const json_t *dbs)
+{
+    size_t i, k;
+    const json_t *db, *c;
+    json_array_foreach(dbs, i, db) {
+        const json_t *forces = json_object_get(db, "forces"), *stress = json_object_get(db, "stress");
+        printf("ase-db      %s: schema %lld, %lld rows; forces %s, stress %s\n",
+               json_string_value(json_object_get(db, "file")),
+               (long long)json_integer_value(json_object_get(db, "schema_version")),
+               (long long)json_integer_value(json_object_get(db, "rows")),
+               json_is_string(forces) ? json_string_value(forces) : "none",
+               json_is_string(stress) ? json_string_value(stress) : "none");
+        json_array_foreach(json_object_get(db, "candidates"), k, c) {
+            const json_t *used = json_object_get(c, "used_as"), *unit = json_object_get(c, "unit");
+            printf("  %-22s %-18s %-24s %6lld rows  %s%s%s\n", json_string_value(json_object_get(c, "name")),
+                   json_string_value(json_object_get(c, "source")), json_string_value(json_object_get(c, "kind")),
+                   (long long)json_integer_value(json_object_get(c, "rows")),
+                   json_is_string(used) ? json_string_value(used) : "-", unit ? ", unit " : "",
+                   unit ? json_string_value(unit) : "");
+        }
+    }
+}
+
 static void print_report(const pt_ingest_report *rep, const char *out)
 {
     printf("structures  %llu accepted, %llu skipped, %llu seen\n", (unsigned long long)rep->n_structs,
            (unsigned long long)rep->n_skipped, (unsigned long long)rep->n_seen);
-    printf("formats     extxyz %llu, xyz %llu, qm9 %llu\n", (unsigned long long)rep->n_by_format[PT_FORMAT_EXTXYZ],
-           (unsigned long long)rep->n_by_format[PT_FORMAT_XYZ], (unsigned long long)rep->n_by_format[PT_FORMAT_QM9]);
+    printf("formats    ");
+    for (int f = PT_FORMAT_AUTO + 1; f < PT_FORMAT_COUNT; f++)
+        printf("%s %s %llu", f > PT_FORMAT_AUTO + 1 ? "," : "", pt_format_name((pt_format)f),
+               (unsigned long long)rep->n_by_format[f]);
+    printf("\n");
+    print_ase_db(rep->ase_db);
     if (rep->n_structs)
         printf("atoms       %llu total, %u-%u per structure (mean %.2f), %llu with forces\n",
                (unsigned long long)rep->n_atoms, rep->min_atoms, rep->max_atoms,
@@ -96,6 +132,7 @@ int pt_cmd_ingest(int argc, char **argv)
         {"out", required_argument, NULL, 'o'},       {"format", required_argument, NULL, 'f'},
         {"skip-invalid", no_argument, NULL, 's'},    {"max-atoms", required_argument, NULL, 'm'},
         {"require", required_argument, NULL, 'r'},   {"json", no_argument, NULL, 'j'},
+        {"forces-key", required_argument, NULL, 'F'}, {"stress-key", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -128,6 +165,14 @@ int pt_cmd_ingest(int argc, char **argv)
             required[n_required++] = optarg;
             break;
         case 'j': json = 1; break;
+        case 'F':
+            if (!*optarg) rc = usage_error("--forces-key needs a name", NULL);
+            opt.forces_key = optarg;
+            break;
+        case 'S':
+            if (!*optarg) rc = usage_error("--stress-key needs a name", NULL);
+            opt.stress_key = optarg;
+            break;
         case 'h':
             fputs(usage_text, stdout);
             rc = 0;

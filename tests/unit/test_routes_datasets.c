@@ -146,8 +146,16 @@ static void test_upload_bad_parameters(void **state)
     tc_resp r;
     assert_int_equal(fx_upload_text(fx, "?format=pdb&skip_invalid=maybe", GOOD_XYZ, NULL, &r), 400);
     assert_string_equal(fx_detail(&r), "2 invalid request parameters");
-    assert_string_equal(fx_error(&r, 0), "query.format: unknown format 'pdb'; one of auto, extxyz, xyz, qm9");
+    assert_string_equal(fx_error(&r, 0), "query.format: unknown format 'pdb'; one of auto, extxyz, xyz, qm9, ase-db");
     assert_string_equal(fx_error(&r, 1), "query.skip_invalid: must be true or false, got 'maybe'");
+    tc_free(&r);
+    assert_int_equal(fx_upload_text(fx, "?forces_key=&stress_key=", GOOD_XYZ, NULL, &r), 400);
+    assert_string_equal(fx_error(&r, 0), "query.forces_key: must name an entry of the database (1 to 200 characters)");
+    assert_string_equal(fx_error(&r, 1), "query.stress_key: must name an entry of the database (1 to 200 characters)");
+    tc_free(&r);
+    /* a forces_key for a text file: its forces column is "forces" */
+    assert_int_equal(fx_upload_text(fx, "?name=w.xyz&forces_key=atomic_forces", GOOD_XYZ, NULL, &r), 422);
+    assert_non_null(strstr(fx_error(&r, 0), "forces_key: 'atomic_forces' names per-atom vectors of an ASE"));
     tc_free(&r);
     assert_int_equal(fx_upload_text(fx, "?name=", GOOD_XYZ, NULL, &r), 400);
     assert_string_equal(fx_error(&r, 0), "query.name: must be 1..255 characters without control characters");

@@ -132,7 +132,7 @@ static void test_bad_input(void **state)
     json_decref(j);
     tc_resp r;
     assert_int_equal(fx_call(fx, "POST", NULL, WATERS, &r, "/v1/jobs/%s/predict?format=pdb", g_job), 400);
-    assert_string_equal(fx_error(&r, 0), "query.format: unknown format 'pdb'; one of auto, extxyz, xyz, qm9");
+    assert_string_equal(fx_error(&r, 0), "query.format: unknown format 'pdb'; one of auto, extxyz, xyz, qm9, ase-db");
     tc_free(&r);
 }
 
