@@ -129,14 +129,16 @@ pt_ase_sniff pt_ase_db_sniff(const char *path)
                                                                              : PT_ASE_SNIFF_OTHER;
 }
 
-/* file:PATH?immutable=1 with PATH percent-encoded where URIs need it. */
+/* file:PATH?immutable=1 with PATH percent-encoded but for URI-safe bytes. */
 static int make_uri(const char *path, char *uri, size_t cap)
 {
     static const char hex[] = "0123456789ABCDEF";
     size_t n = (size_t)snprintf(uri, cap, "file:");
     for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
         if (n + 4 >= cap) return -1;
-        if (*p == '%' || *p == '?' || *p == '#' || *p < 0x20 || *p >= 0x7f) {
+        int safe = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                   strchr("/._-~", *p);
+        if (!safe) {
             uri[n++] = '%';
             uri[n++] = hex[*p >> 4];
             uri[n++] = hex[*p & 15];
@@ -436,7 +438,12 @@ static int choose(ase_db *a, const char *asked, const char *dflt, int fit, int r
         snprintf(a->cands[c].note, sizeof a->cands[c].note, "%s '%s'%s", option, key, asked ? "" : " (the default)");
         return 0;
     }
-    if (!asked) return 0;   /* nothing by the default name: no forces/stress stored */
+    if (!asked) {   /* nothing fitting by the default name: no forces/stress stored */
+        if (c >= 0)
+            snprintf(a->cands[c].note, sizeof a->cands[c].note, "not the %s: not %s in any row",
+                     role == ROLE_FORCES ? "forces" : "stress", what);
+        return 0;
+    }
     char list[PT_ERR_MSG_MAX];
     list_fitting(a, fit, list, sizeof list);
     if (c < 0)

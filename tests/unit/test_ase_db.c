@@ -311,7 +311,8 @@ static void test_dispatch(void **state)
     assert_string_equal(pt_format_name(PT_FORMAT_ASE_DB), "ase-db");
     char dir[64], path[128];
     assert_int_equal(tfx_mkdtemp(dir, sizeof dir, "asedb"), 0);
-    snprintf(path, sizeof path, "%s/upload-abc", dir);   /* as the server names an upload */
+    /* any file name: the server's upload-XXXXXX, or one that URIs need escaped */
+    snprintf(path, sizeof path, "%s/upload a%%3F?#b", dir);
     FILE *in = fopen(ADB_DIR "ase_db_calc.db", "rb"), *out = fopen(path, "wb");
     char buf[4096];
     size_t n;
