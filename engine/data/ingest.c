@@ -124,6 +124,8 @@ static int map_keys(ingest_ctx *c, const pt_structure *s, uint32_t *n_values)
     for (int r = 0; r < c->opt->n_required_keys; r++) {
         const char *name = c->opt->required_keys[r];
         const pt_key_value *kv = find_key(s, name);
+        char alias[PT_KEY_MAX];   /* the target naming rule: "energy" is also data.energy */
+        if (!kv && pt_target_alias(name, alias)) kv = find_key(s, alias);
         if (!kv || !kv->numeric) {
             structure_error(c, s, name, "%s", kv ? "required key is not a number" : "required key is missing");
             bad = 1;

@@ -44,7 +44,7 @@ typedef struct pt_ingest_options {
     pt_format format;                  /* PT_FORMAT_AUTO */
     int skip_invalid;                  /* 0: any error rejects the input */
     uint32_t max_atoms;                /* 1000 */
-    const char *const *required_keys;  /* numeric keys every structure must have */
+    const char *const *required_keys;  /* numeric keys every structure must have (dataset.h naming rule) */
     int n_required_keys;
     const char *display_name;          /* replaces input paths in errors; NULL = paths */
     const char *forces_key;            /* which per-atom vectors are forces (ase_db.h); NULL: "forces" */

@@ -19,7 +19,8 @@
 #include "engine/data/dataset.h"
 #include "engine/data/ingest.h"
 #include "tests/unit/ase_db_fixture.h"
-#include "tests/unit/tmp_fixture.h"
+#include "server/cli/commands.h"
+#include "tests/unit/cmd_fixture.h"
 
 #define REF ADB_DIR "ase_db_ref.extxyz"
 #define N_REF 10
@@ -335,6 +336,45 @@ static void test_dispatch(void **state)
     tfx_rmtree(dir);
 }
 
+/* packtrain ingest on a database: the keys, the report, the exit codes. */
+static void test_cli(void **state)
+{
+    (void)state;
+    char dir[64], out_ptd[128];
+    assert_int_equal(tfx_mkdtemp(dir, sizeof dir, "asedb_cli"), 0);
+    snprintf(out_ptd, sizeof out_ptd, "%s/d.ptd", dir);
+    char *out, *err;
+    int rc = cfx_run(pt_cmd_ingest, "ingest", dir, &out, &err, ADB_DIR "ase_db_named.db", "--out", out_ptd,
+                     "--forces-key", "atomic_forces", "--stress-key", "dft.stress", "--require", "total_energy",
+                     NULL);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "formats     extxyz 0, xyz 0, qm9 0, ase-db 10"));
+    assert_non_null(strstr(out, "forces data.atomic_forces, stress data.dft.stress"));
+    assert_non_null(strstr(out, "  data.atomic_forces     data               per-atom 3-vector"));
+    free(out);
+    free(err);
+    rc = cfx_run(pt_cmd_ingest, "ingest", dir, &out, &err, ADB_DIR "ase_db_named.db", "--out", out_ptd,
+                 "--forces-key", "nope", NULL);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(err, ADB_DIR "ase_db_named.db: forces_key: 'nope' names nothing in this database"));
+    free(out);
+    free(err);
+    rc = cfx_run(pt_cmd_ingest, "ingest", dir, &out, &err, ADB_DIR "ase_db_named.db", "--out", out_ptd,
+                 "--forces-key", "", NULL);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(err, "--forces-key needs a name"));
+    free(out);
+    free(err);
+    /* --require by the naming rule: n_waters is on 3 rows only */
+    rc = cfx_run(pt_cmd_ingest, "ingest", dir, &out, &err, ADB_DIR "ase_db_named.db", "--out", out_ptd,
+                 "--require", "n_waters", NULL);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(err, ADB_DIR "ase_db_named.db: row 1: n_waters: required key is missing"));
+    free(out);
+    free(err);
+    tfx_rmtree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -344,6 +384,7 @@ int main(void)
         cmocka_unit_test(test_key_choice),
         cmocka_unit_test(test_info),
         cmocka_unit_test(test_dispatch),
+        cmocka_unit_test(test_cli),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
