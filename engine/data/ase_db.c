@@ -311,6 +311,14 @@ static int on_metadata(ase_db *a, sqlite3_stmt *st, void *ctx)
     return 0;
 }
 
+static int on_external_table(ase_db *a, sqlite3_stmt *st, void *ctx)
+{
+    (void)ctx;
+    const char *name = (const char *)sqlite3_column_text(st, 0);
+    if (name) json_array_append_new(a->external_tables, json_string(name));
+    return 0;
+}
+
 /* ---- units (SchNetPack metadata) ----------------------------------------- */
 
 static int apply_distance_unit(ase_db *a, const json_t *md, json_t *units)
@@ -496,6 +504,7 @@ static void describe(const ase_db *a, json_t *info, json_t *metadata, json_t *un
     json_object_set_new(info, "rows", json_integer((json_int_t)a->n_rows));
     json_object_set_new(info, "calculators", json_incref(a->calculators));
     json_object_set_new(info, "rows_with_constraints", json_integer((json_int_t)a->n_constraints));
+    json_object_set_new(info, "external_tables_not_read", json_incref(a->external_tables));
     json_object_set_new(info, "metadata", metadata ? json_incref(metadata) : json_null());
     json_object_set_new(info, "units", json_incref(units));
     json_object_set_new(info, "forces", a->forces >= 0 ? json_string(a->cands[a->forces].name) : json_null());
@@ -510,6 +519,9 @@ static int prepare(ase_db *a, const char *path, json_t **metadata, json_t *units
     if (open_db(a, path) < 0 || check_schema(a) < 0) return -1;
     if (a->version >= 8 && query(a, "SELECT value FROM information WHERE name = 'metadata'", on_metadata,
                                  metadata) < 0)
+        return -1;
+    /* extra key-value tables of ASE's external_tables: listed, their values not read */
+    if (query(a, "SELECT value FROM information WHERE name = 'external_table_name'", on_external_table, NULL) < 0)
         return -1;
     if (pt_ase_survey(a) < 0) return -1;
     if (a->n_rows == 0) {
@@ -529,10 +541,11 @@ int pt_ase_db_read(const char *path, const pt_read_options *opt, pt_structure_fn
                    pt_errors *errs)
 {
     ase_db a = {.file = opt->display_name ? opt->display_name : path, .opt = opt, .errs = errs,
-                .forces = -1, .stress = -1, .distance_factor = 1.0, .calculators = json_object()};
+                .forces = -1, .stress = -1, .distance_factor = 1.0, .calculators = json_object(),
+                .external_tables = json_array()};
     json_t *metadata = NULL, *units = json_object();
     int rc = -1;
-    if (!a.calculators || !units) pt_errors_add(errs, a.file, 0, "", "out of memory");
+    if (!a.calculators || !a.external_tables || !units) pt_errors_add(errs, a.file, 0, "", "out of memory");
     else if (prepare(&a, path, &metadata, units) == 0) rc = pt_ase_rows(&a, fn, ctx);
     json_t *info = json_is_array(opt->info) && a.version ? json_object() : NULL;
     if (info) {
@@ -542,6 +555,7 @@ int pt_ase_db_read(const char *path, const pt_read_options *opt, pt_structure_fn
     json_decref(metadata);
     json_decref(units);
     json_decref(a.calculators);
+    json_decref(a.external_tables);
     sqlite3_close(a.db);
     free(a.cands);
     free(a.slots);

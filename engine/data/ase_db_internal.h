@@ -59,6 +59,7 @@ typedef struct ase_db {
     int forces, stress;            /* candidate index, -1 for none */
     double distance_factor;        /* positions and cell to Å */
     json_t *calculators;           /* {"name": rows} */
+    json_t *external_tables;       /* names of ASE's external tables (not read) */
     uint64_t n_constraints;
     int fatal;                     /* the file cannot be read on */
 } ase_db;

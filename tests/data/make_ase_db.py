@@ -242,6 +242,12 @@ def main():
     write_units(images)
     write_bad(images)
     write_empty()
+    for name in sorted(os.listdir(HERE)):   # 1 KiB pages: the same tables in a third of the bytes
+        if name.startswith("ase_db_") and name.endswith(".db"):
+            con = sqlite3.connect(os.path.join(HERE, name))
+            con.execute("PRAGMA page_size = 1024")
+            con.execute("VACUUM")
+            con.close()
     for name in sorted(os.listdir(HERE)):
         if name.startswith("ase_db_"):
             print("%-24s %8d bytes" % (name, os.path.getsize(os.path.join(HERE, name))), file=sys.stderr)
