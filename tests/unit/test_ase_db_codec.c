@@ -196,7 +196,7 @@ static size_t make_blob(unsigned char *buf, const void *arrays, size_t arrays_le
 {
     uint64_t off = 8 + arrays_len;
     for (int i = 0; i < 8; i++) buf[i] = (unsigned char)(off >> (8 * i));
-    memcpy(buf + 8, arrays, arrays_len);
+    if (arrays_len) memcpy(buf + 8, arrays, arrays_len);
     memcpy(buf + off, json, strlen(json));
     return off + strlen(json);
 }
