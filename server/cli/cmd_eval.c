@@ -60,7 +60,9 @@ static const char usage_text[] =
     "  --energy-weight W   w_E >= 0 (default 1)\n"
     "  --stress-weight W   w_S >= 0 (default 0)\n"
     "  --forces-key KEY    the force labels: forces (the default; a dataset holds the\n"
-    "                      one forces column ingest chose, under that name)\n"
+    "                      one forces column ingest chose, under that name); an ASE\n"
+    "                      database given as DATA is ingested with this key\n"
+    "                      (atomic_forces, data.atomic_forces, ...)\n"
     "\n"
     "DATA is a .ptd, or any file `packtrain ingest` reads (ingested once into a cache).\n"
     "Exit status: 0 done, 1 failure (bad model, dataset, target or labels), 2 usage error.\n";
@@ -246,8 +248,8 @@ static int has_stress(const pt_dataset *ds, uint32_t s)
 
 /* The denominators of the loss over structures 0..n-1, and a located error
  * for every label a nonzero weight asks for and no structure has. */
-static int loss_norm(const eval_args *a, const pt_dataset *ds, uint32_t n, pt_schnet_loss_norm *nm,
-                     pt_errors *errs)
+static int loss_norm(const eval_args *a, const pt_dataset *ds, int ingested, uint32_t n,
+                     pt_schnet_loss_norm *nm, pt_errors *errs)
 {
     memset(nm, 0, sizeof(*nm));
     nm->graphs = n;
@@ -255,7 +257,7 @@ static int loss_norm(const eval_args *a, const pt_dataset *ds, uint32_t n, pt_sc
         if (has_forces(ds, s)) nm->force_components += 3.0 * pt_dataset_natoms(ds, s);
         if (has_stress(ds, s)) nm->stress_components += 9.0;
     }
-    if (strcmp(a->forces_key, "forces"))
+    if (!ingested && strcmp(a->forces_key, "forces"))   /* ingested: the key chose the forces */
         pt_errors_add(errs, a->data, 0, "--forces-key",
                       "a dataset holds one forces column, 'forces' (chosen at ingest: a "
                       "'forces' or 'force' column); '%s' is not in it", a->forces_key);
@@ -308,7 +310,10 @@ static int run(const eval_args *a, eval_state *st, pt_errors *errs)
 {
     if (pt_schnet_load(&st->model, a->model, errs)) return -1;
     char ptd[4096];
-    if (pt_cli_dataset_open("packtrain eval", a->data, &st->ds, ptd, sizeof ptd)) return -1;
+    int ingested;
+    const char *forces_key = strcmp(a->forces_key, "forces") ? a->forces_key : NULL;
+    if (pt_cli_dataset_open_keys("packtrain eval", a->data, forces_key, &st->ds, ptd, sizeof ptd, &ingested))
+        return -1;
     uint32_t key;
     if (choose_target(&st->ds, a->target, &key)) return -1;
     uint32_t n = st->ds.n_structs;
@@ -327,7 +332,7 @@ static int run(const eval_args *a, eval_state *st, pt_errors *errs)
                               st->ds.target_names[key], "structure %u has no value for this key",
                               s);
     pt_schnet_loss_norm norm;
-    if (a->forces) loss_norm(a, &st->ds, n, &norm, errs);
+    if (a->forces) loss_norm(a, &st->ds, ingested, n, &norm, errs);
     if (errs->total) return -1;
 
     const pt_schnet_config *c = &st->model.cfg;

@@ -40,6 +40,11 @@ struct pt_dataset;
  * what is wrong (then -1); 0 with ds open. */
 int pt_cli_dataset_open(const char *cmd, const char *arg, struct pt_dataset *ds, char *ptd,
                         size_t len);
+/* The same with ingest's forces_key (an ASE database's per-atom vectors to
+ * keep as forces; NULL: the default) for an `arg` that is ingested; a .ptd
+ * keeps the forces it was ingested with.  *ingested says which it was. */
+int pt_cli_dataset_open_keys(const char *cmd, const char *arg, const char *forces_key,
+                             struct pt_dataset *ds, char *ptd, size_t len, int *ingested);
 
 /* --- cmd_mpirun.c --------------------------------------------------------- */
 

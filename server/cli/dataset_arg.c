@@ -55,9 +55,10 @@ static void cache_name(const char *real, const struct stat *st, const pt_ingest_
     struct stat self = {0};
     stat("/proc/self/exe", &self);
     char key[PATH_MAX + 256];
-    int n = snprintf(key, sizeof key, "%s\n%lld\n%lld.%09ld\n%d %d %u\n%lld %lld.%09ld\n", real,
+    int n = snprintf(key, sizeof key, "%s\n%lld\n%lld.%09ld\n%d %d %u %s\n%lld %lld.%09ld\n", real,
                      (long long)st->st_size, (long long)st->st_mtim.tv_sec, st->st_mtim.tv_nsec,
                      (int)o->format, o->skip_invalid, (unsigned)o->max_atoms,
+                     o->forces_key ? o->forces_key : "-",
                      (long long)self.st_size, (long long)self.st_mtim.tv_sec,
                      self.st_mtim.tv_nsec);
     struct sha256_ctx ctx;
@@ -91,10 +92,19 @@ static int ingest_into(const char *cmd, const char *arg, const char *ptd,
 
 int pt_cli_dataset_open(const char *cmd, const char *arg, pt_dataset *ds, char *ptd, size_t len)
 {
+    int ingested;
+    return pt_cli_dataset_open_keys(cmd, arg, NULL, ds, ptd, len, &ingested);
+}
+
+int pt_cli_dataset_open_keys(const char *cmd, const char *arg, const char *forces_key, pt_dataset *ds,
+                             char *ptd, size_t len, int *ingested)
+{
     char err[PT_ERR_FILE_MAX + PT_ERR_MSG_MAX];
     memset(ds, 0, sizeof(*ds));
     snprintf(ptd, len, "%s", arg);
+    *ingested = 0;
     if (pt_dataset_open(ds, arg, err, sizeof err) == 0) return 0;
+    *ingested = 1;
     size_t n = strlen(arg);
     struct stat st;
     /* a .ptd that does not open is a damaged dataset, not a structure file */
@@ -106,6 +116,7 @@ int pt_cli_dataset_open(const char *cmd, const char *arg, pt_dataset *ds, char *
     pt_errors_init(&errs, 0);
     pt_ingest_options o;
     pt_ingest_options_init(&o);
+    o.forces_key = forces_key;
     char real[PATH_MAX], dir[PATH_MAX], name[128];
     int rc = realpath(arg, real) ? 0 : -1;
     if (rc) pt_errors_add(&errs, arg, 0, "", "cannot resolve the path: %s", strerror(errno));

@@ -18,6 +18,7 @@
 
 #include "engine/data/dataset.h"
 #include "engine/data/ingest.h"
+#include "engine/model/schnet.h"
 #include "tests/unit/ase_db_fixture.h"
 #include "server/cli/commands.h"
 #include "tests/unit/cmd_fixture.h"
@@ -375,6 +376,68 @@ static void test_cli(void **state)
     tfx_rmtree(dir);
 }
 
+/* packtrain eval takes a database as DATA, its --forces-key choosing the
+ * forces: every number it prints equals eval on the extended XYZ file. */
+static void test_eval(void **state)
+{
+    (void)state;
+    char dir[64], model[128], ptd[128];
+    assert_int_equal(tfx_mkdtemp(dir, sizeof dir, "asedb_eval"), 0);
+    snprintf(model, sizeof model, "%s/m.safetensors", dir);
+    setenv("XDG_CACHE_HOME", dir, 1);   /* ingested DATA is cached here */
+    pt_schnet m;
+    pt_schnet_config cfg = pt_schnet_config_default();
+    cfg.hidden = 16;
+    cfg.filters = 12;
+    cfg.interactions = 2;
+    cfg.gaussians = 8;
+    cfg.cutoff = 5.0f;
+    assert_int_equal(pt_schnet_init(&m, &cfg, NULL), 0);
+    pt_schnet_init_weights(&m, 4);
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    assert_int_equal(pt_schnet_save(&m, model, &errs), 0);
+    pt_errors_close(&errs);
+    pt_schnet_close(&m);
+    char *out_db, *out_ref, *err;
+    int rc = cfx_run(pt_cmd_eval, "eval", dir, &out_db, &err, "--model", model, "--data", ADB_DIR "ase_db_named.db",
+                     "--target", "total_energy", "--forces-weight", "1", "--forces-key",
+                     "atomic_forces", NULL);
+    if (rc) fprintf(stderr, "%s", err);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(err, "ingested " ADB_DIR "ase_db_named.db (10 structures, 167 atoms)"));
+    free(err);
+    rc = cfx_run(pt_cmd_eval, "eval", dir, &out_ref, &err, "--model", model, "--data", REF, "--target", "energy",
+                 "--forces-weight", "1", NULL);
+    assert_int_equal(rc, 0);
+    free(err);
+    json_t *a = json_loads(out_db, 0, NULL), *b = json_loads(out_ref, 0, NULL);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_string_equal(adb_str(a, "target"), "data.total_energy");
+    json_object_del(a, "data");
+    json_object_del(b, "data");
+    json_object_del(a, "target");
+    json_object_del(b, "target");
+    assert_true(json_array_size(json_object_get(a, "predictions")) == N_REF);
+    assert_true(json_equal(a, b));   /* loss, forces, stress, every prediction */
+    json_decref(a);
+    json_decref(b);
+    free(out_db);
+    free(out_ref);
+    /* a .ptd keeps the forces it was ingested with: no other key */
+    snprintf(ptd, sizeof ptd, "%s/named.ptd", dir);
+    assert_int_equal(tfx_ingest(ADB_DIR "ase_db_named.db", ptd), 0);
+    rc = cfx_run(pt_cmd_eval, "eval", dir, &out_db, &err, "--model", model, "--data", ptd, "--target", "total_energy",
+                 "--forces-weight", "1", "--forces-key", "atomic_forces", NULL);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(err, "a dataset holds one forces column"));
+    free(out_db);
+    free(err);
+    unsetenv("XDG_CACHE_HOME");
+    tfx_rmtree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -385,6 +448,7 @@ int main(void)
         cmocka_unit_test(test_info),
         cmocka_unit_test(test_dispatch),
         cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_eval),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
