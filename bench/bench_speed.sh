@@ -127,7 +127,7 @@ PY
 gemm() {
   local tag=$1 U=$2 N=$3 i pids=()
   for i in $(seq "$cores"); do
-    "$bdir/sgemm_kernels" "$U" "$N" 1 >"$tmp/$tag.gemm.$i" & pids+=($!)
+    "$bdir/sgemm_kernels" "$U" "$N" 0.5 >"$tmp/$tag.gemm.$i" & pids+=($!)
   done
   wait "${pids[@]}"
   cat "$tmp/$tag.gemm".[0-9]* | "$py" -c '

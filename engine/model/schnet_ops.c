@@ -92,6 +92,11 @@ void pt_linear_forward(float *out, const float *in, const float *w, const float 
                        int n, int in_dim, int out_dim, float beta, pt_precision prec)
 {
     if (n <= 0) return;
+    /* fp32 on the own kernels: the chains start from the bias, no fill pass */
+    if (b && beta == 0.0f && prec == PT_PRECISION_FP32 &&
+        pt_sgemm_small_bias(CblasNoTrans, CblasTrans, n, out_dim, in_dim, in, in_dim, w, in_dim, b,
+                            out, out_dim))
+        return;
     if (b) {
         /* the bias rides in C so the product needs no second pass */
         for (int r = 0; r < n; r++) {

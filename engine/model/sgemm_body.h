@@ -20,7 +20,8 @@
 /* C tile (+)= Σ_p a_p ⊗ b_p over p < k, where a_p[i] = a[i·ars + p·aps] and
  * b_p = b[p·ldb .. +nv·VW) (ldb a whole number of vectors): NN has ars = lda,
  * aps = 1; TN ars = 1, aps = lda.
- * The accumulators are named variables (acc<row><vector>), not an array:
+ * The chains start from bias (a row, whole vectors), else from 0, C or
+ * beta·C.  The accumulators are named variables (acc<row><vector>), not an array:
  * gcc keeps an array of vectors in memory and spills it on every step.
  * With rb and nv constant (SK(block)'s switch) every guard below folds. */
 #define SK_V7(X, i) X(i, 0) X(i, 1) X(i, 2) X(i, 3) X(i, 4) X(i, 5) X(i, 6)
@@ -29,7 +30,9 @@
 #define SK_V(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6)
 #define SK_DECL(i, v) V acc##i##v = VZERO();
 #define SK_INIT(i, v)                                                                    \
-    if ((i) < rb && (v) < nv && beta != 0.0f) {                                          \
+    if ((i) < rb && (v) < nv && bias)                                                    \
+        acc##i##v = VLOADU(bias + (v) * VW);                                             \
+    else if ((i) < rb && (v) < nv && beta != 0.0f) {                                     \
         const float *cp = c + (i) * ldc + (v) * VW;                                      \
         V x = (v) == nv - 1 ? VLOADM(cp, last) : VLOADU(cp);                             \
         acc##i##v = beta == 1.0f ? x : VMUL(vb, x);                                      \
@@ -58,7 +61,7 @@
 static inline __attribute__((always_inline)) void SK(tile)(int rb, int nv, MASK_T last, int k,
                                                            const float *a, long ars, long aps,
                                                            const float *b, long ldb, float beta,
-                                                           float *c, long ldc)
+                                                           const float *bias, float *c, long ldc)
 {
     const V vb = VSET1(beta);
     SK_IV(SK_DECL)
@@ -74,13 +77,14 @@ static inline __attribute__((always_inline)) void SK(tile)(int rb, int nv, MASK_
 
 #define SK_CASE(R, N)                                                                    \
     case (R) * 16 + (N):                                                                 \
-        SK(tile)(R, N, last, k, a, ars, aps, b, ldb, beta, c, ldc);                      \
+        SK(tile)(R, N, last, k, a, ars, aps, b, ldb, beta, bias, c, ldc);                \
         break;
 #define SK_ROW(R) SK_NV_CASES(R)
 
 /* One tile with run-time (rb, nv) dispatched to its constant-bound copy. */
 static void SK(block)(int rb, int nv, MASK_T last, int k, const float *a, long ars, long aps,
-                      const float *b, long ldb, float beta, float *c, long ldc)
+                      const float *b, long ldb, float beta, const float *bias, float *c,
+                      long ldc)
 {
     switch (rb * 16 + nv) {
         SK_ROW(1)
@@ -106,7 +110,8 @@ static void SK(block)(int rb, int nv, MASK_T last, int k, const float *a, long a
 
 /* Every tile of C[m, n]: column panels of NVMAX vectors, row blocks of RB. */
 static void SK(tiles)(int m, int n, int k, const float *a, long ars, long aps, long a_row_step,
-                      const float *b, long ldb, float beta, float *c, long ldc)
+                      const float *b, long ldb, float beta, const float *bias, float *c,
+                      long ldc)
 {
     const int panel = VW * NVMAX;
     for (int j0 = 0; j0 < n; j0 += panel) {
@@ -116,24 +121,26 @@ static void SK(tiles)(int m, int n, int k, const float *a, long ars, long aps, l
         for (int i0 = 0; i0 < m; i0 += RB) {
             int rb = m - i0 < RB ? m - i0 : RB;
             SK(block)(rb, nv, last, k, a + (long)i0 * a_row_step, ars, aps, b + j0, ldb, beta,
-                      c + (long)i0 * ldc + j0, ldc);
+                      bias ? bias + j0 : NULL, c + (long)i0 * ldc + j0, ldc);
         }
     }
 }
 
-/* NN: C[m,n] = A[m,k] B[k,n] + beta C, the reduction in passes of
+/* NN: C[m,n] = A[m,k] B[k,n] + beta C, or + bias[n] on every row when bias
+ * is not NULL (the chains then start from the bias instead of C; bias
+ * padded to whole vectors), the reduction in passes of
  * PT_SGEMM_KC so that a pass's rows of B stay in L1 while every row block of
  * A walks them (the partial sums round-trip through C: the chain per
  * element, and so the result, is unchanged).  B is the dispatcher's packed
  * copy: rows 64-byte aligned (ldb a multiple of 16), so no load splits a
  * cache line. */
 void SK(nn)(int m, int n, int k, const float *a, int lda, const float *b, int ldb, float beta,
-            float *c, int ldc)
+            const float *bias, float *c, int ldc)
 {
     for (int p0 = 0; p0 < k; p0 += PT_SGEMM_KC) {
         int kc = k - p0 < PT_SGEMM_KC ? k - p0 : PT_SGEMM_KC;
         SK(tiles)(m, n, kc, a + p0, lda, 1, lda, b + (long)p0 * ldb, ldb, p0 == 0 ? beta : 1.0f,
-                  c, ldc);
+                  p0 == 0 ? bias : NULL, c, ldc);
     }
 }
 
@@ -142,7 +149,7 @@ void SK(nn)(int m, int n, int k, const float *a, int lda, const float *b, int ld
 void SK(tn)(int m, int n, int k, const float *a, int lda, const float *b, int ldb, float beta,
             float *c, int ldc)
 {
-    SK(tiles)(m, n, k, a, 1, lda, 1, b, ldb, beta, c, ldc);
+    SK(tiles)(m, n, k, a, 1, lda, 1, b, ldb, beta, NULL, c, ldc);
 }
 
 #undef SK_CASE

@@ -112,12 +112,13 @@ pt_sgemm_impl pt_sgemm_choice(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int
 /* --- the scalar reference -------------------------------------------------- */
 
 static void scalar(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const float *a,
-                   int lda, const float *b, int ldb, float beta, float *c, int ldc)
+                   int lda, const float *b, int ldb, float beta, const float *bias, float *c,
+                   int ldc)
 {
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
             float *cp = c + (long)i * ldc + j;
-            float acc = beta == 0.0f ? 0.0f : beta == 1.0f ? *cp : beta * *cp;
+            float acc = bias ? bias[j] : beta == 0.0f ? 0.0f : beta == 1.0f ? *cp : beta * *cp;
             for (int p = 0; p < k; p++) {
                 float x = ta == CblasTrans ? a[(long)p * lda + i] : a[(long)i * lda + p];
                 float y = tb == CblasTrans ? b[(long)j * ldb + p] : b[(long)p * ldb + j];
@@ -137,18 +138,21 @@ static void scalar(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, 
 static _Thread_local float bpack[PT_SGEMM_MAX_DIM * PT_SGEMM_MAX_DIM]
     __attribute__((aligned(64)));
 
-/* C transposed, for narrow weight gradients (below). */
+/* C transposed, for narrow weight gradients (below); a bias padded to whole
+ * vectors. */
 static _Thread_local float ct[PT_SGEMM_MAX_DIM * PT_SGEMM_MAX_DIM];
+static _Thread_local float biaspad[PT_SGEMM_MAX_DIM] __attribute__((aligned(64)));
 
+/* bias: NULL, or (NT/NN only) the row every chain starts from instead of C */
 static void run_vec(int avx512, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
-                    const float *a, int lda, const float *b, int ldb, float beta, float *c,
-                    int ldc)
+                    const float *a, int lda, const float *b, int ldb, float beta,
+                    const float *bias, float *c, int ldc)
 {
-    if (k == 0) {   /* no products: C = beta C, as cblas_sgemm does */
+    if (k == 0) {   /* no products: C = beta C (or the bias), as cblas_sgemm does */
         for (int i = 0; i < m; i++)
             for (int j = 0; j < n; j++) {
                 float *cp = c + (long)i * ldc + j;
-                *cp = beta == 0.0f ? 0.0f : beta == 1.0f ? *cp : beta * *cp;
+                *cp = bias ? bias[j] : beta == 0.0f ? 0.0f : beta == 1.0f ? *cp : beta * *cp;
             }
         return;
     }
@@ -158,7 +162,7 @@ static void run_vec(int avx512, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, i
          * order per element, so the same bits) and transpose back */
         for (int i = 0; i < m; i++)
             for (int j = 0; j < n; j++) ct[(long)j * m + i] = c[(long)i * ldc + j];
-        run_vec(avx512, CblasTrans, CblasNoTrans, n, m, k, b, ldb, a, lda, beta, ct, m);
+        run_vec(avx512, CblasTrans, CblasNoTrans, n, m, k, b, ldb, a, lda, beta, NULL, ct, m);
         for (int i = 0; i < m; i++)
             for (int j = 0; j < n; j++) c[(long)i * ldc + j] = ct[(long)j * m + i];
         return;
@@ -181,23 +185,29 @@ static void run_vec(int avx512, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, i
     else
         for (int p = 0; p < k; p++)
             memcpy(bpack + (long)p * ldp, b + (long)p * ldb, sizeof(float) * n);
-    (avx512 ? pt_sgemm_avx512_nn : pt_sgemm_avx2_nn)(m, n, k, a, lda, bpack, ldp, beta, c, ldc);
+    if (bias) {
+        memcpy(biaspad, bias, sizeof(float) * n);
+        bias = biaspad;
+    }
+    (avx512 ? pt_sgemm_avx512_nn : pt_sgemm_avx2_nn)(m, n, k, a, lda, bpack, ldp, beta, bias, c,
+                                                     ldc);
 }
 
 int pt_sgemm_run(pt_sgemm_impl impl, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
                  const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
-    if (impl == PT_SGEMM_AUTO) return pt_sgemm_small(ta, tb, m, n, k, a, lda, b, ldb, beta, c,
-                                                     ldc) ? 0 : (cblas_sgemm(CblasRowMajor, ta,
-                                                     tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c,
-                                                     ldc), 0);
+    if (impl == PT_SGEMM_AUTO) {
+        if (!pt_sgemm_small(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc))
+            cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+        return 0;
+    }
     if (!pt_sgemm_supported(impl) || !shape_ok(ta, tb, m, n, k, lda, ldb, ldc)) return -1;
     if (impl == PT_SGEMM_OPENBLAS)
         cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
     else if (impl == PT_SGEMM_SCALAR)
-        scalar(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+        scalar(ta, tb, m, n, k, a, lda, b, ldb, beta, NULL, c, ldc);
     else
-        run_vec(impl == PT_SGEMM_AVX512, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+        run_vec(impl == PT_SGEMM_AVX512, ta, tb, m, n, k, a, lda, b, ldb, beta, NULL, c, ldc);
     return 0;
 }
 
@@ -206,6 +216,41 @@ int pt_sgemm_small(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, 
 {
     pt_sgemm_impl impl = pt_sgemm_choice(ta, tb, m, n, k);
     if (impl == PT_SGEMM_OPENBLAS || !shape_ok(ta, tb, m, n, k, lda, ldb, ldc)) return 0;
-    run_vec(impl == PT_SGEMM_AVX512, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+    run_vec(impl == PT_SGEMM_AVX512, ta, tb, m, n, k, a, lda, b, ldb, beta, NULL, c, ldc);
+    return 1;
+}
+
+int pt_sgemm_bias_run(pt_sgemm_impl impl, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n,
+                      int k, const float *a, int lda, const float *b, int ldb, const float *bias,
+                      float *c, int ldc)
+{
+    if (ta != CblasNoTrans || !bias) return -1;
+    if (impl == PT_SGEMM_AUTO) {
+        if (!pt_sgemm_small_bias(ta, tb, m, n, k, a, lda, b, ldb, bias, c, ldc)) {
+            if (m <= 0 || n <= 0 || ldc < n) return -1;
+            for (int i = 0; i < m; i++) memcpy(c + (long)i * ldc, bias, sizeof(float) * n);
+            cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 1.0f, c, ldc);
+        }
+        return 0;
+    }
+    if (!pt_sgemm_supported(impl) || !shape_ok(ta, tb, m, n, k, lda, ldb, ldc)) return -1;
+    if (impl == PT_SGEMM_OPENBLAS) {
+        for (int i = 0; i < m; i++) memcpy(c + (long)i * ldc, bias, sizeof(float) * n);
+        cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 1.0f, c, ldc);
+    } else if (impl == PT_SGEMM_SCALAR)
+        scalar(ta, tb, m, n, k, a, lda, b, ldb, 0.0f, bias, c, ldc);
+    else
+        run_vec(impl == PT_SGEMM_AVX512, ta, tb, m, n, k, a, lda, b, ldb, 0.0f, bias, c, ldc);
+    return 0;
+}
+
+int pt_sgemm_small_bias(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
+                        const float *a, int lda, const float *b, int ldb, const float *bias,
+                        float *c, int ldc)
+{
+    if (ta != CblasNoTrans || !bias) return 0;
+    pt_sgemm_impl impl = pt_sgemm_choice(ta, tb, m, n, k);
+    if (impl == PT_SGEMM_OPENBLAS || !shape_ok(ta, tb, m, n, k, lda, ldb, ldc)) return 0;
+    run_vec(impl == PT_SGEMM_AVX512, ta, tb, m, n, k, a, lda, b, ldb, 0.0f, bias, c, ldc);
     return 1;
 }

@@ -58,6 +58,22 @@ int pt_sgemm_small(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, 
 int pt_sgemm_run(pt_sgemm_impl impl, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
                  const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
 
+/* A Linear layer's forward product with its bias: C[m,n] = A·op(B) + bias
+ * on every row (NT or NN), the chains started from the bias instead of a C
+ * first filled with it (one pass over C less; the same bits as filling C
+ * and running with beta = 1).  Returns 1 when the own kernel ran it, 0 when
+ * the caller is to fill C and call cblas_sgemm (as pt_sgemm_small). */
+int pt_sgemm_small_bias(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
+                        const float *a, int lda, const float *b, int ldb, const float *bias,
+                        float *c, int ldc);
+
+/* The same through one given implementation (OPENBLAS: C filled with the
+ * bias, then cblas_sgemm with beta = 1).  0, or -1 as pt_sgemm_run (and for
+ * a TN layout or a NULL bias). */
+int pt_sgemm_bias_run(pt_sgemm_impl impl, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n,
+                      int k, const float *a, int lda, const float *b, int ldb, const float *bias,
+                      float *c, int ldc);
+
 /* 1 when this CPU (and OS) can run impl; AUTO, OPENBLAS and SCALAR always. */
 int pt_sgemm_supported(pt_sgemm_impl impl);
 

@@ -8,6 +8,8 @@
  *   - the reference against a double-precision product within
  *     γ·(Σ_p |a b| + |β c|), γ = (k+2)u/(1-(k+2)u), u = 2^-24, and OpenBLAS
  *     within twice that (two float results each within γ of the truth);
+ *   - the forward product with its bias (pt_sgemm_bias_run): chains from
+ *     the bias equal C filled with it and beta = 1, bit for bit;
  *   - refusals (TT, too wide, short leading dimensions, negative sizes),
  *     k = 0, the policy, pt_sgemm_force, the PACKTRAIN_SGEMM variable (in a
  *     child process: it is read once), and two threads at once (NT's
@@ -195,6 +197,65 @@ static void test_tn_matches_reference(void **state)
     sweep(CblasTrans, CblasNoTrans, shapes, sizeof shapes / sizeof shapes[0]);
 }
 
+/* The forward product with its bias: chains started from the bias equal
+ * C filled with the bias and beta = 1, bit for bit, in every own kernel;
+ * OpenBLAS within the bound. */
+static void test_bias_forward(void **state)
+{
+    (void)state;
+    const CBLAS_TRANSPOSE tbs[] = {CblasTrans, CblasNoTrans};
+    const int n_shapes = (int)(sizeof rows_shapes / sizeof rows_shapes[0]);
+    const pt_sgemm_impl all[] = {PT_SGEMM_SCALAR, PT_SGEMM_OPENBLAS, PT_SGEMM_AVX512, PT_SGEMM_AVX2};
+    for (int t = 0; t < 2; t++)
+        for (int sh = 0; sh < n_shapes; sh++) {
+            prob p = make(CblasNoTrans, tbs[t], rows_shapes[sh][0], rows_shapes[sh][1],
+                          rows_shapes[sh][2], 3, 1.0f);
+            float *bias = malloc(sizeof(float) * (size_t)p.n);
+            assert_non_null(bias);
+            for (int j = 0; j < p.n; j++) bias[j] = rnd();
+            /* the definition: C filled with the bias, then beta = 1 */
+            for (int i = 0; i < p.m; i++) memcpy(p.c0 + (long)i * p.ldc, bias, sizeof(float) * p.n);
+            float *ref = run(&p, PT_SGEMM_SCALAR);
+            assert_non_null(ref);
+            check_bound(&p, ref, 1.0);
+            for (int i = 0; i < 4; i++) {
+                float *c = malloc(sizeof(float) * (size_t)p.m * p.ldc);
+                assert_non_null(c);
+                for (long q = 0; q < (long)p.m * p.ldc; q++) c[q] = (q % p.ldc) < p.n ? NAN : p.c0[q];
+                int rc = pt_sgemm_bias_run(all[i], p.ta, p.tb, p.m, p.n, p.k, p.a, p.lda, p.b, p.ldb,
+                                           bias, c, p.ldc);
+                if (!pt_sgemm_supported(all[i])) {
+                    assert_int_equal(rc, -1);
+                } else if (all[i] == PT_SGEMM_OPENBLAS) {
+                    assert_int_equal(rc, 0);
+                    check_bound(&p, c, 2.0);
+                } else {
+                    assert_int_equal(rc, 0);
+                    if (memcmp(c, ref, sizeof(float) * (size_t)p.m * p.ldc))
+                        fail_msg("%s bias %dx%dx%d differs from the filled-C reference",
+                                 pt_sgemm_impl_name(all[i]), p.m, p.n, p.k);
+                }
+                free(c);
+            }
+            free(ref);
+            free(bias);
+            drop(&p);
+        }
+    /* no bias for TN, none without a bias */
+    float a[4] = {1, 2, 3, 4}, b[4] = {1, 2, 3, 4}, c[4] = {0}, bias[2] = {1, 1};
+    assert_int_equal(pt_sgemm_bias_run(PT_SGEMM_SCALAR, CblasTrans, CblasNoTrans, 2, 2, 2, a, 2, b,
+                                       2, bias, c, 2), -1);
+    assert_int_equal(pt_sgemm_bias_run(PT_SGEMM_SCALAR, CblasNoTrans, CblasNoTrans, 2, 2, 2, a, 2,
+                                       b, 2, NULL, c, 2), -1);
+    assert_int_equal(pt_sgemm_small_bias(CblasTrans, CblasNoTrans, 2, 2, 2, a, 2, b, 2, bias, c,
+                                         2), 0);
+    /* k = 0: every row is the bias */
+    assert_int_equal(pt_sgemm_bias_run(PT_SGEMM_SCALAR, CblasNoTrans, CblasTrans, 2, 2, 0, a, 1, b,
+                                       1, bias, c, 2), 0);
+    const float ones[4] = {1, 1, 1, 1};
+    assert_memory_equal(c, ones, sizeof ones);
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
@@ -369,6 +430,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_nt_matches_reference),
         cmocka_unit_test(test_nn_matches_reference),
         cmocka_unit_test(test_tn_matches_reference),
+        cmocka_unit_test(test_bias_forward),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_empty_reduction),
         cmocka_unit_test(test_policy),
