@@ -14,7 +14,8 @@
 #                  skipped with a message otherwise —, bigger packed batches
 #                  with a higher rate, ...)
 #   PLOT=docs/tta_qm9.png  the curves (validation MAE against wall time, both
-#                  sides, log scale), written with matplotlib
+#                  sides, log scale), drawn by bench/tta_plot.py from this
+#                  script's output (save the output to draw a run again)
 #
 # Both sides: seed 000's SchNet (H=F=100, T=4, G=25, cutoff 6 Å, 32
 # neighbours, sum readout), the QM9 subset ../shared/data/qm9_13k.extxyz.gz,
@@ -58,7 +59,7 @@ py=/usr/bin/python3
 "$py" -c 'import torch' 2>/dev/null || { echo "bench_tta: needs python3-torch (apt-get install -y python3-torch)" >&2; exit 2; }
 "$py" -c 'import matplotlib' 2>/dev/null || { echo "bench_tta: needs python3-matplotlib (apt-get install -y python3-matplotlib)" >&2; exit 2; }
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap 'rc=$?; if [ $rc = 0 ]; then rm -rf "$tmp"; else echo "bench_tta: failed ($rc); its raw files are kept in $tmp" >&2; fi' EXIT
 flags=$(grep -m1 '^flags' /proc/cpuinfo)
 has_bf16=0
 case " $flags " in *" avx512_bf16 "*) has_bf16=1 ;; esac
@@ -116,7 +117,7 @@ t0=$(now_s)
 t1=$(now_s)
 printf '{"wall_s":%s,"load_average":%s}\n' "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b-a}')" "$(cut -d' ' -f1 /proc/loadavg)" >"$tmp/peer.run"
 
-"$py" - "$tmp" "$plot" "${names[@]}" <<'PY'
+"$py" - "$tmp" "$plot" "${names[@]}" <<'PY' | tee "$tmp/result"
 import json, sys
 tmp, plot, names = sys.argv[1], sys.argv[2], sys.argv[3:]
 cond = json.load(open(f"{tmp}/conditions.json"))
@@ -138,6 +139,7 @@ print(json.dumps({"side": "pytorch_ddp", "ranks": peer_sum["ranks"], "epochs": l
                   "best_val_mae": target, "best_epoch": peer_sum["best_epoch"],
                   "seconds_to_target": peer_t, "epoch_to_target": peer_e,
                   "train_seconds": peer_sum["seconds"], "prep_seconds": peer_sum["prep_seconds"],
+                  "val_seconds_per_epoch": sorted(l["val_seconds"] for l in peer)[len(peer) // 2],
                   "wall_s": peer_run["wall_s"], "load_average_after": peer_run["load_average"],
                   "curve": [[l["seconds"], l["val_mae"]] for l in peer]}))
 rows, curves = [], {"PyTorch DDP %dx1 (peer)" % peer_sum["ranks"]: peer}
@@ -146,6 +148,11 @@ for n in names:
     ep = [json.loads(l) for l in open(f"{tmp}/{n}.metrics") if '"kind":"epoch"' in l]
     res = json.load(open(f"{tmp}/{n}.out/result.json"))
     t, e = reach(ep)
+    # what is not training in an epoch (validation, the end-of-epoch
+    # checkpoint, the next epoch's packing): the epoch's wall time less its
+    # training steps' (the epoch line's graphs/s is over its steps alone)
+    off = [(b["seconds"] - a["seconds"]) - res["n_train"] / b["graphs_per_s"]
+           for a, b in zip(ep, ep[1:]) if b["graphs_per_s"]]
     r = {"side": "packtrain", "variant": n, "precision": run["precision"],
          "packs_per_step": run["packs_per_step"], "lr": run["lr"], "epochs": len(ep),
          "best_val_mae": min(l["val_mae"] for l in ep), "seconds_to_target": t,
@@ -153,6 +160,9 @@ for n in names:
          "train_seconds": ep[-1]["seconds"], "wall_s": run["wall_s"],
          "graphs_per_s_epoch_median": sorted(l["graphs_per_s"] for l in ep)[len(ep) // 2],
          "n_train": res["n_train"], "n_val": res["n_val"], "load_average_after": run["load_average"],
+         "setup_seconds": round(ep[0]["seconds"] - res["n_train"] / ep[0]["graphs_per_s"]
+                                - (sorted(off)[len(off) // 2] if off else 0.0), 2),
+         "off_training_seconds_per_epoch": round(sorted(off)[len(off) // 2], 3) if off else None,
          "curve": [[l["seconds"], l["val_mae"]] for l in ep]}
     print(json.dumps(r))
     rows.append(r)
@@ -174,27 +184,9 @@ for r in rows:
     print(f"{'packtrain ' + r['variant']:<22} {r['best_val_mae']:>11.4f} {t:>11} "
           f"{r['epoch_to_target'] or '-':>5} {s:>7} {r['wall_s']:>7.1f}")
 
-import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-import matplotlib.ticker
-fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=110)
-for label, c in curves.items():
-    ax.plot([l["seconds"] for l in c], [l["val_mae"] for l in c], marker="o", markersize=3,
-            label=label)
-ax.axhline(target, color="gray", linestyle="--", linewidth=1,
-           label=f"peer's {len(peer)}-epoch best ({target:.3f} eV)")
-ax.set_xscale("log")
-ax.set_yscale("log")
-for axis in (ax.xaxis, ax.yaxis):
-    axis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
-    axis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
-ax.set_xlabel("wall time since training start (s, log)")
-ax.set_ylabel("validation MAE, energy_U0 (eV, log)")
-ax.set_title(f"SchNet on QM9 13k (0.8/0.1/0.1), {cond['cores']} cores, "
-             f"OPENBLAS_CORETYPE={cond['OPENBLAS_CORETYPE']}", fontsize=10)
-ax.grid(True, which="both", alpha=0.3)
-ax.legend(fontsize=8)
-fig.tight_layout()
-fig.savefig(plot)
+print(f"per epoch off the training steps: peer validation {sorted(l['val_seconds'] for l in peer)[len(peer) // 2]:.2f} s; "
+      + "; ".join(f"packtrain {r['variant']} {r['off_training_seconds_per_epoch']} s (setup {r['setup_seconds']} s)"
+                  for r in rows))
+
 PY
+"$py" bench/tta_plot.py "$tmp/result" "$plot"

@@ -24,7 +24,8 @@ graphs are built before the clock starts (as a PyG dataset's processed
 files); batches are collated inside the clock, as a DataLoader would.
 
 Prints one JSON line per epoch {"epoch", "seconds", "val_mae",
-"train_loss"} (seconds since the first step, validation included), then a
+"train_loss", "val_seconds"} (seconds since the first step, validation
+included; val_seconds: this epoch's validation alone), then a
 summary {"summary": true, "best_val_mae", "best_epoch", "seconds",
 "prep_seconds", "layout", "ranks", "threads", ...}. """
 import argparse
@@ -77,6 +78,7 @@ def train(rank, world, pl):
             loss_sum += loss.item() * len(ids) / world
             n_seen += len(ids)
         model.eval()
+        t_val = time.perf_counter()
         abs_err = 0.0
         with torch.no_grad():
             for at in range(0, len(my_val), 256):
@@ -84,12 +86,14 @@ def train(rank, world, pl):
                 pred = model(z, ei, d, bv, len(y))
                 abs_err += (pred.double() - y.double()).abs().sum().item()
         tot_err, tot_loss = allsum([abs_err, loss_sum], world)
+        val_s = time.perf_counter() - t_val
         mae = tot_err / len(val_ids)
         if mae < best:
             best, best_epoch = mae, epoch + 1
         if rank == 0:
             print(json.dumps({"epoch": epoch + 1, "seconds": round(time.perf_counter() - t0, 3),
-                              "val_mae": mae, "train_loss": tot_loss / max(n_seen, 1)}),
+                              "val_mae": mae, "train_loss": tot_loss / max(n_seen, 1),
+                              "val_seconds": round(val_s, 3)}),
                   flush=True)
     if rank == 0:
         print(json.dumps({"summary": True, "best_val_mae": best, "best_epoch": best_epoch,
