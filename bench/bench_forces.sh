@@ -10,10 +10,14 @@
 #   energy+forces  forward, forces F = -dE/dr, w_E MSE(E) + w_F MSE(F) (both
 #                  weights 1), backward to the parameters (second derivatives)
 # packtrain: bench/bench_forces.c (the engine's step without loader and
-# optimizer, which cost < 1% here), in three layouts — one process with one
-# OpenBLAS thread, one process with `cores` threads, and `cores` processes of
-# one thread at once, each with its share of the packs (data parallel, as the
-# backend's replicas; the step time is the slowest rank's).
+# optimizer, which cost < 1% here), the batch in packs of PER_PACK
+# consecutive structures computed MICRO packs at a time with the gradients
+# added up, as the trainer's replicas run their micro-batches (a force
+# step's arena is ~2x an energy step's; micro-batches keep it in cache), in
+# three layouts — one process with one OpenBLAS thread, one process with
+# `cores` threads, and `cores` processes of one thread at once, each with its
+# share of the packs (data parallel, as the backend's replicas; the step time
+# is the slowest rank's).
 # PyTorch: bench/torch_forces_bench.py (forces by autograd.grad with
 # create_graph=True, then backward and Adam, as SchNetPack trains), in
 # torch_peer.py's layouts — 1 thread, `cores` threads, DDP over `cores`
@@ -23,12 +27,14 @@
 # ratio is packtrain's best layout over PyTorch's best layout.
 #
 # Cases (CASES=name,name to choose; default all):
-#   water  water_20k.extxyz.gz, 16 clusters (TIP4P forces), 32 neighbours
+#   water  water_20k.extxyz.gz, 16 clusters (TIP4P forces), 32 neighbours;
+#          packs of 2, micro-batches of 1 pack
 #   emt    emt_20k.extxyz.gz, 16 periodic structures (EMT forces), every
-#          neighbour within the cutoff (dense metals; max_neighbors 0)
-#   qm9    qm9_13k.extxyz.gz, 32 molecules: packtrain's cost ratio only (QM9
-#          has no force labels; the force step does the same work on zero
-#          residuals), no PyTorch peer
+#          neighbour within the cutoff (dense metals; max_neighbors 0);
+#          packs of 2, micro-batches of 1 pack
+#   qm9    qm9_13k.extxyz.gz, 32 molecules, packs of 4, micro-batches of 2
+#          packs: packtrain's cost ratio only (QM9 has no force labels; the
+#          force step does the same work on zero residuals), no PyTorch peer
 # Output: one JSON object per measurement, then a table.
 # Needs the bench programs (make bench, or make build/bench/bench_forces).
 set -euo pipefail
@@ -48,11 +54,11 @@ trap 'rm -rf "$tmp"' EXIT
 out="$tmp/results.jsonl"
 : >"$out"
 
-# packtrain NAME PTD TARGET GRAPHS NEIGHBOURS ROUND: the three layouts
+# packtrain NAME PTD TARGET GRAPHS NEIGHBOURS ROUND PER_PACK MICRO: the three layouts
 packtrain() {
-  local name=$1 ptd=$2 target=$3 graphs=$4 nb=$5 round=$6
-  local per=$((graphs / cores)) common
-  common=(--per-pack "$per" --packs "$cores" --target "$target" --max-neighbors "$nb" --steps 8)
+  local name=$1 ptd=$2 target=$3 graphs=$4 nb=$5 round=$6 per=$7 micro=$8 common
+  common=(--per-pack "$per" --packs $((graphs / per)) --micro "$micro" --target "$target"
+          --max-neighbors "$nb" --steps 8)
   "$bdir/bench_forces" "$ptd" "${common[@]}" --threads 1 |
     sed "s/^{/{\"case\":\"$name\",\"side\":\"packtrain\",\"layout\":\"1 thread\",\"round\":$round,/" >>"$out"
   "$bdir/bench_forces" "$ptd" "${common[@]}" --threads "$cores" |
@@ -93,12 +99,12 @@ pytorch() {
 }
 
 run_case() {
-  local name=$1 file=$2 target=$3 graphs=$4 nb=$5 peer=$6
+  local name=$1 file=$2 target=$3 graphs=$4 nb=$5 peer=$6 per=$7 micro=$8
   local ptd="$tmp/$name.ptd"
   "$bin" ingest "$file" --out "$ptd" >/dev/null
   local round
   for round in $(seq 1 "$rounds"); do
-    packtrain "$name" "$ptd" "$target" "$graphs" "$nb" "$round"
+    packtrain "$name" "$ptd" "$target" "$graphs" "$nb" "$round" "$per" "$micro"
     if [ "$peer" = 1 ]; then pytorch "$name" "$file" "$target" "$graphs" "$nb" "$round"; fi
   done
 }
@@ -106,9 +112,9 @@ run_case() {
 IFS=, read -ra want <<<"$cases"
 for c in "${want[@]}"; do
   case $c in
-    water) run_case water "$data/water_20k.extxyz.gz" energy 16 32 1 ;;
-    emt) run_case emt "$data/emt_20k.extxyz.gz" energy 16 0 1 ;;
-    qm9) run_case qm9 "$data/qm9_13k.extxyz.gz" energy_U0 32 32 0 ;;
+    water) run_case water "$data/water_20k.extxyz.gz" energy 16 32 1 2 1 ;;
+    emt) run_case emt "$data/emt_20k.extxyz.gz" energy 16 0 1 2 1 ;;
+    qm9) run_case qm9 "$data/qm9_13k.extxyz.gz" energy_U0 32 32 0 4 2 ;;
     *) echo "bench_forces.sh: unknown case '$c' (water, emt, qm9)" >&2; exit 2 ;;
   esac
 done
