@@ -4,8 +4,9 @@
 #   (no flag)  the Debian packages of docker/packages.txt: build and run
 #              (make, make run, make test, the Dockerfile);
 #   --test     also docker/packages-test.txt (PyTorch, ASE, Chromium, ...),
-#              npm and Node.js when the machine has none, and the browser
-#              test's npm packages (tests/web, pinned by its package-lock.json)
+#              npm and Node.js when the machine has none, and the npm
+#              packages of the browser test (tests/web) and of the OpenAPI
+#              lint (tests/openapi), each pinned by its package-lock.json
 #              (make test, make bench).
 #
 # As root it installs what is missing with apt-get (and npm ci); otherwise it
@@ -66,16 +67,23 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "packtrain: installed in $((SECONDS - start)) s" >&2
 fi
 
-if [ $test_mode -eq 1 ]; then
-  web="$root/tests/web"
-  want=$(node -p "require('$web/package-lock.json').packages['node_modules/playwright-core'].version")
-  have=$(node -p "try { require('$web/node_modules/playwright-core/package.json').version } catch { '' }")
+# npm_tool DIR PACKAGE WHAT: `npm ci` in DIR unless PACKAGE is there at the
+# version its package-lock.json pins.
+npm_tool() {
+  local dir="$root/$1" want have
+  want=$(node -p "require('$dir/package-lock.json').packages['node_modules/$2'].version")
+  have=$(node -p "try { require('$dir/node_modules/$2/package.json').version } catch { '' }")
   if [ "$want" != "$have" ]; then
-    echo "packtrain: installing playwright-core $want for the browser test (npm ci in tests/web)" >&2
+    echo "packtrain: installing $2 $want for $3 (npm ci in $1)" >&2
     start=$SECONDS
-    (cd "$web" && npm ci --no-audit --no-fund --loglevel=error) >&2 ||
-      { echo "packtrain: npm ci failed in tests/web (the npm registry must be reachable; see README, Troubleshooting)" >&2; exit 1; }
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) >&2 ||
+      { echo "packtrain: npm ci failed in $1 (the npm registry must be reachable; see README, Troubleshooting)" >&2; exit 1; }
     echo "packtrain: installed in $((SECONDS - start)) s" >&2
   fi
+}
+
+if [ $test_mode -eq 1 ]; then
+  npm_tool tests/web playwright-core "the browser test"
+  npm_tool tests/openapi @redocly/cli "the OpenAPI lint"
 fi
 exit 0

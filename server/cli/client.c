@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define DEFAULT_TIMEOUT_S 120
 
@@ -37,6 +38,8 @@ int pt_client_init(pt_client *c, const char *base_url, const char *token)
         }
         snprintf(c->auth, sizeof c->auth, "Authorization: Bearer %s", token);
     }
+    const char *trace = getenv("PACKTRAIN_HTTP_TRACE");
+    if (trace && trace[0]) snprintf(c->trace, sizeof c->trace, "%s", trace);
     c->curl = curl_easy_init();
     if (!c->curl) {
         snprintf(c->err, sizeof c->err, "libcurl cannot start");
@@ -54,6 +57,7 @@ void pt_client_close(pt_client *c)
 void pt_client_resp_clear(pt_client_resp *r)
 {
     free(r->body);
+    free(r->headers);
     json_decref(r->json);
     memset(r, 0, sizeof(*r));
 }
@@ -84,6 +88,12 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 {
     pt_client_resp *r = ud;
     size_t len = size * n;
+    char *raw = realloc(r->headers, r->headers_len + len + 1);
+    if (!raw) return 0;
+    memcpy(raw + r->headers_len, p, len);
+    r->headers_len += len;
+    raw[r->headers_len] = '\0';
+    r->headers = raw;
     if (len >= 5 && !strncmp(p, "HTTP/", 5)) {
         r->etag[0] = r->location[0] = r->content_type[0] = '\0';
     } else if (len > 5 && !strncasecmp(p, "ETag:", 5)) {
@@ -94,6 +104,28 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
         header_value(p, len, 12, r->content_type, sizeof r->content_type);
     }
     return len;
+}
+
+static void trace_file(const pt_client *c, const char *ext, const char *data, size_t len)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/%ld-%u.%s", c->trace, (long)getpid(), c->n_traced, ext);
+    FILE *f = fopen(path, "wb");
+    if (!f) return;
+    if (len) fwrite(data, 1, len, f);
+    fclose(f);
+}
+
+/* Keeps the response in $PACKTRAIN_HTTP_TRACE (see client.h). */
+static void trace_response(pt_client *c, const char *method, const char *path, const pt_client_resp *r)
+{
+    if (!c->trace[0]) return;
+    c->n_traced++;
+    char line[2200];
+    int n = snprintf(line, sizeof line, "%s %s\n", method, path);
+    trace_file(c, "req", line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+    trace_file(c, "headers", r->headers, r->headers_len);
+    trace_file(c, "body", r->body, r->len);
 }
 
 static int perform(pt_client *c, const char *method, const char *path, struct curl_slist *list, pt_client_resp *out)
@@ -123,6 +155,7 @@ static int perform(pt_client *c, const char *method, const char *path, struct cu
         return -1;
     }
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &out->status);
+    trace_response(c, method, path, out);
     if (out->body && (strstr(out->content_type, "json") != NULL))
         out->json = json_loadb(out->body, out->len, 0, NULL);
     return 0;

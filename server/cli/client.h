@@ -10,7 +10,12 @@
  *
  * Transport failures (connection refused, timeout) return -1 with the reason
  * in c.err; any HTTP answer, 4xx and 5xx included, returns 0 with the status
- * in the response.  Uploads stream the file from disk. */
+ * in the response.  Uploads stream the file from disk.
+ *
+ * With PACKTRAIN_HTTP_TRACE=DIR in the environment every response received
+ * is also kept in DIR as PID-N.req (the request line), PID-N.headers (the
+ * raw header block) and PID-N.body: what a user attaches to a bug report,
+ * and what the integration tests hold to api/openapi.yaml. */
 #ifndef PT_CLIENT_H
 #define PT_CLIENT_H
 
@@ -23,6 +28,8 @@ typedef struct pt_client {
     long timeout_s;          /* whole-request limit; 0 = none (default 120) */
     char err[512];
     void *curl;              /* CURL *, reused for keep-alive */
+    char trace[512];         /* $PACKTRAIN_HTTP_TRACE, "" when unset */
+    unsigned n_traced;
 } pt_client;
 
 typedef struct pt_client_resp {
@@ -33,6 +40,8 @@ typedef struct pt_client_resp {
     char etag[128];
     char location[256];
     char content_type[128];
+    char *headers;           /* the raw header block(s), NUL-terminated */
+    size_t headers_len;
 } pt_client_resp;
 
 /* -1 with err when the URL is not http(s):// or libcurl cannot start. */

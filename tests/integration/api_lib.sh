@@ -6,7 +6,14 @@
 # sets the exit status.  Every server a suite starts is stopped on exit.
 #
 #   req METHOD PATH [curl args...]   -> $STATUS, body in $BODY (a file), headers in $HEADERS
+#   stream PATH SECONDS OUT [curl args...]  an event stream read for at most SECONDS into OUT
 #   jget FILE 'python expression on j' -> prints the value (JSON data via /usr/bin/python3)
+#
+# Every response a suite receives is held to api/openapi.yaml: `req` and
+# `stream` keep a copy in $RECORDS, the CLI client writes its own there
+# (PACKTRAIN_HTTP_TRACE), and `finish` runs tests/integration/openapi_check.py
+# on them as one more check.  A suite talks to the server only through
+# these, the CLI and the browser.
 
 set -uo pipefail
 PT=${PACKTRAIN_BIN:-bin/packtrain}
@@ -19,6 +26,10 @@ STATUS=0
 pass=0
 fail=0
 SERVER_PIDS=()
+RECORDS=$WORK/responses
+N_RECORD=0
+mkdir -p "$RECORDS"
+export PACKTRAIN_HTTP_TRACE=$RECORDS
 
 cleanup() {
   for pid in "${SERVER_PIDS[@]}"; do
@@ -38,7 +49,25 @@ expect() { if [ "$2" == "$3" ]; then ok "$1"; else not_ok "$1: got '$2', want '$
 # expect_match DESCRIPTION TEXT REGEX
 expect_match() { if [[ "$2" =~ $3 ]]; then ok "$1"; else not_ok "$1: '$2' does not match /$3/"; fi; }
 
+# record METHOD TARGET [cut]: keeps $HEADERS and $BODY as the next response.
+record() {
+  N_RECORD=$((N_RECORD + 1))
+  local stem=$RECORDS/sh-$N_RECORD
+  printf '%s %s\n' "$1" "$2" >"$stem.req"
+  cp "$HEADERS" "$stem.headers"
+  [ -f "$BODY" ] && cp "$BODY" "$stem.body"
+  [ -n "${3:-}" ] && : >"$stem.cut"
+  return 0
+}
+
 finish() {
+  if [ -n "$(ls "$RECORDS")" ]; then
+    "$PY" tests/integration/openapi_check.py "$RECORDS" >"$WORK/contract" 2>&1
+    local rc=$? n
+    n=$(tail -1 "$WORK/contract")
+    if [ $rc -eq 0 ]; then ok "every response matches api/openapi.yaml (${n#openapi_check: })"
+    else not_ok "responses that api/openapi.yaml does not describe:"; cat "$WORK/contract"; fi
+  fi
   echo "$pass passed, $fail failed"
   [ "$fail" -eq 0 ]
 }
@@ -77,7 +106,21 @@ stop_server() {
 
 req() {
   local method=$1 path=$2; shift 2
+  rm -f "$BODY"
   STATUS=$(curl -s -o "$BODY" -D "$HEADERS" -w '%{http_code}' -X "$method" "$@" "$BASE$path")
+  record "$method" "$path"
+}
+
+# stream PATH SECONDS OUT [curl args...]: GETs an event stream for at most
+# SECONDS into OUT; returns curl's status (28 when the time ran out).
+stream() {
+  local path=$1 secs=$2 out=$3; shift 3
+  curl -s -N --max-time "$secs" -D "$HEADERS" -o "$out" "$@" "$BASE$path"
+  local rc=$?
+  STATUS=$(sed -n '1s/^HTTP\/[0-9.]* \([0-9]*\).*/\1/p' "$HEADERS")
+  cp "$out" "$BODY" 2>/dev/null || : >"$BODY"
+  record GET "$path" "$([ $rc -eq 28 ] && echo cut)"
+  return $rc
 }
 
 header() { grep -i "^$1:" "$HEADERS" | head -1 | sed 's/^[^:]*: *//' | tr -d '\r\n'; }

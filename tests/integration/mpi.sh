@@ -177,8 +177,8 @@ if start_server "$D" --auth on --workers 1; then
   expect "server: {\"kind\":\"mpi\",\"ranks\":2} alone is accepted and succeeds" "$?" 0
   expect_match "... with one replica per rank" "$(cat "$D/jobs/$JOB/worker.log" 2>/dev/null)" \
     "mpi: 2 ranks \\(2 on this host\\), 1 replica and 1 BLAS thread per rank"
-  expect "... stored with replication_factor auto" \
-    "$(curl -s "${AUTH[@]}" "$BASE/v1/jobs/$JOB" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["config"]["backend"]["replication_factor"])')" auto
+  req GET "/v1/jobs/$JOB" "${AUTH[@]}"
+  expect "... stored with replication_factor auto" "$(jget "$BODY" 'j["config"]["backend"]["replication_factor"]')" auto
   config "$WORK/bad.json" mpi 2 3 1 2
   "$PT" submit --server "$BASE" --token "$TOKEN" --dataset tests/data/api_demo_qm9_64.extxyz \
     --config "$WORK/bad.json" >/dev/null 2>"$WORK/bad.err"

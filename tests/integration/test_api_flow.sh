@@ -41,19 +41,20 @@ expect "metrics: one row per epoch" "$(jget "$BODY" '[e["epoch"] for e in j["epo
 expect "metrics: the worker's fields travel along" \
   "$(jget "$BODY" 'all(k in j["steps"][0] for k in ("loss","lr","graphs_per_s","nodes_per_s","padding_fraction"))')" True
 
-curl -s -N --max-time 20 "${AUTH[@]}" "$BASE/v1/jobs/$JOB/events" >"$WORK/events"
+stream "/v1/jobs/$JOB/events" 20 "$WORK/events" "${AUTH[@]}"
 expect "events of a finished job: the stream ends by itself" "$?" 0
 expect "... every step as an event" "$(grep -c '^event: step$' "$WORK/events")" "$STEPS"
 expect "... the epochs" "$(grep -c '^event: epoch$' "$WORK/events")" 2
 expect "... the last event is the final state" "$(grep '^data:' "$WORK/events" | tail -1 | sed 's/^data: //' | \
   "$PY" -c 'import json,sys; print(json.load(sys.stdin)["state"])')" succeeded
 THIRD=$(grep '^id: ' "$WORK/events" | sed -n 3p | cut -d' ' -f2)
-curl -s -N --max-time 20 "${AUTH[@]}" -H "Last-Event-ID: $THIRD" "$BASE/v1/jobs/$JOB/events" >"$WORK/events2"
+stream "/v1/jobs/$JOB/events" 20 "$WORK/events2" "${AUTH[@]}" -H "Last-Event-ID: $THIRD"
 expect "Last-Event-ID resumes after that event" "$(grep -c '^id: ' "$WORK/events2")" \
   "$(( $(grep -c '^id: ' "$WORK/events") - 3 ))"
 
-curl -s -o "$WORK/model" -w '%{http_code}' "${AUTH[@]}" "$BASE/v1/jobs/$JOB/model" >"$WORK/code"
-expect "model: 200" "$(cat "$WORK/code")" 200
+req GET "/v1/jobs/$JOB/model" "${AUTH[@]}"
+cp "$BODY" "$WORK/model"
+expect "model: 200" "$STATUS" 200
 expect "... a safetensors file with PyG names" "$("$PY" - "$WORK/model" <<'EOF'
 import json, struct, sys
 b = open(sys.argv[1], "rb").read()
@@ -73,7 +74,7 @@ small_config 100000 >"$WORK/long.json"   # runs until cancelled
 LONG=$("$PT" submit --server "$BASE" --token "$TOKEN" --dataset-id "$DS" --config "$WORK/long.json" 2>/dev/null)
 expect_match "a long job is queued" "$LONG" '^job_'
 check "it starts running" wait_state "$LONG" running 30
-curl -s -N --max-time 4 "${AUTH[@]}" "$BASE/v1/jobs/$LONG/events" >"$WORK/live"
+stream "/v1/jobs/$LONG/events" 4 "$WORK/live" "${AUTH[@]}"
 check "live events arrive while it trains" grep -q '^event: step$' "$WORK/live"
 req GET "/v1/jobs/$JOB" "${AUTH[@]}"
 req GET "/v1/jobs/$JOB" "${AUTH[@]}" -H "If-None-Match: $(header ETag)"
@@ -112,8 +113,8 @@ P1=$(jget "$BODY" '",".join(x["id"] for x in j["jobs"])')
 NEXT=$(jget "$BODY" 'j["next_page_token"]')
 req GET "/v1/jobs?limit=2&page_token=$NEXT" "${AUTH[@]}"
 P2=$(jget "$BODY" '",".join(x["id"] for x in j["jobs"])')
-expect "two pages hold the three jobs, newest first, once each" "$P1,$P2" "$(
-  curl -s "${AUTH[@]}" "$BASE/v1/jobs?limit=10" | "$PY" -c 'import json,sys; print(",".join(x["id"] for x in json.load(sys.stdin)["jobs"]))')"
+req GET "/v1/jobs?limit=10" "${AUTH[@]}"
+expect "two pages hold the three jobs, newest first, once each" "$P1,$P2" "$(jget "$BODY" '",".join(x["id"] for x in j["jobs"])')"
 req GET "/v1/jobs?status=succeeded" "${AUTH[@]}"
 expect "status filter" "$(jget "$BODY" '",".join(x["id"] for x in j["jobs"])')" "$JOB"
 

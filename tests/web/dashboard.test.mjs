@@ -4,17 +4,22 @@
 // server's own 422, a job trained while its loss chart grows, model
 // download, a second job cancelled while the jobs list follows it live, a
 // phone-sized layout, labels on every control.  Each check prints ok/FAIL;
-// a failed check leaves a screenshot in --out.  Last line: "N passed, N failed".
+// a failed check leaves a screenshot in --out.  Every response the browser
+// and the test receive from the server is kept in --records and held to
+// api/openapi.yaml at the end (tests/integration/openapi_check.py), as one
+// more check.  Last line: "N passed, N failed".
 
 import { chromium } from 'playwright-core';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 
 const { values: opt } = parseArgs({ options: {
   base: { type: 'string' }, token: { type: 'string' }, out: { type: 'string' }, chromium: { type: 'string' },
-  profile: { type: 'string' }, dataset: { type: 'string' } } });
+  profile: { type: 'string' }, dataset: { type: 'string' }, records: { type: 'string' } } });
 mkdirSync(opt.out, { recursive: true });
+mkdirSync(opt.records, { recursive: true });
 
 const TRAIN_TIMEOUT = 240e3;
 let passed = 0, failed = 0;
@@ -39,11 +44,39 @@ async function check(name, page, fn) {
   }
 }
 
+// One response, in the layout openapi_check.py reads (N.req, N.headers, N.body).
+let nRecords = 0;
+function record(method, url, status, headers, body, cut) {
+  const u = new URL(url);
+  const stem = join(opt.records, `web-${++nRecords}`);
+  writeFileSync(`${stem}.req`, `${method} ${u.pathname}${u.search}\n`);
+  const lines = [`HTTP/1.1 ${status}`];
+  for (const [k, v] of headers) for (const one of String(v).split('\n')) lines.push(`${k}: ${one}`);
+  writeFileSync(`${stem}.headers`, lines.join('\r\n') + '\r\n\r\n');
+  writeFileSync(`${stem}.body`, body);
+  if (cut) writeFileSync(`${stem}.cut`, '');
+}
+
+// What the browser receives from the server.  An event stream's body never
+// ends while the page listens: its status and headers are checked.
+const recording = [];
+function recordBrowser(resp) {
+  if (!resp.url().startsWith(opt.base)) return;
+  recording.push((async () => {
+    const headers = Object.entries(resp.headers());
+    const stream = (resp.headers()['content-type'] || '').startsWith('text/event-stream');
+    const body = stream ? Buffer.alloc(0) : await resp.body().catch(() => null);
+    if (body === null) return;   // a page navigated away before its body came
+    record(resp.request().method(), resp.url(), resp.status(), headers, body, stream);
+  })());
+}
+
 // The REST API, from the test itself (to compare with what the page shows).
 async function api(method, path, body) {
   const res = await fetch(opt.base + path, { method, headers: { Authorization: `Bearer ${opt.token}`,
     ...(body ? { 'Content-Type': 'application/json' } : {}) }, body: body ? JSON.stringify(body) : undefined });
   const text = await res.text();
+  record(method, opt.base + path, res.status, [...res.headers.entries()], text, false);
   let data = text;
   try { data = JSON.parse(text); } catch { /* plain text */ }
   return { status: res.status, data };
@@ -101,6 +134,7 @@ async function main() {
     args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
            '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
   });
+  ctx.on('response', recordBrowser);
   const page = ctx.pages()[0] || await ctx.newPage();
   const watchErrors = p => {
     p.on('pageerror', e => pageErrors.push(`${p.url()}: ${e.message}`));
@@ -345,5 +379,13 @@ try {
   failed++;
   console.log(`FAIL the browser test stopped: ${e.message}`);
 }
+await Promise.all(recording);
+await check('every response the browser and the test received matches api/openapi.yaml', null, async () => {
+  const r = spawnSync('/usr/bin/python3', ['tests/integration/openapi_check.py', opt.records], { encoding: 'utf8' });
+  const out = (r.stdout + r.stderr).trim().split('\n');
+  if (r.status !== 0) for (const line of out.slice(0, 40)) console.log(`     ${line}`);
+  assert(r.status === 0, out[out.length - 1]);
+  console.log(`     ${out[out.length - 1]}`);
+});
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

@@ -69,7 +69,8 @@ fi
 port=$(cat "$tmp/port")
 
 node "$here/dashboard.test.mjs" --base "http://127.0.0.1:$port" --token "$token" --out "$out" \
-  --chromium "$chromium" --profile "$tmp/profile" --dataset tests/data/api_demo_qm9_64.extxyz
+  --chromium "$chromium" --profile "$tmp/profile" --dataset tests/data/api_demo_qm9_64.extxyz \
+  --records "$tmp/responses"
 rc=$?
 stop_server
 exit $rc
