@@ -76,6 +76,20 @@ endif
 endif
 endif
 
+# The commit the build comes from, for engine/core/version.c only: its header
+# is rewritten when the text changes, like the flags stamp, so a new commit
+# recompiles one file.
+BUILD_INFO := $(BUILD)/build_info.h
+ifneq ($(NEED_CONFIG),)
+BUILD_COMMIT := $(shell git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
+BUILD_INFO_NOW := \#define PT_BUILD_COMMIT "$(BUILD_COMMIT)"
+ifneq ($(BUILD_INFO_NOW),$(file <$(BUILD_INFO)))
+$(shell mkdir -p $(BUILD))
+$(file >$(BUILD_INFO),$(BUILD_INFO_NOW))
+endif
+endif
+$(BUILD)/engine/core/version.o: CFLAGS += -I$(BUILD)
+
 .PHONY: all run test unit integration asan bench deps deps-test clean help docker-lint fresh-check
 .DELETE_ON_ERROR:
 .SECONDARY:

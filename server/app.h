@@ -104,6 +104,7 @@ typedef struct pt_app {
     pt_http http;
     int http_started, closed;
     pt_prom_metric *m_jobs, *m_slots, *m_active, *m_spawned, *m_crashed, *m_graphs;
+    pt_prom_metric *m_job_rate, *m_job_loss, *m_job_progress, *m_job_epoch;   /* per running job */
     struct pt_graphs_tally *graphs_tally;   /* app_metrics.c */
     int64_t started_us;
 } pt_app;

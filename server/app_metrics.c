@@ -1,10 +1,18 @@
 /* app_metrics.c — the service's Prometheus metrics beyond HTTP's own:
- *   packtrain_jobs{state}            jobs by state (all owners)
- *   packtrain_worker_slots, packtrain_workers_active,
- *   packtrain_workers_spawned, packtrain_workers_crashed
+ *   packtrain_build_info{version,commit}   1, the build's labels
+ *   packtrain_jobs{state}            jobs by state (all owners), every state
+ *   packtrain_worker_slots, packtrain_workers_active
+ *   packtrain_workers_spawned_total, packtrain_workers_crashed_total
  *   packtrain_graphs_trained_total   training graphs processed by jobs whose
  *                                    worker finished a run (result.json)
- * refreshed by a collector just before each scrape.
+ *   packtrain_job_graphs_per_second{job}, packtrain_job_loss{job},
+ *   packtrain_job_progress_ratio{job}, packtrain_job_epoch{job}
+ *                                    per running (or cancelling) job: its
+ *                                    latest throughput, its latest logged
+ *                                    step's loss, its progress and epoch;
+ *                                    a job's series go when it ends
+ * plus the process metrics (server/http/prom_process.c), refreshed by
+ * collectors just before each scrape.
  *
  * Graphs trained: every finished run of a worker writes DIR/jobs/ID/
  * result.json with "graphs", the training graphs processed over the whole
@@ -14,7 +22,10 @@
  * has not finished yet. */
 #include "server/app.h"
 
+#include "engine/core/version.h"
+
 #include <dirent.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -74,29 +85,56 @@ static int64_t result_graphs(const char *jobs_dir, const char *id)
     return n;
 }
 
+/* Counters kept elsewhere (the scheduler's) are raised to their value. */
+static void raise_to(pt_prom_metric *m, double v)
+{
+    pt_prom_add(m, NULL, v - pt_prom_value(m, NULL));
+}
+
 static void count_graphs(pt_app *app)
 {
     struct pt_graphs_tally *t = app->graphs_tally;
     DIR *d = opendir(app->jobs_dir);
     if (!d) return;
-    pthread_mutex_lock(&t->mu);
     for (struct dirent *e; (e = readdir(d));) {
         if (strncmp(e->d_name, "job_", 4) != 0 || strlen(e->d_name) >= PT_STORE_ID_MAX || tally_has(t, e->d_name))
             continue;
         int64_t g = result_graphs(app->jobs_dir, e->d_name);
         if (g >= 0) tally_add(t, e->d_name, g);
     }
-    /* A counter can only be raised, and the tally only grows; under the
-     * lock, so two scrapes at once cannot both add the same increase. */
-    pt_prom_add(app->m_graphs, NULL, (double)t->total - pt_prom_value(app->m_graphs, NULL));
-    pthread_mutex_unlock(&t->mu);
+    raise_to(app->m_graphs, (double)t->total);   /* the tally only grows */
     closedir(d);
 }
 
+/* The series of the jobs running now; those of ended jobs are dropped. */
+static void collect_running(pt_app *app, pt_store *s)
+{
+    pt_prom_metric *per_job[] = {app->m_job_rate, app->m_job_loss, app->m_job_progress, app->m_job_epoch};
+    for (size_t i = 0; i < sizeof per_job / sizeof per_job[0]; i++) pt_prom_clear(per_job[i]);
+    pt_store_job_array running;
+    if (pt_store_job_list_unfinished(s, &running) != PT_STORE_OK) return;
+    for (size_t i = 0; i < running.n; i++) {
+        const pt_store_job *j = &running.items[i];
+        const char *labels[] = {j->id};
+        if (isfinite(j->latest_graphs_per_s)) pt_prom_set(app->m_job_rate, labels, j->latest_graphs_per_s);
+        pt_prom_set(app->m_job_progress, labels, isfinite(j->progress) ? j->progress : 0.0);
+        pt_prom_set(app->m_job_epoch, labels, (double)j->epoch);
+        pt_store_step_metric last;
+        if (pt_store_steps_last(s, NULL, j->id, &last) == PT_STORE_OK) {
+            if (isfinite(last.loss)) pt_prom_set(app->m_job_loss, labels, last.loss);
+            free(last.json);
+        }
+    }
+    pt_store_job_array_clear(&running);
+}
+
+/* Under the tally's lock: two scrapes at once could otherwise both raise a
+ * counter by the same increase, or one clear the other's running jobs. */
 static void collect(pt_prom *p, void *ctx)
 {
     (void)p;
     pt_app *app = ctx;
+    pthread_mutex_lock(&app->graphs_tally->mu);
     char err[256];
     pt_store *s = pt_app_store_acquire(app, err, sizeof err);
     int64_t counts[PT_JOB_STATE_COUNT] = {0};
@@ -106,14 +144,16 @@ static void collect(pt_prom *p, void *ctx)
             pt_prom_set(app->m_jobs, labels, (double)counts[st]);
         }
     }
+    if (s) collect_running(app, s);
     pt_app_store_release(app, s);
     pt_scheduler_stats st = {0};
     if (app->has_sched) pt_scheduler_stats_get(&app->sched, &st);
     pt_prom_set(app->m_slots, NULL, st.slots);
     pt_prom_set(app->m_active, NULL, st.active);
-    pt_prom_set(app->m_spawned, NULL, (double)st.spawned);
-    pt_prom_set(app->m_crashed, NULL, (double)st.crashed);
+    raise_to(app->m_spawned, (double)st.spawned);
+    raise_to(app->m_crashed, (double)st.crashed);
     count_graphs(app);
+    pthread_mutex_unlock(&app->graphs_tally->mu);
 }
 
 int pt_app_metrics_init(pt_app *app, char *err, size_t errlen)
@@ -125,16 +165,29 @@ int pt_app_metrics_init(pt_app *app, char *err, size_t errlen)
         return -1;
     }
     pthread_mutex_init(&app->graphs_tally->mu, NULL);
+    pt_prom_metric *info = pt_prom_gauge(p, "packtrain_build_info", "The packtrain build: version and git commit.",
+                                         "version,commit");
+    const char *build[] = {pt_version(), pt_build_commit()};
+    if (info) pt_prom_set(info, build, 1);
     app->m_jobs = pt_prom_gauge(p, "packtrain_jobs", "Jobs by state.", "state");
     app->m_slots = pt_prom_gauge(p, "packtrain_worker_slots", "Jobs that may run at once.", "");
     app->m_active = pt_prom_gauge(p, "packtrain_workers_active", "Worker processes alive.", "");
-    app->m_spawned = pt_prom_gauge(p, "packtrain_workers_spawned",
-                                   "Worker processes started since the server started.", "");
-    app->m_crashed = pt_prom_gauge(p, "packtrain_workers_crashed",
-                                   "Worker runs that ended in a crash since the server started.", "");
+    app->m_spawned = pt_prom_counter(p, "packtrain_workers_spawned_total",
+                                     "Worker processes started since the server started.", "");
+    app->m_crashed = pt_prom_counter(p, "packtrain_workers_crashed_total",
+                                     "Worker runs that ended in a crash since the server started.", "");
     app->m_graphs = pt_prom_counter(p, "packtrain_graphs_trained_total",
                                     "Training graphs processed by jobs whose worker finished a run.", "");
-    if (!app->m_jobs || !app->m_slots || !app->m_active || !app->m_spawned || !app->m_crashed || !app->m_graphs) {
+    app->m_job_rate = pt_prom_gauge(p, "packtrain_job_graphs_per_second",
+                                    "Training throughput of a running job at its latest logged step.", "job");
+    app->m_job_loss = pt_prom_gauge(p, "packtrain_job_loss", "Training loss of a running job's latest logged step.",
+                                    "job");
+    app->m_job_progress = pt_prom_gauge(p, "packtrain_job_progress_ratio",
+                                        "Fraction of a running job's planned optimizer steps done.", "job");
+    app->m_job_epoch = pt_prom_gauge(p, "packtrain_job_epoch", "Epoch a running job is in.", "job");
+    if (!info || !app->m_jobs || !app->m_slots || !app->m_active || !app->m_spawned || !app->m_crashed ||
+        !app->m_graphs || !app->m_job_rate || !app->m_job_loss || !app->m_job_progress || !app->m_job_epoch ||
+        pt_prom_process_metrics(p) != 0) {
         snprintf(err, errlen, "cannot register metrics: %s", p->error);
         return -1;
     }

@@ -304,6 +304,9 @@ int pt_store_steps_read(pt_store *s, const char *owner, const char *job_id, int6
                         int max_points, pt_store_step_series *out);
 int pt_store_epochs_read(pt_store *s, const char *owner, const char *job_id,
                          pt_store_epoch_series *out);
+/* The job's newest step row (its json heap, release with free());
+ * PT_STORE_NOT_FOUND when it has none yet. */
+int pt_store_steps_last(pt_store *s, const char *owner, const char *job_id, pt_store_step_metric *out);
 /* On resume from a checkpoint at `step`: forget steps after it and epochs
  * whose end step lies after it, so the series follows the resumed run. */
 int pt_store_metrics_discard_after(pt_store *s, const char *job_id, int64_t step);

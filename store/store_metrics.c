@@ -23,6 +23,9 @@ static const char SQL_STEPS_COUNT[] = "SELECT count(*) FROM step_metrics WHERE j
 static const char SQL_STEPS_SCAN[] =
     "SELECT step, epoch, loss, mae, lr, graphs_per_s, at, json FROM step_metrics "
     "WHERE job_id = ? AND step > ? ORDER BY step";
+static const char SQL_STEP_LAST[] =
+    "SELECT step, epoch, loss, mae, lr, graphs_per_s, at, json FROM step_metrics "
+    "WHERE job_id = ? ORDER BY step DESC LIMIT 1";
 static const char SQL_EPOCHS_READ[] =
     "SELECT epoch, step, train_loss, train_mae, val_loss, val_mae, graphs_per_s, seconds, at, json "
     "FROM epoch_metrics WHERE job_id = ? ORDER BY epoch";
@@ -243,6 +246,31 @@ int pt_store_steps_read(pt_store *s, const char *owner, const char *job_id, int6
     if (!rc) rc = read_steps(s, job_id, since_step, max_points, out);
     pt_store_read_end(s);
     if (rc) pt_store_step_series_clear(out);
+    return rc;
+}
+
+int pt_store_steps_last(pt_store *s, const char *owner, const char *job_id, pt_store_step_metric *out)
+{
+    memset(out, 0, sizeof(*out));
+    int rc = pt_store_read_begin(s);
+    if (rc) return rc;
+    rc = pt_store_job_check_visible(s, owner, job_id);
+    sqlite3_stmt *st = NULL;
+    if (!rc) rc = pt_store_stmt(s, SQL_STEP_LAST, &st);
+    if (!rc) {
+        pt_store_bind_text(st, 1, job_id);
+        int step = sqlite3_step(st), oom = 0;
+        if (step == SQLITE_ROW) step_from_row(st, out, &oom);
+        if (step == SQLITE_DONE) rc = pt_store_fail(s, PT_STORE_NOT_FOUND, "job %s has no step metric yet", job_id);
+        else if (step != SQLITE_ROW) rc = pt_store_fail_sql(s, step, "read the last step metric");
+        else if (oom) rc = pt_store_fail(s, PT_STORE_IO, "metrics: out of memory");
+        sqlite3_reset(st);
+    }
+    pt_store_read_end(s);
+    if (rc) {
+        free(out->json);
+        out->json = NULL;
+    }
     return rc;
 }
 

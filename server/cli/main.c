@@ -9,9 +9,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "engine/core/version.h"
 #include "engine/model/bf16.h"
-
-#define PT_VERSION "0.1.0"
 
 static const pt_command commands[] = {
     {"version", "print the version", pt_cmd_version},
@@ -46,7 +45,7 @@ int pt_cmd_version(int argc, char **argv)
                "train jobs with training.precision \"bf16\" (\"bf16: yes\" or \"bf16: no (why)\").\n");
         return 0;
     }
-    printf("packtrain %s\n", PT_VERSION);
+    printf("packtrain %s (commit %s)\n", pt_version(), pt_build_commit());
     pt_cpu_features f;
     pt_cpu_features_get(&f);
     char why[256];

@@ -71,6 +71,7 @@ void pt_prom_close(pt_prom *p)
         metric_free(m);
         m = next;
     }
+    free(p->process);
     pthread_mutex_destroy(&p->lock);
     memset(p, 0, sizeof(*p));
 }

@@ -24,6 +24,7 @@ struct pt_prom {
     struct { pt_prom_collect_fn fn; void *ctx; } collectors[16];
     size_t n_collectors;
     char error[160];           /* why the last registration failed */
+    struct pt_prom_process *process;   /* pt_prom_process_metrics' */
 };
 
 void pt_prom_init(pt_prom *p);
@@ -54,6 +55,11 @@ double pt_prom_value(pt_prom_metric *m, const char *const *values);
 int pt_prom_add_collector(pt_prom *p, pt_prom_collect_fn fn, void *ctx);
 /* Runs the collectors and renders every metric; malloc'ed, NUL-terminated. */
 char *pt_prom_render(pt_prom *p, size_t *len);
+
+/* Registers the standard process metrics (prom_process.c: CPU seconds,
+ * resident and virtual memory, open and maximum file descriptors, start
+ * time) and their collector.  -1 with p->error on failure. */
+int pt_prom_process_metrics(pt_prom *p);
 
 /* Route handler for GET /metrics; ctx is the pt_prom. */
 pt_response pt_prom_handler(pt_request *req, void *ctx);

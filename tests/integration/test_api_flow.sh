@@ -76,6 +76,19 @@ expect_match "a long job is queued" "$LONG" '^job_'
 check "it starts running" wait_state "$LONG" running 30
 stream "/v1/jobs/$LONG/events" 4 "$WORK/live" "${AUTH[@]}"
 check "live events arrive while it trains" grep -q '^event: step$' "$WORK/live"
+req GET /metrics
+cp "$BODY" "$WORK/metrics.txt"
+promtool check metrics <"$WORK/metrics.txt" >"$WORK/promtool" 2>&1
+expect "/metrics while a job trains: promtool check metrics finds nothing" "$?:$(cat "$WORK/promtool")" "0:"
+expect_match "... the build's version and commit" "$(grep '^packtrain_build_info{' "$WORK/metrics.txt")" \
+  '^packtrain_build_info\{version="[0-9.]+",commit="[^"]+"\} 1$'
+expect "... a gauge for every job state" "$(grep -c '^packtrain_jobs{state="[a-z]*"} [0-9]' "$WORK/metrics.txt")" 6
+expect_match "... the running job's throughput" \
+  "$(grep "^packtrain_job_graphs_per_second{job=\"$LONG\"} " "$WORK/metrics.txt")" ' [0-9.e+]+$'
+expect_match "... and its loss" "$(grep "^packtrain_job_loss{job=\"$LONG\"} " "$WORK/metrics.txt")" ' [0-9.e+-]+$'
+expect "... counters end in _total" "$(grep '^# TYPE .* counter$' "$WORK/metrics.txt" | grep -vc '_total counter$')" 0
+check "... the process's memory, descriptors and start time" grep -q '^process_start_time_seconds 1[0-9.]*$' \
+  "$WORK/metrics.txt"
 req GET "/v1/jobs/$JOB" "${AUTH[@]}"
 req GET "/v1/jobs/$JOB" "${AUTH[@]}" -H "If-None-Match: $(header ETag)"
 expect "If-None-Match with the current ETag of a finished job: 304" "$STATUS" 304
@@ -92,6 +105,8 @@ check "... with a new ETag" test "$(header ETag)" != "$ETAG"
 expect "packtrain cancel: exit 0" "$?" 0
 expect_match "... the job is cancelling" "$(cat "$WORK/cancel.out")" "^$LONG (cancelling|cancelled)$"
 check "the worker stops and the job is cancelled" wait_state "$LONG" cancelled 30
+req GET /metrics
+check "/metrics drops a job's series once it ended" test -z "$(grep "job=\"$LONG\"" "$BODY")"
 "$PT" status "$LONG" --wait --server "$BASE" --token "$TOKEN" >/dev/null 2>"$WORK/status.err"
 expect "status --wait on a cancelled job exits 1" "$?" 1
 expect_match "... with the reason" "$(tail -1 "$WORK/status.err")" "$LONG cancelled: "

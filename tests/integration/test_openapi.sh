@@ -5,6 +5,8 @@
 # server/api/openapi_doc.c) are up to date, the running server serves exactly
 # it at /openapi.json, and the checker that holds every response of the API
 # suites to it (openapi_check.py) catches each kind of breach it claims to.
+# Also /metrics by `promtool check metrics` (test_api_flow.sh checks it again
+# while a job trains).
 # Which routes it lists is checked against the router in
 # tests/unit/test_routes_system.c.
 cd "$(dirname "$0")/../.." || exit 1
@@ -29,7 +31,14 @@ expect "api/openapi.json and server/api/openapi_doc.c are generated from the YAM
 expect "openapi_check catches an undocumented status, header, field, media type, event, Allow and path" "$?" 0
 cat "$WORK/self"
 
+printf '# TYPE requests counter\nrequests 1\n' | promtool check metrics >"$WORK/promtool" 2>&1
+expect_match "promtool check metrics is there and lints (a counter without _total is named)" \
+  "$(cat "$WORK/promtool")" "_total"
+
 start_server "$WORK/data" --workers 0 || { finish; exit 1; }
+req GET /metrics
+promtool check metrics <"$BODY" >"$WORK/promtool" 2>&1
+expect "/metrics of an idle server: promtool check metrics finds nothing" "$?:$(cat "$WORK/promtool")" "0:"
 req GET /openapi.json
 expect "GET /openapi.json: 200" "$STATUS" 200
 "$PY" - "$BODY" <<'PYEOF'

@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <time.h>
 
 #include "http_test_client.h"
 #include "server/http/prom.h"
@@ -249,6 +250,35 @@ static void test_render_parses_back(void **state)
     pt_prom_close(&p);
 }
 
+/* The standard process metrics: present, typed as client libraries type
+ * them, and plausible for this very process. */
+static void test_process_metrics(void **state)
+{
+    (void)state;
+    pt_prom p;
+    pt_prom_init(&p);
+    assert_int_equal(pt_prom_process_metrics(&p), 0);
+    assert_int_equal(pt_prom_process_metrics(&p), 0);   /* once per registry, however often asked */
+    volatile double burn = 0;
+    for (int i = 0; i < 3000000; i++) burn += (double)i * 1e-9;   /* some CPU time to report */
+    char *text = pt_prom_render(&p, NULL);
+    parsed *px = malloc(sizeof(*px));
+    parse_exposition(text, px);
+    assert_string_equal(type_of(px, "process_cpu_seconds_total"), "counter");
+    assert_string_equal(type_of(px, "process_resident_memory_bytes"), "gauge");
+    assert_true(find(px, "process_cpu_seconds_total", NULL) > 0);
+    assert_true(find(px, "process_resident_memory_bytes", NULL) > 1e6);
+    assert_true(find(px, "process_virtual_memory_bytes", NULL) >= find(px, "process_resident_memory_bytes", NULL));
+    /* this process holds at least stdin, stdout and stderr */
+    assert_true(find(px, "process_open_fds", NULL) >= 3);
+    assert_true(find(px, "process_max_fds", NULL) >= find(px, "process_open_fds", NULL));
+    double start = find(px, "process_start_time_seconds", NULL), now = (double)time(NULL);
+    assert_true(start > now - 3600 && start <= now + 1);
+    free(px);
+    free(text);
+    pt_prom_close(&p);
+}
+
 typedef struct bump_arg {
     pt_prom_metric *m;
     int id;
@@ -356,6 +386,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_registration_errors),
         cmocka_unit_test(test_render_parses_back),
+        cmocka_unit_test(test_process_metrics),
         cmocka_unit_test(test_concurrent_updates),
         cmocka_unit_test(test_server_request_metrics),
     };

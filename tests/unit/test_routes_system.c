@@ -12,6 +12,7 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include "engine/core/version.h"
 #include "engine/model/bf16.h"
 #include "tests/unit/api_fixture.h"
 
@@ -136,6 +137,11 @@ static void test_metrics_page(void **state)
     assert_non_null(strstr(r.body, "packtrain_http_request_duration_seconds_bucket{"));
     assert_non_null(strstr(r.body, "packtrain_worker_slots 0\n"));
     assert_non_null(strstr(r.body, "packtrain_graphs_trained_total 0\n"));
+    assert_non_null(strstr(r.body, "# TYPE packtrain_workers_spawned_total counter\n"));
+    assert_non_null(strstr(r.body, "# TYPE packtrain_workers_crashed_total counter\n"));
+    assert_non_null(strstr(r.body, "packtrain_build_info{version=\"" PT_VERSION "\",commit=\""));
+    assert_non_null(strstr(r.body, "process_resident_memory_bytes "));
+    assert_null(strstr(r.body, "packtrain_job_loss{"));   /* no job runs */
     tc_free(&r);
     /* A finished run's result.json counts once, however often it is scraped. */
     char dir[PATH_MAX], path[PATH_MAX + 32];
