@@ -2,7 +2,10 @@
  * (the numbers themselves are checked against finite differences in
  * test_schnet_forces.c):
  *   - with only the energy weight, the force path's gradient is the energy
- *     backward's, and pt_schnet_forces' energy is pt_schnet_forward's;
+ *     backward's, and pt_schnet_forces' energy is pt_schnet_forward's; the
+ *     energy backward runs on a forces arena too;
+ *   - static shapes (a filter row per edge slot, padding included) give the
+ *     same step;
  *   - more padding (an empty pack, more slots, other pack mates) changes
  *     nothing but rounding;
  *   - nothing is read that the step did not write (an arena of NaN works),
@@ -37,6 +40,8 @@ typedef struct step_result {
 
 /* One force training step of structures packed by pack_of into n_packs
  * packs of `lim`; results by structure. */
+static int static_shapes; /* run_step's arenas: 1 = one filter row per edge slot */
+
 static void run_step(pt_schnet *m, const int *pack_of, int n_packs, pt_pack_limits lim,
                      pt_precision prec, int poison, step_result *r)
 {
@@ -46,6 +51,7 @@ static void run_step(pt_schnet *m, const int *pack_of, int n_packs, pt_pack_limi
     assert_int_equal(pt_schnet_acts_init_mode(&a, m, fb.b.cap_nodes, fb.b.cap_edges,
                                               fb.b.cap_graphs, PT_SCHNET_FORCES_TRAIN, NULL), 0);
     a.precision = prec;
+    a.static_shapes = static_shapes;
     if (poison) memset(a.memory, 0xff, a.bytes); /* all NaN */
     r->grads = calloc(m->n_params, sizeof(float));
     const double *y = pt_schnet_forward(m, &a, &fb.b);
@@ -119,6 +125,14 @@ static void test_energy_weight_alone_is_the_energy_backward(void **state)
     pt_schnet_backward_forces(&m, &af, &fb.b, gf);
     for (int g = 0; g < fb.b.cap_graphs; g++) assert_true(ye[g] == yf[g]);
     assert_true(fabs(le - lf) <= 1e-12 * le);
+    /* the energy backward also runs on a forces arena (its row scratch is the
+     * forces passes' shared rows): the same gradient, bit for bit */
+    float *g2 = calloc(m.n_params, sizeof(float));
+    pt_schnet_forward(&m, &af, &fb.b);
+    pt_schnet_loss(&m, &af, &fb.b, 0.0);
+    pt_schnet_backward(&m, &af, &fb.b, g2);
+    assert_memory_equal(ge, g2, m.n_params * sizeof(float));
+    free(g2);
     for (size_t t = 0; t < m.n_tensors; t++) {
         const pt_schnet_tensor *tt = &m.tensors[t];
         double mx = 0.0;
@@ -147,6 +161,25 @@ static void test_padding_never_contributes(void **state)
     const int packs[5] = {3, 0, 3, 0, 2}; /* pack 1 stays empty */
     const pt_pack_limits lim = {.max_nodes = 11, .max_edges = 320, .max_graphs = 4};
     run_step(&m, packs, 4, lim, PT_PRECISION_FP32, 0, &b);
+    assert_steps_close(&m, &a, &b, 1e-5);
+    free(a.grads);
+    free(b.grads);
+    pt_schnet_close(&m);
+}
+
+/* backend.static_shapes: every edge slot a filter row, padding included
+ * (at the cutoff: C = C' = 0, so no message, force or λ) — the same step. */
+static void test_static_shapes_step(void **state)
+{
+    (void)state;
+    fx_make_structs();
+    pt_schnet m;
+    fx_make_model(&m, PT_READOUT_MEAN);
+    step_result a, b;
+    run_step(&m, packs3, 3, lim3, PT_PRECISION_FP32, 0, &a);
+    static_shapes = 1;
+    run_step(&m, packs3, 3, lim3, PT_PRECISION_FP32, 1, &b);
+    static_shapes = 0;
     assert_steps_close(&m, &a, &b, 1e-5);
     free(a.grads);
     free(b.grads);
@@ -365,6 +398,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_energy_weight_alone_is_the_energy_backward),
         cmocka_unit_test(test_padding_never_contributes),
+        cmocka_unit_test(test_static_shapes_step),
         cmocka_unit_test(test_arena_needs_no_zeroing),
         cmocka_unit_test(test_gradients_accumulate),
         cmocka_unit_test(test_step_does_not_allocate),
