@@ -21,6 +21,7 @@
 
 #include "engine/data/dataset.h"
 #include "engine/core/errors.h"
+#include "engine/core/progress.h"
 
 typedef enum pt_graph_mode {
     PT_GRAPH_RADIUS = 0,   /* all j within cutoff, capped at max_neighbors nearest */
@@ -90,8 +91,21 @@ void pt_graphs_close(pt_graphs *g);
 int pt_graphs_write(const pt_graphs *g, const char *path, char *err, size_t errlen);
 
 /* Only the edge count of every structure (nedges: [ds->n_structs]), without
- * storing edges: what packing needs, at a fraction of the memory. */
+ * storing edges: what packing needs, at a fraction of the memory and time
+ * (molecules: pt_neighbor_list_count, each pair visited once; periodic
+ * structures: their search).  On the calling thread. */
 int pt_graphs_count(uint32_t *nedges, const pt_dataset *ds, const pt_graph_params *p,
                     pt_errors *errs);
+
+typedef struct pt_graphs_count_opts {
+    int threads;                  /* 0 or 1: the calling thread; n: it and n - 1 more */
+    const pt_progress *progress;  /* phase "count_edges" in structures; NULL = none */
+} pt_graphs_count_opts;
+
+/* pt_graphs_count over `threads` threads, structures handed out in blocks,
+ * the same counts; an error is the one of the first failing structure, as
+ * on one thread.  o may be NULL (one thread, no progress). */
+int pt_graphs_count_ex(uint32_t *nedges, const pt_dataset *ds, const pt_graph_params *p,
+                       const pt_graphs_count_opts *o, pt_errors *errs);
 
 #endif

@@ -2,6 +2,8 @@
  * structure through the molecular (neighbors.c) or the periodic
  * (neighbors_pbc.c) search, into one flat edge list per dataset. */
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -138,17 +140,131 @@ fail:
     return -1;
 }
 
+/* Edges of structure s into *n: counted for a molecule, searched for a
+ * periodic structure.  0, or -1 with the error added (as search()). */
+static int count_one(pt_neighbor_list *nl, const pt_dataset *ds, uint32_t s,
+                     const pt_graph_params *p, uint32_t *n, pt_errors *errs)
+{
+    if (pt_dataset_pbc(ds, s)) {
+        int rc = search(nl, ds, s, p, errs);
+        *n = nl->n_edges;
+        return rc;
+    }
+    *n = 0;
+    if (edges_fit(ds, s, p, errs)) return -1;
+    uint64_t e = 0;
+    if (pt_neighbor_list_count(nl, ds->pos + 3 * ds->atom_offset[s], pt_dataset_natoms(ds, s), p,
+                               PT_NEIGHBOR_AUTO, &e)) {
+        pt_errors_add(errs, "", 0, "", "out of memory counting neighbour edges");
+        return -1;
+    }
+    *n = (uint32_t)e;   /* edges_fit bounds it */
+    return 0;
+}
+
 int pt_graphs_count(uint32_t *nedges, const pt_dataset *ds, const pt_graph_params *p,
                     pt_errors *errs)
 {
-    if (pt_graph_params_check(p, errs)) return -1;
+    return pt_graphs_count_ex(nedges, ds, p, NULL, errs);
+}
+
+/* ---- counting on several threads ---------------------------------------------- */
+
+#define COUNT_BLOCK 1024u   /* structures per hand-out: ~0.1-1 ms of water clusters */
+
+typedef struct count_job {
+    uint32_t *nedges;
+    const pt_dataset *ds;
+    const pt_graph_params *p;
+    atomic_uint_fast64_t next;       /* first structure of the next block */
+    atomic_uint_fast64_t done;       /* structures counted */
+    atomic_uint_fast64_t fail_at;    /* lowest failing structure so far, or UINT64_MAX */
+} count_job;
+
+typedef struct count_worker {
+    count_job *job;
+    pthread_t thread;
+    int started;
+    pt_errors errs;                  /* the error of this worker's first failure */
+    uint64_t failed_at;              /* that structure, or UINT64_MAX */
+    pt_progress *progress;           /* the calling thread's worker only */
+} count_worker;
+
+static void lower_fail(atomic_uint_fast64_t *at, uint64_t s)
+{
+    uint64_t cur = atomic_load(at);
+    while (s < cur && !atomic_compare_exchange_weak(at, &cur, s)) {}
+}
+
+/* Blocks are claimed in increasing order, so once a structure failed no
+ * block after it can hold an earlier failure: those are not started. */
+static void *count_main(void *arg)
+{
+    count_worker *w = arg;
+    count_job *j = w->job;
     pt_neighbor_list nl;
     pt_neighbor_list_init(&nl);
-    int rc = 0;
-    for (uint32_t s = 0; s < ds->n_structs && rc == 0; s++) {
-        rc = search(&nl, ds, s, p, errs);
-        nedges[s] = nl.n_edges;
+    const uint64_t n = j->ds->n_structs;
+    for (;;) {
+        uint64_t lo = atomic_fetch_add(&j->next, COUNT_BLOCK);
+        if (lo >= n || lo > atomic_load(&j->fail_at)) break;
+        uint64_t hi = lo + COUNT_BLOCK < n ? lo + COUNT_BLOCK : n;
+        for (uint64_t s = lo; s < hi; s++) {
+            if (count_one(&nl, j->ds, (uint32_t)s, j->p, &j->nedges[s], &w->errs) == 0) continue;
+            w->failed_at = s;
+            lower_fail(&j->fail_at, s);
+            break;
+        }
+        uint64_t done = atomic_fetch_add(&j->done, hi - lo) + (hi - lo);
+        if (w->failed_at != UINT64_MAX) break;
+        if (w->progress) pt_progress_tick(w->progress, done, done);
     }
     pt_neighbor_list_close(&nl);
-    return rc;
+    return NULL;
+}
+
+int pt_graphs_count_ex(uint32_t *nedges, const pt_dataset *ds, const pt_graph_params *p,
+                       const pt_graphs_count_opts *o, pt_errors *errs)
+{
+    if (pt_graph_params_check(p, errs)) return -1;
+    int threads = o && o->threads > 1 ? o->threads : 1;
+    if ((uint64_t)threads > ds->n_structs / COUNT_BLOCK + 1)
+        threads = (int)(ds->n_structs / COUNT_BLOCK + 1);
+    count_job job = {.nedges = nedges, .ds = ds, .p = p};
+    atomic_init(&job.next, 0);
+    atomic_init(&job.done, 0);
+    atomic_init(&job.fail_at, UINT64_MAX);
+    count_worker *w = calloc((size_t)threads, sizeof(*w));
+    if (!w) {
+        pt_errors_add(errs, "", 0, "", "out of memory counting neighbour edges");
+        return -1;
+    }
+    pt_progress progress;
+    pt_progress_begin(&progress, o ? o->progress : NULL, "count_edges", "structures",
+                      ds->n_structs);
+    for (int t = 0; t < threads; t++) {
+        w[t].job = &job;
+        w[t].failed_at = UINT64_MAX;
+        pt_errors_init(&w[t].errs, 4);
+    }
+    w[0].progress = &progress;
+    for (int t = 1; t < threads; t++)
+        w[t].started = pthread_create(&w[t].thread, NULL, count_main, &w[t]) == 0;
+    count_main(&w[0]);
+    int first = -1;
+    for (int t = 0; t < threads; t++) {
+        if (w[t].started) pthread_join(w[t].thread, NULL);
+        if (w[t].failed_at != UINT64_MAX && (first < 0 || w[t].failed_at < w[first].failed_at))
+            first = t;
+    }
+    if (first >= 0)
+        for (size_t e = 0; e < w[first].errs.kept; e++) {
+            const pt_error *x = &w[first].errs.items[e];
+            pt_errors_add(errs, x->file, x->line, x->field, "%s", x->message);
+        }
+    else
+        pt_progress_end(&progress, ds->n_structs, ds->n_structs);
+    for (int t = 0; t < threads; t++) pt_errors_close(&w[t].errs);
+    free(w);
+    return first >= 0 ? -1 : 0;
 }

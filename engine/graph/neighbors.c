@@ -51,6 +51,8 @@ void pt_neighbor_list_close(pt_neighbor_list *nl)
     free(nl->cell_atoms);
     free(nl->atom_cell);
     free(nl->shift);
+    free(nl->soa);
+    free(nl->within);
     pt_nl_pbc_free(nl->pbc);
     memset(nl, 0, sizeof(*nl));
 }
@@ -318,4 +320,91 @@ int pt_neighbor_list_build(pt_neighbor_list *nl, const float *pos, uint32_t n_at
         return 0;
     }
     return search_cells(nl, pos, n_atoms, p->cutoff, r2, k);
+}
+
+/* ---- counting only ---------------------------------------------------------- */
+
+static int reserve_count(pt_neighbor_list *nl, uint32_t n)
+{
+    if (n <= nl->count_cap) return 0;
+    size_t cap = pt_nl_grown(nl->count_cap, n);
+    float *soa = realloc(nl->soa, 3 * cap * sizeof(float));
+    if (!soa) return -1;
+    nl->soa = soa;
+    uint32_t *w = realloc(nl->within, cap * sizeof(uint32_t));
+    if (!w) return -1;
+    nl->within = w;
+    nl->count_cap = cap;
+    return 0;
+}
+
+/* Every unordered pair once: a pair within the cutoff counts for both of its
+ * atoms.  dx is x_j - x_i as in pair_d2; the reverse difference is its exact
+ * negation, so the square, and with it the test, is the same bits. */
+static void count_brute(pt_neighbor_list *nl, const float *pos, uint32_t n, float r2)
+{
+    float *restrict x = nl->soa, *restrict y = x + n, *restrict z = y + n;
+    uint32_t *restrict within = nl->within;
+    for (uint32_t i = 0; i < n; i++) {
+        x[i] = pos[3 * i];
+        y[i] = pos[3 * i + 1];
+        z[i] = pos[3 * i + 2];
+        within[i] = 0;
+    }
+    for (uint32_t i = 0; i + 1 < n; i++) {
+        const float xi = x[i], yi = y[i], zi = z[i];
+        uint32_t mine = 0;
+        for (uint32_t j = i + 1; j < n; j++) {
+            float dx = x[j] - xi, dy = y[j] - yi, dz = z[j] - zi;
+            float d2 = dx * dx + dy * dy + dz * dz;
+            uint32_t in = d2 < r2;
+            within[j] += in;
+            mine += in;
+        }
+        within[i] += mine;
+    }
+}
+
+static int count_cells(pt_neighbor_list *nl, const float *pos, uint32_t n, float cutoff,
+                       float r2)
+{
+    int dims[3];
+    if (bin_atoms(nl, pos, n, cutoff, dims)) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t c = nl->atom_cell[i];
+        int cx = (int)(c % (uint32_t)dims[0]);
+        int cy = (int)(c / (uint32_t)dims[0] % (uint32_t)dims[1]);
+        int cz = (int)(c / ((uint32_t)dims[0] * (uint32_t)dims[1]));
+        uint32_t nc = 0;
+        for (int zc = cz > 0 ? cz - 1 : 0; zc <= cz + 1 && zc < dims[2]; zc++)
+            for (int yc = cy > 0 ? cy - 1 : 0; yc <= cy + 1 && yc < dims[1]; yc++)
+                for (int xc = cx > 0 ? cx - 1 : 0; xc <= cx + 1 && xc < dims[0]; xc++) {
+                    size_t cell = ((size_t)zc * (size_t)dims[1] + (size_t)yc) * (size_t)dims[0]
+                                  + (size_t)xc;
+                    for (uint32_t t = nl->cell_start[cell]; t < nl->cell_start[cell + 1]; t++) {
+                        uint32_t j = nl->cell_atoms[t];
+                        nc += (uint32_t)((pair_d2(pos, i, j) < r2) & (j != i));
+                    }
+                }
+        nl->within[i] = nc;
+    }
+    return 0;
+}
+
+int pt_neighbor_list_count(pt_neighbor_list *nl, const float *pos, uint32_t n_atoms,
+                           const pt_graph_params *p, pt_neighbor_algo algo, uint64_t *n_edges)
+{
+    *n_edges = 0;
+    if (n_atoms < 2) return 0;
+    uint32_t k = p->max_neighbors == PT_GRAPH_UNLIMITED ? n_atoms - 1 : (uint32_t)p->max_neighbors;
+    if (reserve_count(nl, n_atoms)) return -1;
+    float r2 = p->cutoff * p->cutoff;
+    if (algo == PT_NEIGHBOR_AUTO)
+        algo = cells_pay_off(pos, n_atoms, p->cutoff) ? PT_NEIGHBOR_CELLS : PT_NEIGHBOR_BRUTE;
+    if (algo == PT_NEIGHBOR_BRUTE) count_brute(nl, pos, n_atoms, r2);
+    else if (count_cells(nl, pos, n_atoms, p->cutoff, r2)) return -1;
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < n_atoms; i++) total += nl->within[i] < k ? nl->within[i] : k;
+    *n_edges = total;
+    return 0;
 }

@@ -68,6 +68,9 @@ typedef struct pt_neighbor_list {
     uint32_t *atom_cell;     /* cell of each atom */
     size_t cell_cap, atom_cap;
     pt_nl_pbc *pbc;          /* periodic scratch (neighbors_pbc.c), NULL until needed */
+    float *soa;              /* counting: x, y, z of the atoms as three runs */
+    uint32_t *within;        /* counting: neighbours within the cutoff per atom */
+    size_t count_cap;        /* atoms soa and within hold */
 } pt_neighbor_list;
 
 /* Build results. */
@@ -87,6 +90,16 @@ void pt_neighbor_list_close(pt_neighbor_list *nl);
  * memory runs out.  shift is not written. */
 int pt_neighbor_list_build(pt_neighbor_list *nl, const float *pos, uint32_t n_atoms,
                            const pt_graph_params *p, pt_neighbor_algo algo);
+
+/* The number of edges pt_neighbor_list_build finds for the same molecule
+ * and parameters, without listing them: per receiver min(k, senders within
+ * the cutoff), the same float test.  The all-pairs path visits each
+ * unordered pair once (d2(i,j) == d2(j,i) bit for bit, neighbors.h), over
+ * the coordinates laid out as three runs so the loop vectorises.  This is
+ * what packing needs (graph.h: pt_graphs_count) and where a HydroNet-sized
+ * dataset spends its planning time.  Returns 0, or -1 out of memory. */
+int pt_neighbor_list_count(pt_neighbor_list *nl, const float *pos, uint32_t n_atoms,
+                           const pt_graph_params *p, pt_neighbor_algo algo, uint64_t *n_edges);
 
 /* Finds the edges and shifts of one periodic structure: cell [9] (rows a, b,
  * c), pbc the PT_PBC_* bits (non-zero; the periodic vectors non-singular, as

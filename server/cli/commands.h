@@ -29,6 +29,21 @@ void pt_cli_print_errors(const char *prefix, const pt_errors *errs);
 /* A whole decimal integer in lo..hi.  Returns 0, or -1 (out untouched). */
 int pt_cli_parse_long(const char *s, long lo, long hi, long *out);
 
+/* --- cli_progress.c ------------------------------------------------------ */
+
+struct pt_progress;
+/* A progress sink (engine/core/progress.h) that redraws one line on stderr —
+ * "  ingest  1.2M structures  48.1k/s  2.1 of 6.0 GB  ETA 1m30s" — and ends
+ * it with a newline when a phase finishes.  Drawn only when stderr is a
+ * terminal and `json` is 0 (a command printing JSON is read by programs);
+ * PACKTRAIN_PROGRESS=1 draws it anyway (tests), =0 never.  Returns 1 with
+ * sink filled, 0 (sink cleared) when nothing is to be drawn. */
+int pt_cli_progress_sink(struct pt_progress *sink, int json);
+
+/* The line for one report, without the leading "\r" (tests). */
+struct pt_progress_info;
+void pt_cli_progress_format(const struct pt_progress_info *info, char *buf, size_t len);
+
 /* --- dataset_arg.c -------------------------------------------------------- */
 
 struct pt_dataset;

@@ -214,6 +214,7 @@ static void test_usage_errors(void **state)
     expect_usage("--batch-size needs an integer >= 2, got 1", p, "--batch-size", "1");
     expect_usage("--seed needs a non-negative integer, got -1", p, "--seed", "-1");
     expect_usage("choose one of --json and --markdown", p, "--json", "--markdown");
+    expect_usage("--threads needs an integer from 1 to 4096, got 0", p, "--threads", "0");
     expect_usage("no dataset given", "--json", NULL, NULL);
     expect_usage("one dataset only, extra argument b.ptd", "a.ptd", "b.ptd", NULL);
 }
@@ -241,6 +242,58 @@ static void test_runtime_errors(void **state)
     free(err);
 }
 
+/* Counting on several threads changes nothing in the report. */
+static void test_threads_same_report(void **state)
+{
+    (void)state;
+    char *out1, *out3, *err;
+    assert_int_equal(run_pack(&out1, &err, ptd_path, "--json", "--threads", "1", NULL), 0);
+    free(err);
+    assert_int_equal(run_pack(&out3, &err, ptd_path, "--json", "--threads", "3", NULL), 0);
+    free(err);
+    json_t *a = json_loads(out1, 0, NULL), *b = json_loads(out3, 0, NULL);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(json_integer_value(json_object_get(a, "threads")), 1);
+    assert_int_equal(json_integer_value(json_object_get(b, "threads")), 3);
+    const char *same[] = {"packs", "max_nodes", "max_edges", "node_efficiency", "edge_efficiency"};
+    for (size_t k = 0; k < sizeof same / sizeof same[0]; k++)
+        assert_true(json_equal(json_object_get(a, same[k]), json_object_get(b, same[k])));
+    assert_true(json_real_value(json_object_get(a, "count_seconds")) >= 0);
+    json_decref(a);
+    json_decref(b);
+    free(out1);
+    free(out3);
+}
+
+/* The progress line: drawn on stderr when asked for (a terminal, or
+ * PACKTRAIN_PROGRESS=1), ended by a newline, never on stdout; not drawn
+ * when stderr is a file, as here, nor with PACKTRAIN_PROGRESS=0. */
+static void test_progress_line(void **state)
+{
+    (void)state;
+    char *out, *err;
+    unsetenv("PACKTRAIN_PROGRESS");
+    assert_int_equal(run_pack(&out, &err, ptd_path, NULL), 0);
+    assert_string_equal(err, "");
+    free(out);
+    free(err);
+    setenv("PACKTRAIN_PROGRESS", "1", 1);
+    assert_int_equal(run_pack(&out, &err, ptd_path, NULL), 0);
+    assert_non_null(strstr(err, "\r  count_edges  144 structures  "));
+    assert_non_null(strstr(err, "  100.0%  done in "));
+    assert_int_equal(err[strlen(err) - 1], '\n');
+    assert_null(strchr(out, '\r'));
+    free(out);
+    free(err);
+    setenv("PACKTRAIN_PROGRESS", "0", 1);
+    assert_int_equal(run_pack(&out, &err, ptd_path, NULL), 0);
+    assert_string_equal(err, "");
+    free(out);
+    free(err);
+    unsetenv("PACKTRAIN_PROGRESS");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -249,6 +302,8 @@ int main(void)
         cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_runtime_errors),
         cmocka_unit_test(test_dump_graphs),
+        cmocka_unit_test(test_threads_same_report),
+        cmocka_unit_test(test_progress_line),
     };
     return cmocka_run_group_tests_name("cmd_pack", tests, setup, teardown);
 }

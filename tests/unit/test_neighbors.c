@@ -100,6 +100,12 @@ static uint32_t check_cloud(const float *pos, uint32_t n, float cutoff, int32_t 
         assert_int_equal(pt_neighbor_list_build(&nl, pos, n, &p, algos[a]), 0);
         assert_same_as_ref(&nl, &r);
     }
+    /* counting alone gives the same number on every path */
+    for (int a = 0; a < 3; a++) {
+        uint64_t counted = UINT64_MAX;
+        assert_int_equal(pt_neighbor_list_count(&nl, pos, n, &p, algos[a], &counted), 0);
+        assert_int_equal(counted, r.n);
+    }
     p.mode = PT_GRAPH_KNN;
     assert_int_equal(pt_neighbor_list_build(&nl, pos, n, &p, PT_NEIGHBOR_AUTO), 0);
     assert_same_as_ref(&nl, &r);
@@ -339,6 +345,63 @@ static void test_dataset_build_matches_per_structure(void **state)
     synth_free(&s);
 }
 
+/* Counting on several threads: the counts of one thread, whatever the
+ * number of threads and blocks (more structures than one block), and the
+ * progress callback sees the phase end with every structure counted. */
+typedef struct progress_log {
+    int calls, finals;
+    uint64_t last_done, total;
+} progress_log;
+
+static void on_progress(void *user, const pt_progress_info *info)
+{
+    progress_log *l = user;
+    l->calls++;
+    l->finals += info->final;
+    assert_string_equal(info->phase, "count_edges");
+    assert_true(info->done >= l->last_done);
+    l->last_done = info->done;
+    l->total = info->total;
+}
+
+static void test_threaded_count_matches_one_thread(void **state)
+{
+    (void)state;
+    pt_rng rng;
+    pt_rng_init(&rng, 17, 0);
+    const uint32_t ns = 5000;
+    uint32_t *sizes = malloc(ns * sizeof(uint32_t));
+    for (uint32_t t = 0; t < ns; t++) sizes[t] = 1 + (uint32_t)(pt_rng_uniform(&rng) * 90);
+    synth s;
+    synth_make(&s, &rng, sizes, ns);
+    pt_graph_params p = {5.0f, 12, PT_GRAPH_RADIUS};
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    uint32_t *one = malloc(ns * sizeof(uint32_t)), *many = malloc(ns * sizeof(uint32_t));
+    assert_int_equal(pt_graphs_count(one, &s.ds, &p, &errs), 0);
+    pt_graphs g;
+    assert_int_equal(pt_graphs_build(&g, &s.ds, &p, &errs), 0);
+    for (uint32_t t = 0; t < ns; t++) assert_int_equal(one[t], pt_graphs_nedges(&g, t));
+    pt_graphs_close(&g);
+    for (int threads = 2; threads <= 5; threads += 3) {
+        progress_log log = {0};
+        pt_progress sink = {.fn = on_progress, .user = &log, .every = 1e-9};
+        pt_graphs_count_opts o = {.threads = threads, .progress = &sink};
+        memset(many, 0xff, ns * sizeof(uint32_t));
+        assert_int_equal(pt_graphs_count_ex(many, &s.ds, &p, &o, &errs), 0);
+        assert_memory_equal(one, many, ns * sizeof(uint32_t));
+        assert_int_equal(log.finals, 1);
+        assert_int_equal(log.last_done, ns);
+        assert_int_equal(log.total, ns);
+    }
+    assert_int_equal(errs.total, 0);
+    pt_errors_close(&errs);
+    free(one);
+    free(many);
+    free(sizes);
+    synth_free(&s);
+}
+
 static void test_without_cap_both_directions_present(void **state)
 {
     (void)state;
@@ -477,7 +540,45 @@ static void test_structure_too_large_for_edge_index(void **state)
     pt_errors_clear(&errs);
     assert_int_equal(pt_graphs_count(counts, &ds, &p, &errs), -1);
     assert_int_equal(errs.total, 1);
+    pt_errors_clear(&errs);
+    pt_graphs_count_opts o = {.threads = 2};
+    assert_int_equal(pt_graphs_count_ex(counts, &ds, &p, &o, &errs), -1);
+    assert_first_error(&errs, "structure: structure 1 has 65537 atoms: up to 4295032832 "
+                              "edges, more than one graph may hold (4294967295)");
+    assert_int_equal(errs.total, 1);
     pt_errors_close(&errs);
+    free(z);
+    free(pos);
+}
+
+/* Two failing structures in different blocks: on any number of threads the
+ * error is the first one's, as on one thread. */
+static void test_threaded_count_reports_first_failure(void **state)
+{
+    (void)state;
+    const uint32_t ns = 3000, big = 65537, bad[2] = {1500, 2600};
+    uint64_t *offset = calloc(ns + 1, sizeof(uint64_t));
+    for (uint32_t t = 0; t < ns; t++)
+        offset[t + 1] = offset[t] + (t == bad[0] || t == bad[1] ? big : 2);
+    uint8_t *z = calloc(offset[ns], 1);
+    float *pos = calloc(offset[ns] * 3, sizeof(float));
+    pt_dataset ds = {.n_structs = ns, .n_atoms = offset[ns], .atom_offset = offset, .z = z,
+                     .pos = pos};
+    pt_graph_params p = {1.0f, 65536, PT_GRAPH_RADIUS};
+    uint32_t *counts = malloc(ns * sizeof(uint32_t));
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    for (int threads = 1; threads <= 3; threads++) {
+        pt_graphs_count_opts o = {.threads = threads};
+        assert_int_equal(pt_graphs_count_ex(counts, &ds, &p, &o, &errs), -1);
+        assert_int_equal(errs.total, 1);
+        assert_first_error(&errs, "structure: structure 1500 has 65537 atoms: up to 4295032832 "
+                                  "edges, more than one graph may hold (4294967295)");
+        pt_errors_clear(&errs);
+    }
+    pt_errors_close(&errs);
+    free(counts);
+    free(offset);
     free(z);
     free(pos);
 }
@@ -493,10 +594,12 @@ int main(void)
         cmocka_unit_test(test_sparse_cloud_cells_stay_bounded),
         cmocka_unit_test(test_cap_is_per_receiver),
         cmocka_unit_test(test_dataset_build_matches_per_structure),
+        cmocka_unit_test(test_threaded_count_matches_one_thread),
         cmocka_unit_test(test_without_cap_both_directions_present),
         cmocka_unit_test(test_unlimited_keeps_every_neighbour),
         cmocka_unit_test(test_invalid_parameters_are_reported),
         cmocka_unit_test(test_structure_too_large_for_edge_index),
+        cmocka_unit_test(test_threaded_count_reports_first_failure),
     };
     return cmocka_run_group_tests_name("neighbors", tests, NULL, NULL);
 }
