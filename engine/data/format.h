@@ -57,6 +57,8 @@ typedef struct pt_structure {
     double stress[9];      /* row-major 3x3, eV/Å³, ASE's sign convention */
     uint32_t n_keys;
     pt_key_value keys[PT_READER_MAX_KEYS];
+    uint64_t input_bytes;  /* bytes of the file read up to here (compressed for
+                            * gzip), for progress reports; 0 when unknown */
 
     /* private: capacity of the arrays above, in atoms */
     uint32_t cap_atoms;
@@ -82,6 +84,9 @@ typedef struct pt_read_options {
      * file (an ASE database's schema, units and label candidates) append
      * one object per file to it. */
     struct json_t *info;
+    /* Where a text file is decompressed: 0 by its size, 1 on a thread of
+     * its own, -1 on the reading thread (linereader.h); the same results. */
+    int read_thread;
 } pt_read_options;
 
 /* How a parser left a structure. */

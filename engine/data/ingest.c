@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "engine/data/cell.h"
@@ -39,6 +40,8 @@ typedef struct ingest_ctx {
      * and target found for key position i last time are tried first */
     uint32_t kind_hint[PT_READER_MAX_KEYS];
     uint32_t target_hint[PT_READER_MAX_KEYS];
+    pt_progress progress;
+    uint64_t bytes_before;   /* sizes of the inputs read completely */
 } ingest_ctx;
 
 void pt_ingest_options_init(pt_ingest_options *o)
@@ -197,6 +200,8 @@ static int on_structure(void *ctx, const pt_structure *s)
 {
     ingest_ctx *c = ctx;
     c->rep->n_seen++;
+    if ((c->rep->n_seen & 63) == 0)
+        pt_progress_tick(&c->progress, c->bytes_before + s->input_bytes, c->rep->n_seen);
     uint32_t n_values = 0;
     if (!s->valid || map_keys(c, s, &n_values) < 0) {
         c->rep->n_skipped++;
@@ -247,9 +252,21 @@ int pt_ingest_files(const char *const *inputs, int n_inputs, const char *out_ptd
     }
     rep->ase_db = json_array();
     pt_read_options ro = {.format = opt->format, .max_atoms = opt->max_atoms, .display_name = opt->display_name,
-                          .forces_key = opt->forces_key, .stress_key = opt->stress_key, .info = rep->ase_db};
-    for (int i = 0; i < n_inputs && !c.io_failed; i++)
+                          .forces_key = opt->forces_key, .stress_key = opt->stress_key, .info = rep->ase_db,
+                          .read_thread = opt->read_thread};
+    uint64_t *sizes = calloc((size_t)n_inputs + 1, sizeof(uint64_t)), total = 0;
+    for (int i = 0; sizes && i < n_inputs; i++) {
+        struct stat st;
+        if (stat(inputs[i], &st) == 0 && S_ISREG(st.st_mode)) sizes[i] = (uint64_t)st.st_size;
+        total += sizes[i];
+    }
+    pt_progress_begin(&c.progress, opt->progress, "ingest", "bytes", total);
+    for (int i = 0; i < n_inputs && !c.io_failed; i++) {
         if (pt_read_structures(inputs[i], &ro, on_structure, &c, errs) < 0) c.rejected = 1;
+        c.bytes_before += sizes ? sizes[i] : 0;
+    }
+    pt_progress_end(&c.progress, c.bytes_before, rep->n_seen);
+    free(sizes);
     if (!c.rejected && !c.io_failed && rep->n_structs == 0) {
         pt_errors_add(errs, opt->display_name ? opt->display_name : (n_inputs ? inputs[0] : ""), 0, "",
                       rep->n_seen ? "no valid structures in the input" : "no structures in the input");

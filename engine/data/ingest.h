@@ -38,6 +38,7 @@
 
 #include "engine/data/dataset.h"
 #include "engine/core/errors.h"
+#include "engine/core/progress.h"
 #include "engine/data/reader.h"   /* pt_format */
 
 typedef struct pt_ingest_options {
@@ -49,6 +50,11 @@ typedef struct pt_ingest_options {
     const char *display_name;          /* replaces input paths in errors; NULL = paths */
     const char *forces_key;            /* which per-atom vectors are forces (ase_db.h); NULL: "forces" */
     const char *stress_key;            /* which 3x3 is the stress (ase_db.h); NULL: "stress" */
+    /* Progress of phase "ingest" in bytes of the input files read (their
+     * sizes the total; compressed bytes for gzip) with the structures seen;
+     * called on the ingesting thread.  NULL = none. */
+    const pt_progress *progress;
+    int read_thread;                   /* pt_read_options.read_thread: 0 by file size */
 } pt_ingest_options;
 
 void pt_ingest_options_init(pt_ingest_options *o);

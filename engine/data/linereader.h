@@ -19,8 +19,24 @@
 typedef struct pt_reader pt_reader;
 
 /* Opens path (display: the name used in errors).  NULL with the reason in
- * errs when it cannot be opened or memory runs out. */
+ * errs when it cannot be opened or memory runs out.  Files of at least
+ * PT_READER_THREAD_MIN_BYTES are decompressed on a thread of their own. */
 pt_reader *pt_reader_open(const char *path, const char *display, pt_errors *errs);
+
+#define PT_READER_THREAD_MIN_BYTES (8u << 20)
+
+/* The same, `threaded` choosing where decompression runs: 1 on a thread of
+ * its own, -1 on the caller's, 0 by the file's size (as pt_reader_open).
+ * Lines, errors and their order are the same either way (tests hold the two
+ * to that); a thread that cannot be started means the caller's thread. */
+pt_reader *pt_reader_open_ex(const char *path, const char *display, int threaded,
+                             pt_errors *errs);
+
+/* Bytes of the file read so far (compressed bytes for gzip; decompression
+ * may be ahead of parsing by a few MB) and the file's size (0 when it is not
+ * a regular file): what progress reports count. */
+uint64_t pt_reader_input_offset(const pt_reader *r);
+uint64_t pt_reader_input_size(const pt_reader *r);
 void pt_reader_close(pt_reader *r);
 
 /* Next line, NUL-terminated, without its "\n" or "\r\n".  Returns 1 with a

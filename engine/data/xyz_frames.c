@@ -163,6 +163,7 @@ static int read_all(pt_reader *r, const pt_read_options *opt, pt_structure *s,
         if (check_extra_atom_lines(r, s, &fatal)) st = PT_PARSE_BAD;
         if (fatal) return -1;
         s->valid = st == PT_PARSE_OK;
+        s->input_bytes = pt_reader_input_offset(r);
         int stop = fn(ctx, s);
         if (stop) return stop;
     }
@@ -171,7 +172,7 @@ static int read_all(pt_reader *r, const pt_read_options *opt, pt_structure *s,
 int pt_xyz_frames_read(const char *path, const pt_read_options *opt, pt_structure_fn fn,
                        void *ctx, pt_errors *errs)
 {
-    pt_reader *r = pt_reader_open(path, opt->display_name, errs);
+    pt_reader *r = pt_reader_open_ex(path, opt->display_name, opt->read_thread, errs);
     if (!r) return -1;
     pt_structure *s = calloc(1, sizeof(*s));
     int rc = -1;

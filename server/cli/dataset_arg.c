@@ -12,6 +12,7 @@
  * through a temporary file and a rename, so two commands ingesting the same
  * input at once both end with a whole file.  Each use says on stderr what
  * was ingested and where the cache is. */
+#include "engine/core/progress.h"
 #include "server/cli/commands.h"
 
 #include <errno.h>
@@ -82,7 +83,10 @@ static int ingest_into(const char *cmd, const char *arg, const char *ptd,
 {
     pt_ingest_report rep;
     const char *inputs[1] = {arg};
-    int rc = pt_ingest_files(inputs, 1, ptd, o, &rep, errs);
+    pt_ingest_options with = *o;
+    pt_progress sink;
+    if (pt_cli_progress_sink(&sink, 0)) with.progress = &sink;
+    int rc = pt_ingest_files(inputs, 1, ptd, &with, &rep, errs);
     if (rc == 0)
         fprintf(stderr, "%s: ingested %s (%llu structures, %llu atoms) into %s\n", cmd, arg,
                 (unsigned long long)rep.n_structs, (unsigned long long)rep.n_atoms, ptd);

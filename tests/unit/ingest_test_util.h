@@ -85,13 +85,34 @@ static inline char *itu_write(const char *text, size_t len, int gz)
 }
 
 /* Reads text as a file of the given format; fills c (calloc'ed) and errs. */
+/* Every read runs twice, decompressing on the reading thread and on a
+ * thread of its own (linereader.h): both must give the same structures, the
+ * same errors in the same order and the same result (aborts otherwise). */
 static inline int itu_read_ex(const char *text, int gz, pt_format format, uint32_t max_atoms,
                               itu_collect **c, pt_errors *errs)
 {
     char *path = itu_write(text, strlen(text), gz);
     *c = calloc(1, sizeof(**c));
-    pt_read_options o = {.format = format, .max_atoms = max_atoms, .display_name = ITU_NAME};
+    size_t before = errs->kept, total_before = errs->total;
+    pt_read_options o = {.format = format, .max_atoms = max_atoms, .display_name = ITU_NAME,
+                         .read_thread = -1};
     int rc = pt_read_structures(path, &o, itu_on_structure, *c, errs);
+    itu_collect *again = calloc(1, sizeof(*again));
+    pt_errors other;
+    pt_errors_init(&other, errs->max_kept);
+    o.read_thread = 1;
+    int rc2 = pt_read_structures(path, &o, itu_on_structure, again, &other);
+    if (rc != rc2 || memcmp(*c, again, sizeof(*again)) != 0 ||
+        errs->kept - before != other.kept || errs->total - total_before != other.total)
+        abort();
+    for (size_t i = 0; i < other.kept; i++) {
+        const pt_error *x = &errs->items[before + i], *y = &other.items[i];
+        if (x->line != y->line || x->row != y->row || strcmp(x->file, y->file) ||
+            strcmp(x->field, y->field) || strcmp(x->message, y->message))
+            abort();
+    }
+    pt_errors_close(&other);
+    free(again);
     unlink(path);
     free(path);
     return rc;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine/data/dataset.h"
@@ -503,6 +504,65 @@ static void test_cli_reject_and_skip(void **state)
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
+/* Progress of an ingest: bytes of the two inputs read, structures seen,
+ * ticks in order, one final call with everything read; the same dataset
+ * whether the inputs are decompressed on a thread of their own or not. */
+typedef struct progress_log {
+    int calls, finals;
+    uint64_t done, total, structures;
+} progress_log;
+
+static void on_progress(void *user, const pt_progress_info *info)
+{
+    progress_log *l = user;
+    assert_string_equal(info->phase, "ingest");
+    assert_string_equal(info->unit, "bytes");
+    assert_true(info->done >= l->done && info->done <= info->total);
+    assert_true(info->structures >= l->structures);
+    l->calls++;
+    l->finals += info->final;
+    l->done = info->done;
+    l->total = info->total;
+    l->structures = info->structures;
+}
+
+static void test_progress_and_read_thread(void **state)
+{
+    (void)state;
+    const char *in[] = {QM9_SLICE, WATER_SLICE};
+    struct stat a, b;
+    assert_int_equal(stat(in[0], &a), 0);
+    assert_int_equal(stat(in[1], &b), 0);
+    char *bytes[2] = {NULL, NULL};
+    size_t lens[2] = {0, 0};
+    for (int thread = -1; thread <= 1; thread += 2) {
+        progress_log log = {0};
+        pt_progress sink = {.fn = on_progress, .user = &log, .every = 1e-12};
+        pt_ingest_options o;
+        pt_ingest_options_init(&o);
+        o.progress = &sink;
+        o.read_thread = thread;
+        pt_ingest_report rep;
+        pt_errors errs;
+        assert_int_equal(ingest(in, 2, &o, &rep, &errs), 0);
+        assert_true(log.calls >= 2);   /* ticks every 64 structures, then the final one */
+        assert_int_equal(log.finals, 1);
+        assert_int_equal(log.total, (uint64_t)(a.st_size + b.st_size));
+        assert_int_equal(log.done, log.total);
+        assert_int_equal(log.structures, 100);
+        pt_ingest_report_close(&rep);
+        pt_errors_close(&errs);
+        bytes[thread > 0] = tfx_slurp(out_path);
+        struct stat st;
+        assert_int_equal(stat(out_path, &st), 0);
+        lens[thread > 0] = (size_t)st.st_size;
+    }
+    assert_int_equal(lens[0], lens[1]);
+    assert_memory_equal(bytes[0], bytes[1], lens[0]);
+    free(bytes[0]);
+    free(bytes[1]);
+}
+
 /* The CLI's table says what is periodic and how many structures carry stress. */
 static void test_cli_periodic_summary(void **state)
 {
@@ -531,6 +591,7 @@ int main(void)
         T(test_err_too_many_targets), T(test_err_no_structures), T(test_err_framing_rejects_even_when_skipping),
         T(test_err_output_not_writable), T(test_cli_usage_errors), T(test_cli_reject_and_skip),
         T(test_periodic_cells_and_report), T(test_periodic_error_rejects_input), T(test_cli_periodic_summary),
+        T(test_progress_and_read_thread),
     };
     return cmocka_run_group_tests_name("ingest", tests, NULL, NULL);
 }

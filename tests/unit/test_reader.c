@@ -242,16 +242,23 @@ static void test_error_truncated_gzip(void **state)
     struct stat st;
     assert_int_equal(stat(path, &st), 0);
     assert_int_equal(truncate(path, st.st_size / 2), 0);
-    pt_errors errs;
-    pt_errors_init(&errs, 0);
-    itu_collect *c = calloc(1, sizeof(*c));
-    pt_read_options o = {.format = PT_FORMAT_AUTO, .max_atoms = 10, .display_name = ITU_NAME};
-    assert_int_equal(pt_read_structures(path, &o, itu_on_structure, c, &errs), -1);
-    assert_true(itu_has_error(&errs, 0, "", "compressed stream is truncated"));
+    /* on either thread: the structures before the damage, then the error */
+    for (int thread = -1; thread <= 1; thread += 2) {
+        pt_errors errs;
+        pt_errors_init(&errs, 0);
+        itu_collect *c = calloc(1, sizeof(*c));
+        pt_read_options o = {.format = PT_FORMAT_AUTO, .max_atoms = 10, .display_name = ITU_NAME,
+                             .read_thread = thread};
+        assert_int_equal(pt_read_structures(path, &o, itu_on_structure, c, &errs), -1);
+        assert_true(itu_has_error(&errs, 0, "", "compressed stream is truncated"));
+        assert_int_equal(errs.total, 1);
+        assert_true(c->n > 0 && c->n < 100);
+        assert_int_equal(c->n_valid, c->n);
+        free(c);
+        pt_errors_close(&errs);
+    }
     unlink(path);
     free(path);
-    free(c);
-    pt_errors_close(&errs);
 }
 
 static void test_error_cannot_open(void **state)
@@ -271,14 +278,16 @@ static void test_error_cannot_open(void **state)
 static void test_error_read_error(void **state)
 {
     (void)state;
-    pt_errors errs;
-    pt_errors_init(&errs, 0);
-    pt_read_options o = {.format = PT_FORMAT_AUTO, .max_atoms = 10};
-    itu_collect *c = calloc(1, sizeof(*c));
-    assert_int_equal(pt_read_structures("tests/data", &o, itu_on_structure, c, &errs), -1);
-    assert_true(itu_has_error(&errs, 1, "", "read error: Is a directory"));
-    free(c);
-    pt_errors_close(&errs);
+    for (int thread = -1; thread <= 1; thread += 2) {
+        pt_errors errs;
+        pt_errors_init(&errs, 0);
+        pt_read_options o = {.format = PT_FORMAT_AUTO, .max_atoms = 10, .read_thread = thread};
+        itu_collect *c = calloc(1, sizeof(*c));
+        assert_int_equal(pt_read_structures("tests/data", &o, itu_on_structure, c, &errs), -1);
+        assert_true(itu_has_error(&errs, 1, "", "read error: Is a directory"));
+        free(c);
+        pt_errors_close(&errs);
+    }
 }
 
 static void test_format_names(void **state)
