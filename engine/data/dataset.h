@@ -46,6 +46,13 @@ typedef struct pt_dataset {
     /* private: set by pt_dataset_open */
     void *map_base;
     size_t map_size;
+    void *view_base[3];            /* version 3: z, pos, forces mapped chunk by chunk */
+    size_t view_size[3];
+    const uint32_t *atoms_crc;     /* [n_structs] CRC-32 of z then pos, or NULL */
+    const uint32_t *forces_crc;    /* [n_structs] CRC-32 of forces, or NULL */
+    uint32_t version;              /* of the file, 0 for a caller's arrays */
+    int verified;                  /* every structure's atoms were checked */
+    char *path;
 } pt_dataset;
 
 static inline uint32_t pt_dataset_natoms(const pt_dataset *ds, uint32_t s)
@@ -60,9 +67,35 @@ static inline unsigned pt_dataset_pbc(const pt_dataset *ds, uint32_t s)
 }
 
 /* Maps a .ptd file written by ingest (dataset_file.c) and checks it whole:
- * magic, version, byte order, header and section CRC-32s, section bounds,
- * atom offsets and atomic numbers.  0 ok; -1 with "PATH: reason" in err. */
+ * magic, version, byte order, header, section and per-structure CRC-32s,
+ * section and chunk bounds, atom offsets and atomic numbers.  0 ok; -1 with
+ * "PATH: reason" in err.  Checking reads every byte, but gives the pages
+ * back as it goes: the process's RSS stays small however big the file. */
 int pt_dataset_open(pt_dataset *ds, const char *path, char *err, size_t errlen);
+
+/* PT_DATASET_OPEN_LAZY: check everything but the per-atom data (atomic
+ * numbers, positions, forces) of each structure, which the user of the
+ * dataset checks with pt_dataset_verify for the structures it reads — a
+ * training rank touches only its own structures' pages that way.  Files of
+ * versions 1 and 2 have no per-structure checksums and are checked whole
+ * at open anyway. */
+#define PT_DATASET_OPEN_LAZY 1u
+int pt_dataset_open_ex(pt_dataset *ds, const char *path, unsigned flags, char *err,
+                       size_t errlen);
+
+/* Checks structures [first, first + count) of a lazily opened dataset:
+ * atomic numbers in 1..PT_Z_MAX and the CRC-32s of their atoms and forces.
+ * 0 when they are sound (or the dataset was checked whole at open, or is a
+ * caller's arrays); -1 with "PATH: structure S: ..." in err. */
+int pt_dataset_verify(const pt_dataset *ds, uint32_t first, uint32_t count, char *err,
+                      size_t errlen);
+
+/* Gives back this process's mapping of the per-atom data of structures
+ * [first, first + count) (whole pages inside that range; the page cache
+ * keeps them, a later read maps them again).  For passes over a dataset
+ * bigger than memory that should not grow the RSS.  No-op on a caller's
+ * arrays. */
+void pt_dataset_release(const pt_dataset *ds, uint32_t first, uint32_t count);
 /* Unmaps a dataset from pt_dataset_open; harmless on a zeroed struct. */
 void pt_dataset_close(pt_dataset *ds);
 /* The rule for naming a target (ase_db.h): a key is looked up as written,

@@ -1,6 +1,7 @@
 /* dataset_file.h — the .ptd columnar dataset file: streaming writer.
  *
- * (The reader, pt_dataset_open, is declared in dataset.h.)
+ * (The reader, pt_dataset_open, is declared in dataset.h; the writer is
+ * dataset_write.c, the reader dataset_file.c.)
  *
  * Layout, all little-endian:
  *   header   magic "PKTRDATA", version, header size, byte-order tag,
@@ -21,20 +22,36 @@
  *            pbc           u8[n_structs] PT_PBC_* bits; empty with the cell
  *            stress        f64[9 n_structs] row-major, NaN = absent; or empty
  *                          (flag bit 2 clear)
- *   Version 1 files (the first seven sections) are still read: no cell, no
- *   pbc, no stress.
+ *          version 3 (written now) adds:
+ *            atoms_crc     u32[n_structs] CRC-32 of a structure's z bytes then
+ *                          its pos bytes
+ *            forces_crc    u32[n_structs] CRC-32 of its forces bytes (NaN ones
+ *                          too); empty without forces
+ *            chunks        {u32 section, u32 0, u64 offset, u64 length}[]
+ *          and stores z, pos and forces not as one range each but in chunks
+ *          listed by the chunk table, in order per column: every chunk but a
+ *          column's last holds exactly 4 MiB, each starts at a multiple of
+ *          64 KiB (the reader maps them back to back into one array); their
+ *          section entries have offset 0, the column's size and CRC 0 — the
+ *          per-structure CRCs stand for them, so a reader may check only the
+ *          structures it reads (pt_dataset_open_ex, pt_dataset_verify).
+ *   Versions 1 (the first seven sections: no cell, pbc, stress) and 2 (ten
+ *   sections, each contiguous, with its CRC) are still read.
  *
- * The writer streams every column to an unlinked temporary file next to the
- * output while structures arrive, so memory stays constant in the dataset
- * size; finishing assembles the sections into "<out>.tmp" plus six random characters, fsyncs it
- * and renames it over the output, so a reader never sees a half file. */
+ * The writer puts the per-atom columns' chunks straight into the output
+ * ("<out>.tmp" plus six random characters) as structures arrive, and
+ * streams the per-structure columns to unlinked temporary files, so memory
+ * stays constant in the dataset size and the big columns are written once;
+ * finishing appends the per-structure sections and the chunk table, writes
+ * the header, fsyncs and renames the file over the output, so a reader never
+ * sees a half file. */
 #ifndef PT_DATASET_FILE_H
 #define PT_DATASET_FILE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define PT_PTD_VERSION 2      /* written; versions 1 and 2 are read */
+#define PT_PTD_VERSION 3      /* written; versions 1 to 3 are read */
 #define PT_PTD_MAX_TARGETS 256
 #define PT_PTD_ALIGN 64
 

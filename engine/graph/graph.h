@@ -104,7 +104,9 @@ typedef struct pt_graphs_count_opts {
 
 /* pt_graphs_count over `threads` threads, structures handed out in blocks,
  * the same counts; an error is the one of the first failing structure, as
- * on one thread.  o may be NULL (one thread, no progress). */
+ * on one thread.  Each block's pages are given back once counted
+ * (pt_dataset_release), so counting a dataset bigger than memory keeps the
+ * process small.  o may be NULL (one thread, no progress). */
 int pt_graphs_count_ex(uint32_t *nedges, const pt_dataset *ds, const pt_graph_params *p,
                        const pt_graphs_count_opts *o, pt_errors *errs);
 

@@ -215,6 +215,9 @@ static void *count_main(void *arg)
             lower_fail(&j->fail_at, s);
             break;
         }
+        /* the block's pages go back: a pass over a dataset bigger than memory
+         * keeps the RSS small (the page cache still has them) */
+        pt_dataset_release(j->ds, (uint32_t)lo, (uint32_t)(hi - lo));
         uint64_t done = atomic_fetch_add(&j->done, hi - lo) + (hi - lo);
         if (w->failed_at != UINT64_MAX) break;
         if (w->progress) pt_progress_tick(w->progress, done, done);

@@ -1,7 +1,9 @@
 /* test_dataset_file.c — the .ptd writer and mmap reader: bit-exact round
  * trip (cells, pbc, stress included), NaN for absent keys, forces and stress,
- * 64-byte alignment, no leftovers, version-1 files still read, and one test
- * per corruption the reader must name. */
+ * 64-byte alignment, no leftovers, columns over several chunks with forces
+ * starting late, lazy opening with per-structure checks, pages given back,
+ * version-1 and version-2 files still read, and one test per corruption the
+ * reader must name. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -42,9 +44,10 @@ static int pt_test_ingest(const char *src, const char *out)
 #define H_CRC 48
 #define H_ENTRIES 56
 #define H_FLAGS 44
-#define N_SECTIONS 10
+#define N_SECTIONS 13
 #define HEADER_BYTES (H_ENTRIES + N_SECTIONS * 32)
-enum { S_NAMES, S_OFFSET, S_Z, S_POS, S_FORCES, S_LINE, S_TARGETS, S_CELL, S_PBC, S_STRESS };
+enum { S_NAMES, S_OFFSET, S_Z, S_POS, S_FORCES, S_LINE, S_TARGETS, S_CELL, S_PBC, S_STRESS,
+       S_ATOMS_CRC, S_FORCES_CRC, S_CHUNKS };
 
 typedef struct fixture {
     char dir[64];
@@ -164,7 +167,8 @@ static void test_round_trip_bit_exact(void **state)
     const char *base = ds.map_base;
     assert_int_equal(((const char *)ds.cell - base) % PT_PTD_ALIGN, 0);
     assert_int_equal(((const char *)ds.stress - base) % PT_PTD_ALIGN, 0);
-    assert_int_equal(((const char *)ds.pos - base) % PT_PTD_ALIGN, 0);
+    assert_int_equal((uintptr_t)ds.pos % PT_PTD_ALIGN, 0);
+    assert_int_equal((uintptr_t)ds.forces % PT_PTD_ALIGN, 0);
     assert_int_equal(((const char *)ds.targets - base) % PT_PTD_ALIGN, 0);
     pt_dataset_close(&ds);
     assert_null(ds.map_base);
@@ -253,11 +257,31 @@ static uint64_t sec_offset(const unsigned char *b, int s)
     return v;
 }
 
+/* Where chunk entry i of the chunk table sits, and the file offset of the
+ * first chunk of per-atom section s. */
+static unsigned char *chunk_entry(unsigned char *b, int i)
+{
+    return b + sec_offset(b, S_CHUNKS) + 24 * (size_t)i;
+}
+
+static uint64_t chunk_offset(unsigned char *b, int s)
+{
+    for (int i = 0;; i++) {
+        uint32_t sec;
+        memcpy(&sec, chunk_entry(b, i), 4);
+        if ((int)sec != s) continue;
+        uint64_t off;
+        memcpy(&off, chunk_entry(b, i) + 8, 8);
+        return off;
+    }
+}
+
 /* Recomputes every CRC, so a test can reach the checks behind them. */
 static void fix_crcs(unsigned char *b)
 {
     for (int s = 0; s < N_SECTIONS; s++) {
         uint64_t off = sec_offset(b, s), len;
+        if (off == 0) continue;   /* z, pos, forces: placed by the chunk table */
         memcpy(&len, b + H_ENTRIES + 32 * s + 16, 8);
         uint32_t crc = (uint32_t)crc32_z(0, b + off, len);
         memcpy(b + H_ENTRIES + 32 * s + 24, &crc, 4);
@@ -269,8 +293,9 @@ static void fix_crcs(unsigned char *b)
 
 typedef enum corruption {
     C_TRUNCATE_HEADER, C_MAGIC, C_BYTE_ORDER, C_VERSION, C_LAYOUT, C_HEADER_CRC, C_COUNTS, C_ENTRY,
-    C_TRUNCATE_SECTION, C_SECTION_SIZE, C_SECTION_CRC, C_OFFSETS_SPAN, C_OFFSETS_ORDER, C_Z_RANGE, C_NAME,
-    C_FLAGS, C_PBC_BITS, C_SINGULAR_CELL, C_NONFINITE_CELL,
+    C_TRUNCATE_SECTION, C_SECTION_SIZE, C_SECTION_CRC, C_ATOMS_CRC, C_FORCES_CRC, C_OFFSETS_SPAN,
+    C_OFFSETS_ORDER, C_Z_RANGE, C_NAME, C_FLAGS, C_PBC_BITS, C_SINGULAR_CELL, C_NONFINITE_CELL,
+    C_CHUNK_ENTRY, C_CHUNK_PAST_END, C_CHUNK_SHORT, C_CHUNK_TABLE_SIZE,
 } corruption;
 
 typedef struct corrupt_case {
@@ -278,35 +303,48 @@ typedef struct corrupt_case {
     const char *msg;
 } corrupt_case;
 
+/* Applies one corruption to the sample file; returns its new size. */
+static size_t corrupt(unsigned char *b, size_t n, corruption what)
+{
+    uint32_t u32;
+    uint64_t u64;
+    switch (what) {
+    case C_TRUNCATE_HEADER: n = 100; break;
+    case C_MAGIC: b[0] = 'X'; break;
+    case C_BYTE_ORDER: u32 = 0x04030201u; memcpy(b + H_ORDER, &u32, 4); break;
+    case C_VERSION: u32 = 4; memcpy(b + H_VERSION, &u32, 4); break;
+    case C_LAYOUT: u32 = 999; memcpy(b + H_SIZE, &u32, 4); break;
+    case C_HEADER_CRC: b[H_NATOMS] ^= 1; break;
+    case C_COUNTS: u32 = 100000; memcpy(b + H_NTARGETS, &u32, 4); fix_crcs(b); break;
+    case C_ENTRY: u64 = 64; memcpy(b + H_ENTRIES + 32 * S_Z + 8, &u64, 8); fix_crcs(b); break;
+    case C_TRUNCATE_SECTION: n = (size_t)sec_offset(b, S_TARGETS) + 8; break;
+    case C_SECTION_SIZE: u64 = 7; memcpy(b + H_NATOMS, &u64, 8); fix_crcs(b); break;
+    case C_SECTION_CRC: b[sec_offset(b, S_LINE) + 9] ^= 0x10; break;
+    case C_ATOMS_CRC: b[chunk_offset(b, S_POS) + 12 * 2 + 5] ^= 0x10; break;   /* atom 2: structure 1 */
+    case C_FORCES_CRC: b[chunk_offset(b, S_FORCES) + 12 * 5 + 1] ^= 0x10; break; /* atom 5: structure 2 */
+    case C_OFFSETS_SPAN: u64 = 5; memcpy(b + sec_offset(b, S_OFFSET) + 3 * 8, &u64, 8); fix_crcs(b); break;
+    case C_OFFSETS_ORDER: u64 = 1; memcpy(b + sec_offset(b, S_OFFSET) + 2 * 8, &u64, 8); fix_crcs(b); break;
+    case C_Z_RANGE: b[chunk_offset(b, S_Z) + 4] = 0; break;
+    case C_NAME: b[sec_offset(b, S_NAMES) + 64] = '\0'; fix_crcs(b); break;
+    case C_FLAGS: u32 = 8 | 7; memcpy(b + H_FLAGS, &u32, 4); fix_crcs(b); break;
+    case C_PBC_BITS: b[sec_offset(b, S_PBC) + 2] = 9; fix_crcs(b); break;
+    case C_SINGULAR_CELL: memset(b + sec_offset(b, S_CELL) + 72 + 24, 0, 24); fix_crcs(b); break;   /* c = 0 */
+    case C_NONFINITE_CELL: u64 = 0x7ff0000000000000ull; memcpy(b + sec_offset(b, S_CELL) + 72, &u64, 8); fix_crcs(b); break;
+    case C_CHUNK_ENTRY: u32 = S_LINE; memcpy(chunk_entry(b, 1), &u32, 4); fix_crcs(b); break;
+    case C_CHUNK_PAST_END: u64 = (uint64_t)1 << 40; memcpy(chunk_entry(b, 0) + 8, &u64, 8); fix_crcs(b); break;
+    case C_CHUNK_SHORT: u64 = 5; memcpy(chunk_entry(b, 0) + 16, &u64, 8); fix_crcs(b); break;   /* z: 6 bytes */
+    case C_CHUNK_TABLE_SIZE: u64 = 25; memcpy(b + H_ENTRIES + 32 * S_CHUNKS + 16, &u64, 8); fix_crcs(b); break;
+    }
+    return n;
+}
+
 static void run_corrupt(void **state, const corrupt_case *k)
 {
     fixture *f = *state;
     write_sample(f->path);
     size_t n;
     unsigned char *b = load(f->path, &n);
-    uint32_t u32;
-    uint64_t u64;
-    switch (k->what) {
-    case C_TRUNCATE_HEADER: n = 100; break;
-    case C_MAGIC: b[0] = 'X'; break;
-    case C_BYTE_ORDER: u32 = 0x04030201u; memcpy(b + H_ORDER, &u32, 4); break;
-    case C_VERSION: u32 = 3; memcpy(b + H_VERSION, &u32, 4); break;
-    case C_LAYOUT: u32 = 999; memcpy(b + H_SIZE, &u32, 4); break;
-    case C_HEADER_CRC: b[H_NATOMS] ^= 1; break;
-    case C_COUNTS: u32 = 100000; memcpy(b + H_NTARGETS, &u32, 4); fix_crcs(b); break;
-    case C_ENTRY: u64 = sec_offset(b, S_Z) + 1; memcpy(b + H_ENTRIES + 32 * S_Z + 8, &u64, 8); fix_crcs(b); break;
-    case C_TRUNCATE_SECTION: n = (size_t)sec_offset(b, S_TARGETS) + 8; break;
-    case C_SECTION_SIZE: u64 = 7; memcpy(b + H_NATOMS, &u64, 8); fix_crcs(b); break;
-    case C_SECTION_CRC: b[sec_offset(b, S_POS) + 5] ^= 0x10; break;
-    case C_OFFSETS_SPAN: u64 = 5; memcpy(b + sec_offset(b, S_OFFSET) + 3 * 8, &u64, 8); fix_crcs(b); break;
-    case C_OFFSETS_ORDER: u64 = 1; memcpy(b + sec_offset(b, S_OFFSET) + 2 * 8, &u64, 8); fix_crcs(b); break;
-    case C_Z_RANGE: b[sec_offset(b, S_Z) + 4] = 0; fix_crcs(b); break;
-    case C_NAME: b[sec_offset(b, S_NAMES) + 64] = '\0'; fix_crcs(b); break;
-    case C_FLAGS: u32 = 8 | 7; memcpy(b + H_FLAGS, &u32, 4); fix_crcs(b); break;
-    case C_PBC_BITS: b[sec_offset(b, S_PBC) + 2] = 9; fix_crcs(b); break;
-    case C_SINGULAR_CELL: memset(b + sec_offset(b, S_CELL) + 72 + 24, 0, 24); fix_crcs(b); break;   /* c = 0 */
-    case C_NONFINITE_CELL: u64 = 0x7ff0000000000000ull; memcpy(b + sec_offset(b, S_CELL) + 72, &u64, 8); fix_crcs(b); break;
-    }
+    n = corrupt(b, n, k->what);
     save(f->path, b, n);
     free(b);
     pt_dataset ds;
@@ -323,7 +361,7 @@ static void run_corrupt(void **state, const corrupt_case *k)
 CORRUPT(test_corrupt_truncated_header, C_TRUNCATE_HEADER, "file too short for a .ptd header (100 bytes; truncated?)")
 CORRUPT(test_corrupt_magic, C_MAGIC, "not a packtrain dataset (bad magic)")
 CORRUPT(test_corrupt_byte_order, C_BYTE_ORDER, "written with a different byte order")
-CORRUPT(test_corrupt_version, C_VERSION, "unsupported .ptd version 3 (this build reads versions 1 to 2)")
+CORRUPT(test_corrupt_version, C_VERSION, "unsupported .ptd version 4 (this build reads versions 1 to 3)")
 CORRUPT(test_corrupt_layout, C_LAYOUT, "unexpected header layout")
 CORRUPT(test_corrupt_header_crc, C_HEADER_CRC, "header checksum mismatch (corrupt file)")
 CORRUPT(test_corrupt_counts, C_COUNTS, "header counts out of range")
@@ -331,7 +369,9 @@ CORRUPT(test_corrupt_entry, C_ENTRY, "bad section table entry for 'z'")
 CORRUPT(test_corrupt_truncated_section, C_TRUNCATE_SECTION,
         "section 'targets' extends past the end of the file (truncated?)")
 CORRUPT(test_corrupt_section_size, C_SECTION_SIZE, "section 'z' has 6 bytes, expected 7")
-CORRUPT(test_corrupt_section_crc, C_SECTION_CRC, "section 'pos' checksum mismatch (corrupt file)")
+CORRUPT(test_corrupt_section_crc, C_SECTION_CRC, "section 'source_line' checksum mismatch (corrupt file)")
+CORRUPT(test_corrupt_atoms_crc, C_ATOMS_CRC, "structure 1: atoms checksum mismatch (corrupt file)")
+CORRUPT(test_corrupt_forces_crc, C_FORCES_CRC, "structure 2: forces checksum mismatch (corrupt file)")
 CORRUPT(test_corrupt_offsets_span, C_OFFSETS_SPAN, "atom offsets do not span the 6 atoms")
 CORRUPT(test_corrupt_offsets_order, C_OFFSETS_ORDER, "atom offsets not increasing at structure 1")
 CORRUPT(test_corrupt_z_range, C_Z_RANGE, "atomic number 0 out of range at atom 4")
@@ -340,6 +380,89 @@ CORRUPT(test_corrupt_flags, C_FLAGS, "header counts out of range")
 CORRUPT(test_corrupt_pbc_bits, C_PBC_BITS, "structure 2 has a bad pbc or a singular cell")
 CORRUPT(test_corrupt_singular_cell, C_SINGULAR_CELL, "structure 1 has a bad pbc or a singular cell")
 CORRUPT(test_corrupt_nonfinite_cell, C_NONFINITE_CELL, "structure 1 has a bad pbc or a singular cell")
+CORRUPT(test_corrupt_chunk_entry, C_CHUNK_ENTRY, "bad chunk table entry 1")
+CORRUPT(test_corrupt_chunk_past_end, C_CHUNK_PAST_END,
+        "chunk 0 of section 'z' extends past the end of the file (truncated?)")
+CORRUPT(test_corrupt_chunk_short, C_CHUNK_SHORT, "section 'z' has 5 bytes in chunks, expected 6")
+CORRUPT(test_corrupt_chunk_table_size, C_CHUNK_TABLE_SIZE, "section 'chunks' has 25 bytes, not a multiple of 24")
+
+/* A lazy open checks no structure's atoms: a damaged structure is found by
+ * pt_dataset_verify when it is read, and the others still verify. */
+static void test_lazy_open_and_verify(void **state)
+{
+    fixture *f = *state;
+    write_sample(f->path);
+    size_t n;
+    unsigned char *b = load(f->path, &n);
+    corrupt(b, n, C_ATOMS_CRC);
+    save(f->path, b, n);
+    free(b);
+    pt_dataset ds;
+    char err[512], want[512];
+    assert_int_equal(pt_dataset_open_ex(&ds, f->path, PT_DATASET_OPEN_LAZY, err, sizeof err), 0);
+    assert_int_equal(pt_dataset_verify(&ds, 0, 1, err, sizeof err), 0);
+    assert_int_equal(pt_dataset_verify(&ds, 2, 1, err, sizeof err), 0);
+    assert_int_equal(pt_dataset_verify(&ds, 0, 3, err, sizeof err), -1);
+    snprintf(want, sizeof want, "%s: structure 1: atoms checksum mismatch (corrupt file)", f->path);
+    assert_string_equal(err, want);
+    assert_int_equal(pt_dataset_verify(&ds, 2, 2, err, sizeof err), -1);
+    snprintf(want, sizeof want, "%s: structures 2..3 asked for, the dataset has 3", f->path);
+    assert_string_equal(err, want);
+    pt_dataset_close(&ds);
+    /* an intact file verifies whole; a dataset checked at open always does */
+    write_sample(f->path);
+    assert_int_equal(pt_dataset_open_ex(&ds, f->path, PT_DATASET_OPEN_LAZY, err, sizeof err), 0);
+    assert_int_equal(pt_dataset_verify(&ds, 0, 3, err, sizeof err), 0);
+    pt_dataset_close(&ds);
+    assert_int_equal(pt_dataset_open(&ds, f->path, err, sizeof err), 0);
+    assert_int_equal(pt_dataset_verify(&ds, 0, 3, err, sizeof err), 0);
+    pt_dataset_close(&ds);
+}
+
+/* Columns over several 4 MiB chunks (pos: 12 bytes an atom), forces that
+ * start with structure 5000 (the atoms before get NaN and their CRCs), read
+ * back exactly; giving pages back keeps the values. */
+static void test_many_chunks_and_late_forces(void **state)
+{
+    fixture *f = *state;
+    const uint32_t ns = 8000, per = 100;
+    uint8_t *z = malloc(per);
+    float *pos = malloc(3 * per * sizeof(float)), *frc = malloc(3 * per * sizeof(float));
+    pt_ptd_writer *w;
+    char err[256];
+    assert_int_equal(pt_ptd_writer_open(&w, f->path, err, sizeof err), 0);
+    for (uint32_t s = 0; s < ns; s++) {
+        for (uint32_t a = 0; a < per; a++) {
+            z[a] = (uint8_t)(1 + (s + a) % 99);
+            for (int c = 0; c < 3; c++) {
+                pos[3 * a + c] = (float)s + 0.001f * (float)(3 * a + c);
+                frc[3 * a + c] = -(float)s - 0.5f * (float)c;
+            }
+        }
+        assert_int_equal(add(w, per, z, pos, s >= 5000 ? frc : NULL, s + 1, 0, NULL, NULL), 0);
+    }
+    assert_int_equal(pt_ptd_writer_finish(w, err, sizeof err), 0);
+    pt_ptd_writer_close(w);
+    pt_dataset ds;
+    assert_int_equal(pt_dataset_open(&ds, f->path, err, sizeof err), 0);
+    assert_int_equal(ds.n_atoms, (uint64_t)ns * per);
+    assert_true(3 * ds.n_atoms * sizeof(float) > 2 * (4u << 20));   /* pos spans 3 chunks */
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t s = 0; s < ns; s += 37) {
+            uint64_t a0 = ds.atom_offset[s];
+            assert_int_equal(ds.z[a0 + 7], 1 + (s + 7) % 99);
+            assert_true(ds.pos[3 * a0 + 5] == (float)s + 0.001f * 5.0f);
+            if (s >= 5000) assert_true(ds.forces[3 * a0 + 2] == -(float)s - 1.0f);
+            else assert_true(isnan(ds.forces[3 * a0 + 2]));
+        }
+        pt_dataset_release(&ds, 0, ns);   /* the second pass maps the pages again */
+    }
+    assert_int_equal(ds.source_line[ns - 1], ns);
+    pt_dataset_close(&ds);
+    free(z);
+    free(pos);
+    free(frc);
+}
 
 /* A version-1 file (written by the build before cells existed, from
  * tests/data/ptd_v1_mixed.extxyz: two water clusters with forces, two QM9
@@ -382,6 +505,42 @@ static void test_reads_version_1(void **state)
     pt_dataset_close(&v2);
 }
 
+/* A version-2 file (written before chunks and per-structure checksums, from
+ * tests/data/ptd_v2_mixed.extxyz: the v1 sample's molecules and water
+ * clusters, then EMT slabs and bulk cells with stress) reads exactly as a
+ * fresh ingest of the same text; a lazy open checks it whole all the same. */
+static void test_reads_version_2(void **state)
+{
+    (void)state;
+    pt_dataset v2, v3;
+    char err[512];
+    assert_int_equal(pt_dataset_open_ex(&v2, "tests/data/ptd_v2_mixed.ptd", PT_DATASET_OPEN_LAZY, err,
+                                        sizeof err), 0);
+    uint32_t version;
+    memcpy(&version, (const unsigned char *)v2.map_base + H_VERSION, 4);
+    assert_int_equal(version, 2);
+    assert_int_equal(v2.verified, 1);
+    char out[64];
+    snprintf(out, sizeof out, "/tmp/pt-test-v2-%ld.ptd", (long)getpid());
+    assert_int_equal(pt_test_ingest("tests/data/ptd_v2_mixed.extxyz", out), 0);
+    assert_int_equal(pt_dataset_open(&v3, out, err, sizeof err), 0);
+    unlink(out);
+    assert_int_equal(v2.n_structs, 10);
+    assert_int_equal(v2.n_atoms, v3.n_atoms);
+    assert_memory_equal(v2.atom_offset, v3.atom_offset, (v2.n_structs + 1) * sizeof(uint64_t));
+    assert_memory_equal(v2.z, v3.z, v2.n_atoms);
+    assert_memory_equal(v2.pos, v3.pos, 3 * v2.n_atoms * sizeof(float));
+    assert_memory_equal(v2.forces, v3.forces, 3 * v2.n_atoms * sizeof(float));
+    assert_memory_equal(v2.source_line, v3.source_line, v2.n_structs * sizeof(uint64_t));
+    assert_int_equal(v2.n_targets, v3.n_targets);
+    assert_memory_equal(v2.targets, v3.targets, v2.n_targets * v2.n_structs * sizeof(double));
+    assert_memory_equal(v2.cell, v3.cell, 9 * v2.n_structs * sizeof(double));
+    assert_memory_equal(v2.pbc, v3.pbc, v2.n_structs);
+    assert_memory_equal(v2.stress, v3.stress, 9 * v2.n_structs * sizeof(double));
+    pt_dataset_close(&v2);
+    pt_dataset_close(&v3);
+}
+
 static void test_open_missing_file(void **state)
 {
     (void)state;
@@ -404,6 +563,9 @@ int main(void)
         T(test_corrupt_section_crc), T(test_corrupt_offsets_span), T(test_corrupt_offsets_order),
         T(test_corrupt_z_range), T(test_corrupt_name), T(test_corrupt_flags), T(test_corrupt_pbc_bits),
         T(test_corrupt_singular_cell), T(test_corrupt_nonfinite_cell), T(test_reads_version_1),
+        T(test_corrupt_atoms_crc), T(test_corrupt_forces_crc), T(test_corrupt_chunk_entry),
+        T(test_corrupt_chunk_past_end), T(test_corrupt_chunk_short), T(test_corrupt_chunk_table_size),
+        T(test_lazy_open_and_verify), T(test_many_chunks_and_late_forces), T(test_reads_version_2),
     };
     return cmocka_run_group_tests_name("dataset_file", tests, NULL, NULL);
 }
