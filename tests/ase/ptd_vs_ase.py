@@ -6,31 +6,49 @@
 For every structure: atomic numbers, positions (float32, as stored), cell
 (rows a, b, c), pbc, forces (float32), stress (ASE's Voigt form from the
 stored 3x3; absent exactly where ASE has none) and the energy target.  Reads
-the .ptd with the layout of engine/data/dataset_file.h (version 2).  Exit
-status 0 when everything matches; the first differences are printed."""
+the .ptd with the layout of engine/data/dataset_file.h (version 3: the
+per-atom columns from their chunks, every structure's CRC-32s checked with
+Python's zlib).  Exit status 0 when everything matches; the first
+differences are printed."""
 import gzip
 import io
 import struct
 import sys
+import zlib
 
 import numpy as np
 from ase.io import iread
 
 SECTIONS = ["target_names", "atom_offset", "z", "pos", "forces", "source_line", "targets",
-            "cell", "pbc", "stress"]
+            "cell", "pbc", "stress", "atoms_crc", "forces_crc", "chunks"]
+CHUNKED = ("z", "pos", "forces")
 
 
 def read_ptd(path):
     raw = open(path, "rb").read()
     assert raw[:8] == b"PKTRDATA", "not a .ptd"
     version, hdr, order, nsec = struct.unpack_from("<4I", raw, 8)
-    assert version == 2 and nsec == len(SECTIONS), f"version {version}, {nsec} sections"
+    assert version == 3 and nsec == len(SECTIONS), f"version {version}, {nsec} sections"
     n_structs, n_atoms = struct.unpack_from("<2Q", raw, 24)
     n_targets, flags = struct.unpack_from("<2I", raw, 40)
     sec = {}
     for k, name in enumerate(SECTIONS):
         off, size = struct.unpack_from("<QQ", raw, 56 + 32 * k + 8)
-        sec[name] = raw[off:off + size]
+        sec[name] = raw[off:off + size] if name not in CHUNKED else b""
+    table = sec["chunks"]
+    for e in range(len(table) // 24):
+        s, _, off, length = struct.unpack_from("<IIQQ", table, 24 * e)
+        sec[SECTIONS[s]] += raw[off:off + length]
+    off_atoms = np.frombuffer(sec["atom_offset"], np.uint64).astype(np.int64)
+    atoms_crc = np.frombuffer(sec["atoms_crc"], np.uint32)
+    forces_crc = np.frombuffer(sec["forces_crc"], np.uint32)
+    for i in range(n_structs):
+        a0, a1 = int(off_atoms[i]), int(off_atoms[i + 1])
+        crc = zlib.crc32(sec["pos"][12 * a0:12 * a1], zlib.crc32(sec["z"][a0:a1]))
+        assert crc == atoms_crc[i], f"structure {i}: atoms CRC {crc:#x} != {atoms_crc[i]:#x}"
+        if flags & 1:
+            crc = zlib.crc32(sec["forces"][12 * a0:12 * a1])
+            assert crc == forces_crc[i], f"structure {i}: forces CRC {crc:#x} != {forces_crc[i]:#x}"
     names = [sec["target_names"][64 * t:64 * (t + 1)].split(b"\0")[0].decode() for t in range(n_targets)]
     d = dict(n=n_structs, names=names,
              off=np.frombuffer(sec["atom_offset"], np.uint64).astype(np.int64),
