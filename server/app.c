@@ -288,6 +288,8 @@ static void release(pt_app *app, int pool_ready)
     pt_app_metrics_close(app);
     if (pool_ready) pt_store_pool_close(&app->pool);
     pt_watch_close(&app->jobs_watch);
+    pt_watch_close(&app->datasets_watch);
+    pt_app_tasks_close(&app->tasks);
     free_worker_argv(app);
     app->closed = 1;
 }
@@ -302,6 +304,8 @@ int pt_app_init(pt_app *app, const pt_app_options *opt, char *err, size_t errlen
     if (!app->opt.http_threads) app->opt.http_threads = 4;
     if (!app->opt.upload_max) app->opt.upload_max = 2ull << 30;
     pt_watch_init(&app->jobs_watch);
+    pt_watch_init(&app->datasets_watch);
+    pt_app_tasks_init(&app->tasks);
     pt_prom_init(&app->prom);
     pt_router_init(&app->router);
     int pool_ready = 0;
@@ -372,5 +376,7 @@ void pt_app_close(pt_app *app)
     pt_app_metrics_close(app);
     pt_store_pool_close(&app->pool);
     pt_watch_close(&app->jobs_watch);
+    pt_watch_close(&app->datasets_watch);
+    pt_app_tasks_close(&app->tasks);
     free_worker_argv(app);
 }

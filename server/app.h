@@ -42,6 +42,7 @@
 #include "server/http/static.h"
 #include "server/http/watch.h"
 #include "store/store.h"
+#include "engine/core/progress.h"
 
 #define PT_APP_LOCAL_OWNER "local"
 #define PT_APP_DB_NAME "packtrain.db"
@@ -74,6 +75,31 @@ typedef struct pt_store_pool {
     int n_idle, n_open, max_open;
 } pt_store_pool;
 
+/* Data work in flight (app_progress.c): an upload being ingested, a packing
+ * report being planned, known by its dataset's id. */
+enum { PT_TASK_RUNNING = 1, PT_TASK_DONE = 2, PT_TASK_FAILED = 3 };
+#define PT_APP_TASKS_MAX 64
+
+typedef struct pt_app_task {
+    char id[40];
+    char owner[PT_STORE_OWNER_MAX];
+    char name[PT_STORE_NAME_MAX];
+    char phase[24];                  /* "ingest", "count_edges", "pack" */
+    char unit[16];                   /* of done and total: "bytes" or "structures" */
+    char message[256];               /* why it failed */
+    int state;                       /* PT_TASK_* */
+    uint64_t done, total, structures;
+    double seconds, rate, eta;       /* eta < 0: unknown */
+    int64_t started_us;
+    uint64_t seq;                    /* of its last change; 0 = free slot */
+} pt_app_task;
+
+typedef struct pt_app_tasks {
+    pthread_mutex_t mu;
+    pt_app_task items[PT_APP_TASKS_MAX];
+    uint64_t seq;
+} pt_app_tasks;
+
 /* A registered route, kept so tests can hold the set against the OpenAPI
  * document. */
 typedef struct pt_app_route {
@@ -93,6 +119,8 @@ typedef struct pt_app {
 
     pt_store_pool pool;
     pt_watch jobs_watch;             /* bumped on any job change */
+    pt_watch datasets_watch;         /* bumped when data work in flight moves */
+    pt_app_tasks tasks;
     pt_prom prom;
     pt_router router;
     pt_app_route routes[PT_APP_ROUTES_MAX];
@@ -142,6 +170,29 @@ const char *pt_app_owner(const pt_request *req);
 /* Directory of a job (data_dir/jobs/ID) and of a dataset. */
 int pt_app_job_dir(const pt_app *app, const char *job_id, char *out, size_t cap);
 int pt_app_dataset_dir(const pt_app *app, const char *dataset_id, char *out, size_t cap);
+
+/* --- app_progress.c: data work in flight ------------------------------------
+ * The engine's progress (engine/core/progress.h) of a task known by its
+ * dataset's id; callable from any thread.  Each change gets the next sequence
+ * number (the id of its event on GET /v1/datasets/events) and wakes the
+ * streams.  Finished tasks stay listed until PT_APP_TASKS_MAX newer ones. */
+int pt_app_tasks_init(pt_app_tasks *t);
+void pt_app_tasks_close(pt_app_tasks *t);
+void pt_app_task_begin(pt_app *app, const char *id, const char *owner, const char *name,
+                       const char *phase);
+void pt_app_task_progress(pt_app *app, const char *id, const pt_progress_info *info);
+void pt_app_task_end(pt_app *app, const char *id, int ok, const char *message);
+/* The task of dataset id for owner: 0 with *out, or -1. */
+int pt_app_task_get(pt_app *app, const char *owner, const char *id, pt_app_task *out);
+/* owner's tasks changed after sequence number `after`, oldest change first:
+ * up to cap into out; returns how many. */
+size_t pt_app_tasks_since(pt_app *app, const char *owner, uint64_t after, pt_app_task *out,
+                          size_t cap);
+/* {"phase","done","total","unit","structures","seconds","structures_per_second",
+ *  "eta_seconds"} (new reference; rates null when not known yet). */
+json_t *pt_app_task_progress_json(const pt_app_task *t);
+/* "running", "done", "failed". */
+const char *pt_app_task_state_name(int state);
 
 /* Registers the service's Prometheus metrics and their collector
  * (app_metrics.c); close frees the collector's cache. */

@@ -24,6 +24,7 @@ static const api_route api[] = {
     /* datasets (routes_datasets.c, routes_packing.c) */
     {"POST", "/v1/datasets", pt_api_datasets_upload, PT_BODY_FILE, 0, 0},
     {"GET", "/v1/datasets", pt_api_datasets_list, PT_BODY_NONE, 0, 0},
+    {"GET", "/v1/datasets/events", pt_api_datasets_events, PT_BODY_NONE, 0, 0},
     {"GET", "/v1/datasets/{id}", pt_api_datasets_get, PT_BODY_NONE, 0, 0},
     {"DELETE", "/v1/datasets/{id}", pt_api_datasets_delete, PT_BODY_NONE, 0, 0},
     {"GET", "/v1/datasets/{id}/packing", pt_api_dataset_packing, PT_BODY_NONE, 0, 0},

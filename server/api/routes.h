@@ -34,7 +34,7 @@ typedef pt_response pt_api_handler(pt_request *req, void *ctx);
 pt_api_handler pt_api_healthz, pt_api_readyz, pt_api_prometheus, pt_api_openapi, pt_api_index,
     pt_api_static;                                                    /* routes_system.c */
 pt_api_handler pt_api_datasets_upload, pt_api_datasets_list, pt_api_datasets_get,
-    pt_api_datasets_delete;                                           /* routes_datasets.c */
+    pt_api_datasets_delete, pt_api_datasets_events;                   /* routes_datasets.c */
 pt_api_handler pt_api_dataset_packing;                                /* routes_packing.c */
 pt_api_handler pt_api_jobs_create, pt_api_jobs_list, pt_api_jobs_get,
     pt_api_jobs_cancel;                                               /* routes_jobs.c */

@@ -4,23 +4,32 @@
  *   GET    /v1/datasets/{id}
  *   DELETE /v1/datasets/{id}       409 while a job uses it
  *   GET    /v1/datasets/{id}/packing   see routes_packing.c
+ *   GET    /v1/datasets/events     SSE: progress of uploads (and packing reports)
+ *                                  in flight, and how they ended
  *
  * An upload arrives as a temp file under data_dir/tmp (never in memory) and
  * is ingested from there into data_dir/datasets/ID/data.ptd; the upload
  * itself is removed after the response.  Errors name the file by its
  * ?name=, not by the server's temp path.  A dataset row exists only once
- * its .ptd is complete, so a job can never see a half-ingested dataset. */
+ * its .ptd is complete, so a job can never see a half-ingested dataset; while
+ * it is being ingested the upload is a task of server/app_progress.c: GET
+ * /v1/datasets/{id} and the list show it with status "ingesting" and its
+ * progress (bytes read, structures, rate, time left), and the events stream
+ * sends each change.  The engine reports through a callback
+ * (pt_ingest_options.progress) on whichever thread ingests. */
 #include "server/api/routes.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine/data/ingest.h"
+#include "server/http/sse.h"
 
 #define ERRORS_KEPT 100
 
@@ -44,15 +53,49 @@ static const char *detected_format(const pt_ingest_report *rep, pt_format asked)
     return pt_format_name(best);
 }
 
+/* The engine's progress of one task, to the app's registry. */
+typedef struct task_sink {
+    pt_app *app;
+    const char *id;
+} task_sink;
+
+static void on_progress(void *user, const pt_progress_info *info)
+{
+    const task_sink *t = user;
+    pt_app_task_progress(t->app, t->id, info);
+}
+
+static int import_to(pt_app *app, pt_store *s, const char *src, const pt_dataset_import *imp,
+                     pt_store_dataset *row, pt_errors *errs, int *status);
+
 int pt_app_dataset_import(pt_app *app, pt_store *s, const char *src, const pt_dataset_import *imp,
                           pt_store_dataset *out, pt_errors *errs, int *status)
+{
+    pt_store_dataset row;
+    memset(&row, 0, sizeof row);
+    if (pt_store_new_id("ds_", row.id, sizeof row.id) != PT_STORE_OK) {
+        *status = 500;
+        pt_errors_add(errs, NULL, 0, "", "cannot name the dataset's files");
+        return -1;
+    }
+    pt_app_task_begin(app, row.id, imp->owner, imp->name, "ingest");
+    int rc = import_to(app, s, src, imp, &row, errs, status);
+    if (rc == 0) *out = row;
+    char first[256] = "";
+    if (rc != 0) pt_errors_first(errs, first, sizeof first);
+    pt_app_task_end(app, row.id, rc == 0, first);
+    return rc;
+}
+
+static int import_to(pt_app *app, pt_store *s, const char *src, const pt_dataset_import *imp,
+                     pt_store_dataset *out, pt_errors *errs, int *status)
 {
     *status = 500;
     pt_store_dataset row;
     memset(&row, 0, sizeof row);
+    snprintf(row.id, sizeof row.id, "%s", out->id);
     char dir[PATH_MAX];
-    if (pt_store_new_id("ds_", row.id, sizeof row.id) != PT_STORE_OK ||
-        pt_app_dataset_dir(app, row.id, dir, sizeof dir) != 0 ||
+    if (pt_app_dataset_dir(app, row.id, dir, sizeof dir) != 0 ||
         snprintf(row.path, sizeof row.path, "%s/data.ptd", dir) >= (int)sizeof row.path) {
         pt_errors_add(errs, NULL, 0, "", "cannot name the dataset's files");
         return -1;
@@ -68,6 +111,9 @@ int pt_app_dataset_import(pt_app *app, pt_store *s, const char *src, const pt_da
     io.forces_key = imp->forces_key;
     io.stress_key = imp->stress_key;
     io.display_name = imp->name;
+    task_sink ts = {app, row.id};
+    pt_progress sink = {.fn = on_progress, .user = &ts, .every = 0.2};
+    io.progress = &sink;
     pt_ingest_report rep;
     memset(&rep, 0, sizeof rep);
     if (pt_ingest_files(&src, 1, row.path, &io, &rep, errs) != 0) {
@@ -228,6 +274,23 @@ pt_response pt_api_datasets_upload(pt_request *req, void *ctx)
 
 /* ---- GET list / one, DELETE -------------------------------------------------------- */
 
+/* An upload still being ingested, shaped like a stored dataset: status
+ * "ingesting", what is known so far, and its progress. */
+static json_t *ingesting_json(const pt_app_task *t)
+{
+    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:o,s:I,s:I,s:I,s:n}", "id", t->id, "name", t->name,
+                          "format", "auto", "status", "ingesting", "created_at",
+                          pt_api_time(t->started_us), "n_structures", (json_int_t)t->structures,
+                          "n_atoms", (json_int_t)0, "bytes", (json_int_t)t->total, "report");
+    if (o) json_object_set_new(o, "progress", pt_app_task_progress_json(t));
+    return o;
+}
+
+static int ingesting(const pt_app_task *t)
+{
+    return t->state == PT_TASK_RUNNING && !strcmp(t->phase, "ingest");
+}
+
 pt_response pt_api_datasets_list(pt_request *req, void *ctx)
 {
     pt_app *app = ctx;
@@ -243,6 +306,12 @@ pt_response pt_api_datasets_list(pt_request *req, void *ctx)
         r = pt_api_store_problem(s, rc, "cannot list datasets");
     } else {
         json_t *items = json_array();
+        /* uploads in flight come first, on the first page */
+        pt_app_task tasks[PT_APP_TASKS_MAX];
+        size_t nt = pt_request_query(req, "page_token")
+                        ? 0 : pt_app_tasks_since(app, pt_app_owner(req), 0, tasks, PT_APP_TASKS_MAX);
+        for (size_t i = nt; items && i-- > 0;)
+            if (ingesting(&tasks[i])) json_array_append_new(items, ingesting_json(&tasks[i]));
         for (size_t i = 0; items && i < page.n; i++) json_array_append_new(items, pt_api_dataset_json(&page.items[i]));
         r = pt_response_json(200, json_pack("{s:o,s:o}", "datasets", items, "next_page_token",
                                             page.next_token[0] ? json_string(page.next_token) : json_null()));
@@ -261,10 +330,22 @@ pt_response pt_api_datasets_get(pt_request *req, void *ctx)
     if (!s) return pt_api_no_store(err);
     pt_store_dataset d = {0};
     int rc = pt_store_dataset_get(s, pt_app_owner(req), id, &d);
+    pt_app_task task;
+    int has_task = pt_app_task_get(app, pt_app_owner(req), id, &task) == 0 &&
+                   task.state == PT_TASK_RUNNING;
     pt_response r;
-    if (rc == PT_STORE_NOT_FOUND || rc == PT_STORE_INVALID) r = pt_api_not_found("dataset", id);
-    else if (rc != PT_STORE_OK) r = pt_api_store_problem(s, rc, "cannot read the dataset");
-    else r = pt_response_json_etag(200, pt_api_dataset_json(&d), pt_request_header(req, "If-None-Match"));
+    if ((rc == PT_STORE_NOT_FOUND || rc == PT_STORE_INVALID) && has_task && ingesting(&task)) {
+        r = pt_response_json(200, ingesting_json(&task));
+    } else if (rc == PT_STORE_NOT_FOUND || rc == PT_STORE_INVALID) {
+        r = pt_api_not_found("dataset", id);
+    } else if (rc != PT_STORE_OK) {
+        r = pt_api_store_problem(s, rc, "cannot read the dataset");
+    } else {
+        json_t *o = pt_api_dataset_json(&d);
+        /* a packing report being planned on it right now */
+        if (o && has_task) json_object_set_new(o, "progress", pt_app_task_progress_json(&task));
+        r = pt_response_json_etag(200, o, pt_request_header(req, "If-None-Match"));
+    }
     pt_store_dataset_clear(&d);
     pt_app_store_release(app, s);
     return r;
@@ -294,4 +375,47 @@ pt_response pt_api_datasets_delete(pt_request *req, void *ctx)
     pt_store_dataset_clear(&removed);
     pt_app_store_release(app, s);
     return r;
+}
+
+/* ---- GET /v1/datasets/events ----------------------------------------------------------- */
+
+typedef struct events_ctx {
+    pt_app *app;
+    char owner[PT_STORE_OWNER_MAX];
+} events_ctx;
+
+/* Each task changed after `after`, as one event named by its state:
+ * "progress" while it runs, then "done" or "failed". */
+static int events_source(void *ctx, uint64_t after, pt_sse_writer *w)
+{
+    events_ctx *c = ctx;
+    pt_app_task tasks[PT_APP_TASKS_MAX];
+    size_t n = pt_app_tasks_since(c->app, c->owner, after, tasks, PT_APP_TASKS_MAX);
+    for (size_t i = 0; i < n; i++) {
+        const pt_app_task *t = &tasks[i];
+        json_t *data = json_pack("{s:s,s:s,s:s,s:o}", "dataset", t->id, "name", t->name, "state",
+                                 pt_app_task_state_name(t->state), "progress",
+                                 pt_app_task_progress_json(t));
+        if (data && t->state == PT_TASK_FAILED) json_object_set_new(data, "detail", json_string(t->message));
+        const char *event = t->state == PT_TASK_RUNNING ? "progress"
+                            : t->state == PT_TASK_DONE  ? "done" : "failed";
+        int rc = data ? pt_sse_send_json(w, t->seq, event, data) : -1;
+        json_decref(data);
+        if (rc != 0) break;
+    }
+    return PT_SSE_OPEN;
+}
+
+pt_response pt_api_datasets_events(pt_request *req, void *ctx)
+{
+    pt_app *app = ctx;
+    long heartbeat = pt_request_query_long(req, "heartbeat_ms", 15000, 100, 120000);
+    if (req->errors.total) return pt_request_problem(req);
+    events_ctx *c = calloc(1, sizeof(*c));
+    if (!c) return pt_problem(500, "out of memory");
+    c->app = app;
+    snprintf(c->owner, sizeof c->owner, "%s", pt_app_owner(req));
+    pt_sse_config cfg = {.watch = &app->datasets_watch, .source = events_source, .ctx = c,
+                         .free_ctx = free, .heartbeat_ms = (int)heartbeat, .retry_ms = 2000};
+    return pt_sse_response(req, &cfg);
 }

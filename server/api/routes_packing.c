@@ -9,7 +9,10 @@
  *
  * The whole dataset is planned (every structure, not a split), and the
  * efficiencies are those of the epoch-0 draw, as pt_packer_report defines
- * them.  Limits that some graph cannot fit are a 422 naming the graph. */
+ * them.  Limits that some graph cannot fit are a 422 naming the graph.
+ * While the edges are counted (the long part on a large dataset) the
+ * dataset's JSON and GET /v1/datasets/events report the progress (phase
+ * "count_edges"), as for an upload. */
 #include "server/api/routes.h"
 
 #include <errno.h>
@@ -17,12 +20,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "engine/train/config.h"
 #include "engine/graph/graph.h"
 #include "engine/pack/packing.h"
 
 #define LIMIT_MAX 1000000
+
+typedef struct task_sink {
+    pt_app *app;
+    const char *id;
+} task_sink;
+
+static void on_progress(void *user, const pt_progress_info *info)
+{
+    const task_sink *t = user;
+    pt_app_task_progress(t->app, t->id, info);
+}
 
 /* A real query parameter in [min, max]; `def` when absent. */
 static double query_real(pt_request *req, const char *name, double def, double min, double max)
@@ -88,7 +103,7 @@ static double now_s(void)
 /* Plans the packs of the whole dataset; 0, or -1 with errs (422) or a
  * server-side failure in *fatal. */
 static int plan(const pt_dataset *ds, const pt_pack_request *pr, const pt_graph_params *gp, pt_pack_report *rep,
-                pt_errors *errs, int *fatal)
+                const pt_progress *progress, pt_errors *errs, int *fatal)
 {
     uint32_t n = ds->n_structs;
     uint32_t *natoms = malloc(sizeof(uint32_t) * n), *nedges = malloc(sizeof(uint32_t) * n);
@@ -103,7 +118,8 @@ static int plan(const pt_dataset *ds, const pt_pack_request *pr, const pt_graph_
         natoms[s] = pt_dataset_natoms(ds, s);
         ids[s] = s;
     }
-    if (pt_graphs_count(nedges, ds, gp, errs) != 0) goto done;
+    pt_graphs_count_opts co = {.threads = (int)sysconf(_SC_NPROCESSORS_ONLN), .progress = progress};
+    if (pt_graphs_count_ex(nedges, ds, gp, &co, errs) != 0) goto done;
     pt_packer pk;
     if (pt_packer_init(&pk, pr, natoms, nedges, n, ids, n, errs) != 0) goto done;
     rc = pt_packer_report(&pk, 0, rep);
@@ -142,13 +158,22 @@ pt_response pt_api_dataset_packing(pt_request *req, void *ctx)
         pt_store_dataset_clear(&row);
         return pt_problem(500, "cannot open the dataset: %s", err);
     }
+    char name[PT_STORE_NAME_MAX];
+    snprintf(name, sizeof name, "%s", row.name);
     pt_store_dataset_clear(&row);
     double t0 = now_s();
     pt_errors errs;
     pt_errors_init(&errs, 20);
     pt_pack_report rep;
     int fatal = 0;
-    if (plan(&ds, &pr, &gp, &rep, &errs, &fatal) == 0)
+    pt_app_task_begin(app, id, pt_app_owner(req), name, "count_edges");
+    task_sink ts = {app, id};
+    pt_progress sink = {.fn = on_progress, .user = &ts, .every = 0.2};
+    int ok = plan(&ds, &pr, &gp, &rep, &sink, &errs, &fatal) == 0;
+    char first[256] = "";
+    if (!ok) pt_errors_first(&errs, first, sizeof first);
+    pt_app_task_end(app, id, ok, fatal ? "out of memory planning the packs" : first);
+    if (ok)
         r = pt_response_json(200, report_json(id, &rep, &gp, now_s() - t0));
     else if (fatal) r = pt_problem(500, "out of memory planning the packs");
     else r = pt_problem_errors(422, &errs, "dataset %s cannot be packed this way", id);

@@ -82,6 +82,17 @@ req POST "/v1/datasets?name=bad.xyz" "${A[@]}" --data-binary @"$WORK/bad.xyz"
 expect "invalid file: 422" "$STATUS" 422
 expect "... error on line 4 of bad.xyz" "$(jget "$BODY" 'j["errors"][0]["file"] + ":" + str(j["errors"][0]["line"])')" "bad.xyz:4"
 
+# --- data work in flight: the uploads' progress on the dataset events stream -----------------
+stream "/v1/datasets/events?heartbeat_ms=200" 1 "$WORK/ds_events" "${A[@]}"
+expect "dataset events: a stream that stays open" "$?" 28
+expect "... the good upload ended done, with its id" \
+  "$(grep -A1 '^event: done$' "$WORK/ds_events" | grep -c "\"dataset\":\"$DS\"")" 1
+expect "... every byte of it read" "$(grep "\"dataset\":\"$DS\"" "$WORK/ds_events" | sed 's/^data: //' | \
+  "$PY" -c 'import json,sys; p=json.load(sys.stdin)["progress"]; print(p["phase"], p["done"] == p["total"], p["structures"])')" \
+  "ingest True 64"
+expect "... the bad one failed, with the reason" \
+  "$(grep -A1 '^event: failed$' "$WORK/ds_events" | grep -c 'bad.xyz:4: ')" 1
+
 # --- jobs: 422 with field paths, idempotency, 409 -------------------------------------------------
 req POST /v1/jobs "${A[@]}" --data "{\"dataset\":\"$DS\",\"training\":{\"epochs\":0,\"optimizer\":\"sgd\"}}"
 expect "invalid config: 422" "$STATUS" 422
