@@ -268,6 +268,21 @@ static int bin_atoms(pt_neighbor_list *nl, const float *pos, uint32_t n, float c
     return 0;
 }
 
+/* The cells of the 3×3×3 window around atom i's cell, clipped to the grid:
+ * lo[d] ≤ cell coordinate ≤ hi[d].  The search and the count walk the same
+ * window; each keeps its own inner loop (one emits keys, one only counts). */
+static void cell_window(const pt_neighbor_list *nl, uint32_t i, const int dims[3], int lo[3],
+                        int hi[3])
+{
+    uint32_t c = nl->atom_cell[i];
+    int at[3] = {(int)(c % (uint32_t)dims[0]), (int)(c / (uint32_t)dims[0] % (uint32_t)dims[1]),
+                 (int)(c / ((uint32_t)dims[0] * (uint32_t)dims[1]))};
+    for (int d = 0; d < 3; d++) {
+        lo[d] = at[d] > 0 ? at[d] - 1 : 0;
+        hi[d] = at[d] + 1 < dims[d] ? at[d] + 1 : dims[d] - 1;
+    }
+}
+
 static int search_cells(pt_neighbor_list *nl, const float *pos, uint32_t n, float cutoff,
                         float r2, uint32_t k)
 {
@@ -275,14 +290,12 @@ static int search_cells(pt_neighbor_list *nl, const float *pos, uint32_t n, floa
     if (bin_atoms(nl, pos, n, cutoff, dims)) return -1;
     uint64_t *cand = nl->cand;
     for (uint32_t i = 0; i < n; i++) {
-        uint32_t c = nl->atom_cell[i];
-        int cx = (int)(c % (uint32_t)dims[0]);
-        int cy = (int)(c / (uint32_t)dims[0] % (uint32_t)dims[1]);
-        int cz = (int)(c / ((uint32_t)dims[0] * (uint32_t)dims[1]));
+        int lo[3], hi[3];
+        cell_window(nl, i, dims, lo, hi);
         uint32_t nc = 0;
-        for (int z = cz > 0 ? cz - 1 : 0; z <= cz + 1 && z < dims[2]; z++)
-            for (int y = cy > 0 ? cy - 1 : 0; y <= cy + 1 && y < dims[1]; y++)
-                for (int x = cx > 0 ? cx - 1 : 0; x <= cx + 1 && x < dims[0]; x++) {
+        for (int z = lo[2]; z <= hi[2]; z++)
+            for (int y = lo[1]; y <= hi[1]; y++)
+                for (int x = lo[0]; x <= hi[0]; x++) {
                     size_t cell = ((size_t)z * (size_t)dims[1] + (size_t)y) * (size_t)dims[0]
                                   + (size_t)x;
                     for (uint32_t t = nl->cell_start[cell]; t < nl->cell_start[cell + 1]; t++) {
@@ -371,16 +384,14 @@ static int count_cells(pt_neighbor_list *nl, const float *pos, uint32_t n, float
     int dims[3];
     if (bin_atoms(nl, pos, n, cutoff, dims)) return -1;
     for (uint32_t i = 0; i < n; i++) {
-        uint32_t c = nl->atom_cell[i];
-        int cx = (int)(c % (uint32_t)dims[0]);
-        int cy = (int)(c / (uint32_t)dims[0] % (uint32_t)dims[1]);
-        int cz = (int)(c / ((uint32_t)dims[0] * (uint32_t)dims[1]));
+        int lo[3], hi[3];
+        cell_window(nl, i, dims, lo, hi);
         uint32_t nc = 0;
-        for (int zc = cz > 0 ? cz - 1 : 0; zc <= cz + 1 && zc < dims[2]; zc++)
-            for (int yc = cy > 0 ? cy - 1 : 0; yc <= cy + 1 && yc < dims[1]; yc++)
-                for (int xc = cx > 0 ? cx - 1 : 0; xc <= cx + 1 && xc < dims[0]; xc++) {
-                    size_t cell = ((size_t)zc * (size_t)dims[1] + (size_t)yc) * (size_t)dims[0]
-                                  + (size_t)xc;
+        for (int z = lo[2]; z <= hi[2]; z++)
+            for (int y = lo[1]; y <= hi[1]; y++)
+                for (int x = lo[0]; x <= hi[0]; x++) {
+                    size_t cell = ((size_t)z * (size_t)dims[1] + (size_t)y) * (size_t)dims[0]
+                                  + (size_t)x;
                     for (uint32_t t = nl->cell_start[cell]; t < nl->cell_start[cell + 1]; t++) {
                         uint32_t j = nl->cell_atoms[t];
                         nc += (uint32_t)((pair_d2(pos, i, j) < r2) & (j != i));

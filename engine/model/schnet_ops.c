@@ -223,25 +223,11 @@ void pt_edge_basis_forward(float *e, float *cut, const float *dist, int n_edges,
     }
 }
 
-PT_SIMD_CLONES
+/* W_u = P_u · C_u is a row scale; one kernel (pt_rows_scale, with its
+ * restrict-per-branch loops) serves the energy and the force passes. */
 void pt_filter_cutoff_forward(float *w, const float *p, const float *cut, int n_rows, int f)
 {
-    /* two loops, each with restrict pointers: one loop on possibly aliased
-     * pointers would be versioned by gcc and run scalar when w == p */
-    if (w == p) {
-        for (int u = 0; u < n_rows; u++) {
-            float *restrict wu = w + (size_t)u * f;
-            const float cu = cut[u];
-            for (int c = 0; c < f; c++) wu[c] *= cu;
-        }
-        return;
-    }
-    for (int u = 0; u < n_rows; u++) {
-        float *restrict wu = w + (size_t)u * f;
-        const float *restrict pu = p + (size_t)u * f;
-        const float cu = cut[u];
-        for (int c = 0; c < f; c++) wu[c] = pu[c] * cu;
-    }
+    pt_rows_scale(w, p, cut, n_rows, f);
 }
 
 PT_SIMD_CLONES

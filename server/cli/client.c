@@ -62,17 +62,23 @@ void pt_client_resp_clear(pt_client_resp *r)
     memset(r, 0, sizeof(*r));
 }
 
+/* Appends n bytes to a NUL-terminated growing buffer; 0 when out of memory
+ * (curl then aborts the transfer with a write error). */
+static int buf_append(char **buf, size_t *len, const char *p, size_t n)
+{
+    char *b = realloc(*buf, *len + n + 1);
+    if (!b) return 0;
+    memcpy(b + *len, p, n);
+    *len += n;
+    b[*len] = '\0';
+    *buf = b;
+    return 1;
+}
+
 static size_t on_body(char *p, size_t size, size_t n, void *ud)
 {
     pt_client_resp *r = ud;
-    size_t add = size * n;
-    char *b = realloc(r->body, r->len + add + 1);
-    if (!b) return 0;
-    memcpy(b + r->len, p, add);
-    r->len += add;
-    b[r->len] = '\0';
-    r->body = b;
-    return add;
+    return buf_append(&r->body, &r->len, p, size * n) ? size * n : 0;
 }
 
 static void header_value(const char *line, size_t len, size_t name_len, char *out, size_t cap)
@@ -88,12 +94,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 {
     pt_client_resp *r = ud;
     size_t len = size * n;
-    char *raw = realloc(r->headers, r->headers_len + len + 1);
-    if (!raw) return 0;
-    memcpy(raw + r->headers_len, p, len);
-    r->headers_len += len;
-    raw[r->headers_len] = '\0';
-    r->headers = raw;
+    if (!buf_append(&r->headers, &r->headers_len, p, len)) return 0;
     if (len >= 5 && !strncmp(p, "HTTP/", 5)) {
         r->etag[0] = r->location[0] = r->content_type[0] = '\0';
     } else if (len > 5 && !strncasecmp(p, "ETag:", 5)) {
