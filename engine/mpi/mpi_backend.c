@@ -163,8 +163,18 @@ int pt_mpi_check_job(const pt_job_config *cfg, pt_errors *errs)
 {
     if (cfg->backend.kind != PT_JOB_BACKEND_MPI) return 0;
     pt_mpi_launch_opts o;
-    char path[4096];
-    return pt_mpi_launch_opts_from_env(&o, path, sizeof path, errs);
+    char path[4096], source[64];
+    if (pt_mpi_launch_opts_from_env(&o, path, sizeof path, errs) != 0) return -1;
+    int32_t slots = pt_mpi_slots(&o, getenv("PACKTRAIN_MPI_MAX_RANKS"), pt_online_cores(), source,
+                                 sizeof source, errs);
+    if (slots < 0) return -1;
+    if (cfg->backend.ranks > slots) {
+        pt_errors_add(errs, "", 0, "backend.ranks",
+                      "%d ranks asked, but this server runs at most %d (%s); use fewer ranks",
+                      (int)cfg->backend.ranks, (int)slots, source);
+        return -1;
+    }
+    return 0;
 }
 
 /* Cores of one rank when the job says "auto": this host's, shared. */

@@ -51,7 +51,10 @@ int pt_mpi_available(void);
 
 /* Submission check: 0 for a job that is not kind "mpi" or can run here;
  * -1 with an error on "backend.kind" otherwise (PT_MPI_MISSING_MSG in a
- * build without Open MPI, or no mpirun to launch with). */
+ * build without Open MPI, or no mpirun to launch with), or on
+ * "backend.ranks" for more ranks than the operator's slots
+ * (pt_mpi_slots: PACKTRAIN_MPI_MAX_RANKS, the hosts' slots, else this
+ * machine's cores). */
 int pt_mpi_check_job(const pt_job_config *cfg, pt_errors *errs);
 
 /* pt_grad_engine_open_fn of kind "mpi" (see above), on the layout of

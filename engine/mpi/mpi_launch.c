@@ -124,6 +124,76 @@ int pt_mpi_launch_build(pt_mpi_launch *l, const pt_mpi_launch_opts *o, pt_errors
     return 0;
 }
 
+/* Slots of "a,b:4": 1 per host without ":N". */
+static int64_t hosts_slots(const char *hosts)
+{
+    int64_t total = 0;
+    for (const char *p = hosts; *p;) {
+        size_t len = strcspn(p, ",");
+        const char *colon = memchr(p, ':', len);
+        total += colon ? strtol(colon + 1, NULL, 10) : 1;
+        p += len;
+        if (*p == ',') p++;
+    }
+    return total;
+}
+
+/* Slots of a hostfile: "name slots=N" (or "slots = N"), 1 when a line names
+ * a host without them; comments and blank lines count nothing. */
+static int64_t hostfile_slots(const char *path, pt_errors *errs)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        pt_errors_add(errs, path, 0, "hostfile", "cannot read the MPI hostfile");
+        return -1;
+    }
+    int64_t total = 0;
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "#\n")] = '\0';
+        char *p = line + strspn(line, " \t\r");
+        if (!*p) continue;
+        const char *slots = strstr(p, "slots");
+        while (slots && slots > p && slots[-1] == '_') slots = strstr(slots + 5, "slots");   /* max_slots */
+        int64_t n = 1;
+        if (slots) {
+            const char *v = slots + 5 + strspn(slots + 5, " \t");
+            if (*v == '=') n = strtol(v + 1, NULL, 10);
+        }
+        total += n > 0 ? n : 0;
+    }
+    fclose(f);
+    return total;
+}
+
+int32_t pt_mpi_slots(const pt_mpi_launch_opts *o, const char *max_ranks, int cores, char *source,
+                     size_t len, pt_errors *errs)
+{
+    int64_t n;
+    if (max_ranks && max_ranks[0]) {
+        char *end = NULL;
+        long v = strtol(max_ranks, &end, 10);
+        if (*end || v < 1 || v > 65536) {
+            pt_errors_add(errs, "", 0, "PACKTRAIN_MPI_MAX_RANKS",
+                          "must be an integer from 1 to 65536, got '%.32s'", max_ranks);
+            return -1;
+        }
+        n = v;
+        snprintf(source, len, "PACKTRAIN_MPI_MAX_RANKS");
+    } else if (o->hosts && o->hosts[0]) {
+        n = hosts_slots(o->hosts);
+        snprintf(source, len, "the slots of PACKTRAIN_MPI_HOSTS");
+    } else if (o->hostfile && o->hostfile[0]) {
+        n = hostfile_slots(o->hostfile, errs);
+        if (n < 0) return -1;
+        snprintf(source, len, "the slots of the MPI hostfile");
+    } else {
+        n = cores;
+        snprintf(source, len, "this machine's cores");
+    }
+    return n < 1 ? 1 : n > 65536 ? 65536 : (int32_t)n;
+}
+
 /* An executable named `name` on PATH, or `name` itself when it has a '/'. */
 static int find_program(const char *name, char *out, size_t len)
 {

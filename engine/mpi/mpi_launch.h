@@ -88,6 +88,19 @@ int pt_mpi_launch_build(pt_mpi_launch *l, const pt_mpi_launch_opts *o, pt_errors
 int pt_mpi_launch_opts_from_env(pt_mpi_launch_opts *o, char *mpirun_buf, size_t len,
                                 pt_errors *errs);
 
+/* The most ranks a job may ask for on this server: the operator's
+ * PACKTRAIN_MPI_MAX_RANKS when set, else the slots of the hosts
+ * (PACKTRAIN_MPI_HOSTS "a,b:4": a host without ":slots" counts 1) or of the
+ * hostfile (a line "name slots=N"; a line without slots counts 1; '#'
+ * comments), else `cores`, this machine's.  A job submitted over REST
+ * must not make a host run more ranks than its operator gave it slots
+ * (mpirun runs with --oversubscribe, so nothing else stops it).  Returns
+ * the count (>= 1) and says where it came from in `source`; -1 with errs
+ * filled for a PACKTRAIN_MPI_MAX_RANKS that is not a positive integer or a
+ * hostfile that cannot be read. */
+int32_t pt_mpi_slots(const pt_mpi_launch_opts *o, const char *max_ranks, int cores, char *source,
+                     size_t len, pt_errors *errs);
+
 /* 1 when mpirun started this process (Open MPI's OMPI_COMM_WORLD_SIZE is
  * set): it is one rank of a job already. */
 int pt_mpi_launched(void);

@@ -24,6 +24,8 @@
 #include <cmocka.h>
 
 
+#include <unistd.h>
+
 #include "engine/mpi/mpi_backend.h"
 #include "engine/mpi/mpi_internal.h"
 #include "engine/mpi/mpi_launch.h"
@@ -371,7 +373,60 @@ static void test_check_job(void **state)
         assert_int_equal(pt_mpi_check_job(&cfg, &errs), -1);
         expect_error(&errs, "backend.kind: \"mpi\" needs /nonexistent/mpirun");
         unsetenv("PACKTRAIN_MPIRUN");
+        /* issue 17 F8 (rank bomb): a tenant asked for 64 ranks on a 2-core
+         * host with no hosts configured and got 64 local processes; ranks are
+         * now capped by the operator's slots, else this machine's cores */
+        pt_errors_clear(&errs);
+        cfg.backend.ranks = pt_online_cores();
+        assert_int_equal(pt_mpi_check_job(&cfg, &errs), 0);
+        cfg.backend.ranks = pt_online_cores() + 1;
+        assert_int_equal(pt_mpi_check_job(&cfg, &errs), -1);
+        expect_error(&errs, "backend.ranks: ");
+        expect_error(&errs, "this machine's cores");
+        pt_errors_clear(&errs);
+        cfg.backend.ranks = 64;
+        setenv("PACKTRAIN_MPI_HOSTS", "a:40,b:24", 1);
+        assert_int_equal(pt_mpi_check_job(&cfg, &errs), 0);
+        setenv("PACKTRAIN_MPI_MAX_RANKS", "8", 1);
+        assert_int_equal(pt_mpi_check_job(&cfg, &errs), -1);
+        expect_error(&errs, "64 ranks asked, but this server runs at most 8 (PACKTRAIN_MPI_MAX_RANKS)");
+        unsetenv("PACKTRAIN_MPI_MAX_RANKS");
+        unsetenv("PACKTRAIN_MPI_HOSTS");
     }
+    pt_errors_close(&errs);
+}
+
+/* The operator's slots: PACKTRAIN_MPI_MAX_RANKS, else hosts, else hostfile,
+ * else the cores given. */
+static void test_slots(void **state)
+{
+    (void)state;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    char src[64];
+    pt_mpi_launch_opts o = {.ranks = 1};
+    assert_int_equal(pt_mpi_slots(&o, NULL, 6, src, sizeof src, &errs), 6);
+    assert_string_equal(src, "this machine's cores");
+    o.hosts = "a,b:4,c";
+    assert_int_equal(pt_mpi_slots(&o, "", 6, src, sizeof src, &errs), 6);
+    assert_string_equal(src, "the slots of PACKTRAIN_MPI_HOSTS");
+    assert_int_equal(pt_mpi_slots(&o, "3", 6, src, sizeof src, &errs), 3);
+    assert_int_equal(errs.total, 0);
+    assert_int_equal(pt_mpi_slots(&o, "many", 6, src, sizeof src, &errs), -1);
+    expect_error(&errs, "PACKTRAIN_MPI_MAX_RANKS: must be an integer from 1 to 65536, got 'many'");
+    pt_errors_clear(&errs);
+    char path[] = "/tmp/pt-hostfile-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const char *text = "# hosts\nnode-a slots=4 max_slots=8\n\nnode-b\nnode-c slots = 2 # fast\n";
+    assert_true(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    close(fd);
+    o = (pt_mpi_launch_opts){.ranks = 1, .hostfile = path};
+    assert_int_equal(pt_mpi_slots(&o, NULL, 6, src, sizeof src, &errs), 7);
+    assert_string_equal(src, "the slots of the MPI hostfile");
+    unlink(path);
+    assert_int_equal(pt_mpi_slots(&o, NULL, 6, src, sizeof src, &errs), -1);
+    expect_error(&errs, "hostfile: cannot read the MPI hostfile");
     pt_errors_close(&errs);
 }
 
@@ -581,6 +636,7 @@ int main(void)
         cmocka_unit_test(test_views_cover_the_epoch),
         cmocka_unit_test(test_hash),
         cmocka_unit_test(test_check_job),
+        cmocka_unit_test(test_slots),
 #ifndef PT_HAVE_MPI
         cmocka_unit_test(test_rejected_without_mpi),
 #else
