@@ -261,6 +261,7 @@ static int start_scheduler(pt_app *app, char *err, size_t errlen)
         .max_runtime_s = app->opt.max_runtime_s,
         .cancel_grace_s = app->opt.cancel_grace_s,
         .max_attempts = app->opt.max_attempts,
+        .worker_memory_bytes = app->worker_memory_bytes,
         .on_change = on_job_change,
         .change_ctx = app,
         .log = on_scheduler_log,
@@ -294,6 +295,15 @@ static void release(pt_app *app, int pool_ready)
     app->closed = 1;
 }
 
+/* The default memory budget of a job: the machine's RAM shared by the
+ * worker slots, an eighth kept for the server and the system. */
+static uint64_t default_worker_memory(int workers)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t ram = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 8ull << 30;
+    return ram / 8 * 7 / (uint64_t)(workers > 0 ? workers : 1);
+}
+
 int pt_app_init(pt_app *app, const pt_app_options *opt, char *err, size_t errlen)
 {
     memset(app, 0, sizeof(*app));
@@ -303,6 +313,8 @@ int pt_app_init(pt_app *app, const pt_app_options *opt, char *err, size_t errlen
     app->opt.host = app->host;
     if (!app->opt.http_threads) app->opt.http_threads = 4;
     if (!app->opt.upload_max) app->opt.upload_max = 2ull << 30;
+    app->worker_memory_bytes = opt->worker_memory_bytes ? opt->worker_memory_bytes
+                                                        : default_worker_memory(opt->workers);
     pt_watch_init(&app->jobs_watch);
     pt_watch_init(&app->datasets_watch);
     pt_app_tasks_init(&app->tasks);

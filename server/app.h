@@ -63,6 +63,8 @@ typedef struct pt_app_options {
     double cancel_grace_s;           /* SIGTERM -> SIGKILL; 0 = scheduler default */
     int max_attempts;                /* crashes before a job fails; 0 = scheduler default */
     uint64_t min_free_bytes;         /* /readyz fails below this free space; default 256 MiB */
+    uint64_t worker_memory_bytes;    /* memory of one job's processes (admission, and the
+                                        scheduler's ceiling); 0 = 7/8 of RAM / workers */
     FILE *access_log;                /* one line per request; NULL: none */
     FILE *log;                       /* scheduler notes; NULL: stderr */
 } pt_app_options;
@@ -116,6 +118,7 @@ typedef struct pt_app {
     char tmp_dir[PATH_MAX];
     char host[256];
     char **worker_argv;              /* owned copy */
+    uint64_t worker_memory_bytes;    /* resolved opt.worker_memory_bytes */
 
     pt_store_pool pool;
     pt_watch jobs_watch;             /* bumped on any job change */

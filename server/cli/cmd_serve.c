@@ -38,6 +38,10 @@ static void usage(FILE *out)
             "  --max-runtime S      default max_runtime_seconds of a job run (0 = none)\n"
             "  --cancel-grace S     SIGTERM -> SIGKILL delay for cancelled jobs (default 10)\n"
             "  --max-attempts N     worker crashes before a job fails (default 3)\n"
+            "  --worker-memory MB   memory one job's processes may hold: admission refuses a job\n"
+            "                       planned above it, a worker that passes it is killed and its\n"
+            "                       job fails ($PACKTRAIN_WORKER_MEMORY_MB; default 7/8 of RAM /\n"
+            "                       --workers)\n"
             "  --worker-cmd WORDS   worker program and leading arguments, space-separated\n"
             "                       (default: this binary 'worker')\n"
             "  --access-log FILE    one line per request ('-' = stderr)\n"
@@ -99,7 +103,7 @@ static int parse(int argc, char **argv, serve_args *a)
     const char *host = env_or("PACKTRAIN_HOST", "127.0.0.1"), *data_dir = env_or("PACKTRAIN_DATA_DIR", "var");
     const char *port = env_or("PACKTRAIN_PORT", NULL), *workers = env_or("PACKTRAIN_WORKERS", NULL);
     const char *upload = env_or("PACKTRAIN_UPLOAD_MAX", NULL), *threads = NULL, *runtime = NULL, *grace = NULL;
-    const char *attempts = NULL;
+    const char *attempts = NULL, *worker_memory = env_or("PACKTRAIN_WORKER_MEMORY_MB", NULL);
     a->auth = env_or("PACKTRAIN_AUTH", NULL);
     o->web_dir = "web";
     for (int i = 1; i < argc; i++) {
@@ -114,6 +118,7 @@ static int parse(int argc, char **argv, serve_args *a)
                           : !strcmp(f, "--threads") ? &threads : !strcmp(f, "--upload-max") ? &upload
                           : !strcmp(f, "--max-runtime") ? &runtime : !strcmp(f, "--cancel-grace") ? &grace
                           : !strcmp(f, "--max-attempts") ? &attempts : !strcmp(f, "--worker-cmd") ? &a->worker_cmd
+                          : !strcmp(f, "--worker-memory") ? &worker_memory
                           : !strcmp(f, "--access-log") ? &a->access_log : !strcmp(f, "--port-file") ? &a->port_file
                           : NULL;
         if (!slot) {
@@ -142,6 +147,8 @@ static int parse(int argc, char **argv, serve_args *a)
     if (grace && parse_num("--cancel-grace", grace, 0, 3600, &o->cancel_grace_s)) return -1;
     if (attempts && parse_num("--max-attempts", attempts, 1, 100, &d)) return -1;
     if (attempts) o->max_attempts = (int)d;
+    if (worker_memory && parse_num("--worker-memory", worker_memory, 64, 1 << 30, &d)) return -1;
+    if (worker_memory) o->worker_memory_bytes = (uint64_t)d << 20;
     if (!a->auth) o->auth = !pt_serve_is_loopback(host);
     else if (!strcasecmp(a->auth, "on")) o->auth = 1;
     else if (!strcasecmp(a->auth, "off")) o->auth = 0;

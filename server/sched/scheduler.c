@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { ST_NEW = 0, ST_RUNNING, ST_DRAINED, ST_STOPPED };
 
@@ -95,6 +96,9 @@ int pt_scheduler_init(pt_scheduler *s, const pt_scheduler_options *o)
     s->grace_s = o->cancel_grace_s > 0 ? o->cancel_grace_s : PT_SCHEDULER_DEFAULT_GRACE_S;
     s->max_attempts = o->max_attempts > 0 ? o->max_attempts : PT_SCHEDULER_DEFAULT_MAX_ATTEMPTS;
     s->poll_ms = o->poll_interval_ms > 0 ? o->poll_interval_ms : PT_SCHEDULER_DEFAULT_POLL_MS;
+    s->worker_memory_bytes = o->worker_memory_bytes;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    s->address_limit = pt_sched_address_limit(o->worker_memory_bytes, cores > 0 ? (int)cores : 1);
     s->on_change = o->on_change;
     s->change_ctx = o->change_ctx;
     s->log = o->log;

@@ -75,6 +75,8 @@ typedef struct pt_scheduler_options {
     double cancel_grace_s;              /* SIGTERM -> SIGKILL; 0 = PT_SCHEDULER_DEFAULT_GRACE_S */
     int max_attempts;                   /* crashes before failing; 0 = PT_SCHEDULER_DEFAULT_MAX_ATTEMPTS */
     int poll_interval_ms;               /* safety re-scan of the store; 0 = PT_SCHEDULER_DEFAULT_POLL_MS */
+    uint64_t worker_memory_bytes;       /* resident memory of one job's processes; 0 = no limit
+                                           (scheduler_memory.c) */
     pt_scheduler_change_fn on_change;   /* may be NULL */
     void *change_ctx;
     pt_scheduler_log_fn log;            /* may be NULL */
@@ -100,6 +102,7 @@ typedef struct pt_scheduler {
     int n_worker_argv;
     int slots, max_attempts, poll_ms;
     double max_runtime_s, grace_s;
+    uint64_t worker_memory_bytes, address_limit;
     pt_scheduler_change_fn on_change;
     void *change_ctx;
     pt_scheduler_log_fn log;

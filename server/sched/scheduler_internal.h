@@ -42,12 +42,20 @@ typedef struct pt_sched_exit {
     pt_sched_stop stop;
     double max_runtime_s, grace_s;
     int killed;                           /* SIGKILL was needed */
+    int out_of_memory;                    /* killed for memory (scheduler_memory.c) */
+    char memory_why[256];
+    uint64_t memory_peak, memory_budget;  /* bytes; budget 0 = none */
 } pt_sched_exit;
 
 #define PT_SCHED_READ_BUF 65536
 #define PT_SCHED_FLUSH_MS 100
 #define PT_SCHED_FLUSH_LINES 200
 #define PT_SCHED_EOF_WAIT_MS 2000
+#define PT_SCHED_MEMORY_MS 500                 /* memory watch period */
+#define PT_SCHED_MEMORY_STUCK 4                /* samples at the address-space limit */
+#define PT_SCHED_AS_BASE (512ull << 20)        /* address space reserved, not used ... */
+#define PT_SCHED_AS_PER_CORE (256ull << 20)    /* ... and per core (arenas, BLAS buffers) */
+#define PT_SCHED_AS_SLACK (64ull << 20)        /* "at the limit" */
 
 struct pt_sched_job {
     pt_scheduler *sched;
@@ -55,7 +63,7 @@ struct pt_sched_job {
     pt_sched_launch launch;
     uv_process_t proc;
     uv_pipe_t out;
-    uv_timer_t kill_timer, runtime_timer, flush_timer, eof_timer;
+    uv_timer_t kill_timer, runtime_timer, flush_timer, eof_timer, memory_timer;
     int open_handles;
     int log_fd;
     int64_t pid;
@@ -70,6 +78,9 @@ struct pt_sched_job {
     int has_progress;
     pt_store_progress progress;
     double last_graphs_per_s;
+    /* memory watch (scheduler_memory.c) */
+    uint64_t memory_last;
+    int memory_stuck;
     /* how it ends */
     pt_sched_exit exit;
     int exited, eof, finalized;
@@ -90,6 +101,19 @@ void pt_sched_note_fd(int fd, const char *fmt, ...) __attribute__((format(printf
 void pt_sched_note_path(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "signal 11 (SIGSEGV)" or "status 3". */
 void pt_sched_describe_exit(int64_t status, int term_signal, char *buf, size_t len);
+
+/* scheduler_memory.c */
+/* RLIMIT_AS for a budget: the budget plus what a process reserves unused. */
+uint64_t pt_sched_address_limit(uint64_t budget, int cores);
+/* After spawn: the address-space limit and oom_score_adj (0, or -1 noted). */
+int pt_sched_memory_limit(pt_sched_job *j);
+/* One sample of the worker's group; kills it over the budget. */
+void pt_sched_memory_sample(pt_sched_job *j);
+/* At exit: a SIGKILL nobody here sent, near the budget, was for memory. */
+void pt_sched_memory_exit(pt_sched_job *j, int term_signal);
+/* Resident bytes of every process in group `leader`, and the leader's
+ * address space; -1 when no process of the group is left. */
+int pt_sched_group_memory(int64_t leader, uint64_t *rss, uint64_t *leader_vsize);
 
 /* scheduler_ops.c — submit functions (loop thread); their work runs on the
  * writer thread, their results come back to the loop thread. */

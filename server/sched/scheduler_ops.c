@@ -515,6 +515,12 @@ static void finish_work(pt_store *st, pt_store_op *op)
     } else if (e->stop == PT_SCHED_STOP_RUNTIME) {
         to = PT_JOB_FAILED;
         snprintf(reason, sizeof(reason), "exceeded max_runtime_seconds=%g", e->max_runtime_s);
+    } else if (e->out_of_memory) {
+        /* running it again would end the same: not a crash to retry */
+        to = PT_JOB_FAILED;
+        snprintf(reason, sizeof(reason), "out of memory: %s (peak %.0f MiB); not retried: lower the "
+                 "job's memory (model size, batch, replicas) or ask the operator for a larger "
+                 "PACKTRAIN_WORKER_MEMORY_MB", e->memory_why, e->memory_peak / (1024.0 * 1024.0));
     } else if (e->saw_error) {
         to = PT_JOB_FAILED;
         snprintf(reason, sizeof(reason), "%s", e->error_message);

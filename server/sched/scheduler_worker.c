@@ -289,6 +289,7 @@ static void finalize(pt_sched_job *j)
     close_handle((uv_handle_t *)&j->runtime_timer);
     close_handle((uv_handle_t *)&j->flush_timer);
     close_handle((uv_handle_t *)&j->eof_timer);
+    close_handle((uv_handle_t *)&j->memory_timer);
 }
 
 static void end_of_output(pt_sched_job *j)
@@ -344,6 +345,8 @@ static void on_worker_exit(uv_process_t *proc, int64_t status, int term_signal)
     if (j->pid > 0) uv_kill(-(int)j->pid, SIGKILL);
     uv_timer_stop(&j->kill_timer);
     uv_timer_stop(&j->runtime_timer);
+    uv_timer_stop(&j->memory_timer);
+    pt_sched_memory_exit(j, term_signal);
     close_handle((uv_handle_t *)proc);
     pthread_mutex_lock(&s->mu);
     s->stats.active--;
@@ -393,6 +396,11 @@ static void on_runtime_timer(uv_timer_t *t)
     pt_sched_job_stop(j, PT_SCHED_STOP_RUNTIME, j->sched->grace_s);
 }
 
+static void on_memory_timer(uv_timer_t *t)
+{
+    pt_sched_memory_sample(t->data);
+}
+
 /* ---- spawning ----------------------------------------------------------------- */
 
 static void fail_start(pt_sched_job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -416,9 +424,11 @@ static void init_handles(pt_scheduler *s, pt_sched_job *j)
     uv_timer_init(&s->loop, &j->runtime_timer);
     uv_timer_init(&s->loop, &j->flush_timer);
     uv_timer_init(&s->loop, &j->eof_timer);
+    uv_timer_init(&s->loop, &j->memory_timer);
     j->out.data = j->kill_timer.data = j->runtime_timer.data = j->flush_timer.data = j->eof_timer.data = j;
+    j->memory_timer.data = j;
     j->proc.data = j;
-    j->open_handles = 6;   /* the five above and the process handle uv_spawn initialises */
+    j->open_handles = 7;   /* the six above and the process handle uv_spawn initialises */
 }
 
 /* Before any handle exists: the job fails without a process. */
@@ -468,6 +478,7 @@ void pt_sched_job_spawn(pt_scheduler *s, const pt_sched_launch *launch)
     snprintf(e->log_path, sizeof(e->log_path), "%s", log_path);
     e->max_runtime_s = launch->max_runtime_s;
     e->grace_s = s->grace_s;
+    e->memory_budget = s->worker_memory_bytes;
     e->spawned = 1;
     init_handles(s, j);
 
@@ -517,6 +528,10 @@ void pt_sched_job_spawn(pt_scheduler *s, const pt_sched_launch *launch)
     if (++s->stats.active > s->stats.peak_active) s->stats.peak_active = s->stats.active;
     pthread_mutex_unlock(&s->mu);
     uv_read_start((uv_stream_t *)&j->out, on_alloc, on_read);
+    if (s->worker_memory_bytes) {
+        pt_sched_memory_limit(j);
+        uv_timer_start(&j->memory_timer, on_memory_timer, PT_SCHED_MEMORY_MS, PT_SCHED_MEMORY_MS);
+    }
     if (j->launch.max_runtime_s > 0)
         uv_timer_start(&j->runtime_timer, on_runtime_timer, seconds_to_ms(j->launch.max_runtime_s), 0);
     pt_sched_submit_set_worker(s, j->launch.id, j->pid);

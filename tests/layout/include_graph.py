@@ -53,7 +53,7 @@ CONCEPTS = {
     "store": [{"store", "store_internal", "store_datasets", "store_jobs", "store_lifecycle",
                "store_metrics", "store_schema", "store_tokens"}],
     "server/app": [{"app", "app_metrics", "app_progress"}],
-    "server/sched": [{"scheduler", "scheduler_internal", "scheduler_ops", "scheduler_worker"}],
+    "server/sched": [{"scheduler", "scheduler_internal", "scheduler_memory", "scheduler_ops", "scheduler_worker"}],
 }
 
 # The main header of each room: its first comment names the room and says
