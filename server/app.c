@@ -10,6 +10,8 @@
  * sees a closed scheduler and no worker outlives the store it reports to. */
 #include "server/app.h"
 
+#include "engine/train/checkpoint.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +29,9 @@ void pt_app_options_defaults(pt_app_options *o)
     o->http_threads = 4;
     o->upload_max = 2ull << 30;
     o->min_free_bytes = 256ull << 20;
+    o->limits = (pt_app_limits){.upload_decompressed_bytes = 8ull << 30, .upload_structures = 5000000,
+                                .upload_atoms = 100000000, .owner_storage_bytes = 20ull << 30,
+                                .owner_jobs = 8};
 }
 
 /* ---- store pool ------------------------------------------------------------ */
@@ -250,6 +255,21 @@ static int open_database(pt_app *app, char *err, size_t errlen)
     return rc == PT_STORE_OK ? 0 : -1;
 }
 
+/* The scheduler resumes only from a checkpoint that is whole: its own
+ * format check (every state key, CRC over state and tensors). */
+static int checkpoint_ok(void *ctx, const char *path, char *why, size_t len)
+{
+    (void)ctx;
+    pt_errors errs;
+    pt_errors_init(&errs, 1);
+    pt_checkpoint ck;
+    int ok = pt_checkpoint_open(&ck, path, &errs) == 0;
+    if (ok) pt_checkpoint_close(&ck);
+    else pt_errors_first(&errs, why, len);
+    pt_errors_close(&errs);
+    return ok;
+}
+
 static int start_scheduler(pt_app *app, char *err, size_t errlen)
 {
     if (app->opt.workers <= 0) return 0;
@@ -262,6 +282,8 @@ static int start_scheduler(pt_app *app, char *err, size_t errlen)
         .cancel_grace_s = app->opt.cancel_grace_s,
         .max_attempts = app->opt.max_attempts,
         .worker_memory_bytes = app->worker_memory_bytes,
+        .checkpoints_kept = app->opt.checkpoints_kept,
+        .checkpoint_ok = checkpoint_ok,
         .on_change = on_job_change,
         .change_ctx = app,
         .log = on_scheduler_log,
@@ -292,6 +314,9 @@ static void release(pt_app *app, int pool_ready)
     pt_watch_close(&app->datasets_watch);
     pt_app_tasks_close(&app->tasks);
     free_worker_argv(app);
+    if (app->lock_fd >= 0) close(app->lock_fd);
+    app->lock_fd = -1;
+    pthread_mutex_destroy(&app->quota_mu);
     app->closed = 1;
 }
 
@@ -307,6 +332,7 @@ static uint64_t default_worker_memory(int workers)
 int pt_app_init(pt_app *app, const pt_app_options *opt, char *err, size_t errlen)
 {
     memset(app, 0, sizeof(*app));
+    app->lock_fd = -1;
     app->opt = *opt;
     app->started_us = pt_store_now_us();
     snprintf(app->host, sizeof app->host, "%s", opt->host ? opt->host : "127.0.0.1");
@@ -318,15 +344,19 @@ int pt_app_init(pt_app *app, const pt_app_options *opt, char *err, size_t errlen
     pt_watch_init(&app->jobs_watch);
     pt_watch_init(&app->datasets_watch);
     pt_app_tasks_init(&app->tasks);
+    pthread_mutex_init(&app->quota_mu, NULL);
     pt_prom_init(&app->prom);
     pt_router_init(&app->router);
     int pool_ready = 0;
-    if (layout(app, opt->data_dir, err, errlen) != 0 || copy_worker_argv(app, err, errlen) != 0) goto fail;
+    if (layout(app, opt->data_dir, err, errlen) != 0 || pt_app_lock_data_dir(app, err, errlen) != 0 ||
+        copy_worker_argv(app, err, errlen) != 0)
+        goto fail;
     if (open_database(app, err, errlen) != 0) {
         pool_ready = 1;
         goto fail;
     }
     pool_ready = 1;
+    if (pt_app_sweep(app, err, errlen) != 0) goto fail;
     if (opt->web_dir) {
         char why[256];
         struct stat st;
@@ -391,4 +421,7 @@ void pt_app_close(pt_app *app)
     pt_watch_close(&app->datasets_watch);
     pt_app_tasks_close(&app->tasks);
     free_worker_argv(app);
+    if (app->lock_fd >= 0) close(app->lock_fd);
+    app->lock_fd = -1;
+    pthread_mutex_destroy(&app->quota_mu);
 }

@@ -18,10 +18,12 @@
  *   ...                         // until SIGTERM
  *   pt_app_close(&app);         // stop accepting, drain workers, close
  *
- * Files under data_dir: packtrain.db (SQLite), datasets/ID/data.ptd,
- * jobs/ID/ (the worker's --out: config.json, worker.log, checkpoints,
- * model.safetensors) and tmp/ (uploads in flight, same file system so a
- * finished upload is renamed, not copied).
+ * Files under data_dir: packtrain.db (SQLite), packtrain.lock (one server
+ * per directory), datasets/ID/data.ptd, jobs/ID/ (the worker's --out:
+ * config.json, worker.log, checkpoints, model.safetensors) and tmp/
+ * (uploads in flight, same file system so a finished upload is renamed, not
+ * copied).  What a killed server left half-done is swept at the next start
+ * (app_sweep.c).
  *
  * Identity: with auth on every /v1 route needs a bearer token made by
  * `packtrain token create`, and acts for the token's owner; with auth off
@@ -49,6 +51,16 @@
 #define PT_APP_POOL_MAX 64
 #define PT_APP_ROUTES_MAX 48
 
+/* What one request or one owner may take; 0 = no limit.  Defaults in
+ * pt_app_options_defaults; `packtrain serve --help` lists the flags. */
+typedef struct pt_app_limits {
+    uint64_t upload_decompressed_bytes;  /* text of one upload once decompressed: 8 GiB */
+    uint64_t upload_structures;          /* structures in one upload: 5,000,000 */
+    uint64_t upload_atoms;               /* atoms in one upload: 100,000,000 */
+    uint64_t owner_storage_bytes;        /* stored datasets of one owner: 20 GiB */
+    int owner_jobs;                      /* queued, running and cancelling jobs of one owner: 8 */
+} pt_app_limits;
+
 typedef struct pt_app_options {
     const char *host;                /* bind address; default "127.0.0.1" */
     unsigned port;                   /* 0: any free port */
@@ -65,6 +77,8 @@ typedef struct pt_app_options {
     uint64_t min_free_bytes;         /* /readyz fails below this free space; default 256 MiB */
     uint64_t worker_memory_bytes;    /* memory of one job's processes (admission, and the
                                         scheduler's ceiling); 0 = 7/8 of RAM / workers */
+    int checkpoints_kept;            /* newest checkpoints kept per job (>= 2); 0 = 2 */
+    pt_app_limits limits;
     FILE *access_log;                /* one line per request; NULL: none */
     FILE *log;                       /* scheduler notes; NULL: stderr */
 } pt_app_options;
@@ -119,6 +133,9 @@ typedef struct pt_app {
     char host[256];
     char **worker_argv;              /* owned copy */
     uint64_t worker_memory_bytes;    /* resolved opt.worker_memory_bytes */
+    int lock_fd;                     /* flock on data_dir/packtrain.lock, -1 before */
+    pthread_mutex_t quota_mu;        /* the last check of an owner's quota and the insert
+                                        it allows (server/api/quota.c) */
 
     pt_store_pool pool;
     pt_watch jobs_watch;             /* bumped on any job change */
@@ -196,6 +213,14 @@ size_t pt_app_tasks_since(pt_app *app, const char *owner, uint64_t after, pt_app
 json_t *pt_app_task_progress_json(const pt_app_task *t);
 /* "running", "done", "failed". */
 const char *pt_app_task_state_name(int state);
+/* One server per data directory: an exclusive flock on
+ * data_dir/packtrain.lock, held until close (app_sweep.c).  -1 with the
+ * reason when another server holds it. */
+int pt_app_lock_data_dir(pt_app *app, char *err, size_t errlen);
+/* Removes what a server killed mid-work left behind (app_sweep.c): every
+ * entry of tmp/, dataset directories without a row, half-written files of
+ * recorded datasets; each removal logged.  -1 only without a store. */
+int pt_app_sweep(pt_app *app, char *err, size_t errlen);
 
 /* Registers the service's Prometheus metrics and their collector
  * (app_metrics.c); close frees the collector's cache. */

@@ -245,6 +245,9 @@ int pt_store_job_update_progress(pt_store *s, const char *id, const pt_store_pro
 int pt_store_job_list_unfinished(pt_store *s, pt_store_job_array *out);
 /* counts[state] for one owner, or all owners when owner is NULL. */
 int pt_store_job_count_by_state(pt_store *s, const char *owner, int64_t counts[PT_JOB_STATE_COUNT]);
+/* *known = 1 when `owner` has used Idempotency-Key `key` (a retry of a
+ * request already answered, which creates nothing). */
+int pt_store_idempotency_known(pt_store *s, const char *owner, const char *key, int *known);
 /* Deletes idempotency keys created before `before_us`; *n_removed may be NULL. */
 int pt_store_idempotency_prune(pt_store *s, int64_t before_us, int64_t *n_removed);
 
@@ -316,6 +319,9 @@ int pt_store_checkpoint_record(pt_store *s, const char *job_id, int64_t step, in
                                const char *path);
 int pt_store_checkpoint_latest(pt_store *s, const char *owner, const char *job_id,
                                pt_store_checkpoint *out);
+/* The job's `max` newest recorded checkpoints, newest first, into out[0..*n). */
+int pt_store_checkpoint_recent(pt_store *s, const char *owner, const char *job_id,
+                               pt_store_checkpoint *out, size_t max, size_t *n);
 
 /* ---- API tokens ---------------------------------------------------------- */
 

@@ -299,6 +299,25 @@ int pt_store_job_create(pt_store *s, const pt_store_job_request *req, pt_store_j
     return PT_STORE_OK;
 }
 
+int pt_store_idempotency_known(pt_store *s, const char *owner, const char *key, int *known)
+{
+    *known = 0;
+    int rc = pt_store_read_begin(s);
+    if (rc) return rc;
+    sqlite3_stmt *st = NULL;
+    rc = pt_store_stmt(s, SQL_IDEM_GET, &st);
+    if (!rc) {
+        pt_store_bind_text(st, 1, owner);
+        pt_store_bind_text(st, 2, key);
+        int step = sqlite3_step(st);
+        if (step == SQLITE_ROW) *known = 1;
+        else if (step != SQLITE_DONE) rc = pt_store_fail_sql(s, step, "read idempotency key");
+        sqlite3_reset(st);
+    }
+    pt_store_read_end(s);
+    return rc;
+}
+
 int pt_store_idempotency_prune(pt_store *s, int64_t before_us, int64_t *n_removed)
 {
     int rc = pt_store_tx_begin(s, 1);

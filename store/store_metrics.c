@@ -38,9 +38,9 @@ static const char SQL_CKPT_UPSERT[] =
     "INSERT INTO checkpoints(job_id, step, epoch, path, created_at) VALUES (?, ?, ?, ?, ?) "
     "ON CONFLICT(job_id, step) DO UPDATE SET epoch = excluded.epoch, path = excluded.path, "
     "created_at = excluded.created_at";
-static const char SQL_CKPT_LATEST[] =
+static const char SQL_CKPT_RECENT[] =
     "SELECT job_id, step, epoch, created_at, path FROM checkpoints WHERE job_id = ? "
-    "ORDER BY step DESC LIMIT 1";
+    "ORDER BY step DESC LIMIT ?";
 
 void pt_store_step_series_clear(pt_store_step_series *s)
 {
@@ -381,35 +381,46 @@ int pt_store_checkpoint_record(pt_store *s, const char *job_id, int64_t step, in
     return end_write(s, rc);
 }
 
-static int read_latest_checkpoint(pt_store *s, const char *job_id, pt_store_checkpoint *out)
+static int read_recent_checkpoints(pt_store *s, const char *job_id, pt_store_checkpoint *out, size_t max,
+                                   size_t *n)
 {
     sqlite3_stmt *st = NULL;
-    int rc = pt_store_stmt(s, SQL_CKPT_LATEST, &st);
+    int rc = pt_store_stmt(s, SQL_CKPT_RECENT, &st);
     if (rc) return rc;
     pt_store_bind_text(st, 1, job_id);
-    int step = sqlite3_step(st);
-    if (step == SQLITE_ROW) {
-        pt_store_col_copy(st, 0, out->job_id, sizeof(out->job_id));
-        out->step = sqlite3_column_int64(st, 1);
-        out->epoch = sqlite3_column_int64(st, 2);
-        out->created_at = sqlite3_column_int64(st, 3);
-        pt_store_col_copy(st, 4, out->path, sizeof(out->path));
-    } else if (step == SQLITE_DONE) {
-        rc = pt_store_fail(s, PT_STORE_NOT_FOUND, "job %s has no checkpoint yet", job_id);
-    } else {
-        rc = pt_store_fail_sql(s, step, "read latest checkpoint");
+    sqlite3_bind_int64(st, 2, (sqlite3_int64)max);
+    int step;
+    while (*n < max && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        pt_store_checkpoint *c = &out[(*n)++];
+        memset(c, 0, sizeof(*c));
+        pt_store_col_copy(st, 0, c->job_id, sizeof(c->job_id));
+        c->step = sqlite3_column_int64(st, 1);
+        c->epoch = sqlite3_column_int64(st, 2);
+        c->created_at = sqlite3_column_int64(st, 3);
+        pt_store_col_copy(st, 4, c->path, sizeof(c->path));
     }
+    if (*n < max && step != SQLITE_DONE) rc = pt_store_fail_sql(s, step, "read recent checkpoints");
     sqlite3_reset(st);
+    return rc;
+}
+
+int pt_store_checkpoint_recent(pt_store *s, const char *owner, const char *job_id, pt_store_checkpoint *out,
+                               size_t max, size_t *n)
+{
+    *n = 0;
+    int rc = pt_store_read_begin(s);
+    if (rc) return rc;
+    rc = pt_store_job_check_visible(s, owner, job_id);
+    if (!rc && max) rc = read_recent_checkpoints(s, job_id, out, max, n);
+    pt_store_read_end(s);
     return rc;
 }
 
 int pt_store_checkpoint_latest(pt_store *s, const char *owner, const char *job_id, pt_store_checkpoint *out)
 {
     memset(out, 0, sizeof(*out));
-    int rc = pt_store_read_begin(s);
-    if (rc) return rc;
-    rc = pt_store_job_check_visible(s, owner, job_id);
-    if (!rc) rc = read_latest_checkpoint(s, job_id, out);
-    pt_store_read_end(s);
+    size_t n = 0;
+    int rc = pt_store_checkpoint_recent(s, owner, job_id, out, 1, &n);
+    if (!rc && n == 0) rc = pt_store_fail(s, PT_STORE_NOT_FOUND, "job %s has no checkpoint yet", job_id);
     return rc;
 }

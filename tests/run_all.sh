@@ -7,7 +7,7 @@
 #               on the #include lines and the objects' symbols)
 #   torch       the PyTorch cross-check (tests/torch)
 #   ase         periodic structures and neighbour graphs against ASE (tests/ase)
-#   api_errors, api_flow, api_recovery, api_asedb, openapi, mpi
+#   api_errors, api_flow, api_recovery, api_asedb, api_hardening, openapi, mpi
 #               integration suites against real servers (tests/integration)
 #   browser     the dashboard in Chromium, driven by Playwright (tests/web)
 #
@@ -27,6 +27,7 @@ suites=(
   "api_flow:tests/integration/test_api_flow.sh"
   "api_recovery:tests/integration/test_api_recovery.sh"
   "api_asedb:tests/integration/test_api_asedb.sh"
+  "api_hardening:tests/integration/test_api_hardening.sh"
   "openapi:tests/integration/test_openapi.sh"
   "mpi:tests/integration/mpi.sh"
   "browser:tests/web/run.sh"

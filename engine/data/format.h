@@ -87,6 +87,12 @@ typedef struct pt_read_options {
     /* Where a text file is decompressed: 0 by its size, 1 on a thread of
      * its own, -1 on the reading thread (linereader.h); the same results. */
     int read_thread;
+    /* Text read, once decompressed, over every file read with these options
+     * (may be NULL), and the most allowed (0: no limit): past it reading
+     * stops with a located error, so a small gzip of a huge text is refused
+     * while it streams, not after. */
+    uint64_t *bytes_read;
+    uint64_t max_bytes;
 } pt_read_options;
 
 /* How a parser left a structure. */

@@ -42,6 +42,7 @@ typedef struct ingest_ctx {
     uint32_t target_hint[PT_READER_MAX_KEYS];
     pt_progress progress;
     uint64_t bytes_before;   /* sizes of the inputs read completely */
+    uint64_t atoms_seen;
 } ingest_ctx;
 
 void pt_ingest_options_init(pt_ingest_options *o)
@@ -196,12 +197,37 @@ static void add_stats(ingest_ctx *c, const pt_structure *s, uint32_t n_values)
     }
 }
 
+/* The limits on what one input may hold; 1 stops the reading. */
+static int over_limits(ingest_ctx *c, const pt_structure *s)
+{
+    const pt_ingest_options *o = c->opt;
+    pt_ingest_report *rep = c->rep;
+    c->atoms_seen += s->n_atoms;
+    if (o->max_structures && rep->n_seen > o->max_structures) {
+        pt_errors_add(c->errs, s->file, s->line, "", "more than %llu structures, the most accepted here",
+                      (unsigned long long)o->max_structures);
+        rep->over_limit = "structures";
+    } else if (o->max_total_atoms && c->atoms_seen > o->max_total_atoms) {
+        pt_errors_add(c->errs, s->file, s->line, "", "more than %llu atoms in all, the most accepted here",
+                      (unsigned long long)o->max_total_atoms);
+        rep->over_limit = "atoms";
+    } else if (o->should_stop && rep->n_seen % PT_INGEST_CHECK_EVERY == 0 && o->should_stop(o->user)) {
+        pt_errors_add(c->errs, s->file, s->line, "", "stopped");
+        rep->stopped = 1;
+    } else {
+        return 0;
+    }
+    c->rejected = 1;
+    return 1;
+}
+
 static int on_structure(void *ctx, const pt_structure *s)
 {
     ingest_ctx *c = ctx;
     c->rep->n_seen++;
     if ((c->rep->n_seen & 63) == 0)
         pt_progress_tick(&c->progress, c->bytes_before + s->input_bytes, c->rep->n_seen);
+    if (over_limits(c, s)) return 1;
     uint32_t n_values = 0;
     if (!s->valid || map_keys(c, s, &n_values) < 0) {
         c->rep->n_skipped++;
@@ -253,7 +279,8 @@ int pt_ingest_files(const char *const *inputs, int n_inputs, const char *out_ptd
     rep->ase_db = json_array();
     pt_read_options ro = {.format = opt->format, .max_atoms = opt->max_atoms, .display_name = opt->display_name,
                           .forces_key = opt->forces_key, .stress_key = opt->stress_key, .info = rep->ase_db,
-                          .read_thread = opt->read_thread};
+                          .read_thread = opt->read_thread, .bytes_read = &rep->bytes_read,
+                          .max_bytes = opt->max_bytes};
     uint64_t *sizes = calloc((size_t)n_inputs + 1, sizeof(uint64_t)), total = 0;
     for (int i = 0; sizes && i < n_inputs; i++) {
         struct stat st;
@@ -261,10 +288,11 @@ int pt_ingest_files(const char *const *inputs, int n_inputs, const char *out_ptd
         total += sizes[i];
     }
     pt_progress_begin(&c.progress, opt->progress, "ingest", "bytes", total);
-    for (int i = 0; i < n_inputs && !c.io_failed; i++) {
-        if (pt_read_structures(inputs[i], &ro, on_structure, &c, errs) < 0) c.rejected = 1;
+    for (int i = 0; i < n_inputs && !c.io_failed && !rep->over_limit && !rep->stopped; i++) {
+        if (pt_read_structures(inputs[i], &ro, on_structure, &c, errs) != 0) c.rejected = 1;
         c.bytes_before += sizes ? sizes[i] : 0;
     }
+    if (opt->max_bytes && rep->bytes_read > opt->max_bytes) rep->over_limit = "bytes";
     pt_progress_end(&c.progress, c.bytes_before, rep->n_seen);
     free(sizes);
     if (!c.rejected && !c.io_failed && rep->n_structs == 0) {

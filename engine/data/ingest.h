@@ -55,7 +55,20 @@ typedef struct pt_ingest_options {
      * called on the ingesting thread.  NULL = none. */
     const pt_progress *progress;
     int read_thread;                   /* pt_read_options.read_thread: 0 by file size */
+    /* Limits on what one input may hold (0: none), checked as it streams:
+     * text once decompressed, structures seen, atoms of those structures.
+     * Passing one stops the ingest with a located error and rep->over_limit
+     * naming it; nothing is written. */
+    uint64_t max_bytes;
+    uint64_t max_structures;
+    uint64_t max_total_atoms;
+    /* Asked every PT_INGEST_CHECK_EVERY structures (may be NULL): nonzero
+     * stops the ingest (rep->stopped), as for a request that is given up. */
+    int (*should_stop)(void *user);
+    void *user;
 } pt_ingest_options;
+
+#define PT_INGEST_CHECK_EVERY 256
 
 void pt_ingest_options_init(pt_ingest_options *o);
 
@@ -83,6 +96,9 @@ typedef struct pt_ingest_report {
     uint32_t n_keys;
     pt_ingest_key_stats *keys;       /* [n_keys], in .ptd target order */
     int rejected;                    /* 1 when no output was written */
+    const char *over_limit;          /* "bytes", "structures" or "atoms" when a limit stopped it */
+    int stopped;                     /* should_stop said so */
+    uint64_t bytes_read;             /* text read, decompressed (line formats) */
     double parse_seconds;            /* reading + validating + column streaming */
     double write_seconds;            /* assembling the .ptd */
     json_t *ase_db;                  /* one description per ASE database read (ase_db.h) */

@@ -69,6 +69,8 @@ struct pt_reader {
     const char *file;
     pt_errors *errs;
     int bom_checked;    /* the first bytes were looked at */
+    uint64_t *total;    /* bytes read, shared across readers; NULL: not counted */
+    uint64_t max_bytes; /* 0: no limit */
 };
 
 /* gzread of up to n bytes into buf, with what followed (see read_result). */
@@ -225,6 +227,12 @@ uint64_t pt_reader_input_offset(const pt_reader *r)
 
 uint64_t pt_reader_input_size(const pt_reader *r) { return r->in_size; }
 
+void pt_reader_limit(pt_reader *r, uint64_t *total, uint64_t max_bytes)
+{
+    r->total = total;
+    r->max_bytes = max_bytes;
+}
+
 void pt_reader_close(pt_reader *r)
 {
     if (!r) return;
@@ -289,6 +297,14 @@ static int fill_buffer(pt_reader *r)
     }
     if (res.eof) r->eof = 1;
     r->end += res.len;
+    if (r->total) {
+        *r->total += (uint64_t)res.len;
+        if (r->max_bytes && *r->total > r->max_bytes) {
+            pt_reader_error(r, r->lineno + 1, "", "the input passes %llu bytes once decompressed, the most "
+                            "accepted here", (unsigned long long)r->max_bytes);
+            return -1;
+        }
+    }
     if (!r->bom_checked && (r->end >= 3 || r->eof)) {
         /* a UTF-8 byte-order mark opens the file, not its first line */
         static const unsigned char bom[3] = {0xEF, 0xBB, 0xBF};

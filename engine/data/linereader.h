@@ -38,6 +38,10 @@ pt_reader *pt_reader_open_ex(const char *path, const char *display, int threaded
 uint64_t pt_reader_input_offset(const pt_reader *r);
 uint64_t pt_reader_input_size(const pt_reader *r);
 void pt_reader_close(pt_reader *r);
+/* Counts the bytes read (decompressed) into *total (shared by several
+ * readers; NULL: no count) and stops with an error once *total passes
+ * max_bytes (0: no limit). */
+void pt_reader_limit(pt_reader *r, uint64_t *total, uint64_t max_bytes);
 
 /* Next line, NUL-terminated, without its "\n" or "\r\n".  Returns 1 with a
  * line, 0 at end of file, -1 on a read error (already reported).  The line

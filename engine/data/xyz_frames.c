@@ -174,6 +174,7 @@ int pt_xyz_frames_read(const char *path, const pt_read_options *opt, pt_structur
 {
     pt_reader *r = pt_reader_open_ex(path, opt->display_name, opt->read_thread, errs);
     if (!r) return -1;
+    pt_reader_limit(r, opt->bytes_read, opt->max_bytes);
     pt_structure *s = calloc(1, sizeof(*s));
     int rc = -1;
     if (!s) {

@@ -17,6 +17,7 @@ void pt_job_check_dataset(pt_app *app, const pt_job_config *cfg, const pt_store_
     memset(&data, 0, sizeof data);
     char err[512];
     if (pt_dataset_open(&data, ds->path, err, sizeof err) != 0) {
+        pt_text_hide_paths(err);
         pt_errors_add(errs, NULL, 0, "dataset", "cannot open dataset %s: %s", ds->id, err);
         return;
     }

@@ -61,14 +61,29 @@ typedef struct pt_dataset_import {
     uint64_t source_bytes;     /* size of the file as sent */
 } pt_dataset_import;
 
-/* Ingests `src` into data_dir/datasets/ID/data.ptd and records the dataset.
- * 0 with *out filled; -1 with errs filled and *status the HTTP status (422
- * when the file is not a valid dataset, 5xx otherwise).  Nothing is left
- * on disk or in the database on failure. */
+/* Ingests `src` into data_dir/datasets/ID/data.ptd and records the dataset,
+ * within app->opt.limits (upload limits while it streams, the owner's
+ * storage quota before recording).  0 with *out filled; -1 with errs filled
+ * and *status the HTTP status (422 when the file is not a valid dataset,
+ * 413 past an upload limit, 429 past the owner's storage quota, 5xx
+ * otherwise; *quota then holds the 429 to send).  Nothing is left on disk
+ * or in the database on failure. */
 int pt_app_dataset_import(pt_app *app, pt_store *s, const char *src, const pt_dataset_import *imp,
-                          pt_store_dataset *out, pt_errors *errs, int *status);
+                          pt_store_dataset *out, pt_errors *errs, int *status, pt_response *quota);
 /* Adds the dataset "demo-qm9" of owner "local" from `path` unless it exists. */
 int pt_app_load_demo(pt_app *app, const char *path, char *err, size_t errlen);
+
+/* Owner quotas (quota.c; app->opt.limits).  Each returns 0 when within,
+ * or -1 with *r a 429 (Retry-After) saying what to free, or the store's
+ * problem.  Call the *_check functions again under app->quota_mu just
+ * before recording the row. */
+/* Bytes of the owner's stored dataset files. */
+int pt_quota_storage_used(pt_app *app, pt_store *s, const char *owner, uint64_t *bytes);
+/* adding 0: is the owner below its quota at all?  Otherwise: would
+ * `adding` more bytes fit? */
+int pt_quota_storage_check(pt_app *app, pt_store *s, const char *owner, uint64_t adding, pt_response *r);
+/* May the owner have one more unfinished job? */
+int pt_quota_jobs_check(pt_app *app, pt_store *s, const char *owner, pt_response *r);
 
 /* pt_router_add, also recording the route in app->routes. */
 int pt_api_route_add(pt_app *app, const pt_route *route, char *err, size_t errlen);

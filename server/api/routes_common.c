@@ -106,10 +106,20 @@ json_t *pt_api_dataset_json(const pt_store_dataset *d)
     return o;
 }
 
+/* Reasons come from the scheduler and the worker (an error of the engine,
+ * a file it could not read): the client gets them without server paths. */
+static json_t *reason_json(const char *text)
+{
+    char buf[PT_STORE_REASON_MAX];
+    snprintf(buf, sizeof buf, "%s", text);
+    pt_text_hide_paths(buf);
+    return json_string(buf);
+}
+
 static json_t *transition_json(const pt_store_transition *t)
 {
-    return json_pack("{s:o,s:s,s:o,s:s}", "from", t->from == PT_JOB_ANY ? json_null() : json_string(pt_job_state_name(t->from)),
-                     "to", pt_job_state_name(t->to), "at", pt_api_time(t->at), "reason", t->reason);
+    return json_pack("{s:o,s:s,s:o,s:o}", "from", t->from == PT_JOB_ANY ? json_null() : json_string(pt_job_state_name(t->from)),
+                     "to", pt_job_state_name(t->to), "at", pt_api_time(t->at), "reason", reason_json(t->reason));
 }
 
 json_t *pt_api_job_json(const pt_store_job *j, const pt_store_transition_list *transitions)
@@ -122,7 +132,7 @@ json_t *pt_api_job_json(const pt_store_job *j, const pt_store_transition_list *t
                           isfinite(j->progress) ? j->progress : 0.0, "progress_percent", pct, "epoch",
                           (json_int_t)j->epoch, "step", (json_int_t)j->step, "best_val_mae",
                           pt_api_real(j->best_val_mae), "latest_graphs_per_s", pt_api_real(j->latest_graphs_per_s),
-                          "failure_reason", j->failure_reason[0] ? json_string(j->failure_reason) : json_null(),
+                          "failure_reason", j->failure_reason[0] ? reason_json(j->failure_reason) : json_null(),
                           "attempts", j->attempts, "version", (json_int_t)j->version);
     if (!o) return NULL;
     json_object_set_new(o, "config", pt_api_parse_doc(j->config_json));

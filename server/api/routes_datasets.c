@@ -20,6 +20,7 @@
 #include "server/api/routes.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,10 +67,10 @@ static void on_progress(void *user, const pt_progress_info *info)
 }
 
 static int import_to(pt_app *app, pt_store *s, const char *src, const pt_dataset_import *imp,
-                     pt_store_dataset *row, pt_errors *errs, int *status);
+                     pt_store_dataset *row, pt_errors *errs, int *status, pt_response *quota);
 
 int pt_app_dataset_import(pt_app *app, pt_store *s, const char *src, const pt_dataset_import *imp,
-                          pt_store_dataset *out, pt_errors *errs, int *status)
+                          pt_store_dataset *out, pt_errors *errs, int *status, pt_response *quota)
 {
     pt_store_dataset row;
     memset(&row, 0, sizeof row);
@@ -79,7 +80,7 @@ int pt_app_dataset_import(pt_app *app, pt_store *s, const char *src, const pt_da
         return -1;
     }
     pt_app_task_begin(app, row.id, imp->owner, imp->name, "ingest");
-    int rc = import_to(app, s, src, imp, &row, errs, status);
+    int rc = import_to(app, s, src, imp, &row, errs, status, quota);
     if (rc == 0) *out = row;
     char first[256] = "";
     if (rc != 0) pt_errors_first(errs, first, sizeof first);
@@ -88,7 +89,7 @@ int pt_app_dataset_import(pt_app *app, pt_store *s, const char *src, const pt_da
 }
 
 static int import_to(pt_app *app, pt_store *s, const char *src, const pt_dataset_import *imp,
-                     pt_store_dataset *out, pt_errors *errs, int *status)
+                     pt_store_dataset *out, pt_errors *errs, int *status, pt_response *quota)
 {
     *status = 500;
     pt_store_dataset row;
@@ -114,12 +115,16 @@ static int import_to(pt_app *app, pt_store *s, const char *src, const pt_dataset
     task_sink ts = {app, row.id};
     pt_progress sink = {.fn = on_progress, .user = &ts, .every = 0.2};
     io.progress = &sink;
+    const pt_app_limits *lim = &app->opt.limits;
+    io.max_bytes = lim->upload_decompressed_bytes;
+    io.max_structures = lim->upload_structures;
+    io.max_total_atoms = lim->upload_atoms;
     pt_ingest_report rep;
     memset(&rep, 0, sizeof rep);
     if (pt_ingest_files(&src, 1, row.path, &io, &rep, errs) != 0) {
+        *status = rep.over_limit ? 413 : 422;
         pt_ingest_report_close(&rep);
         remove_dataset_files(dir);
-        *status = 422;
         return -1;
     }
     if (rep.n_structs == 0) {
@@ -153,7 +158,20 @@ static int import_to(pt_app *app, pt_store *s, const char *src, const pt_dataset
         pt_errors_add(errs, NULL, 0, "", "out of memory writing the report");
         return -1;
     }
+    /* the owner's quota, checked with the insert it allows: uploads side
+     * by side cannot pass it together */
+    pthread_mutex_lock(&app->quota_mu);
+    uint64_t stored = stat(row.path, &st) == 0 ? (uint64_t)st.st_size : 0;
+    if (pt_quota_storage_check(app, s, imp->owner, stored, quota) != 0) {
+        pthread_mutex_unlock(&app->quota_mu);
+        free(row.report_json);
+        remove_dataset_files(dir);
+        pt_errors_add(errs, NULL, 0, "", "over the owner's storage quota");
+        *status = quota->status;
+        return -1;
+    }
     int rc = pt_store_dataset_create(s, &row, out);
+    pthread_mutex_unlock(&app->quota_mu);
     free(row.report_json);
     if (rc != PT_STORE_OK) {
         remove_dataset_files(dir);
@@ -187,7 +205,9 @@ int pt_app_load_demo(pt_app *app, const char *path, char *err, size_t errlen)
         pt_errors_init(&errs, 4);
         pt_store_dataset row = {0};
         int status;
-        rc = pt_app_dataset_import(app, s, path, &imp, &row, &errs, &status);
+        pt_response quota = {0, NULL};
+        rc = pt_app_dataset_import(app, s, path, &imp, &row, &errs, &status, &quota);
+        if (quota.mhd) MHD_destroy_response(quota.mhd);
         if (rc != 0) pt_errors_first(&errs, err, errlen);
         else fprintf(stderr, "packtrain: demo dataset %s (%lld structures) from %s\n", row.id, (long long)row.n_structs, path);
         pt_store_dataset_clear(&row);
@@ -248,16 +268,26 @@ pt_response pt_api_datasets_upload(pt_request *req, void *ctx)
     char err[256];
     pt_store *s = pt_app_store_acquire(app, err, sizeof err);
     if (!s) return pt_api_no_store(err);
+    pt_response r;
+    /* an owner at its quota already is refused before any work */
+    if (pt_quota_storage_check(app, s, imp.owner, 0, &r) != 0) {
+        pt_app_store_release(app, s);
+        return r;
+    }
     pt_errors errs;
     pt_errors_init(&errs, ERRORS_KEPT);
     pt_store_dataset row = {0};
     int status;
-    pt_response r;
-    if (pt_app_dataset_import(app, s, req->body_path, &imp, &row, &errs, &status) == 0) {
+    pt_response quota = {0, NULL};
+    if (pt_app_dataset_import(app, s, req->body_path, &imp, &row, &errs, &status, &quota) == 0) {
         r = pt_response_json(201, pt_api_dataset_json(&row));
         char loc[96];
         snprintf(loc, sizeof loc, "/v1/datasets/%s", row.id);
         pt_response_header(&r, "Location", loc);
+    } else if (status == 429) {
+        r = quota;
+    } else if (status == 413) {
+        r = pt_problem_errors(413, &errs, "'%s' is larger than this server accepts in one upload", imp.name);
     } else if (status == 422) {
         r = pt_problem_errors(422, &errs, "'%s' is not a valid dataset: %zu problem%s", imp.name, errs.total,
                               errs.total == 1 ? "" : "s");

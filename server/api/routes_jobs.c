@@ -16,6 +16,7 @@
 #include "server/api/routes.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -86,6 +87,12 @@ static pt_response submit(pt_app *app, pt_request *req, pt_store *s)
     if (key && !idempotency_key_ok(key))
         return pt_problem(400, "Idempotency-Key must be 1..%d printable characters", PT_STORE_KEY_MAX - 1);
     if (!json_is_object(req->json)) return pt_problem(422, "the job must be a JSON object");
+    /* the quota counts new jobs; a retry under a known Idempotency-Key
+     * creates none and is answered as before */
+    int known = 0, krc = key ? pt_store_idempotency_known(s, owner, key, &known) : PT_STORE_OK;
+    if (krc != PT_STORE_OK) return pt_api_store_problem(s, krc, "cannot read the Idempotency-Key");
+    pt_response r;
+    if (!known && pt_quota_jobs_check(app, s, owner, &r) != 0) return r;   /* before any work */
     pt_errors errs;
     pt_errors_init(&errs, ERRORS_KEPT);
     const char *dataset_id = NULL;
@@ -103,8 +110,8 @@ static pt_response submit(pt_app *app, pt_request *req, pt_store *s)
     if (found && cfg_ok) pt_job_check_dataset(app, &cfg, &ds, &errs);
     pt_store_dataset_clear(&ds);
     if (errs.total) {
-        pt_response r = pt_problem_errors(422, &errs, "the job is not valid: %zu problem%s", errs.total,
-                                          errs.total == 1 ? "" : "s");
+        r = pt_problem_errors(422, &errs, "the job is not valid: %zu problem%s", errs.total,
+                              errs.total == 1 ? "" : "s");
         pt_errors_close(&errs);
         return r;
     }
@@ -114,10 +121,16 @@ static pt_response submit(pt_app *app, pt_request *req, pt_store *s)
     if (!text) return pt_problem(500, "out of memory");
     pt_store_job_request jr = {.owner = owner, .dataset_id = dataset_id, .config_json = text, .idempotency_key = key};
     pt_store_job job = {0};
-    int created = 0;
-    int rc = pt_store_job_create(s, &jr, &job, &created);
+    int created = 0, rc;
+    pthread_mutex_lock(&app->quota_mu);
+    if (!known && pt_quota_jobs_check(app, s, owner, &r) != 0) {
+        pthread_mutex_unlock(&app->quota_mu);
+        free(text);
+        return r;
+    }
+    rc = pt_store_job_create(s, &jr, &job, &created);
+    pthread_mutex_unlock(&app->quota_mu);
     free(text);
-    pt_response r;
     if (rc == PT_STORE_OK) {
         r = job_created(app, &job, created);
     } else if (rc == PT_STORE_IDEMPOTENCY_MISMATCH) {

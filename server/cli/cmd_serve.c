@@ -5,6 +5,7 @@
 #include "server/cli/commands.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,8 @@ static void usage(FILE *out)
             "  --max-runtime S      default max_runtime_seconds of a job run (0 = none)\n"
             "  --cancel-grace S     SIGTERM -> SIGKILL delay for cancelled jobs (default 10)\n"
             "  --max-attempts N     worker crashes before a job fails (default 3)\n"
+            "  --keep-checkpoints N the newest checkpoints kept per job, 2..16; a damaged newest\n"
+            "                       one is passed over for the one before (default 2)\n"
             "  --worker-memory MB   memory one job's processes may hold: admission refuses a job\n"
             "                       planned above it, a worker that passes it is killed and its\n"
             "                       job fails ($PACKTRAIN_WORKER_MEMORY_MB; default 7/8 of RAM /\n"
@@ -45,13 +48,22 @@ static void usage(FILE *out)
             "  --worker-cmd WORDS   worker program and leading arguments, space-separated\n"
             "                       (default: this binary 'worker')\n"
             "  --access-log FILE    one line per request ('-' = stderr)\n"
-            "  --port-file FILE     write the bound port to FILE once listening\n",
+            "  --port-file FILE     write the bound port to FILE once listening\n"
+            "\n"
+            "Limits (each also from its environment variable; 0 = none):\n"
+            "  --upload-max-decompressed BYTES  text of one upload once decompressed\n"
+            "                       ($PACKTRAIN_UPLOAD_MAX_DECOMPRESSED, default 8 GiB)\n"
+            "  --upload-max-structures N   structures in one upload ($PACKTRAIN_UPLOAD_MAX_STRUCTURES,\n"
+            "                       default 5000000)\n"
+            "  --upload-max-atoms N atoms in one upload ($PACKTRAIN_UPLOAD_MAX_ATOMS, default 100000000)\n"
+            "  --quota-storage BYTES   stored datasets per owner ($PACKTRAIN_QUOTA_STORAGE, default 20 GiB)\n"
+            "  --quota-jobs N       queued and running jobs per owner ($PACKTRAIN_QUOTA_JOBS, default 8)\n",
             DEFAULT_PORT);
 }
 
 typedef struct serve_args {
     pt_app_options opt;
-    const char *auth, *access_log, *port_file, *worker_cmd;
+    const char *host, *data_dir, *auth, *access_log, *port_file, *worker_cmd;
     int demo;
     char *worker_words[PT_SCHEDULER_ARGV_MAX + 1];
     char *worker_buf;
@@ -97,30 +109,92 @@ static int split_worker_cmd(serve_args *a)
     return 0;
 }
 
+/* Text flags: where the value goes (in serve_args). */
+typedef struct text_flag {
+    const char *flag, *env;
+    size_t offset;
+} text_flag;
+
+static const text_flag text_flags[] = {
+    {"--host", "PACKTRAIN_HOST", offsetof(serve_args, host)},
+    {"--data-dir", "PACKTRAIN_DATA_DIR", offsetof(serve_args, data_dir)},
+    {"--auth", "PACKTRAIN_AUTH", offsetof(serve_args, auth)},
+    {"--web-dir", NULL, offsetof(serve_args, opt.web_dir)},
+    {"--worker-cmd", NULL, offsetof(serve_args, worker_cmd)},
+    {"--access-log", NULL, offsetof(serve_args, access_log)},
+    {"--port-file", NULL, offsetof(serve_args, port_file)},
+};
+
+/* Numeric flags: range, and how the number is stored in pt_app_options. */
+typedef enum num_kind { NUM_U64, NUM_MB, NUM_INT, NUM_UINT, NUM_DOUBLE } num_kind;
+
+typedef struct num_flag {
+    const char *flag, *env;
+    double min, max;
+    num_kind kind;
+    size_t offset;
+} num_flag;
+
+#define OPT(field) offsetof(pt_app_options, field)
+static const num_flag num_flags[] = {
+    {"--port", "PACKTRAIN_PORT", 0, 65535, NUM_UINT, OPT(port)},
+    {"--workers", "PACKTRAIN_WORKERS", 0, PT_SCHEDULER_SLOTS_MAX, NUM_INT, OPT(workers)},
+    {"--threads", NULL, 1, 256, NUM_UINT, OPT(http_threads)},
+    {"--upload-max", "PACKTRAIN_UPLOAD_MAX", 1, 1e15, NUM_U64, OPT(upload_max)},
+    {"--max-runtime", NULL, 0, 1e9, NUM_DOUBLE, OPT(max_runtime_s)},
+    {"--cancel-grace", NULL, 0, 3600, NUM_DOUBLE, OPT(cancel_grace_s)},
+    {"--max-attempts", NULL, 1, 100, NUM_INT, OPT(max_attempts)},
+    {"--keep-checkpoints", NULL, 2, PT_SCHEDULER_CHECKPOINTS_MAX, NUM_INT, OPT(checkpoints_kept)},
+    {"--worker-memory", "PACKTRAIN_WORKER_MEMORY_MB", 64, 1 << 30, NUM_MB, OPT(worker_memory_bytes)},
+    {"--upload-max-decompressed", "PACKTRAIN_UPLOAD_MAX_DECOMPRESSED", 0, 1e15, NUM_U64,
+     OPT(limits.upload_decompressed_bytes)},
+    {"--upload-max-structures", "PACKTRAIN_UPLOAD_MAX_STRUCTURES", 0, 4e9, NUM_U64, OPT(limits.upload_structures)},
+    {"--upload-max-atoms", "PACKTRAIN_UPLOAD_MAX_ATOMS", 0, 1e15, NUM_U64, OPT(limits.upload_atoms)},
+    {"--quota-storage", "PACKTRAIN_QUOTA_STORAGE", 0, 1e18, NUM_U64, OPT(limits.owner_storage_bytes)},
+    {"--quota-jobs", "PACKTRAIN_QUOTA_JOBS", 0, 1e6, NUM_INT, OPT(limits.owner_jobs)},
+};
+#undef OPT
+
+static int set_num(pt_app_options *o, const num_flag *f, const char *v)
+{
+    double d;
+    if (parse_num(f->flag, v, f->min, f->max, &d)) return -1;
+    char *at = (char *)o + f->offset;
+    switch (f->kind) {
+    case NUM_U64: *(uint64_t *)(void *)at = (uint64_t)d; break;
+    case NUM_MB: *(uint64_t *)(void *)at = (uint64_t)d << 20; break;
+    case NUM_INT: *(int *)(void *)at = (int)d; break;
+    case NUM_UINT: *(unsigned *)(void *)at = (unsigned)d; break;
+    case NUM_DOUBLE: *(double *)(void *)at = d; break;
+    }
+    return 0;
+}
+
 static int parse(int argc, char **argv, serve_args *a)
 {
     pt_app_options *o = &a->opt;
-    const char *host = env_or("PACKTRAIN_HOST", "127.0.0.1"), *data_dir = env_or("PACKTRAIN_DATA_DIR", "var");
-    const char *port = env_or("PACKTRAIN_PORT", NULL), *workers = env_or("PACKTRAIN_WORKERS", NULL);
-    const char *upload = env_or("PACKTRAIN_UPLOAD_MAX", NULL), *threads = NULL, *runtime = NULL, *grace = NULL;
-    const char *attempts = NULL, *worker_memory = env_or("PACKTRAIN_WORKER_MEMORY_MB", NULL);
-    a->auth = env_or("PACKTRAIN_AUTH", NULL);
+    const char *nums[sizeof num_flags / sizeof num_flags[0]];
+    a->host = "127.0.0.1";
+    a->data_dir = "var";
     o->web_dir = "web";
+    o->port = DEFAULT_PORT;
+    /* the environment first, then the flags over it */
+    for (size_t k = 0; k < sizeof text_flags / sizeof text_flags[0]; k++)
+        if (text_flags[k].env && env_or(text_flags[k].env, NULL))
+            *(const char **)(void *)((char *)a + text_flags[k].offset) = env_or(text_flags[k].env, NULL);
+    for (size_t k = 0; k < sizeof num_flags / sizeof num_flags[0]; k++)
+        nums[k] = num_flags[k].env ? env_or(num_flags[k].env, NULL) : NULL;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         if (!strcmp(f, "--demo")) {
             a->demo = 1;
             continue;
         }
-        const char **slot = !strcmp(f, "--host") ? &host : !strcmp(f, "--port") ? &port
-                          : !strcmp(f, "--data-dir") ? &data_dir : !strcmp(f, "--workers") ? &workers
-                          : !strcmp(f, "--auth") ? &a->auth : !strcmp(f, "--web-dir") ? &o->web_dir
-                          : !strcmp(f, "--threads") ? &threads : !strcmp(f, "--upload-max") ? &upload
-                          : !strcmp(f, "--max-runtime") ? &runtime : !strcmp(f, "--cancel-grace") ? &grace
-                          : !strcmp(f, "--max-attempts") ? &attempts : !strcmp(f, "--worker-cmd") ? &a->worker_cmd
-                          : !strcmp(f, "--worker-memory") ? &worker_memory
-                          : !strcmp(f, "--access-log") ? &a->access_log : !strcmp(f, "--port-file") ? &a->port_file
-                          : NULL;
+        const char **slot = NULL;
+        for (size_t k = 0; !slot && k < sizeof text_flags / sizeof text_flags[0]; k++)
+            if (!strcmp(f, text_flags[k].flag)) slot = (const char **)(void *)((char *)a + text_flags[k].offset);
+        for (size_t k = 0; !slot && k < sizeof num_flags / sizeof num_flags[0]; k++)
+            if (!strcmp(f, num_flags[k].flag)) slot = &nums[k];
         if (!slot) {
             fprintf(stderr, "packtrain serve: unknown option '%s'\n", f);
             return -1;
@@ -131,25 +205,11 @@ static int parse(int argc, char **argv, serve_args *a)
         }
         *slot = argv[++i];
     }
-    o->host = host;
-    o->data_dir = data_dir;
-    double d;
-    o->port = 8080;
-    if (port && parse_num("--port", port, 0, 65535, &d)) return -1;
-    if (port) o->port = (unsigned)d;
-    if (workers && parse_num("--workers", workers, 0, PT_SCHEDULER_SLOTS_MAX, &d)) return -1;
-    if (workers) o->workers = (int)d;
-    if (threads && parse_num("--threads", threads, 1, 256, &d)) return -1;
-    if (threads) o->http_threads = (unsigned)d;
-    if (upload && parse_num("--upload-max", upload, 1, 1e15, &d)) return -1;
-    if (upload) o->upload_max = (uint64_t)d;
-    if (runtime && parse_num("--max-runtime", runtime, 0, 1e9, &o->max_runtime_s)) return -1;
-    if (grace && parse_num("--cancel-grace", grace, 0, 3600, &o->cancel_grace_s)) return -1;
-    if (attempts && parse_num("--max-attempts", attempts, 1, 100, &d)) return -1;
-    if (attempts) o->max_attempts = (int)d;
-    if (worker_memory && parse_num("--worker-memory", worker_memory, 64, 1 << 30, &d)) return -1;
-    if (worker_memory) o->worker_memory_bytes = (uint64_t)d << 20;
-    if (!a->auth) o->auth = !pt_serve_is_loopback(host);
+    for (size_t k = 0; k < sizeof num_flags / sizeof num_flags[0]; k++)
+        if (nums[k] && set_num(o, &num_flags[k], nums[k])) return -1;
+    o->host = a->host;
+    o->data_dir = a->data_dir;
+    if (!a->auth) o->auth = !pt_serve_is_loopback(a->host);
     else if (!strcasecmp(a->auth, "on")) o->auth = 1;
     else if (!strcasecmp(a->auth, "off")) o->auth = 0;
     else {

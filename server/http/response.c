@@ -128,6 +128,38 @@ pt_response pt_problem_response(json_t *problem)
     return json_with_type(status, problem, PT_CT_PROBLEM);
 }
 
+/* A path word ends at white space, quotes, brackets and separators, and at
+ * a ':' that ends a clause ("PATH: reason"). */
+static int path_char(const char *p)
+{
+    unsigned char c = (unsigned char)*p;
+    if (!c || c <= ' ' || strchr("'\"()[]{}<>,;`", c)) return 0;
+    return c != ':' || (p[1] && p[1] != ' ');
+}
+
+void pt_text_hide_paths(char *text)
+{
+    char *out = text;
+    for (const char *p = text; *p;) {
+        int starts = *p == '/' && (p == text || strchr(" \t'\"(=[", p[-1]));
+        size_t n = 0, slashes = 0;
+        if (starts)
+            while (path_char(p + n)) slashes += p[n++] == '/';
+        if (starts && slashes >= 2) {
+            size_t last = n;   /* the last segment that is not empty */
+            while (last > 0 && p[last - 1] == '/') last--;
+            size_t begin = last;
+            while (begin > 0 && p[begin - 1] != '/') begin--;
+            memmove(out, p + begin, last - begin);
+            out += last - begin;
+            p += n;
+            continue;
+        }
+        *out++ = *p++;
+    }
+    *out = '\0';
+}
+
 pt_response pt_problem(int status, const char *fmt, ...)
 {
     char detail[1024];
@@ -135,6 +167,8 @@ pt_response pt_problem(int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
+    /* a server-side failure speaks of the server's files: by name only */
+    if (status >= 500) pt_text_hide_paths(detail);
     return pt_problem_response(pt_problem_new(status, NULL, detail));
 }
 

@@ -40,7 +40,14 @@ json_t *pt_problem_new(int status, const char *type, const char *detail);
 json_t *pt_errors_to_json(const pt_errors *errs);
 /* Sends a problem document; steals it.  Status comes from its "status". */
 pt_response pt_problem_response(json_t *problem);
+/* A problem with detail from fmt; for a 5xx, server paths in it are
+ * hidden (pt_text_hide_paths). */
 pt_response pt_problem(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Replaces every absolute file path in text (a word starting with '/' and
+ * holding at least two '/') by its last segment, in place, so what a client
+ * reads names no server directory: "cannot open /srv/pt/jobs/j/x.st: short
+ * read" becomes "cannot open x.st: short read". */
+void pt_text_hide_paths(char *text);
 /* A problem with errors[] built from `errs`, plus "errors_omitted" when the
  * list kept fewer errors than it saw. */
 pt_response pt_problem_errors(int status, const pt_errors *errs, const char *fmt, ...)

@@ -69,6 +69,9 @@ static int check_options(pt_scheduler *s, const pt_scheduler_options *o)
     if (!(o->cancel_grace_s >= 0)) return fail(s, "scheduler option cancel_grace_s must be >= 0");
     if (o->max_attempts < 0) return fail(s, "scheduler option max_attempts must be >= 0 (0 = default)");
     if (o->poll_interval_ms < 0) return fail(s, "scheduler option poll_interval_ms must be >= 0 (0 = default)");
+    if (o->checkpoints_kept && (o->checkpoints_kept < 2 || o->checkpoints_kept > PT_SCHEDULER_CHECKPOINTS_MAX))
+        return fail(s, "scheduler option checkpoints_kept must be within 2..%d (0 = default), got %d",
+                    PT_SCHEDULER_CHECKPOINTS_MAX, o->checkpoints_kept);
     return 0;
 }
 
@@ -97,6 +100,9 @@ int pt_scheduler_init(pt_scheduler *s, const pt_scheduler_options *o)
     s->max_attempts = o->max_attempts > 0 ? o->max_attempts : PT_SCHEDULER_DEFAULT_MAX_ATTEMPTS;
     s->poll_ms = o->poll_interval_ms > 0 ? o->poll_interval_ms : PT_SCHEDULER_DEFAULT_POLL_MS;
     s->worker_memory_bytes = o->worker_memory_bytes;
+    s->checkpoints_kept = o->checkpoints_kept ? o->checkpoints_kept : PT_SCHEDULER_CHECKPOINTS_KEPT;
+    s->checkpoint_ok = o->checkpoint_ok;
+    s->checkpoint_ctx = o->checkpoint_ctx;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     s->address_limit = pt_sched_address_limit(o->worker_memory_bytes, cores > 0 ? (int)cores : 1);
     s->on_change = o->on_change;

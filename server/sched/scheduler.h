@@ -33,9 +33,12 @@
  * job before a worker starts.  The scheduler knows no backend kind: a job of
  * kind "mpi" starts its ranks itself (server/cli/cmd_worker.c).
  * A checkpoint path the worker reports relative is taken relative to its
- * --out directory and stored absolute; --resume gets the latest one that
- * still exists on disk, and the job's metrics after its step are discarded
- * first so the resumed run neither duplicates nor skips a step.
+ * --out directory and stored absolute.  The checkpoints_kept newest are kept
+ * (older ones deleted once a newer one is recorded); --resume gets the
+ * newest that is on disk and passes checkpoint_ok, so a damaged latest
+ * checkpoint falls back to the one before, and the job's metrics after its
+ * step are discarded first so the resumed run neither duplicates nor skips
+ * a step.
  *
  * worker_argv should name the program absolutely (the serve command can use
  * the readlink of /proc/self/exe): workers inherit the server's cwd and
@@ -46,6 +49,7 @@
 #define PT_SCHEDULER_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <uv.h>
@@ -57,11 +61,16 @@
 #define PT_SCHEDULER_DEFAULT_POLL_MS 1000
 #define PT_SCHEDULER_ARGV_MAX 32         /* words in worker_argv */
 #define PT_SCHEDULER_SLOTS_MAX 1024
+#define PT_SCHEDULER_CHECKPOINTS_KEPT 2  /* default: a damaged newest one leaves another */
+#define PT_SCHEDULER_CHECKPOINTS_MAX 16
 
 /* Called after the scheduler changed a job (state, progress, metrics,
  * checkpoint) with the job's new version.  Runs on the store-writer thread:
  * keep it short and thread-safe (e.g. pt_watch_bump). */
 typedef void (*pt_scheduler_change_fn)(void *ctx, const char *job_id, int64_t version);
+/* Whether the checkpoint file at path can be resumed from (whole, readable);
+ * 0 with the reason in why.  Runs on the store-writer thread. */
+typedef int (*pt_scheduler_checkpoint_fn)(void *ctx, const char *path, char *why, size_t len);
 /* One line about something that went wrong or a job's fate; runs on the
  * scheduler's threads.  NULL logs to stderr. */
 typedef void (*pt_scheduler_log_fn)(void *ctx, const char *line);
@@ -77,6 +86,10 @@ typedef struct pt_scheduler_options {
     int poll_interval_ms;               /* safety re-scan of the store; 0 = PT_SCHEDULER_DEFAULT_POLL_MS */
     uint64_t worker_memory_bytes;       /* resident memory of one job's processes; 0 = no limit
                                            (scheduler_memory.c) */
+    int checkpoints_kept;               /* newest checkpoints kept per job, 2..PT_SCHEDULER_CHECKPOINTS_MAX;
+                                           0 = PT_SCHEDULER_CHECKPOINTS_KEPT */
+    pt_scheduler_checkpoint_fn checkpoint_ok;   /* NULL: a file that exists is usable */
+    void *checkpoint_ctx;
     pt_scheduler_change_fn on_change;   /* may be NULL */
     void *change_ctx;
     pt_scheduler_log_fn log;            /* may be NULL */
@@ -100,9 +113,11 @@ typedef struct pt_scheduler {
     char *db_path, *data_dir;
     char **worker_argv;
     int n_worker_argv;
-    int slots, max_attempts, poll_ms;
+    int slots, max_attempts, poll_ms, checkpoints_kept;
     double max_runtime_s, grace_s;
     uint64_t worker_memory_bytes, address_limit;
+    pt_scheduler_checkpoint_fn checkpoint_ok;
+    void *checkpoint_ctx;
     pt_scheduler_change_fn on_change;
     void *change_ctx;
     pt_scheduler_log_fn log;

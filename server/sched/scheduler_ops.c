@@ -187,26 +187,46 @@ static int write_config(pt_scheduler *s, const pt_store_job *job, pt_sched_launc
     return write_atomic(l->out_dir, l->config_path, text, err, errlen);
 }
 
-/* Picks the checkpoint to resume from and trims the metric series to it, so
- * the resumed run neither duplicates nor skips a step. */
+/* Whether a recorded checkpoint can be resumed from: there, and whole by
+ * the owner's check (the app's: the checkpoint format's own CRC).  A
+ * checkpoint cut short by a full disk or damaged on it is passed over for
+ * the one before it rather than failing the job. */
+static int checkpoint_usable(pt_scheduler *s, const char *path, char *why, size_t len)
+{
+    if (access(path, F_OK) != 0) {
+        snprintf(why, len, "missing");
+        return 0;
+    }
+    return !s->checkpoint_ok || s->checkpoint_ok(s->checkpoint_ctx, path, why, len);
+}
+
+/* Picks the newest usable checkpoint to resume from and trims the metric
+ * series to it, so the resumed run neither duplicates nor skips a step. */
 static int choose_resume(pt_scheduler *s, pt_store *st, const pt_store_job *job, pt_sched_launch *l,
                          char *err, size_t errlen)
 {
     l->resume_path[0] = '\0';
     l->resume_step = -1;
-    pt_store_checkpoint ck;
-    int rc = pt_store_checkpoint_latest(st, NULL, job->id, &ck);
-    if (rc == PT_STORE_OK) {
-        if (access(ck.path, F_OK) == 0) {
-            snprintf(l->resume_path, sizeof(l->resume_path), "%s", ck.path);
-            l->resume_step = ck.step;
-        } else {
-            pt_sched_log(s, "job %s: checkpoint of step %lld at %s is missing; starting over", job->id,
-                         (long long)ck.step, ck.path);
+    pt_store_checkpoint recent[PT_SCHEDULER_CHECKPOINTS_MAX];
+    size_t n = 0;
+    int rc = pt_store_checkpoint_recent(st, NULL, job->id, recent, (size_t)s->checkpoints_kept, &n);
+    if (rc != PT_STORE_OK)
+        return pt_err_printf(err, errlen, "cannot read the latest checkpoints: %s", pt_store_errmsg(st));
+    char log_path[PT_STORE_PATH_MAX + 16];
+    snprintf(log_path, sizeof log_path, "%s/worker.log", l->out_dir);
+    for (size_t i = 0; i < n && l->resume_step < 0; i++) {
+        char why[512];
+        if (checkpoint_usable(s, recent[i].path, why, sizeof why)) {
+            snprintf(l->resume_path, sizeof(l->resume_path), "%s", recent[i].path);
+            l->resume_step = recent[i].step;
+            continue;
         }
-    } else if (rc != PT_STORE_NOT_FOUND) {
-        return pt_err_printf(err, errlen, "cannot read the latest checkpoint: %s", pt_store_errmsg(st));
+        pt_sched_log(s, "job %s: checkpoint of step %lld cannot be resumed from (%s)%s", job->id,
+                     (long long)recent[i].step, why, i + 1 < n ? "; trying the one before" : "");
+        pt_sched_note_path(log_path, "checkpoint of step %lld cannot be resumed from (%s)%s",
+                           (long long)recent[i].step, why, i + 1 < n ? "; trying the one before" : "");
     }
+    if (n && l->resume_step < 0) pt_sched_note_path(log_path, "no usable checkpoint: starting over");
     if (l->resume_step < 0 && job->attempts <= 1) return 0;   /* first run: nothing to trim */
     if (pt_store_metrics_discard_after(st, job->id, l->resume_step) != PT_STORE_OK)
         return pt_err_printf(err, errlen, "cannot trim metrics to the checkpoint: %s", pt_store_errmsg(st));
@@ -354,23 +374,31 @@ typedef struct record_op {
     char ck_path[PT_STORE_PATH_MAX];
 } record_op;
 
-/* Records the newest checkpoint, then deletes the one recorded before it:
- * only after the new record is durable (FULL sync), so whatever the moment of
- * a crash, the checkpoint the store names for a resume is on disk.  The
- * worker deletes none itself, however far the store lags behind it. */
+/* Records the newest checkpoint, then deletes those older than the
+ * checkpoints_kept newest: only after the new record is durable (FULL sync),
+ * so whatever the moment of a crash, the checkpoints the store names for a
+ * resume are on disk, and one damaged file still leaves an older one to
+ * resume from (choose_resume).  The worker deletes none itself, however far
+ * the store lags behind it. */
 static void record_checkpoint(pt_scheduler *s, pt_store *st, const record_op *r)
 {
-    pt_store_checkpoint prev;
-    int had_prev = pt_store_checkpoint_latest(st, NULL, r->id, &prev) == PT_STORE_OK;
     if (pt_store_checkpoint_record(st, r->id, r->ck_step, r->ck_epoch, r->ck_path) != PT_STORE_OK) {
         pt_sched_log(s, "job %s: cannot record checkpoint of step %lld: %s", r->id, (long long)r->ck_step,
                      pt_store_errmsg(st));
         return;
     }
-    if (had_prev && prev.step < r->ck_step && strcmp(prev.path, r->ck_path) != 0 &&
-        unlink(prev.path) != 0 && errno != ENOENT)
-        pt_sched_log(s, "job %s: cannot delete superseded checkpoint %s: %s", r->id, prev.path,
-                     strerror(errno));
+    /* the newest kept, then a few more: those beyond were deleted earlier */
+    pt_store_checkpoint recent[PT_SCHEDULER_CHECKPOINTS_MAX + 4];
+    size_t n = 0;
+    if (pt_store_checkpoint_recent(st, NULL, r->id, recent, (size_t)s->checkpoints_kept + 4, &n) != PT_STORE_OK)
+        return;
+    for (size_t i = (size_t)s->checkpoints_kept; i < n; i++) {
+        int kept = 0;   /* a path re-recorded at another step is still in use */
+        for (size_t k = 0; k < (size_t)s->checkpoints_kept && k < n; k++) kept |= !strcmp(recent[k].path, recent[i].path);
+        if (!kept && unlink(recent[i].path) != 0 && errno != ENOENT)
+            pt_sched_log(s, "job %s: cannot delete superseded checkpoint %s: %s", r->id, recent[i].path,
+                         strerror(errno));
+    }
 }
 
 static void record_work(pt_store *st, pt_store_op *op)

@@ -52,7 +52,7 @@ CONCEPTS = {
                      {"schnet_ops", "schnet_ops_internal", "schnet_ops_forces"}],
     "store": [{"store", "store_internal", "store_datasets", "store_jobs", "store_lifecycle",
                "store_metrics", "store_schema", "store_tokens"}],
-    "server/app": [{"app", "app_metrics", "app_progress"}],
+    "server/app": [{"app", "app_metrics", "app_progress", "app_sweep"}],
     "server/sched": [{"scheduler", "scheduler_internal", "scheduler_memory", "scheduler_ops", "scheduler_worker"}],
 }
 

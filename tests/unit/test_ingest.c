@@ -502,6 +502,94 @@ static void test_cli_reject_and_skip(void **state)
     pt_dataset_close(&ds);
 }
 
+/* Issue 17 F1 (storage amplification): a 47.6 MB gzip of 5.8 GB of text
+ * made a 3.6 GB .ptd, limited only by its compressed size.  Decompressed
+ * bytes, structures and atoms are limited as the input streams; passing one
+ * stops at once, writes nothing and says which. */
+static void test_limits_stop_the_stream(void **state)
+{
+    (void)state;
+    /* 10,000 structures of 1 atom, about 190 KB of text, 1 KB of gzip */
+    size_t cap = 10000 * 40, len = 0;
+    char *text = malloc(cap);
+    for (int i = 0; i < 10000; i++) len += (size_t)snprintf(text + len, cap - len, "1\nenergy=1.5\nH 0 0 0\n");
+    char *gz = itu_write(text, len, 1);
+    const char *in[] = {gz};
+    pt_ingest_options o;
+    pt_ingest_options_init(&o);
+    o.display_name = "bomb.xyz.gz";
+    pt_ingest_report rep;
+    pt_errors errs;
+    struct { uint64_t bytes, structs, atoms; const char *which, *msg; long line; } cases[] = {
+        {50000, 0, 0, "bytes", "the input passes 50000 bytes once decompressed, the most accepted here", 0},
+        {0, 999, 0, "structures", "more than 999 structures, the most accepted here", 2998},
+        {0, 0, 500, "atoms", "more than 500 atoms in all, the most accepted here", 1501},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        o.max_bytes = cases[k].bytes;
+        o.max_structures = cases[k].structs;
+        o.max_total_atoms = cases[k].atoms;
+        assert_int_equal(ingest(in, 1, &o, &rep, &errs), -1);
+        assert_non_null(rep.over_limit);
+        assert_string_equal(rep.over_limit, cases[k].which);
+        assert_true(rep.n_seen < 10000);   /* stopped early, not after the whole input */
+        assert_int_equal(access(out_path, F_OK), -1);
+        assert_int_equal(errs.total, 1);
+        assert_string_equal(errs.items[0].file, "bomb.xyz.gz");
+        assert_string_equal(errs.items[0].message, cases[k].msg);
+        if (cases[k].line) assert_int_equal(errs.items[0].line, cases[k].line);
+        pt_ingest_report_close(&rep);
+        pt_errors_close(&errs);
+    }
+    /* at the limits exactly: accepted */
+    o.max_bytes = len;
+    o.max_structures = 10000;
+    o.max_total_atoms = 10000;
+    assert_int_equal(ingest(in, 1, &o, &rep, &errs), 0);
+    assert_null(rep.over_limit);
+    assert_int_equal(rep.n_structs, 10000);
+    assert_int_equal(rep.bytes_read, len);
+    pt_ingest_report_close(&rep);
+    pt_errors_close(&errs);
+    unlink(out_path);
+    unlink(gz);
+    free(gz);
+    free(text);
+}
+
+static int stop_after_calls(void *user)
+{
+    return ++*(int *)user >= 3;
+}
+
+/* A request given up (its client gone, its deadline passed) stops the ingest. */
+static void test_should_stop(void **state)
+{
+    (void)state;
+    size_t cap = 2000 * 40, len = 0;
+    char *text = malloc(cap);
+    for (int i = 0; i < 2000; i++) len += (size_t)snprintf(text + len, cap - len, "1\nenergy=1.5\nH 0 0 0\n");
+    char *path = itu_write(text, len, 0);
+    const char *in[] = {path};
+    pt_ingest_options o;
+    pt_ingest_options_init(&o);
+    int calls = 0;
+    o.should_stop = stop_after_calls;
+    o.user = &calls;
+    pt_ingest_report rep;
+    pt_errors errs;
+    assert_int_equal(ingest(in, 1, &o, &rep, &errs), -1);
+    assert_true(rep.stopped);
+    assert_int_equal(calls, 3);
+    assert_int_equal(rep.n_seen, 3 * PT_INGEST_CHECK_EVERY);
+    assert_int_equal(access(out_path, F_OK), -1);
+    pt_ingest_report_close(&rep);
+    pt_errors_close(&errs);
+    unlink(path);
+    free(path);
+    free(text);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 /* Progress of an ingest: bytes of the two inputs read, structures seen,
@@ -591,7 +679,7 @@ int main(void)
         T(test_err_too_many_targets), T(test_err_no_structures), T(test_err_framing_rejects_even_when_skipping),
         T(test_err_output_not_writable), T(test_cli_usage_errors), T(test_cli_reject_and_skip),
         T(test_periodic_cells_and_report), T(test_periodic_error_rejects_input), T(test_cli_periodic_summary),
-        T(test_progress_and_read_thread),
+        T(test_progress_and_read_thread), T(test_limits_stop_the_stream), T(test_should_stop),
     };
     return cmocka_run_group_tests_name("ingest", tests, NULL, NULL);
 }

@@ -63,6 +63,28 @@ static void test_errors_to_json(void **state)
     pt_errors_close(&errs);
 }
 
+/* Issue 17 F5: failure reasons and predict's problems showed absolute
+ * server paths; paths are cut to their last segment, other slashes stay. */
+static void test_hide_paths(void **state)
+{
+    (void)state;
+    static const char *const cases[][2] = {
+        {"cannot open /srv/pt/jobs/j/model.safetensors: short read", "cannot open model.safetensors: short read"},
+        {"training failed: /a/b/c.ptd: bad (and 2 more)", "training failed: c.ptd: bad (and 2 more)"},
+        {"'/tmp/x/upload-1' gone; (/x/y) [/p/q]", "'upload-1' gone; (y) [q]"},
+        {"dir /srv/pt/ trailing", "dir pt trailing"},
+        {"a/b and 1/2 and /v1 and /healthz stay", "a/b and 1/2 and /v1 and /healthz stay"},
+        {"path=/var/lib/pt/x:y: z", "path=x:y: z"},
+        {"", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", cases[i][0]);
+        pt_text_hide_paths(buf);
+        assert_string_equal(buf, cases[i][1]);
+    }
+}
+
 static void test_etag_compare(void **state)
 {
     (void)state;
@@ -93,6 +115,13 @@ static void test_etag_compare(void **state)
 }
 
 /* --- over the wire -------------------------------------------------------------------------------- */
+
+static pt_response h_failed(pt_request *req, void *ctx)
+{
+    (void)req;
+    (void)ctx;
+    return pt_problem(500, "cannot read %s: short read", "/srv/packtrain/datasets/ds_1/data.ptd");
+}
 
 static pt_response h_problem(pt_request *req, void *ctx)
 {
@@ -130,6 +159,21 @@ static void test_problem_on_the_wire(void **state)
                         "{\"file\":\"data.xyz\",\"line\":10,\"field\":\"positions\",\"message\":\"bad row 1\"},"
                         "{\"file\":\"data.xyz\",\"line\":20,\"field\":\"positions\",\"message\":\"bad row 2\"}],"
                         "\"errors_omitted\":3}\n");
+    tc_free(&r);
+}
+
+/* A 5xx problem names the server's files by their last segment only. */
+static void test_server_failure_hides_paths(void **state)
+{
+    tc_server *s = *state;
+    char url[256];
+    tc_url(s, "/failed", url, sizeof url);
+    tc_resp r;
+    tc_get(url, &r);
+    assert_int_equal(r.status, 500);
+    json_t *j = tc_json(&r);
+    assert_string_equal(json_string_value(json_object_get(j, "detail")), "cannot read data.ptd: short read");
+    json_decref(j);
     tc_free(&r);
 }
 
@@ -172,8 +216,9 @@ static int setup(void **state)
     pt_route routes[] = {
         {"GET", "/problem", h_problem, NULL, PT_BODY_NONE, 0},
         {"GET", "/tagged", h_tagged, NULL, PT_BODY_NONE, 0},
+        {"GET", "/failed", h_failed, NULL, PT_BODY_NONE, 0},
     };
-    for (size_t i = 0; i < 2; i++)
+    for (size_t i = 0; i < 3; i++)
         if (pt_router_add(&s->router, &routes[i], err, sizeof err) != 0) return -1;
     *state = s;
     return tc_server_start(s, NULL);
@@ -193,9 +238,11 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_problem_document),
         cmocka_unit_test(test_errors_to_json),
+        cmocka_unit_test(test_hide_paths),
         cmocka_unit_test(test_etag_compare),
         cmocka_unit_test_setup_teardown(test_problem_on_the_wire, setup, teardown),
         cmocka_unit_test_setup_teardown(test_etag_on_the_wire, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_server_failure_hides_paths, setup, teardown),
     };
     return cmocka_run_group_tests_name("response", tests, tc_global_setup, tc_global_teardown);
 }

@@ -222,6 +222,59 @@ static void test_restart_recovery_resumes(void **state)
     pt_store_step_series_clear(&ser);
 }
 
+/* The app's check of a checkpoint file (the format's CRC); here: a path
+ * naming "damaged" is not whole. */
+static int checkpoint_ok(void *ctx, const char *path, char *why, size_t len)
+{
+    (void)ctx;
+    if (!strstr(path, "damaged")) return 1;
+    snprintf(why, len, "%s: state_crc32 does not match", path);
+    return 0;
+}
+
+/* Issue 17 F5: a truncated latest checkpoint failed the job for good (one
+ * was kept, and resumed from blindly).  Now the newest that passes the
+ * check is resumed from, and the metrics are cut back to it. */
+static void test_damaged_latest_checkpoint_falls_back(void **state)
+{
+    fixture *f = *state;
+    char a[PT_STORE_ID_MAX];
+    new_job(f, "{}", a);
+    pt_store_job job;
+    assert_int_equal(pt_store_job_claim_next(f->s, "old server", &job), PT_STORE_OK);
+    pt_store_job_clear(&job);
+    char good[256], bad[256], cmd[600];
+    snprintf(good, sizeof good, "%s/jobs/%s/ckpt-3", f->data, a);
+    snprintf(bad, sizeof bad, "%s/jobs/%s/ckpt-5-damaged", f->data, a);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' '%s'", good, bad);
+    assert_int_equal(system(cmd), 0);
+    pt_store_step_metric rows[5];
+    for (int i = 0; i < 5; i++) rows[i] = (pt_store_step_metric){.step = i + 1, .loss = 101 + i, .lr = NAN,
+                                                                  .mae = NAN, .graphs_per_s = NAN};
+    assert_int_equal(pt_store_steps_append(f->s, a, rows, 5, NULL), PT_STORE_OK);
+    assert_int_equal(pt_store_checkpoint_record(f->s, a, 3, 0, good), PT_STORE_OK);
+    assert_int_equal(pt_store_checkpoint_record(f->s, a, 5, 0, bad), PT_STORE_OK);
+
+    const char *argv[] = {"/bin/sh", "tests/data/sched_resume.sh", NULL};
+    pt_scheduler_options o;
+    sched_options(f, &o, argv, 1);
+    o.checkpoint_ok = checkpoint_ok;
+    start_with(f, &o);
+    wait_state(f, a, PT_JOB_SUCCEEDED, &job);   /* sched_resume.sh insists on --resume OUT/ckpt-3 */
+    assert_int_equal(job.attempts, 2);
+    pt_store_job_clear(&job);
+    char *log = worker_log_with(f, a, "trying the one before");
+    if (!strstr(log, "checkpoint of step 5 cannot be resumed from (") ||
+        !strstr(log, "ckpt-5-damaged: state_crc32 does not match); trying the one before"))
+        fail_msg("worker.log does not say why step 5 was passed over:\n%s", log);
+    free(log);
+    pt_store_step_series ser;
+    expect_steps(f, a, 1, 8, &ser);
+    assert_true(ser.items[2].loss == 103.0);   /* kept: at or before the checkpoint used */
+    assert_true(ser.items[3].loss == 0.4);     /* redone by the resumed run */
+    pt_store_step_series_clear(&ser);
+}
+
 static void test_drain_leaves_jobs_for_next_start(void **state)
 {
     fixture *f = *state;
@@ -291,6 +344,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_max_runtime_fails_job, setup, teardown),
         cmocka_unit_test_setup_teardown(test_slots_bound_concurrency, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_recovery_resumes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_damaged_latest_checkpoint_falls_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_drain_leaves_jobs_for_next_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_drain_keeps_a_finished_job_finished, setup, teardown),
     };
