@@ -23,7 +23,10 @@
 #               the chroot — never any other);
 #   make test   whose closing line must read "all: N passed, 0 failed,
 #               0 skipped", with the mpi and torch suites among those that
-#               passed tests.
+#               passed tests;
+# and, after `make run`, a newcomer's first command after `make`:
+#   make && bin/packtrain train ../shared/data/qm9_dft20.extxyz.gz
+#               which must train (epoch lines) and write train-out/model.safetensors.
 # Each command is timed.  Every exit path (failure, SIGINT, SIGTERM) stops the
 # chroot's processes and unmounts what was mounted; a mount that cannot be
 # removed is reported and its directory left alone (never deleted through).
@@ -436,9 +439,29 @@ do_test() {
   done
 }
 
+# A newcomer's first command after building: training on a file as it comes
+# (ingested on the fly into ~/.cache/packtrain), with the default layout.
+t_train=0
+train_cmd="make && bin/packtrain train ../shared/data/qm9_dft20.extxyz.gz"
+do_train() {
+  local start=$SECONDS log=$logs/train.log rc=0
+  say "running '$train_cmd' (log: $log)"
+  root_cmd "$log" timeout -k 10 600 "${chroot_argv[@]}" "cd $in_repo && $train_cmd"
+  wait "$bg" || rc=$?
+  t_train=$((SECONDS - start))
+  stop_root_pids "$root" || die "processes of 'packtrain train' could not be stopped"
+  if [ "$rc" -ne 0 ]; then
+    tail -20 "$log" >&2
+    die "'$train_cmd' failed (exit $rc; log: $log)"
+  fi
+  grep -q '^{"kind":"epoch"' "$log" || die "'$train_cmd' printed no epoch (log: $log)"
+  [ -s "$root$in_repo/train-out/model.safetensors" ] || die "'$train_cmd' wrote no train-out/model.safetensors (log: $log)"
+  say "'$train_cmd' took $(secs $t_train): $(grep '^packtrain train: .* epochs in' "$log" | tail -1 | cut -c1-110)"
+}
+
 start_all=$SECONDS
 say "testing $commit in a fresh root ($run), order: $order"
-if [ "$order" = run-first ]; then do_run; do_test; else do_test; do_run; fi
+if [ "$order" = run-first ]; then do_run; do_train; do_test; else do_test; do_run; do_train; fi
 total=$((SECONDS - start_all))
 
 echo
@@ -446,4 +469,5 @@ echo "fresh-check passed ($commit, order $order)"
 [ "$t_base" -gt 0 ] && echo "  base root build        $(secs "$t_base") (cached for the next runs)"
 printf '  %-22s %s (until /healthz answered)\n' "$run_cmd" "$(secs $t_run)"
 printf '  %-22s %s\n' "make test" "$(secs $t_test)"
-printf '  %-22s %s\n' "both" "$(secs $total)"
+printf '  %-22s %s\n' "packtrain train" "$(secs $t_train)"
+printf '  %-22s %s\n' "all three" "$(secs $total)"
