@@ -36,7 +36,8 @@
 #   --selftest   only the self-test of the clean-up, which every run does
 #                first (--no-selftest leaves it out): a failure after
 #                mounting, SIGINT and SIGTERM while a command runs in the
-#                chroot; each must leave no mount, process or directory behind
+#                chroot, a command that leaves a process running; each must
+#                leave no mount, process or directory behind
 #
 # Environment: FRESH_CACHE (default /var/cache/packtrain-fresh), FRESH_WORK
 # (default /var/tmp/packtrain-fresh), FRESH_LOGS (default build/fresh-check),
@@ -140,9 +141,10 @@ remove_run() {
 }
 
 # --- the self-test of the clean-up -------------------------------------------
-# Runs this script three times with a fault: a failure right after mounting,
-# SIGINT and SIGTERM while a command runs in the chroot.  Each must exit with
-# its status and leave no mount, no process and no directory behind.
+# Runs this script four times with a fault: a failure right after mounting,
+# SIGINT and SIGTERM while a command runs in the chroot, and a command that
+# leaves a process running (which must be named as a failure).  Each must
+# exit with its status and leave no mount, no process and no directory behind.
 selftest() {
   local tmp name rc want dir child bad=0 start=$SECONDS
   tmp=$(mktemp -d)
@@ -151,13 +153,16 @@ selftest() {
   # ignored it (make in the background, some CI runners), and bash cannot
   # trap a signal ignored when it started.
   local child_env=(env "--default-signal=INT,TERM")
-  for name in after-mount SIGINT SIGTERM; do
+  for name in after-mount leftover SIGINT SIGTERM; do
     rm -f "$tmp/rundir"
     case $name in
-      after-mount)
+      after-mount|leftover)
         want=1; rc=0
-        FRESH_FAULT=after-mount FRESH_RUNDIR_FILE=$tmp/rundir FRESH_LOGS=$tmp/logs "${child_env[@]}" "$0" --no-selftest \
-          >"$tmp/$name.log" 2>&1 || rc=$? ;;
+        FRESH_FAULT=$name FRESH_RUNDIR_FILE=$tmp/rundir FRESH_LOGS=$tmp/logs "${child_env[@]}" "$0" --no-selftest \
+          >"$tmp/$name.log" 2>&1 || rc=$?
+        if [ $name = leftover ] && ! grep -q "left processes running in the root:" "$tmp/$name.log"; then
+          say "self-test leftover: the process left behind was not reported"; cat "$tmp/$name.log" >&2; bad=1
+        fi ;;
       SIG*)
         [ $name = SIGINT ] && want=130 || want=143
         FRESH_FAULT=signal FRESH_RUNDIR_FILE=$tmp/rundir FRESH_LOGS=$tmp/logs "${child_env[@]}" "$0" --no-selftest \
@@ -371,6 +376,26 @@ fi
 
 # --- the README's two commands -----------------------------------------------
 
+# After a command has ended, nothing it started may still run in the root (a
+# server a test forgot, a daemon a package started): a newcomer's machine
+# would keep it.  10 s of grace for processes that are exiting.
+no_leftovers() { # WHAT
+  local p left=""
+  for _ in $(seq 100); do [ -z "$(root_pids "$root")" ] && return 0; sleep 0.1; done
+  for p in $(root_pids "$root"); do
+    left+=$'\n'"  $p: $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-120)"
+  done
+  stop_root_pids "$root" || true
+  die "'$1' left processes running in the root:$left"
+}
+
+if [ "$fault" = leftover ]; then
+  root_cmd "$run/fault.log" "${chroot_argv[@]}" "cd $in_repo && { sleep 600 & } && exit 0"
+  wait "$bg"
+  no_leftovers "the leftover fault"
+  die "the leftover fault was not noticed"
+fi
+
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 t_run=0; t_test=0; run_cmd=
@@ -418,7 +443,6 @@ do_test() {
   root_cmd "$log" timeout -k 30 "$test_timeout" "${chroot_argv[@]}" "cd $in_repo && exec make test"
   wait "$bg" || rc=$?
   t_test=$((SECONDS - start))
-  stop_root_pids "$root" || die "processes of 'make test' could not be stopped"
   line=$(grep -E '^all: [0-9]+ passed, [0-9]+ failed' "$log" | tail -1 || true)
   if [ -z "$line" ]; then
     tail -40 "$log" >&2
@@ -437,6 +461,7 @@ do_test() {
     p=$(grep -E "^  $s [0-9]+/[0-9]+ " "$log" | tail -1 | awk '{ split($2, a, "/"); print a[1] }')
     [ "${p:-0}" -gt 0 ] || die "the $s suite ran no test (summary of $log)"
   done
+  no_leftovers "make test"
 }
 
 # A newcomer's first command after building: training on a file as it comes
@@ -449,6 +474,7 @@ do_train() {
   root_cmd "$log" timeout -k 10 600 "${chroot_argv[@]}" "cd $in_repo && $train_cmd"
   wait "$bg" || rc=$?
   t_train=$((SECONDS - start))
+  [ "$rc" -eq 124 ] || no_leftovers "$train_cmd"
   stop_root_pids "$root" || die "processes of 'packtrain train' could not be stopped"
   if [ "$rc" -ne 0 ]; then
     tail -20 "$log" >&2
