@@ -1,8 +1,10 @@
 /* test_dataset_arg.c — the DATA argument of train, pack, eval and bench
  * (server/cli/dataset_arg.c): a structure file is ingested into the cache
  * once and reused; a changed file, or another program, gets a new .ptd; a
- * .ptd opens as it is; what cannot be read says why; and `packtrain train`
- * trains on an extxyz file as its first command. */
+ * .ptd opens as it is; what cannot be read says why; `packtrain train`
+ * trains on an extxyz file as its first command, and pack, bench and eval
+ * take a gzip file, an XYZ file that starts with a byte-order mark and an
+ * ASE database as they come. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -13,6 +15,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
+
+#include <jansson.h>
 
 #include "engine/data/dataset.h"
 #include "server/cli/commands.h"
@@ -57,6 +62,17 @@ static int open_cmd(int argc, char **argv)
 static int run_open(const char *arg, char **out, char **err)
 {
     return cfx_run(open_cmd, "test", dir, out, err, arg, NULL);
+}
+
+/* The integer at `key` of the JSON object a command printed. */
+static long long json_int_at(const char *text, const char *key)
+{
+    json_error_t je;
+    json_t *j = json_loads(text, 0, &je);
+    if (!j) fail_msg("not JSON (%s): %s", je.text, text);
+    long long v = json_integer_value(json_object_get(j, key));
+    json_decref(j);
+    return v;
 }
 
 static void test_ingested_once_then_reused(void **state)
@@ -170,6 +186,55 @@ static void test_train_on_extxyz(void **state)
     assert_int_equal(access(model, F_OK), 0);
     free(out);
     free(err);
+    /* eval takes the same file: the cached .ptd, no second ingest */
+    rc = cfx_run(pt_cmd_eval, "eval", dir, &out, &err, "--model", model, "--data", data,
+                 "--target", "energy_U0", NULL);
+    if (rc) fail_msg("packtrain eval --data %s: status %d: %s", data, rc, err);
+    assert_int_equal(json_int_at(out, "n"), 32);
+    assert_non_null(strstr(err, "was ingested before: using "));
+    free(out);
+    free(err);
+}
+
+/* The other commands on files as a newcomer has them: pack on a gzip file
+ * and on an ASE database, bench on a gzip'd XYZ file that starts with a UTF-8
+ * byte-order mark (as Windows editors write it). */
+static void test_pack_bench_on_structure_files(void **state)
+{
+    (void)state;
+    char *out, *err, bom[256], cfg[256];
+    assert_int_equal(cfx_run(pt_cmd_pack, "pack", dir, &out, &err,
+                             "tests/data/pack_mixed_slice.extxyz.gz", "--json", NULL), 0);
+    assert_non_null(strstr(err, "packtrain pack: ingested "));
+    assert_int_equal(json_int_at(out, "graphs"), 144);
+    free(out);
+    free(err);
+    assert_int_equal(cfx_run(pt_cmd_pack, "pack", dir, &out, &err, "tests/data/ase_db_calc.db",
+                             "--json", NULL), 0);
+    assert_non_null(strstr(err, "packtrain pack: ingested "));
+    assert_int_equal(json_int_at(out, "graphs"), 10);
+    free(out);
+    free(err);
+
+    snprintf(bom, sizeof bom, "%s/windows.xyz.gz", dir);
+    char *text = tfx_slurp("tests/data/schnet_qm9_32.extxyz");
+    gzFile gz = gzopen(bom, "wb");
+    assert_non_null(gz);
+    assert_int_equal(gzwrite(gz, "\xEF\xBB\xBF", 3), 3);
+    assert_int_equal(gzwrite(gz, text, (unsigned)strlen(text)), (int)strlen(text));
+    assert_int_equal(gzclose(gz), Z_OK);
+    free(text);
+    snprintf(cfg, sizeof cfg, "%s/bench.json", dir);
+    assert_int_equal(tfx_write(cfg, "{\"model\":{\"hidden\":16,\"filters\":16,\"interactions\":1,"
+                                    "\"gaussians\":8},\"backend\":{\"threads\":1}}"), 0);
+    int rc = cfx_run(pt_cmd_bench, "bench", dir, &out, &err, bom, "--config", cfg, "--steps", "2",
+                     "--warmup", "0", NULL);
+    if (rc) fail_msg("packtrain bench %s: status %d: %s", bom, rc, err);
+    assert_non_null(strstr(err, "packtrain bench: ingested "));
+    assert_non_null(strstr(err, " (32 structures, "));
+    assert_int_equal(json_int_at(out, "steps"), 2);
+    free(out);
+    free(err);
 }
 
 int main(void)
@@ -178,6 +243,7 @@ int main(void)
         cmocka_unit_test(test_ingested_once_then_reused),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_train_on_extxyz),
+        cmocka_unit_test(test_pack_bench_on_structure_files),
     };
     return cmocka_run_group_tests_name("dataset_arg", tests, setup, teardown);
 }
