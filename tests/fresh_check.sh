@@ -26,7 +26,10 @@
 #               passed tests;
 # and, after `make run`, a newcomer's first command after `make`:
 #   make && bin/packtrain train ../shared/data/qm9_dft20.extxyz.gz
-#               which must train (epoch lines) and write train-out/model.safetensors.
+#               which must train (epoch lines) and write train-out/model.safetensors;
+# after them, the build check: `make -q` finds nothing to do, and
+# `make -n MPI=0` would recompile every object without -DPT_HAVE_MPI (the
+# flags stamp).  No command may leave a process running in the root.
 # Each command is timed.  Every exit path (failure, SIGINT, SIGTERM) stops the
 # chroot's processes and unmounts what was mounted; a mount that cannot be
 # removed is reported and its directory left alone (never deleted through).
@@ -69,7 +72,7 @@ while [ $# -gt 0 ]; do
     --keep) keep=1; shift ;;
     --selftest) only_selftest=1; shift ;;
     --no-selftest) selftest=0; shift ;;
-    -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
     *) echo "fresh-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -485,10 +488,38 @@ do_train() {
   say "'$train_cmd' took $(secs $t_train): $(grep '^packtrain train: .* epochs in' "$log" | tail -1 | cut -c1-110)"
 }
 
+# After the commands, the build is up to date (a second `make` has nothing
+# to do), and a change of flags recompiles every object with the new ones
+# (`make -n MPI=0`: no object keeps -DPT_HAVE_MPI) — the flags stamp.  Last,
+# as it leaves the stamp at MPI=0.
+t_rebuild=0
+do_rebuild() {
+  local start=$SECONDS log=$logs/rebuild.log rc=0 q n_cc n_mpi n_obj
+  say "checking the build: 'make -q', then 'make -n MPI=0' (log: $log)"
+  # shellcheck disable=SC2016  # expanded in the chroot
+  root_cmd "$log" timeout -k 10 600 "${chroot_argv[@]}" 'cd '"$in_repo"' && { make -q; echo "make-q $?";
+    make -n MPI=0 >/tmp/mpi0.n 2>&1; echo "make-n $?"
+    echo "compiles $(grep -c -- " -c " /tmp/mpi0.n)"
+    echo "with-mpi $(grep -- " -c " /tmp/mpi0.n | grep -c -- -DPT_HAVE_MPI)"
+    echo "objects $(find build -name "*.o" -not -path "build/tests/*" | wc -l)"; }'
+  wait "$bg" || rc=$?
+  t_rebuild=$((SECONDS - start))
+  [ "$rc" -eq 0 ] || { cat "$log" >&2; die "the build check failed (exit $rc; log: $log)"; }
+  no_leftovers "the build check"
+  q=$(awk '$1 == "make-q" { print $2 }' "$log"); n_cc=$(awk '$1 == "compiles" { print $2 }' "$log")
+  n_mpi=$(awk '$1 == "with-mpi" { print $2 }' "$log"); n_obj=$(awk '$1 == "objects" { print $2 }' "$log")
+  [ "$q" = 0 ] || { cat "$log" >&2; die "after the commands, 'make -q' says the build is not up to date (status $q; log: $log)"; }
+  [ "$(awk '$1 == "make-n" { print $2 }' "$log")" = 0 ] || { cat "$log" >&2; die "'make -n MPI=0' failed (log: $log)"; }
+  { [ "${n_obj:-0}" -gt 0 ] && [ "$n_cc" = "$n_obj" ] && [ "$n_mpi" = 0 ]; } ||
+    { cat "$log" >&2; die "'make -n MPI=0' would recompile $n_cc of $n_obj objects, $n_mpi still with -DPT_HAVE_MPI (log: $log)"; }
+  say "the build is up to date after the commands; MPI=0 would recompile all $n_obj objects without -DPT_HAVE_MPI"
+}
+
 start_all=$SECONDS
 say "testing $commit in a fresh root ($run), order: $order"
 if [ "$order" = run-first ]; then do_run; do_train; do_test; else do_test; do_run; do_train; fi
 total=$((SECONDS - start_all))
+do_rebuild
 
 echo
 echo "fresh-check passed ($commit, order $order)"
@@ -497,3 +528,4 @@ printf '  %-22s %s (until /healthz answered)\n' "$run_cmd" "$(secs $t_run)"
 printf '  %-22s %s\n' "make test" "$(secs $t_test)"
 printf '  %-22s %s\n' "packtrain train" "$(secs $t_train)"
 printf '  %-22s %s\n' "all three" "$(secs $total)"
+printf '  %-22s %s\n' "build check" "$(secs $t_rebuild)"
