@@ -70,30 +70,34 @@ void pt_allreduce_close(pt_allreduce *ar)
     memset(ar, 0, sizeof(*ar));
 }
 
-/* Sums bufs[*][lo, hi) into out[lo, hi) through the pairwise tree.  Levels
- * write their partial sums into the lower buffer of each pair; the final
- * level (or the copy, for one rank) writes out. */
-static void reduce_range(int R, float *const *bufs, float *out, size_t lo, size_t hi)
+/* Sums bufs[*][at, at + len) into out[0, len) through the pairwise tree.
+ * Levels write their partial sums into the lower buffer of each pair; the
+ * final level (or the copy, for one rank) writes out. */
+void pt_allreduce_tree(int R, float *const *bufs, size_t at, float *out, size_t len)
 {
-    const size_t len = hi - lo;
     if (R == 1) {
-        memcpy(out + lo, bufs[0] + lo, len * sizeof(float));
+        memcpy(out, bufs[0] + at, len * sizeof(float));
         return;
     }
     for (int s = 1; s < R; s *= 2) {
         int last = 2 * s >= R;
         for (int i = 0; i + s < R; i += 2 * s) {
-            float *restrict dst = last ? out + lo : bufs[i] + lo;
-            const float *restrict a = bufs[i] + lo;
-            const float *restrict b = bufs[i + s] + lo;
+            const float *restrict b = bufs[i + s] + at;
             if (last) {
+                float *restrict dst = out;
+                const float *restrict a = bufs[i] + at;
                 for (size_t j = 0; j < len; j++) dst[j] = a[j] + b[j];
             } else {
-                float *restrict acc = bufs[i] + lo;
+                float *restrict acc = bufs[i] + at;
                 for (size_t j = 0; j < len; j++) acc[j] += b[j];
             }
         }
     }
+}
+
+static void reduce_range(int R, float *const *bufs, float *out, size_t lo, size_t hi)
+{
+    pt_allreduce_tree(R, bufs, lo, out + lo, hi - lo);
 }
 
 void pt_allreduce_run(pt_allreduce *ar, int rank, float *const *bufs, float *out)

@@ -60,6 +60,11 @@ void pt_allreduce_close(pt_allreduce *ar);
  * complete for every rank (the last barrier is shared). */
 void pt_allreduce_run(pt_allreduce *ar, int rank, float *const *bufs, float *out);
 
+/* The tree of one range, for the ZeRO reduce-scatter (backend_zero.h): sums
+ * bufs[i][at .. at + len) over i in [0, n_ranks) into out[0 .. len), in the
+ * per-element order of pt_allreduce_run; the bufs' range is scratch. */
+void pt_allreduce_tree(int n_ranks, float *const *bufs, size_t at, float *out, size_t len);
+
 /* The same sum on one thread, same per-element order, bufs left intact
  * (tests compare).  Returns 0, or -1 when n_ranks < 1 or out of memory. */
 int pt_allreduce_reference(int n_ranks, size_t n, float *const *bufs, float *out);

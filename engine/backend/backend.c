@@ -70,6 +70,7 @@ static int replicas_init(pt_backend *be, pt_errors *errs)
         rep->acts.precision = be->d->cfg->training.precision;
         rep->acts.static_shapes = be->d->cfg->backend.static_shapes;
         rep->levels = pt_backend_grad_buffers(be->A);
+        if (be->grad_sharded) continue;   /* ZeRO 2-3: shard stacks (backend_zero.c) */
         size_t bytes = (size_t)rep->levels * be->n_params * sizeof(float);
         rep->stack = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
         if (!rep->stack) goto oom;
@@ -161,7 +162,10 @@ int pt_backend_open(pt_grad_engine *eng, const pt_train_data *data, pt_errors *e
     pthread_mutex_init(&be->mu, NULL);
     pthread_cond_init(&be->go, NULL);
     pthread_cond_init(&be->fin, NULL);
-    if (replicas_init(be, errs) || slots_init(be, errs) || allreduce_init(be, errs)) goto fail;
+    pt_zero_configure(be);
+    if (replicas_init(be, errs) || slots_init(be, errs) || allreduce_init(be, errs) ||
+        pt_zero_open(be, errs))
+        goto fail;
     if (pt_loader_init(&be->ld, be->n_slots, be->loader_threads, pt_backend_fill_slot, be, errs))
         goto fail;
     be->ld_ready = 1;
@@ -173,6 +177,7 @@ int pt_backend_open(pt_grad_engine *eng, const pt_train_data *data, pt_errors *e
     eng->compute = pt_backend_compute;
     eng->phases = backend_phases;
     eng->close = backend_close;
+    if (be->stage > 0) eng->update = pt_backend_update;
     if (threads_start(be, errs)) goto fail;
     return 0;
 fail:
@@ -199,6 +204,7 @@ static void backend_close(void *self)
         free(js->packs.graph_offset);
         free(js->packs.graphs);
     }
+    pt_zero_close(be);
     for (int r = 0; be->reps && r < be->R; r++) {
         pt_schnet_acts_close(&be->reps[r].acts);
         free(be->reps[r].stack);

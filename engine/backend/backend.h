@@ -22,6 +22,11 @@
  *                          replica that needs them (ablation)
  *   device_memory_mb       the static memory plan (memplan.h) must fit, or
  *                          opening the engine fails with the plan's message
+ *   zero_stage, offload_optimizer
+ *                          ZeRO: Adam state (1), + gradients (2), +
+ *                          parameters (3) sharded over the replicas, Adam
+ *                          state streamed from host memory (backend_zero.h);
+ *                          at stage >= 1 the engine has an `update`
  *   threads                cores to use (0 = all): one OpenBLAS thread per
  *                          replica when R > 1 (OpenBLAS's thread count is
  *                          process-wide and its threaded GEMM serialises
@@ -46,6 +51,7 @@
 
 #include "engine/core/errors.h"
 #include "engine/core/phase.h"
+#include "engine/train/optim.h"
 #include "engine/train/train.h"
 
 /* pt_grad_engine_open_fn of the backend (kind PT_BACKEND_KIND): pass it as
@@ -70,9 +76,28 @@ typedef struct pt_backend_stats {
     int32_t blas_threads;    /* per replica during steps */
     int32_t loader_threads;  /* 0 = inline */
     int32_t slots;           /* batch buffers */
+    int64_t offload_bytes;   /* ZeRO offload: Adam state streamed, all replicas */
+    double offload_seconds;  /* ... and the link time charged for it (backend_zero.h) */
 } pt_backend_stats;
 
 /* Returns 0, or -1 (out cleared) when eng is not a backend engine. */
 int pt_backend_stats_get(const pt_grad_engine *eng, pt_backend_stats *out);
+
+/* ZeRO (backend.zero_stage >= 1, backend_zero.h).  The engine's `update` runs the
+ * three pieces below for a group of this process's replicas; the MPI backend
+ * runs them with its collectives in between (every function is a no-op, or
+ * returns 0, for an engine that is not a backend at stage >= 1):
+ *   block   this process's replicas' shards together: [*lo, *hi)
+ *   sumsq   Σ g² over those shards of grads (the loop's gradient buffer; at
+ *           stage 2-3 on one process the replicas' reduce-scattered shards)
+ *   apply   each replica: gradient shard × clip_coef, Adam on its shard of
+ *           the parameters (opt: the loop's optimizer, its m and v read and
+ *           written on the shard only), result written to the host copy
+ *   gather  the host copy into every replica's own parameters (stage 1-2) */
+void pt_backend_zero_block(const pt_grad_engine *eng, size_t *lo, size_t *hi);
+double pt_backend_zero_sumsq(const pt_grad_engine *eng, float *grads);
+void pt_backend_zero_apply(const pt_grad_engine *eng, pt_optim *opt, float *grads, double lr,
+                           float clip_coef);
+void pt_backend_zero_gather(const pt_grad_engine *eng);
 
 #endif

@@ -11,6 +11,7 @@
 #include "engine/backend/allreduce.h"
 #include "engine/backend/backend.h"
 #include "engine/backend/loader.h"
+#include "engine/backend/backend_zero.h"
 #include "engine/core/phase.h"
 #include "engine/train/train_internal.h"
 
@@ -33,6 +34,20 @@ typedef struct pt_backend_replica {
     pt_schnet_acts acts;
     float *stack;              /* [levels × n_params] pairwise accumulation */
     int levels;
+    /* ZeRO (backend_zero.h): the model this replica runs (d->model at stage 0, else
+     * its own view), its shard [lo, hi) of the group's parameters, and per
+     * stage its own parameters, layer buffers, shard gradient stack */
+    const pt_schnet *m;
+    pt_schnet model;
+    size_t lo, hi;
+    float *params;             /* stage 1-2: [n_params] */
+    float *shard;              /* stage 3: [hi - lo] */
+    float *player;             /* stage 3: [max_layer] the gathered layer */
+    float *glayer;             /* stage 2-3: [max_layer] the layer's gradient */
+    float *gacc;               /* stage 2-3: [levels × (hi - lo)] shard accumulation */
+    float *gtop;               /* the stack entry this micro-batch reduces into */
+    float *stage_m, *stage_v;  /* offload: [PT_ZERO_STAGE_FLOATS] each */
+    double sumsq;
     /* this step's results, read by the host after the step */
     pt_step_stats st;
     pt_phase_times phases;
@@ -79,7 +94,32 @@ struct pt_backend {
 
     pt_phase_times phases;     /* window read by the engine's phases() */
     pt_backend_stats stats;
+
+    /* ZeRO (backend_zero.h) */
+    int32_t stage;
+    int offload;
+    int grad_sharded;          /* stage >= 2 and this process is the whole group */
+    int32_t group_R, group_first;
+    size_t *shard_lo;          /* [group_R + 1] */
+    int32_t n_layers;
+    size_t layer_off[PT_ZERO_LAYERS(PT_SCHNET_MAX_INTERACTIONS) + 1];
+    size_t max_layer;
+    pthread_barrier_t zbar;    /* the layer reduce-scatter's, and the update's */
+    int zbar_ready;
+    int params_fresh;          /* the replicas' parameters equal the host copy */
+    pt_zero_task task;         /* what the next dispatch runs */
+    pt_optim *opt;             /* UPDATE: the loop's optimizer (moments, decay) */
+    pt_optim_coeffs coeffs;
+    float clip_coef;
+    float *grads_in;           /* stage 0-1 gradient (full, reduced) for UPDATE / SUMSQ */
 };
+
+/* The engine's update (train.h) at stage >= 1: backend_zero.c. */
+int pt_backend_update(void *self, pt_optim *opt, float *grads, double lr, double clip,
+                      pt_errors *errs);
+
+/* Wakes the replicas on `task` and waits for all of them (backend_step.c). */
+void pt_backend_dispatch(pt_backend *be, pt_zero_task task);
 
 /* backend_step.c */
 void *pt_backend_replica_main(void *arg);

@@ -196,7 +196,7 @@ static void vec_add(float *restrict dst, const float *restrict src, size_t n)
 static int run_micro(pt_backend_replica *rep, uint64_t seq, float *grad, pt_phase_timer *clk)
 {
     pt_backend *be = rep->be;
-    const pt_schnet *m = be->d->model;
+    const pt_schnet *m = rep->m;
     int s = pt_loader_acquire(&be->ld, seq, &rep->errs);
     pt_phase_lap(clk, &rep->phases, PT_PHASE_IO);
     if (s < 0) {
@@ -209,7 +209,8 @@ static int run_micro(pt_backend_replica *rep, uint64_t seq, float *grad, pt_phas
     rep->st.loss_sum += loss * be->n_norm;
     pt_step_stats_add_batch(&rep->st, b, &rep->acts);
     pt_phase_lap(clk, &rep->phases, PT_PHASE_FORWARD);
-    memset(grad, 0, be->n_params * sizeof(float));
+    /* stage 2-3: grad is NULL, the layer hook reduce-scatters (backend_zero.c) */
+    if (grad) memset(grad, 0, be->n_params * sizeof(float));
     pt_schnet_backward(m, &rep->acts, b, grad);
     pt_loader_release(&be->ld, seq);
     return 0;
@@ -228,25 +229,33 @@ static void replica_step(pt_backend_replica *rep)
     rep->failed = 0;
     uint64_t size[32];            /* leaves under each stack entry */
     int depth = 0;
+    /* stage 2-3: the stack holds the replica's shard only (backend_zero.h) */
+    const int sharded = be->grad_sharded;
+    float *stack = sharded ? rep->gacc : rep->stack;
+    const size_t len = sharded ? rep->hi - rep->lo : n;
+    pt_zero_replica_prepare(rep);
     for (int a = 0; a < be->A; a++) {
         uint64_t seq = be->step_base + (uint64_t)rep->rank * (uint64_t)be->A + (uint64_t)a;
-        float *top = rep->stack + (size_t)depth * n;
-        if (run_micro(rep, seq, top, &clk)) {
+        float *top = stack + (size_t)depth * len;
+        rep->gtop = top;
+        if (run_micro(rep, seq, sharded ? NULL : top, &clk)) {
             rep->failed = 1;
-            memset(top, 0, n * sizeof(float));
+            if (sharded) pt_zero_backward_empty(rep);
+            else memset(top, 0, n * sizeof(float));
         }
         size[depth++] = 1;
         /* binary-counter merging keeps the sum a balanced pairwise tree */
         while (depth >= 2 && size[depth - 1] == size[depth - 2]) {
-            vec_add(rep->stack + (size_t)(depth - 2) * n, rep->stack + (size_t)(depth - 1) * n, n);
+            vec_add(stack + (size_t)(depth - 2) * len, stack + (size_t)(depth - 1) * len, len);
             size[depth - 2] *= 2;
             depth--;
         }
         pt_phase_lap(&clk, &rep->phases, PT_PHASE_BACKWARD);
     }
     for (; depth >= 2; depth--)
-        vec_add(rep->stack + (size_t)(depth - 2) * n, rep->stack + (size_t)(depth - 1) * n, n);
+        vec_add(stack + (size_t)(depth - 2) * len, stack + (size_t)(depth - 1) * len, len);
     pt_phase_lap(&clk, &rep->phases, PT_PHASE_BACKWARD);
+    if (sharded) return;   /* reduce-scattered layer by layer in the backward */
     /* every replica joins the collective, failed or not, or the others would wait forever */
     pt_allreduce_run(&be->ar, rep->rank, be->bufs, be->out);
     pt_phase_lap(&clk, &rep->phases, PT_PHASE_ALLREDUCE);
@@ -262,8 +271,10 @@ void *pt_backend_replica_main(void *arg)
         while (!be->stop && be->generation == seen) pthread_cond_wait(&be->go, &be->mu);
         if (be->stop) break;
         seen = be->generation;
+        pt_zero_task task = be->task;
         pthread_mutex_unlock(&be->mu);
-        replica_step(rep);
+        if (task == PT_TASK_COMPUTE) replica_step(rep);
+        else pt_zero_run_task(rep, task);
         pthread_mutex_lock(&be->mu);
         if (++be->finished == be->R) pthread_cond_signal(&be->fin);
     }
@@ -272,6 +283,17 @@ void *pt_backend_replica_main(void *arg)
 }
 
 /* ---- host ------------------------------------------------------------------ */
+
+void pt_backend_dispatch(pt_backend *be, pt_zero_task task)
+{
+    pthread_mutex_lock(&be->mu);
+    be->task = task;
+    be->finished = 0;
+    be->generation++;
+    pthread_cond_broadcast(&be->go);
+    while (be->finished < be->R) pthread_cond_wait(&be->fin, &be->mu);
+    pthread_mutex_unlock(&be->mu);
+}
 
 int pt_backend_compute(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
                        double n_norm, float *grads, pt_step_stats *st, pt_errors *errs)
@@ -299,14 +321,15 @@ int pt_backend_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
     if (saved_threads != be->blas_threads) openblas_set_num_threads(be->blas_threads);
     pt_bf16_set_threads(be->blas_threads);
 
-    pthread_mutex_lock(&be->mu);
+    /* ZeRO: the replicas' own parameters follow the host copy, which the
+     * loop may have set since open (a resume) */
+    if (be->stage > 0 && !be->params_fresh) {
+        pt_backend_dispatch(be, PT_TASK_LOAD);
+        be->params_fresh = 1;
+    }
     be->n_norm = n_norm > 0.0 ? n_norm : graphs > 0 ? (double)graphs : 1.0;
     be->out = grads;
-    be->finished = 0;
-    be->generation++;
-    pthread_cond_broadcast(&be->go);
-    while (be->finished < be->R) pthread_cond_wait(&be->fin, &be->mu);
-    pthread_mutex_unlock(&be->mu);
+    pt_backend_dispatch(be, PT_TASK_COMPUTE);
 
     if (saved_threads != be->blas_threads) openblas_set_num_threads(saved_threads);
     pt_bf16_set_threads(saved_bf16);

@@ -34,6 +34,17 @@ size_t pt_memplan_param_count(const pt_schnet_config *c)
            (c->use_atomref ? Z : 0);
 }
 
+size_t pt_memplan_max_layer(const pt_schnet_config *c)
+{
+    const size_t H = (size_t)c->hidden, F = (size_t)c->filters, G = (size_t)c->gaussians;
+    const size_t H2 = H / 2, Z = PT_SCHNET_ZROWS;
+    size_t embedding = Z * H;
+    size_t block = F * G + F + F * F + F + F * H + H * F + H + H * H + H;
+    size_t head = H2 * H + H2 + H2 + 1 + (c->use_atomref ? Z : 0);
+    size_t m = embedding > head ? embedding : head;
+    return c->interactions > 0 && block > m ? block : m;
+}
+
 /* schnet.c carves the arena in 64-byte aligned pieces. */
 static void carve(size_t *used, size_t bytes)
 {
@@ -114,9 +125,20 @@ static void plan_sizes(pt_memplan *plan, int32_t b)
     const pt_pack_limits L = plan->limits;
     plan->micro_packs = b;
     plan->n_params = pt_memplan_param_count(&plan->model);
-    plan->params = plan->n_params * sizeof(float);
-    plan->grads = (size_t)plan->grad_buffers * plan->n_params * sizeof(float);
-    plan->optimizer = plan->n_params * (sizeof(*o->m) + sizeof(*o->v));
+    const size_t n = plan->n_params, fs = sizeof(float);
+    const int32_t R = plan->group > 0 ? plan->group : 1;
+    plan->shard = (n + (size_t)R - 1) / (size_t)R;
+    plan->max_layer = pt_memplan_max_layer(&plan->model);
+    const size_t S = plan->zero_stage > 0 ? plan->shard : n, Lf = plan->max_layer;
+    plan->params = (plan->zero_stage == 3 ? S + Lf : n) * fs;
+    plan->grads = plan->grad_sharded ? (Lf + (size_t)plan->grad_buffers * S) * fs
+                                     : (size_t)plan->grad_buffers * n * fs;
+    plan->optimizer = S * (sizeof(*o->m) + sizeof(*o->v));
+    plan->optimizer_host = 0;
+    if (plan->offload) {
+        plan->optimizer_host = plan->optimizer;
+        plan->optimizer = 2 * PT_ZERO_STAGE_FLOATS * fs;
+    }
     plan->activations = pt_memplan_acts_bytes(&plan->model, b * L.max_nodes, b * L.max_edges,
                                               b * L.max_graphs);
     plan->io = (size_t)plan->io_batches * pt_memplan_batch_bytes(L, b);
@@ -158,8 +180,20 @@ int pt_memplan_compute(pt_memplan *plan, const pt_schnet_config *model, pt_pack_
     plan->io_batches = pt_backend_io_batches(backend, layout->accumulation);
     plan->device_memory_mb = backend->device_memory_mb;
     plan->budget = (size_t)backend->device_memory_mb * (size_t)MB;
-    plan_sizes(plan, micro_packs);
+    plan->group = layout->shard_replicas > 0 ? layout->shard_replicas : layout->replicas;
+    /* one process is the whole group unless ranks share it (backend_zero.h) */
+    plan->whole_group = layout->ranks <= 1 && plan->group == layout->replicas;
+    plan->micro_packs = micro_packs;
+    pt_memplan_restage(plan, backend->zero_stage, backend->offload_optimizer);
     return 0;
+}
+
+void pt_memplan_restage(pt_memplan *plan, int32_t stage, int32_t offload)
+{
+    plan->zero_stage = stage;
+    plan->offload = stage > 0 && offload;
+    plan->grad_sharded = stage >= 2 && plan->whole_group;
+    plan_sizes(plan, plan->micro_packs);
 }
 
 int pt_memplan_for_job(pt_memplan *plan, const pt_job_config *cfg, const pt_train_layout *layout,
@@ -184,13 +218,45 @@ static int32_t largest_fitting_batch(const pt_memplan *plan)
     return lo;
 }
 
+/* The lowest ZeRO setting above the plan's that fits: stages first, then
+ * the same stages with offload.  Returns 0 and the setting, or -1. */
+static int fitting_stage(const pt_memplan *plan, int32_t *stage, int32_t *offload)
+{
+    for (int32_t off = plan->offload; off <= 1; off++)
+        for (int32_t s = off ? 1 : plan->zero_stage + 1; s <= 3; s++) {
+            if (off == plan->offload && s <= plan->zero_stage) continue;
+            pt_memplan p = *plan;
+            pt_memplan_restage(&p, s, off);
+            if (p.total <= p.budget) {
+                *stage = s;
+                *offload = off;
+                return 0;
+            }
+        }
+    return -1;
+}
+
 int pt_memplan_check(const pt_memplan *plan, pt_errors *errs)
 {
     if (plan->total <= plan->budget) return 0;
     const char *field = "backend.device_memory_mb";
     double need = (double)plan->total / MB, over = (double)(plan->total - plan->budget) / MB;
     int32_t fit = largest_fitting_batch(plan);
-    if (fit > 0)
+    int32_t stage, offload;
+    if (fitting_stage(plan, &stage, &offload) == 0) {
+        pt_memplan p = *plan;
+        pt_memplan_restage(&p, stage, offload);
+        pt_errors_add(errs, "", 0, "backend.zero_stage",
+                      "a replica needs %.1f MB, %.1f MB more than the %d MB of device memory at "
+                      "ZeRO stage %d%s; backend.zero_stage %d%s would fit (%.1f MB per replica: "
+                      "Adam state%s sharded over %d replicas)", need, over,
+                      plan->device_memory_mb, plan->zero_stage,
+                      plan->offload ? " with offload" : "", stage,
+                      offload ? " with backend.offload_optimizer true" : "",
+                      (double)p.total / MB,
+                      stage >= 3 ? ", gradients and parameters" : stage == 2 ? " and gradients" : "",
+                      plan->group);
+    } else if (fit > 0)
         pt_errors_add(errs, "", 0, field,
                       "a replica needs %.1f MB, %.1f MB more than the %d MB of device memory; "
                       "lower batching.model_batch_size from %d to %d or less (activations "
@@ -202,19 +268,23 @@ int pt_memplan_check(const pt_memplan *plan, pt_errors *errs)
                       "and even 1 pack per micro-batch does not fit; lower batching.max_nodes/"
                       "max_edges or model.hidden/filters/gaussians/interactions",
                       need, over, plan->device_memory_mb);
+    char tail[64] = "";
+    if (plan->zero_stage > 0)
+        snprintf(tail, sizeof tail, " (ZeRO stage %d%s)", plan->zero_stage,
+                 plan->offload ? ", Adam state offloaded" : "");
     pt_errors_add(errs, "", 0, field,
                   "per replica: parameters %.1f MB, gradients %.1f MB, optimizer state %.1f MB, "
-                  "activations %.1f MB (%d packs of %d nodes, %d edges), I/O buffers %.1f MB",
+                  "activations %.1f MB (%d packs of %d nodes, %d edges), I/O buffers %.1f MB%s",
                   (double)plan->params / MB, (double)plan->grads / MB,
                   (double)plan->optimizer / MB, (double)plan->activations / MB,
                   plan->micro_packs, plan->limits.max_nodes, plan->limits.max_edges,
-                  (double)plan->io / MB);
+                  (double)plan->io / MB, tail);
     return -1;
 }
 
 json_t *pt_memplan_json(const pt_memplan *plan)
 {
-    return json_pack("{s:i, s:i, s:i, s:i, s:i, s:I, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, "
+    json_t *o = json_pack("{s:i, s:i, s:i, s:i, s:i, s:I, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, "
                      "s:I, s:b}",
                      "replicas", (int)plan->replicas, "micro_packs", (int)plan->micro_packs,
                      "max_nodes", (int)plan->limits.max_nodes, "max_edges",
@@ -227,4 +297,13 @@ json_t *pt_memplan_json(const pt_memplan *plan)
                      (json_int_t)plan->io, "total_bytes", (json_int_t)plan->total,
                      "budget_bytes", (json_int_t)plan->budget, "fits",
                      plan->total <= plan->budget);
+    if (o && json_object_update_new(o, json_pack("{s:i, s:b, s:I, s:I}", "zero_stage",
+                                                 (int)plan->zero_stage, "offload_optimizer",
+                                                 (int)plan->offload, "shard_params",
+                                                 (json_int_t)plan->shard, "optimizer_host_bytes",
+                                                 (json_int_t)plan->optimizer_host)) != 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
 }

@@ -11,6 +11,23 @@
  *   activations  the model's activation arena for one micro-batch
  *   io           the batch buffers the host streams into (pt_backend_io_batches)
  *
+ * — per ZeRO stage (engine/backend/backend_zero.h; S = the largest shard, n/R
+ * rounded up over the R replicas of the whole group, L = the largest layer):
+ *
+ *            parameters   gradients                 optimizer (m, v)
+ *   stage 0  n            levels·n                  2n
+ *   stage 1  n            levels·n                  2S
+ *   stage 2  n            L + levels·S              2S
+ *   stage 3  S + L        L + levels·S              2S
+ *   offload  (optimizer on the device: 2 staging buffers of
+ *            PT_ZERO_STAGE_FLOATS; the 2S moments are in host memory,
+ *            optimizer_host_bytes)
+ *
+ * (floats).  Stage 2-3 gradients are sharded only where this process is the
+ * whole data-parallel group; over several MPI ranks a rank's replicas keep
+ * stage 1's gradient stack (its cross-rank reduce-scatter runs on the
+ * host: mpi_backend.h).
+ *
  * — and rejects a job whose total exceeds backend.device_memory_mb (1 MB =
  * 2^20 bytes) with a message saying by how much and what to lower.  The byte
  * counts follow the allocators: the parameter and arena layouts of schnet.c
@@ -32,6 +49,12 @@
 #include "engine/core/errors.h"
 #include "engine/model/schnet.h"
 
+/* ZeRO offload (backend_zero.h): the stated link of the Adam state's
+ * streaming, IPU streaming memory per IPU, and the staging buffer per moment
+ * (m, v) an offloading replica keeps on the device, 1 MiB each. */
+#define PT_ZERO_LINK_GBPS 20.0
+#define PT_ZERO_STAGE_FLOATS ((size_t)1 << 18)
+
 typedef struct pt_memplan {
     pt_schnet_config model;
     pt_pack_limits limits;     /* per pack */
@@ -39,7 +62,15 @@ typedef struct pt_memplan {
     int32_t replicas;          /* R (the plan is per replica; R replicas = R devices) */
     int32_t grad_buffers;      /* gradient buffers per replica */
     int32_t io_batches;        /* batch buffers per replica */
+    int32_t zero_stage;        /* 0-3 (backend_zero.h) */
+    int32_t offload;           /* Adam state in host memory */
+    int32_t group;             /* replicas the shards are cut over */
+    int32_t whole_group;       /* this process holds every replica of the group */
+    int32_t grad_sharded;      /* stage 2-3 gradients sharded in this process */
     size_t n_params;
+    size_t shard;              /* S: floats of the largest shard */
+    size_t max_layer;          /* L: floats of the largest layer */
+    size_t optimizer_host;     /* bytes of Adam state in host memory (offload) */
     /* bytes per replica */
     size_t params, grads, optimizer, activations, io, total;
     size_t budget;             /* device_memory_mb in bytes */
@@ -81,14 +112,23 @@ pt_schnet_config pt_memplan_job_model(const pt_job_config *cfg);
 int pt_memplan_for_job(pt_memplan *plan, const pt_job_config *cfg, const pt_train_layout *layout,
                        pt_pack_limits limits, pt_errors *errs);
 
+/* Floats of the largest layer (backend_zero.h's layers: embedding, a block, head). */
+size_t pt_memplan_max_layer(const pt_schnet_config *model);
+
+/* The same plan under another ZeRO stage and offload setting. */
+void pt_memplan_restage(pt_memplan *plan, int32_t stage, int32_t offload);
+
 /* 0 when the plan fits its budget; otherwise -1 and two errors (field
- * "backend.device_memory_mb"): the need, the excess and what to lower (with
- * the largest model_batch_size that would fit), then the breakdown. */
+ * "backend.device_memory_mb", or "backend.zero_stage" when a higher stage
+ * would fit): the need, the excess and what to change (the lowest ZeRO
+ * stage, then with offload, that fits; else the largest model_batch_size
+ * that would fit), then the breakdown. */
 int pt_memplan_check(const pt_memplan *plan, pt_errors *errs);
 
 /* {"replicas","micro_packs","max_nodes","max_edges","max_graphs","n_params",
  *  "grad_buffers","io_batches","params_bytes","grads_bytes","optimizer_bytes",
- *  "activations_bytes","io_bytes","total_bytes","budget_bytes","fits"}
+ *  "activations_bytes","io_bytes","total_bytes","budget_bytes","fits",
+ *  "zero_stage","offload_optimizer","shard_params","optimizer_host_bytes"}
  * (new reference, NULL when out of memory). */
 json_t *pt_memplan_json(const pt_memplan *plan);
 

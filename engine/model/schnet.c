@@ -356,9 +356,14 @@ const double *pt_schnet_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_
     pt_stopwatch_start(&sw, a->profile);
     pt_schnet_prepare_edges(m, a, b);
     pt_lap(&sw, PT_SCHNET_OP_EDGE_BASIS);
+    if (a->on_layer) a->on_layer(a->layer_user, PT_LAYER_FORWARD, 0, NULL);
     pt_embedding_forward(a->h[0], p->embedding, b->z, N, H);
     pt_lap(&sw, PT_SCHNET_OP_OTHER);
-    for (int t = 0; t < c->interactions; t++) block_forward(m, a, b, t, &sw);
+    for (int t = 0; t < c->interactions; t++) {
+        if (a->on_layer) a->on_layer(a->layer_user, PT_LAYER_FORWARD, 1 + t, NULL);
+        block_forward(m, a, b, t, &sw);
+    }
+    if (a->on_layer) a->on_layer(a->layer_user, PT_LAYER_FORWARD, c->interactions + 1, NULL);
     pt_linear_forward(a->q, a->h[c->interactions], p->lin1_w, p->lin1_b, N, H, H2, 0.0f,
                       a->precision);
     pt_lap(&sw, PT_SCHNET_OP_NODE_GEMM);
@@ -436,12 +441,16 @@ void pt_schnet_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b
     const pt_schnet_config *c = &m->cfg;
     const pt_schnet_params *p = &m->params;
     pt_schnet_params d;
-    pt_schnet_params_view(m, grads, &d);
+    if (grads) pt_schnet_params_view(m, grads, &d);
+    else memset(&d, 0, sizeof d);
     const int N = b->cap_nodes, H = c->hidden, H2 = c->hidden / 2;
+    const int T = c->interactions;
+    pt_schnet_layer_fn hook = a->on_layer;
 
     pt_stopwatch sw;
     pt_stopwatch_start(&sw, a->profile);
     /* head: o'_i → o_i → q = ssp(W4 h + b4) → h_T */
+    if (hook) hook(a->layer_user, PT_LAYER_BACKWARD, T + 1, &d);
     pt_readout_backward(a->dout, d.atomref, a->dy, a->count, b->z, b->node_graph, m->std,
                         c->readout, N);
     pt_lap(&sw, PT_SCHNET_OP_OTHER);
@@ -453,8 +462,15 @@ void pt_schnet_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b
     pt_linear_backward(a->dh, d.lin1_w, NULL, a->dq, a->h[c->interactions], p->lin1_w, N, H, H2,
                        0.0f, a->precision);
     pt_lap(&sw, PT_SCHNET_OP_NODE_GEMM);
-    for (int t = c->interactions - 1; t >= 0; t--) block_backward(m, a, b, t, &d, &sw);
+    if (hook) hook(a->layer_user, PT_LAYER_BACKWARD_DONE, T + 1, &d);
+    for (int t = T - 1; t >= 0; t--) {
+        if (hook) hook(a->layer_user, PT_LAYER_BACKWARD, 1 + t, &d);
+        block_backward(m, a, b, t, &d, &sw);
+        if (hook) hook(a->layer_user, PT_LAYER_BACKWARD_DONE, 1 + t, &d);
+    }
+    if (hook) hook(a->layer_user, PT_LAYER_BACKWARD, 0, &d);
     pt_embedding_backward(d.embedding, a->dh, b->z, N, H);
     pt_lap(&sw, PT_SCHNET_OP_OTHER);
+    if (hook) hook(a->layer_user, PT_LAYER_BACKWARD_DONE, 0, &d);
     if (a->profile) a->profile->backwards++;
 }

@@ -124,10 +124,29 @@ typedef struct pt_schnet_profile {
 /* "edge_basis", "filter_gemm", … (snake case of the names above). */
 const char *pt_schnet_op_name(pt_schnet_op op);
 
+/* Layer events for a caller that keeps parameters or gradients elsewhere
+ * than the model's flat buffers (ZeRO stages 2 and 3, engine/backend/backend_zero.h).
+ * Layers: 0 the embedding, 1 + t interaction block t, T + 1 the head (lin1,
+ * lin2, atomref); each is one contiguous range of the flat layout. */
+typedef enum pt_schnet_layer_event {
+    PT_LAYER_FORWARD = 0,   /* forward of the layer is next: its parameters are read */
+    PT_LAYER_BACKWARD,      /* backward of the layer is next: parameters read, and the
+                             * layer's pointers of *grad accumulated into */
+    PT_LAYER_BACKWARD_DONE  /* the layer's gradient of this backward is complete */
+} pt_schnet_layer_event;
+
+/* May repoint the layer's pointers of the model's params (the caller's own
+ * pt_schnet copy) and of *grad; must not touch other layers' pointers. */
+typedef void (*pt_schnet_layer_fn)(void *user, pt_schnet_layer_event ev, int layer,
+                                   pt_schnet_params *grad);
+
 typedef struct pt_schnet_acts {
     int32_t cap_nodes, cap_edges, cap_graphs;
     /* Optional, set by the caller after pt_schnet_acts_init: */
     pt_schnet_profile *profile;      /* NULL: no timing (the default) */
+    pt_schnet_layer_fn on_layer;     /* NULL: none (the default); energy path only:
+                                      * pt_schnet_forward and pt_schnet_backward */
+    void *layer_user;
     pt_precision precision;          /* of the products; FP32 after init */
     int32_t static_shapes;           /* 1: filter rows = edge slots (no sharing,
                                       * padding computed); 0 after init */
@@ -249,7 +268,9 @@ double pt_schnet_loss(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b,
                       double n_norm);
 
 /* After loss: ACCUMULATES dL/dθ into grads[0..n_params) (zeroing is the
- * caller's).  The embedding's padding row gets nothing. */
+ * caller's).  The embedding's padding row gets nothing.  grads may be NULL
+ * when a->on_layer points every layer's gradient somewhere at
+ * PT_LAYER_BACKWARD. */
 void pt_schnet_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b,
                         float *grads);
 

@@ -200,11 +200,19 @@ typedef struct mpi_engine {
     int64_t steps;
     int64_t check_every;
     pt_phase_times phases;      /* the cross-rank all-reduce and checks */
+    /* ZeRO (backend_zero.h): every rank's block of the flat buffer, the sum of its
+     * replicas' shards, as MPI counts; scratch for the reduce-scatter */
+    int32_t stage;
+    int *counts, *displs;       /* [world] */
+    float *block;               /* [largest block] */
 } mpi_engine;
 
 static int mpi_compute(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
                        double n_norm, float *grads, pt_step_stats *st, pt_errors *errs);
 static void mpi_phases(void *self, pt_phase_times *out, int reset);
+static int mpi_update(void *self, pt_optim *opt, float *grads, double lr, double clip,
+                      pt_errors *errs);
+static int mpi_sync_state(void *self, pt_optim *opt, pt_errors *errs);
 
 static void mpi_close(void *self)
 {
@@ -213,7 +221,39 @@ static void mpi_close(void *self)
     if (me->inner.close) me->inner.close(me->inner.self);
     pt_mpi_view_close(&me->view);
     free(me->ids);
+    free(me->counts);
+    free(me->displs);
+    free(me->block);
     free(me);
+}
+
+/* Rank k's block: the shards of replicas k·R/N .. (k+1)·R/N − 1 (backend_zero.h's
+ * shard edges), so the local replicas' shards are the rank's block. */
+static int zero_blocks(mpi_engine *me, int32_t local_r, pt_errors *errs)
+{
+    const uint64_t n = me->d->model->n_params, R = (uint64_t)me->d->layout.replicas;
+    if (n > INT32_MAX) {
+        pt_errors_add(errs, "", 0, "backend.zero_stage", "ZeRO over MPI ranks counts in MPI's int: "
+                      "at most %d parameters, the model has %llu", INT32_MAX,
+                      (unsigned long long)n);
+        return -1;
+    }
+    me->counts = malloc((size_t)g_mpi.size * sizeof(int));
+    me->displs = malloc((size_t)g_mpi.size * sizeof(int));
+    if (!me->counts || !me->displs) goto oom;
+    int most = 0;
+    for (int k = 0; k < g_mpi.size; k++) {
+        uint64_t lo = n * (uint64_t)k * (uint64_t)local_r / R;
+        uint64_t hi = n * (uint64_t)(k + 1) * (uint64_t)local_r / R;
+        me->displs[k] = (int)lo;
+        me->counts[k] = (int)(hi - lo);
+        if (me->counts[k] > most) most = me->counts[k];
+    }
+    if (!(me->block = malloc(((size_t)most + 1) * sizeof(float)))) goto oom;
+    return 0;
+oom:
+    pt_errors_add(errs, "", 0, "backend", "out of memory");
+    return -1;
 }
 
 /* Whether every rank holds the same `h`: MAX of h and of ~h, so min = max. */
@@ -273,6 +313,10 @@ int pt_mpi_backend_open(pt_grad_engine *eng, const pt_train_data *d, pt_errors *
     me->local.layout.ranks = 1;
     me->local.layout.replicas = local_r;
     me->local.layout.threads = rank_threads(d->cfg->backend.threads);
+    /* ZeRO's shards are cut over every rank's replicas (backend_zero.h) */
+    me->local.layout.shard_replicas = l->replicas;
+    me->local.layout.shard_first = g_mpi.rank * local_r;
+    me->stage = d->cfg->backend.zero_stage;
     me->G = (uint32_t)pt_train_layout_global_packs(l);
     me->per = (uint32_t)pt_train_layout_global_packs(&me->local.layout);
     const char *every = getenv("PACKTRAIN_MPI_CHECK_EVERY");
@@ -285,6 +329,7 @@ int pt_mpi_backend_open(pt_grad_engine *eng, const pt_train_data *d, pt_errors *
         pt_errors_add(errs, "", 0, "backend", "out of memory");
         ok = 0;
     }
+    if (ok && me->stage > 0 && zero_blocks(me, local_r, errs) != 0) ok = 0;
     if (open_agree(me, ok, errs) != 0) {
         mpi_close(me);
         return -1;
@@ -294,6 +339,10 @@ int pt_mpi_backend_open(pt_grad_engine *eng, const pt_train_data *d, pt_errors *
     eng->compute = mpi_compute;
     eng->phases = mpi_phases;
     eng->close = mpi_close;
+    if (me->stage > 0) {
+        eng->update = mpi_update;
+        eng->sync_state = mpi_sync_state;
+    }
     return 0;
 }
 
@@ -397,6 +446,14 @@ static int mpi_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
         return -1;
     }
     size_t np = me->d->model->n_params;
+    if (me->stage >= 2) {
+        /* ZeRO 2-3: each rank receives the sum of its own block only */
+        int k = g_mpi.rank;
+        rc = MPI_Reduce_scatter(grads, me->block, me->counts, MPI_FLOAT, MPI_SUM, g_mpi.comm);
+        if (rc != MPI_SUCCESS) return mpi_error(errs, "MPI_Reduce_scatter", rc);
+        memcpy(grads + me->displs[k], me->block, (size_t)me->counts[k] * sizeof(float));
+        np = 0;
+    }
     for (size_t off = 0; off < np;) {
         /* MPI counts are int: very large models go in pieces */
         int len = np - off > (size_t)1 << 30 ? 1 << 30 : (int)(np - off);
@@ -412,6 +469,44 @@ static int mpi_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
     st->edges = (int64_t)sum[ST_EDGES];
     st->edge_slots = (int64_t)sum[ST_EDGE_SLOTS];
     st->filter_rows = (int64_t)sum[ST_FILTER_ROWS];
+    return 0;
+}
+
+/* ZeRO's update across ranks: the shards' squared norms summed over all
+ * ranks, each rank's replicas update their shards (backend_zero.h), the parameters
+ * all-gathered by blocks into every rank's host copy, then into the local
+ * replicas' own copies. */
+static int mpi_update(void *self, pt_optim *opt, float *grads, double lr, double clip,
+                      pt_errors *errs)
+{
+    mpi_engine *me = self;
+    float coef = 1.0f;   /* the loop times the whole update as the optimizer phase */
+    int rc;
+    if (clip > 0) {
+        double mine = pt_backend_zero_sumsq(&me->inner, grads), all = 0.0;
+        if ((rc = MPI_Allreduce(&mine, &all, 1, MPI_DOUBLE, MPI_SUM, g_mpi.comm)) != MPI_SUCCESS)
+            return mpi_error(errs, "MPI_Allreduce", rc);
+        coef = pt_grad_clip_coef(sqrt(all), clip);
+    }
+    pt_backend_zero_apply(&me->inner, opt, grads, lr, coef);
+    rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, me->d->model->params_memory,
+                        me->counts, me->displs, MPI_FLOAT, g_mpi.comm);
+    if (rc != MPI_SUCCESS) return mpi_error(errs, "MPI_Allgatherv", rc);
+    pt_backend_zero_gather(&me->inner);
+    return 0;
+}
+
+/* A rank updates only its block of m and v: before a checkpoint every rank
+ * gets the others' (rank 0 writes it). */
+static int mpi_sync_state(void *self, pt_optim *opt, pt_errors *errs)
+{
+    mpi_engine *me = self;
+    float *both[2] = {opt->m, opt->v};
+    for (int k = 0; k < 2; k++) {
+        int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, both[k], me->counts,
+                                me->displs, MPI_FLOAT, g_mpi.comm);
+        if (rc != MPI_SUCCESS) return mpi_error(errs, "MPI_Allgatherv", rc);
+    }
     return 0;
 }
 

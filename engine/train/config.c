@@ -399,7 +399,8 @@ static void parse_backend(parse_ctx *c, const json_t *o, pt_job_backend *b)
     static const char *const keys[] = {"kind", "replication_factor", "gradient_accumulation",
                                        "device_iterations", "merge_all_reduce",
                                        "use_async_loader", "prefetch_depth", "device_memory_mb",
-                                       "threads", "ranks", "static_shapes", NULL};
+                                       "threads", "ranks", "static_shapes", "zero_stage",
+                                       "offload_optimizer", NULL};
     const char *s = "backend";
     check_keys(c, o, s, keys);
     int kind = (int)b->kind;
@@ -415,6 +416,8 @@ static void parse_backend(parse_ctx *c, const json_t *o, pt_job_backend *b)
     read_int(c, o, s, "device_memory_mb", 1, 1048576, NULL, &b->device_memory_mb);
     read_int(c, o, s, "threads", 1, 1024, "auto", &b->threads);
     read_int(c, o, s, "ranks", 1, 4096, NULL, &b->ranks);
+    read_int(c, o, s, "zero_stage", 0, 3, NULL, &b->zero_stage);
+    read_bool(c, o, s, "offload_optimizer", &b->offload_optimizer);
 }
 
 static void parse_target(parse_ctx *c, const json_t *v, char *target)
@@ -469,6 +472,10 @@ int pt_job_config_from_json(pt_job_config *cfg, const json_t *root, const char *
         fail(&c, "backend", "replication_factor",
              "must be a multiple of backend.ranks (%d): each rank runs replication_factor / ranks "
              "replicas; got %d", (int)k->ranks, (int)k->replication_factor);
+    if (k->offload_optimizer && k->zero_stage < 1)
+        fail(&c, "backend", "offload_optimizer",
+             "needs backend.zero_stage 1, 2 or 3: the Adam state offloaded is each replica's "
+             "shard; got zero_stage 0");
     /* one process holds a step's packs and batch buffers: bounded well below
      * the 32-bit counts the engine indexes them with */
     int64_t R = k->replication_factor ? k->replication_factor : PT_JOB_AUTO_GLOBAL_PACKS;
@@ -587,6 +594,9 @@ json_t *pt_job_config_to_json(const pt_job_config *cfg)
     /* only when set: the form jobs were stored in before the key existed */
     if (o && cfg->max_runtime_seconds > 0)
         json_object_set_new(o, "max_runtime_seconds", json_real(cfg->max_runtime_seconds));
+    json_t *ob = o ? json_object_get(o, "backend") : NULL;
+    if (ob && k->zero_stage) json_object_set_new(ob, "zero_stage", json_integer(k->zero_stage));
+    if (ob && k->offload_optimizer) json_object_set_new(ob, "offload_optimizer", json_true());
     return o;
 }
 

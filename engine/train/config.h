@@ -125,6 +125,11 @@ typedef struct pt_job_backend {
     int32_t device_memory_mb;
     int32_t threads;              /* 0 = "auto" (all cores) */
     int32_t ranks;                /* MPI processes (kind "mpi"), 1 otherwise */
+    int32_t zero_stage;           /* ZeRO 0-3 (engine/backend/backend_zero.h): 1 Adam state
+                                     sharded over the replicas, 2 + gradients
+                                     reduce-scattered, 3 + parameters sharded */
+    bool offload_optimizer;       /* Adam state in host (streaming) memory, streamed
+                                     through the device per step; needs zero_stage >= 1 */
 } pt_job_backend;
 
 /* The global batch of a job whose model_batch_size is "auto": packs per

@@ -69,22 +69,32 @@ void pt_optim_reset(pt_optim *opt)
  * The scalar factors are formed in double and applied in float, as torch does
  * for float32 parameters.  With a decay_scale, lambda is lambda * scale[i]
  * (0 or 1), i.e. two parameter groups. */
-void pt_optim_step(pt_optim *opt, float *param, const float *grad, double lr)
+pt_optim_coeffs pt_optim_begin(pt_optim *opt, double lr)
 {
     opt->step++;
     const double t = (double)opt->step;
-    const float b1 = (float)opt->p.beta1, b2 = (float)opt->p.beta2;
-    const float one_b1 = (float)(1.0 - opt->p.beta1), one_b2 = (float)(1.0 - opt->p.beta2);
-    const float step_size = (float)(lr / (1.0 - pow(opt->p.beta1, t)));
-    const float inv_bc2_sqrt = (float)(1.0 / sqrt(1.0 - pow(opt->p.beta2, t)));
-    const float eps = (float)opt->p.eps;
     const int adamw = opt->p.kind == PT_OPTIM_ADAMW;
-    const float l2 = adamw ? 0.0f : (float)opt->p.weight_decay;
-    const float decay = adamw ? (float)(1.0 - lr * opt->p.weight_decay) : 1.0f;
-    float *restrict m = opt->m, *restrict v = opt->v;
-    const float *scale = opt->decay_scale;
-    const size_t n = opt->n;
+    return (pt_optim_coeffs){
+        .b1 = (float)opt->p.beta1,
+        .b2 = (float)opt->p.beta2,
+        .one_b1 = (float)(1.0 - opt->p.beta1),
+        .one_b2 = (float)(1.0 - opt->p.beta2),
+        .step_size = (float)(lr / (1.0 - pow(opt->p.beta1, t))),
+        .inv_bc2_sqrt = (float)(1.0 / sqrt(1.0 - pow(opt->p.beta2, t))),
+        .eps = (float)opt->p.eps,
+        .l2 = adamw ? 0.0f : (float)opt->p.weight_decay,
+        .decay = adamw ? (float)(1.0 - lr * opt->p.weight_decay) : 1.0f,
+    };
+}
 
+void pt_optim_update(const pt_optim *opt, const pt_optim_coeffs *c, float *restrict param,
+                     const float *restrict grad, float *restrict m, float *restrict v,
+                     size_t first, size_t n)
+{
+    const float *scale = opt->decay_scale ? opt->decay_scale + first : NULL;
+    const float b1 = c->b1, b2 = c->b2, one_b1 = c->one_b1, one_b2 = c->one_b2;
+    const float step_size = c->step_size, inv_bc2_sqrt = c->inv_bc2_sqrt, eps = c->eps;
+    const float l2 = c->l2, decay = c->decay;
     for (size_t i = 0; i < n; i++) {
         float s = scale ? scale[i] : 1.0f;
         float theta = param[i] * (1.0f + s * (decay - 1.0f));
@@ -96,20 +106,35 @@ void pt_optim_step(pt_optim *opt, float *param, const float *grad, double lr)
     }
 }
 
+void pt_optim_step(pt_optim *opt, float *param, const float *grad, double lr)
+{
+    pt_optim_coeffs c = pt_optim_begin(opt, lr);
+    pt_optim_update(opt, &c, param, grad, opt->m, opt->v, 0, opt->n);
+}
+
 double pt_grad_norm(const float *grad, size_t n)
+{
+    return sqrt(pt_grad_sumsq(grad, n));
+}
+
+double pt_grad_sumsq(const float *grad, size_t n)
 {
     double s = 0.0;
     for (size_t i = 0; i < n; i++) s += (double)grad[i] * grad[i];
-    return sqrt(s);
+    return s;
+}
+
+float pt_grad_clip_coef(double norm, double max_norm)
+{
+    double coef = max_norm / (norm + 1e-6);
+    return coef < 1.0 ? (float)coef : 1.0f;
 }
 
 double pt_grad_clip(float *grad, size_t n, double max_norm)
 {
     double norm = pt_grad_norm(grad, n);
-    double coef = max_norm / (norm + 1e-6);
-    if (coef < 1.0) {
-        float c = (float)coef;
+    float c = pt_grad_clip_coef(norm, max_norm);
+    if (c != 1.0f)
         for (size_t i = 0; i < n; i++) grad[i] *= c;
-    }
     return norm;
 }

@@ -52,11 +52,35 @@ int pt_optim_exempt_decay(pt_optim *opt, size_t offset, size_t count);
 void pt_optim_reset(pt_optim *opt);
 
 /* One update of param[0..n) from grad[0..n) at learning rate lr.  grad is
- * read only (Adam's L2 term is added on the fly, not written back). */
+ * read only (Adam's L2 term is added on the fly, not written back).
+ * Equal, bit for bit, to pt_optim_begin followed by pt_optim_update over
+ * any partition of [0, n) (every element's arithmetic is its own). */
 void pt_optim_step(pt_optim *opt, float *param, const float *grad, double lr);
+
+/* The scalars of one step, formed once and shared by every shard's update. */
+typedef struct pt_optim_coeffs {
+    float b1, b2, one_b1, one_b2, step_size, inv_bc2_sqrt, eps, l2, decay;
+} pt_optim_coeffs;
+
+/* Counts the step (opt->step + 1) and forms its scalars at rate lr. */
+pt_optim_coeffs pt_optim_begin(pt_optim *opt, double lr);
+
+/* The update of elements [first, first + n) of the flat buffer, for ZeRO
+ * shards (engine/backend/backend_zero.h): param, grad, m and v point at element
+ * `first` (m and v may be opt->m + first, or a staging copy of them);
+ * `first` locates the decay exemptions. */
+void pt_optim_update(const pt_optim *opt, const pt_optim_coeffs *c, float *param,
+                     const float *grad, float *m, float *v, size_t first, size_t n);
 
 /* Euclidean norm of grad[0..n), accumulated in double. */
 double pt_grad_norm(const float *grad, size_t n);
+
+/* Σ grad[i]² over [0, n) in double: a shard's share of the squared norm. */
+double pt_grad_sumsq(const float *grad, size_t n);
+
+/* The factor clip_grad_norm_ applies for a gradient of this norm: 1 when
+ * the norm is within max_norm, else max_norm / (norm + 1e-6) (as a float). */
+float pt_grad_clip_coef(double norm, double max_norm);
 
 /* clip_grad_norm_: if the norm exceeds max_norm, scales grad by
  * max_norm / (norm + 1e-6).  Returns the norm before clipping. */

@@ -69,6 +69,11 @@ typedef struct pt_train_layout {
     int32_t accumulation;   /* A */
     int32_t micro_packs;    /* b */
     int32_t threads;        /* cores of each process, >= 1 */
+    /* ZeRO (backend.zero_stage): the data-parallel group the shards are cut
+     * over — the replicas of all ranks — and this process's first replica in
+     * it.  0 and 0 (what the plan gives) mean this process is the group. */
+    int32_t shard_replicas;
+    int32_t shard_first;
 } pt_train_layout;
 
 /* Packs per optimizer step, R·A·b. */

@@ -262,9 +262,16 @@ static int train_step(pt_trainer *tr, const uint32_t *ids, uint32_t n, pt_step_s
                       (long long)tr->res->steps + 1);
         return -1;
     }
-    if (tr->cfg->training.clip_grad_norm > 0)
-        pt_grad_clip(tr->grads, tr->model.n_params, tr->cfg->training.clip_grad_norm);
-    pt_optim_step(&tr->optim, tr->model.params_memory, tr->grads, pt_schedule_lr(&tr->sched));
+    if (tr->engine.update) {
+        /* ZeRO: the engine's replicas update their shards (engine/backend/backend_zero.h) */
+        if (tr->engine.update(tr->engine.self, &tr->optim, tr->grads, pt_schedule_lr(&tr->sched),
+                              tr->cfg->training.clip_grad_norm, tr->errs) != 0)
+            return -1;
+    } else {
+        if (tr->cfg->training.clip_grad_norm > 0)
+            pt_grad_clip(tr->grads, tr->model.n_params, tr->cfg->training.clip_grad_norm);
+        pt_optim_step(&tr->optim, tr->model.params_memory, tr->grads, pt_schedule_lr(&tr->sched));
+    }
     tr->phases.seconds[PT_PHASE_OPTIMIZER] += now() - t1;
     tr->phases.steps++;
     pt_schedule_step(&tr->sched);

@@ -64,6 +64,7 @@
 #include "engine/data/normalize.h"
 #include "engine/core/phase.h"
 #include "engine/model/schnet.h"
+#include "engine/train/optim.h"
 #include "engine/train/plan.h"
 
 #define PT_TRAIN_CHECKPOINTS_KEPT 3
@@ -113,6 +114,21 @@ typedef struct pt_grad_engine {
      * gradient computation as "other"). */
     void (*phases)(void *self, pt_phase_times *out, int reset);
     void (*close)(void *self);
+    /* Optional (ZeRO, engine/backend/backend_zero.h): the engine applies the
+     * optimizer step itself, sharded over its replicas — clipping at norm
+     * `clip` (0 = none), Adam(W) with opt's hyper-parameters, step count and
+     * moments at rate lr — to the model's parameters, from the gradient
+     * buffer compute filled.  When set, the loop calls it instead of
+     * pt_grad_clip + pt_optim_step, and changes the parameters only through
+     * it (a resume restores them before the first step).  Must not allocate.
+     * Returns 0, or -1 with errs filled. */
+    int (*update)(void *self, pt_optim *opt, float *grads, double lr, double clip,
+                  pt_errors *errs);
+    /* Optional: makes opt's moments whole where the engine keeps parts of
+     * them elsewhere (MPI ranks each update their own block), before the
+     * loop saves them in a checkpoint.  Collective: every rank calls it at
+     * the same checkpoints.  Returns 0, or -1 with errs filled. */
+    int (*sync_state)(void *self, pt_optim *opt, pt_errors *errs);
 } pt_grad_engine;
 
 typedef int (*pt_grad_engine_open_fn)(pt_grad_engine *eng, const pt_train_data *data,

@@ -171,6 +171,9 @@ int pt_trainer_ckpt_dir(pt_trainer *tr, const char *out_dir)
 
 int pt_trainer_checkpoint(pt_trainer *tr, int32_t epoch, uint32_t position, int final)
 {
+    /* before the output check: collective on every MPI rank, writing or not */
+    if (tr->engine.sync_state && tr->engine.sync_state(tr->engine.self, &tr->optim, tr->errs) != 0)
+        return -1;
     if (!tr->ckpt_dir[0]) return 0;
     const pt_train_result *r = tr->res;
     pt_checkpoint_state s = {

@@ -8,6 +8,7 @@
 // below, above and outside its range, of the wrong type, its "auto"/null
 // alternative, a valid value), plus the top-level keys the form checks
 // (target, max_runtime_seconds, dataset), the atomref/readout relation, the
+// zero_stage/offload_optimizer relation, the
 // ranks/replication_factor relation, and bodies with several problems at
 // once.  They are posted WITHOUT a dataset, so the server answers from its
 // validator alone (no plan runs); the dataset-dependent target check is
@@ -49,6 +50,8 @@ function variants([path, kind, o]) {
     if (o.alt !== 'auto') v.push('auto');
   } else if (kind === 'num') {
     v.push(o.lo, o.lo - 1, o.hi * 2, o.hi, 'x', null, true, (o.lo + o.hi) / 2);
+  } else if (kind === 'bool') {
+    v.push('true', 1, null, [], true, false);
   } else {
     v.push('nope', 3, null, ...o.names);
   }
@@ -68,6 +71,8 @@ for (const [kind, ranks, r] of [['mpi', 2, 3], ['mpi', 2, 4], ['mpi', 2, 'auto']
   if (r !== undefined) pairs.push(['backend.replication_factor', r]);
   cases.push(body(pairs));
 }
+for (const [stage, off] of [[0, true], [1, true], [3, true], [4, true], ['x', true], [2, false], [0, 'yes']])
+  cases.push(body([['backend.zero_stage', stage], ['backend.offload_optimizer', off]]));
 cases.push(body([['model.hidden', 1], ['model.cutoff', 0], ['batching.max_nodes', 'abc'], ['training.lr', 'x'],
                  ['training.max_steps', 1.5], ['model.readout', 'mean'], ['max_runtime_seconds', -3]]));
 cases.push({ dataset: 7 });

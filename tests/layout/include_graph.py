@@ -42,7 +42,7 @@ ROOMS = [
 # sets is one concept talking to itself (a private header and its users).
 CONCEPTS = {
     "engine/data": [{"ase_db", "ase_db_rows", "ase_db_internal"}],
-    "engine/backend": [{"backend", "backend_step", "backend_internal"}],
+    "engine/backend": [{"backend", "backend_step", "backend_internal", "backend_zero"}],
     "engine/train": [{"train", "train_ckpt", "train_engine", "train_batch", "train_metrics",
                       "train_internal"}],
     "engine/mpi": [{"mpi_backend", "mpi_internal", "mpi_plan"}],

@@ -148,6 +148,126 @@ static void test_plan_of_default_job(void **state)
     pt_errors_close(&errs);
 }
 
+/* ZeRO (backend_zero.h): per-replica bytes of each stage from the formulas of
+ * memplan.h, for a large SchNet (H = F = 1024, T = 6) at R = 4 — each stage
+ * below the one before, offload below the same stage without — and the
+ * largest layer is a block. */
+static void test_zero_stages(void **state)
+{
+    (void)state;
+    pt_job_config cfg;
+    pt_job_config_defaults(&cfg);
+    cfg.model.hidden = cfg.model.filters = 1024;
+    cfg.model.interactions = 6;
+    cfg.backend.replication_factor = 4;
+    cfg.backend.gradient_accumulation = 2;   /* 2 gradient buffers */
+    cfg.batching.model_batch_size = 1;
+    pt_pack_limits L = {40, 700, 4};
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    pt_schnet_config mc = pt_memplan_job_model(&cfg);
+    const size_t n = pt_memplan_param_count(&mc), S = (n + 3) / 4;
+    const size_t H = 1024, F = 1024, G = (size_t)cfg.model.gaussians;
+    const size_t block = F * G + F + F * F + F + F * H + H * F + H + H * H + H;
+    assert_int_equal(pt_memplan_max_layer(&mc), block);
+    size_t prev = SIZE_MAX;
+    for (int stage = 0; stage <= 3; stage++) {
+        for (int off = 0; off <= (stage > 0); off++) {
+            cfg.backend.zero_stage = stage;
+            cfg.backend.offload_optimizer = off;
+            pt_memplan p;
+            assert_int_equal(plan_for(&p, &cfg, L, &errs), 0);
+            assert_int_equal(p.zero_stage, stage);
+            assert_int_equal(p.shard, S);
+            assert_int_equal(p.params, (stage == 3 ? S + block : n) * 4);
+            assert_int_equal(p.grads, (stage >= 2 ? block + 2 * S : 2 * n) * 4);
+            assert_int_equal(p.optimizer, off ? 2 * ((size_t)1 << 18) * 4 : (stage ? S : n) * 8);
+            assert_int_equal(p.optimizer_host, off ? S * 8 : 0);
+            assert_int_equal(p.total, p.params + p.grads + p.optimizer + p.activations + p.io);
+            assert_true(p.total < prev);
+            prev = p.total;
+            json_t *j = pt_memplan_json(&p);
+            assert_int_equal(json_integer_value(json_object_get(j, "zero_stage")), stage);
+            assert_int_equal(json_is_true(json_object_get(j, "offload_optimizer")), off);
+            assert_int_equal(json_integer_value(json_object_get(j, "shard_params")), (json_int_t)S);
+            json_decref(j);
+        }
+    }
+    /* over several MPI ranks the rank's replicas keep stage 1's gradients */
+    cfg.backend.kind = PT_JOB_BACKEND_MPI;
+    cfg.backend.ranks = 2;
+    cfg.backend.zero_stage = 3;
+    cfg.backend.offload_optimizer = 0;
+    pt_memplan p;
+    assert_int_equal(plan_for(&p, &cfg, L, &errs), 0);
+    assert_int_equal(p.grads, 2 * n * 4);
+    assert_int_equal(p.params, (S + block) * 4);
+    pt_errors_close(&errs);
+}
+
+/* A job that does not fit at stage 0 is refused naming the lowest stage
+ * (then offload) that fits; with one replica no stage helps. */
+static void test_zero_rejection_names_the_stage(void **state)
+{
+    (void)state;
+    pt_job_config cfg;
+    pt_job_config_defaults(&cfg);
+    cfg.model.hidden = cfg.model.filters = 1024;
+    cfg.model.interactions = 6;
+    cfg.backend.replication_factor = 4;
+    cfg.batching.model_batch_size = 1;
+    pt_pack_limits L = {40, 700, 4};
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    /* find budgets between the stages' needs */
+    size_t need[4], need_off3;
+    for (int s = 0; s <= 3; s++) {
+        cfg.backend.zero_stage = s;
+        pt_memplan p;
+        assert_int_equal(plan_for(&p, &cfg, L, &errs), 0);
+        need[s] = p.total;
+    }
+    cfg.backend.zero_stage = 3;
+    cfg.backend.offload_optimizer = 1;
+    pt_memplan p3;
+    assert_int_equal(plan_for(&p3, &cfg, L, &errs), 0);
+    need_off3 = p3.total;
+    cfg.backend.offload_optimizer = 0;
+    for (int want = 1; want <= 3; want++) {
+        cfg.backend.zero_stage = 0;
+        cfg.backend.device_memory_mb = (int32_t)((need[want] + need[want - 1]) / 2 / (1 << 20));
+        pt_memplan p;
+        assert_int_equal(plan_for(&p, &cfg, L, &errs), 0);
+        if (p.budget < need[want]) continue;   /* rounding of MB: not between */
+        pt_errors_clear(&errs);
+        assert_int_equal(pt_memplan_check(&p, &errs), -1);
+        assert_string_equal(errs.items[0].field, "backend.zero_stage");
+        char frag[64];
+        snprintf(frag, sizeof frag, "backend.zero_stage %d would fit", want);
+        if (!strstr(errs.items[0].message, frag)) fail_msg("%s", errs.items[0].message);
+        assert_non_null(strstr(errs.items[1].message, "per replica: parameters "));
+    }
+    /* only offload makes it fit */
+    cfg.backend.zero_stage = 0;
+    cfg.backend.device_memory_mb = (int32_t)(need_off3 / (1 << 20)) + 1;
+    if (need_off3 + (1 << 20) < need[3]) {
+        pt_memplan p;
+        assert_int_equal(plan_for(&p, &cfg, L, &errs), 0);
+        pt_errors_clear(&errs);
+        assert_int_equal(pt_memplan_check(&p, &errs), -1);
+        assert_non_null(strstr(errs.items[0].message, "with backend.offload_optimizer true would fit"));
+    }
+    /* one replica: shards are the whole, nothing to suggest but the batch */
+    cfg.backend.replication_factor = 1;
+    cfg.backend.device_memory_mb = (int32_t)(need[3] / (1 << 20));
+    pt_memplan p;
+    assert_int_equal(plan_for(&p, &cfg, L, &errs), 0);
+    pt_errors_clear(&errs);
+    assert_int_equal(pt_memplan_check(&p, &errs), -1);
+    assert_string_equal(errs.items[0].field, "backend.device_memory_mb");
+    pt_errors_close(&errs);
+}
+
 static void test_rejection_message(void **state)
 {
     (void)state;
@@ -270,6 +390,8 @@ int main(void)
         cmocka_unit_test(test_buffer_counts),
         cmocka_unit_test(test_plan_of_default_job),
         cmocka_unit_test(test_rejection_message),
+        cmocka_unit_test(test_zero_stages),
+        cmocka_unit_test(test_zero_rejection_names_the_stage),
         cmocka_unit_test(test_rejection_even_one_pack),
         cmocka_unit_test(test_invalid_inputs),
     };

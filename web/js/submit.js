@@ -52,12 +52,12 @@ export function mount(main, { query }) {
 
   const fieldsets = SECTIONS.map(([sec, legend]) => h('fieldset', {}, h('legend', {}, legend),
     h('div', { class: 'fields' }, FIELDS.filter(([p]) => p.startsWith(`${sec}.`)).map(([path, kind, opt, def]) => {
-      const control = kind === 'enum'
+      const control = kind === 'enum' || kind === 'bool'
         ? h('select', {}, opt.names.map(n => h('option', { value: n }, n)))
         : h('input', { type: 'text', inputmode: kind === 'num' ? 'decimal' : 'numeric', autocomplete: 'off',
                        placeholder: def === null ? 'none' : '' });
       control.value = def === null ? '' : String(def);
-      const range = kind === 'enum' ? null : kind === 'int' ? `${opt.lo} to ${opt.hi}` : `above ${opt.lo}, at most ${opt.hi}`;
+      const range = kind === 'enum' || kind === 'bool' ? null : kind === 'int' ? `${opt.lo} to ${opt.hi}` : `above ${opt.lo}, at most ${opt.hi}`;
       return field(path, control, HINTS[path] || range);
     }))));
 

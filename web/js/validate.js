@@ -38,6 +38,8 @@ export const FIELDS = [
   ['backend.device_iterations', 'int', { lo: 1, hi: 65536 }, 1],
   ['backend.threads', 'int', { lo: 1, hi: 1024, alt: 'auto' }, 'auto'],
   ['backend.ranks', 'int', { lo: 1, hi: 4096 }, 1],
+  ['backend.zero_stage', 'int', { lo: 0, hi: 3 }, 0],
+  ['backend.offload_optimizer', 'bool', { names: ['false', 'true'] }, false],
 ];
 
 // What a text box means as JSON: a number when it reads as one, "auto" and
@@ -46,6 +48,7 @@ export function fieldValue(kind, text) {
   const t = text.trim();
   if (t === '') return undefined;
   if (kind === 'enum') return t;
+  if (kind === 'bool') return t === 'true' ? true : t === 'false' ? false : t;
   if (t === 'null') return null;
   // A number too large for a double stays text, as the server would see it.
   if (/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(t) && Number.isFinite(Number(t))) return Number(t);
@@ -92,7 +95,11 @@ function checkEnum(v, { names }) {
   return names.includes(v) ? null : `must be one of ${list}, got "${v.slice(0, 40)}"`;
 }
 
-const CHECKS = { int: checkInt, num: checkNum, enum: checkEnum };
+function checkBool(v) {
+  return typeof v === 'boolean' ? null : `must be true or false, got ${typeName(v)}`;
+}
+
+const CHECKS = { int: checkInt, num: checkNum, enum: checkEnum, bool: checkBool };
 
 function at(body, path) {
   return path.split('.').reduce((o, k) => (o && typeof o === 'object' ? o[k] : undefined), body);
@@ -134,6 +141,9 @@ export function validateJob(body, dataset) {
   if (kind === 'mpi' && replicas !== 'auto' && replicas % ranks !== 0)
     add('backend.replication_factor', `must be a multiple of backend.ranks (${ranks}): each rank runs ` +
         `replication_factor / ranks replicas; got ${replicas}`);
+  if (value('backend.offload_optimizer') === true && value('backend.zero_stage') < 1)
+    add('backend.offload_optimizer', 'needs backend.zero_stage 1, 2 or 3: the Adam state offloaded is ' +
+        "each replica's shard; got zero_stage 0");
   // The plan's first check (engine/train/plan.c), from the dataset's report;
   // a target missing on some structures is the server's to say (its message
   // names the first such structure, which the report does not hold).
