@@ -137,6 +137,29 @@ static int threads_start(pt_backend *be, pt_errors *errs)
     return 0;
 }
 
+/* What the replica with the largest shard holds, from the buffers as
+ * allocated (test_zero and bench/bench_zero.sh compare it with the memory
+ * plan).  At stage 0 the replicas read the host's parameters and the loop's
+ * Adam state in place of their own copies: those count as the plan counts
+ * them. */
+static int64_t replica_bytes(const pt_backend *be)
+{
+    const pt_backend_replica *rep = &be->reps[0];
+    for (int r = 1; r < be->R; r++)
+        if (be->reps[r].hi - be->reps[r].lo > rep->hi - rep->lo) rep = &be->reps[r];
+    const size_t fs = sizeof(float), n = be->n_params, len = rep->hi - rep->lo;
+    size_t b = rep->acts.bytes;
+    if (rep->stack) b += (size_t)rep->levels * n * fs;
+    if (be->stage == 0) b += 3 * n * fs;              /* parameters, m, v */
+    else if (!be->offload) b += 2 * len * fs;         /* its shard of m, v */
+    if (rep->params) b += n * fs;
+    if (rep->shard) b += (len + be->max_layer) * fs;
+    if (rep->glayer) b += (be->max_layer + (size_t)rep->levels * len) * fs;
+    if (rep->stage_m) b += 2 * PT_ZERO_STAGE_FLOATS * fs;
+    b += (size_t)be->n_slots / (size_t)be->R * pt_memplan_batch_bytes(be->d->limits, be->b);
+    return (int64_t)b;
+}
+
 int pt_backend_open(pt_grad_engine *eng, const pt_train_data *data, pt_errors *errs)
 {
     memset(eng, 0, sizeof(*eng));
@@ -169,6 +192,7 @@ int pt_backend_open(pt_grad_engine *eng, const pt_train_data *data, pt_errors *e
     if (pt_loader_init(&be->ld, be->n_slots, be->loader_threads, pt_backend_fill_slot, be, errs))
         goto fail;
     be->ld_ready = 1;
+    be->stats.replica_bytes = replica_bytes(be);
     be->stats.blas_threads = be->blas_threads;
     be->stats.loader_threads = be->loader_threads;
     be->stats.slots = be->n_slots;

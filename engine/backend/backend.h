@@ -76,6 +76,11 @@ typedef struct pt_backend_stats {
     int32_t blas_threads;    /* per replica during steps */
     int32_t loader_threads;  /* 0 = inline */
     int32_t slots;           /* batch buffers */
+    int64_t replica_bytes;   /* allocated for the replica of the largest ZeRO shard (its
+                              * device): activation arena,
+                              * gradient buffers, ZeRO buffers, its share of the batch
+                              * buffers; parameters and Adam state counted as memplan.h
+                              * does (replica-held at stage 0 by the shared host copy) */
     int64_t offload_bytes;   /* ZeRO offload: Adam state streamed, all replicas */
     double offload_seconds;  /* ... and the link time charged for it (backend_zero.h) */
 } pt_backend_stats;

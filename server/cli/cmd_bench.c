@@ -83,6 +83,14 @@ static int bench_compute(void *self, const pt_packs *packs, const uint32_t *ids,
     return rc;
 }
 
+/* ZeRO: the wrapped engine updates its own shards (backend_zero.h) */
+static int bench_update(void *self, pt_optim *opt, float *grads, double lr, double clip,
+                        pt_errors *errs)
+{
+    bench_state *b = self;
+    return b->inner.update(b->inner.self, opt, grads, lr, clip, errs);
+}
+
 static void bench_close(void *self)
 {
     bench_state *b = self;
@@ -105,6 +113,7 @@ static int bench_open(pt_grad_engine *eng, const pt_train_data *d, pt_errors *er
     eng->kind = b->inner.kind;
     eng->compute = bench_compute;
     eng->close = bench_close;
+    if (b->inner.update) eng->update = bench_update;
     return 0;
 }
 
@@ -291,6 +300,14 @@ static json_t *report(const bench_state *b, const pt_job_config *cfg, const pt_t
                            "loader_threads", (int)bs->loader_threads, "slots", (int)bs->slots,
                            "queued_ahead", (json_int_t)bs->queued_ahead, "mispredicted",
                            (json_int_t)bs->mispredicted);
+    /* ZeRO (backend_zero.h): allocated bytes of one replica, offload traffic */
+    if (be && !b->local)
+        json_object_update_new(be, json_pack("{s:i, s:b, s:I, s:I, s:f}", "zero_stage",
+                                             (int)cfg->backend.zero_stage, "offload_optimizer",
+                                             cfg->backend.offload_optimizer, "replica_bytes",
+                                             (json_int_t)bs->replica_bytes, "offload_bytes",
+                                             (json_int_t)bs->offload_bytes, "offload_s",
+                                             bs->offload_seconds));
     pt_memplan plan;
     pt_errors errs;
     pt_errors_init(&errs, 0);

@@ -11,6 +11,7 @@
  *   - replicas 1, 2, 3 (uneven shards) and 4, accumulation 1, 2, 4;
  *   - inside pt_train_run: a run stopped at a checkpoint and resumed under
  *     the same layout ends with the parameters of a run that never stopped;
+ *   - what a replica allocates equals the memory plan of its stage;
  *   - the offload's charged link time is 16 bytes per shard parameter per
  *     step at PT_ZERO_LINK_GBPS;
  *   - the configuration rules (range, offload needs a stage). */
@@ -21,6 +22,7 @@
 #include <cmocka.h>
 
 #include "engine/backend/backend_zero.h"
+#include "engine/backend/memplan.h"
 #include "tests/unit/backend_fixture.h"
 
 static void reset_params(void)
@@ -208,6 +210,36 @@ static void test_offload_charges_the_link(void **state)
     assert_int_equal(bs.offload_bytes, 0);
 }
 
+/* What replica 0 really allocated equals the memory plan of its stage. */
+static void test_allocations_follow_the_plan(void **state)
+{
+    (void)state;
+    static const int layouts[][3] = {{4, 2, 1}, {3, 1, 2}, {1, 4, 1}};
+    for (size_t k = 0; k < sizeof layouts / sizeof *layouts; k++)
+        for (int stage = 0; stage <= 3; stage++)
+            for (int off = 0; off <= (stage > 0); off++) {
+                pt_job_config cfg;
+                pt_train_data d = data_for(&cfg, layouts[k][0], layouts[k][1], layouts[k][2]);
+                cfg.backend.zero_stage = stage;
+                cfg.backend.offload_optimizer = off;
+                pt_grad_engine eng;
+                open_ok(&eng, &d);
+                pt_backend_stats bs;
+                assert_int_equal(pt_backend_stats_get(&eng, &bs), 0);
+                eng.close(eng.self);
+                pt_memplan plan;
+                pt_errors errs;
+                pt_errors_init(&errs, 0);
+                assert_int_equal(pt_memplan_compute(&plan, &F.model.cfg, d.limits, &d.layout,
+                                                    &cfg.backend, &errs), 0);
+                pt_errors_close(&errs);
+                if ((size_t)bs.replica_bytes != plan.total)
+                    fail_msg("R=%d A=%d b=%d stage %d offload %d: allocated %lld, planned %zu",
+                             layouts[k][0], layouts[k][1], layouts[k][2], stage, off,
+                             (long long)bs.replica_bytes, plan.total);
+            }
+}
+
 /* ---- inside the loop: checkpoint and resume ---------------------------------- */
 
 static int stop_after(void *user)
@@ -355,6 +387,7 @@ int main(void)
         cmocka_unit_test(test_accumulation_within_rounding),
         cmocka_unit_test(test_clipping),
         cmocka_unit_test(test_offload_charges_the_link),
+        cmocka_unit_test(test_allocations_follow_the_plan),
         cmocka_unit_test(test_checkpoint_resume),
         cmocka_unit_test(test_config_rules),
     };
