@@ -31,7 +31,9 @@ void pt_app_options_defaults(pt_app_options *o)
     o->min_free_bytes = 256ull << 20;
     o->limits = (pt_app_limits){.upload_decompressed_bytes = 8ull << 30, .upload_structures = 5000000,
                                 .upload_atoms = 100000000, .owner_storage_bytes = 20ull << 30,
-                                .owner_jobs = 8};
+                                .owner_jobs = 8, .predict_atoms = 100000, .predict_edges = 5000000,
+                                .heavy_threads = 2, .heavy_queue = 8, .heavy_deadline_s = 600};
+    o->stop_grace_s = 5;
 }
 
 /* ---- store pool ------------------------------------------------------------ */
@@ -242,7 +244,8 @@ static void on_scheduler_log(void *ctx, const char *line)
 
 static int open_database(pt_app *app, char *err, size_t errlen)
 {
-    int max = (int)app->opt.http_threads * 2 + 4;
+    /* every HTTP thread and heavy-work thread may hold two at once */
+    int max = (int)(app->opt.http_threads + app->opt.limits.heavy_threads) * 2 + 4;
     if (pt_store_pool_init(&app->pool, app->db_path, max) != 0) return pt_err_printf(err, errlen, "database path too long");
     char why[512];
     pt_store *s = pt_app_store_acquire(app, why, sizeof why);
@@ -384,6 +387,10 @@ int pt_app_start(pt_app *app, char *err, size_t errlen)
     hc.upload_max = app->opt.upload_max;
     hc.access_log = app->opt.access_log;
     hc.prom = &app->prom;
+    hc.heavy_threads = app->opt.limits.heavy_threads ? app->opt.limits.heavy_threads : 2;
+    hc.heavy_queue = app->opt.limits.heavy_queue;
+    hc.heavy_deadline_s = app->opt.limits.heavy_deadline_s;
+    if (app->opt.stop_grace_s) hc.stop_grace_ms = app->opt.stop_grace_s * 1000;
     char why[512];
     if (pt_http_init(&app->http, &hc, &app->router, why, sizeof why) != 0) {
         pt_err_printf(err, errlen, "%s", why);

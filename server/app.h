@@ -59,6 +59,11 @@ typedef struct pt_app_limits {
     uint64_t upload_atoms;               /* atoms in one upload: 100,000,000 */
     uint64_t owner_storage_bytes;        /* stored datasets of one owner: 20 GiB */
     int owner_jobs;                      /* queued, running and cancelling jobs of one owner: 8 */
+    uint64_t predict_atoms;              /* atoms in one predict request: 100,000 */
+    uint64_t predict_edges;              /* neighbour edges of one predict request: 5,000,000 */
+    unsigned heavy_threads;              /* uploads, packing reports, predictions at once: 2 */
+    unsigned heavy_queue;                /* ... waiting for a thread; past it 503: 8 */
+    unsigned heavy_deadline_s;           /* one of them is given up after: 600 s */
 } pt_app_limits;
 
 typedef struct pt_app_options {
@@ -75,6 +80,8 @@ typedef struct pt_app_options {
     double cancel_grace_s;           /* SIGTERM -> SIGKILL; 0 = scheduler default */
     int max_attempts;                /* crashes before a job fails; 0 = scheduler default */
     uint64_t min_free_bytes;         /* /readyz fails below this free space; default 256 MiB */
+    unsigned stop_grace_s;           /* SIGTERM: in-flight requests finish or are answered within it;
+                                        default 5 */
     uint64_t worker_memory_bytes;    /* memory of one job's processes (admission, and the
                                         scheduler's ceiling); 0 = 7/8 of RAM / workers */
     int checkpoints_kept;            /* newest checkpoints kept per job (>= 2); 0 = 2 */

@@ -100,6 +100,12 @@ int pt_graphs_count(uint32_t *nedges, const pt_dataset *ds, const pt_graph_param
 typedef struct pt_graphs_count_opts {
     int threads;                  /* 0 or 1: the calling thread; n: it and n - 1 more */
     const pt_progress *progress;  /* phase "count_edges" in structures; NULL = none */
+    /* Asked by the calling thread between blocks of structures (may be
+     * NULL): nonzero stops the count, which fails with "stopped" and sets
+     * *stopped (a request given up, server/http/offload.h). */
+    int (*should_stop)(void *user);
+    void *user;
+    int *stopped;
 } pt_graphs_count_opts;
 
 /* pt_graphs_count over `threads` threads, structures handed out in blocks,

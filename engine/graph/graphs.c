@@ -179,6 +179,8 @@ typedef struct count_job {
     atomic_uint_fast64_t next;       /* first structure of the next block */
     atomic_uint_fast64_t done;       /* structures counted */
     atomic_uint_fast64_t fail_at;    /* lowest failing structure so far, or UINT64_MAX */
+    atomic_int stop;                 /* the caller gave up (should_stop) */
+    const pt_graphs_count_opts *o;
 } count_job;
 
 typedef struct count_worker {
@@ -206,6 +208,9 @@ static void *count_main(void *arg)
     pt_neighbor_list_init(&nl);
     const uint64_t n = j->ds->n_structs;
     for (;;) {
+        /* the calling thread's worker asks; the others see its answer */
+        if (w->progress && j->o && j->o->should_stop && j->o->should_stop(j->o->user)) atomic_store(&j->stop, 1);
+        if (atomic_load(&j->stop)) break;
         uint64_t lo = atomic_fetch_add(&j->next, COUNT_BLOCK);
         if (lo >= n || lo > atomic_load(&j->fail_at)) break;
         uint64_t hi = lo + COUNT_BLOCK < n ? lo + COUNT_BLOCK : n;
@@ -233,7 +238,8 @@ int pt_graphs_count_ex(uint32_t *nedges, const pt_dataset *ds, const pt_graph_pa
     int threads = o && o->threads > 1 ? o->threads : 1;
     if ((uint64_t)threads > ds->n_structs / COUNT_BLOCK + 1)
         threads = (int)(ds->n_structs / COUNT_BLOCK + 1);
-    count_job job = {.nedges = nedges, .ds = ds, .p = p};
+    count_job job = {.nedges = nedges, .ds = ds, .p = p, .o = o};
+    atomic_init(&job.stop, 0);
     atomic_init(&job.next, 0);
     atomic_init(&job.done, 0);
     atomic_init(&job.fail_at, UINT64_MAX);
@@ -260,7 +266,11 @@ int pt_graphs_count_ex(uint32_t *nedges, const pt_dataset *ds, const pt_graph_pa
         if (w[t].failed_at != UINT64_MAX && (first < 0 || w[t].failed_at < w[first].failed_at))
             first = t;
     }
-    if (first >= 0)
+    int stopped = first < 0 && atomic_load(&job.stop);
+    if (o && o->stopped) *o->stopped = stopped;
+    if (stopped)
+        pt_errors_add(errs, "", 0, "", "stopped");
+    else if (first >= 0)
         for (size_t e = 0; e < w[first].errs.kept; e++) {
             const pt_error *x = &w[first].errs.items[e];
             pt_errors_add(errs, x->file, x->line, x->field, "%s", x->message);
@@ -269,5 +279,5 @@ int pt_graphs_count_ex(uint32_t *nedges, const pt_dataset *ds, const pt_graph_pa
         pt_progress_end(&progress, ds->n_structs, ds->n_structs);
     for (int t = 0; t < threads; t++) pt_errors_close(&w[t].errs);
     free(w);
-    return first >= 0 ? -1 : 0;
+    return first >= 0 || stopped ? -1 : 0;
 }

@@ -16,7 +16,14 @@
 
 int pt_predict_dataset(pt_prediction *p, const char *model_path, const pt_dataset *ds, pt_errors *errs)
 {
+    return pt_predict_dataset_ex(p, model_path, ds, NULL, errs);
+}
+
+int pt_predict_dataset_ex(pt_prediction *p, const char *model_path, const pt_dataset *ds,
+                          pt_predict_options *o, pt_errors *errs)
+{
     memset(p, 0, sizeof(*p));
+    if (o) o->stopped = 0;
     pt_schnet m;
     memset(&m, 0, sizeof m);
     if (pt_schnet_load(&m, model_path, errs) != 0) return -1;
@@ -31,6 +38,13 @@ int pt_predict_dataset(pt_prediction *p, const char *model_path, const pt_datase
     int rc = -1;
     pt_graph_params gp = {.cutoff = m.cfg.cutoff, .max_neighbors = m.cfg.max_neighbors, .mode = PT_GRAPH_RADIUS};
     if (pt_graphs_build(&g, ds, &gp, errs) != 0) goto done;
+    if (o && o->max_edges && g.n_edges > o->max_edges) {
+        pt_errors_add(errs, NULL, 0, "", "the structures have %llu neighbour edges at the model's cutoff of %g "
+                      "Å, more than the %llu accepted in one call", (unsigned long long)g.n_edges,
+                      (double)m.cfg.cutoff, (unsigned long long)o->max_edges);
+        o->stopped = 1;
+        goto done;
+    }
     if (pt_packs_consecutive(&packs, ds, &g, ds->n_structs, PREDICT_BATCH, errs) != 0) goto done;
     int brc = pt_batch_init(&b, packs.limits, 1, m.cfg.cutoff);
     if (brc != PT_BATCH_OK || !(p->y = calloc(ds->n_structs ? ds->n_structs : 1, sizeof(double)))) {
@@ -42,6 +56,11 @@ int pt_predict_dataset(pt_prediction *p, const char *model_path, const pt_datase
      * the model's full-precision answer, as PyG would give it */
     if (pt_schnet_acts_init(&acts, &m, b.cap_nodes, b.cap_edges, b.cap_graphs, errs) != 0) goto done;
     for (uint32_t k = 0; k < packs.n_packs; k++) {
+        if (o && o->should_stop && o->should_stop(o->user)) {
+            pt_errors_add(errs, NULL, 0, "", "stopped");
+            o->stopped = 2;
+            goto done;
+        }
         brc = pt_batch_fill(&b, ds, &g, &packs, k, 1, -1);
         if (brc != PT_BATCH_OK) {
             pt_errors_add(errs, NULL, 0, "", "%s", pt_batch_strerror(brc));

@@ -28,6 +28,21 @@ typedef struct pt_prediction {
 /* Returns 0, or -1 with the reason in errs (model file problems, structures
  * too large, out of memory).  p is zeroed on failure. */
 int pt_predict_dataset(pt_prediction *p, const char *model_path, const pt_dataset *ds, pt_errors *errs);
+
+/* What one call may cost, for a server answering requests: */
+typedef struct pt_predict_options {
+    /* the neighbour edges of all structures at the model's cutoff; past it
+     * the call fails before any forward pass (0: no limit) */
+    uint64_t max_edges;
+    /* asked before each pack (may be NULL): nonzero stops the call */
+    int (*should_stop)(void *user);
+    void *user;
+    /* out: 1 when max_edges stopped it, 2 when should_stop did */
+    int stopped;
+} pt_predict_options;
+
+int pt_predict_dataset_ex(pt_prediction *p, const char *model_path, const pt_dataset *ds,
+                          pt_predict_options *o, pt_errors *errs);
 void pt_prediction_close(pt_prediction *p);
 
 #endif

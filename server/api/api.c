@@ -14,6 +14,7 @@ typedef struct api_route {
 } api_route;
 
 #define PUBLIC PT_ROUTE_PUBLIC
+#define HEAVY PT_ROUTE_HEAVY      /* runs off the HTTP threads (server/http/offload.h) */
 
 static const api_route api[] = {
     /* the server itself (routes_system.c) */
@@ -22,12 +23,12 @@ static const api_route api[] = {
     {"GET", "/metrics", pt_api_prometheus, PT_BODY_NONE, PUBLIC, 0},
     {"GET", "/openapi.json", pt_api_openapi, PT_BODY_NONE, PUBLIC, 0},
     /* datasets (routes_datasets.c, routes_packing.c) */
-    {"POST", "/v1/datasets", pt_api_datasets_upload, PT_BODY_FILE, 0, 0},
+    {"POST", "/v1/datasets", pt_api_datasets_upload, PT_BODY_FILE, HEAVY, 0},
     {"GET", "/v1/datasets", pt_api_datasets_list, PT_BODY_NONE, 0, 0},
     {"GET", "/v1/datasets/events", pt_api_datasets_events, PT_BODY_NONE, 0, 0},
     {"GET", "/v1/datasets/{id}", pt_api_datasets_get, PT_BODY_NONE, 0, 0},
     {"DELETE", "/v1/datasets/{id}", pt_api_datasets_delete, PT_BODY_NONE, 0, 0},
-    {"GET", "/v1/datasets/{id}/packing", pt_api_dataset_packing, PT_BODY_NONE, 0, 0},
+    {"GET", "/v1/datasets/{id}/packing", pt_api_dataset_packing, PT_BODY_NONE, HEAVY, 0},
     /* jobs (routes_jobs.c) */
     {"POST", "/v1/jobs", pt_api_jobs_create, PT_BODY_JSON, 0, 0},
     {"GET", "/v1/jobs", pt_api_jobs_list, PT_BODY_NONE, 0, 0},
@@ -38,7 +39,7 @@ static const api_route api[] = {
     {"GET", "/v1/jobs/{id}/events", pt_api_job_events, PT_BODY_NONE, 0, 0},
     {"GET", "/v1/jobs/{id}/logs", pt_api_job_logs, PT_BODY_NONE, 0, 0},
     {"GET", "/v1/jobs/{id}/model", pt_api_job_model, PT_BODY_NONE, 0, 0},
-    {"POST", "/v1/jobs/{id}/predict", pt_api_job_predict, PT_BODY_FILE, 0, 0},
+    {"POST", "/v1/jobs/{id}/predict", pt_api_job_predict, PT_BODY_FILE, HEAVY, 0},
     /* the dashboard (routes_system.c): "/" is index.html, or a pointer to
      * the API without a web directory; the catch-all goes last */
     {"GET", "/", pt_api_index, PT_BODY_NONE, PUBLIC, 0},

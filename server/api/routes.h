@@ -21,6 +21,7 @@
 
 #include "engine/data/reader.h"
 #include "server/app.h"
+#include "server/http/offload.h"
 #include "server/http/request.h"
 #include "server/http/response.h"
 #include "store/store.h"
@@ -59,6 +60,8 @@ typedef struct pt_dataset_import {
     const char *forces_key;    /* ASE database: the forces (ase_db.h), NULL: "forces" */
     const char *stress_key;    /* ASE database: the stress, NULL: "stress" */
     uint64_t source_bytes;     /* size of the file as sent */
+    pt_request *req;           /* the upload's request: the ingest stops when it is given
+                                  up (pt_request_cancelled); NULL: never */
 } pt_dataset_import;
 
 /* Ingests `src` into data_dir/datasets/ID/data.ptd and records the dataset,

@@ -119,10 +119,14 @@ static int import_to(pt_app *app, pt_store *s, const char *src, const pt_dataset
     io.max_bytes = lim->upload_decompressed_bytes;
     io.max_structures = lim->upload_structures;
     io.max_total_atoms = lim->upload_atoms;
+    if (imp->req) {
+        io.should_stop = pt_request_should_stop;
+        io.user = imp->req;
+    }
     pt_ingest_report rep;
     memset(&rep, 0, sizeof rep);
     if (pt_ingest_files(&src, 1, row.path, &io, &rep, errs) != 0) {
-        *status = rep.over_limit ? 413 : 422;
+        *status = rep.stopped ? 503 : rep.over_limit ? 413 : 422;
         pt_ingest_report_close(&rep);
         remove_dataset_files(dir);
         return -1;
@@ -240,7 +244,7 @@ pt_response pt_api_datasets_upload(pt_request *req, void *ctx)
 {
     pt_app *app = ctx;
     pt_dataset_import imp = {.owner = pt_app_owner(req), .name = pt_request_query(req, "name"),
-                             .format = PT_FORMAT_AUTO, .source_bytes = req->body_size};
+                             .format = PT_FORMAT_AUTO, .source_bytes = req->body_size, .req = req};
     if (!imp.name) imp.name = "upload";
     if (!name_ok(imp.name))
         pt_errors_add(&req->errors, NULL, 0, "query.name", "must be 1..%d characters without control characters",
@@ -286,6 +290,8 @@ pt_response pt_api_datasets_upload(pt_request *req, void *ctx)
         pt_response_header(&r, "Location", loc);
     } else if (status == 429) {
         r = quota;
+    } else if (status == 503 && pt_request_cancelled(req)) {
+        r = pt_request_cancelled_response(req);
     } else if (status == 413) {
         r = pt_problem_errors(413, &errs, "'%s' is larger than this server accepts in one upload", imp.name);
     } else if (status == 422) {

@@ -102,8 +102,8 @@ static double now_s(void)
 
 /* Plans the packs of the whole dataset; 0, or -1 with errs (422) or a
  * server-side failure in *fatal. */
-static int plan(const pt_dataset *ds, const pt_pack_request *pr, const pt_graph_params *gp, pt_pack_report *rep,
-                const pt_progress *progress, pt_errors *errs, int *fatal)
+static int plan(pt_request *req, const pt_dataset *ds, const pt_pack_request *pr, const pt_graph_params *gp,
+                pt_pack_report *rep, const pt_progress *progress, pt_errors *errs, int *fatal)
 {
     uint32_t n = ds->n_structs;
     uint32_t *natoms = malloc(sizeof(uint32_t) * n), *nedges = malloc(sizeof(uint32_t) * n);
@@ -118,8 +118,13 @@ static int plan(const pt_dataset *ds, const pt_pack_request *pr, const pt_graph_
         natoms[s] = pt_dataset_natoms(ds, s);
         ids[s] = s;
     }
-    pt_graphs_count_opts co = {.threads = (int)sysconf(_SC_NPROCESSORS_ONLN), .progress = progress};
+    /* a request given up (client gone, deadline, server stopping) stops
+     * the count, the long part */
+    int stopped = 0;
+    pt_graphs_count_opts co = {.threads = (int)sysconf(_SC_NPROCESSORS_ONLN), .progress = progress,
+                               .should_stop = pt_request_should_stop, .user = req, .stopped = &stopped};
     if (pt_graphs_count_ex(nedges, ds, gp, &co, errs) != 0) goto done;
+    if (pt_request_cancelled(req)) goto done;
     pt_packer pk;
     if (pt_packer_init(&pk, pr, natoms, nedges, n, ids, n, errs) != 0) goto done;
     rc = pt_packer_report(&pk, 0, rep);
@@ -169,11 +174,13 @@ pt_response pt_api_dataset_packing(pt_request *req, void *ctx)
     pt_app_task_begin(app, id, pt_app_owner(req), name, "count_edges");
     task_sink ts = {app, id};
     pt_progress sink = {.fn = on_progress, .user = &ts, .every = 0.2};
-    int ok = plan(&ds, &pr, &gp, &rep, &sink, &errs, &fatal) == 0;
+    int ok = plan(req, &ds, &pr, &gp, &rep, &sink, &errs, &fatal) == 0;
     char first[256] = "";
     if (!ok) pt_errors_first(&errs, first, sizeof first);
     pt_app_task_end(app, id, ok, fatal ? "out of memory planning the packs" : first);
-    if (ok)
+    if (pt_request_cancelled(req))
+        r = pt_request_cancelled_response(req);
+    else if (ok)
         r = pt_response_json(200, report_json(id, &rep, &gp, now_s() - t0));
     else if (fatal) r = pt_problem(500, "out of memory planning the packs");
     else r = pt_problem_errors(422, &errs, "dataset %s cannot be packed this way", id);

@@ -85,13 +85,20 @@ static json_t *predictions_json(const char *id, const char *target, const pt_dat
 }
 
 /* Ingests the body into tmp_ptd; 0, or -1 with *r set. */
-static int ingest_body(pt_request *req, const char *tmp_ptd, const char *name, pt_format format, int *is_db,
-                       pt_response *r)
+static int ingest_body(pt_app *app, pt_request *req, const char *tmp_ptd, const char *name, pt_format format,
+                       int *is_db, pt_response *r)
 {
     pt_ingest_options io;
     pt_ingest_options_init(&io);
     io.format = format;
     io.display_name = name;
+    /* the work of one request is bounded by its atoms (and its edges,
+     * pt_predict_options), not only its structures: a small gzip of a few
+     * large structures would otherwise cost CPU-minutes */
+    io.max_structures = PREDICT_MAX_STRUCTURES;
+    io.max_total_atoms = app->opt.limits.predict_atoms;
+    io.should_stop = pt_request_should_stop;
+    io.user = req;
     pt_ingest_report rep;
     memset(&rep, 0, sizeof rep);
     pt_errors errs;
@@ -99,7 +106,13 @@ static int ingest_body(pt_request *req, const char *tmp_ptd, const char *name, p
     const char *src = req->body_path;
     int rc = pt_ingest_files(&src, 1, tmp_ptd, &io, &rep, &errs);
     *is_db = rep.n_by_format[PT_FORMAT_ASE_DB] > 0;
-    if (rc != 0) {
+    if (rc != 0 && rep.stopped) {
+        *r = pt_request_cancelled_response(req);
+    } else if (rc != 0 && rep.over_limit) {
+        *r = pt_problem_errors(413, &errs, "'%s' holds more than one prediction request may: send at most %d "
+                               "structures and %llu atoms at once", name, PREDICT_MAX_STRUCTURES,
+                               (unsigned long long)app->opt.limits.predict_atoms);
+    } else if (rc != 0) {
         *r = pt_problem_errors(422, &errs, "'%s' is not a valid structure file: %zu problem%s", name, errs.total,
                                errs.total == 1 ? "" : "s");
     } else if (rep.n_structs == 0 || rep.n_structs > PREDICT_MAX_STRUCTURES) {
@@ -134,7 +147,7 @@ pt_response pt_api_job_predict(pt_request *req, void *ctx)
         snprintf(tmp, sizeof tmp, "%s/%s.ptd", app->tmp_dir, rid) >= (int)sizeof tmp)
         return pt_problem(500, "cannot name a temporary file");
     int is_db = 0;
-    if (ingest_body(req, tmp, name, format, &is_db, &r) != 0) {
+    if (ingest_body(app, req, tmp, name, format, &is_db, &r) != 0) {
         unlink(tmp);
         return r;
     }
@@ -150,9 +163,15 @@ pt_response pt_api_job_predict(pt_request *req, void *ctx)
     pt_errors errs;
     pt_errors_init(&errs, 10);
     pt_prediction p;
-    if (pt_predict_dataset(&p, model, &ds, &errs) == 0) {
+    pt_predict_options po = {.max_edges = app->opt.limits.predict_edges, .should_stop = pt_request_should_stop,
+                             .user = req};
+    if (pt_predict_dataset_ex(&p, model, &ds, &po, &errs) == 0) {
         r = pt_response_json(200, predictions_json(id, target, &ds, &p, now_s() - t0, is_db ? "row" : "line"));
         pt_prediction_close(&p);
+    } else if (po.stopped == 2) {
+        r = pt_request_cancelled_response(req);
+    } else if (po.stopped == 1) {
+        r = pt_problem_errors(413, &errs, "'%s' is more work than one prediction request may be", name);
     } else {
         char first[512];
         pt_errors_first(&errs, first, sizeof first);

@@ -57,7 +57,19 @@ static void usage(FILE *out)
             "                       default 5000000)\n"
             "  --upload-max-atoms N atoms in one upload ($PACKTRAIN_UPLOAD_MAX_ATOMS, default 100000000)\n"
             "  --quota-storage BYTES   stored datasets per owner ($PACKTRAIN_QUOTA_STORAGE, default 20 GiB)\n"
-            "  --quota-jobs N       queued and running jobs per owner ($PACKTRAIN_QUOTA_JOBS, default 8)\n",
+            "  --quota-jobs N       queued and running jobs per owner ($PACKTRAIN_QUOTA_JOBS, default 8)\n"
+            "  --predict-max-atoms N   atoms in one predict request ($PACKTRAIN_PREDICT_MAX_ATOMS,\n"
+            "                       default 100000)\n"
+            "  --predict-max-edges N   neighbour edges of one predict request at the model's cutoff\n"
+            "                       ($PACKTRAIN_PREDICT_MAX_EDGES, default 5000000)\n"
+            "  --heavy-threads N    uploads, packing reports and predictions run at once, off the HTTP\n"
+            "                       threads ($PACKTRAIN_HEAVY_THREADS, default 2)\n"
+            "  --heavy-queue N      more of them waiting; past it 503 + Retry-After\n"
+            "                       ($PACKTRAIN_HEAVY_QUEUE, default 8)\n"
+            "  --heavy-deadline S   one of them is given up (503) after S seconds\n"
+            "                       ($PACKTRAIN_HEAVY_DEADLINE, default 600)\n"
+            "  --stop-grace S       on SIGTERM, in-flight requests finish or are answered 503 within S\n"
+            "                       seconds ($PACKTRAIN_STOP_GRACE, default 5)\n",
             DEFAULT_PORT);
 }
 
@@ -152,6 +164,12 @@ static const num_flag num_flags[] = {
     {"--upload-max-atoms", "PACKTRAIN_UPLOAD_MAX_ATOMS", 0, 1e15, NUM_U64, OPT(limits.upload_atoms)},
     {"--quota-storage", "PACKTRAIN_QUOTA_STORAGE", 0, 1e18, NUM_U64, OPT(limits.owner_storage_bytes)},
     {"--quota-jobs", "PACKTRAIN_QUOTA_JOBS", 0, 1e6, NUM_INT, OPT(limits.owner_jobs)},
+    {"--predict-max-atoms", "PACKTRAIN_PREDICT_MAX_ATOMS", 0, 1e12, NUM_U64, OPT(limits.predict_atoms)},
+    {"--predict-max-edges", "PACKTRAIN_PREDICT_MAX_EDGES", 0, 1e15, NUM_U64, OPT(limits.predict_edges)},
+    {"--heavy-threads", "PACKTRAIN_HEAVY_THREADS", 1, 256, NUM_UINT, OPT(limits.heavy_threads)},
+    {"--heavy-queue", "PACKTRAIN_HEAVY_QUEUE", 0, 100000, NUM_UINT, OPT(limits.heavy_queue)},
+    {"--heavy-deadline", "PACKTRAIN_HEAVY_DEADLINE", 0, 1e6, NUM_UINT, OPT(limits.heavy_deadline_s)},
+    {"--stop-grace", "PACKTRAIN_STOP_GRACE", 1, 3600, NUM_UINT, OPT(stop_grace_s)},
 };
 #undef OPT
 

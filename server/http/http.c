@@ -35,6 +35,8 @@ void pt_http_config_defaults(pt_http_config *cfg)
     cfg->max_connections = 512;
     cfg->idle_timeout_s = 60;
     cfg->stop_grace_ms = 5000;
+    cfg->heavy_threads = 2;
+    cfg->heavy_queue = 8;
     cfg->upload_max = 2ull << 30;
     cfg->json_max = 1u << 20;
 }
@@ -89,10 +91,33 @@ static void wake_connection(void *data, pt_wake_reason reason)
     MHD_resume_connection(req->conn);
 }
 
+/* --- heavy routes ---------------------------------------------------------------------- */
+
+/* The pool's side: the response is in req->offload_result. */
+static void resume_offloaded(pt_request *req)
+{
+    MHD_resume_connection(req->conn);
+}
+
+/* A heavy route's handler goes to the offload pool: its place is taken
+ * before the connection is suspended (so a full pool answers at once, on
+ * this thread), and the connection is suspended before the work is queued
+ * (so the pool can never resume a connection not yet suspended). */
+static enum MHD_Result offload_handler(pt_http *h, pt_request *req)
+{
+    pt_cancel_reason why;
+    if (pt_offload_reserve(&h->offload, &why) != 0) return send_response(req, pt_offload_refused(why));
+    req->phase = PT_PHASE_OFFLOADED;
+    MHD_suspend_connection(req->conn);
+    pt_offload_push(&h->offload, req);
+    return MHD_YES;
+}
+
 /* Runs the route's handler; parks the request when the handler asks to wait. */
 static enum MHD_Result run_handler(pt_http *h, pt_request *req)
 {
     const pt_route *route = req->matched;
+    if (route->flags & PT_ROUTE_HEAVY) return offload_handler(h, req);
     for (int retries = 0;; retries++) {
         req->wait_watch = NULL;
         int expired_before = req->wait_expired;
@@ -278,6 +303,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return request_complete(h, req);
     case PT_PHASE_WAITING:
         return run_handler(h, req);
+    case PT_PHASE_OFFLOADED:
+        return send_response(req, req->offload_result);
     case PT_PHASE_DONE:
         break;
     }
@@ -429,6 +456,7 @@ static void apply_defaults(pt_http_config *c)
     if (!c->idle_timeout_s) c->idle_timeout_s = d.idle_timeout_s;
     if (!c->upload_max) c->upload_max = d.upload_max;
     if (!c->json_max) c->json_max = d.json_max;
+    if (!c->heavy_threads) c->heavy_threads = d.heavy_threads;
 }
 
 /* Whether a listener already holds the address: the usual reason a server
@@ -445,6 +473,12 @@ static int port_in_use(const struct sockaddr_storage *addr, int family)
     int busy = bind(fd, (const struct sockaddr *)addr, len) != 0 && errno == EADDRINUSE;
     close(fd);
     return busy;
+}
+
+static void stop_offload(pt_http *h, int64_t deadline_ms)
+{
+    pt_offload_stop(&h->offload, deadline_ms);
+    pt_offload_close(&h->offload);
 }
 
 int pt_http_init(pt_http *h, const pt_http_config *cfg, pt_router *router, char *err, size_t errlen)
@@ -476,6 +510,11 @@ int pt_http_init(pt_http *h, const pt_http_config *cfg, pt_router *router, char 
 
     if (register_metrics(h, err, errlen) != 0) return -1;
     if (pt_waitset_init(&h->waitset, err, errlen) != 0) return -1;
+    if (pt_offload_init(&h->offload, h->cfg.heavy_threads, h->cfg.heavy_queue,
+                        (int64_t)h->cfg.heavy_deadline_s * 1000, resume_offloaded, h->cfg.prom, err, errlen) != 0) {
+        pt_waitset_close(&h->waitset);
+        return -1;
+    }
 
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (family == AF_INET6) {
@@ -500,12 +539,14 @@ int pt_http_init(pt_http *h, const pt_http_config *cfg, pt_router *router, char 
                  "or choose another port with --port N or PACKTRAIN_PORT=N",
                  h->cfg.port, h->bind_address);
         pt_waitset_close(&h->waitset);
+        stop_offload(h, 0);
         return -1;
     }
     if (!h->daemon) {
         snprintf(err, errlen, "cannot start the HTTP server on %s port %u: %s", h->bind_address, h->cfg.port,
                  h->start_error[0] ? h->start_error : "libmicrohttpd refused the configuration");
         pt_waitset_close(&h->waitset);
+        stop_offload(h, 0);
         return -1;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
@@ -526,7 +567,15 @@ void pt_http_close(pt_http *h)
      * finished work rather than holding the shutdown for their full timeout. */
     pt_waitset_drain(&h->waitset);
     int64_t deadline = pt_clock_ms() + h->cfg.stop_grace_ms;
+    /* queued heavy work is answered 503 now; running work is cancelled at
+     * the deadline and answers 503 at its next check */
+    pt_offload_stop(&h->offload, deadline);
     while (__atomic_load_n(&h->active, __ATOMIC_SEQ_CST) > 0 && pt_clock_ms() < deadline) usleep(2000);
+    /* libmicrohttpd must not stop with a connection suspended: the heavy
+     * work left ends at its next check, and its answer goes out */
+    pt_offload_close(&h->offload);
+    int64_t flush = pt_clock_ms() + 1000;
+    while (__atomic_load_n(&h->active, __ATOMIC_SEQ_CST) > 0 && pt_clock_ms() < flush) usleep(2000);
     MHD_stop_daemon(h->daemon);
     h->daemon = NULL;
     if (listen_fd != MHD_INVALID_SOCKET) close(listen_fd);

@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "server/http/offload.h"
 #include "server/http/prom.h"
 #include "server/http/request.h"
 #include "server/http/router.h"
@@ -37,6 +38,9 @@ typedef struct pt_http_config {
     unsigned max_per_ip;        /* 0: no per-address limit */
     unsigned idle_timeout_s;    /* idle connections are closed after this; default 60 */
     unsigned stop_grace_ms;     /* pt_http_close waits this long for requests; default 5000 */
+    unsigned heavy_threads;     /* PT_ROUTE_HEAVY handlers at once (offload.h); default 2 */
+    unsigned heavy_queue;       /* ... and waiting for a thread, past which 503; default 8 */
+    unsigned heavy_deadline_s;  /* a heavy handler is cancelled after this; 0 = none (default) */
     const char *upload_dir;     /* temp files of PT_BODY_FILE routes; default $TMPDIR or /tmp */
     uint64_t upload_max;        /* PT_BODY_FILE limit; default 2 GiB */
     size_t json_max;            /* PT_BODY_JSON (and stray body) limit; default 1 MiB */
@@ -51,6 +55,7 @@ typedef struct pt_http {
     char upload_dir[PATH_MAX];
     pt_router *router;
     pt_waitset waitset;
+    pt_offload offload;         /* PT_ROUTE_HEAVY handlers */
     unsigned port;
     long active;                /* requests begun and not completed (atomic) */
     int starting;
@@ -62,8 +67,10 @@ void pt_http_config_defaults(pt_http_config *cfg);
 /* Binds and starts the worker threads; -1 with a message on failure. */
 int pt_http_init(pt_http *h, const pt_http_config *cfg, pt_router *router, char *err, size_t errlen);
 unsigned pt_http_port(const pt_http *h);
-/* Stops accepting connections, ends waits and event streams, lets running
- * requests finish (up to stop_grace_ms), then stops the daemon. */
+/* Stops accepting connections, ends waits and event streams, answers heavy
+ * requests still queued with 503, lets running requests finish until
+ * stop_grace_ms (heavy ones are then cancelled: pt_request_cancelled, and
+ * answer 503), then stops the daemon. */
 void pt_http_close(pt_http *h);
 
 /* Long-poll.  Returned by a handler, asks the server to park the request

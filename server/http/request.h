@@ -35,6 +35,7 @@ typedef enum pt_request_phase {
     PT_PHASE_NEW = 0,   /* headers received, not routed yet */
     PT_PHASE_BODY,      /* receiving the body */
     PT_PHASE_WAITING,   /* parked by pt_request_wait */
+    PT_PHASE_OFFLOADED, /* a heavy route's handler runs on the offload pool (offload.h) */
     PT_PHASE_DONE       /* a response is queued */
 } pt_request_phase;
 
@@ -75,6 +76,12 @@ struct pt_request {
     int64_t wait_deadline_ms;  /* 0 until the first pt_request_wait */
     int wait_expired;
     void *server;
+    /* heavy routes (offload.c) */
+    struct pt_request *offload_next;   /* the pool's queue */
+    pt_response offload_result;        /* the handler's response, sent once resumed */
+    void *offload;                     /* the pool that runs it; NULL for other requests */
+    int64_t work_start_ms, gone_checked_ms;
+    int cancelled;                     /* pt_cancel_reason, once decided */
 };
 
 /* Allocates a request for `target` (the raw request-target).  Returns NULL

@@ -25,7 +25,9 @@ typedef enum pt_body_kind {
     PT_BODY_FILE        /* raw body streamed to req->body_path */
 } pt_body_kind;
 
-enum { PT_ROUTE_PUBLIC = 1u << 0 };
+/* PT_ROUTE_HEAVY: the handler runs on the offload pool, not on an HTTP
+ * thread (offload.h); it should ask pt_request_cancelled() as it works. */
+enum { PT_ROUTE_PUBLIC = 1u << 0, PT_ROUTE_HEAVY = 1u << 1 };
 
 typedef struct pt_route {
     const char *method;     /* "GET", "POST", "DELETE", ... */

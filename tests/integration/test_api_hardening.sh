@@ -131,12 +131,31 @@ STEPS=$(jget "$BODY" 'j["step"]')
 req GET "/v1/jobs/$JOB/metrics?max_points=10000"
 expect "... no metric step is duplicated or missing" \
   "$(jget "$BODY" '[s["step"] for s in j["steps"]] == list(range(1, '"$STEPS"' + 1))')" True
+# --- F7: a predict request is limited by its atoms and edges, not only its structures -------------
+# The attack: a 10 KB gzip of 100 structures of 1,000 atoms at one point cost
+# 27 s of CPU on an HTTP thread (the caps allowed ~45 CPU-minutes per 100 KB).
+"$PY" - "$WORK/atoms.xyz.gz" 150 <<'PYEOF2'
+import gzip, sys
+with gzip.open(sys.argv[1], "wt") as f:
+    for i in range(int(sys.argv[2])):
+        f.write('1000\nProperties=species:S:1:pos:R:3 pbc="F F F"\n')
+        f.write("".join("C %.2f 0 0\n" % ((k % 10) * 0.01) for k in range(1000)))
+PYEOF2
+req POST "/v1/jobs/$JOB/predict?name=atoms.xyz.gz" --data-binary @"$WORK/atoms.xyz.gz"
+expect "F7: predict on $(stat -c %s "$WORK/atoms.xyz.gz") bytes of gzip holding 150,000 atoms: 413" "$STATUS" 413
+expect_match "... stopped at the atom past the limit, saying the limit" \
+  "$(jget "$BODY" 'j["errors"][0]["file"] + ": " + j["errors"][0]["message"]')" \
+  "^atoms.xyz.gz: more than 100000 atoms in all, the most accepted here"
 # paths: a job whose dataset file is gone fails naming no server directory
 req POST /v1/jobs "${J[@]}" --data @"$WORK/job.json"
 JOB2=$(jget "$BODY" 'j["id"]')
 stop_server "$SERVER_PID" TERM
 mv "$D/datasets/$DS/data.ptd" "$WORK/data.ptd.away"
-start_server "$D" --workers 1 || { finish; exit 1; }
+start_server "$D" --workers 1 --predict-max-edges 1000 || { finish; exit 1; }
+req POST "/v1/jobs/$JOB/predict?name=demo" --data-binary @"$DEMO"
+expect "F7: predict past the operator's edge limit (1,000 at the model's cutoff): 413" "$STATUS" 413
+expect_match "... saying how many edges" "$(jget "$BODY" 'j["errors"][0]["message"]')" \
+  "^the structures have [0-9]+ neighbour edges at the model's cutoff of .*, more than the 1000 accepted"
 check "F5: a job whose dataset file vanished fails" wait_state "$JOB2" failed 60
 REASON=$(jget "$BODY" 'j["failure_reason"]')
 expect_match "... with a reason naming the file" "$REASON" "data.ptd"
@@ -219,4 +238,78 @@ expect_match "... at training.split, naming the element" \
 req POST /v1/jobs "${J[@]}" --data '{"dataset":"'"$F10"'","target":"energy","training":{"split":[0.8,0.1,0.1]}}'
 expect "... a split whose training part can take the fluorine is accepted" "$STATUS" 201
 stop_server "$SERVER_PID" TERM
+
+# --- F2: heavy work runs off the HTTP threads; 503 + Retry-After when saturated --------------------
+# The attack: eight concurrent packing calls held the 4 HTTP threads and
+# /healthz gave no answer for > 10 s; two calls on one connection thread
+# serialised; no 429/503 anywhere.  Here: 2 HTTP threads, one heavy-work
+# thread and a queue of 4, five packing calls of a few seconds each at once.
+"$PY" - "$WORK/dense.xyz.gz" 6000 <<'PYEOF2'
+import gzip, sys
+with gzip.open(sys.argv[1], "wt") as f:
+    for i in range(int(sys.argv[2])):
+        f.write('1000\nenergy=%.3f pbc="F F F"\n' % (-1.0 * i))
+        f.write("".join("H %.2f 0 0\n" % ((k % 10) * 0.01) for k in range(1000)))
+PYEOF2
+D=$WORK/f2
+heavy() { curl -s "$BASE/metrics" | sed -n 's/^packtrain_http_heavy_requests \([0-9]*\).*/\1/p'; }
+wait_heavy() { # N SECONDS: until N heavy requests are running or queued
+  for _ in $(seq 1 $(($2 * 20))); do [ "$(heavy)" == "$1" ] && return 0; sleep 0.05; done; return 1
+}
+start_server "$D" --workers 0 --threads 2 --heavy-threads 1 --heavy-queue 4 --access-log "$D.access" || { finish; exit 1; }
+req POST "/v1/datasets?name=dense" --data-binary @"$WORK/dense.xyz.gz"
+expect "F2: a dataset of 6,000 structures of 1,000 close atoms ($(stat -c %s "$WORK/dense.xyz.gz") bytes of gzip)" "$STATUS" 201
+DENSE=$(jget "$BODY" 'j["id"]')
+pids=()
+for k in 1 2 3 4 5; do
+  curl -s -o "$WORK/pack$k" -w '%{http_code}\n' "$BASE/v1/datasets/$DENSE/packing" >"$WORK/pack$k.status" &
+  pids+=($!)
+done
+check "... five packing calls at once: one runs, four wait" wait_heavy 5 10
+req GET "/v1/datasets/$DENSE/packing"
+expect "... a sixth, past the pool and its queue: 503" "$STATUS" 503
+expect_match "... at once, with Retry-After, saying why" "$(header Retry-After): $(jget "$BODY" 'j["detail"]')" \
+  "^[0-9]+: the server is busy with as many uploads, packing reports and predictions as it runs at once"
+probes=0
+for k in 1 2 3 4 5; do
+  [ "$(curl -s -o /dev/null -m 2 -w '%{http_code}' "$BASE/healthz")" == 200 ] && probes=$((probes + 1))
+  [ "$(curl -s -o /dev/null -m 2 -w '%{http_code}' "$BASE/v1/datasets/$DENSE")" == 200 ] && probes=$((probes + 1))
+  sleep 0.2
+done
+expect "... meanwhile /healthz and GET /v1/datasets/{id} answer within 2 s, 5 probes each" "$probes" 10
+check "... (the packing calls were still running then)" test "$(heavy)" -ge 1
+wait "${pids[@]}"
+expect "... and the five are all answered 200" "$(cat "$WORK"/pack?.status | sort | uniq -c | tr -s ' ')" " 5 200"
+REPORT=$(jget "$WORK/pack1" 'j["graphs"]')
+expect "... with the report of every structure" "$REPORT" 6000
+
+# --- F7: heavy work whose client left is given up -----------------------------------------------------
+# The attack: predict's work went on after the client disconnected.
+curl -s -o /dev/null -m 1 "$BASE/v1/datasets/$DENSE/packing"
+check "F7: a packing call whose client gave up after 1 s ends" wait_heavy 0 10
+LINE=$(grep 'GET /v1/datasets/'"$DENSE"'/packing' "$D.access" | tail -1)
+expect_match "... without finishing its work: answered 503, not 200 ($LINE)" "$LINE" '" 503 '
+stop_server "$SERVER_PID" TERM
+
+# --- a deadline on one request's work, and F11: shutdown with a deadline ------------------------------
+# The attack (F11): SIGTERM waited 25.8 s for an in-flight predict, then
+# dropped its response.
+start_server "$D" --workers 0 --heavy-deadline 1 || { finish; exit 1; }
+req GET "/v1/datasets/$DENSE/packing"
+expect "a packing call past the operator's deadline of 1 s: 503" "$STATUS" 503
+expect_match "... saying so, with Retry-After" "$(header Retry-After): $(jget "$BODY" 'j["detail"]')" \
+  "^[0-9]+: the request was given up after 1 s, this server's limit on the work of one request"
+stop_server "$SERVER_PID" TERM
+start_server "$D" --workers 0 --stop-grace 1 || { finish; exit 1; }
+curl -s -o "$WORK/stopped" -D "$WORK/stopped.h" -w '%{http_code}' "$BASE/v1/datasets/$DENSE/packing" >"$WORK/stopped.status" &
+CURL=$!
+check "F11: a packing call is running" wait_heavy 1 10
+T0=$SECONDS
+kill -TERM "$SERVER_PID"
+wait "$CURL"
+expect "... SIGTERM: the call is answered 503, not dropped" "$(cat "$WORK/stopped.status")" 503
+expect_match "... saying the server is stopping" "$(jget "$WORK/stopped" 'j["detail"]')" "^the server is stopping"
+stop_server "$SERVER_PID" TERM
+check "... and the server has stopped within its grace of 1 s (and a few s of slack): $((SECONDS - T0)) s" \
+  test $((SECONDS - T0)) -le 6
 finish

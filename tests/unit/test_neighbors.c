@@ -583,6 +583,51 @@ static void test_threaded_count_reports_first_failure(void **state)
     free(pos);
 }
 
+static int stop_on_second_ask(void *user)
+{
+    return ++*(int *)user >= 2;
+}
+
+/* A caller that gives up (a request whose client left, server/http/offload.h)
+ * stops the count between blocks: -1, "stopped", *stopped set, and the
+ * blocks after are not counted. */
+static void test_count_stops_when_asked(void **state)
+{
+    (void)state;
+    const uint32_t ns = 5000;
+    uint64_t *offset = calloc(ns + 1, sizeof(uint64_t));
+    for (uint32_t t = 0; t < ns; t++) offset[t + 1] = offset[t] + 2;
+    uint8_t *z = calloc(offset[ns], 1);
+    float *pos = calloc(offset[ns] * 3, sizeof(float));
+    pt_dataset ds = {.n_structs = ns, .n_atoms = offset[ns], .atom_offset = offset, .z = z, .pos = pos};
+    pt_graph_params p = {1.0f, 32, PT_GRAPH_RADIUS};
+    uint32_t *counts = malloc(ns * sizeof(uint32_t));
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    for (int threads = 1; threads <= 2; threads++) {
+        int asked = 0, stopped = 0;
+        for (uint32_t s = 0; s < ns; s++) counts[s] = 7;
+        pt_graphs_count_opts o = {.threads = threads, .should_stop = stop_on_second_ask, .user = &asked,
+                                  .stopped = &stopped};
+        assert_int_equal(pt_graphs_count_ex(counts, &ds, &p, &o, &errs), -1);
+        assert_int_equal(stopped, 1);
+        assert_first_error(&errs, "stopped");
+        if (threads == 1) assert_int_equal(counts[ns - 1], 7);   /* the last block was never counted */
+        pt_errors_clear(&errs);
+        /* asked and never stopping: the same counts as without */
+        o = (pt_graphs_count_opts){.threads = threads, .should_stop = stop_on_second_ask, .user = &(int){-1000},
+                                   .stopped = &stopped};
+        assert_int_equal(pt_graphs_count_ex(counts, &ds, &p, &o, &errs), 0);
+        assert_int_equal(stopped, 0);
+        assert_int_equal(counts[ns - 1], 2);
+    }
+    pt_errors_close(&errs);
+    free(counts);
+    free(offset);
+    free(z);
+    free(pos);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -600,6 +645,7 @@ int main(void)
         cmocka_unit_test(test_invalid_parameters_are_reported),
         cmocka_unit_test(test_structure_too_large_for_edge_index),
         cmocka_unit_test(test_threaded_count_reports_first_failure),
+        cmocka_unit_test(test_count_stops_when_asked),
     };
     return cmocka_run_group_tests_name("neighbors", tests, NULL, NULL);
 }
