@@ -27,6 +27,7 @@
 #include "engine/data/dataset.h"
 #include "engine/model/schnet.h"
 #include "engine/train/train.h"
+#include "engine/train/train_internal.h"
 
 typedef struct prof_engine {
     const pt_train_data *d;
@@ -49,7 +50,8 @@ static double now(void)
 }
 
 static int prof_compute(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
-                        double norm, float *grads, pt_step_stats *st, pt_errors *errs)
+                        const pt_schnet_loss_norm *norm, float *grads, pt_step_stats *st,
+                        pt_errors *errs)
 {
     prof_engine *pe = self;
     const pt_train_data *d = pe->d;
@@ -59,10 +61,11 @@ static int prof_compute(void *self, const pt_packs *packs, const uint32_t *ids, 
     if (measured && pe->steps_seen > pe->warmup) pe->outside_s += t0 - pe->last_end;
     memset(st, 0, sizeof(*st));
     memset(grads, 0, d->model->n_params * sizeof(float));
-    double n_norm = 0;
-    for (uint32_t i = 0; i < n; i++)
-        n_norm += packs->graph_offset[ids[i] + 1] - packs->graph_offset[ids[i]];
-    if (norm > 0.0) n_norm = norm;
+    pt_schnet_loss_norm own;
+    if (!norm) {
+        pt_train_loss_norm(d, packs, ids, n, &own);
+        norm = &own;
+    }
     for (uint32_t at = 0; at < n; at += (uint32_t)d->layout.micro_packs) {
         uint32_t k = n - at < (uint32_t)d->layout.micro_packs ? n - at
                                                             : (uint32_t)d->layout.micro_packs;
@@ -74,18 +77,13 @@ static int prof_compute(void *self, const pt_packs *packs, const uint32_t *ids, 
             return -1;
         }
         if (measured) pe->fill_s += now() - tf;
-        pt_schnet_forward(d->model, &pe->acts, &pe->batch);
+        /* the training loop's own micro-batch (energy or forces job) */
+        pt_train_micro_forward(d, d->model, &pe->acts, &pe->batch, norm, st);
+        pt_train_micro_backward(d, d->model, &pe->acts, &pe->batch, grads);
         if (measured) {
             pe->rows += pe->acts.n_rows;
             pe->edge_slots += pe->batch.cap_edges;
         }
-        st->loss_sum += pt_schnet_loss(d->model, &pe->acts, &pe->batch, n_norm) * n_norm;
-        pt_schnet_backward(d->model, &pe->acts, &pe->batch, grads);
-        st->graphs += pe->batch.n_real_graphs;
-        st->nodes += pe->batch.n_real_nodes;
-        st->edges += pe->batch.n_real_edges;
-        st->node_slots += pe->batch.cap_nodes;
-        st->edge_slots += pe->batch.cap_edges;
     }
     pe->last_end = now();
     if (measured) {
@@ -109,8 +107,8 @@ static int prof_open(pt_grad_engine *eng, const pt_train_data *d, pt_errors *err
     pe->d = d;
     if (pt_batch_init(&pe->batch, d->limits, d->layout.micro_packs, (float)d->cfg->model.cutoff) !=
             PT_BATCH_OK ||
-        pt_schnet_acts_init(&pe->acts, d->model, pe->batch.cap_nodes, pe->batch.cap_edges,
-                            pe->batch.cap_graphs, errs) != 0) {
+        pt_schnet_acts_init_mode(&pe->acts, d->model, pe->batch.cap_nodes, pe->batch.cap_edges,
+                                 pe->batch.cap_graphs, pt_train_step_mode(d), errs) != 0) {
         pt_errors_add(errs, NULL, 0, "", "cannot allocate the batch");
         return -1;
     }

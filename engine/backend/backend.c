@@ -48,7 +48,8 @@ static int check_settings(const pt_train_data *d, pt_errors *errs)
 static int check_memory(const pt_train_data *d, pt_errors *errs)
 {
     pt_memplan plan;
-    if (pt_memplan_compute(&plan, &d->model->cfg, d->limits, &d->layout, &d->cfg->backend, errs))
+    if (pt_memplan_compute(&plan, &d->model->cfg, d->limits, &d->layout, &d->cfg->backend,
+                           pt_train_step_mode(d), errs))
         return -1;
     return pt_memplan_check(&plan, errs);
 }
@@ -64,8 +65,9 @@ static int replicas_init(pt_backend *be, pt_errors *errs)
         rep->be = be;
         rep->rank = r;
         pt_errors_init(&rep->errs, 4);
-        if (pt_schnet_acts_init(&rep->acts, be->d->model, be->b * L.max_nodes,
-                                be->b * L.max_edges, be->b * L.max_graphs, errs))
+        if (pt_schnet_acts_init_mode(&rep->acts, be->d->model, be->b * L.max_nodes,
+                                     be->b * L.max_edges, be->b * L.max_graphs,
+                                     pt_train_step_mode(be->d), errs))
             return -1;
         rep->acts.precision = be->d->cfg->training.precision;
         rep->acts.static_shapes = be->d->cfg->backend.static_shapes;

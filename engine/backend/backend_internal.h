@@ -81,7 +81,7 @@ struct pt_backend {
     int32_t finished;
     int stop;
     uint64_t step_base;        /* seq of job (replica 0, micro-batch 0) */
-    double n_norm;             /* real graphs of the step */
+    pt_schnet_loss_norm norm;  /* the step's loss denominators */
     float *out;                /* gradient output of the step */
 
     /* prediction: a stream of consecutive packs of one list */
@@ -125,6 +125,7 @@ void pt_backend_dispatch(pt_backend *be, pt_zero_task task);
 void *pt_backend_replica_main(void *arg);
 int pt_backend_fill_slot(void *user, int slot, pt_errors *errs);
 int pt_backend_compute(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
-                       double n_norm, float *grads, pt_step_stats *st, pt_errors *errs);
+                       const pt_schnet_loss_norm *norm, float *grads, pt_step_stats *st,
+                       pt_errors *errs);
 
 #endif

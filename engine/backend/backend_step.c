@@ -11,9 +11,11 @@
  * step's gradient into the loop's buffer.
  *
  * Equations of the accumulation: with g_k the gradient of micro-batch k
- * (normalised by the step's real graph count n, so Σ_k g_k = ∇ (1/n) Σ_g
- * (y_g − t_g)²), replica r holds the balanced pairwise sum of its k in
- * [r·A, (r+1)·A), and the all-reduce sums replicas by the same tree. */
+ * (its means taken over the step's counts — real graphs n, and for a forces
+ * job force and stress components — so Σ_k g_k = ∇ of the step's loss, e.g.
+ * (1/n) Σ_g (y_g − t_g)² for an energy job), replica r holds the balanced
+ * pairwise sum of its k in [r·A, (r+1)·A), and the all-reduce sums replicas
+ * by the same tree. */
 #include <cblas.h>
 #include <string.h>
 
@@ -204,14 +206,11 @@ static int run_micro(pt_backend_replica *rep, uint64_t seq, float *grad, pt_phas
         return -1;
     }
     const pt_batch *b = &be->slots[s].batch;
-    pt_schnet_forward(m, &rep->acts, b);
-    double loss = pt_schnet_loss(m, &rep->acts, b, be->n_norm);
-    rep->st.loss_sum += loss * be->n_norm;
-    pt_step_stats_add_batch(&rep->st, b, &rep->acts);
+    pt_train_micro_forward(be->d, m, &rep->acts, b, &be->norm, &rep->st);
     pt_phase_lap(clk, &rep->phases, PT_PHASE_FORWARD);
     /* stage 2-3: grad is NULL, the layer hook reduce-scatters (backend_zero.c) */
     if (grad) memset(grad, 0, be->n_params * sizeof(float));
-    pt_schnet_backward(m, &rep->acts, b, grad);
+    pt_train_micro_backward(be->d, m, &rep->acts, b, grad);
     pt_loader_release(&be->ld, seq);
     return 0;
 }
@@ -296,7 +295,8 @@ void pt_backend_dispatch(pt_backend *be, pt_zero_task task)
 }
 
 int pt_backend_compute(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
-                       double n_norm, float *grads, pt_step_stats *st, pt_errors *errs)
+                       const pt_schnet_loss_norm *norm, float *grads, pt_step_stats *st,
+                       pt_errors *errs)
 {
     pt_backend *be = self;
     double t0 = pt_phase_clock();
@@ -305,14 +305,12 @@ int pt_backend_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
         pt_errors_add(errs, "", 0, "backend", "a step of %u packs, above R x A x b = %u", n, be->G);
         return -1;
     }
-    int64_t graphs = 0;
     for (uint32_t i = 0; i < n; i++) {
         if (ids[i] >= packs->n_packs) {
             pt_errors_add(errs, "", 0, "backend", "pack %u asked for, the epoch has %u packs",
                           ids[i], packs->n_packs);
             return -1;
         }
-        graphs += packs->graph_offset[ids[i] + 1] - packs->graph_offset[ids[i]];
     }
     int64_t ready = prepare_step(be, packs, ids, n, errs);
     if (ready < 0) return -1;
@@ -327,7 +325,8 @@ int pt_backend_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
         pt_backend_dispatch(be, PT_TASK_LOAD);
         be->params_fresh = 1;
     }
-    be->n_norm = n_norm > 0.0 ? n_norm : graphs > 0 ? (double)graphs : 1.0;
+    if (norm) be->norm = *norm;
+    else pt_train_loss_norm(be->d, packs, ids, n, &be->norm);
     be->out = grads;
     pt_backend_dispatch(be, PT_TASK_COMPUTE);
 
@@ -339,13 +338,7 @@ int pt_backend_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
     pt_phase_times_clear(&step);
     for (int r = 0; r < be->R; r++) {
         const pt_backend_replica *rep = &be->reps[r];
-        st->loss_sum += rep->st.loss_sum;
-        st->graphs += rep->st.graphs;
-        st->nodes += rep->st.nodes;
-        st->node_slots += rep->st.node_slots;
-        st->edges += rep->st.edges;
-        st->edge_slots += rep->st.edge_slots;
-        st->filter_rows += rep->st.filter_rows;
+        pt_step_stats_add(st, &rep->st);
         for (int p = 0; p < PT_PHASE_COUNT; p++) step.seconds[p] += rep->phases.seconds[p] / be->R;
         if (rep->failed && !failed) {
             failed = 1;

@@ -45,46 +45,11 @@ size_t pt_memplan_max_layer(const pt_schnet_config *c)
     return c->interactions > 0 && block > m ? block : m;
 }
 
-/* schnet.c carves the arena in 64-byte aligned pieces. */
-static void carve(size_t *used, size_t bytes)
-{
-    *used = ((*used + 63) & ~(size_t)63) + bytes;
-}
-
+/* The model's own sizing of its arena (the allocator's layout, one place). */
 size_t pt_memplan_acts_bytes(const pt_schnet_config *c, int32_t cap_nodes, int32_t cap_edges,
-                             int32_t cap_graphs)
+                             int32_t cap_graphs, pt_schnet_mode mode)
 {
-    const size_t N = (size_t)cap_nodes, E = (size_t)cap_edges, B = (size_t)cap_graphs;
-    const size_t H = (size_t)c->hidden, F = (size_t)c->filters, G = (size_t)c->gaussians;
-    const size_t H2 = H / 2, fs = sizeof(float);
-    size_t u = 0;
-    /* filter rows: sized for the worst case of no shared bond (rows = E) */
-    carve(&u, E * sizeof(int32_t));                                   /* row */
-    carve(&u, E);                                                     /* first */
-    carve(&u, E * fs);                                                /* row_dist */
-    carve(&u, E * G * fs);                                            /* e */
-    carve(&u, E * fs);                                                /* cut */
-    for (int t = 0; t <= c->interactions; t++) carve(&u, N * H * fs); /* h[t] */
-    for (int t = 0; t < c->interactions; t++) {
-        for (int k = 0; k < 3; k++) carve(&u, E * F * fs);            /* sig1, s1, w */
-        for (int k = 0; k < 2; k++) carve(&u, N * F * fs);            /* x, m */
-        for (int k = 0; k < 2; k++) carve(&u, N * H * fs);            /* sig2, u */
-    }
-    carve(&u, N * H2 * fs);                                           /* sig4 */
-    carve(&u, N * H2 * fs);                                           /* q */
-    carve(&u, N * fs);                                                /* o */
-    carve(&u, B * sizeof(double));                                    /* y */
-    carve(&u, B * sizeof(double));                                    /* dy */
-    carve(&u, B * sizeof(int32_t));                                   /* count */
-    carve(&u, N * H * fs);                                            /* dh */
-    carve(&u, N * H * fs);                                            /* du */
-    carve(&u, N * F * fs);                                            /* dm */
-    carve(&u, N * F * fs);                                            /* dx */
-    carve(&u, E * F * fs);                                            /* dp */
-    carve(&u, E * F * fs);                                            /* ds1 */
-    carve(&u, N * H2 * fs);                                           /* dq */
-    carve(&u, N * fs);                                                /* dout */
-    return (u + 63) & ~(size_t)63;
+    return pt_schnet_acts_bytes_mode(c, cap_nodes, cap_edges, cap_graphs, mode);
 }
 
 size_t pt_memplan_batch_bytes(pt_pack_limits limits, int32_t n_packs)
@@ -140,14 +105,14 @@ static void plan_sizes(pt_memplan *plan, int32_t b)
         plan->optimizer = 2 * PT_ZERO_STAGE_FLOATS * fs;
     }
     plan->activations = pt_memplan_acts_bytes(&plan->model, b * L.max_nodes, b * L.max_edges,
-                                              b * L.max_graphs);
+                                              b * L.max_graphs, plan->mode);
     plan->io = (size_t)plan->io_batches * pt_memplan_batch_bytes(L, b);
     plan->total = plan->params + plan->grads + plan->optimizer + plan->activations + plan->io;
 }
 
 int pt_memplan_compute(pt_memplan *plan, const pt_schnet_config *model, pt_pack_limits limits,
                        const pt_train_layout *layout, const pt_job_backend *backend,
-                       pt_errors *errs)
+                       pt_schnet_mode mode, pt_errors *errs)
 {
     memset(plan, 0, sizeof(*plan));
     const int32_t micro_packs = layout->micro_packs;
@@ -174,6 +139,7 @@ int pt_memplan_compute(pt_memplan *plan, const pt_schnet_config *model, pt_pack_
                           "limit of %d", micro_packs, (long long)caps[k], what[k], INT32_MAX - 1);
     if (errs->total != before) return -1;
     plan->model = *model;
+    plan->mode = mode;
     plan->limits = limits;
     plan->replicas = layout->replicas;
     plan->grad_buffers = pt_backend_grad_buffers(layout->accumulation);
@@ -197,10 +163,11 @@ void pt_memplan_restage(pt_memplan *plan, int32_t stage, int32_t offload)
 }
 
 int pt_memplan_for_job(pt_memplan *plan, const pt_job_config *cfg, const pt_train_layout *layout,
-                       pt_pack_limits limits, pt_errors *errs)
+                       pt_pack_limits limits, int forces, pt_errors *errs)
 {
     pt_schnet_config model = pt_memplan_job_model(cfg);
-    return pt_memplan_compute(plan, &model, limits, layout, &cfg->backend, errs);
+    return pt_memplan_compute(plan, &model, limits, layout, &cfg->backend,
+                              forces ? PT_SCHNET_FORCES_TRAIN : PT_SCHNET_ENERGY, errs);
 }
 
 /* The largest micro-batch (packs) whose plan fits, 0 if none: the need only
@@ -219,11 +186,13 @@ static int32_t largest_fitting_batch(const pt_memplan *plan)
 }
 
 /* The lowest ZeRO setting above the plan's that fits: stages first, then
- * the same stages with offload.  Returns 0 and the setting, or -1. */
+ * the same stages with offload (a forces job: stage 1 at most, plan.c).
+ * Returns 0 and the setting, or -1. */
 static int fitting_stage(const pt_memplan *plan, int32_t *stage, int32_t *offload)
 {
+    const int32_t top = plan->mode == PT_SCHNET_FORCES_TRAIN ? 1 : 3;
     for (int32_t off = plan->offload; off <= 1; off++)
-        for (int32_t s = off ? 1 : plan->zero_stage + 1; s <= 3; s++) {
+        for (int32_t s = off ? 1 : plan->zero_stage + 1; s <= top; s++) {
             if (off == plan->offload && s <= plan->zero_stage) continue;
             pt_memplan p = *plan;
             pt_memplan_restage(&p, s, off);
@@ -274,9 +243,10 @@ int pt_memplan_check(const pt_memplan *plan, pt_errors *errs)
                  plan->offload ? ", Adam state offloaded" : "");
     pt_errors_add(errs, "", 0, field,
                   "per replica: parameters %.1f MB, gradients %.1f MB, optimizer state %.1f MB, "
-                  "activations %.1f MB (%d packs of %d nodes, %d edges), I/O buffers %.1f MB%s",
+                  "activations %.1f MB (%s%d packs of %d nodes, %d edges), I/O buffers %.1f MB%s",
                   (double)plan->params / MB, (double)plan->grads / MB,
                   (double)plan->optimizer / MB, (double)plan->activations / MB,
+                  plan->mode == PT_SCHNET_FORCES_TRAIN ? "training on forces, " : "",
                   plan->micro_packs, plan->limits.max_nodes, plan->limits.max_edges,
                   (double)plan->io / MB, tail);
     return -1;
@@ -285,7 +255,7 @@ int pt_memplan_check(const pt_memplan *plan, pt_errors *errs)
 json_t *pt_memplan_json(const pt_memplan *plan)
 {
     json_t *o = json_pack("{s:i, s:i, s:i, s:i, s:i, s:I, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, "
-                     "s:I, s:b}",
+                     "s:I, s:b, s:b}",
                      "replicas", (int)plan->replicas, "micro_packs", (int)plan->micro_packs,
                      "max_nodes", (int)plan->limits.max_nodes, "max_edges",
                      (int)plan->limits.max_edges, "max_graphs", (int)plan->limits.max_graphs,
@@ -296,7 +266,8 @@ json_t *pt_memplan_json(const pt_memplan *plan)
                      "activations_bytes", (json_int_t)plan->activations, "io_bytes",
                      (json_int_t)plan->io, "total_bytes", (json_int_t)plan->total,
                      "budget_bytes", (json_int_t)plan->budget, "fits",
-                     plan->total <= plan->budget);
+                     plan->total <= plan->budget, "forces",
+                     plan->mode == PT_SCHNET_FORCES_TRAIN);
     if (o && json_object_update_new(o, json_pack("{s:i, s:b, s:I, s:I}", "zero_stage",
                                                  (int)plan->zero_stage, "offload_optimizer",
                                                  (int)plan->offload, "shard_params",

@@ -8,7 +8,10 @@
  *   parameters   one copy of the weights (n_params floats)
  *   gradients    the replica's accumulation buffers (pt_backend_grad_buffers)
  *   optimizer    Adam's two moments (replicated optimizer, as on IPUs)
- *   activations  the model's activation arena for one micro-batch
+ *   activations  the model's activation arena for one micro-batch: for a
+ *                job training on forces the FORCES_TRAIN arena (the tangent
+ *                and second-backward pairs, ≈ 2x an energy arena), sized by
+ *                the model itself (pt_schnet_acts_bytes_mode)
  *   io           the batch buffers the host streams into (pt_backend_io_batches)
  *
  * — per ZeRO stage (engine/backend/backend_zero.h; S = the largest shard, n/R
@@ -57,6 +60,8 @@
 
 typedef struct pt_memplan {
     pt_schnet_config model;
+    pt_schnet_mode mode;       /* the arena's: PT_SCHNET_ENERGY or, training on forces,
+                                  PT_SCHNET_FORCES_TRAIN */
     pt_pack_limits limits;     /* per pack */
     int32_t micro_packs;       /* b, packs per micro-batch */
     int32_t replicas;          /* R (the plan is per replica; R replicas = R devices) */
@@ -87,20 +92,20 @@ int32_t pt_backend_io_batches(const pt_job_backend *backend, int32_t accumulatio
 
 /* Floats in the model's flat parameter buffer (pt_schnet.n_params). */
 size_t pt_memplan_param_count(const pt_schnet_config *model);
-/* Bytes of the activation arena for these capacities (pt_schnet_acts.bytes). */
+/* Bytes of the activation arena of `mode` for these capacities (pt_schnet_acts.bytes). */
 size_t pt_memplan_acts_bytes(const pt_schnet_config *model, int32_t cap_nodes, int32_t cap_edges,
-                             int32_t cap_graphs);
+                             int32_t cap_graphs, pt_schnet_mode mode);
 /* Bytes of the arrays of one pt_batch of n_packs packs. */
 size_t pt_memplan_batch_bytes(pt_pack_limits limits, int32_t n_packs);
 
 /* The plan for `model` with micro-batches of layout->micro_packs packs of
  * `limits`, layout->accumulation of them per replica, under the settings of
- * `backend` (device iterations, loader, memory).  Returns 0, or -1 with
- * errors (invalid model config, limits or batch size < 1, sizes that
- * overflow). */
+ * `backend` (device iterations, loader, memory), arenas of `mode`.  Returns
+ * 0, or -1 with errors (invalid model config, limits or batch size < 1,
+ * sizes that overflow). */
 int pt_memplan_compute(pt_memplan *plan, const pt_schnet_config *model, pt_pack_limits limits,
                        const pt_train_layout *layout, const pt_job_backend *backend,
-                       pt_errors *errs);
+                       pt_schnet_mode mode, pt_errors *errs);
 
 /* The model of a job config as the trainer builds it (atomref table when
  * training.normalize is "atomref"). */
@@ -108,9 +113,10 @@ pt_schnet_config pt_memplan_job_model(const pt_job_config *cfg);
 
 /* pt_memplan_compute for a job, with its planned layout.  The limits are the
  * resolved per-pack limits (auto values must have been resolved by packing;
- * zeros are rejected). */
+ * zeros are rejected); `forces`: the job trains on forces (its plan's
+ * loss.forces). */
 int pt_memplan_for_job(pt_memplan *plan, const pt_job_config *cfg, const pt_train_layout *layout,
-                       pt_pack_limits limits, pt_errors *errs);
+                       pt_pack_limits limits, int forces, pt_errors *errs);
 
 /* Floats of the largest layer (backend_zero.h's layers: embedding, a block, head). */
 size_t pt_memplan_max_layer(const pt_schnet_config *model);
@@ -125,7 +131,7 @@ void pt_memplan_restage(pt_memplan *plan, int32_t stage, int32_t offload);
  * that would fit), then the breakdown. */
 int pt_memplan_check(const pt_memplan *plan, pt_errors *errs);
 
-/* {"replicas","micro_packs","max_nodes","max_edges","max_graphs","n_params",
+/* {"forces","replicas","micro_packs","max_nodes","max_edges","max_graphs","n_params",
  *  "grad_buffers","io_batches","params_bytes","grads_bytes","optimizer_bytes",
  *  "activations_bytes","io_bytes","total_bytes","budget_bytes","fits",
  *  "zero_stage","offload_optimizer","shard_params","optimizer_host_bytes"}

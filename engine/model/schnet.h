@@ -291,9 +291,14 @@ void pt_schnet_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b
  * (0 otherwise), a->dist_grad per row. */
 void pt_schnet_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b);
 
-/* Loss weights (training.loss: energy_weight, forces_weight, stress_weight). */
+/* Loss weights (training.loss: energy_weight, forces_weight, stress_weight)
+ * and the energy term's form: energy_per_atom 0 compares total energies,
+ * 1 energies per atom, (y_g − t_g)/n_g with n_g the graph's real atoms
+ * (NequIP's PerAtomMSELoss: the balance of energy and forces then does not
+ * depend on the structures' sizes). */
 typedef struct pt_schnet_loss_weights {
     double energy, forces, stress;
+    int energy_per_atom;
 } pt_schnet_loss_weights;
 
 /* Denominators of the three means; ≤ 0 stands for this batch's count.  A
@@ -310,13 +315,17 @@ typedef struct pt_schnet_loss_parts {
 } pt_schnet_loss_parts;
 
 /* After pt_schnet_forces:
- *   L = w_E Σ_g (y_g − t_g)²/n_E + w_F Σ_{i,c} (F_ic − F^ref_ic)²/n_F
+ *   L = w_E Σ_g (e_g − t_g)²/n_E + w_F Σ_{i,c} (F_ic − F^ref_ic)²/n_F
  *       + w_S Σ_{g,ab} (σ_g,ab − σ^ref_g,ab)²/n_S
- * over real graphs; forces over the atoms of graphs with graph_has_forces,
+ * over real graphs, e_g − t_g = y_g − t_g, or (y_g − t_g)/natoms_g with
+ * energy_per_atom; forces over the atoms of graphs with graph_has_forces,
  * stress over graphs with graph_has_stress and graph_volume > 0.  A term of
  * weight 0 is not evaluated (its targets may be absent).  Returns the total,
  * with the parts in `parts` (may be NULL); on a FORCES_TRAIN arena also sets
- * dL/dy and λ = ∂L/∂g for pt_schnet_backward_forces. */
+ * dL/dy and λ = ∂L/∂g for pt_schnet_backward_forces.  With w_F = w_S = 0 it
+ * needs no pt_schnet_forces and works on an arena of any mode (an energy-only
+ * loss of another form than pt_schnet_loss's: weighted, or per atom); with
+ * w = {1, 0, 0, 0} its dL/dy are pt_schnet_loss's, bit for bit. */
 double pt_schnet_loss_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b,
                              const pt_schnet_loss_weights *w, const pt_schnet_loss_norm *norm,
                              pt_schnet_loss_parts *parts);

@@ -221,6 +221,14 @@ double pt_schnet_loss_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
         a->dy[g] = 0.0;
         if (b->graph_id[g] < 0 || w->energy == 0.0 || n_e <= 0.0) continue;
         double r = a->y[g] - b->target[g];
+        if (w->energy_per_atom) {
+            /* e = y/n: dL/dy = dL/de / n */
+            const double n = b->graph_natoms[g] > 0 ? (double)b->graph_natoms[g] : 1.0;
+            r /= n;
+            lp.energy += r * r / n_e;
+            a->dy[g] = w->energy * 2.0 * r / n_e / n;
+            continue;
+        }
         lp.energy += r * r / n_e;
         a->dy[g] = w->energy * 2.0 * r / n_e;
     }

@@ -188,7 +188,8 @@ static int rank_threads(int32_t configured)
 /* ---- the engine ------------------------------------------------------------- */
 
 enum { ST_LOSS, ST_GRAPHS, ST_NODES, ST_NODE_SLOTS, ST_EDGES, ST_EDGE_SLOTS, ST_FILTER_ROWS,
-       ST_FAILED, ST_BATCH, ST_COUNT };
+       ST_FORCES_SSE, ST_STRESS_SSE, ST_FORCE_COMPONENTS, ST_STRESS_COMPONENTS, ST_FAILED,
+       ST_BATCH, ST_COUNT };
 
 typedef struct mpi_engine {
     const pt_train_data *d;     /* the loop's view: R replicas in all */
@@ -208,7 +209,8 @@ typedef struct mpi_engine {
 } mpi_engine;
 
 static int mpi_compute(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
-                       double n_norm, float *grads, pt_step_stats *st, pt_errors *errs);
+                       const pt_schnet_loss_norm *norm, float *grads, pt_step_stats *st,
+                       pt_errors *errs);
 static void mpi_phases(void *self, pt_phase_times *out, int reset);
 static int mpi_update(void *self, pt_optim *opt, float *grads, double lr, double clip,
                       pt_errors *errs);
@@ -391,14 +393,14 @@ static void mpi_phases(void *self, pt_phase_times *out, int reset)
 }
 
 static int mpi_compute(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
-                       double n_norm, float *grads, pt_step_stats *st, pt_errors *errs)
+                       const pt_schnet_loss_norm *norm, float *grads, pt_step_stats *st,
+                       pt_errors *errs)
 {
     mpi_engine *me = self;
     pt_phase_timer clk;
     pt_phase_timer_start(&clk);
     memset(st, 0, sizeof(*st));
     int ok = 1;
-    int64_t n_g = 0;
     if (n > me->G) {
         pt_errors_add(errs, "", 0, "backend", "a step of %u packs, above R x A x b = %u", n, me->G);
         ok = 0;
@@ -408,10 +410,13 @@ static int mpi_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
             pt_errors_add(errs, "", 0, "backend", "pack %u asked for, the epoch has %u packs",
                           ids[i], packs->n_packs);
             ok = 0;
-        } else {
-            n_g += packs->graph_offset[ids[i] + 1] - packs->graph_offset[ids[i]];
         }
     }
+    /* the global batch's denominators, as one process would take them */
+    pt_schnet_loss_norm global = {0};
+    if (ok) pt_train_loss_norm(me->d, packs, ids, n, &global);
+    const int64_t n_g = (int64_t)global.graphs;
+    if (norm) global = *norm;
     /* collective on every rank at the same step, whatever happened above */
     if (check_params(me, errs)) return -1;
     uint32_t first = 0, count = 0;
@@ -421,15 +426,15 @@ static int mpi_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
         const pt_packs *src = step_view(me, packs, ids, n, first, count);
         const uint32_t *lids = src ? me->ids : ids + first;
         pt_phase_lap(&clk, &me->phases, PT_PHASE_OTHER);
-        /* normalised by the global batch's graphs, as one process would */
-        double norm = n_norm > 0.0 ? n_norm : n_g > 0 ? (double)n_g : 1.0;
-        ok = me->inner.compute(me->inner.self, src ? src : packs, lids, count, norm, grads,
+        ok = me->inner.compute(me->inner.self, src ? src : packs, lids, count, &global, grads,
                                &local, errs) == 0;
         pt_phase_timer_start(&clk);   /* the backend accounted its own time */
     }
     double v[ST_COUNT] = {local.loss_sum, (double)local.graphs, (double)local.nodes,
                           (double)local.node_slots, (double)local.edges, (double)local.edge_slots,
-                          (double)local.filter_rows, ok ? 0.0 : 1.0, (double)n_g}, sum[ST_COUNT];
+                          (double)local.filter_rows, local.forces_sse, local.stress_sse,
+                          (double)local.force_components, (double)local.stress_components,
+                          ok ? 0.0 : 1.0, (double)n_g}, sum[ST_COUNT];
     int rc = MPI_Allreduce(v, sum, ST_COUNT, MPI_DOUBLE, MPI_SUM, g_mpi.comm);
     if (rc != MPI_SUCCESS) return mpi_error(errs, "MPI_Allreduce", rc);
     me->steps++;
@@ -469,6 +474,10 @@ static int mpi_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
     st->edges = (int64_t)sum[ST_EDGES];
     st->edge_slots = (int64_t)sum[ST_EDGE_SLOTS];
     st->filter_rows = (int64_t)sum[ST_FILTER_ROWS];
+    st->forces_sse = sum[ST_FORCES_SSE];
+    st->stress_sse = sum[ST_STRESS_SSE];
+    st->force_components = (int64_t)sum[ST_FORCE_COMPONENTS];
+    st->stress_components = (int64_t)sum[ST_STRESS_COMPONENTS];
     return 0;
 }
 

@@ -67,7 +67,8 @@ int pt_run_check(const pt_job_config *cfg, const pt_dataset *ds, const pt_run_bu
     pt_train_plan plan;
     if (pt_train_plan_init(&plan, cfg, ds, PT_PLAN_COUNT_EDGES, pt_online_cores(), errs) == 0) {
         pt_memplan mp;
-        if (pt_memplan_for_job(&mp, cfg, &plan.layout, plan.train_pk.limits, errs) == 0) {
+        if (pt_memplan_for_job(&mp, cfg, &plan.layout, plan.train_pk.limits, plan.loss.forces,
+                               errs) == 0) {
             pt_memplan_check(&mp, errs);
             pt_run_memory m;
             estimate(&m, cfg, &plan, &mp, ds);

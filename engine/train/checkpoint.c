@@ -26,7 +26,9 @@ typedef struct field {
     const char *key;
     field_type type;
     size_t offset;
-    size_t size;      /* F_STR: buffer bytes */
+    size_t size;        /* F_STR: buffer bytes */
+    const char *absent; /* a key added later: its value in a checkpoint without it
+                           (checkpoint.h); NULL: required */
 } field;
 
 #define AT(member) offsetof(pt_checkpoint_state, member)
@@ -38,7 +40,11 @@ typedef struct field {
     {#name ".node_slots", F_I64, AT(name.node_slots), 0},                                 \
     {#name ".edges", F_I64, AT(name.edges), 0},                                           \
     {#name ".edge_slots", F_I64, AT(name.edge_slots), 0},                                 \
-    {#name ".steps", F_I64, AT(name.steps), 0}
+    {#name ".steps", F_I64, AT(name.steps), 0},                                           \
+    {#name ".forces_sse", F_F64, AT(name.forces_sse), 0, "0"},                            \
+    {#name ".stress_sse", F_F64, AT(name.stress_sse), 0, "0"},                            \
+    {#name ".force_components", F_I64, AT(name.force_components), 0, "0"},                \
+    {#name ".stress_components", F_I64, AT(name.stress_components), 0, "0"}
 
 static const field fields[] = {
     STR("config_sha256", config_sha256),
@@ -80,6 +86,9 @@ static const field fields[] = {
     {"norm_mean", F_F64, AT(norm_mean), 0},
     {"norm_std", F_F64, AT(norm_std), 0},
     {"norm_atomref", F_ATOMREF, AT(norm_atomref), 0},
+    {"best_val_forces_mae", F_F64, AT(best_val_forces_mae), 0, "nan"},
+    {"best_val_forces_rmse", F_F64, AT(best_val_forces_rmse), 0, "nan"},
+    {"best_val_stress_mae", F_F64, AT(best_val_stress_mae), 0, "nan"},
 };
 
 #define N_FIELDS (sizeof(fields) / sizeof(fields[0]))
@@ -174,12 +183,14 @@ static int parse_value(const field *f, const char *text, pt_checkpoint_state *s,
     return -1;
 }
 
-/* CRC-32 of "key=value\n" for every field in table order, then the tensor
- * bytes in name order. */
+/* CRC-32 of "key=value\n" for every field in table order (but optional
+ * ones the file does not have: values[i] NULL), then the tensor bytes in
+ * name order. */
 static uint32_t state_crc(char *const *values, const float *const *data, size_t n)
 {
     uLong crc = crc32_z(0L, Z_NULL, 0);
     for (size_t i = 0; i < N_FIELDS; i++) {
+        if (!values[i]) continue;
         crc = crc32_z(crc, (const Bytef *)fields[i].key, strlen(fields[i].key));
         crc = crc32_z(crc, (const Bytef *)"=", 1);
         crc = crc32_z(crc, (const Bytef *)values[i], strlen(values[i]));
@@ -321,7 +332,10 @@ int pt_checkpoint_open(pt_checkpoint *ck, const char *path, pt_errors *errs)
         const char *v = pt_safetensors_meta(&ck->file, fields[i].key);
         values[i] = (char *)(v ? v : "");
         const char *want = "";
-        if (!v)
+        if (!v && fields[i].absent) {
+            values[i] = NULL;
+            parse_value(&fields[i], fields[i].absent, &ck->state, &want);
+        } else if (!v)
             pt_errors_add(errs, path, 0, fields[i].key, "missing from the checkpoint's metadata");
         else if (parse_value(&fields[i], v, &ck->state, &want))
             pt_errors_add(errs, path, 0, fields[i].key, "must be %s, got \"%.40s\"", want, v);
@@ -363,8 +377,8 @@ int pt_checkpoint_tensors_get(const pt_checkpoint *ck, const pt_checkpoint_tenso
 /* ---- identity ---------------------------------------------------------------- */
 
 /* The canonical text (as pt_job_config_dump prints it) that the hash covers.
- * training.precision "fp32" and backend.static_shapes false are left out as
- * well: every job trained in fp32
+ * training.precision "fp32", backend.static_shapes false, the default
+ * training.loss and forces_key are left out as well: every job trained in fp32
  * before the key existed, and leaving it out keeps their checkpoints' hashes,
  * so a server upgraded mid-job still resumes them. */
 static char *hashed_config_text(const pt_job_config *cfg)
@@ -377,6 +391,14 @@ static char *hashed_config_text(const pt_job_config *cfg)
     if (c.training.precision == PT_PRECISION_FP32)
         json_object_del(json_object_get(o, "training"), "precision");
     if (!c.backend.static_shapes) json_object_del(json_object_get(o, "backend"), "static_shapes");
+    /* likewise the loss and forces key of jobs that trained before they existed */
+    pt_job_config def;
+    pt_job_config_defaults(&def);
+    const pt_job_loss *l = &c.training.loss, *dl = &def.training.loss;
+    if (l->energy_weight == dl->energy_weight && l->forces_weight == dl->forces_weight &&
+        l->stress_weight == dl->stress_weight && l->energy == dl->energy)
+        json_object_del(json_object_get(o, "training"), "loss");
+    if (!strcmp(c.forces_key, def.forces_key)) json_object_del(o, "forces_key");
     char *text = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
     json_decref(o);
     return text;
@@ -397,7 +419,7 @@ int pt_checkpoint_config_hash(const pt_job_config *cfg, char out[PT_CHECKPOINT_H
     return 0;
 }
 
-uint32_t pt_checkpoint_data_crc(const pt_dataset *ds, uint32_t key)
+uint32_t pt_checkpoint_data_crc(const pt_dataset *ds, uint32_t key, int labels)
 {
     uLong crc = crc32_z(0L, Z_NULL, 0);
     crc = crc32_z(crc, (const Bytef *)ds->atom_offset, (ds->n_structs + 1ull) * sizeof(uint64_t));
@@ -406,5 +428,9 @@ uint32_t pt_checkpoint_data_crc(const pt_dataset *ds, uint32_t key)
     if (key < ds->n_targets)
         crc = crc32_z(crc, (const Bytef *)(ds->targets + (size_t)key * ds->n_structs),
                       ds->n_structs * sizeof(double));
+    if (labels && ds->forces)
+        crc = crc32_z(crc, (const Bytef *)ds->forces, ds->n_atoms * 3 * sizeof(float));
+    if (labels && ds->stress)
+        crc = crc32_z(crc, (const Bytef *)ds->stress, ds->n_structs * 9 * sizeof(double));
     return (uint32_t)crc;
 }

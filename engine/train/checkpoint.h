@@ -23,6 +23,11 @@
  *     checkpoint of another configuration;
  *   - "data_crc32" with the structure and split counts identifies the dataset.
  *
+ * Keys added after the format's first release (the forces jobs' sums and
+ * errors) are optional on reading: a checkpoint written before them holds an
+ * energy-only run, for which their absence means 0 (sums) or NaN (errors),
+ * and its CRC covers the keys it has.
+ *
  * Writing is atomic and durable: PATH.partial is written, fsync'ed, renamed
  * over PATH, and the directory is fsync'ed, so after pt_checkpoint_save
  * returns the file survives a crash and a reader never sees half of it. */
@@ -45,6 +50,8 @@
 typedef struct pt_checkpoint_window {
     double loss_sum, seconds;
     int64_t graphs, nodes, node_slots, edges, edge_slots, steps;
+    double forces_sse, stress_sse;               /* forces jobs */
+    int64_t force_components, stress_components;
 } pt_checkpoint_window;
 
 typedef struct pt_checkpoint_state {
@@ -72,6 +79,7 @@ typedef struct pt_checkpoint_state {
     /* results so far */
     int32_t epochs_done, best_epoch;
     double best_val_loss, best_val_mae, best_val_rmse, first_loss, last_loss, step_seconds;
+    double best_val_forces_mae, best_val_forces_rmse, best_val_stress_mae;   /* forces jobs */
     int64_t graphs, nodes, edges, node_slots, edge_slots;
     /* metrics windows still open: the epoch's, and the steps since the last step line */
     pt_checkpoint_window epoch_window, step_window;
@@ -120,7 +128,8 @@ int pt_checkpoint_tensors_get(const pt_checkpoint *ck, const pt_checkpoint_tenso
 int pt_checkpoint_config_hash(const pt_job_config *cfg, char out[PT_CHECKPOINT_HASH_HEX + 1]);
 
 /* CRC-32 identifying the training data: atomic numbers, positions and the
- * values of target column `key`. */
-uint32_t pt_checkpoint_data_crc(const pt_dataset *ds, uint32_t key);
+ * values of target column `key`; with `labels` (a forces job) the force and
+ * stress labels too (without, the CRC of energy-only runs is unchanged). */
+uint32_t pt_checkpoint_data_crc(const pt_dataset *ds, uint32_t key, int labels);
 
 #endif

@@ -23,6 +23,8 @@ static const char *const normalize_names[] = {"none", "mean_std", "atomref", NUL
 static const char *const backend_names[] = {"ipu-emulated", "mpi", NULL};
 /* indexed by pt_precision */
 static const char *const precision_names[] = {"fp32", "bf16", NULL};
+/* indexed by pt_job_energy_loss */
+static const char *const energy_loss_names[] = {"auto", "total", "per_atom", NULL};
 
 const char *pt_job_batch_method_name(pt_job_batch_method m)
 {
@@ -39,10 +41,16 @@ const char *pt_job_precision_name(pt_precision p)
     return precision_names[p];
 }
 
+const char *pt_job_energy_loss_name(pt_job_energy_loss e)
+{
+    return energy_loss_names[e];
+}
+
 void pt_job_config_defaults(pt_job_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
     snprintf(cfg->target, sizeof(cfg->target), "%s", "energy_U0");
+    snprintf(cfg->forces_key, sizeof(cfg->forces_key), "%s", "forces");
     cfg->model = (pt_job_model){.hidden = 100, .filters = 100, .interactions = 4,
                                 .gaussians = 25, .cutoff = 6.0, .max_neighbors = 32,
                                 .readout = PT_JOB_READOUT_SUM};
@@ -60,6 +68,8 @@ void pt_job_config_defaults(pt_job_config *cfg)
     t->log_every = 10;
     t->checkpoint_every = 200;
     t->precision = PT_PRECISION_FP32;
+    t->loss = (pt_job_loss){.energy_weight = 1.0, .forces_weight = PT_JOB_WEIGHT_AUTO,
+                            .stress_weight = 0.0, .energy = PT_JOB_ENERGY_AUTO};
     cfg->backend = (pt_job_backend){.kind = PT_JOB_BACKEND_IPU_EMULATED, .replication_factor = 0,
                                     .gradient_accumulation = 1, .device_iterations = 1,
                                     .merge_all_reduce = true, .use_async_loader = true,
@@ -358,12 +368,54 @@ static void parse_split(parse_ctx *c, const json_t *v, double split[3])
     for (int i = 0; i < 3; i++) split[i] = round15(f[i]);
 }
 
+/* A loss weight: a number in [0, 1e6], or "auto" when the key has one. */
+static void read_weight(parse_ctx *c, const json_t *o, const char *key, int can_auto,
+                        double *out)
+{
+    const char *s = "training.loss";
+    const json_t *v = json_object_get(o, key);
+    if (!v) return;
+    if (can_auto && json_is_string(v) && !strcmp(json_string_value(v), "auto")) {
+        *out = PT_JOB_WEIGHT_AUTO;
+        return;
+    }
+    const char *alt = can_auto ? ", or \"auto\"" : "";
+    if (!json_is_number(v) || !(json_number_value(v) >= 0.0) || json_number_value(v) > 1e6) {
+        if (json_is_number(v))
+            fail(c, s, key, "must be a weight from 0 to 1e+06%s, got %g", alt,
+                 json_number_value(v));
+        else if (json_is_string(v))
+            fail(c, s, key, "must be a weight from 0 to 1e+06%s, got \"%.40s\"", alt,
+                 json_string_value(v));
+        else
+            fail(c, s, key, "must be a weight from 0 to 1e+06%s, got %s", alt, type_name(v));
+        return;
+    }
+    *out = round15(json_number_value(v));
+}
+
+static void parse_loss(parse_ctx *c, const json_t *o, pt_job_loss *l)
+{
+    static const char *const keys[] = {"energy_weight", "forces_weight", "stress_weight",
+                                       "energy", NULL};
+    check_keys(c, o, "training.loss", keys);
+    read_weight(c, o, "energy_weight", 0, &l->energy_weight);
+    read_weight(c, o, "forces_weight", 1, &l->forces_weight);
+    read_weight(c, o, "stress_weight", 0, &l->stress_weight);
+    int e = (int)l->energy;
+    read_enum(c, o, "training.loss", "energy", energy_loss_names, &e);
+    l->energy = (pt_job_energy_loss)e;
+    if (l->energy_weight == 0.0 && l->forces_weight == 0.0 && l->stress_weight == 0.0)
+        fail(c, "training", "loss", "every weight is 0: nothing would be trained; give "
+             "energy_weight, forces_weight or stress_weight a value above 0");
+}
+
 static void parse_training(parse_ctx *c, const json_t *o, pt_job_training *t)
 {
     static const char *const keys[] = {"epochs", "max_steps", "optimizer", "lr", "weight_decay",
                                        "clip_grad_norm", "schedule", "early_stopping_patience",
                                        "split", "seed", "normalize", "log_every",
-                                       "checkpoint_every", "precision", NULL};
+                                       "checkpoint_every", "precision", "loss", NULL};
     const char *s = "training";
     check_keys(c, o, s, keys);
     read_int(c, o, s, "epochs", 1, 1000000, NULL, &t->epochs);
@@ -392,6 +444,8 @@ static void parse_training(parse_ctx *c, const json_t *o, pt_job_training *t)
     int prec = (int)t->precision;
     read_enum(c, o, s, "precision", precision_names, &prec);
     t->precision = (pt_precision)prec;
+    const json_t *loss = get_section(c, o, s, "loss");
+    if (loss) parse_loss(c, loss, &t->loss);
 }
 
 static void parse_backend(parse_ctx *c, const json_t *o, pt_job_backend *b)
@@ -420,16 +474,18 @@ static void parse_backend(parse_ctx *c, const json_t *o, pt_job_backend *b)
     read_bool(c, o, s, "offload_optimizer", &b->offload_optimizer);
 }
 
-static void parse_target(parse_ctx *c, const json_t *v, char *target)
+/* target and forces_key: a dataset's key name. */
+static void parse_key(parse_ctx *c, const json_t *v, const char *key, const char *what,
+                      const char *example, char *out)
 {
     if (!json_is_string(v) || json_string_length(v) == 0 ||
         json_string_length(v) >= PT_KEY_MAX) {
-        fail(c, "", "target", "must be the name of a numeric per-structure key of the dataset "
-             "(1 to %d characters, e.g. \"energy_U0\"), got %s", PT_KEY_MAX - 1,
+        fail(c, "", key, "must be the name of %s (1 to %d characters, e.g. \"%s\"), got %s", what,
+             PT_KEY_MAX - 1, example,
              json_is_string(v) ? "a string of the wrong length" : type_name(v));
         return;
     }
-    snprintf(target, PT_KEY_MAX, "%s", json_string_value(v));
+    snprintf(out, PT_KEY_MAX, "%s", json_string_value(v));
 }
 
 int pt_job_config_from_json(pt_job_config *cfg, const json_t *root, const char *file,
@@ -442,11 +498,16 @@ int pt_job_config_from_json(pt_job_config *cfg, const json_t *root, const char *
              root ? type_name(root) : "nothing");
         return -1;
     }
-    static const char *const keys[] = {"target", "model", "batching", "training", "backend",
-                                       "max_runtime_seconds", NULL};
+    static const char *const keys[] = {"target", "forces_key", "model", "batching", "training",
+                                       "backend", "max_runtime_seconds", NULL};
     check_keys(&c, root, "", keys);
     const json_t *v = json_object_get(root, "target");
-    if (v) parse_target(&c, v, cfg->target);
+    if (v)
+        parse_key(&c, v, "target", "a numeric per-structure key of the dataset", "energy_U0",
+                  cfg->target);
+    if ((v = json_object_get(root, "forces_key")))
+        parse_key(&c, v, "forces_key", "the dataset's per-atom force labels", "forces",
+                  cfg->forces_key);
     if ((v = json_object_get(root, "max_runtime_seconds")) && !json_is_null(v)) {
         if (!json_is_number(v) || !(json_number_value(v) > 0) || !isfinite(json_number_value(v)))
             fail(&c, "", "max_runtime_seconds", "must be a number of seconds > 0, or null");
@@ -591,6 +652,20 @@ json_t *pt_job_config_to_json(const pt_job_config *cfg)
         "use_async_loader", (int)k->use_async_loader, "prefetch_depth", (int)k->prefetch_depth,
         "device_memory_mb", (int)k->device_memory_mb, "threads", int_or(k->threads, "auto"),
         "ranks", (int)k->ranks, "static_shapes", (int)k->static_shapes);
+    const pt_job_loss *l = &t->loss;
+    json_t *loss = json_pack("{s:f, s:o, s:f, s:s}", "energy_weight", l->energy_weight,
+                             "forces_weight", l->forces_weight == PT_JOB_WEIGHT_AUTO
+                                                  ? json_string("auto")
+                                                  : json_real(l->forces_weight),
+                             "stress_weight", l->stress_weight, "energy",
+                             energy_loss_names[l->energy]);
+    if (!o || !loss) {
+        json_decref(o);
+        json_decref(loss);
+        return NULL;
+    }
+    json_object_set_new(json_object_get(o, "training"), "loss", loss);
+    json_object_set_new(o, "forces_key", json_string(cfg->forces_key));
     /* only when set: the form jobs were stored in before the key existed */
     if (o && cfg->max_runtime_seconds > 0)
         json_object_set_new(o, "max_runtime_seconds", json_real(cfg->max_runtime_seconds));

@@ -27,7 +27,17 @@
  * needs ranks = 1.
  *
  * Top level, besides the sections: max_runtime_seconds (null, or seconds >
- * 0), printed in the canonical form only when set.
+ * 0), printed in the canonical form only when set; forces_key ("forces").
+ *
+ * training.loss (engine/model/schnet.h, pt_schnet_loss_forces): energy_weight
+ * 1, forces_weight "auto", stress_weight 0, energy "auto".  On a dataset
+ * with force labels "auto" means NequIP's documented default: forces weight
+ * 1 and the energy term per atom ("per_atom"; equal weights then balance as
+ * SchNetPack's 0.01/0.99 on total energies does for its ~10-atom MD17
+ * molecules, and keep that balance for structures of any size); on one
+ * without, forces weight 0 and total energies — a job of the defaults then
+ * trains exactly as before the key existed.  The plan (plan.h) resolves
+ * "auto" and refuses weights the dataset has no labels for.
  *
  * This parser is THE validator of a job: the REST API, `packtrain train`,
  * `packtrain mpirun --config`, the scheduler and the workers all read a job
@@ -91,6 +101,26 @@ typedef struct pt_job_batching {
     int32_t model_batch_size;  /* packs per micro-batch; 0 = "auto" (plan.h) */
 } pt_job_batching;
 
+/* training.loss.energy: the energy term's form (engine/model/schnet.h,
+ * pt_schnet_loss_weights.energy_per_atom). */
+typedef enum pt_job_energy_loss {
+    PT_JOB_ENERGY_AUTO = 0,    /* "auto": per_atom when forces or stress are trained, else total */
+    PT_JOB_ENERGY_TOTAL,       /* "total": (E - E_ref)² */
+    PT_JOB_ENERGY_PER_ATOM     /* "per_atom": ((E - E_ref)/n_atoms)², NequIP's PerAtomMSELoss */
+} pt_job_energy_loss;
+
+/* forces_weight "auto" (plan.h resolves it on the dataset). */
+#define PT_JOB_WEIGHT_AUTO (-1.0)
+
+/* training.loss: L = w_E MSE(E) + w_F MSE(F components) + w_S MSE(σ components),
+ * in target units (eV, or eV/atom per atom; eV/Å; eV/Å³). */
+typedef struct pt_job_loss {
+    double energy_weight;          /* w_E in [0, 1e6], default 1 */
+    double forces_weight;          /* w_F in [0, 1e6], or PT_JOB_WEIGHT_AUTO (the default) */
+    double stress_weight;          /* w_S in [0, 1e6], default 0 */
+    pt_job_energy_loss energy;     /* default auto */
+} pt_job_loss;
+
 typedef struct pt_job_training {
     int32_t epochs;
     int64_t max_steps;                  /* 0 = null (no limit) */
@@ -108,6 +138,7 @@ typedef struct pt_job_training {
                                            (only at epoch ends and when stopped) */
     pt_precision precision;             /* of the model's matrix products, in training
                                            and in the job's own evaluations */
+    pt_job_loss loss;                   /* what the optimizer minimises */
 } pt_job_training;
 
 typedef struct pt_job_backend {
@@ -142,6 +173,8 @@ typedef struct pt_job_backend {
 
 typedef struct pt_job_config {
     char target[PT_KEY_MAX];
+    char forces_key[PT_KEY_MAX];  /* the force labels: "forces" (the default), the
+                                     dataset's per-atom forces (plan.h) */
     pt_job_model model;
     pt_job_batching batching;
     pt_job_training training;
@@ -179,5 +212,6 @@ char *pt_job_config_dump(const pt_job_config *cfg);
 const char *pt_job_batch_method_name(pt_job_batch_method m);
 const char *pt_job_normalize_name(pt_norm_kind n);
 const char *pt_job_precision_name(pt_precision p);
+const char *pt_job_energy_loss_name(pt_job_energy_loss e);
 
 #endif

@@ -84,6 +84,74 @@ static int find_target(pt_train_plan *p, const pt_job_config *cfg, const pt_data
     return -1;
 }
 
+int pt_train_has_forces(const pt_dataset *ds, uint32_t s)
+{
+    /* NaN only ever marks absence (dataset.h), for a whole structure */
+    return ds->forces && pt_dataset_natoms(ds, s) > 0 &&
+           !isnan(ds->forces[3 * ds->atom_offset[s]]);
+}
+
+int pt_train_has_stress(const pt_dataset *ds, uint32_t s)
+{
+    return ds->stress && pt_dataset_pbc(ds, s) == PT_PBC_ALL && !isnan(ds->stress[9 * (size_t)s]);
+}
+
+int pt_train_loss_resolve(pt_train_loss *out, const pt_job_config *cfg, const pt_dataset *ds,
+                          pt_errors *errs)
+{
+    const pt_job_loss *l = &cfg->training.loss;
+    memset(out, 0, sizeof(*out));
+    for (uint32_t s = 0; s < ds->n_structs; s++) {
+        out->with_forces += (uint32_t)pt_train_has_forces(ds, s);
+        out->with_stress += (uint32_t)pt_train_has_stress(ds, s);
+    }
+    size_t before = errs->total;
+    /* the dataset holds one set of force labels, under the name "forces" */
+    if (strcmp(cfg->forces_key, "forces") && l->forces_weight != 0.0)
+        pt_errors_add(errs, NULL, 0, "forces_key",
+                      "'%s' names no force labels of this dataset; its per-atom labels: %s",
+                      cfg->forces_key,
+                      out->with_forces ? "forces (a dataset keeps one set of force labels, "
+                                         "chosen at upload: an extended XYZ 'forces' or 'force' "
+                                         "column, or an ASE database's ?forces_key=)"
+                                       : "none (no structure has force labels)");
+    if (l->forces_weight > 0.0 && !out->with_forces)
+        pt_errors_add(errs, NULL, 0, "training.loss.forces_weight",
+                      "forces weight %g, but none of the dataset's %u structures has force "
+                      "labels (a per-atom 'forces' column); set it to 0 or \"auto\", or "
+                      "upload structures with forces", l->forces_weight, ds->n_structs);
+    if (l->stress_weight > 0.0 && !out->with_stress)
+        pt_errors_add(errs, NULL, 0, "training.loss.stress_weight",
+                      "stress weight %g, but none of the dataset's %u structures has a stress "
+                      "label on a cell periodic along a, b and c (extended XYZ 'stress' with "
+                      "pbc=\"T T T\"); set it to 0", l->stress_weight, ds->n_structs);
+    if (errs->total != before) return -1;
+    double wf = l->forces_weight == PT_JOB_WEIGHT_AUTO ? (out->with_forces ? 1.0 : 0.0)
+                                                       : l->forces_weight;
+    out->w = (pt_schnet_loss_weights){.energy = l->energy_weight, .forces = wf,
+                                      .stress = l->stress_weight};
+    out->forces = wf > 0.0 || l->stress_weight > 0.0;
+    out->w.energy_per_atom = l->energy == PT_JOB_ENERGY_PER_ATOM ||
+                             (l->energy == PT_JOB_ENERGY_AUTO && out->forces);
+    if (out->forces && cfg->backend.zero_stage >= 2) {
+        /* stages 2-3 hook the energy backward layer by layer (backend_zero.h);
+         * the force step's passes have no such hooks */
+        pt_errors_add(errs, NULL, 0, "backend.zero_stage",
+                      "ZeRO stage %d shards gradients layer by layer in the energy backward; a "
+                      "job trained on forces (forces weight %g, stress weight %g on this "
+                      "dataset) runs zero_stage 0 or 1", cfg->backend.zero_stage, out->w.forces,
+                      out->w.stress);
+        return -1;
+    }
+    if (out->w.energy == 0.0 && !out->forces) {
+        pt_errors_add(errs, NULL, 0, "training.loss.energy_weight",
+                      "energy weight 0 and forces weight \"auto\" on a dataset without force "
+                      "labels: nothing would be trained; give energy_weight a value above 0");
+        return -1;
+    }
+    return 0;
+}
+
 static int size_graphs(pt_train_plan *p, const pt_job_config *cfg, const pt_dataset *ds,
                        int graphs, pt_errors *errs)
 {
@@ -127,6 +195,7 @@ int pt_train_plan_init(pt_train_plan *p, const pt_job_config *cfg, const pt_data
     p->n_structs = ds->n_structs;
     const pt_job_training *t = &cfg->training;
     int rc = find_target(p, cfg, ds, errs);
+    if (pt_train_loss_resolve(&p->loss, cfg, ds, errs) != 0) rc = -1;
     if (rc == 0) rc = size_graphs(p, cfg, ds, graphs, errs);
     if (rc == 0) rc = pt_split_init(&p->split, ds->n_structs, t->split, t->seed, errs);
     if (rc == 0) rc = pt_split_cover_elements(&p->split, ds, &p->split_moved, errs);

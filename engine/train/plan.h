@@ -7,6 +7,12 @@
  *
  *   target        the dataset has the numeric key cfg->target, on every
  *                 structure (none is silently left out);
+ *   loss          training.loss with "auto" resolved on the dataset (config.h):
+ *                 forces weight 1 and energies per atom when some structure
+ *                 has force labels, else 0 and total energies; a weight the
+ *                 dataset has no labels for, or a forces_key that names none,
+ *                 is refused (training.loss.forces_weight,
+ *                 training.loss.stress_weight, forces_key);
  *   graphs        radius graphs of model.cutoff / max_neighbors: built, or
  *                 only their edges counted (the submission check);
  *   split         training.split with training.seed over all structures,
@@ -61,6 +67,7 @@
 #include "engine/data/split.h"
 #include "engine/graph/graph.h"
 #include "engine/pack/packing.h"
+#include "engine/model/schnet.h"
 #include "engine/train/config.h"
 
 typedef struct pt_train_layout {
@@ -87,8 +94,29 @@ int pt_online_cores(void);
 int pt_train_layout_resolve(pt_train_layout *l, const pt_job_config *cfg, int cores,
                             pt_errors *errs);
 
+/* What the optimizer minimises on this dataset (training.loss resolved). */
+typedef struct pt_train_loss {
+    pt_schnet_loss_weights w;   /* weights and the energy term's form */
+    int forces;                 /* 1: steps and evaluations compute forces (and stress):
+                                   w.forces or w.stress above 0 */
+    uint32_t with_forces;       /* structures with force labels */
+    uint32_t with_stress;       /* structures with a stress label and a cell periodic
+                                   along a, b and c */
+} pt_train_loss;
+
+/* The dataset's labels counted and cfg's training.loss resolved on them.
+ * Returns 0, or -1 with errs filled (fields as above). */
+int pt_train_loss_resolve(pt_train_loss *out, const pt_job_config *cfg, const pt_dataset *ds,
+                          pt_errors *errs);
+
+/* Whether structure s has force labels (the loss counts its atoms) and a
+ * stress label on a fully periodic cell. */
+int pt_train_has_forces(const pt_dataset *ds, uint32_t s);
+int pt_train_has_stress(const pt_dataset *ds, uint32_t s);
+
 typedef struct pt_train_plan {
     uint32_t target_key;           /* index into ds->targets */
+    pt_train_loss loss;
     uint32_t n_structs;
     uint32_t *natoms, *nedges;     /* [n_structs] sizes of every structure's graph */
     pt_graphs graphs;              /* built with PT_PLAN_GRAPHS */

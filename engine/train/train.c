@@ -113,7 +113,7 @@ static int setup(pt_trainer *tr, const char *out_dir)
     if (pt_train_plan_init(p, cfg, tr->ds, PT_PLAN_GRAPHS, pt_online_cores(), tr->errs) != 0)
         return -1;
     tr->res->split_moved = p->split_moved;
-    if (out_dir || tr->resuming) tr->data_crc = pt_checkpoint_data_crc(tr->ds, p->target_key);
+    if (out_dir || tr->resuming) tr->data_crc = pt_checkpoint_data_crc(tr->ds, p->target_key, p->loss.forces);
     if (open_outputs(tr, out_dir) != 0) return -1;
     set_threads(cfg);
     if (pt_norm_fit(&tr->norm, cfg->training.normalize, cfg->model.readout == PT_JOB_READOUT_SUM,
@@ -129,7 +129,9 @@ static int setup(pt_trainer *tr, const char *out_dir)
 
     tr->data = (pt_train_data){.cfg = cfg, .ds = tr->ds, .graphs = &p->graphs,
                                .target_key = p->target_key, .model = &tr->model,
-                               .limits = p->train_pk.limits, .layout = p->layout};
+                               .limits = p->train_pk.limits, .layout = p->layout,
+                               .loss = p->loss};
+    tr->res->loss = p->loss;
     tr->global_packs = pt_train_layout_global_packs(&p->layout);
     if (engine_for(tr)(&tr->engine, &tr->data, tr->errs) != 0) return -1;
     if (pt_evaluator_init(&tr->val_eval, &tr->data, p->val_pk.limits, tr->errs) != 0) return -1;
@@ -179,9 +181,20 @@ static void emit(pt_trainer *tr, pt_train_metrics *m)
     if (tr->opt && tr->opt->on_metrics) tr->opt->on_metrics(tr->opt->user, m, line);
 }
 
-static void fill_rates(pt_train_metrics *m, const pt_train_window *w)
+static void fill_rates(const pt_trainer *tr, pt_train_metrics *m, const pt_train_window *w)
 {
-    m->loss = w->st.graphs ? w->st.loss_sum / (double)w->st.graphs : NAN;
+    const pt_train_loss *l = &tr->plan.loss;
+    m->loss = pt_step_stats_loss(&w->st, l);
+    m->has_forces = l->forces;
+    m->has_stress = l->w.stress > 0.0;
+    if (l->forces) {
+        const pt_step_stats *st = &w->st;
+        m->loss_energy = st->graphs ? st->loss_sum / (double)st->graphs : NAN;
+        m->loss_forces = st->force_components ? st->forces_sse / (double)st->force_components
+                                              : NAN;
+        m->loss_stress = st->stress_components
+                             ? st->stress_sse / (double)st->stress_components : NAN;
+    }
     m->graphs_per_s = w->seconds > 0 ? (double)w->st.graphs / w->seconds : 0.0;
     m->nodes_per_s = w->seconds > 0 ? (double)w->st.nodes / w->seconds : 0.0;
     m->padding_fraction = w->st.node_slots ? 1.0 - (double)w->st.nodes / (double)w->st.node_slots
@@ -201,12 +214,7 @@ static void result_add(pt_train_result *r, const pt_step_stats *st, double secon
 
 static void window_add(pt_train_window *w, const pt_step_stats *st, double seconds)
 {
-    w->st.loss_sum += st->loss_sum;
-    w->st.graphs += st->graphs;
-    w->st.nodes += st->nodes;
-    w->st.node_slots += st->node_slots;
-    w->st.edges += st->edges;
-    w->st.edge_slots += st->edge_slots;
+    pt_step_stats_add(&w->st, st);
     w->seconds += seconds;
     w->steps++;
 }
@@ -224,7 +232,7 @@ static void step_line(pt_trainer *tr, int32_t epoch, double lr)
 {
     pt_train_metrics m = {.kind = "step", .step = tr->res->steps, .epoch = epoch + 1, .lr = lr,
                           .seconds = now() - tr->t_start, .has_phases = 1};
-    fill_rates(&m, &tr->step_win);
+    fill_rates(tr, &m, &tr->step_win);
     if (tr->engine.phases) tr->engine.phases(tr->engine.self, &m.phases, 1);
     else pt_phase_times_clear(&m.phases);   /* the loop's own "other" below */
     for (int p = 0; p < PT_PHASE_COUNT; p++) m.phases.seconds[p] += tr->phases.seconds[p];
@@ -251,11 +259,11 @@ static int write_result(pt_trainer *tr)
 static int train_step(pt_trainer *tr, const uint32_t *ids, uint32_t n, pt_step_stats *st)
 {
     double t0 = now();
-    if (tr->engine.compute(tr->engine.self, &tr->packs, ids, n, 0.0, tr->grads, st, tr->errs) != 0)
+    if (tr->engine.compute(tr->engine.self, &tr->packs, ids, n, NULL, tr->grads, st, tr->errs) != 0)
         return -1;
     double t1 = now();
     if (!tr->engine.phases) tr->phases.seconds[PT_PHASE_OTHER] += t1 - t0;
-    if (!isfinite(st->loss_sum)) {
+    if (!isfinite(st->loss_sum) || !isfinite(st->forces_sse) || !isfinite(st->stress_sse)) {
         pt_errors_add(tr->errs, NULL, 0, "training.lr",
                       "training diverged: the loss is not finite at step %lld; lower "
                       "training.lr or set training.clip_grad_norm",
@@ -303,15 +311,20 @@ static int end_epoch(pt_trainer *tr, int32_t epoch)
     if (pt_evaluate(&tr->val_eval, &tr->val_packs, &v, tr->errs) != 0) return -1;
     pt_train_metrics m = {.kind = "epoch", .step = tr->res->steps, .epoch = epoch + 1,
                           .lr = pt_schedule_lr(&tr->sched), .seconds = now() - tr->t_start,
-                          .val_mae = v.mae, .val_rmse = v.rmse};
-    fill_rates(&m, &tr->epoch_win);
+                          .val_mae = v.mae, .val_rmse = v.rmse, .val_loss = v.loss,
+                          .val_forces_mae = v.forces_mae, .val_forces_rmse = v.forces_rmse,
+                          .val_stress_mae = v.stress_mae, .val_stress_rmse = v.stress_rmse};
+    fill_rates(tr, &m, &tr->epoch_win);
     m.train_loss = m.loss;
     tr->res->epochs = epoch + 1;
     tr->res->last_loss = m.loss;
-    if (v.mse < tr->res->best_val_loss) {
-        tr->res->best_val_loss = v.mse;
+    if (v.loss < tr->res->best_val_loss) {
+        tr->res->best_val_loss = v.loss;
         tr->res->best_val_mae = v.mae;
         tr->res->best_val_rmse = v.rmse;
+        tr->res->best_val_forces_mae = v.forces_mae;
+        tr->res->best_val_forces_rmse = v.forces_rmse;
+        tr->res->best_val_stress_mae = v.stress_mae;
         tr->res->best_epoch = epoch + 1;
         memcpy(tr->best, tr->model.params_memory, tr->model.n_params * sizeof(float));
         if (pt_trainer_save_best(tr) != 0) return -1;
@@ -319,8 +332,8 @@ static int end_epoch(pt_trainer *tr, int32_t epoch)
     emit(tr, &m);
     memset(&tr->epoch_win, 0, sizeof tr->epoch_win);
     step_window_reset(tr);
-    pt_schedule_epoch_end(&tr->sched, v.mse);
-    if (pt_early_stop_update(&tr->early, v.mse)) {
+    pt_schedule_epoch_end(&tr->sched, v.loss);
+    if (pt_early_stop_update(&tr->early, v.loss)) {
         tr->res->stop_reason = "early_stopping";
         return 1;
     }
@@ -419,6 +432,9 @@ int pt_train_run(const pt_job_config *cfg, const pt_dataset *ds, const char *out
     memset(res, 0, sizeof(*res));
     res->best_val_loss = res->best_val_mae = res->best_val_rmse = INFINITY;
     res->test_mae = res->test_rmse = NAN;
+    res->best_val_forces_mae = res->best_val_forces_rmse = res->best_val_stress_mae = NAN;
+    res->test_forces_mae = res->test_forces_rmse = res->test_forces_zero_mae = NAN;
+    res->test_stress_mae = res->test_stress_rmse = NAN;
     res->first_loss = res->last_loss = NAN;
     res->stop_reason = "epochs";
     res->resumed_step = -1;
@@ -436,11 +452,16 @@ int pt_train_run(const pt_job_config *cfg, const pt_dataset *ds, const char *out
     if (rc == 0 && res->best_epoch > 0) {
         /* the kept model is the best by validation: evaluate it on the test part */
         memcpy(tr.model.params_memory, tr.best, tr.model.n_params * sizeof(float));
-        pt_eval_result te = {.mae = NAN, .rmse = NAN};
+        pt_eval_result te;
         if (tr.plan.split.n_test) {
             if (pt_evaluate(&tr.test_eval, &tr.test_packs, &te, errs) != 0) rc = -1;
             res->test_mae = te.mae;
             res->test_rmse = te.rmse;
+            res->test_forces_mae = te.forces_mae;
+            res->test_forces_rmse = te.forces_rmse;
+            res->test_forces_zero_mae = te.forces_zero_mae;
+            res->test_stress_mae = te.stress_mae;
+            res->test_stress_rmse = te.stress_rmse;
         }
     }
     res->seconds = now() - tr.t_start;

@@ -33,9 +33,16 @@
  *   {"kind":"step"|"epoch","step","epoch","loss","lr","graphs_per_s",
  *    "nodes_per_s","padding_fraction","seconds"}
  * epoch lines adding "train_loss","val_mae","val_rmse".  `step` counts
- * optimizer steps done, `epoch` is 1-based, `loss` is the mean squared error
- * (target units²) over the real graphs of the steps since the previous step
- * line (on epoch lines: over the whole epoch, equal to train_loss), `seconds`
+ * optimizer steps done, `epoch` is 1-based, `loss` is the training loss
+ * (training.loss; for an energy-only job the mean squared error in target
+ * units²) over the real graphs of the steps since the previous step line (on
+ * epoch lines: over the whole epoch, equal to train_loss); val_mae and
+ * val_rmse are the energy's (target units, per structure).  A forces job's
+ * lines add "loss_energy","loss_forces" (and "loss_stress" when stress is
+ * trained): the loss's parts, and epoch lines "val_loss" (what the best
+ * model, the plateau schedule and early stopping follow: the energy MSE for
+ * an energy-only job), "val_forces_mae","val_forces_rmse" (eV/Å, per
+ * component) and "val_stress_mae","val_stress_rmse" (eV/Å³).  `seconds`
  * is wall time since training started, throughput and padding are measured
  * over the same steps as `loss` and exclude evaluation time.  Step lines
  * add the mean seconds per step of each phase over the same steps
@@ -69,9 +76,15 @@
 
 #define PT_TRAIN_CHECKPOINTS_KEPT 3
 
-/* What a gradient engine computes for one global batch. */
+/* What a gradient engine computes for one global batch.  The loss of the
+ * batch is w_E loss_sum/graphs + w_F forces_sse/force_components +
+ * w_S stress_sse/stress_components (pt_step_stats_loss). */
 typedef struct pt_step_stats {
-    double loss_sum;        /* Σ (y - t)² over the real graphs */
+    double loss_sum;        /* Σ (y - t)² over the real graphs (per atom: Σ ((y - t)/n)²) */
+    double forces_sse;      /* Σ (F - F_ref)² over force components, (eV/Å)²; forces jobs */
+    double stress_sse;      /* Σ (σ - σ_ref)² over stress components, (eV/Å³)²; forces jobs */
+    int64_t force_components;   /* 3 x atoms with force labels; forces jobs */
+    int64_t stress_components;  /* 9 x fully periodic graphs with stress labels */
     int64_t graphs;         /* real graphs */
     int64_t nodes;          /* real atoms */
     int64_t node_slots;     /* node slots of all packs processed, padding included */
@@ -90,6 +103,7 @@ typedef struct pt_train_data {
     const pt_schnet *model;
     pt_pack_limits limits;      /* per pack */
     pt_train_layout layout;     /* the engine's share of a step: R, A, b, threads (plan.h) */
+    pt_train_loss loss;         /* training.loss resolved on the dataset (plan.h) */
 } pt_train_data;
 
 /* A gradient engine: what the training loop needs of a backend.  The loop
@@ -100,14 +114,15 @@ typedef struct pt_grad_engine {
     void *self;
     const char *kind;   /* "local", "ipu-emulated", "mpi": for logs and reports */
     /* Overwrites grads[0..model->n_params) with the gradient of the loss
-     * over the real graphs of packs ids[0..n) of `packs` (n <= R·A·b; a last
-     * partial batch is padded with empty packs), normalised by n_norm real
-     * graphs (n_norm <= 0: the real graphs of those packs, i.e. their mean
-     * loss; a data-parallel caller computing a share of a larger batch
-     * passes the whole batch's count), and fills st.  Must not allocate.
-     * Returns 0, or -1 with errs filled. */
+     * (data->loss) over the real graphs of packs ids[0..n) of `packs` (n <=
+     * R·A·b; a last partial batch is padded with empty packs), its means
+     * taken over norm's counts (NULL: those of these packs,
+     * pt_train_loss_norm; a data-parallel caller computing a share of a
+     * larger batch passes the whole batch's counts), and fills st.  Must
+     * not allocate.  Returns 0, or -1 with errs filled. */
     int (*compute)(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
-                   double n_norm, float *grads, pt_step_stats *st, pt_errors *errs);
+                   const pt_schnet_loss_norm *norm, float *grads, pt_step_stats *st,
+                   pt_errors *errs);
     /* Phase times of the steps since the last reset (phase.h; the optimizer
      * phase is the loop's), starting a new window when reset; NULL when the
      * engine does not time its phases (the loop then counts its whole
@@ -134,6 +149,17 @@ typedef struct pt_grad_engine {
 typedef int (*pt_grad_engine_open_fn)(pt_grad_engine *eng, const pt_train_data *data,
                                       pt_errors *errs);
 
+/* The denominators of the loss's means over packs ids[0..n): real graphs,
+ * and for a forces job the force and stress components (pt_schnet_loss_norm). */
+void pt_train_loss_norm(const pt_train_data *d, const pt_packs *packs, const uint32_t *ids,
+                        uint32_t n, pt_schnet_loss_norm *out);
+
+/* The loss of a window of steps from its sums (see pt_step_stats). */
+double pt_step_stats_loss(const pt_step_stats *st, const pt_train_loss *loss);
+
+/* Adds b's sums and counts to a's. */
+void pt_step_stats_add(pt_step_stats *a, const pt_step_stats *b);
+
 /* The built-in engine ("local"): R·A micro-batches of b packs, in order, on
  * the calling thread (R replicas are emulated by running them one after
  * another, which gives the same sum).  pt_train_run's default. */
@@ -145,6 +171,13 @@ typedef struct pt_train_metrics {
     int32_t epoch;
     double loss, lr, graphs_per_s, nodes_per_s, padding_fraction, seconds;
     double train_loss, val_mae, val_rmse;   /* epoch lines only */
+    /* forces jobs (printed when has_forces; stress fields when has_stress):
+     * the loss's parts over the same steps as `loss` — energy MSE (eV², per
+     * atom (eV/atom)²), force MSE per component ((eV/Å)²), stress MSE
+     * ((eV/Å³)²) — and on epoch lines the validation's loss and errors */
+    int has_forces, has_stress;
+    double loss_energy, loss_forces, loss_stress;
+    double val_loss, val_forces_mae, val_forces_rmse, val_stress_mae, val_stress_rmse;
     int64_t total_steps;      /* planned steps of the run (for progress; not printed) */
     int has_phases;           /* phase fields printed (step lines) */
     pt_phase_times phases;    /* totals over phases.steps steps */
@@ -190,6 +223,12 @@ typedef struct pt_train_result {
     int32_t best_epoch;         /* epoch of the kept model */
     double best_val_loss, best_val_mae, best_val_rmse;
     double test_mae, test_rmse; /* of the kept model; NaN without a test part */
+    pt_train_loss loss;         /* as resolved (plan.h) */
+    /* forces jobs: the kept model's errors (eV/Å, eV/Å³), and the MAE of
+     * predicting zero forces on the same atoms (the yardstick of learning) */
+    double best_val_forces_mae, best_val_forces_rmse, best_val_stress_mae;
+    double test_forces_mae, test_forces_rmse, test_forces_zero_mae;
+    double test_stress_mae, test_stress_rmse;
     double first_loss;          /* loss of the first logged window */
     double last_loss;           /* loss of the last epoch */
     const char *stop_reason;    /* "epochs", "max_steps", "early_stopping", "cancelled" */
@@ -212,8 +251,12 @@ typedef struct pt_train_result {
  *  "test_mae","test_rmse","stop_reason","seconds","step_seconds","n_train","n_val",
  *  "n_test","split_moved","max_nodes","max_edges","max_graphs","micro_packs",
  *  "global_packs","replicas","accumulation","ranks","threads",
- *  "graphs","nodes","edges","node_slots","edge_slots","resumed_step"}, non-finite
- * numbers null.
+ *  "graphs","nodes","edges","node_slots","edge_slots","resumed_step",
+ *  "loss":{"energy_weight","forces_weight","stress_weight","energy":"total"|"per_atom"}}
+ * and for forces jobs "best_val_forces_mae","best_val_forces_rmse",
+ * "test_forces_mae","test_forces_rmse","test_forces_zero_mae" (+ the stress
+ * ones when stress is trained: "best_val_stress_mae","test_stress_mae",
+ * "test_stress_rmse"); non-finite numbers null.
  * pt_train_run writes it to out_dir/result.json at the end of a run. */
 json_t *pt_train_result_json(const pt_train_result *res);
 

@@ -38,14 +38,21 @@ static void window_to(pt_checkpoint_window *dst, const pt_train_window *w)
     *dst = (pt_checkpoint_window){.loss_sum = w->st.loss_sum, .seconds = w->seconds,
                                   .graphs = w->st.graphs, .nodes = w->st.nodes,
                                   .node_slots = w->st.node_slots, .edges = w->st.edges,
-                                  .edge_slots = w->st.edge_slots, .steps = w->steps};
+                                  .edge_slots = w->st.edge_slots, .steps = w->steps,
+                                  .forces_sse = w->st.forces_sse,
+                                  .stress_sse = w->st.stress_sse,
+                                  .force_components = w->st.force_components,
+                                  .stress_components = w->st.stress_components};
 }
 
 static void window_from(pt_train_window *w, const pt_checkpoint_window *src)
 {
     *w = (pt_train_window){.st = {.loss_sum = src->loss_sum, .graphs = src->graphs,
                                   .nodes = src->nodes, .node_slots = src->node_slots,
-                                  .edges = src->edges, .edge_slots = src->edge_slots},
+                                  .edges = src->edges, .edge_slots = src->edge_slots,
+                                  .forces_sse = src->forces_sse, .stress_sse = src->stress_sse,
+                                  .force_components = src->force_components,
+                                  .stress_components = src->stress_components},
                            .seconds = src->seconds, .steps = src->steps};
 }
 
@@ -189,7 +196,10 @@ int pt_trainer_checkpoint(pt_trainer *tr, int32_t epoch, uint32_t position, int 
         .best_val_mae = r->best_val_mae, .best_val_rmse = r->best_val_rmse,
         .first_loss = r->first_loss, .last_loss = r->last_loss, .step_seconds = r->step_seconds,
         .graphs = r->graphs, .nodes = r->nodes, .edges = r->edges, .node_slots = r->node_slots,
-        .edge_slots = r->edge_slots, .norm_mean = tr->norm.mean, .norm_std = tr->norm.std};
+        .edge_slots = r->edge_slots, .norm_mean = tr->norm.mean, .norm_std = tr->norm.std,
+        .best_val_forces_mae = r->best_val_forces_mae,
+        .best_val_forces_rmse = r->best_val_forces_rmse,
+        .best_val_stress_mae = r->best_val_stress_mae};
     memcpy(s.config_sha256, tr->config_hash, sizeof s.config_sha256);
     snprintf(s.stop_reason, sizeof s.stop_reason, "%s", final ? r->stop_reason : "");
     window_to(&s.epoch_window, &tr->epoch_win);
@@ -291,6 +301,9 @@ static void restore_results(pt_trainer *tr, const pt_checkpoint_state *s)
     r->best_val_loss = s->best_val_loss;
     r->best_val_mae = s->best_val_mae;
     r->best_val_rmse = s->best_val_rmse;
+    r->best_val_forces_mae = s->best_val_forces_mae;
+    r->best_val_forces_rmse = s->best_val_forces_rmse;
+    r->best_val_stress_mae = s->best_val_stress_mae;
     r->first_loss = s->first_loss;
     r->last_loss = s->last_loss;
     r->step_seconds = s->step_seconds;

@@ -24,13 +24,49 @@ static void local_close(void *self)
     free(le);
 }
 
-/* Real graphs in packs ids[0..n): the loss normaliser of the global batch. */
-static int64_t count_graphs(const pt_packs *packs, const uint32_t *ids, uint32_t n)
+void pt_train_loss_norm(const pt_train_data *d, const pt_packs *packs, const uint32_t *ids,
+                        uint32_t n, pt_schnet_loss_norm *out)
 {
-    int64_t g = 0;
-    for (uint32_t i = 0; i < n; i++)
-        g += packs->graph_offset[ids[i] + 1] - packs->graph_offset[ids[i]];
-    return g;
+    int64_t g = 0, fc = 0, sc = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const uint32_t lo = packs->graph_offset[ids[i]], hi = packs->graph_offset[ids[i] + 1];
+        g += hi - lo;
+        if (!d->loss.forces) continue;
+        for (uint32_t q = lo; q < hi; q++) {
+            const uint32_t s = packs->graphs[q];
+            if (pt_train_has_forces(d->ds, s)) fc += 3 * (int64_t)pt_dataset_natoms(d->ds, s);
+            if (pt_train_has_stress(d->ds, s)) sc += 9;
+        }
+    }
+    *out = (pt_schnet_loss_norm){.graphs = (double)g, .force_components = (double)fc,
+                                 .stress_components = (double)sc};
+}
+
+double pt_step_stats_loss(const pt_step_stats *st, const pt_train_loss *loss)
+{
+    if (!st->graphs) return NAN;
+    double l = 0.0;
+    if (loss->w.energy > 0.0) l += loss->w.energy * (st->loss_sum / (double)st->graphs);
+    if (loss->w.forces > 0.0 && st->force_components)
+        l += loss->w.forces * (st->forces_sse / (double)st->force_components);
+    if (loss->w.stress > 0.0 && st->stress_components)
+        l += loss->w.stress * (st->stress_sse / (double)st->stress_components);
+    return l;
+}
+
+void pt_step_stats_add(pt_step_stats *a, const pt_step_stats *b)
+{
+    a->loss_sum += b->loss_sum;
+    a->forces_sse += b->forces_sse;
+    a->stress_sse += b->stress_sse;
+    a->force_components += b->force_components;
+    a->stress_components += b->stress_components;
+    a->graphs += b->graphs;
+    a->nodes += b->nodes;
+    a->node_slots += b->node_slots;
+    a->edges += b->edges;
+    a->edge_slots += b->edge_slots;
+    a->filter_rows += b->filter_rows;
 }
 
 void pt_step_stats_add_batch(pt_step_stats *st, const pt_batch *b, const pt_schnet_acts *a)
@@ -43,25 +79,109 @@ void pt_step_stats_add_batch(pt_step_stats *st, const pt_batch *b, const pt_schn
     st->edge_slots += b->cap_edges;
 }
 
-/* Gradient of  L = (1/n_g) Σ_{real g in the global batch} (y_g − t_g)²:
- * every micro-batch's loss is normalised by the global count n_g, so the
- * accumulated gradients are those of the global mean, whatever the split. */
+pt_schnet_mode pt_train_step_mode(const pt_train_data *d)
+{
+    return d->loss.forces ? PT_SCHNET_FORCES_TRAIN : PT_SCHNET_ENERGY;
+}
+
+pt_schnet_mode pt_train_eval_mode(const pt_train_data *d)
+{
+    return d->loss.forces ? PT_SCHNET_FORCES : PT_SCHNET_ENERGY;
+}
+
+/* The default loss of an energy-only job: pt_schnet_loss, unchanged. */
+static int plain_energy_loss(const pt_train_loss *l)
+{
+    return !l->forces && l->w.energy == 1.0 && !l->w.energy_per_atom;
+}
+
+/* Sums of the force and stress residuals of the batch's labelled graphs
+ * (after pt_schnet_forces): squares, absolute values, |label|, counts. */
+typedef struct residual_sums {
+    double f_sq, f_abs, f_ref_abs, s_sq, s_abs;
+    int64_t f_n, s_n;
+} residual_sums;
+
+static void residuals(const pt_batch *b, const pt_schnet_acts *a, residual_sums *r)
+{
+    for (int32_t i = 0; i < b->cap_nodes; i++) {
+        const int32_t g = b->node_graph[i];
+        if (g < 0 || !b->graph_has_forces[g]) continue;
+        for (int x = 0; x < 3; x++) {
+            const double ref = (double)b->node_force[3 * (size_t)i + x];
+            const double e = a->force[3 * (size_t)i + x] - ref;
+            r->f_sq += e * e;
+            r->f_abs += fabs(e);
+            r->f_ref_abs += fabs(ref);
+        }
+        r->f_n += 3;
+    }
+    for (int32_t g = 0; g < b->cap_graphs; g++) {
+        if (b->graph_id[g] < 0 || !b->graph_has_stress[g] || !(b->graph_volume[g] > 0.0))
+            continue;
+        for (int x = 0; x < 9; x++) {
+            const double e = a->stress[9 * (size_t)g + x] - b->graph_stress[9 * (size_t)g + x];
+            r->s_sq += e * e;
+            r->s_abs += fabs(e);
+        }
+        r->s_n += 9;
+    }
+}
+
+void pt_train_micro_forward(const pt_train_data *d, const pt_schnet *m, pt_schnet_acts *a,
+                            const pt_batch *b, const pt_schnet_loss_norm *norm,
+                            pt_step_stats *st)
+{
+    const pt_train_loss *l = &d->loss;
+    pt_schnet_forward(m, a, b);
+    if (plain_energy_loss(l)) {
+        st->loss_sum += pt_schnet_loss(m, a, b, norm->graphs) * norm->graphs;
+    } else {
+        if (l->forces) pt_schnet_forces(m, a, b);
+        pt_schnet_loss_parts p;
+        pt_schnet_loss_forces(m, a, b, &l->w, norm, &p);
+        st->loss_sum += p.energy * norm->graphs;
+        if (l->forces) {
+            residual_sums r = {0};
+            residuals(b, a, &r);
+            st->forces_sse += r.f_sq;
+            st->force_components += r.f_n;
+            st->stress_sse += r.s_sq;
+            st->stress_components += r.s_n;
+        }
+    }
+    pt_step_stats_add_batch(st, b, a);
+}
+
+void pt_train_micro_backward(const pt_train_data *d, const pt_schnet *m, pt_schnet_acts *a,
+                             const pt_batch *b, float *grads)
+{
+    if (d->loss.forces) pt_schnet_backward_forces(m, a, b, grads);
+    else pt_schnet_backward(m, a, b, grads);
+}
+
+/* Gradient of the loss of the global batch (train.h): every micro-batch's
+ * means are taken over the global counts, so the accumulated gradients are
+ * those of the global batch's loss, whatever the split. */
 static int local_compute(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
-                         double n_norm, float *grads, pt_step_stats *st, pt_errors *errs)
+                         const pt_schnet_loss_norm *norm, float *grads, pt_step_stats *st,
+                         pt_errors *errs)
 {
     local_engine *le = self;
     const pt_train_data *d = le->d;
     const uint32_t b = (uint32_t)d->layout.micro_packs;
     memset(st, 0, sizeof(*st));
     memset(grads, 0, d->model->n_params * sizeof(float));
-    if (n_norm <= 0.0) n_norm = (double)count_graphs(packs, ids, n);
+    pt_schnet_loss_norm own;
+    if (!norm) {
+        pt_train_loss_norm(d, packs, ids, n, &own);
+        norm = &own;
+    }
     for (uint32_t at = 0; at < n; at += b) {
         uint32_t k = n - at < b ? n - at : b;
         if (pt_train_fill(&le->batch, d, packs, ids + at, k, errs) != 0) return -1;
-        pt_schnet_forward(d->model, &le->acts, &le->batch);
-        st->loss_sum += pt_schnet_loss(d->model, &le->acts, &le->batch, n_norm) * n_norm;
-        pt_schnet_backward(d->model, &le->acts, &le->batch, grads);
-        pt_step_stats_add_batch(st, &le->batch, &le->acts);
+        pt_train_micro_forward(d, d->model, &le->acts, &le->batch, norm, st);
+        pt_train_micro_backward(d, d->model, &le->acts, &le->batch, grads);
     }
     return 0;
 }
@@ -76,8 +196,8 @@ int pt_grad_engine_open_local(pt_grad_engine *eng, const pt_train_data *d, pt_er
     }
     le->d = d;
     if (pt_train_batch_init(&le->batch, d, d->limits, errs) != 0 ||
-        pt_schnet_acts_init(&le->acts, d->model, le->batch.cap_nodes, le->batch.cap_edges,
-                            le->batch.cap_graphs, errs) != 0) {
+        pt_schnet_acts_init_mode(&le->acts, d->model, le->batch.cap_nodes, le->batch.cap_edges,
+                                 le->batch.cap_graphs, pt_train_step_mode(d), errs) != 0) {
         local_close(le);
         return -1;
     }
@@ -103,8 +223,8 @@ int pt_evaluator_init(pt_evaluator *ev, const pt_train_data *d, pt_pack_limits l
         return -1;
     }
     if (pt_train_batch_init(&ev->batch, d, limits, errs) != 0 ||
-        pt_schnet_acts_init(&ev->acts, d->model, ev->batch.cap_nodes, ev->batch.cap_edges,
-                            ev->batch.cap_graphs, errs) != 0) {
+        pt_schnet_acts_init_mode(&ev->acts, d->model, ev->batch.cap_nodes, ev->batch.cap_edges,
+                                 ev->batch.cap_graphs, pt_train_eval_mode(d), errs) != 0) {
         pt_evaluator_close(ev);
         return -1;
     }
@@ -123,12 +243,15 @@ void pt_evaluator_close(pt_evaluator *ev)
     memset(ev, 0, sizeof(*ev));
 }
 
-/* MAE, RMSE and MSE over the real graphs of all packs, in target units. */
+/* Errors over the real graphs of all packs: the energy's in target units
+ * (per structure), a forces job's forces and stress too, and the loss. */
 int pt_evaluate(pt_evaluator *ev, const pt_packs *packs, pt_eval_result *out, pt_errors *errs)
 {
     const pt_train_data *d = ev->d;
+    const pt_train_loss *l = &d->loss;
     const uint32_t b = (uint32_t)d->layout.micro_packs;
-    double abs_sum = 0.0, sq_sum = 0.0;
+    double abs_sum = 0.0, sq_sum = 0.0, per_atom_sq = 0.0;
+    residual_sums r = {0};
     int64_t n = 0;
     for (uint32_t at = 0; at < packs->n_packs; at += b) {
         uint32_t k = packs->n_packs - at < b ? packs->n_packs - at : b;
@@ -137,15 +260,36 @@ int pt_evaluate(pt_evaluator *ev, const pt_packs *packs, pt_eval_result *out, pt
         const double *y = pt_schnet_forward(d->model, &ev->acts, &ev->batch);
         for (int32_t g = 0; g < ev->batch.cap_graphs; g++) {
             if (ev->batch.graph_id[g] < 0) continue;
-            double r = y[g] - ev->batch.target[g];
-            abs_sum += fabs(r);
-            sq_sum += r * r;
+            double e = y[g] - ev->batch.target[g], ea = e / (double)ev->batch.graph_natoms[g];
+            abs_sum += fabs(e);
+            sq_sum += e * e;
+            per_atom_sq += ea * ea;
             n++;
         }
+        if (l->forces) {
+            pt_schnet_forces(d->model, &ev->acts, &ev->batch);
+            residuals(&ev->batch, &ev->acts, &r);
+        }
     }
-    out->n = n;
+    *out = (pt_eval_result){.n = n, .force_components = r.f_n, .stress_components = r.s_n};
     out->mae = n ? abs_sum / (double)n : NAN;
     out->mse = n ? sq_sum / (double)n : NAN;
     out->rmse = sqrt(out->mse);
+    const double fn = (double)r.f_n, sn = (double)r.s_n;
+    out->forces_mae = r.f_n ? r.f_abs / fn : NAN;
+    out->forces_mse = r.f_n ? r.f_sq / fn : NAN;
+    out->forces_rmse = sqrt(out->forces_mse);
+    out->forces_zero_mae = r.f_n ? r.f_ref_abs / fn : NAN;
+    out->stress_mae = r.s_n ? r.s_abs / sn : NAN;
+    out->stress_mse = r.s_n ? r.s_sq / sn : NAN;
+    out->stress_rmse = sqrt(out->stress_mse);
+    /* the training loss's form, so that the best model is the one the loss prefers */
+    double loss = 0.0;
+    if (l->w.energy > 0.0)
+        loss += l->w.energy * (l->w.energy_per_atom ? (n ? per_atom_sq / (double)n : NAN)
+                                                    : out->mse);
+    if (l->w.forces > 0.0 && r.f_n) loss += l->w.forces * out->forces_mse;
+    if (l->w.stress > 0.0 && r.s_n) loss += l->w.stress * out->stress_mse;
+    out->loss = n ? loss : NAN;
     return 0;
 }

@@ -29,9 +29,36 @@ int pt_train_fill(pt_batch *b, const pt_train_data *d, const pt_packs *packs,
 
 void pt_step_stats_add_batch(pt_step_stats *st, const pt_batch *b, const pt_schnet_acts *a);
 
+/* The arena a job's training steps need: PT_SCHNET_FORCES_TRAIN for a
+ * forces job, PT_SCHNET_ENERGY otherwise (its evaluations: FORCES or ENERGY). */
+pt_schnet_mode pt_train_step_mode(const pt_train_data *d);
+pt_schnet_mode pt_train_eval_mode(const pt_train_data *d);
+
+/* One micro-batch of a training step, in two halves (the backend times
+ * them as its forward and backward phases): forward (and forces) and the
+ * loss with the step's denominators, its sums added to st; then the
+ * backward, ACCUMULATING into grads.  An energy-only job of the default
+ * loss runs pt_schnet_loss, as every job did before training.loss existed;
+ * another energy-only loss runs pt_schnet_loss_forces on the energy arena.
+ * m is the model computing (d->model, or a replica's own copy under ZeRO);
+ * grads may be NULL when a->on_layer places every layer's gradient (ZeRO
+ * stages 2-3: energy jobs only, plan.c refuses them for forces). */
+void pt_train_micro_forward(const pt_train_data *d, const pt_schnet *m, pt_schnet_acts *a,
+                            const pt_batch *b, const pt_schnet_loss_norm *norm,
+                            pt_step_stats *st);
+void pt_train_micro_backward(const pt_train_data *d, const pt_schnet *m, pt_schnet_acts *a,
+                             const pt_batch *b, float *grads);
+
 typedef struct pt_eval_result {
     int64_t n;             /* real graphs evaluated */
-    double mae, rmse, mse; /* target units; NaN when n = 0 */
+    double mae, rmse, mse; /* energy, target units per structure; NaN when n = 0 */
+    double loss;           /* the training loss (training.loss) over these structures:
+                              mse for an energy-only job of the default loss */
+    /* forces jobs; NaN when there is nothing to compare */
+    int64_t force_components, stress_components;
+    double forces_mae, forces_rmse, forces_mse;   /* eV/Å per component */
+    double forces_zero_mae;                       /* mean |F_ref|: the MAE of zero forces */
+    double stress_mae, stress_rmse, stress_mse;   /* eV/Å³ per component */
 } pt_eval_result;
 
 typedef struct pt_evaluator {

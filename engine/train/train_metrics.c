@@ -22,11 +22,37 @@ int pt_train_metrics_json(const pt_train_metrics *m, char *buf, size_t len)
     int epoch_line = !strcmp(m->kind, "epoch");
     size_t n = (size_t)snprintf(buf, len, "{\"kind\":\"%s\",\"step\":%lld,\"epoch\":%d,", m->kind,
                                 (long long)m->step, (int)m->epoch);
-    const char *keys[] = {"loss", "lr", "graphs_per_s", "nodes_per_s", "padding_fraction",
-                          "seconds", "train_loss", "val_mae", "val_rmse"};
-    const double vals[] = {m->loss, m->lr, m->graphs_per_s, m->nodes_per_s, m->padding_fraction,
-                           m->seconds, m->train_loss, m->val_mae, m->val_rmse};
-    int count = epoch_line ? 9 : 6;
+    /* in print order: the common fields, an epoch line's, a forces job's */
+    const char *keys[20];
+    double vals[20];
+    int count = 0;
+#define PUT(k, v) (keys[count] = (k), vals[count++] = (v))
+    PUT("loss", m->loss);
+    PUT("lr", m->lr);
+    PUT("graphs_per_s", m->graphs_per_s);
+    PUT("nodes_per_s", m->nodes_per_s);
+    PUT("padding_fraction", m->padding_fraction);
+    PUT("seconds", m->seconds);
+    if (epoch_line) {
+        PUT("train_loss", m->train_loss);
+        PUT("val_mae", m->val_mae);
+        PUT("val_rmse", m->val_rmse);
+    }
+    if (m->has_forces) {
+        PUT("loss_energy", m->loss_energy);
+        PUT("loss_forces", m->loss_forces);
+        if (m->has_stress) PUT("loss_stress", m->loss_stress);
+        if (epoch_line) {
+            PUT("val_loss", m->val_loss);
+            PUT("val_forces_mae", m->val_forces_mae);
+            PUT("val_forces_rmse", m->val_forces_rmse);
+            if (m->has_stress) {
+                PUT("val_stress_mae", m->val_stress_mae);
+                PUT("val_stress_rmse", m->val_stress_rmse);
+            }
+        }
+    }
+#undef PUT
     int phases = m->has_phases && !epoch_line;
     for (int i = 0; i < count; i++)
         n += (size_t)put_num(AT(n), keys[i], vals[i], i == count - 1 && !phases);
@@ -64,5 +90,23 @@ json_t *pt_train_result_json(const pt_train_result *r)
                           (int)r->layout.ranks, "threads", (int)r->layout.threads);
     if (o && l) json_object_update(o, l);
     json_decref(l);
+    const pt_train_loss *ls = &r->loss;
+    json_t *loss = json_pack("{s:f, s:f, s:f, s:s}", "energy_weight", ls->w.energy,
+                             "forces_weight", ls->w.forces, "stress_weight", ls->w.stress,
+                             "energy", ls->w.energy_per_atom ? "per_atom" : "total");
+    if (o && loss) json_object_set(o, "loss", loss);
+    json_decref(loss);
+    if (o && ls->forces) {
+        json_object_set_new(o, "best_val_forces_mae", num_or_null(r->best_val_forces_mae));
+        json_object_set_new(o, "best_val_forces_rmse", num_or_null(r->best_val_forces_rmse));
+        json_object_set_new(o, "test_forces_mae", num_or_null(r->test_forces_mae));
+        json_object_set_new(o, "test_forces_rmse", num_or_null(r->test_forces_rmse));
+        json_object_set_new(o, "test_forces_zero_mae", num_or_null(r->test_forces_zero_mae));
+    }
+    if (o && ls->w.stress > 0.0) {
+        json_object_set_new(o, "best_val_stress_mae", num_or_null(r->best_val_stress_mae));
+        json_object_set_new(o, "test_stress_mae", num_or_null(r->test_stress_mae));
+        json_object_set_new(o, "test_stress_rmse", num_or_null(r->test_stress_rmse));
+    }
     return o;
 }

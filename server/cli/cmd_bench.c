@@ -75,10 +75,11 @@ typedef struct bench_state {
 static bench_state g_bench;
 
 static int bench_compute(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
-                         double n_norm, float *grads, pt_step_stats *st, pt_errors *errs)
+                         const pt_schnet_loss_norm *norm, float *grads, pt_step_stats *st,
+                         pt_errors *errs)
 {
     bench_state *b = self;
-    int rc = b->inner.compute(b->inner.self, packs, ids, n, n_norm, grads, st, errs);
+    int rc = b->inner.compute(b->inner.self, packs, ids, n, norm, grads, st, errs);
     if (rc == 0 && b->n < b->cap) b->st[b->n++] = *st;
     return rc;
 }
@@ -311,7 +312,7 @@ static json_t *report(const bench_state *b, const pt_job_config *cfg, const pt_t
     pt_memplan plan;
     pt_errors errs;
     pt_errors_init(&errs, 0);
-    json_t *mp = pt_memplan_for_job(&plan, cfg, &res->layout, res->limits, &errs)
+    json_t *mp = pt_memplan_for_job(&plan, cfg, &res->layout, res->limits, res->loss.forces, &errs)
                      ? json_null() : pt_memplan_json(&plan);
     pt_errors_close(&errs);
     json_t *cj = pt_job_config_to_json(cfg);

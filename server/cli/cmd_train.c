@@ -74,7 +74,11 @@ static void usage(FILE *out)
             "while the file is unchanged.  One JSON line per logged step and per epoch:\n"
             "  {\"kind\":\"step\"|\"epoch\",\"step\",\"epoch\",\"loss\",\"lr\",\"graphs_per_s\",\n"
             "   \"nodes_per_s\",\"padding_fraction\",\"seconds\"}  (epoch lines add\n"
-            "   \"train_loss\",\"val_mae\",\"val_rmse\")\n"
+            "   \"train_loss\",\"val_mae\",\"val_rmse\").  On data with forces the job trains\n"
+            "on energies and forces (training.loss \"auto\"); its lines add \"loss_energy\",\n"
+            "\"loss_forces\" and, on epoch lines, \"val_loss\", \"val_forces_mae\",\n"
+            "\"val_forces_rmse\" (eV/A), and the summary gives the test force MAE next to\n"
+            "the MAE of predicting zero forces.\n"
             "\n"
             "  --config FILE  job configuration (JSON, the same the REST API accepts); every\n"
             "                 key is optional, defaults as in README and engine/train/config.h\n"
@@ -90,7 +94,8 @@ static void usage(FILE *out)
             "Ctrl-C ends training after the current step; the best model is kept and a\n"
             "checkpoint written, whose path is printed, to continue from with --resume.\n"
             "A job's max_runtime_seconds stops it the same way, and the exit status is 1.\n"
-            "Exit status: 0 trained, 1 training failed, 2 bad arguments or configuration.\n");
+            "Exit status: 0 trained, 1 training failed, 2 bad arguments or configuration\n"
+            "(a training.loss weight the data has no labels for included).\n");
 }
 
 int pt_cmd_train(int argc, char **argv)
@@ -153,6 +158,15 @@ int pt_cmd_train(int argc, char **argv)
         pt_errors_close(&errs);
         return 1;
     }
+    /* a loss the dataset has no labels for is a configuration error, as the
+     * server's 422 says (the plan refuses it again in the run) */
+    pt_train_loss loss;
+    if (pt_train_loss_resolve(&loss, &cfg, &ds, &errs) != 0) {
+        pt_cli_print_errors("packtrain train", &errs);
+        pt_dataset_close(&ds);
+        pt_errors_close(&errs);
+        return 2;
+    }
     if (pt_mpi_needs_launch(&cfg)) {
         /* the ranks open the .ptd (ingested once, here), not the input */
         fprintf(stderr, "packtrain train: backend.kind \"mpi\": starting %d ranks (packtrain "
@@ -189,6 +203,15 @@ int pt_cmd_train(int argc, char **argv)
                 (long long)res.steps, (int)res.epochs, res.seconds, res.stop_reason,
                 (int)res.best_epoch, res.best_val_mae, res.best_val_rmse, res.test_mae,
                 res.test_rmse, out);
+        if (res.loss.forces)
+            fprintf(stderr, "packtrain train: forces (eV/A): best val MAE %.6g RMSE %.6g, test "
+                    "MAE %.6g RMSE %.6g; predicting zero forces: test MAE %.6g\n",
+                    res.best_val_forces_mae, res.best_val_forces_rmse, res.test_forces_mae,
+                    res.test_forces_rmse, res.test_forces_zero_mae);
+        if (res.loss.w.stress > 0.0)
+            fprintf(stderr, "packtrain train: stress (eV/A^3): best val MAE %.6g, test MAE "
+                    "%.6g RMSE %.6g\n", res.best_val_stress_mae, res.test_stress_mae,
+                    res.test_stress_rmse);
         if (!strcmp(res.stop_reason, "cancelled") && res.last_checkpoint[0])
             fprintf(stderr, "packtrain train: to continue: packtrain train %s%s%s --out %s "
                     "--resume %s\n", data, config ? " --config " : "", config ? config : "",

@@ -5,6 +5,9 @@
 #     the same model, byte for byte, as one process with the same global
 #     batch (2 and 4 replicas), over two epochs; rank 0 alone prints metrics
 #     and writes the outputs;
+#   - a job training on energies and forces (EMT slice, training.loss
+#     "auto"), 2 ranks x 2 replicas x 2 accumulation, trains the model of one
+#     process with 4 replicas, byte for byte, with the same force errors;
 #   - `packtrain train` on a job of 2 ranks starts them itself (it runs again
 #     under `packtrain mpirun`), with the same model;
 #   - the worker under `packtrain mpirun --protocol` (the server's way): one
@@ -44,7 +47,8 @@ MPIRUN=(mpirun --oversubscribe --bind-to none --stdin none "${ROOT[@]}" $PACKTRA
 T=(timeout -k 5 60)
 
 "$PT" ingest tests/data/backend_qm9_240.extxyz.gz --out "$WORK/d.ptd" >/dev/null 2>&1 &&
-  "$PT" ingest tests/data/api_demo_qm9_64.extxyz --out "$WORK/other.ptd" >/dev/null 2>&1 ||
+  "$PT" ingest tests/data/api_demo_qm9_64.extxyz --out "$WORK/other.ptd" >/dev/null 2>&1 &&
+  "$PT" ingest tests/data/emt_train_240.extxyz.gz --out "$WORK/emt.ptd" >/dev/null 2>&1 ||
   { not_ok "ingest the test datasets"; finish; exit 1; }
 
 config() { # FILE KIND RANKS R A EPOCHS [LR [EXTRA_BACKEND_KEYS]]
@@ -101,6 +105,34 @@ check "stage 3 over ranks wrote checkpoints" test -s "$Z3CK"
 expect "... resumed from $(basename "$Z3CK"): the run succeeds" "$?" 0
 check "... with the model of the uninterrupted run, byte for byte" same_bytes \
   "$WORK/z3r/model.safetensors" "$WORK/zzerostage3/model.safetensors"
+
+# --- energies and forces: 2 ranks = one process ----------------------------------------------
+fconfig() { # FILE KIND RANKS R A
+  cat >"$1" <<EOF
+{"target": "energy", "model": {"hidden": 16, "filters": 16, "interactions": 2, "gaussians": 12,
+ "cutoff": 4.0, "max_neighbors": null}, "batching": {"model_batch_size": 2},
+ "training": {"epochs": 2, "log_every": 1, "seed": 5, "lr": 0.002},
+ "backend": {"kind": "$2", "ranks": $3, "replication_factor": $4, "gradient_accumulation": $5,
+             "threads": 1}}
+EOF
+}
+fconfig "$WORK/fm.json" mpi 2 4 2
+fconfig "$WORK/fo.json" ipu-emulated 1 4 2
+"${T[@]}" "$PT" mpirun --config "$WORK/fm.json" -- train "$WORK/emt.ptd" --config "$WORK/fm.json" \
+  --out "$WORK/fm" >"$WORK/fm.out" 2>"$WORK/fm.err"
+expect "forces job, 2 ranks x 2 replicas x A=2: the run succeeds" "$?" 0
+"$PT" train "$WORK/emt.ptd" --config "$WORK/fo.json" --out "$WORK/fo" >"$WORK/fo.out" 2>"$WORK/fo.err"
+expect "forces job, 1 process x 4 replicas x A=2: the run succeeds" "$?" 0
+check "... the same model, byte for byte" same_bytes "$WORK/fm/model.safetensors" "$WORK/fo/model.safetensors"
+expect "... the same loss at every step" "$(losses "$WORK/fm.out")" "$(losses "$WORK/fo.out")"
+fparts() { "$PY" -c 'import json,sys; print(" ".join(repr((j["loss_energy"], j["loss_forces"])) for j in map(json.loads, (l for l in open(sys.argv[1]) if l.startswith("{\"kind\":\"step\"")))))' "$1"; }
+expect "... the same energy and force parts at every step" "$(fparts "$WORK/fm.out")" "$(fparts "$WORK/fo.out")"
+check "... which are numbers" test -n "$(fparts "$WORK/fm.out")"
+expect "... the same test force MAE" "$(jget "$WORK/fm/result.json" 'j["test_forces_mae"]')" \
+  "$(jget "$WORK/fo/result.json" 'j["test_forces_mae"]')"
+expect "... below the MAE of zero forces" \
+  "$(jget "$WORK/fm/result.json" 'j["test_forces_mae"] < j["test_forces_zero_mae"]')" True
+[ -s "$WORK/fm/model.safetensors" ] || cat "$WORK/fm.err"
 
 # --- packtrain train starts its ranks itself (no mpirun by hand) -------------------------
 "${T[@]}" "$PT" train "$WORK/d.ptd" --config "$WORK/m2.json" --out "$WORK/self2" \

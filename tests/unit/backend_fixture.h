@@ -1,8 +1,12 @@
 /* backend_fixture.h — shared by the backend tests (header-only, included by
- * test_backend.c and test_backend_api.c after <cmocka.h>): a 240-molecule
- * QM9 slice (every 53rd molecule of the shared subset) ingested into a
- * temporary .ptd, its neighbour graphs, LPFHP packs of epoch 0, a small
- * seeded SchNet, and helpers to open the backend with a given split. */
+ * test_backend.c, test_backend_api.c, test_backend_forces.c and
+ * test_mpi_backend.c after <cmocka.h>): a 240-molecule QM9 slice (every 53rd
+ * molecule of the shared subset) ingested into a temporary .ptd, its
+ * neighbour graphs, LPFHP packs of epoch 0, a small seeded SchNet, and
+ * helpers to open the backend with a given split.  A test file may define
+ * BFX_DATA, BFX_TARGET, BFX_CUTOFF and BFX_MAX_NEIGHBORS before including
+ * it for other data (test_backend_forces.c: the EMT slice, energies and
+ * forces, every neighbour within 4 Å). */
 #ifndef PT_BACKEND_FIXTURE_H
 #define PT_BACKEND_FIXTURE_H
 
@@ -21,7 +25,14 @@
 #include "engine/core/rng.h"
 #include "engine/train/train.h"
 
-#define DATA "tests/data/backend_qm9_240.extxyz.gz"
+#ifndef BFX_DATA
+#define BFX_DATA "tests/data/backend_qm9_240.extxyz.gz"
+#define BFX_TARGET "energy_U0"
+#endif
+#ifndef BFX_CUTOFF
+#define BFX_CUTOFF 6.0
+#define BFX_MAX_NEIGHBORS 32
+#endif
 
 /* ---- fixture: dataset, graphs, packs, model -------------------------------- */
 
@@ -52,12 +63,12 @@ static int setup(void **state)
     pt_ingest_options io;
     pt_ingest_options_init(&io);
     pt_ingest_report rep;
-    const char *inputs[] = {DATA};
+    const char *inputs[] = {BFX_DATA};
     int rc = pt_ingest_files(inputs, 1, F.ptd, &io, &rep, &errs);
     pt_ingest_report_close(&rep);
     char err[256];
     if (rc || pt_dataset_open(&F.ds, F.ptd, err, sizeof err)) return -1;
-    int key = pt_dataset_find_target(&F.ds, "energy_U0");
+    int key = pt_dataset_find_target(&F.ds, BFX_TARGET);
     if (key < 0) return -1;
     F.target_key = (uint32_t)key;
 
@@ -67,6 +78,9 @@ static int setup(void **state)
     F.cfg.model.interactions = 2;
     F.cfg.model.gaussians = 16;
     F.cfg.backend.threads = 1;
+    F.cfg.model.cutoff = BFX_CUTOFF;
+    F.cfg.model.max_neighbors = BFX_MAX_NEIGHBORS;
+    snprintf(F.cfg.target, sizeof F.cfg.target, "%s", BFX_TARGET);
     pt_graph_params gp = {(float)F.cfg.model.cutoff, F.cfg.model.max_neighbors, PT_GRAPH_RADIUS};
     if (pt_graphs_build(&F.graphs, &F.ds, &gp, &errs)) return -1;
 
@@ -88,6 +102,8 @@ static int setup(void **state)
     mc.filters = F.cfg.model.filters;
     mc.interactions = F.cfg.model.interactions;
     mc.gaussians = F.cfg.model.gaussians;
+    mc.cutoff = (float)F.cfg.model.cutoff;
+    mc.max_neighbors = F.cfg.model.max_neighbors;
     if (pt_schnet_init(&F.model, &mc, &errs)) return -1;
     pt_schnet_init_weights(&F.model, 3);
     /* a per-atom mean keeps the loss and gradients in a sane range */
@@ -132,6 +148,7 @@ __attribute__((unused)) static pt_train_data data_for(pt_job_config *cfg, int R,
     pt_errors errs;
     pt_errors_init(&errs, 0);
     assert_int_equal(pt_train_layout_resolve(&d.layout, cfg, pt_online_cores(), &errs), 0);
+    assert_int_equal(pt_train_loss_resolve(&d.loss, cfg, &F.ds, &errs), 0);
     pt_errors_close(&errs);
     return d;
 }

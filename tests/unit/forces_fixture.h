@@ -468,7 +468,8 @@ FX_FN double fx_ref_loss(const pt_schnet *m, const double *theta, const int *in,
         const fstruct *s = &fx_structs[k];
         double y, f[FX_MAXA][3], sg[9];
         fx_ref_forces(m, theta, s, &y, f, sg);
-        le += (y - s->energy) * (y - s->energy);
+        double re = (y - s->energy) / (w->energy_per_atom ? (double)s->n : 1.0);
+        le += re * re;
         ne += 1.0;
         if (s->has_forces)
             for (int i = 0; i < s->n; i++)

@@ -41,7 +41,7 @@ static float *grad_of(int R, int A, int b, uint32_t first, uint32_t n, pt_step_s
     for (uint32_t i = 0; i < n; i++) ids[i] = first + i;
     pt_errors errs;
     pt_errors_init(&errs, 0);
-    assert_int_equal(eng.compute(eng.self, &F.packs, ids, n, 0.0, g, st, &errs), 0);
+    assert_int_equal(eng.compute(eng.self, &F.packs, ids, n, NULL, g, st, &errs), 0);
     pt_errors_close(&errs);
     free(ids);
     eng.close(eng.self);
@@ -195,7 +195,7 @@ static void test_epoch_sees_every_graph_once(void **state)
         uint32_t n = F.packs.n_packs - first < G ? F.packs.n_packs - first : G;
         for (uint32_t i = 0; i < n; i++) ids[i] = first + i;
         pt_step_stats st;
-        assert_int_equal(eng.compute(eng.self, &F.packs, ids, n, 0.0, g, &st, &errs), 0);
+        assert_int_equal(eng.compute(eng.self, &F.packs, ids, n, NULL, g, &st, &errs), 0);
         tot.loss_sum += st.loss_sum;
         tot.graphs += st.graphs;
         tot.nodes += st.nodes;
@@ -214,7 +214,7 @@ static void test_epoch_sees_every_graph_once(void **state)
     double ref = 0.0;
     for (uint32_t p = 0; p < F.packs.n_packs; p++) {
         pt_step_stats st;
-        assert_int_equal(eng.compute(eng.self, &F.packs, &p, 1, 0.0, g, &st, &errs), 0);
+        assert_int_equal(eng.compute(eng.self, &F.packs, &p, 1, NULL, g, &st, &errs), 0);
         ref += st.loss_sum;
     }
     eng.close(eng.self);
@@ -266,7 +266,7 @@ static float *train_curve(int R, int A, int b, int D, int async, int prefetch, o
             if (order == ORDER_SKIP && step % 5 == 4 && first + 2 * G < packs.n_packs) first += G;
             uint32_t cnt = packs.n_packs - first < G ? packs.n_packs - first : G;
             pt_step_stats st;
-            assert_int_equal(eng.compute(eng.self, &packs, order_ids + first, cnt, 0.0, g, &st, &errs),
+            assert_int_equal(eng.compute(eng.self, &packs, order_ids + first, cnt, NULL, g, &st, &errs),
                              0);
             curve[step++] = st.loss_sum;
             pt_optim_step(&opt, F.model.params_memory, g, 1e-3);

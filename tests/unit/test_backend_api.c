@@ -31,7 +31,7 @@ static void test_phases_and_stats(void **state)
     pt_step_stats st;
     pt_bf16_set_threads(3);   /* the evaluation's setting, as the loop leaves it */
     for (int k = 0; k < 3; k++)
-        assert_int_equal(eng.compute(eng.self, &F.packs, ids, 8, 0.0, g, &st, &errs), 0);
+        assert_int_equal(eng.compute(eng.self, &F.packs, ids, 8, NULL, g, &st, &errs), 0);
     assert_int_equal(pt_bf16_get_threads(), 3);   /* steps restore it */
     pt_bf16_set_threads(1);
     pt_phase_times ph;
@@ -157,10 +157,10 @@ static void test_compute_errors(void **state)
     pt_errors_init(&errs, 0);
     pt_step_stats st;
     uint32_t ids[5] = {0, 1, 2, 3, 4};
-    assert_int_equal(eng.compute(eng.self, &F.packs, ids, 5, 0.0, g, &st, &errs), -1);
+    assert_int_equal(eng.compute(eng.self, &F.packs, ids, 5, NULL, g, &st, &errs), -1);
     assert_string_equal(errs.items[0].message, "a step of 5 packs, above R x A x b = 4");
     uint32_t bad[2] = {0, 100000};
-    assert_int_equal(eng.compute(eng.self, &F.packs, bad, 2, 0.0, g, &st, &errs), -1);
+    assert_int_equal(eng.compute(eng.self, &F.packs, bad, 2, NULL, g, &st, &errs), -1);
     char want[128];
     snprintf(want, sizeof want, "pack 100000 asked for, the epoch has %u packs", F.packs.n_packs);
     assert_string_equal(errs.items[1].message, want);
@@ -169,7 +169,7 @@ static void test_compute_errors(void **state)
     uint32_t offs[2] = {0, 4}, graphs[4] = {0, 1, 2, 3};
     pt_packs big = {F.packer.limits, 1, offs, graphs};
     uint32_t zero = 0;
-    assert_int_equal(eng.compute(eng.self, &big, &zero, 1, 0.0, g, &st, &errs), -1);
+    assert_int_equal(eng.compute(eng.self, &big, &zero, 1, NULL, g, &st, &errs), -1);
     assert_string_equal(errs.items[2].message, "pack 0 holds 4 graphs, above max_graphs 3");
 
     /* a pack the batch cannot hold: the fill fails on a replica, the step
@@ -182,9 +182,9 @@ static void test_compute_errors(void **state)
     uint32_t hoffs[2] = {0, 3};
     pt_packs over = {F.packer.limits, 1, hoffs, heavy};
     size_t before = errs.kept;
-    assert_int_equal(eng.compute(eng.self, &over, &zero, 1, 0.0, g, &st, &errs), -1);
+    assert_int_equal(eng.compute(eng.self, &over, &zero, 1, NULL, g, &st, &errs), -1);
     assert_true(errs.kept > before);
-    assert_int_equal(eng.compute(eng.self, &F.packs, ids, 4, 0.0, g, &st, &errs), 0);
+    assert_int_equal(eng.compute(eng.self, &F.packs, ids, 4, NULL, g, &st, &errs), 0);
     assert_true(st.graphs > 0);
     eng.close(eng.self);
     pt_errors_close(&errs);
@@ -215,7 +215,7 @@ static void test_no_allocation_per_step(void **state)
     for (uint32_t step = 0; (step + 1) * G <= F.packs.n_packs; step++) {
         if (step == 2) before = mallinfo2().uordblks;
         for (uint32_t i = 0; i < G; i++) ids[i] = step * G + i;
-        assert_int_equal(eng.compute(eng.self, &F.packs, ids, G, 0.0, g, &st, &errs), 0);
+        assert_int_equal(eng.compute(eng.self, &F.packs, ids, G, NULL, g, &st, &errs), 0);
     }
     assert_int_equal(mallinfo2().uordblks, before);
     pt_backend_stats bs;

@@ -25,7 +25,15 @@
 #include "tests/unit/tmp_fixture.h"
 
 static char tmpdir[] = "/tmp/pt_test_cmd_train_" "XX" "XX" "XX"; /* mkdtemp pattern */
-static char data_path[300], cfg_path[300];
+static char data_path[300], cfg_path[300], emt_path[300];
+
+static int write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fputs(text, f);
+    return fclose(f);
+}
 
 static int setup(void **state)
 {
@@ -33,6 +41,8 @@ static int setup(void **state)
     if (!mkdtemp(tmpdir)) return -1;
     snprintf(data_path, sizeof data_path, "%s/qm9.ptd", tmpdir);
     int rc = tfx_ingest("tests/data/train_qm9_400.extxyz.gz", data_path);
+    snprintf(emt_path, sizeof emt_path, "%s/emt.ptd", tmpdir);
+    if (rc == 0) rc = tfx_ingest("tests/data/emt_train_240.extxyz.gz", emt_path);
     snprintf(cfg_path, sizeof cfg_path, "%s/job.json", tmpdir);
     FILE *f = fopen(cfg_path, "w");
     if (rc != 0 || !f) return -1;
@@ -136,6 +146,37 @@ static void test_bad_checkpoint_every(void **state)
                                 "to 1000000000, got '-3'"));
 }
 
+/* A forces weight on data without forces is a configuration error (exit
+ * 2, the key and the reason), before anything is trained; on data with
+ * forces the job trains them and the summary says how well, in eV/Å,
+ * next to the MAE of predicting zero forces. */
+static void test_forces(void **state)
+{
+    (void)state;
+    char job[400], out[400], err[4096];
+    snprintf(job, sizeof job, "%s/forces.json", tmpdir);
+    assert_int_equal(write_file(job, "{\"target\":\"energy\",\"model\":{\"hidden\":16,"
+                                     "\"filters\":16,\"interactions\":1,\"gaussians\":12,"
+                                     "\"cutoff\":4.0,\"max_neighbors\":null},"
+                                     "\"backend\":{\"threads\":1},\"training\":{\"epochs\":2,"
+                                     "\"log_every\":1,\"loss\":{\"forces_weight\":1}}}"), 0);
+    child c;
+    snprintf(out, sizeof out, "%s/forces-qm9", tmpdir);
+    start(&c, "forces-qm9", data_path, "--config", job, "--out", out, NULL);
+    assert_int_equal(wait_exit(&c), 2);
+    read_err(&c, err, sizeof err);
+    assert_non_null(strstr(err, "training.loss.forces_weight: forces weight 1, but none of the "
+                                "dataset's 400 structures has force labels"));
+    assert_null(strstr(err, "steps,"));
+    snprintf(out, sizeof out, "%s/forces-emt", tmpdir);
+    start(&c, "forces-emt", emt_path, "--config", job, "--out", out, NULL);
+    assert_int_equal(wait_exit(&c), 0);
+    read_err(&c, err, sizeof err);
+    if (!strstr(err, "packtrain train: forces (eV/A): best val MAE "))
+        fail_msg("no forces summary in: %s", err);
+    assert_non_null(strstr(err, "; predicting zero forces: test MAE "));
+}
+
 /* Ctrl-C after step 5 with a checkpoint every 2 steps, then --resume. */
 static void test_interrupt_and_resume(void **state)
 {
@@ -206,6 +247,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_checkpoint_every),
+        cmocka_unit_test(test_forces),
         cmocka_unit_test(test_interrupt_and_resume),
         cmocka_unit_test(test_max_runtime),
     };

@@ -19,11 +19,14 @@ static const char *defaults_json =
     "\"use_async_loader\":true},"
     "\"batching\":{\"max_edges\":\"auto\",\"max_graphs\":\"auto\",\"max_nodes\":\"auto\","
     "\"method\":\"lpfhp\",\"model_batch_size\":\"auto\"},"
+    "\"forces_key\":\"forces\","
     "\"model\":{\"cutoff\":6.0,\"filters\":100,\"gaussians\":25,\"hidden\":100,"
     "\"interactions\":4,\"max_neighbors\":32,\"readout\":\"sum\"},"
     "\"target\":\"energy_U0\","
     "\"training\":{\"checkpoint_every\":200,\"clip_grad_norm\":null,"
-    "\"early_stopping_patience\":null,\"epochs\":25,\"log_every\":10,\"lr\":0.001,\"max_steps\":null,\"normalize\":\"atomref\","
+    "\"early_stopping_patience\":null,\"epochs\":25,\"log_every\":10,"
+    "\"loss\":{\"energy\":\"auto\",\"energy_weight\":1.0,\"forces_weight\":\"auto\","
+    "\"stress_weight\":0.0},\"lr\":0.001,\"max_steps\":null,\"normalize\":\"atomref\","
     "\"optimizer\":\"adam\",\"precision\":\"fp32\",\"schedule\":{\"kind\":\"constant\"},\"seed\":0,"
     "\"split\":[0.8,0.1,0.1],\"weight_decay\":0.0}}";
 
@@ -266,8 +269,11 @@ static void test_error_unknown_keys(void **state)
                      "unknown key; allowed here: hidden, filters, interactions, gaussians, "
                      "cutoff, max_neighbors, readout");
     expect_one_error("{\"modle\":{}}", "modle",
-                     "unknown key; allowed here: target, model, batching, training, backend, "
-                                              "max_runtime_seconds");
+                     "unknown key; allowed here: target, forces_key, model, batching, training, "
+                     "backend, max_runtime_seconds");
+    expect_one_error("{\"training\":{\"loss\":{\"force_weight\":1}}}", "training.loss.force_weight",
+                     "unknown key; allowed here: energy_weight, forces_weight, stress_weight, "
+                     "energy");
 }
 
 static void test_error_section_not_object(void **state)
@@ -432,6 +438,71 @@ static void test_error_target(void **state)
     expect_one_error("{\"target\":null}", "target", expect);
 }
 
+/* training.loss: defaults, every key, "auto", and the canonical form. */
+static void test_loss(void **state)
+{
+    (void)state;
+    pt_job_config cfg;
+    pt_errors errs;
+    assert_int_equal(parse(&cfg, "{}", &errs), 0);
+    pt_errors_close(&errs);
+    assert_true(cfg.training.loss.energy_weight == 1.0);
+    assert_true(cfg.training.loss.forces_weight == PT_JOB_WEIGHT_AUTO);
+    assert_true(cfg.training.loss.stress_weight == 0.0);
+    assert_int_equal(cfg.training.loss.energy, PT_JOB_ENERGY_AUTO);
+    assert_string_equal(cfg.forces_key, "forces");
+    const char *text = "{\"forces_key\":\"forces\",\"training\":{\"loss\":{\"energy_weight\":0.01,"
+                       "\"forces_weight\":0.99,\"stress_weight\":2,\"energy\":\"total\"}}}";
+    assert_int_equal(parse(&cfg, text, &errs), 0);
+    pt_errors_close(&errs);
+    assert_true(cfg.training.loss.energy_weight == 0.01);
+    assert_true(cfg.training.loss.forces_weight == 0.99);
+    assert_true(cfg.training.loss.stress_weight == 2.0);
+    assert_int_equal(cfg.training.loss.energy, PT_JOB_ENERGY_TOTAL);
+    char *dump = pt_job_config_dump(&cfg);
+    assert_non_null(strstr(dump, "\"loss\":{\"energy\":\"total\",\"energy_weight\":0.01,"
+                                 "\"forces_weight\":0.99,\"stress_weight\":2.0}"));
+    pt_job_config again;
+    assert_int_equal(parse(&again, dump, &errs), 0);
+    pt_errors_close(&errs);
+    assert_dump_equals(&again, dump);
+    free(dump);
+    /* energy alone without a forces weight is fine; "auto" and per_atom parse */
+    assert_int_equal(parse(&cfg, "{\"training\":{\"loss\":{\"forces_weight\":\"auto\","
+                                 "\"energy\":\"per_atom\"}}}", &errs), 0);
+    pt_errors_close(&errs);
+    assert_int_equal(cfg.training.loss.energy, PT_JOB_ENERGY_PER_ATOM);
+    assert_true(cfg.training.loss.forces_weight == PT_JOB_WEIGHT_AUTO);
+    assert_string_equal(pt_job_energy_loss_name(PT_JOB_ENERGY_PER_ATOM), "per_atom");
+}
+
+static void test_error_loss(void **state)
+{
+    (void)state;
+    expect_one_error("{\"training\":{\"loss\":{\"forces_weight\":-1}}}",
+                     "training.loss.forces_weight",
+                     "must be a weight from 0 to 1e+06, or \"auto\", got -1");
+    expect_one_error("{\"training\":{\"loss\":{\"energy_weight\":\"auto\"}}}",
+                     "training.loss.energy_weight",
+                     "must be a weight from 0 to 1e+06, got \"auto\"");
+    expect_one_error("{\"training\":{\"loss\":{\"stress_weight\":2e6}}}",
+                     "training.loss.stress_weight", "must be a weight from 0 to 1e+06, got 2e+06");
+    expect_one_error("{\"training\":{\"loss\":{\"forces_weight\":null}}}",
+                     "training.loss.forces_weight",
+                     "must be a weight from 0 to 1e+06, or \"auto\", got null");
+    expect_one_error("{\"training\":{\"loss\":{\"energy\":\"mean\"}}}", "training.loss.energy",
+                     "must be one of \"auto\", \"total\", \"per_atom\", got \"mean\"");
+    expect_one_error("{\"training\":{\"loss\":{\"energy_weight\":0,\"forces_weight\":0}}}",
+                     "training.loss",
+                     "every weight is 0: nothing would be trained; give energy_weight, "
+                     "forces_weight or stress_weight a value above 0");
+    expect_one_error("{\"training\":{\"loss\":[]}}", "training.loss",
+                     "must be an object, got an array");
+    expect_one_error("{\"forces_key\":7}", "forces_key",
+                     "must be the name of the dataset's per-atom force labels (1 to 63 "
+                     "characters, e.g. \"forces\"), got an integer");
+}
+
 static void test_error_split(void **state)
 {
     (void)state;
@@ -563,6 +634,8 @@ int main(void)
         cmocka_unit_test(test_issue_example_is_the_default),
         cmocka_unit_test(test_all_keys_round_trip),
         cmocka_unit_test(test_reals_are_canonical),
+        cmocka_unit_test(test_loss),
+        cmocka_unit_test(test_error_loss),
         cmocka_unit_test(test_precision),
         cmocka_unit_test(test_adamw_weight_decay_default),
         cmocka_unit_test(test_schedule_defaults_per_kind),

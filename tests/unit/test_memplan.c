@@ -23,7 +23,7 @@ static int plan_for(pt_memplan *plan, const pt_job_config *cfg, pt_pack_limits L
 {
     pt_train_layout l;
     if (pt_train_layout_resolve(&l, cfg, 1, errs)) return -1;
-    return pt_memplan_for_job(plan, cfg, &l, L, errs);
+    return pt_memplan_for_job(plan, cfg, &l, L, 0, errs);
 }
 
 static pt_schnet_config model_of(int H, int F, int T, int G, int atomref)
@@ -56,22 +56,33 @@ static void test_param_count_matches_model(void **state)
     }
 }
 
+/* The arena the plan counts is the one the engine allocates, in each mode;
+ * a forces training arena needs more than a forces one, which needs more
+ * than an energy one. */
 static void test_acts_bytes_match_arena(void **state)
 {
     (void)state;
     static const int caps[][3] = {{1, 0, 1}, {40, 640, 16}, {37, 1001, 3}, {640, 10240, 32}};
+    static const pt_schnet_mode modes[3] = {PT_SCHNET_ENERGY, PT_SCHNET_FORCES,
+                                            PT_SCHNET_FORCES_TRAIN};
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
         const int *s = shapes[i];
         pt_schnet_config c = model_of(s[0], s[1], s[2], s[3], s[4]);
         pt_schnet m;
         assert_int_equal(pt_schnet_init(&m, &c, NULL), 0);
         for (size_t k = 0; k < sizeof caps / sizeof *caps; k++) {
-            pt_schnet_acts a;
-            assert_int_equal(pt_schnet_acts_init(&a, &m, caps[k][0], caps[k][1], caps[k][2], NULL),
-                             0);
-            assert_int_equal(pt_memplan_acts_bytes(&c, caps[k][0], caps[k][1], caps[k][2]),
-                             a.bytes);
-            pt_schnet_acts_close(&a);
+            size_t prev = 0;
+            for (int md = 0; md < 3; md++) {
+                pt_schnet_acts a;
+                assert_int_equal(pt_schnet_acts_init_mode(&a, &m, caps[k][0], caps[k][1],
+                                                          caps[k][2], modes[md], NULL), 0);
+                size_t bytes = pt_memplan_acts_bytes(&c, caps[k][0], caps[k][1], caps[k][2],
+                                                     modes[md]);
+                assert_int_equal(bytes, a.bytes);
+                assert_true(bytes > prev);
+                prev = bytes;
+                pt_schnet_acts_close(&a);
+            }
         }
         pt_schnet_close(&m);
     }
@@ -130,13 +141,25 @@ static void test_plan_of_default_job(void **state)
     assert_int_equal(plan.params, n * 4);
     assert_int_equal(plan.grads, 3 * n * 4);
     assert_int_equal(plan.optimizer, 2 * n * 4);
-    assert_int_equal(plan.activations, pt_memplan_acts_bytes(&c, b * 40, b * 700, b * 4));
+    assert_int_equal(plan.activations,
+                     pt_memplan_acts_bytes(&c, b * 40, b * 700, b * 4, PT_SCHNET_ENERGY));
     assert_int_equal(plan.io, (size_t)(4 + 3) * pt_memplan_batch_bytes(L, b));
     assert_int_equal(plan.total,
                      plan.params + plan.grads + plan.optimizer + plan.activations + plan.io);
     assert_int_equal(plan.budget, 900u * 1024u * 1024u);
     assert_int_equal(pt_memplan_check(&plan, &errs), 0);
     assert_int_equal(errs.total, 0);
+
+    /* a job training on forces: the FORCES_TRAIN arena, everything else the same */
+    pt_memplan fp;
+    pt_train_layout l;
+    assert_int_equal(pt_train_layout_resolve(&l, &cfg, 1, &errs), 0);
+    assert_int_equal(pt_memplan_for_job(&fp, &cfg, &l, L, 1, &errs), 0);
+    assert_int_equal(fp.mode, PT_SCHNET_FORCES_TRAIN);
+    assert_int_equal(fp.activations,
+                     pt_memplan_acts_bytes(&c, b * 40, b * 700, b * 4, PT_SCHNET_FORCES_TRAIN));
+    assert_true(fp.activations > plan.activations);
+    assert_int_equal(fp.total - fp.activations, plan.total - plan.activations);
 
     json_t *j = pt_memplan_json(&plan);
     assert_non_null(j);
@@ -313,6 +336,37 @@ static void test_rejection_message(void **state)
     pt_errors_close(&errs);
 }
 
+/* A forces job that fits as an energy job but not with its training arena
+ * is refused, and the breakdown says the activations are for forces. */
+static void test_rejection_forces_job(void **state)
+{
+    (void)state;
+    pt_job_config cfg;
+    pt_job_config_defaults(&cfg);
+    cfg.batching.model_batch_size = 8;
+    pt_pack_limits L = {40, 700, 4};
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    pt_train_layout l;
+    assert_int_equal(pt_train_layout_resolve(&l, &cfg, 1, &errs), 0);
+    pt_memplan e, f;
+    assert_int_equal(pt_memplan_for_job(&e, &cfg, &l, L, 0, &errs), 0);
+    assert_int_equal(pt_memplan_for_job(&f, &cfg, &l, L, 1, &errs), 0);
+    const size_t MB = 1024 * 1024;
+    cfg.backend.device_memory_mb = (int32_t)((e.total + f.total) / 2 / MB);
+    assert_int_equal(pt_memplan_for_job(&e, &cfg, &l, L, 0, &errs), 0);
+    assert_int_equal(pt_memplan_check(&e, &errs), 0);
+    assert_int_equal(pt_memplan_for_job(&f, &cfg, &l, L, 1, &errs), 0);
+    assert_int_equal(pt_memplan_check(&f, &errs), -1);
+    assert_int_equal(errs.kept, 2);
+    assert_non_null(strstr(errs.items[1].message, "(training on forces, 8 packs of 40 nodes"));
+    json_t *j = pt_memplan_json(&f);
+    assert_true(json_is_true(json_object_get(j, "forces")));
+    assert_true(json_is_false(json_object_get(j, "fits")));
+    json_decref(j);
+    pt_errors_close(&errs);
+}
+
 static void test_rejection_even_one_pack(void **state)
 {
     (void)state;
@@ -358,7 +412,7 @@ static void test_invalid_inputs(void **state)
     pt_schnet_config bad = model_of(1, 100, 4, 25, 0);
     pt_pack_limits L = {40, 700, 4};
     pt_train_layout l0 = {.ranks = 1, .replicas = 1, .accumulation = 1, .micro_packs = 0, .threads = 1};
-    assert_int_equal(pt_memplan_compute(&plan, &bad, L, &l0, &cfg.backend, &errs), -1);
+    assert_int_equal(pt_memplan_compute(&plan, &bad, L, &l0, &cfg.backend, PT_SCHNET_ENERGY, &errs), -1);
     assert_int_equal(errs.kept, 2);
     assert_string_equal(errs.items[0].field, "hidden");
     assert_string_equal(errs.items[1].field, "batching");
@@ -370,7 +424,7 @@ static void test_invalid_inputs(void **state)
     pt_schnet_config ok = model_of(100, 100, 4, 25, 0);
     pt_train_layout l1000 = {.ranks = 1, .replicas = 1, .accumulation = 1, .micro_packs = 1000,
                              .threads = 1};
-    assert_int_equal(pt_memplan_compute(&plan, &ok, huge, &l1000, &cfg.backend, &errs), -1);
+    assert_int_equal(pt_memplan_compute(&plan, &ok, huge, &l1000, &cfg.backend, PT_SCHNET_ENERGY, &errs), -1);
     assert_int_equal(errs.kept, 2);
     assert_string_equal(errs.items[0].message,
                         "1000 packs give 4194304000 node slots per micro-batch, above the "
@@ -392,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_rejection_message),
         cmocka_unit_test(test_zero_stages),
         cmocka_unit_test(test_zero_rejection_names_the_stage),
+        cmocka_unit_test(test_rejection_forces_job),
         cmocka_unit_test(test_rejection_even_one_pack),
         cmocka_unit_test(test_invalid_inputs),
     };

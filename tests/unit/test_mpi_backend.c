@@ -497,8 +497,8 @@ static void same_step(pt_grad_engine *mpi, pt_grad_engine *ref, const uint32_t *
     pt_step_stats s1, s2;
     pt_errors errs;
     pt_errors_init(&errs, 0);
-    assert_int_equal(mpi->compute(mpi->self, &F.packs, ids, n, 0.0, g1, &s1, &errs), 0);
-    assert_int_equal(ref->compute(ref->self, &F.packs, ids, n, 0.0, g2, &s2, &errs), 0);
+    assert_int_equal(mpi->compute(mpi->self, &F.packs, ids, n, NULL, g1, &s1, &errs), 0);
+    assert_int_equal(ref->compute(ref->self, &F.packs, ids, n, NULL, g2, &s2, &errs), 0);
     assert_memory_equal(g1, g2, np * sizeof(float));
     assert_memory_equal(&s1, &s2, sizeof s1);
     assert_true(s1.graphs > 0);
@@ -540,11 +540,11 @@ static void test_engine_matches_backend(void **state)
     pt_step_stats st;
     pt_errors errs;
     pt_errors_init(&errs, 0);
-    assert_int_equal(mpi.compute(mpi.self, &F.packs, ids, G + 1, 0.0, g, &st, &errs), -1);
+    assert_int_equal(mpi.compute(mpi.self, &F.packs, ids, G + 1, NULL, g, &st, &errs), -1);
     expect_error(&errs, "a step of 9 packs, above R x A x b = 8");
     pt_errors_clear(&errs);
     uint32_t bad = np;
-    assert_int_equal(mpi.compute(mpi.self, &F.packs, &bad, 1, 0.0, g, &st, &errs), -1);
+    assert_int_equal(mpi.compute(mpi.self, &F.packs, &bad, 1, NULL, g, &st, &errs), -1);
     expect_error(&errs, "pack");
     pt_errors_close(&errs);
     free(g);

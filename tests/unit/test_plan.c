@@ -14,8 +14,8 @@
 #include "engine/train/plan.h"
 #include "tests/unit/tmp_fixture.h"
 
-static char dir[64], ptd[128];
-static pt_dataset ds;
+static char dir[64], ptd[128], emt_ptd[128];
+static pt_dataset ds, emt;   /* QM9 (no forces); EMT (energy, forces, stress) */
 
 static int setup(void **state)
 {
@@ -25,6 +25,10 @@ static int setup(void **state)
     char err[256];
     if (tfx_ingest("tests/data/train_qm9_400.extxyz.gz", ptd) || pt_dataset_open(&ds, ptd, err, sizeof err))
         return -1;
+    snprintf(emt_ptd, sizeof emt_ptd, "%s/emt.ptd", dir);
+    if (tfx_ingest("tests/data/emt_train_240.extxyz.gz", emt_ptd) ||
+        pt_dataset_open(&emt, emt_ptd, err, sizeof err))
+        return -1;
     return 0;
 }
 
@@ -32,6 +36,7 @@ static int teardown(void **state)
 {
     (void)state;
     pt_dataset_close(&ds);
+    pt_dataset_close(&emt);
     tfx_rmtree(dir);
     return 0;
 }
@@ -149,18 +154,24 @@ static void test_plan_built_or_counted(void **state)
     pt_errors_close(&errs);
 }
 
-static void expect_plan_error(const pt_job_config *cfg, const char *field, const char *message)
+static void expect_plan_error_on(const pt_dataset *data, const pt_job_config *cfg,
+                                 const char *field, const char *message)
 {
     pt_errors errs;
     pt_errors_init(&errs, 0);
     pt_train_plan p;
-    assert_int_equal(pt_train_plan_init(&p, cfg, &ds, PT_PLAN_COUNT_EDGES, 1, &errs), -1);
+    assert_int_equal(pt_train_plan_init(&p, cfg, data, PT_PLAN_COUNT_EDGES, 1, &errs), -1);
     assert_true(errs.kept >= 1);
     assert_string_equal(errs.items[0].field, field);
     if (!strstr(errs.items[0].message, message))
         fail_msg("\"%s\" lacks \"%s\"", errs.items[0].message, message);
     assert_null(p.natoms);   /* closed on failure */
     pt_errors_close(&errs);
+}
+
+static void expect_plan_error(const pt_job_config *cfg, const char *field, const char *message)
+{
+    expect_plan_error_on(&ds, cfg, field, message);
 }
 
 static void test_plan_errors(void **state)
@@ -179,6 +190,125 @@ static void test_plan_errors(void **state)
     expect_plan_error(&cfg, "training.split", "");
 }
 
+static pt_train_loss loss_of(const pt_job_config *cfg, const pt_dataset *data)
+{
+    pt_train_loss l;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    assert_int_equal(pt_train_loss_resolve(&l, cfg, data, &errs), 0);
+    assert_int_equal(errs.total, 0);
+    pt_errors_close(&errs);
+    return l;
+}
+
+/* training.loss resolved on a dataset: "auto" is forces weight 1 and
+ * energies per atom where there are forces, the energy-only default
+ * (weight 1, total: pt_schnet_loss's loss) where there are none. */
+static void test_loss_resolved(void **state)
+{
+    (void)state;
+    pt_job_config cfg = small_job();
+    pt_train_loss l = loss_of(&cfg, &ds);
+    assert_int_equal(l.forces, 0);
+    assert_int_equal(l.with_forces, 0);
+    assert_true(l.w.energy == 1.0 && l.w.forces == 0.0 && l.w.stress == 0.0);
+    assert_int_equal(l.w.energy_per_atom, 0);
+    l = loss_of(&cfg, &emt);
+    assert_int_equal(l.forces, 1);
+    assert_int_equal(l.with_forces, 240);
+    assert_int_equal(l.with_stress, 130);   /* the slice's T T T slabs and bulk cells */
+    assert_true(l.w.energy == 1.0 && l.w.forces == 1.0 && l.w.stress == 0.0);
+    assert_int_equal(l.w.energy_per_atom, 1);
+    /* explicit values are kept */
+    cfg.training.loss = (pt_job_loss){.energy_weight = 0.01, .forces_weight = 0.99,
+                                      .stress_weight = 5.0, .energy = PT_JOB_ENERGY_TOTAL};
+    l = loss_of(&cfg, &emt);
+    assert_true(l.w.energy == 0.01 && l.w.forces == 0.99 && l.w.stress == 5.0);
+    assert_int_equal(l.w.energy_per_atom, 0);
+    /* stress alone trains through the force path; per atom without forces */
+    cfg.training.loss = (pt_job_loss){.energy_weight = 1.0, .forces_weight = 0.0,
+                                      .stress_weight = 1.0, .energy = PT_JOB_ENERGY_AUTO};
+    l = loss_of(&cfg, &emt);
+    assert_int_equal(l.forces, 1);
+    assert_int_equal(l.w.energy_per_atom, 1);
+    cfg.training.loss = (pt_job_loss){.energy_weight = 2.0, .forces_weight = PT_JOB_WEIGHT_AUTO,
+                                      .energy = PT_JOB_ENERGY_PER_ATOM};
+    l = loss_of(&cfg, &ds);
+    assert_int_equal(l.forces, 0);
+    assert_int_equal(l.w.energy_per_atom, 1);
+    assert_true(l.w.energy == 2.0);
+    /* the plan carries it */
+    cfg = small_job();
+    snprintf(cfg.target, sizeof cfg.target, "energy");
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    pt_train_plan p;
+    assert_int_equal(pt_train_plan_init(&p, &cfg, &emt, PT_PLAN_COUNT_EDGES, 1, &errs), 0);
+    assert_int_equal(p.loss.forces, 1);
+    pt_train_plan_close(&p);
+    pt_errors_close(&errs);
+}
+
+/* A weight the dataset has no labels for, a forces key naming nothing, and a
+ * loss with nothing to train: refused by the plan, at the key to change. */
+static void test_loss_errors(void **state)
+{
+    (void)state;
+    pt_job_config cfg = small_job();
+    cfg.training.loss.forces_weight = 1.0;
+    expect_plan_error(&cfg, "training.loss.forces_weight",
+                      "forces weight 1, but none of the dataset's 400 structures has force "
+                      "labels (a per-atom 'forces' column); set it to 0 or \"auto\", or upload "
+                      "structures with forces");
+    cfg = small_job();
+    cfg.training.loss.stress_weight = 0.5;
+    expect_plan_error(&cfg, "training.loss.stress_weight",
+                      "stress weight 0.5, but none of the dataset's 400 structures has a stress "
+                      "label on a cell periodic along a, b and c");
+    cfg = small_job();
+    snprintf(cfg.forces_key, sizeof cfg.forces_key, "atomic_forces");
+    expect_plan_error(&cfg, "forces_key",
+                      "'atomic_forces' names no force labels of this dataset; its per-atom "
+                      "labels: none (no structure has force labels)");
+    cfg.training.loss.forces_weight = 0.0;   /* no forces trained: the key is not used */
+    pt_train_loss l = loss_of(&cfg, &ds);
+    assert_int_equal(l.forces, 0);
+    cfg = small_job();
+    snprintf(cfg.target, sizeof cfg.target, "energy");
+    snprintf(cfg.forces_key, sizeof cfg.forces_key, "force");
+    expect_plan_error_on(&emt, &cfg, "forces_key",
+                         "'force' names no force labels of this dataset; its per-atom labels: "
+                         "forces (a dataset keeps one set of force labels");
+    cfg = small_job();
+    snprintf(cfg.target, sizeof cfg.target, "energy");
+    cfg.backend.zero_stage = 2;   /* forces by default on EMT: stages 2-3 are energy-only */
+    expect_plan_error_on(&emt, &cfg, "backend.zero_stage",
+                         "ZeRO stage 2 shards gradients layer by layer in the energy backward; a "
+                         "job trained on forces (forces weight 1, stress weight 0 on this "
+                         "dataset) runs zero_stage 0 or 1");
+    cfg.backend.zero_stage = 1;
+    assert_int_equal(loss_of(&cfg, &emt).forces, 1);
+    cfg = small_job();
+    cfg.training.loss.energy_weight = 0.0;
+    expect_plan_error(&cfg, "training.loss.energy_weight",
+                      "energy weight 0 and forces weight \"auto\" on a dataset without force "
+                      "labels: nothing would be trained");
+    /* every problem at once, with the target's */
+    cfg = small_job();
+    snprintf(cfg.target, sizeof cfg.target, "nope");
+    cfg.training.loss.forces_weight = 2.0;
+    cfg.training.loss.stress_weight = 2.0;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    pt_train_plan p;
+    assert_int_equal(pt_train_plan_init(&p, &cfg, &ds, PT_PLAN_COUNT_EDGES, 1, &errs), -1);
+    assert_int_equal(errs.total, 3);
+    assert_string_equal(errs.items[0].field, "target");
+    assert_string_equal(errs.items[1].field, "training.loss.forces_weight");
+    assert_string_equal(errs.items[2].field, "training.loss.stress_weight");
+    pt_errors_close(&errs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -186,6 +316,8 @@ int main(void)
         cmocka_unit_test(test_auto_layout_mpi),
         cmocka_unit_test(test_plan_built_or_counted),
         cmocka_unit_test(test_plan_errors),
+        cmocka_unit_test(test_loss_resolved),
+        cmocka_unit_test(test_loss_errors),
     };
     return cmocka_run_group_tests_name("plan", tests, setup, teardown);
 }

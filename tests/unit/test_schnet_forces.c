@@ -291,6 +291,14 @@ static void test_loss_gradient_single_terms(void **state)
     check_loss_gradient(PT_READOUT_SUM, (pt_schnet_loss_weights){1.0, 0.0, 0.0});
 }
 
+/* the energy term per atom (NequIP's PerAtomMSELoss), alone and with forces */
+static void test_loss_gradient_per_atom(void **state)
+{
+    (void)state;
+    check_loss_gradient(PT_READOUT_SUM, (pt_schnet_loss_weights){1.0, 0.0, 0.0, 1});
+    check_loss_gradient(PT_READOUT_SUM, (pt_schnet_loss_weights){3.0, 2000.0, 0.0, 1});
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -301,6 +309,7 @@ int main(void)
         cmocka_unit_test(test_loss_gradient_sum),
         cmocka_unit_test(test_loss_gradient_mean),
         cmocka_unit_test(test_loss_gradient_single_terms),
+        cmocka_unit_test(test_loss_gradient_per_atom),
     };
     return cmocka_run_group_tests_name("schnet_forces", tests, NULL, NULL);
 }

@@ -150,6 +150,53 @@ static void test_energy_weight_alone_is_the_energy_backward(void **state)
     pt_schnet_close(&m);
 }
 
+/* Energy-only losses of pt_schnet_loss_forces on an energy arena (the
+ * trainer's path for a per-atom or weighted energy loss without forces):
+ * with w = {1, 0, 0} the seeds are pt_schnet_loss's bit for bit; per atom,
+ * each graph's seed is divided by its atom count squared. */
+static void test_energy_losses_on_an_energy_arena(void **state)
+{
+    (void)state;
+    fx_make_structs();
+    pt_schnet m;
+    fx_make_model(&m, PT_READOUT_SUM);
+    fx_batch fb;
+    fx_batch_build(&fb, packs3, 3, lim3, fx_cutoff);
+    pt_schnet_acts a;
+    assert_int_equal(pt_schnet_acts_init(&a, &m, fb.b.cap_nodes, fb.b.cap_edges,
+                                         fb.b.cap_graphs, NULL), 0);
+    const int B = fb.b.cap_graphs;
+    double dy[64], dy_total[64];
+    assert_true(B <= 64);
+    pt_schnet_forward(&m, &a, &fb.b);
+    double l0 = pt_schnet_loss(&m, &a, &fb.b, 0.0);
+    memcpy(dy, a.dy, (size_t)B * sizeof(double));
+    pt_schnet_loss_weights total = {1.0, 0.0, 0.0, 0};
+    double l1 = pt_schnet_loss_forces(&m, &a, &fb.b, &total, NULL, NULL);
+    assert_memory_equal(dy, a.dy, (size_t)B * sizeof(double));
+    assert_true(fabs(l0 - l1) <= 1e-14 * l0);
+    memcpy(dy_total, a.dy, (size_t)B * sizeof(double));
+    pt_schnet_loss_weights per_atom = {1.0, 0.0, 0.0, 1};
+    pt_schnet_loss_parts p;
+    double l2 = pt_schnet_loss_forces(&m, &a, &fb.b, &per_atom, NULL, &p);
+    double want = 0.0, n = 0.0;
+    for (int g = 0; g < B; g++) {
+        if (fb.b.graph_id[g] < 0) {
+            assert_true(a.dy[g] == 0.0);
+            continue;
+        }
+        const double na = fb.b.graph_natoms[g], r = (a.y[g] - fb.b.target[g]) / na;
+        want += r * r;
+        n += 1.0;
+        assert_true(fabs(a.dy[g] - dy_total[g] / (na * na)) <= 1e-14 * fabs(dy_total[g]));
+    }
+    assert_true(fabs(l2 - want / n) <= 1e-12 * l2);
+    assert_true(p.energy == l2 && p.forces == 0.0 && p.stress == 0.0);
+    pt_schnet_acts_close(&a);
+    fx_batch_free(&fb);
+    pt_schnet_close(&m);
+}
+
 static void test_padding_never_contributes(void **state)
 {
     (void)state;
@@ -397,6 +444,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_energy_weight_alone_is_the_energy_backward),
+        cmocka_unit_test(test_energy_losses_on_an_energy_arena),
         cmocka_unit_test(test_padding_never_contributes),
         cmocka_unit_test(test_static_shapes_step),
         cmocka_unit_test(test_arena_needs_no_zeroing),

@@ -6,8 +6,11 @@
  * for every step after k — for k mid-epoch between step lines, k at an
  * epoch's last step, k in the second epoch, k after the plateau schedule
  * lowered the rate, from a periodic checkpoint into another directory, and
- * from the final checkpoint.  A checkpoint of another configuration, of
- * other data, or a cut one is refused with a message saying so. */
+ * from the final checkpoint.  A job training on energies, forces and stress
+ * (240 EMT structures, tests/data/emt_train_240.extxyz.gz) resumes the same
+ * way, its force and stress sums and errors included.  A checkpoint of
+ * another configuration, of other data (forces included, for a forces job),
+ * or a cut one is refused with a message saying so. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -29,7 +32,8 @@
 
 #define MAX_LINES 256
 
-static pt_dataset qm9, small;
+static pt_dataset qm9, small, emt, emt_moved;
+static int forces_mode;   /* the tests' job: 0 energies on QM9, 1 energies, forces, stress on EMT */
 static char tmpdir[] = "/tmp/pt_test_resume_" "XX" "XX" "XX"; /* mkdtemp pattern */
 
 static int ingest(const char *src, const char *name, pt_dataset *ds)
@@ -46,6 +50,13 @@ static int setup(void **state)
     (void)state;
     if (!mkdtemp(tmpdir)) return -1;
     if (ingest("tests/data/train_qm9_400.extxyz.gz", "qm9.ptd", &qm9) != 0) return -1;
+    if (ingest("tests/data/emt_train_240.extxyz.gz", "emt.ptd", &emt) != 0) return -1;
+    /* the same structures and energies, one force component changed */
+    char src[300], cmd[1000];
+    snprintf(src, sizeof src, "%s/emt_moved.extxyz", tmpdir);
+    snprintf(cmd, sizeof cmd, "zcat tests/data/emt_train_240.extxyz.gz | "
+             "awk 'NR == 3 { $6 = $6 + 0.5 } { print }' > %s", src);
+    if (system(cmd) != 0 || ingest(src, "emt_moved.ptd", &emt_moved) != 0) return -1;
     return ingest("tests/data/schnet_qm9_32.extxyz", "small.ptd", &small);
 }
 
@@ -54,6 +65,8 @@ static int teardown(void **state)
     (void)state;
     pt_dataset_close(&qm9);
     pt_dataset_close(&small);
+    pt_dataset_close(&emt);
+    pt_dataset_close(&emt_moved);
     tfx_rmtree(tmpdir);
     return 0;
 }
@@ -111,6 +124,12 @@ static void tiny_config(pt_job_config *cfg)
     cfg->training.schedule.threshold = 0.9;   /* every later epoch counts as bad */
     cfg->training.early_stopping_patience = 3;
     cfg->backend.threads = 1;
+    if (forces_mode) {
+        snprintf(cfg->target, sizeof cfg->target, "energy");
+        cfg->model.cutoff = 4.0;
+        cfg->model.max_neighbors = 0;
+        cfg->training.loss.stress_weight = 10.0;
+    }
 }
 
 static int train(const pt_job_config *cfg, const pt_dataset *ds, const char *out,
@@ -127,7 +146,7 @@ static void train_ok(const pt_job_config *cfg, const char *out, const char *resu
 {
     pt_errors errs;
     pt_errors_init(&errs, 0);
-    int rc = train(cfg, &qm9, out, resume, rec, res, &errs);
+    int rc = train(cfg, forces_mode ? &emt : &qm9, out, resume, rec, res, &errs);
     if (rc != 0) {
         char buf[600];
         pt_errors_first(&errs, buf, sizeof buf);
@@ -137,9 +156,10 @@ static void train_ok(const pt_job_config *cfg, const char *out, const char *resu
     pt_errors_close(&errs);
 }
 
+/* Output directories of the forces job's runs are apart from the energy job's. */
 static void out_path(char *buf, size_t len, const char *name)
 {
-    snprintf(buf, len, "%s/%s", tmpdir, name);
+    snprintf(buf, len, "%s/%s%s", tmpdir, forces_mode ? "forces-" : "", name);
 }
 
 /* Everything a metrics line says except times and throughput. */
@@ -155,6 +175,19 @@ static void assert_same_line(const pt_train_metrics *a, const pt_train_metrics *
         assert_memory_equal(&a->train_loss, &b->train_loss, sizeof(double));
         assert_memory_equal(&a->val_mae, &b->val_mae, sizeof(double));
         assert_memory_equal(&a->val_rmse, &b->val_rmse, sizeof(double));
+    }
+    assert_int_equal(a->has_forces, forces_mode);
+    assert_int_equal(b->has_forces, forces_mode);
+    if (forces_mode) {
+        assert_memory_equal(&a->loss_energy, &b->loss_energy, sizeof(double));
+        assert_memory_equal(&a->loss_forces, &b->loss_forces, sizeof(double));
+        assert_memory_equal(&a->loss_stress, &b->loss_stress, sizeof(double));
+        if (!strcmp(a->kind, "epoch")) {
+            assert_memory_equal(&a->val_loss, &b->val_loss, sizeof(double));
+            assert_memory_equal(&a->val_forces_mae, &b->val_forces_mae, sizeof(double));
+            assert_memory_equal(&a->val_stress_mae, &b->val_stress_mae, sizeof(double));
+            assert_true(isfinite(a->val_forces_mae) && isfinite(a->val_stress_mae));
+        }
     }
 }
 
@@ -203,7 +236,7 @@ typedef struct reference {
     char final_ckpt[4400];
 } reference;
 
-static reference *ref;
+static reference *ref, *energy_ref, *forces_ref;
 
 static int make_reference(void)
 {
@@ -221,13 +254,38 @@ static int make_reference(void)
 
 static int setup_all(void **state)
 {
-    return setup(state) != 0 ? -1 : make_reference();
+    if (setup(state) != 0) return -1;
+    forces_mode = 1;
+    int rc = make_reference();
+    forces_ref = ref;
+    forces_mode = 0;
+    if (rc == 0) rc = make_reference();
+    energy_ref = ref;
+    return rc;
 }
 
 static int teardown_all(void **state)
 {
-    free(ref);
+    free(energy_ref);
+    free(forces_ref);
     return teardown(state);
+}
+
+/* The tests below run the forces job; then back to the energy job. */
+static int use_forces(void **state)
+{
+    (void)state;
+    forces_mode = 1;
+    ref = forces_ref;
+    return 0;
+}
+
+static int use_energy(void **state)
+{
+    (void)state;
+    forces_mode = 0;
+    ref = energy_ref;
+    return 0;
 }
 
 /* Stop after k steps, resume in a new run in the same directory. */
@@ -262,6 +320,9 @@ static void resume_after(int64_t k)
     assert_string_equal(r2.stop_reason, ref->res.stop_reason);
     assert_int_equal(r2.best_epoch, ref->res.best_epoch);
     assert_memory_equal(&r2.test_mae, &ref->res.test_mae, sizeof(double));
+    assert_memory_equal(&r2.test_forces_mae, &ref->res.test_forces_mae, sizeof(double));
+    assert_memory_equal(&r2.best_val_forces_mae, &ref->res.best_val_forces_mae, sizeof(double));
+    assert_memory_equal(&r2.test_stress_mae, &ref->res.test_stress_mae, sizeof(double));
     assert_int_equal(r2.graphs, ref->res.graphs);
     assert_same_final_state(ref->final_ckpt, second->last_ckpt);
     /* metrics.jsonl: the lines up to the checkpoint, then the resumed ones */
@@ -393,6 +454,54 @@ static void test_resume_errors(void **state)
     assert_int_equal(system(cmd), 0);
     expect_resume_error(&cfg, &qm9, path, "header", "truncated: the header needs ");
 }
+
+/* A checkpoint written before forces jobs existed (by the release before
+ * them: packtrain train on train_qm9_400 with tiny_config's job as JSON and
+ * checkpoint_every 5, its step-115 checkpoint, in epoch 3 after the plateau
+ * lowered the rate) opens, its missing keys read as an energy-only run's,
+ * and resumes to the final state of this release's straight run, bit for
+ * bit: energy jobs train exactly as they did. */
+static void test_resume_checkpoint_of_the_previous_release(void **state)
+{
+    (void)state;
+    const char *old = "tests/data/ckpt_v1_qm9_tiny_115.safetensors";
+    pt_checkpoint ck;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    assert_int_equal(pt_checkpoint_open(&ck, old, &errs), 0);
+    assert_null(pt_safetensors_meta(&ck.file, "best_val_forces_mae"));
+    assert_null(pt_safetensors_meta(&ck.file, "step_window.forces_sse"));
+    assert_int_equal(ck.state.steps, 115);
+    assert_true(ck.state.step_window.forces_sse == 0.0 && ck.state.epoch_window.force_components == 0);
+    assert_true(isnan(ck.state.best_val_forces_mae));
+    pt_checkpoint_close(&ck);
+    pt_errors_close(&errs);
+    pt_job_config cfg;
+    tiny_config(&cfg);
+    char out[300];
+    out_path(out, sizeof out, "previous-release");
+    recorder *rec = calloc(1, sizeof *rec);
+    pt_train_result r;
+    train_ok(&cfg, out, old, rec, &r);
+    assert_int_equal(r.resumed_step, 115);
+    assert_int_equal(r.steps, ref->res.steps);
+    assert_memory_equal(&r.test_mae, &ref->res.test_mae, sizeof(double));
+    for (int i = 0; i < rec->n; i++)
+        assert_same_line(&rec->m[i], &ref->rec.m[ref->rec.n - rec->n + i]);
+    assert_same_final_state(ref->final_ckpt, rec->last_ckpt);
+    free(rec);
+}
+
+/* A forces job's checkpoint identifies its labels: the same structures and
+ * energies with one force moved are other data. */
+static void test_forces_resume_other_forces(void **state)
+{
+    (void)state;
+    pt_job_config cfg;
+    tiny_config(&cfg);
+    expect_resume_error(&cfg, &emt_moved, ref->final_ckpt, "data_crc32",
+                        "the checkpoint was made on other data (240 structures, CRC-32 ");
+}
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -403,6 +512,11 @@ int main(void)
         cmocka_unit_test(test_resume_periodic_elsewhere),
         cmocka_unit_test(test_resume_finished),
         cmocka_unit_test(test_resume_errors),
+        cmocka_unit_test(test_resume_checkpoint_of_the_previous_release),
+        cmocka_unit_test_setup_teardown(test_resume_mid_epoch, use_forces, use_energy),
+        cmocka_unit_test_setup_teardown(test_resume_second_epoch, use_forces, use_energy),
+        cmocka_unit_test_setup_teardown(test_resume_finished, use_forces, use_energy),
+        cmocka_unit_test_setup_teardown(test_forces_resume_other_forces, use_forces, use_energy),
     };
     return cmocka_run_group_tests_name("train_resume", tests, setup_all, teardown_all);
 }

@@ -78,7 +78,7 @@ static float *train(const run_opts *o, double *curve, pt_backend_stats *bs)
         if (first >= F.packs.n_packs) first = 0;
         uint32_t cnt = F.packs.n_packs - first < G ? F.packs.n_packs - first : G;
         pt_step_stats st;
-        assert_int_equal(eng.compute(eng.self, &F.packs, ids + first, cnt, 0.0, g, &st, &errs), 0);
+        assert_int_equal(eng.compute(eng.self, &F.packs, ids + first, cnt, NULL, g, &st, &errs), 0);
         curve[s] = st.loss_sum;
         if (eng.update) {
             assert_int_equal(eng.update(eng.self, &opt, g, 1e-3, o->clip, &errs), 0);
@@ -231,7 +231,7 @@ static void test_allocations_follow_the_plan(void **state)
                 pt_errors errs;
                 pt_errors_init(&errs, 0);
                 assert_int_equal(pt_memplan_compute(&plan, &F.model.cfg, d.limits, &d.layout,
-                                                    &cfg.backend, &errs), 0);
+                                                    &cfg.backend, PT_SCHNET_ENERGY, &errs), 0);
                 pt_errors_close(&errs);
                 if ((size_t)bs.replica_bytes != plan.total)
                     fail_msg("R=%d A=%d b=%d stage %d offload %d: allocated %lld, planned %zu",
