@@ -11,6 +11,11 @@
  *                                    latest throughput, its latest logged
  *                                    step's loss, its progress and epoch;
  *                                    a job's series go when it ends
+ *   packtrain_job_val_mae{job}, packtrain_job_val_forces_mae_ev_per_angstrom{job}
+ *                                    per running job, its latest epoch's
+ *                                    validation errors: the energy's (target
+ *                                    units, eV when trained on forces) and,
+ *                                    trained on forces, the force components'
  * plus the process metrics (server/http/prom_process.c), refreshed by
  * collectors just before each scrape.
  *
@@ -29,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include <jansson.h>
 
 typedef struct tally_entry {
     char id[PT_STORE_ID_MAX];
@@ -109,7 +116,8 @@ static void count_graphs(pt_app *app)
 /* The series of the jobs running now; those of ended jobs are dropped. */
 static void collect_running(pt_app *app, pt_store *s)
 {
-    pt_prom_metric *per_job[] = {app->m_job_rate, app->m_job_loss, app->m_job_progress, app->m_job_epoch};
+    pt_prom_metric *per_job[] = {app->m_job_rate, app->m_job_loss, app->m_job_progress, app->m_job_epoch,
+                                 app->m_job_val_mae, app->m_job_val_forces_mae};
     for (size_t i = 0; i < sizeof per_job / sizeof per_job[0]; i++) pt_prom_clear(per_job[i]);
     pt_store_job_array running;
     if (pt_store_job_list_unfinished(s, &running) != PT_STORE_OK) return;
@@ -124,6 +132,16 @@ static void collect_running(pt_app *app, pt_store *s)
             if (isfinite(last.loss)) pt_prom_set(app->m_job_loss, labels, last.loss);
             free(last.json);
         }
+        pt_store_epoch_series ep = {0};
+        if (pt_store_epochs_read(s, NULL, j->id, &ep) == PT_STORE_OK && ep.n) {
+            const pt_store_epoch_metric *e = &ep.items[ep.n - 1];
+            if (isfinite(e->val_mae)) pt_prom_set(app->m_job_val_mae, labels, e->val_mae);
+            json_t *x = e->json ? json_loads(e->json, 0, NULL) : NULL;
+            json_t *f = json_object_get(x, "val_forces_mae");
+            if (json_is_number(f)) pt_prom_set(app->m_job_val_forces_mae, labels, json_number_value(f));
+            json_decref(x);
+        }
+        pt_store_epoch_series_clear(&ep);
     }
     pt_store_job_array_clear(&running);
 }
@@ -185,8 +203,15 @@ int pt_app_metrics_init(pt_app *app, char *err, size_t errlen)
     app->m_job_progress = pt_prom_gauge(p, "packtrain_job_progress_ratio",
                                         "Fraction of a running job's planned optimizer steps done.", "job");
     app->m_job_epoch = pt_prom_gauge(p, "packtrain_job_epoch", "Epoch a running job is in.", "job");
+    app->m_job_val_mae = pt_prom_gauge(p, "packtrain_job_val_mae",
+                                       "Validation MAE of a running job's energy target at its latest epoch "
+                                       "(target units; eV for jobs trained on forces).", "job");
+    app->m_job_val_forces_mae = pt_prom_gauge(p, "packtrain_job_val_forces_mae_ev_per_angstrom",
+                                              "Validation MAE of a running job's force components at its "
+                                              "latest epoch, eV/Å (jobs trained on forces).", "job");
     if (!info || !app->m_jobs || !app->m_slots || !app->m_active || !app->m_spawned || !app->m_crashed ||
         !app->m_graphs || !app->m_job_rate || !app->m_job_loss || !app->m_job_progress || !app->m_job_epoch ||
+        !app->m_job_val_mae || !app->m_job_val_forces_mae ||
         pt_prom_process_metrics(p) != 0) {
         snprintf(err, errlen, "cannot register metrics: %s", p->error);
         return -1;

@@ -163,6 +163,8 @@ typedef struct pt_store_job {
     int attempts;                      /* times the job entered `running` */
     int64_t worker_pid;                /* 0 when no worker */
     int64_t version;                   /* bumped on every state/progress change */
+    char *result_json;                 /* heap; a finished run's result object (the
+                                          worker's done line), NULL before */
 } pt_store_job;
 
 typedef struct pt_store_job_page {
@@ -241,6 +243,9 @@ int pt_store_job_claim_next(pt_store *s, const char *reason, pt_store_job *out);
 int pt_store_job_set_worker(pt_store *s, const char *id, int64_t pid);
 /* Only while running or cancelling (else PT_STORE_CONFLICT). */
 int pt_store_job_update_progress(pt_store *s, const char *id, const pt_store_progress *p);
+/* The run's result, a JSON object (checked; PT_STORE_INVALID otherwise), kept
+ * with the job; only while running or cancelling (else PT_STORE_CONFLICT). */
+int pt_store_job_set_result(pt_store *s, const char *id, const char *result_json);
 /* Jobs left running or cancelling (restart recovery), oldest first. */
 int pt_store_job_list_unfinished(pt_store *s, pt_store_job_array *out);
 /* counts[state] for one owner, or all owners when owner is NULL. */

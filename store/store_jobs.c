@@ -49,6 +49,7 @@ void pt_store_job_clear(pt_store_job *j)
 {
     if (!j) return;
     free(j->config_json);
+    free(j->result_json);
     memset(j, 0, sizeof(*j));
 }
 
@@ -105,6 +106,7 @@ int pt_store_job_from_row(pt_store *s, sqlite3_stmt *st, pt_store_job *j)
     j->attempts = sqlite3_column_int(st, 15);
     j->worker_pid = sqlite3_column_int64(st, 16);
     j->version = sqlite3_column_int64(st, 17);
+    j->result_json = pt_store_col_dup(st, 18, &oom);
     if (oom) return pt_store_fail(s, PT_STORE_IO, "job %s: out of memory", j->id);
     return PT_STORE_OK;
 }

@@ -39,6 +39,10 @@ static const char SQL_RECORD[] =
 static const char SQL_OLDEST_QUEUED[] =
     "SELECT id FROM jobs WHERE state = 'queued' ORDER BY created_at, id LIMIT 1";
 static const char SQL_SET_WORKER[] = "UPDATE jobs SET worker_pid = ?2 WHERE id = ?1";
+/* SQLite's JSON1 checks the text: anything but an object changes no row */
+static const char SQL_RESULT[] =
+    "UPDATE jobs SET result_json = ?2, version = version + 1 "
+    "WHERE id = ?1 AND (CASE WHEN json_valid(?2) THEN json_type(?2) END) = 'object'";
 static const char SQL_PROGRESS[] =
     "UPDATE jobs SET progress = ?2, epoch = ?3, step = ?4,"
     " latest_graphs_per_s = coalesce(?5, latest_graphs_per_s), version = version + 1 WHERE id = ?1";
@@ -236,6 +240,28 @@ static int check_progress(pt_store *s, const pt_store_progress *p)
         return pt_store_fail(s, PT_STORE_INVALID, "epoch and step must be >= 0 (epoch %lld, step %lld)",
                              (long long)p->epoch, (long long)p->step);
     return PT_STORE_OK;
+}
+
+int pt_store_job_set_result(pt_store *s, const char *id, const char *result_json)
+{
+    if (!result_json) return pt_store_fail(s, PT_STORE_INVALID, "a job's result must be a JSON object");
+    int rc = pt_store_tx_begin(s, 0);
+    if (rc) return rc;
+    pt_store_job job;
+    rc = pt_store_job_load(s, NULL, id, &job);
+    if (!rc) rc = require_active(s, &job, "result");
+    sqlite3_stmt *st = NULL;
+    if (!rc) rc = pt_store_stmt(s, SQL_RESULT, &st);
+    if (!rc) {
+        pt_store_bind_text(st, 1, id);
+        pt_store_bind_text(st, 2, result_json);
+        int step = sqlite3_step(st);
+        sqlite3_reset(st);
+        if (step != SQLITE_DONE) rc = pt_store_fail_sql(s, step, "record job result");
+        else if (sqlite3_changes(s->db) != 1)
+            rc = pt_store_fail(s, PT_STORE_INVALID, "a job's result must be a JSON object");
+    }
+    return finish(s, rc, &job, NULL);
 }
 
 int pt_store_job_update_progress(pt_store *s, const char *id, const pt_store_progress *p)

@@ -108,7 +108,11 @@ static const char MIGRATION_1[] =
     ") WITHOUT ROWID;"
     "CREATE INDEX idempotency_keys_created ON idempotency_keys(created_at);";
 
-const char *const pt_store_migrations[] = {MIGRATION_1};
+/* A finished run's result (the worker's done line: final validation and
+ * test errors, worker_proto.h), as a JSON object. */
+static const char MIGRATION_2[] = "ALTER TABLE jobs ADD COLUMN result_json TEXT;";
+
+const char *const pt_store_migrations[] = {MIGRATION_1, MIGRATION_2};
 const int pt_store_n_migrations = (int)(sizeof(pt_store_migrations) / sizeof(pt_store_migrations[0]));
 
 int pt_store_schema_latest(void)

@@ -116,6 +116,12 @@ json_t *pt_api_real(double v);
 /* Parses a stored JSON document; a JSON null when absent or broken. */
 json_t *pt_api_parse_doc(const char *text);
 
+/* The units of the metric fields present in objs[0..n) (steps, epochs or a
+ * result): {"val_forces_mae":"eV/Å","val_mae":"eV",...}, for a job trained
+ * on forces or stress (whose energies are eV, ASE's units); NULL for an
+ * energy-only job, whose errors are in its target's own units. */
+json_t *pt_api_metric_units(json_t *const *objs, size_t n);
+
 /* Resource documents, as the OpenAPI schemas Dataset, Job and Transition
  * describe them. */
 json_t *pt_api_dataset_json(const pt_store_dataset *d);

@@ -96,6 +96,37 @@ json_t *pt_api_parse_doc(const char *text)
     return doc ? doc : json_null();
 }
 
+/* A forces job's metric fields and their units (engine/train/train.h). */
+static const char *const metric_units[][2] = {
+    {"val_mae", "eV"}, {"val_rmse", "eV"}, {"best_val_mae", "eV"}, {"best_val_rmse", "eV"},
+    {"test_mae", "eV"}, {"test_rmse", "eV"},
+    {"loss_forces", "(eV/Å)²"}, {"val_forces_mae", "eV/Å"}, {"val_forces_rmse", "eV/Å"},
+    {"best_val_forces_mae", "eV/Å"}, {"best_val_forces_rmse", "eV/Å"},
+    {"test_forces_mae", "eV/Å"}, {"test_forces_rmse", "eV/Å"}, {"test_forces_zero_mae", "eV/Å"},
+    {"loss_stress", "(eV/Å³)²"}, {"val_stress_mae", "eV/Å³"}, {"val_stress_rmse", "eV/Å³"},
+    {"best_val_stress_mae", "eV/Å³"}, {"test_stress_mae", "eV/Å³"}, {"test_stress_rmse", "eV/Å³"},
+};
+
+json_t *pt_api_metric_units(json_t *const *objs, size_t n)
+{
+    const size_t rows = sizeof metric_units / sizeof metric_units[0];
+    int forces = 0;
+    for (size_t i = 0; i < n && !forces; i++)
+        forces = json_object_get(objs[i], "loss_forces") || json_object_get(objs[i], "loss_stress") ||
+                 json_object_get(objs[i], "test_forces_mae") ||
+                 json_object_get(objs[i], "best_val_forces_mae") ||
+                 json_object_get(objs[i], "best_val_stress_mae");
+    if (!forces) return NULL;
+    json_t *u = json_object();
+    for (size_t r = 0; u && r < rows; r++)
+        for (size_t i = 0; i < n; i++)
+            if (json_object_get(objs[i], metric_units[r][0])) {
+                json_object_set_new(u, metric_units[r][0], json_string(metric_units[r][1]));
+                break;
+            }
+    return u;
+}
+
 json_t *pt_api_dataset_json(const pt_store_dataset *d)
 {
     json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:o,s:I,s:I,s:I}", "id", d->id, "name", d->name, "format", d->format,
@@ -136,6 +167,13 @@ json_t *pt_api_job_json(const pt_store_job *j, const pt_store_transition_list *t
                           "attempts", j->attempts, "version", (json_int_t)j->version);
     if (!o) return NULL;
     json_object_set_new(o, "config", pt_api_parse_doc(j->config_json));
+    /* a finished run's final validation and test errors, with their units */
+    json_t *result = pt_api_parse_doc(j->result_json);
+    if (json_is_object(result)) {
+        json_t *units = pt_api_metric_units(&result, 1);
+        if (units) json_object_set_new(result, "units", units);
+    }
+    json_object_set_new(o, "result", result);
     if (transitions) {
         json_t *arr = json_array();
         for (size_t i = 0; arr && i < transitions->n; i++) json_array_append_new(arr, transition_json(&transitions->items[i]));

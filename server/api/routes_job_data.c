@@ -91,9 +91,14 @@ pt_response pt_api_job_metrics(pt_request *req, void *ctx)
         for (size_t i = 0; sa && i < steps.n; i++) json_array_append_new(sa, step_json(&steps.items[i]));
         for (size_t i = 0; ea && i < epochs.n; i++)
             if (epochs.items[i].step > since) json_array_append_new(ea, epoch_json(&epochs.items[i]));
-        r = pt_response_json(200, json_pack("{s:s,s:I,s:I,s:b,s:o,s:o}", "job", id, "since_step", (json_int_t)since,
-                                            "total_steps", (json_int_t)steps.total, "downsampled",
-                                            steps.total > (int64_t)steps.n, "steps", sa, "epochs", ea));
+        json_t *doc = json_pack("{s:s,s:I,s:I,s:b,s:o,s:o}", "job", id, "since_step", (json_int_t)since,
+                                "total_steps", (json_int_t)steps.total, "downsampled",
+                                steps.total > (int64_t)steps.n, "steps", sa, "epochs", ea);
+        /* a forces job's fields with their units (the first rows say which) */
+        json_t *rows[2] = {json_array_get(ea, 0), json_array_get(sa, 0)};
+        json_t *units = doc ? pt_api_metric_units(rows, 2) : NULL;
+        if (units) json_object_set_new(doc, "units", units);
+        r = pt_response_json(200, doc);
         pt_response_header(&r, "Cache-Control", "no-cache");
     }
     pt_store_step_series_clear(&steps);

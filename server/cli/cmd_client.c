@@ -214,6 +214,20 @@ static int report_end(const client_args *a, const json_t *job)
     const char *id = json_string_value(json_object_get(job, "id"));
     const char *state = json_string_value(json_object_get(job, "state"));
     if (state && !strcmp(state, "succeeded")) {
+        /* the run's final errors (absent from a server that predates them),
+         * then the outcome, the last line as CI logs expect */
+        const json_t *res = json_object_get(job, "result");
+        const json_t *units = json_object_get(res, "units");
+        const char *eu = json_string_value(json_object_get(units, "test_mae"));
+        if (num(res, "test_mae") >= 0)
+            fprintf(stderr, "packtrain %s: %s test MAE %.6g%s%s, RMSE %.6g\n", a->cmd, id, num(res, "test_mae"),
+                    eu ? " " : "", eu ? eu : "", num(res, "test_rmse"));
+        if (num(res, "test_forces_mae") >= 0)
+            fprintf(stderr, "packtrain %s: %s forces: test MAE %.6g eV/Å, RMSE %.6g eV/Å (zero forces: MAE %.6g "
+                    "eV/Å)\n", a->cmd, id, num(res, "test_forces_mae"), num(res, "test_forces_rmse"),
+                    num(res, "test_forces_zero_mae"));
+        if (num(res, "test_stress_mae") >= 0)
+            fprintf(stderr, "packtrain %s: %s stress: test MAE %.6g eV/Å³\n", a->cmd, id, num(res, "test_stress_mae"));
         fprintf(stderr, "packtrain %s: %s succeeded; best val MAE %.6g; model: %s/v1/jobs/%s/model\n", a->cmd, id,
                 num(job, "best_val_mae"), a->server, id);
         return 0;

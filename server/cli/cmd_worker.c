@@ -76,7 +76,12 @@ static void on_metrics(void *user, const pt_train_metrics *m, const char *json)
     double p = m->total_steps > 0 ? (double)m->step / (double)m->total_steps : 0.0;
     put_json(json_pack("{s:s, s:f, s:i, s:I}", "kind", "progress", "progress", p < 1.0 ? p : 1.0,
                        "epoch", (int)m->epoch, "step", (json_int_t)m->step));
-    if (!strcmp(m->kind, "epoch"))
+    if (!strcmp(m->kind, "epoch") && m->has_forces)
+        fprintf(stderr, "packtrain worker %s: epoch %d done at step %lld: train loss %.6g, "
+                "val MAE %.6g, RMSE %.6g; forces val MAE %.6g eV/A, RMSE %.6g eV/A\n", w->job,
+                (int)m->epoch, (long long)m->step, m->train_loss, m->val_mae, m->val_rmse,
+                m->val_forces_mae, m->val_forces_rmse);
+    else if (!strcmp(m->kind, "epoch"))
         fprintf(stderr, "packtrain worker %s: epoch %d done at step %lld: train loss %.6g, "
                 "val MAE %.6g, RMSE %.6g\n", w->job, (int)m->epoch, (long long)m->step,
                 m->train_loss, m->val_mae, m->val_rmse);
@@ -158,14 +163,26 @@ static int parse_args(worker *w, int argc, char **argv)
     return 0;
 }
 
+/* The done line: the model and the run's result, the final validation
+ * and test errors the scheduler stores with the job (worker_proto.h). */
 static void report_done(const worker *w, const pt_train_result *res)
 {
+    static const char *const keys[] = {
+        "best_epoch", "best_val_rmse", "test_mae", "test_rmse", "best_val_forces_mae",
+        "best_val_forces_rmse", "test_forces_mae", "test_forces_rmse", "test_forces_zero_mae",
+        "best_val_stress_mae", "test_stress_mae", "test_stress_rmse"};
     char model[4200];
     snprintf(model, sizeof model, "%s/model.safetensors", w->out);
     json_t *o = json_pack("{s:s, s:o}", "kind", "done", "best_val_mae",
                           isfinite(res->best_val_mae) ? json_real(res->best_val_mae)
                                                       : json_null());
     if (o && access(model, F_OK) == 0) json_object_set_new(o, "model", json_string(model));
+    json_t *r = pt_train_result_json(res);
+    for (size_t k = 0; o && r && k < sizeof keys / sizeof keys[0]; k++) {
+        json_t *v = json_object_get(r, keys[k]);
+        if (v) json_object_set(o, keys[k], v);
+    }
+    json_decref(r);
     put_json(o);
     fprintf(stderr, "packtrain worker %s: done: %lld steps, %d epochs (%s) in %.1f s; best "
             "epoch %d, val MAE %.6g, test MAE %.6g\n", w->job, (long long)res->steps,

@@ -125,10 +125,11 @@ void pt_sched_poll_done(pt_scheduler *s, int claims, const char (*ids)[PT_STORE_
                         const pt_job_state *states, size_t n_ids, const pt_sched_launch *launches,
                         size_t n_launches);
 void pt_sched_submit_set_worker(pt_scheduler *s, const char *id, int64_t pid);
-/* Takes ownership of steps (and their json) and of epoch->json. */
+/* Takes ownership of steps (and their json), of epoch->json and of
+ * result_json (a done line's result, stored with the job; may be NULL). */
 void pt_sched_submit_record(pt_scheduler *s, const char *id, pt_store_step_metric *steps, size_t n_steps,
                             const pt_store_progress *progress, pt_store_epoch_metric *epoch,
-                            const pt_worker_msg *checkpoint, const char *out_dir);
+                            const pt_worker_msg *checkpoint, const char *out_dir, char *result_json);
 void pt_sched_submit_finish(pt_scheduler *s, const pt_sched_exit *e);
 /* An op with no work: its done runs once every earlier op has. */
 void pt_sched_submit_barrier(pt_scheduler *s, void (*done)(pt_scheduler *s));

@@ -372,6 +372,7 @@ typedef struct record_op {
     pt_store_epoch_metric epoch;
     int64_t ck_step, ck_epoch;
     char ck_path[PT_STORE_PATH_MAX];
+    char *result_json;           /* a done line's result, or NULL */
 } record_op;
 
 /* Records the newest checkpoint, then deletes those older than the
@@ -413,6 +414,8 @@ static void record_work(pt_store *st, pt_store_op *op)
     if (r->has_checkpoint) record_checkpoint(s, st, r);
     if (r->has_progress && pt_store_job_update_progress(st, r->id, &r->progress) != PT_STORE_OK)
         pt_sched_log(s, "job %s: cannot record progress: %s", r->id, pt_store_errmsg(st));
+    if (r->result_json && pt_store_job_set_result(st, r->id, r->result_json) != PT_STORE_OK)
+        pt_sched_log(s, "job %s: cannot record its result: %s", r->id, pt_store_errmsg(st));
     announce(s, st, r->id);
 }
 
@@ -422,12 +425,13 @@ static void record_done(pt_store_op *op)
     for (size_t i = 0; i < r->n_steps; i++) free(r->steps[i].json);
     free(r->steps);
     free(r->epoch.json);
+    free(r->result_json);
     free(r);
 }
 
 void pt_sched_submit_record(pt_scheduler *s, const char *id, pt_store_step_metric *steps, size_t n_steps,
                             const pt_store_progress *progress, pt_store_epoch_metric *epoch,
-                            const pt_worker_msg *checkpoint, const char *out_dir)
+                            const pt_worker_msg *checkpoint, const char *out_dir, char *result_json)
 {
     record_op *r = calloc(1, sizeof(*r));
     if (!r) {
@@ -435,8 +439,10 @@ void pt_sched_submit_record(pt_scheduler *s, const char *id, pt_store_step_metri
         for (size_t i = 0; i < n_steps; i++) free(steps[i].json);
         free(steps);
         if (epoch) free(epoch->json);
+        free(result_json);
         return;
     }
+    r->result_json = result_json;
     r->op.work = record_work;
     r->op.done = record_done;
     r->sched = s;

@@ -121,15 +121,23 @@ static void signal_group(pt_sched_job *j, int sig)
 
 /* ---- metrics batching ----------------------------------------------------- */
 
-static void flush(pt_sched_job *j, pt_store_epoch_metric *epoch, const pt_worker_msg *checkpoint)
+/* Pending steps and progress, with an epoch, a checkpoint or a done line's
+ * result (whose json is taken) when given, as one store op. */
+static void flush_result(pt_sched_job *j, pt_store_epoch_metric *epoch, const pt_worker_msg *checkpoint,
+                         char *result_json)
 {
     uv_timer_stop(&j->flush_timer);
-    if (!j->n_steps && !j->has_progress && !epoch && !checkpoint) return;
+    if (!j->n_steps && !j->has_progress && !epoch && !checkpoint && !result_json) return;
     pt_sched_submit_record(j->sched, j->launch.id, j->steps, j->n_steps, j->has_progress ? &j->progress : NULL,
-                           epoch, checkpoint, j->launch.out_dir);
+                           epoch, checkpoint, j->launch.out_dir, result_json);
     j->steps = NULL;
     j->n_steps = j->cap_steps = 0;
     j->has_progress = 0;
+}
+
+static void flush(pt_sched_job *j, pt_store_epoch_metric *epoch, const pt_worker_msg *checkpoint)
+{
+    flush_result(j, epoch, checkpoint, NULL);
 }
 
 static void on_flush_timer(uv_timer_t *t)
@@ -196,6 +204,11 @@ static void dispatch(pt_sched_job *j, pt_worker_msg *m)
         j->exit.saw_done = 1;
         pt_sched_note_fd(j->log_fd, "worker reported done (best_val_mae %g, model %s)", m->best_val_mae,
                          m->path[0] ? m->path : "-");
+        /* the result is stored before the job's end is (the writer keeps order) */
+        if (m->extra_json) {
+            flush_result(j, NULL, NULL, m->extra_json);
+            m->extra_json = NULL;
+        }
         break;
     case PT_WORKER_MSG_ERROR:
         j->exit.saw_error = 1;

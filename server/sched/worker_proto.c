@@ -53,6 +53,9 @@ static const field_spec step_fields[] = {
     {"phase_allreduce_s", F_NONNEG, 0, NO_SLOT, 0},
     {"phase_optimizer_s", F_NONNEG, 0, NO_SLOT, 0},
     {"phase_other_s", F_NONNEG, 0, NO_SLOT, 0},
+    {"loss_energy", F_NONNEG, 0, NO_SLOT, 0},
+    {"loss_forces", F_NONNEG, 0, NO_SLOT, 0},
+    {"loss_stress", F_NONNEG, 0, NO_SLOT, 0},
     {NULL, F_INT, 0, NO_SLOT, 0},
 };
 
@@ -66,6 +69,13 @@ static const field_spec epoch_fields[] = {
     {"val_rmse", F_NONNEG, 0, NO_SLOT, 0},
     {"seconds", F_NONNEG, 0, AT(seconds), 1},
     {"graphs_per_s", F_NONNEG, 0, AT(graphs_per_s), 1},
+    {"loss_energy", F_NONNEG, 0, NO_SLOT, 0},
+    {"loss_forces", F_NONNEG, 0, NO_SLOT, 0},
+    {"loss_stress", F_NONNEG, 0, NO_SLOT, 0},
+    {"val_forces_mae", F_NONNEG, 0, NO_SLOT, 0},
+    {"val_forces_rmse", F_NONNEG, 0, NO_SLOT, 0},
+    {"val_stress_mae", F_NONNEG, 0, NO_SLOT, 0},
+    {"val_stress_rmse", F_NONNEG, 0, NO_SLOT, 0},
     {NULL, F_INT, 0, NO_SLOT, 0},
 };
 
@@ -83,9 +93,23 @@ static const field_spec checkpoint_fields[] = {
     {NULL, F_INT, 0, NO_SLOT, 0},
 };
 
+/* the run's final errors (engine/train/train.h, pt_train_result): the
+ * done line's fields but "model" are its result, stored with the job */
 static const field_spec done_fields[] = {
-    {"best_val_mae", F_NONNEG, 0, AT(best_val_mae), 1},
+    {"best_val_mae", F_NONNEG, 0, AT(best_val_mae), 0},
     {"model", F_PATH, 0, AT(path), 1},
+    {"best_val_rmse", F_NONNEG, 0, NO_SLOT, 0},
+    {"test_mae", F_NONNEG, 0, NO_SLOT, 0},
+    {"test_rmse", F_NONNEG, 0, NO_SLOT, 0},
+    {"best_epoch", F_INT, 0, NO_SLOT, 0},
+    {"best_val_forces_mae", F_NONNEG, 0, NO_SLOT, 0},
+    {"best_val_forces_rmse", F_NONNEG, 0, NO_SLOT, 0},
+    {"test_forces_mae", F_NONNEG, 0, NO_SLOT, 0},
+    {"test_forces_rmse", F_NONNEG, 0, NO_SLOT, 0},
+    {"test_forces_zero_mae", F_NONNEG, 0, NO_SLOT, 0},
+    {"best_val_stress_mae", F_NONNEG, 0, NO_SLOT, 0},
+    {"test_stress_mae", F_NONNEG, 0, NO_SLOT, 0},
+    {"test_stress_rmse", F_NONNEG, 0, NO_SLOT, 0},
     {NULL, F_INT, 0, NO_SLOT, 0},
 };
 
@@ -97,7 +121,8 @@ static const field_spec error_fields[] = {
 typedef struct kind_spec {
     const char *name;
     const field_spec *fields;
-    int keeps_extra;   /* unknown keys go to extra_json (step, epoch) */
+    int keeps_extra;   /* keys without a column go to extra_json (step, epoch,
+                          done: its result) */
 } kind_spec;
 
 static const kind_spec kinds[] = {
@@ -105,7 +130,7 @@ static const kind_spec kinds[] = {
     [PT_WORKER_MSG_EPOCH] = {"epoch", epoch_fields, 1},
     [PT_WORKER_MSG_PROGRESS] = {"progress", progress_fields, 0},
     [PT_WORKER_MSG_CHECKPOINT] = {"checkpoint", checkpoint_fields, 0},
-    [PT_WORKER_MSG_DONE] = {"done", done_fields, 0},
+    [PT_WORKER_MSG_DONE] = {"done", done_fields, 1},
     [PT_WORKER_MSG_ERROR] = {"error", error_fields, 0},
 };
 

@@ -5,23 +5,32 @@
  *                "nodes_per_s":x,"padding_fraction":x,"seconds":x,
  *                optional "mae" and the phase times of engine/core/phase.h (mean seconds
  *                per step): "phase_io_s","phase_forward_s","phase_backward_s",
- *                "phase_allreduce_s","phase_optimizer_s","phase_other_s"}
+ *                "phase_allreduce_s","phase_optimizer_s","phase_other_s", and a forces
+ *                job's loss parts "loss_energy","loss_forces","loss_stress"}
  *   epoch       {"kind":"epoch","step":N,"epoch":E,"train_loss":x,"val_mae":x,
- *                "val_rmse":x,"seconds":x,"graphs_per_s":x, optional "train_mae","val_loss"}
+ *                "val_rmse":x,"seconds":x,"graphs_per_s":x, optional "train_mae","val_loss",
+ *                and a forces job's "loss_energy","loss_forces","loss_stress",
+ *                "val_forces_mae","val_forces_rmse","val_stress_mae","val_stress_rmse"}
  *   progress    {"kind":"progress","progress":0..1,"epoch":E,"step":N}
  *   checkpoint  {"kind":"checkpoint","step":N,"epoch":E,"path":"..."}
- *   done        {"kind":"done","best_val_mae":x,"model":"path"}      then exit 0
+ *   done        {"kind":"done","best_val_mae":x,"model":"path", optional the run's
+ *                result: "best_epoch","best_val_rmse","test_mae","test_rmse" and a
+ *                forces job's "best_val_forces_mae","best_val_forces_rmse",
+ *                "test_forces_mae","test_forces_rmse","test_forces_zero_mae",
+ *                "best_val_stress_mae","test_stress_mae","test_stress_rmse"}
+ *                then exit 0
  *   error       {"kind":"error","message":"..."}                      then exit 1
  *
  * Required: "kind"; "step" and "epoch" (integers >= 0) on step, epoch,
  * progress and checkpoint lines; "loss" on step lines, "train_loss" on epoch
  * lines, "progress" on progress lines, "path" on checkpoint lines, "message"
  * on error lines.  Every other listed field is optional, but when present it
- * must have the right type: a number or null (null = no value), rates and
- * durations >= 0, padding_fraction within [0, 1].  Keys the protocol does not
- * list are allowed: on step and epoch lines they travel into `extra_json`, so
- * a worker can add a metric without a scheduler change; on other lines they
- * are ignored.  An error message longer than the store's reason column is
+ * must have the right type: a number or null (null = no value), rates,
+ * durations and errors >= 0, padding_fraction within [0, 1].  Keys the protocol
+ * does not list are allowed: on step, epoch and done lines they travel into
+ * `extra_json`, so a worker can add a metric without a scheduler change (a
+ * done line's extra_json, with best_val_mae, is the job's stored result); on
+ * other lines they are ignored.  An error message longer than the store's reason column is
  * truncated rather than rejected, since it is the job's failure reason.
  *
  * The parser is pure (no I/O, no globals): the scheduler calls it per line
@@ -60,9 +69,10 @@ typedef struct pt_worker_msg {
     double best_val_mae;
     char path[PT_STORE_PATH_MAX];       /* checkpoint path, or the done line's model */
     char message[PT_STORE_REASON_MAX];  /* error line */
-    /* step/epoch fields without a store column (nodes_per_s, padding_fraction,
-     * phase times, val_rmse, unknown keys): a compact JSON object (reals
-     * to 15 significant digits), heap, or NULL when there are none. */
+    /* step/epoch/done fields without a store column (nodes_per_s,
+     * padding_fraction, phase times, val_rmse, the forces metrics, a done
+     * line's result, unknown keys): a compact JSON object (reals to 15
+     * significant digits), heap, or NULL when there are none. */
     char *extra_json;
 } pt_worker_msg;
 

@@ -100,6 +100,25 @@ expect "... every problem with its path" "$(jget "$BODY" '",".join(e["field"] fo
   "training.epochs,training.optimizer"
 req POST /v1/jobs "${A[@]}" --data '{"dataset":"ds_0000000000000000"}'
 expect "unknown dataset: 422" "$STATUS" 422
+# training on labels the dataset does not have (the QM9 demo: energies, no forces, no stress)
+req POST /v1/jobs "${A[@]}" --data "{\"dataset\":\"$DS\",\"training\":{\"loss\":{\"forces_weight\":1}}}"
+expect "a forces weight on a dataset without forces: 422" "$STATUS" 422
+expect "... at training.loss.forces_weight, saying why" \
+  "$(jget "$BODY" 'j["errors"][0]["field"] + ": " + j["errors"][0]["message"]')" \
+  "training.loss.forces_weight: forces weight 1, but none of the dataset's 64 structures has force labels (a per-atom 'forces' column); set it to 0 or \"auto\", or upload structures with forces"
+req POST /v1/jobs "${A[@]}" --data "{\"dataset\":\"$DS\",\"training\":{\"loss\":{\"stress_weight\":0.5}}}"
+expect "a stress weight without stress labels: 422" "$STATUS" 422
+expect_match "... at training.loss.stress_weight" \
+  "$(jget "$BODY" 'j["errors"][0]["field"] + ": " + j["errors"][0]["message"]')" \
+  "^training.loss.stress_weight: stress weight 0.5, but none of the dataset's 64 structures has a stress label"
+req POST /v1/jobs "${A[@]}" --data "{\"dataset\":\"$DS\",\"forces_key\":\"atomic_forces\"}"
+expect "a forces_key naming nothing: 422" "$STATUS" 422
+expect "... listing the dataset's force labels" \
+  "$(jget "$BODY" 'j["errors"][0]["field"] + ": " + j["errors"][0]["message"]')" \
+  "forces_key: 'atomic_forces' names no force labels of this dataset; its per-atom labels: none (no structure has force labels)"
+req POST /v1/jobs "${A[@]}" --data "{\"dataset\":\"$DS\",\"training\":{\"loss\":{\"forces_weight\":-1,\"energy\":\"per-atom\"}}}"
+expect "bad loss values: 422 with both paths" "$(jget "$BODY" '",".join(e["field"] for e in j["errors"])')" \
+  "training.loss.forces_weight,training.loss.energy"
 KEY=(-H "Idempotency-Key: it-$$")
 req POST /v1/jobs "${A[@]}" "${KEY[@]}" --data "{\"dataset\":\"$DS\"}"
 expect "submit with a key: 201" "$STATUS" 201

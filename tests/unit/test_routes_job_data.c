@@ -110,6 +110,55 @@ static void test_metrics(void **state)
     tc_free(&r);
 }
 
+/* A job trained on forces: its metrics and result say their units; an
+ * energy job's (test_metrics above) say none, its target's being unknown. */
+static void test_forces_units(void **state)
+{
+    api_fx *fx = *state;
+    char id[64];
+    assert_int_equal(fx_job(fx, NULL, g_ds, id, sizeof id), 0);
+    fx_claim(fx, id);
+    pt_store_step_metric st = {.step = 5, .epoch = 1, .loss = 1.5, .mae = NAN, .lr = 1e-3,
+                               .graphs_per_s = 900, .json = "{\"loss_energy\":0.01,\"loss_forces\":1.49}"};
+    assert_int_equal(pt_store_steps_append(fx->db, id, &st, 1, NULL), PT_STORE_OK);
+    pt_store_epoch_metric em = {.epoch = 1, .step = 5, .train_loss = 1.5, .train_mae = NAN, .val_loss = 1.2,
+                                .val_mae = 0.3, .graphs_per_s = 900, .seconds = 1,
+                                .json = "{\"val_rmse\":0.4,\"val_forces_mae\":0.25,\"val_forces_rmse\":0.5}"};
+    assert_int_equal(pt_store_epoch_append(fx->db, id, &em, NULL), PT_STORE_OK);
+    json_t *j = get_json(fx, 200, "/v1/jobs/%s/metrics", id);
+    json_t *u = json_object_get(j, "units");
+    assert_string_equal(json_string_value(json_object_get(u, "val_forces_mae")), "eV/Å");
+    assert_string_equal(json_string_value(json_object_get(u, "val_forces_rmse")), "eV/Å");
+    assert_string_equal(json_string_value(json_object_get(u, "val_mae")), "eV");
+    assert_string_equal(json_string_value(json_object_get(u, "loss_forces")), "(eV/Å)²");
+    assert_null(json_object_get(u, "val_stress_mae"));   /* only the fields present */
+    json_t *e0 = json_array_get(json_object_get(j, "epochs"), 0);
+    assert_true(json_number_value(json_object_get(e0, "val_forces_mae")) == 0.25);
+    json_decref(j);
+    j = get_json(fx, 200, "/v1/jobs/%s", id);
+    assert_true(json_is_null(json_object_get(j, "result")));   /* running: no result yet */
+    json_decref(j);
+    assert_int_equal(pt_store_job_set_result(fx->db, id, "{\"best_val_mae\":0.3,\"test_mae\":0.35,"
+                                                         "\"test_forces_mae\":0.2,\"test_forces_zero_mae\":0.7}"),
+                     PT_STORE_OK);
+    assert_int_equal(pt_store_job_transition(fx->db, NULL, id, PT_JOB_SUCCEEDED, "training finished", NULL),
+                     PT_STORE_OK);
+    j = get_json(fx, 200, "/v1/jobs/%s", id);
+    json_t *res = json_object_get(j, "result");
+    assert_true(json_number_value(json_object_get(res, "test_forces_mae")) == 0.2);
+    u = json_object_get(res, "units");
+    assert_string_equal(json_string_value(json_object_get(u, "test_forces_mae")), "eV/Å");
+    assert_string_equal(json_string_value(json_object_get(u, "test_forces_zero_mae")), "eV/Å");
+    assert_string_equal(json_string_value(json_object_get(u, "test_mae")), "eV");
+    json_decref(j);
+    /* an energy job's result has no units */
+    char id2[64];
+    run_job(fx, id2, sizeof id2);
+    j = get_json(fx, 200, "/v1/jobs/%s/metrics", id2);
+    assert_null(json_object_get(j, "units"));
+    json_decref(j);
+}
+
 /* Splits an SSE body into (id, event) pairs; returns the count. */
 static int parse_events(const char *body, unsigned long long *ids, char (*names)[16], int cap)
 {
@@ -280,6 +329,7 @@ int main(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_metrics),
+        cmocka_unit_test(test_forces_units),
         cmocka_unit_test(test_events_replay_and_resume),
         cmocka_unit_test(test_events_live),
         cmocka_unit_test(test_logs),

@@ -425,6 +425,43 @@ static void test_progress_and_versions(void **state)
     assert_int_equal(pt_store_job_version(f->s, "bob", "", &v0, NULL), PT_STORE_INVALID);
 }
 
+/* A run's result: kept with the job while it runs (a JSON object only),
+ * read back with every job row, refused once the job has ended. */
+static void test_result(void **state)
+{
+    fixture *f = *state;
+    char id[PT_STORE_ID_MAX];
+    new_job(f, "alice", id);
+    const char *res = "{\"best_val_mae\":0.5,\"test_forces_mae\":0.2}";
+    assert_int_equal(pt_store_job_set_result(f->s, id, res), PT_STORE_CONFLICT);
+    pt_store_job j;
+    assert_int_equal(pt_store_job_get(f->s, "alice", id, &j), PT_STORE_OK);
+    assert_null(j.result_json);
+    pt_store_job_clear(&j);
+    move(f, id, PT_JOB_RUNNING);
+    int64_t v0 = 0, v1 = 0;
+    assert_int_equal(pt_store_job_version(f->s, "alice", id, &v0, NULL), PT_STORE_OK);
+    for (const char *bad[] = {"[1,2]", "not json", "7", "", NULL}, **b = bad; *b; b++) {
+        assert_int_equal(pt_store_job_set_result(f->s, id, *b), PT_STORE_INVALID);
+        assert_string_equal(pt_store_errmsg(f->s), "a job's result must be a JSON object");
+    }
+    assert_int_equal(pt_store_job_set_result(f->s, id, NULL), PT_STORE_INVALID);
+    assert_int_equal(pt_store_job_set_result(f->s, id, res), PT_STORE_OK);
+    assert_int_equal(pt_store_job_version(f->s, "alice", id, &v1, NULL), PT_STORE_OK);
+    assert_true(v1 > v0);
+    move(f, id, PT_JOB_SUCCEEDED);
+    assert_int_equal(pt_store_job_get(f->s, "alice", id, &j), PT_STORE_OK);
+    assert_string_equal(j.result_json, res);
+    pt_store_job_clear(&j);
+    pt_store_job_page page;
+    assert_int_equal(pt_store_job_list(f->s, "alice", PT_JOB_ANY, 10, NULL, &page), PT_STORE_OK);
+    assert_int_equal(page.n, 1);
+    assert_string_equal(page.items[0].result_json, res);
+    pt_store_job_page_clear(&page);
+    assert_int_equal(pt_store_job_set_result(f->s, id, res), PT_STORE_CONFLICT);
+    assert_int_equal(pt_store_job_set_result(f->s, "job_missing", res), PT_STORE_NOT_FOUND);
+}
+
 static void test_list_filters_and_tokens(void **state)
 {
     fixture *f = *state;
@@ -539,6 +576,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
         cmocka_unit_test_setup_teardown(test_claim_next_oldest_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_progress_and_versions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_result, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_filters_and_tokens, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unfinished_and_counts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_owner_isolation, setup, teardown),

@@ -125,36 +125,78 @@ static void test_newer_schema_is_refused(void **state)
     assert_non_null(strstr(err, f->path));
 }
 
+/* Two migrations past the real ones (n, the latest version): the second
+ * fails, so neither may remain; then two that succeed, the second using the
+ * first's table. */
 static void test_migrations_run_in_order_and_atomically(void **state)
 {
     fixture *f = *state;
     pt_store *s = NULL;
     assert_int_equal(pt_store_open(&s, f->path, NULL, 0), PT_STORE_OK);
+    const int n = pt_store_schema_latest();
+    const char *list[64];
+    assert_true(n + 2 <= 64);
+    for (int i = 0; i < n; i++) list[i] = pt_store_migrations[i];
 
-    /* Version 3 fails: neither 2 nor 3 may remain. */
-    const char *bad[] = {pt_store_migrations[0], "CREATE TABLE extra(x)", "CREATE TABLE extra(y)"};
-    assert_int_equal(pt_store_migrate(s, bad, 3), PT_STORE_IO);
-    assert_non_null(strstr(pt_store_errmsg(s), "migration to schema version 3 failed"));
+    list[n] = "CREATE TABLE extra(x)";
+    list[n + 1] = "CREATE TABLE extra(y)";
+    assert_int_equal(pt_store_migrate(s, list, n + 2), PT_STORE_IO);
+    char want[64];
+    snprintf(want, sizeof want, "migration to schema version %d failed", n + 2);
+    assert_non_null(strstr(pt_store_errmsg(s), want));
     assert_non_null(strstr(pt_store_errmsg(s), "already exists"));
     int v = 0;
     assert_int_equal(pt_store_schema_version(s, &v), PT_STORE_OK);
-    assert_int_equal(v, 1);
+    assert_int_equal(v, n);
     pt_store_close(s);
     assert_int_equal(raw_int(f->path, "SELECT count(*) FROM sqlite_master WHERE name = 'extra'"), 0);
 
     /* The insert only works after the table of the migration before it. */
     assert_int_equal(pt_store_open(&s, f->path, NULL, 0), PT_STORE_OK);
-    const char *good[] = {pt_store_migrations[0], "CREATE TABLE extra(x)", "INSERT INTO extra VALUES (7)"};
-    assert_int_equal(pt_store_migrate(s, good, 3), PT_STORE_OK);
+    list[n + 1] = "INSERT INTO extra VALUES (7)";
+    assert_int_equal(pt_store_migrate(s, list, n + 2), PT_STORE_OK);
     assert_int_equal(pt_store_schema_version(s, &v), PT_STORE_OK);
-    assert_int_equal(v, 3);
-    /* Now the real list (1 version) is older than the file. */
-    assert_int_equal(pt_store_migrate(s, pt_store_migrations, 1), PT_STORE_TOO_NEW);
-    assert_non_null(strstr(pt_store_errmsg(s), "schema version 3 is newer"));
+    assert_int_equal(v, n + 2);
+    /* Now the real list is older than the file. */
+    assert_int_equal(pt_store_migrate(s, pt_store_migrations, n), PT_STORE_TOO_NEW);
+    snprintf(want, sizeof want, "schema version %d is newer", n + 2);
+    assert_non_null(strstr(pt_store_errmsg(s), want));
     pt_store_close(s);
     assert_int_equal(raw_int(f->path, "SELECT x FROM extra"), 7);
-    assert_int_equal(raw_int(f->path, "SELECT group_concat(version, ',') = '1,2,3' FROM "
-                                      "(SELECT version FROM schema_migrations ORDER BY applied_at, version)"), 1);
+    assert_int_equal(raw_int(f->path, "SELECT count(*) FROM schema_migrations"), n + 2);
+    assert_int_equal(raw_int(f->path, "SELECT count(*) = max(version) AND min(version) = 1 FROM schema_migrations"), 1);
+}
+
+/* A database made by the release with one migration (no jobs.result_json)
+ * upgrades in place: its job keeps its rows and gets an empty result. */
+static void test_upgrade_from_version_1(void **state)
+{
+    fixture *f = *state;
+    pt_store *s = NULL;
+    assert_int_equal(pt_store_open(&s, f->path, NULL, 0), PT_STORE_OK);
+    pt_store_close(s);
+    raw_exec(f->path, "DROP TABLE jobs");
+    raw_exec(f->path, "DELETE FROM schema_migrations WHERE version > 1");
+    raw_exec(f->path, "PRAGMA user_version=1");
+    raw_exec(f->path, "CREATE TABLE jobs (id TEXT PRIMARY KEY, owner TEXT NOT NULL, dataset_id TEXT, "
+                      "config_json TEXT NOT NULL, config_hash TEXT NOT NULL, state TEXT NOT NULL, "
+                      "created_at INTEGER NOT NULL, started_at INTEGER, finished_at INTEGER, "
+                      "progress REAL NOT NULL DEFAULT 0, epoch INTEGER NOT NULL DEFAULT 0, step INTEGER "
+                      "NOT NULL DEFAULT 0, best_val_mae REAL, latest_graphs_per_s REAL, failure_reason "
+                      "TEXT, attempts INTEGER NOT NULL DEFAULT 0, worker_pid INTEGER, version INTEGER NOT "
+                      "NULL DEFAULT 1)");
+    raw_exec(f->path, "INSERT INTO jobs(id, owner, config_json, config_hash, state, created_at) "
+                      "VALUES ('job_old', 'alice', '{}', 'h', 'succeeded', 1)");
+    assert_int_equal(pt_store_open(&s, f->path, NULL, 0), PT_STORE_OK);
+    int v = 0;
+    assert_int_equal(pt_store_schema_version(s, &v), PT_STORE_OK);
+    assert_int_equal(v, pt_store_schema_latest());
+    pt_store_job j;
+    assert_int_equal(pt_store_job_get(s, "alice", "job_old", &j), PT_STORE_OK);
+    assert_int_equal(j.state, PT_JOB_SUCCEEDED);
+    assert_null(j.result_json);
+    pt_store_job_clear(&j);
+    pt_store_close(s);
 }
 
 static void test_open_errors(void **state)
@@ -277,6 +319,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fresh_open_applies_schema_and_pragmas, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reopen_keeps_data_and_does_not_remigrate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_newer_schema_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_upgrade_from_version_1, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrations_run_in_order_and_atomically, setup, teardown),
         cmocka_unit_test_setup_teardown(test_open_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_busy_surfaces_after_timeout, setup, teardown),

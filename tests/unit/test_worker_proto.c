@@ -86,6 +86,15 @@ static void test_epoch_line(void **state)
     assert_true(isnan(m.val_loss));
     assert_string_equal(m.extra_json, "{\"val_rmse\":0.05}");
     pt_worker_msg_clear(&m);
+
+    /* a forces job's epoch line: its val_loss column, the rest as extras */
+    assert_int_equal(parse("{\"kind\":\"epoch\",\"step\":8,\"epoch\":1,\"train_loss\":1.5,\"val_mae\":0.4,"
+                           "\"val_loss\":1.25,\"loss_energy\":0.01,\"loss_forces\":1.49,"
+                           "\"val_forces_mae\":0.3,\"val_forces_rmse\":0.5}", &m, err), 0);
+    assert_true(m.val_loss == 1.25);
+    assert_string_equal(m.extra_json, "{\"loss_energy\":0.01,\"loss_forces\":1.49,\"val_forces_mae\":0.3,"
+                                      "\"val_forces_rmse\":0.5}");
+    pt_worker_msg_clear(&m);
 }
 
 static void test_progress_checkpoint_done_error(void **state)
@@ -115,6 +124,17 @@ static void test_progress_checkpoint_done_error(void **state)
     assert_int_equal(parse("{\"kind\":\"done\"}", &m, err), 0);
     assert_true(isnan(m.best_val_mae));
     assert_string_equal(m.path, "");
+    assert_null(m.extra_json);
+    pt_worker_msg_clear(&m);
+
+    /* the run's result travels in extra_json (best_val_mae too), the model path not */
+    assert_int_equal(parse("{\"kind\":\"done\",\"best_val_mae\":0.5,\"model\":\"/x/m\",\"best_epoch\":3,"
+                           "\"test_mae\":0.6,\"test_rmse\":null,\"test_forces_mae\":0.2,"
+                           "\"test_forces_zero_mae\":0.7}", &m, err), 0);
+    assert_true(m.best_val_mae == 0.5);
+    assert_string_equal(m.extra_json, "{\"best_val_mae\":0.5,\"best_epoch\":3,\"test_mae\":0.6,"
+                                      "\"test_rmse\":null,\"test_forces_mae\":0.2,"
+                                      "\"test_forces_zero_mae\":0.7}");
     pt_worker_msg_clear(&m);
 
     assert_int_equal(parse("{\"kind\":\"error\",\"message\":\"dataset has 0 structures\"}", &m, err), 0);
@@ -173,6 +193,13 @@ static void test_rejects_bad_lines(void **state)
     expect_error("{\"kind\":\"checkpoint\",\"step\":1,\"epoch\":0,\"path\":\"\"}",
                  "field \"path\": must be a non-empty string, got \"\"");
     expect_error("{\"kind\":\"done\",\"model\":42}", "field \"model\": must be a non-empty string, got 42");
+    expect_error("{\"kind\":\"done\",\"test_forces_mae\":-0.1}",
+                 "field \"test_forces_mae\": must be a number >= 0 or null, got -0.1");
+    expect_error("{\"kind\":\"done\",\"best_epoch\":\"3\"}", "field \"best_epoch\": must be an integer >= 0");
+    expect_error("{\"kind\":\"epoch\",\"step\":1,\"epoch\":0,\"train_loss\":1,\"val_forces_mae\":\"x\"}",
+                 "field \"val_forces_mae\": must be a number >= 0 or null, got \"x\"");
+    expect_error("{\"kind\":\"step\",\"step\":1,\"epoch\":0,\"loss\":1,\"loss_forces\":-2}",
+                 "field \"loss_forces\": must be a number >= 0 or null, got -2");
     expect_error("{\"kind\":\"error\"}", "field \"message\" is missing (required on error lines)");
     expect_error("{\"kind\":\"error\",\"message\":[\"a\",\"b\",\"cccccccccccccccccccccccccccccccccccccccc\"]}",
                  "got [\"a\",\"b\",\"ccccccccccccccccccccccccccc...");

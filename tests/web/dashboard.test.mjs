@@ -3,7 +3,9 @@
 // drop), histogram, packing preview, client-side validation against the
 // server's own 422, a job trained while its loss chart grows, model
 // download, a second job cancelled while the jobs list follows it live, a
-// phone-sized layout, labels on every control.  Each check prints ok/FAIL;
+// job trained on energies and forces (EMT structures) showing its force
+// chart and test errors with units, a phone-sized layout, labels on every
+// control.  Each check prints ok/FAIL;
 // a failed check leaves a screenshot in --out.  Every response the browser
 // and the test receive from the server is kept in --records and held to
 // api/openapi.yaml at the end (tests/integration/openapi_check.py), as one
@@ -17,7 +19,8 @@ import { parseArgs } from 'node:util';
 
 const { values: opt } = parseArgs({ options: {
   base: { type: 'string' }, token: { type: 'string' }, out: { type: 'string' }, chromium: { type: 'string' },
-  profile: { type: 'string' }, dataset: { type: 'string' }, records: { type: 'string' } } });
+  profile: { type: 'string' }, dataset: { type: 'string' }, records: { type: 'string' },
+  forces: { type: 'string' } } });
 mkdirSync(opt.out, { recursive: true });
 mkdirSync(opt.records, { recursive: true });
 
@@ -324,6 +327,34 @@ async function main() {
     assert(/cancelling[\s\S]*cancelled/.test(await text(page, '#transitions')), 'transitions lack cancelling → cancelled');
     await until('the list to follow without a reload', async () => (await row.getAttribute('data-state')) === 'cancelled', 15e3);
     await page.screenshot({ path: join(opt.out, 'job-cancelled.png') });
+  });
+
+  await check('a job trained on forces shows its force chart, with units on every axis and value', page, async () => {
+    const emt = readFileSync(opt.forces);
+    const up = await fetch(`${opt.base}/v1/datasets?name=emt-slice.extxyz.gz`, { method: 'POST', body: emt,
+      headers: { Authorization: `Bearer ${opt.token}` } });
+    const upText = await up.text();
+    record('POST', `${opt.base}/v1/datasets?name=emt-slice.extxyz.gz`, up.status, [...up.headers.entries()], upText, false);
+    assert(up.status === 201, `upload: HTTP ${up.status}`);
+    const job = await api('POST', '/v1/jobs', { dataset: JSON.parse(upText).id, target: 'energy',
+      model: { hidden: 16, filters: 16, interactions: 1, gaussians: 12, cutoff: 4.0, max_neighbors: null },
+      training: { epochs: 3, log_every: 1 }, backend: { threads: 1 } });
+    assert(job.status === 201, `submit: HTTP ${job.status} ${JSON.stringify(job.data)}`);
+    await page.goto(`${opt.base}/#/jobs/${job.data.id}`);
+    await waitState(page, 'succeeded', TRAIN_TIMEOUT, 500);
+    await page.locator('#forces-chart').waitFor({ timeout: 15e3 });
+    await until('epochs on the force chart', async () => /3 epochs of validation force errors/.test(await text(page, '#forces-chart figcaption')));
+    const forces = await text(page, '#forces-chart');
+    for (const label of ['val force MAE (eV/Å)', 'val force RMSE (eV/Å)', 'train force MSE ((eV/Å)²)', 'eV/Å.'])
+      assert(forces.includes(label), `the force chart lacks "${label}": ${forces.slice(0, 300)}`);
+    assert((await text(page, '#loss-chart')).includes('val energy MAE (eV)'), 'the loss chart does not say eV');
+    const done = (await api('GET', `/v1/jobs/${job.data.id}`)).data;
+    assert(done.result?.units?.test_forces_mae === 'eV/Å', `result units: ${JSON.stringify(done.result)}`);
+    const shown = await text(page, '#test-forces-mae');
+    assert(/^[0-9.e-]+ eV\/Å \(zero forces: [0-9.e-]+ eV\/Å\)$/.test(shown), `test force MAE shown as "${shown}"`);
+    assert((await text(page, '#test-mae')).endsWith(' eV'), 'the test MAE has no unit');
+    await page.locator('#forces-chart').scrollIntoViewIfNeeded();
+    await page.screenshot({ path: join(opt.out, 'job-forces.png') });
   });
 
   await check('the jobs list shows state, dataset, progress, MAE, and filters by state', list, async () => {

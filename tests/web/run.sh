@@ -70,6 +70,7 @@ port=$(cat "$tmp/port")
 
 node "$here/dashboard.test.mjs" --base "http://127.0.0.1:$port" --token "$token" --out "$out" \
   --chromium "$chromium" --profile "$tmp/profile" --dataset tests/data/api_demo_qm9_64.extxyz \
+  --forces tests/data/emt_train_240.extxyz.gz \
   --records "$tmp/responses"
 rc=$?
 stop_server

@@ -63,7 +63,8 @@ export function mount(main, { match }) {
       ['Dataset', j.dataset ? h('a', { href: `#/datasets?id=${j.dataset}`, id: 'job-dataset' }, datasetName || j.dataset) : '—'],
       ['Progress', h('span', {}, h('progress', { max: 100, value: pct, id: 'job-progress', 'aria-label': 'progress' }), ` ${pct.toFixed(1)} %`)],
       ['Epoch / step', `${fmtInt(j.epoch)} / ${fmtInt(j.step)}`],
-      ['Best val MAE', h('span', { id: 'best-mae' }, fmtNum(j.best_val_mae, 4))],
+      ['Best val MAE', h('span', { id: 'best-mae' }, withUnit(fmtNum(j.best_val_mae, 4), j.result?.units?.best_val_mae))],
+      ...resultRows(j.result),
       ['Graphs/s', fmtNum(j.latest_graphs_per_s, 4)],
       ['Created', timeTag(j.created_at)],
       ['Started', timeTag(j.started_at)],
@@ -82,6 +83,19 @@ export function mount(main, { match }) {
       clearInterval(logTimer);
       logTimer = 0;
     }
+  }
+
+  // A finished run's test errors (GET /v1/jobs/{id} "result"), with units.
+  function resultRows(r) {
+    if (!r) return [];
+    const u = r.units || {};
+    const rows = [['Test MAE', h('span', { id: 'test-mae' }, withUnit(fmtNum(r.test_mae, 4), u.test_mae))]];
+    if (r.test_forces_mae !== undefined)
+      rows.push(['Test force MAE', h('span', { id: 'test-forces-mae' },
+        `${withUnit(fmtNum(r.test_forces_mae, 4), u.test_forces_mae)} (zero forces: ${withUnit(fmtNum(r.test_forces_zero_mae, 4), u.test_forces_zero_mae)})`)]);
+    if (r.test_stress_mae !== undefined)
+      rows.push(['Test stress MAE', h('span', { id: 'test-stress-mae' }, withUnit(fmtNum(r.test_stress_mae, 4), u.test_stress_mae))]);
+    return rows;
   }
 
   function renderTransitions(list) {
@@ -195,4 +209,9 @@ export function mount(main, { match }) {
     clearTimeout(logSoon);
     metrics.stop();
   };
+}
+
+// "0.123 eV/Å", or the number alone when the unit is unknown.
+function withUnit(text, unit) {
+  return unit && text !== '—' ? `${text} ${unit}` : text;
 }

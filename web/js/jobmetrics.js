@@ -1,6 +1,9 @@
 // jobmetrics.js — a job's live metrics on the job page: the loss curve
-// (train loss per logged step, validation MAE per epoch), throughput over
-// time and the phase-time breakdown.
+// (train loss per logged step, validation MAE per epoch), for a job trained
+// on forces the force chart (validation force MAE and RMSE per epoch, eV/Å,
+// and the train loss's force part), throughput over time and the phase-time
+// breakdown.  Axes say their units: a forces job's energies are eV, an
+// energy job's errors are in its target's own units.
 //
 // The series arrive by Server-Sent Events (GET /v1/jobs/{id}/events), which
 // first replays what is stored and then follows the job.  After the job's
@@ -36,9 +39,10 @@ export class JobMetrics {
     this.frame = 0;
     this.loss = new Chart({
       title: 'Loss', xLabel: 'step', logToggle: true, height: 280,
-      axes: { loss: { label: 'train loss' }, mae: { label: 'val MAE', side: 1 } },
+      axes: { loss: { label: 'train loss (MSE, target units²)' }, mae: { label: 'val MAE (target units)', side: 1 } },
       series: [{ label: 'train loss', scale: 'loss' }, { label: 'val MAE', scale: 'mae', points: true, width: 2 }],
     });
+    this.forces = null;   // the force chart, once the job shows it trains on forces
     this.loss.el.id = 'loss-chart';
     this.rate = new Chart({
       title: 'Throughput', xLabel: 'time', xTime: true, height: 200,
@@ -111,6 +115,25 @@ export class JobMetrics {
   put(kind, m) {
     if (kind === 'step') this.steps.set(m.step, m);
     else this.epochs.set(m.epoch, m);
+    if (!this.forces && (m.loss_forces !== undefined || m.val_forces_mae !== undefined)) this.showForces();
+  }
+
+  // A job trained on forces: energies in eV, and a chart of its forces.
+  showForces() {
+    const axes = this.loss.spec.axes;
+    axes.loss.label = 'train loss (weighted MSEs)';
+    axes.mae.label = 'val energy MAE (eV)';
+    this.loss.spec.series[1].label = 'val energy MAE (eV)';
+    if (this.loss.plot) this.loss.build(this.loss.plot.width);
+    this.forces = new Chart({
+      title: 'Forces', xLabel: 'step', logToggle: true, height: 240,
+      axes: { f: { label: 'val force error (eV/Å)' }, l: { label: 'train force MSE ((eV/Å)²)', side: 1 } },
+      series: [{ label: 'val force MAE (eV/Å)', scale: 'f', points: true, width: 2, color: '#db2777' },
+               { label: 'val force RMSE (eV/Å)', scale: 'f', points: true, color: '#7c3aed' },
+               { label: 'train force MSE ((eV/Å)²)', scale: 'l', color: '#94a3b8', width: 1 }],
+    });
+    this.forces.el.id = 'forces-chart';
+    this.loss.el.after(this.forces.el);
   }
 
   redraw() {
@@ -131,6 +154,15 @@ export class JobMetrics {
     this.rate.setData(align([g, n]), rates.length
       ? `${rates.length} samples; latest ${fmtNum(rates[rates.length - 1], 4)} graphs/s, mean ${fmtNum(rates.reduce((a, b) => a + b, 0) / rates.length, 4)}.`
       : 'No throughput yet.');
+    if (this.forces) {
+      const fe = epochs.filter(e => Number.isFinite(e.val_forces_mae));
+      const fmae = new Map(fe.map(e => [e.step, e.val_forces_mae]));
+      const frmse = new Map(fe.map(e => [e.step, e.val_forces_rmse ?? null]));
+      const fl = new Map(steps.filter(s => Number.isFinite(s.loss_forces)).map(s => [s.step, s.loss_forces]));
+      const fbest = fe.reduce((b, e) => (b === null || e.val_forces_mae < b ? e.val_forces_mae : b), null);
+      this.forces.setData(align([fmae, frmse, fl]), `${fmae.size} epochs of validation force errors.` +
+        (fbest !== null ? ` Best validation force MAE ${fmtNum(fbest, 4)} eV/Å.` : ''));
+    }
     this.renderPhases(steps);
   }
 
@@ -166,6 +198,7 @@ export class JobMetrics {
     this.timer = -1;
     this.loss.destroy();
     this.rate.destroy();
+    if (this.forces) this.forces.destroy();
   }
 }
 
