@@ -455,6 +455,19 @@ static void test_resume_errors(void **state)
     expect_resume_error(&cfg, &qm9, path, "header", "truncated: the header needs ");
 }
 
+/* Metrics lines a checkpoint had emitted. */
+static int64_t checkpoint_lines(const char *path)
+{
+    pt_checkpoint ck;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    assert_int_equal(pt_checkpoint_open(&ck, path, &errs), 0);
+    int64_t n = ck.state.lines;
+    pt_checkpoint_close(&ck);
+    pt_errors_close(&errs);
+    return n;
+}
+
 /* A checkpoint written before forces jobs existed (by the release before
  * them: packtrain train on train_qm9_400 with tiny_config's job as JSON and
  * checkpoint_every 5, its step-115 checkpoint, in epoch 3 after the plateau
@@ -485,10 +498,15 @@ static void test_resume_checkpoint_of_the_previous_release(void **state)
     train_ok(&cfg, out, old, rec, &r);
     assert_int_equal(r.resumed_step, 115);
     assert_int_equal(r.steps, ref->res.steps);
+    assert_int_equal(rec->n, ref->rec.n - (int)checkpoint_lines(old));
+#ifndef __SANITIZE_ADDRESS__
+    /* the bits need the release's compiler flags: the file was written by an
+     * -O3 build, and `make asan`'s -O1 rounds differently from step 1 on */
     assert_memory_equal(&r.test_mae, &ref->res.test_mae, sizeof(double));
     for (int i = 0; i < rec->n; i++)
         assert_same_line(&rec->m[i], &ref->rec.m[ref->rec.n - rec->n + i]);
     assert_same_final_state(ref->final_ckpt, rec->last_ckpt);
+#endif
     free(rec);
 }
 
