@@ -173,17 +173,21 @@ fi
 stop_server "$SERVER_PID" TERM
 
 # --- energies and forces: the job learns the forces ---------------------------------------------
-# 20 epochs of a small SchNet (H=F=32, 2 interactions, every neighbour within
-# 4 Å) at the default loss ("auto": forces weight 1, energies per atom).
-# Measured over seeds 0-7 on this data: test force MAE 0.29-0.46 of the
-# zero-force MAE; the check asks for below 0.6 (the same seed and data give
-# the same numbers on one machine; another CPU's kernels change rounding only).
+# 60 epochs (~2 s) of a small SchNet (H=F=32, 2 interactions, every neighbour
+# within 4 Å) at the default loss ("auto": forces weight 1, energies per
+# atom).  The yardstick is the MAE of predicting zero forces, computed twice
+# from the data: by the job on its test split, and here by ASE on the whole
+# file (the downloaded model evaluated by `packtrain eval` on every
+# structure, its force MAE taken against the file's labels).  Measured over
+# seeds 0-7 on this data: test force MAE 0.17-0.28 of the zero-force MAE;
+# the checks ask for below 0.5 (the same seed and data give the same numbers
+# on one machine; another CPU's kernels change rounding only).
 start_server "$WORK/forces" --workers 1 || { finish; exit 1; }
 cat >"$WORK/forces.json" <<'EOF'
 {"target": "energy",
  "model": {"hidden": 32, "filters": 32, "interactions": 2, "gaussians": 16, "cutoff": 4.0,
            "max_neighbors": null},
- "training": {"epochs": 20, "lr": 0.003, "log_every": 5, "seed": 3}}
+ "training": {"epochs": 60, "lr": 0.003, "log_every": 10, "seed": 3}}
 EOF
 FJOB=$("$PT" submit --server "$BASE" --dataset tests/data/emt_train_240.extxyz.gz --config "$WORK/forces.json" \
   --wait 2>"$WORK/forces.err")
@@ -193,16 +197,17 @@ expect "a forces job on EMT structures succeeds" "$rc" 0
 expect_match "... submit says its test force MAE next to the zero-force MAE, in eV/Å" \
   "$(cat "$WORK/forces.err")" "$FJOB forces: test MAE [0-9.e-]+ eV/Å, RMSE [0-9.e-]+ eV/Å \(zero forces: MAE [0-9.e-]+ eV/Å\)"
 req GET "/v1/jobs/$FJOB"
+cp "$BODY" "$WORK/fjob.json"
 expect "... the stored config trains forces by default" "$(jget "$BODY" 'j["config"]["training"]["loss"]["forces_weight"]')" auto
-expect "... its result: the test force MAE well below the MAE of zero forces (< 0.6x)" \
-  "$(jget "$BODY" 'j["result"]["test_forces_mae"] < 0.6 * j["result"]["test_forces_zero_mae"]')" True
+expect "... its result: the test force MAE well below the MAE of zero forces (< 0.5x)" \
+  "$(jget "$BODY" 'j["result"]["test_forces_mae"] < 0.5 * j["result"]["test_forces_zero_mae"]')" True
 echo "#    test force MAE $(jget "$BODY" 'j["result"]["test_forces_mae"]') eV/Å, zero forces $(jget "$BODY" 'j["result"]["test_forces_zero_mae"]') eV/Å"
 expect "... with units" "$(jget "$BODY" '" ".join(j["result"]["units"][k] for k in ("test_forces_mae", "test_forces_zero_mae", "test_mae"))')" \
   "eV/Å eV/Å eV"
 expect "... and its energy errors" "$(jget "$BODY" 'all(j["result"][k] > 0 for k in ("best_val_mae", "test_mae", "test_rmse"))')" True
 req GET "/v1/jobs/$FJOB/metrics?max_points=10000"
 expect "metrics: every epoch's validation force MAE" \
-  "$(jget "$BODY" 'len(j["epochs"]) == 20 and all(e["val_forces_mae"] > 0 and e["val_forces_rmse"] > 0 for e in j["epochs"])')" True
+  "$(jget "$BODY" 'len(j["epochs"]) == 60 and all(e["val_forces_mae"] > 0 and e["val_forces_rmse"] > 0 for e in j["epochs"])')" True
 expect "... the loss's energy and force parts on every step line" \
   "$(jget "$BODY" 'all("loss_energy" in s and "loss_forces" in s for s in j["steps"])')" True
 expect "... the units of the fields" "$(jget "$BODY" '" ".join(j["units"][k] for k in ("val_forces_mae", "loss_forces", "val_mae"))')" \
@@ -211,7 +216,32 @@ expect "... the force MAE fell over training" \
   "$(jget "$BODY" 'min(e["val_forces_mae"] for e in j["epochs"][-5:]) < j["epochs"][0]["val_forces_mae"]')" True
 stream "/v1/jobs/$FJOB/events" 20 "$WORK/fevents"
 expect "events: epoch events carry the force MAE" \
-  "$(grep '^event: epoch$' -A2 "$WORK/fevents" | grep -c '"val_forces_mae"')" 20
+  "$(grep '^event: epoch$' -A2 "$WORK/fevents" | grep -c '"val_forces_mae"')" 60
+# the baseline from the data itself: the served model's forces on every
+# structure of the file against the file's labels, both read here
+req GET "/v1/jobs/$FJOB/model"
+cp "$BODY" "$WORK/fmodel.safetensors"
+XDG_CACHE_HOME=$WORK/cache "$PT" eval --model "$WORK/fmodel.safetensors" --data tests/data/emt_train_240.extxyz.gz \
+  --target energy --forces-weight 1 >"$WORK/feval.json" 2>"$WORK/feval.err"
+expect "the downloaded model evaluates forces on the data" "$?" 0
+data_check=$("$PY" - "$WORK/feval.json" "$WORK/fjob.json" tests/data/emt_train_240.extxyz.gz <<'EOF'
+import json, sys
+import numpy as np
+from ase.io import read
+ev, job = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["result"]
+frames = read(sys.argv[3], ":")
+ref = np.concatenate([a.get_forces() for a in frames])
+pred = np.concatenate([np.asarray(p["forces"]) for p in ev["predictions"]])
+assert pred.shape == ref.shape, (pred.shape, ref.shape)
+zero, model = np.abs(ref).mean(), np.abs(pred - ref).mean()
+print(f"{model < 0.5 * zero} {0.5 * zero < job['test_forces_zero_mae'] < 2 * zero} "
+      f"{model:.4f} {zero:.4f}")
+EOF
+)
+read -r learned yardstick fmae fzero <<<"$data_check"
+echo "#    the model on all 240 structures: force MAE $fmae eV/Å; zero forces (ASE, the file's labels) $fzero eV/Å"
+expect "... its force MAE on the data is well below the data's zero-force MAE (< 0.5x)" "$learned" True
+expect "... the job's zero-force MAE is of the data's size (within 2x: a test split of 24)" "$yardstick" True
 "$PT" status "$FJOB" --server "$BASE" >"$WORK/fstatus.out" 2>/dev/null
 expect "status prints the job with its result" "$(jget "$WORK/fstatus.out" '"test_forces_mae" in j["result"]')" True
 stop_server "$SERVER_PID" TERM
