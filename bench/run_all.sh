@@ -32,6 +32,7 @@ fi
 run train bench/bench_train.sh "$bin" || status=1
 run layout bench/bench_layout.sh "$bin" || status=1
 run backend bench/bench_backend.sh "$bin" || status=1
+BENCH_DIR="$bdir" run zero bench/bench_zero.sh "$bin" || status=1
 run bf16 bench/bench_bf16.sh "$bdir/bench_bf16" || status=1
 run precision bench/bench_precision.sh "$bin" || status=1
 [ -x bench/bench_mpi.sh ] && { run mpi bench/bench_mpi.sh "$bin" || status=1; }

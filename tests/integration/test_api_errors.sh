@@ -137,6 +137,20 @@ expect "cancel a queued job: 200" "$STATUS" 200
 req POST "/v1/jobs/$JOB/cancel" "${A[@]}"
 expect "cancel it again: 409" "$STATUS" 409
 
+# --- ZeRO: a model whose replicas do not fit at stage 0 is refused naming the stage that fits ---
+req POST /v1/jobs "${A[@]}" --data "{\"dataset\":\"$DS\",\"model\":{\"hidden\":2048,\"filters\":2048,\"interactions\":6},\"backend\":{\"replication_factor\":4}}"
+expect "H=F=2048 T=6 at R=4 over 900 MB per replica: 422" "$STATUS" 422
+expect_match "... at backend.zero_stage, naming a stage that would fit" \
+  "$(jget "$BODY" '[e["field"] + ": " + e["message"] for e in j["errors"]][0]')" \
+  "^backend.zero_stage: a replica needs [0-9.]+ MB, [0-9.]+ MB more than the 900 MB of device memory at ZeRO stage 0; backend.zero_stage [123]( with backend.offload_optimizer true)? would fit"
+ZS=$(jget "$BODY" 'j["errors"][0]["message"].split("backend.zero_stage ")[1].split(" ")[0]')
+req POST /v1/jobs "${A[@]}" --data "{\"dataset\":\"$DS\",\"model\":{\"hidden\":2048,\"filters\":2048,\"interactions\":6},\"backend\":{\"replication_factor\":4,\"zero_stage\":$ZS,\"offload_optimizer\":true},\"training\":{\"epochs\":1}}"
+expect "... with zero_stage $ZS (and offload) it is accepted: 201" "$STATUS" 201
+expect "... stored with its stage" "$(jget "$BODY" 'j["config"]["backend"]["zero_stage"]')" "$ZS"
+ZJOB=$(jget "$BODY" 'j["id"]')
+req POST "/v1/jobs/$ZJOB/cancel" "${A[@]}"
+expect "... and cancelled (not trained here)" "$STATUS" 200
+
 # --- the form's checks are the server's ------------------------------------------------------------
 node tests/integration/validate_agree.mjs --base "$BASE" --token "$ALICE" --dataset "$DS" >"$WORK/agree" 2>&1
 rc=$?
