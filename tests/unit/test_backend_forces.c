@@ -17,7 +17,9 @@
  *   - backend.static_shapes (padding computed, no shared filter rows) and
  *     bf16 products give the fp32 gradient within their rounding;
  *   - the loss denominators are the global batch's: a share computed with
- *     the whole batch's counts is that share of the whole batch's gradient. */
+ *     the whole batch's counts is that share of the whole batch's gradient;
+ *   - ZeRO stage 1 (and offload) trains to stage 0's bits; stages 2-3 are
+ *     refused by the plan for a forces job. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -290,6 +292,79 @@ static void test_same_curve_whatever_the_loader(void **state)
     free(ref);
 }
 
+/* ---- ZeRO (engine/backend/backend_zero.h) ------------------------------------------ */
+
+/* 12 Adam steps at R = 2 on forces, the engine's own update at stage 1. */
+static float *zero_curve(int stage, int offload, double *curve, int steps)
+{
+    pt_job_config cfg;
+    pt_train_data d = data_for(&cfg, 2, 1, 2);
+    cfg.backend.zero_stage = stage;
+    cfg.backend.offload_optimizer = offload;
+    reset_params();
+    pt_grad_engine eng;
+    open_ok(&eng, &d);
+    assert_true((eng.update != NULL) == (stage > 0));
+    size_t n = F.model.n_params;
+    float *g = malloc(n * sizeof(float));
+    pt_optim_params op = pt_optim_defaults(PT_OPTIM_ADAM);
+    pt_optim opt;
+    assert_int_equal(pt_optim_init(&opt, &op, n), 0);
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    uint32_t *ids = consecutive(0, F.packs.n_packs);
+    for (int s = 0; s < steps; s++) {
+        pt_step_stats st;
+        assert_int_equal(eng.compute(eng.self, &F.packs, ids + 4 * s, 4, NULL, g, &st, &errs), 0);
+        curve[s] = st.loss_sum + st.forces_sse;
+        if (eng.update) assert_int_equal(eng.update(eng.self, &opt, g, 1e-3, 0.0, &errs), 0);
+        else pt_optim_step(&opt, F.model.params_memory, g, 1e-3);
+    }
+    eng.close(eng.self);
+    pt_optim_close(&opt);
+    pt_errors_close(&errs);
+    free(ids);
+    free(g);
+    float *out = malloc(n * sizeof(float));
+    memcpy(out, F.model.params_memory, n * sizeof(float));
+    reset_params();
+    return out;
+}
+
+/* Stage 1 (Adam state sharded) trains a forces job to stage 0's bits; stages
+ * 2-3 hook only the energy backward, and the plan refuses them for forces. */
+static void test_zero_stages(void **state)
+{
+    (void)state;
+    enum { STEPS = 12 };
+    assert_true(F.packs.n_packs >= 4 * STEPS);
+    double ref_curve[STEPS], curve[STEPS];
+    float *ref = zero_curve(0, 0, ref_curve, STEPS);
+    for (int off = 0; off <= 1; off++) {
+        float *p = zero_curve(1, off, curve, STEPS);
+        assert_memory_equal(p, ref, F.model.n_params * sizeof(float));
+        assert_memory_equal(curve, ref_curve, sizeof curve);
+        free(p);
+    }
+    free(ref);
+    for (int stage = 2; stage <= 3; stage++) {
+        pt_job_config cfg = F.cfg;
+        cfg.backend.zero_stage = stage;
+        pt_train_loss l;
+        pt_errors errs;
+        pt_errors_init(&errs, 0);
+        assert_int_equal(pt_train_loss_resolve(&l, &cfg, &F.ds, &errs), -1);
+        assert_string_equal(errs.items[0].field, "backend.zero_stage");
+        assert_non_null(strstr(errs.items[0].message, "runs zero_stage 0 or 1"));
+        pt_errors_close(&errs);
+        cfg.backend.zero_stage = 1;
+        pt_errors_init(&errs, 0);
+        assert_int_equal(pt_train_loss_resolve(&l, &cfg, &F.ds, &errs), 0);
+        assert_true(l.forces);
+        pt_errors_close(&errs);
+    }
+}
+
 /* ---- packing methods, static shapes, bf16 ---------------------------------------- */
 
 /* One epoch of `method` with the initial parameters, summed. */
@@ -377,6 +452,7 @@ int main(void)
         cmocka_unit_test(test_padding_contributes_nothing),
         cmocka_unit_test(test_global_denominators),
         cmocka_unit_test(test_same_curve_whatever_the_loader),
+        cmocka_unit_test(test_zero_stages),
         cmocka_unit_test(test_every_packing_method),
         cmocka_unit_test(test_static_shapes_and_bf16),
     };
