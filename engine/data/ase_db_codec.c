@@ -362,9 +362,17 @@ static int list_shape(const json_t *v, pt_ase_array *a, int depth)
     return a->shape[depth] == n;
 }
 
+/* Copies the numbers of a rectangular list to dst in C order (dst NULL:
+ * only checks the list and counts its numbers in *k); 0 when it is not. */
 static int list_flatten(const json_t *v, const pt_ase_array *a, int depth, double *dst, uint64_t *k)
 {
-    if (depth == a->ndim) return json_as_number(v, &dst[(*k)++]);
+    if (depth == a->ndim) {
+        double x;
+        if (!json_as_number(v, &x)) return 0;
+        if (dst) dst[*k] = x;
+        (*k)++;
+        return 1;
+    }
     if (!json_is_array(v) || json_array_size(v) != a->shape[depth]) return 0;
     for (size_t i = 0; i < json_array_size(v); i++)
         if (!list_flatten(json_array_get(v, i), a, depth + 1, dst, k)) return 0;
@@ -377,9 +385,21 @@ static void classify_list(const json_t *v, double **scratch, size_t *scratch_cap
     a->ndim = 0;
     a->count = 1;
     if (list_shape(v, a, 0)) {
-        for (int d = 0; d < a->ndim; d++) a->count = a->shape[d] ? a->count * a->shape[d] : 0;
-        uint64_t k = 0;
-        if (a->count <= MAX_ELEMENTS && grow_scratch(scratch, scratch_cap, a->count ? a->count : 1) == 0 &&
+        /* The shape comes from the first element at each depth, so a short
+         * list can claim any product.  fuzz_ase_codec found two ways that
+         * went wrong: 8 levels of 256 (4 KB of JSON) made the product wrap
+         * to 0 in 64 bits, and the copy then wrote past a 1-element buffer
+         * (heap overflow); and 8 levels of 12 (193 bytes) asked for 3.4 GB.
+         * So the product is checked for overflow, and the list is checked
+         * and its numbers counted before anything is allocated. */
+        int too_big = 0;
+        for (int d = 0; d < a->ndim; d++) {
+            if (a->shape[d] && a->count > MAX_ELEMENTS / a->shape[d]) too_big = 1;
+            a->count = too_big ? 0 : a->count * a->shape[d];
+        }
+        uint64_t k = 0, n = 0;
+        if (!too_big && list_flatten(v, a, 0, NULL, &n) && n == a->count &&
+            grow_scratch(scratch, scratch_cap, a->count ? a->count : 1) == 0 &&
             list_flatten(v, a, 0, *scratch, &k) && k == a->count) {
             a->dtype = PT_ASE_DT_HOST;
             a->host = *scratch;

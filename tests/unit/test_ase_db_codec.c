@@ -147,6 +147,71 @@ static void test_json_nonfinite(void **state)
     json_decref(j);
 }
 
+/* [[[...[0, 0 ...], 0 ...], ...]: `depth` levels whose first element is the
+ * next level and the k - 1 others are zeros.  Its shape read from the first
+ * elements is k^depth, yet it holds depth (k - 1) + 1 numbers. */
+static char *lopsided_list(int k, int depth)
+{
+    size_t cap = (size_t)depth * (size_t)k * 3 + 16, n = 0;
+    char *s = malloc(cap);
+    assert_non_null(s);
+    for (int d = 0; d < depth; d++) s[n++] = '[';
+    s[n++] = '0';
+    for (int d = 0; d < depth; d++) {
+        for (int i = 1; i < k; i++) s[n++] = ',', s[n++] = '0';
+        s[n++] = ']';
+    }
+    s[n] = '\0';
+    return s;
+}
+
+/* Found with tests/fuzz/fuzz_ase_codec.c (inputs in tests/fuzz/regressions/
+ * ase_codec): 8 levels of 256 made the claimed size wrap to 0 in 64 bits and
+ * the copy wrote past a 1-element buffer; 8 levels of 12 asked for 3.4 GB.
+ * Both are "not a rectangular array" without a large allocation. */
+static void test_list_claims_more_than_it_holds(void **state)
+{
+    (void)state;
+    static const int cases[][2] = {{256, 8}, {12, 8}, {65536, 4}, {3, 2}};
+    double *scratch = NULL;
+    size_t cap = 0;
+    char err[200];
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char *text = lopsided_list(cases[c][0], cases[c][1]);
+        json_t *j = pt_ase_json_loads(text, strlen(text), err, sizeof err);
+        assert_non_null(j);
+        pt_ase_value v;
+        pt_ase_value_classify(j, NULL, 0, &scratch, &cap, &v);
+        assert_int_equal(v.kind, PT_ASE_OTHER);
+        assert_non_null(strstr(v.what, "not a rectangular array"));
+        assert_true(cap <= 64);   /* nothing sized by the claimed shape */
+        json_decref(j);
+        free(text);
+    }
+    /* a real 8-dimensional array still reads, in C order */
+    char text[2048];
+    size_t n = 0;
+    for (int i = 0; i < 256; i++) {
+        for (int d = 7; d >= 0; d--)
+            if (i % (1 << (d + 1)) == 0) text[n++] = '[';
+        n += (size_t)snprintf(text + n, sizeof text - n, "%d", i);
+        for (int d = 0; d < 8; d++)
+            if ((i + 1) % (1 << (d + 1)) == 0) text[n++] = ']';
+        if (i < 255) text[n++] = ',';
+    }
+    text[n] = '\0';
+    json_t *j = pt_ase_json_loads(text, n, err, sizeof err);
+    assert_non_null(j);
+    pt_ase_value v;
+    pt_ase_value_classify(j, NULL, 0, &scratch, &cap, &v);
+    assert_int_equal(v.kind, PT_ASE_ARRAY);
+    assert_int_equal(v.array.ndim, 8);
+    assert_int_equal(v.array.count, 256);
+    for (int i = 0; i < 256; i++) assert_true(pt_ase_array_get(&v.array, (uint64_t)i) == i);
+    json_decref(j);
+    free(scratch);
+}
+
 /* ---- the binary data column ---------------------------------------------- */
 
 typedef struct leaf {
@@ -402,6 +467,7 @@ int main(void)
         cmocka_unit_test(test_elements_little_endian),
         cmocka_unit_test(test_blob_array),
         cmocka_unit_test(test_json_nonfinite),
+        cmocka_unit_test(test_list_claims_more_than_it_holds),
         cmocka_unit_test(test_data_blob),
         cmocka_unit_test(test_data_blob_damage),
         cmocka_unit_test(test_data_text),
