@@ -299,6 +299,10 @@ static int check_schema(ase_db *a)
 
 static int on_metadata(ase_db *a, sqlite3_stmt *st, void *ctx)
 {
+    /* ASE reads the first metadata row (ase/db/sqlite.py: results[0][0]);
+     * a later one is ignored too, not parsed over the first (which leaked
+     * it: found by tests/fuzz/fuzz_ase_rows.c). */
+    if (*(json_t **)ctx) return 0;
     const char *text = (const char *)sqlite3_column_text(st, 0);
     char err[200];
     json_t *md = text ? pt_ase_json_loads(text, (size_t)sqlite3_column_bytes(st, 0), err, sizeof err) : NULL;

@@ -219,6 +219,24 @@ static void test_schema_versions(void **state)
     expect_file_error(p, "information.metadata", "is not a JSON object");
 }
 
+/* Two metadata rows: ASE reads the first and so does this reader; the
+ * second is not parsed (it once replaced the first, which leaked: found by
+ * tests/fuzz/fuzz_ase_rows.c, input in tests/fuzz/regressions/ase_rows). */
+static void test_second_metadata_row(void **state)
+{
+    (void)state;
+    char p[128];
+    tmp_path(p, sizeof p, "twometa.db");
+    set_version(p, "INSERT INTO information VALUES ('metadata', '{\"_distance_unit\": \"Bohr\"}');"
+                   "INSERT INTO information VALUES ('metadata', '[1, 2]')");
+    adb_read r;
+    adb_read_file(&r, p, NULL, NULL);
+    if (r.rc != 0) itu_print_errors(&r.errs);
+    assert_int_equal(r.rc, 0);
+    assert_string_equal(adb_str(json_object_get(r.info, "metadata"), "_distance_unit"), "Bohr");
+    adb_read_close(&r);
+}
+
 static void test_damaged_and_empty(void **state)
 {
     (void)state;
@@ -381,6 +399,7 @@ int main(void)
         cmocka_unit_test(test_not_a_database),
         cmocka_unit_test(test_sqlite_not_ase),
         cmocka_unit_test(test_schema_versions),
+        cmocka_unit_test(test_second_metadata_row),
         cmocka_unit_test(test_damaged_and_empty),
         cmocka_unit_test(test_pending_wal),
         cmocka_unit_test(test_kinds_over_rows),
