@@ -160,6 +160,15 @@ void pt_schnet_params_view(const pt_schnet *m, float *base, pt_schnet_params *vi
     layout(&m->cfg, base, view, NULL);
 }
 
+pt_schnet_tensor *pt_schnet_tensor_table(const pt_schnet_config *cfg, size_t *n)
+{
+    *n = tensor_count(cfg);
+    pt_schnet_tensor *t = calloc(*n, sizeof(*t));
+    pt_schnet_params probe;
+    if (t) layout(cfg, NULL, &probe, t);
+    return t;
+}
+
 const pt_schnet_tensor *pt_schnet_find_tensor(const pt_schnet *m, const char *name)
 {
     for (size_t i = 0; i < m->n_tensors; i++)

@@ -216,6 +216,11 @@ void pt_schnet_set_atomref(pt_schnet *m, const double *ref);
 /* Pointers into any buffer with the parameter layout (e.g. the gradients). */
 void pt_schnet_params_view(const pt_schnet *m, float *base, pt_schnet_params *view);
 
+/* The tensor table of a valid configuration (names, shapes, offsets) without
+ * the parameters, malloc'ed, *n entries; NULL when out of memory.  Lets a
+ * model file be checked before the parameters are allocated. */
+pt_schnet_tensor *pt_schnet_tensor_table(const pt_schnet_config *cfg, size_t *n);
+
 /* The tensor whose state_dict name is `name`, or NULL. */
 const pt_schnet_tensor *pt_schnet_find_tensor(const pt_schnet *m, const char *name);
 

@@ -262,16 +262,37 @@ static int alias_of(const char *name, char *out, size_t len)
     return 0;
 }
 
-static int load_tensors(pt_schnet *m, const pt_safetensors *st, const char *label,
-                        pt_errors *errs)
+static const pt_schnet_tensor *table_find(const pt_schnet_tensor *tab, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(tab[i].name, name)) return &tab[i];
+    return NULL;
+}
+
+/* The file tensor for t (either name of a filter-network tensor); *alias gets
+ * the second one when the file has both. */
+static const pt_st_tensor *file_tensor(const pt_safetensors *st, const pt_schnet_tensor *t,
+                                       const pt_st_tensor **alias)
+{
+    char other[PT_SCHNET_NAME_MAX];
+    const pt_st_tensor *x = pt_safetensors_find(st, t->name), *y = NULL;
+    if (alias_of(t->name, other, sizeof(other))) y = pt_safetensors_find(st, other);
+    if (!x) x = y, y = NULL;
+    *alias = y;
+    return x;
+}
+
+/* Everything about the file's tensors, against the table of configuration
+ * c, before any parameter is allocated: a file whose metadata promises a
+ * large model and holds no tensor costs nothing (a 142-byte one once had
+ * the loader allocate 4.6 GB first; found with tests/fuzz/fuzz_safetensors.c). */
+static int check_tensors(const pt_schnet_config *c, const pt_schnet_tensor *tab, size_t n,
+                         const pt_safetensors *st, const char *label, pt_errors *errs)
 {
     int bad = 0;
-    for (size_t i = 0; i < m->n_tensors; i++) {
-        const pt_schnet_tensor *t = &m->tensors[i];
-        char other[PT_SCHNET_NAME_MAX];
-        const pt_st_tensor *x = pt_safetensors_find(st, t->name), *y = NULL;
-        if (alias_of(t->name, other, sizeof(other))) y = pt_safetensors_find(st, other);
-        if (!x) x = y, y = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const pt_schnet_tensor *t = &tab[i];
+        const pt_st_tensor *y, *x = file_tensor(st, t, &y);
         if (!x) {
             pt_errors_add(errs, label, 0, t->name, "missing tensor");
             bad = 1;
@@ -287,17 +308,15 @@ static int load_tensors(pt_schnet *m, const pt_safetensors *st, const char *labe
                           "differs from %s; PyG shares one filter network under both names",
                           x->name);
             bad = 1;
-            continue;
         }
-        memcpy(m->params_memory + t->offset, x->data, t->numel * sizeof(float));
     }
     const pt_st_tensor *off = pt_safetensors_find(st, "distance_expansion.offset");
-    int64_t g = m->cfg.gaussians;
+    int64_t g = c->gaussians;
     if (off && !check_tensor(off, 1, &g, label, errs)) {
         double last = last_float(off);
-        if (fabs(last - m->cfg.cutoff) > 1e-5 * m->cfg.cutoff) {
+        if (fabs(last - c->cutoff) > 1e-5 * c->cutoff) {
             pt_errors_add(errs, label, 0, off->name, "ends at %g but the cutoff is %g", last,
-                          (double)m->cfg.cutoff);
+                          (double)c->cutoff);
             bad = 1;
         }
     } else if (off) {
@@ -306,24 +325,34 @@ static int load_tensors(pt_schnet *m, const pt_safetensors *st, const char *labe
     /* a buffer holding what the user passed: [100,1] as QM9's atomref(), or [100] */
     const pt_st_tensor *init = pt_safetensors_find(st, "initial_atomref");
     const int64_t ashape[2] = {PT_SCHNET_ZROWS, 1};
-    if (init && !check_tensor(init, init->ndim == 1 ? 1 : 2, ashape, label, errs))
-        memcpy(m->initial_atomref, init->data, sizeof(m->initial_atomref));
-    else if (init)
-        bad = 1;
-    else if (m->params.atomref)
-        memcpy(m->initial_atomref, m->params.atomref, sizeof(m->initial_atomref));
+    if (init && check_tensor(init, init->ndim == 1 ? 1 : 2, ashape, label, errs)) bad = 1;
     /* anything else belongs to a different model (e.g. PyG's dipole variant) */
     for (size_t i = 0; i < st->n_tensors; i++) {
         const char *name = st->tensors[i].name;
         char other[PT_SCHNET_NAME_MAX];
-        if (pt_schnet_find_tensor(m, name) || !strcmp(name, "distance_expansion.offset") ||
+        if (table_find(tab, n, name) || !strcmp(name, "distance_expansion.offset") ||
             !strcmp(name, "initial_atomref"))
             continue;
-        if (alias_of(name, other, sizeof(other)) && pt_schnet_find_tensor(m, other)) continue;
+        if (alias_of(name, other, sizeof(other)) && table_find(tab, n, other)) continue;
         pt_errors_add(errs, label, 0, name, "unexpected tensor: not part of this SchNet");
         bad = 1;
     }
     return bad ? -1 : 0;
+}
+
+/* Copies the checked tensors into m's parameters. */
+static void copy_tensors(pt_schnet *m, const pt_safetensors *st)
+{
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        const pt_schnet_tensor *t = &m->tensors[i];
+        const pt_st_tensor *y, *x = file_tensor(st, t, &y);
+        memcpy(m->params_memory + t->offset, x->data, t->numel * sizeof(float));
+    }
+    const pt_st_tensor *init = pt_safetensors_find(st, "initial_atomref");
+    if (init)
+        memcpy(m->initial_atomref, init->data, sizeof(m->initial_atomref));
+    else if (m->params.atomref)
+        memcpy(m->initial_atomref, m->params.atomref, sizeof(m->initial_atomref));
 }
 
 int pt_schnet_load_safetensors(pt_schnet *m, const pt_safetensors *st, const char *label,
@@ -334,18 +363,24 @@ int pt_schnet_load_safetensors(pt_schnet *m, const pt_safetensors *st, const cha
     double mean, std;
     if (config_from_file(st, &c, &mean, &std, label, errs)) return -1;
     size_t before = errs->kept;
-    if (pt_schnet_init(m, &c, errs)) {
+    size_t n_tab = 0;
+    pt_schnet_tensor *tab = NULL;
+    int bad = pt_schnet_config_check(&c, errs) != 0;
+    if (bad) {
         /* locate the config errors in the file */
         for (size_t i = before; i < errs->kept; i++)
             snprintf(errs->items[i].file, sizeof(errs->items[i].file), "%s", label);
-        return -1;
+    } else if (!(tab = pt_schnet_tensor_table(&c, &n_tab))) {
+        pt_errors_add(errs, label, 0, "model", "out of memory");
+        bad = 1;
+    } else {
+        bad = check_tensors(&c, tab, n_tab, st, label, errs) != 0;
     }
+    free(tab);
+    if (bad || pt_schnet_init(m, &c, errs)) return -1;
     m->mean = mean;
     m->std = std;
-    if (load_tensors(m, st, label, errs)) {
-        pt_schnet_close(m);
-        return -1;
-    }
+    copy_tensors(m, st);
     return 0;
 }
 

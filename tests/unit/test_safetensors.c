@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "engine/core/safetensors.h"
@@ -472,6 +474,53 @@ static void test_model_missing_tensor(void **state)
     pt_schnet_close(&m);
 }
 
+/* Virtual memory of this process, bytes (VmSize of /proc/self/status). */
+static unsigned long long vm_size(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmSize: %llu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb * 1024;
+}
+
+/* Found with tests/fuzz/fuzz_safetensors.c (input in tests/fuzz/regressions/
+ * safetensors): 142 bytes whose metadata promises H = F = 4096, T = 16 and
+ * that hold no tensor had the loader allocate the 4.6 GB model before it
+ * looked for the tensors.  In a child limited to its address space plus
+ * 256 MB, the file is refused for its missing tensors, not for memory. */
+static void test_model_metadata_promises_more_than_the_file_holds(void **state)
+{
+    (void)state;
+    const char *header = "{\"__metadata__\":{\"hidden_channels\":\"4096\",\"num_filters\":\"4096\","
+                         "\"num_interactions\":\"16\",\"num_gaussians\":\"1024\",\"cutoff\":\"5\"}}";
+    size_t size;
+    uint8_t *b = image(header, 0, &size);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct rlimit rl = {vm_size() + (256ull << 20), vm_size() + (256ull << 20)};
+        if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(3);
+        pt_safetensors st;
+        pt_errors errs;
+        pt_errors_init(&errs, 0);
+        if (pt_safetensors_parse(&st, b, size, "big.safetensors", &errs) != 0) _exit(4);
+        pt_schnet m;
+        int rc = pt_schnet_load_safetensors(&m, &st, "big.safetensors", &errs);
+        if (errs.kept) fprintf(stderr, "    %s: %s\n", errs.items[0].field, errs.items[0].message);
+        int ok = rc == -1 && errs.kept >= 1 && !strcmp(errs.items[0].field, "embedding.weight") &&
+                 !strcmp(errs.items[0].message, "missing tensor") && m.params_memory == NULL;
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    free(b);
+}
+
 static void test_model_wrong_shape(void **state)
 {
     (void)state;
@@ -564,6 +613,7 @@ int main(void)
         cmocka_unit_test(test_model_round_trip),
         cmocka_unit_test(test_model_as_pytorch_saves_it),
         cmocka_unit_test(test_model_missing_tensor),
+        cmocka_unit_test(test_model_metadata_promises_more_than_the_file_holds),
         cmocka_unit_test(test_model_wrong_shape),
         cmocka_unit_test(test_model_wrong_dtype),
         cmocka_unit_test(test_model_other_errors),
