@@ -91,6 +91,40 @@ const char *pt_status_title(int status)
     return (s && s[0]) ? s : "Unknown";
 }
 
+/* A JSON string of s even when s is not UTF-8, which jansson refuses
+ * (json_string gives NULL): details and error messages quote the bytes of
+ * uploads and request paths, or cut a character in two with "%.40s".  Such
+ * a message used to vanish from its problem document (found with
+ * tests/fuzz/fuzz_xyz.c); now each byte that jansson does not take as (the
+ * start of) a character becomes U+FFFD. */
+static json_t *json_string_lossy(const char *s)
+{
+    json_t *j = json_string(s);
+    if (j || !s) return j;
+    size_t n = strlen(s), k = 0;
+    char *out = malloc(3 * n + 1);
+    if (!out) return NULL;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+                   : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        json_t *one = len && i + len <= n ? json_stringn(s + i, len) : NULL;   /* jansson decides */
+        if (one) {
+            memcpy(out + k, s + i, len);
+            k += len;
+            i += len;
+            json_decref(one);
+        } else {
+            memcpy(out + k, "\xef\xbf\xbd", 3);
+            k += 3;
+            i++;
+        }
+    }
+    j = json_stringn(out, k);
+    free(out);
+    return j;
+}
+
 json_t *pt_problem_new(int status, const char *type, const char *detail)
 {
     json_t *p = json_object();
@@ -98,7 +132,7 @@ json_t *pt_problem_new(int status, const char *type, const char *detail)
     json_object_set_new(p, "type", json_string(type ? type : "about:blank"));
     json_object_set_new(p, "title", json_string(pt_status_title(status)));
     json_object_set_new(p, "status", json_integer(status));
-    if (detail) json_object_set_new(p, "detail", json_string(detail));
+    if (detail) json_object_set_new(p, "detail", json_string_lossy(detail));
     return p;
 }
 
@@ -110,11 +144,11 @@ json_t *pt_errors_to_json(const pt_errors *errs)
         const pt_error *e = &errs->items[i];
         json_t *o = json_object();
         if (!o) break;
-        if (e->file[0]) json_object_set_new(o, "file", json_string(e->file));
+        if (e->file[0]) json_object_set_new(o, "file", json_string_lossy(e->file));
         if (e->line > 0) json_object_set_new(o, "line", json_integer(e->line));
         if (e->row > 0) json_object_set_new(o, "row", json_integer(e->row));
-        if (e->field[0]) json_object_set_new(o, "field", json_string(e->field));
-        json_object_set_new(o, "message", json_string(e->message));
+        if (e->field[0]) json_object_set_new(o, "field", json_string_lossy(e->field));
+        json_object_set_new(o, "message", json_string_lossy(e->message));
         json_array_append_new(arr, o);
     }
     return arr;

@@ -85,6 +85,34 @@ static void test_hide_paths(void **state)
     }
 }
 
+/* Messages quote the bytes of uploads, which need not be UTF-8, and "%.40s"
+ * can cut a character in two; jansson refuses such strings, and the message
+ * used to vanish from the document (found with tests/fuzz/fuzz_xyz.c, input
+ * in tests/fuzz/regressions/xyz).  Each bad byte becomes U+FFFD; valid
+ * characters stay as they are. */
+static void test_errors_not_utf8(void **state)
+{
+    (void)state;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    pt_errors_add(&errs, "up\xffload.xyz", 3, "stress", "not a number: '0.\xff\xfe' in '\xc3\xa9t\xc3'");
+    pt_errors_add(&errs, "", 4, "k\xe2\x82", "surrogate \xed\xa0\x80, overlong \xc0\xaf, ok \xe2\x82\xac");
+    json_t *a = pt_errors_to_json(&errs);
+    json_t *e0 = json_array_get(a, 0), *e1 = json_array_get(a, 1);
+    assert_string_equal(json_string_value(json_object_get(e0, "file")), "up\xef\xbf\xbdload.xyz");
+    assert_string_equal(json_string_value(json_object_get(e0, "message")),
+                        "not a number: '0.\xef\xbf\xbd\xef\xbf\xbd' in '\xc3\xa9t\xef\xbf\xbd'");
+    assert_string_equal(json_string_value(json_object_get(e1, "field")), "k\xef\xbf\xbd\xef\xbf\xbd");
+    assert_string_equal(json_string_value(json_object_get(e1, "message")),
+                        "surrogate \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd, overlong \xef\xbf\xbd\xef\xbf\xbd, "
+                        "ok \xe2\x82\xac");
+    json_decref(a);
+    pt_errors_close(&errs);
+    json_t *p = pt_problem_new(404, NULL, "there is no file 'a\xff'");
+    assert_string_equal(json_string_value(json_object_get(p, "detail")), "there is no file 'a\xef\xbf\xbd'");
+    json_decref(p);
+}
+
 static void test_etag_compare(void **state)
 {
     (void)state;
@@ -239,6 +267,7 @@ int main(void)
         cmocka_unit_test(test_problem_document),
         cmocka_unit_test(test_errors_to_json),
         cmocka_unit_test(test_hide_paths),
+        cmocka_unit_test(test_errors_not_utf8),
         cmocka_unit_test(test_etag_compare),
         cmocka_unit_test_setup_teardown(test_problem_on_the_wire, setup, teardown),
         cmocka_unit_test_setup_teardown(test_etag_on_the_wire, setup, teardown),
