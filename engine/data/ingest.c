@@ -119,12 +119,35 @@ static int grow_keys(pt_ingest_report *rep, uint32_t n)
     return 0;
 }
 
+/* Whether numeric key i of s names a target column already (its hint). */
+static int known_target(const ingest_ctx *c, const pt_structure *s, uint32_t i)
+{
+    uint32_t h = c->target_hint[i];
+    return h < c->rep->n_keys && !strcmp(c->rep->keys[h].name, s->keys[i].name);
+}
+
+/* A target's name reaches clients as a JSON key (the report of the 201,
+ * training.target of a job) and JSON keys are UTF-8, which an upload's bytes
+ * need not be: such a target once went missing from the report's JSON
+ * (found with tests/fuzz/fuzz_ingest.c).  jansson judges the text. */
+static int utf8_name(const char *name)
+{
+    json_t *j = json_string(name);
+    json_decref(j);
+    return j != NULL;
+}
+
 /* Checks the keys of s and maps its numeric ones to target columns. */
 static int map_keys(ingest_ctx *c, const pt_structure *s, uint32_t *n_values)
 {
     int bad = 0;
-    for (uint32_t i = 0; i < s->n_keys; i++)
+    for (uint32_t i = 0; i < s->n_keys; i++) {
         bad |= check_kind(c, s, i) < 0;
+        if (s->keys[i].numeric && !known_target(c, s, i) && !utf8_name(s->keys[i].name)) {
+            structure_error(c, s, s->keys[i].name, "key name is not UTF-8 text");
+            bad = 1;
+        }
+    }
     for (int r = 0; r < c->opt->n_required_keys; r++) {
         const char *name = c->opt->required_keys[r];
         const pt_key_value *kv = find_key(s, name);
@@ -139,9 +162,7 @@ static int map_keys(ingest_ctx *c, const pt_structure *s, uint32_t *n_values)
     uint32_t n = 0;
     for (uint32_t i = 0; i < s->n_keys; i++) {
         if (!s->keys[i].numeric) continue;
-        uint32_t h = c->target_hint[i];
-        int t = h < c->rep->n_keys && !strcmp(c->rep->keys[h].name, s->keys[i].name)
-                    ? (int)h : pt_ptd_writer_target(c->w, s->keys[i].name);
+        int t = known_target(c, s, i) ? (int)c->target_hint[i] : pt_ptd_writer_target(c->w, s->keys[i].name);
         if (t < 0 || grow_keys(c->rep, (uint32_t)t + 1) < 0) {
             structure_error(c, s, s->keys[i].name, "more than %d distinct numeric keys in the dataset",
                             PT_PTD_MAX_TARGETS);

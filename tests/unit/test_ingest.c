@@ -378,6 +378,33 @@ static void test_err_key_kind_changes(void **state)
                   "key is a number here but not a number in earlier structures");
 }
 
+/* A numeric key whose name is not UTF-8 (here Latin-1 "\xe9") would be a
+ * target no JSON can name: the structure is refused at its line and key
+ * (found with tests/fuzz/fuzz_ingest.c, which saw the report's JSON lose the
+ * target), or skipped with that error; the other targets stay. */
+static void test_err_key_name_not_utf8(void **state)
+{
+    (void)state;
+    pt_ingest_options o;
+    pt_ingest_options_init(&o);
+    expect_reject(GOOD1 "1\nenergy=1 energy_U\xe9=2\nH 0 0 0\n", &o, 4, "energy_U\xe9", "key name is not UTF-8 text");
+    o.skip_invalid = 1;
+    pt_ingest_report rep;
+    pt_errors errs;
+    assert_int_equal(ingest_text(GOOD1 "1\nenergy=1 cut\xc3=2\nH 0 0 0\n1\nenergy=1 caf\xc3\xa9=3\nH 0 0 0\n", &o, &rep, &errs), 0);
+    assert_int_equal(rep.n_structs, 2);
+    assert_int_equal(rep.n_skipped, 1);
+    assert_true(itu_has_error(&errs, 4, "cut\xc3", "key name is not UTF-8 text"));
+    json_t *j = pt_ingest_report_json(&rep);
+    const json_t *targets = json_object_get(j, "targets");
+    assert_int_equal(rep.n_keys, 2);
+    assert_int_equal(json_object_size(targets), 2);
+    assert_non_null(json_object_get(targets, "caf\xc3\xa9"));
+    json_decref(j);
+    pt_ingest_report_close(&rep);
+    pt_errors_close(&errs);
+}
+
 static void test_err_too_many_targets(void **state)
 {
     (void)state;
@@ -676,6 +703,7 @@ int main(void)
         T(test_real_dft20_round_trip), T(test_mixed_inputs_and_report), T(test_raw_qm9_files_and_w30),
         T(test_default_rejects_whole_input), T(test_skip_invalid_counts_and_reports),
         T(test_err_required_key_missing), T(test_err_required_key_not_number), T(test_err_key_kind_changes),
+        T(test_err_key_name_not_utf8),
         T(test_err_too_many_targets), T(test_err_no_structures), T(test_err_framing_rejects_even_when_skipping),
         T(test_err_output_not_writable), T(test_cli_usage_errors), T(test_cli_reject_and_skip),
         T(test_periodic_cells_and_report), T(test_periodic_error_rejects_input), T(test_cli_periodic_summary),
