@@ -3,6 +3,7 @@
 #   make run      install missing Debian packages (as root), build, start the server
 #   make test     install what the tests need, build, run every suite (SKIP=a,b opts out by name)
 #   make asan     ASan + UBSan build, runs the unit tests
+#   make fuzz     libFuzzer targets of every parser (clang, in build-fuzz/), FUZZ_RUNS each
 #   make bench    run the benchmarks in bench/
 #   make fresh-check   the README's two commands in a fresh Debian 12 root (tests/fresh_check.sh)
 #
@@ -32,7 +33,7 @@ MPI     ?= 1
 PKGS := openblas libmicrohttpd jansson sqlite3 libuv zlib libcurl nettle
 
 # Goals that need no configuration (and must not install anything).
-NOCONFIG_GOALS := clean help deps deps-test fresh-check
+NOCONFIG_GOALS := clean help deps deps-test deps-fuzz fresh-check fuzz
 CONFIG_MK      := $(BUILD)/config.mk
 NEED_CONFIG    := $(if $(MAKECMDGOALS),$(filter-out $(NOCONFIG_GOALS),$(MAKECMDGOALS)),all)
 
@@ -90,14 +91,15 @@ endif
 endif
 $(BUILD)/engine/core/version.o: CFLAGS += -I$(BUILD)
 
-.PHONY: all run test unit integration asan bench deps deps-test clean help docker-lint fresh-check
+.PHONY: all run test unit integration asan bench deps deps-test deps-fuzz clean help docker-lint fresh-check \
+        fuzz fuzz-targets
 .DELETE_ON_ERROR:
 .SECONDARY:
 
 all: $(BIN)/packtrain
 
 help:
-	@sed -n '2,12p' Makefile
+	@sed -n '2,13p' Makefile
 
 # --- configuration -----------------------------------------------------------
 # The package lists are docker/packages.txt (build and run) and
@@ -115,7 +117,22 @@ deps:
 deps-test:
 	@docker/install-deps.sh --test
 
+deps-fuzz:
+	@docker/install-deps.sh --fuzz
+
 # --- build -------------------------------------------------------------------
+# The kernels built for a wider instruction set than ARCH name it with
+# `#pragma GCC target`, and the SchNet ops their float options with
+# `#pragma GCC optimize`; clang ignores both, so with clang (make fuzz, or
+# CC=clang) the same are given on the command line.
+ifneq ($(findstring clang,$(CC)),)
+$(BUILD)/engine/model/schnet_ops.o $(BUILD)/engine/model/schnet_ops_forces.o: \
+    CFLAGS += -Wno-unknown-pragmas -fno-trapping-math -ffp-contract=fast
+$(BUILD)/engine/model/bf16_avx512.o: CFLAGS += -Wno-unknown-pragmas -mavx512f -mavx512bf16 -mavx512bw -mavx512vl
+$(BUILD)/engine/model/sgemm_avx512.o: CFLAGS += -Wno-unknown-pragmas -mavx512f
+$(BUILD)/engine/model/sgemm_avx2.o: CFLAGS += -Wno-unknown-pragmas -mavx2 -mfma
+endif
+
 $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MD -MP -c $< -o $@
@@ -150,6 +167,47 @@ asan:
 fresh-check:
 	@tests/fresh_check.sh
 
+# --- fuzzing -----------------------------------------------------------------
+# Every tests/fuzz/fuzz_NAME.c is a libFuzzer target.  `make fuzz` installs
+# clang and its sanitizer runtimes (docker/packages-fuzz.txt), builds the
+# library with coverage instrumentation, ASan and UBSan into build-fuzz/ (its
+# own config.mk, made the usual way), links each target with libFuzzer, and
+# runs each for FUZZ_RUNS executions (tests/fuzz/run.sh: per-target counts,
+# time and coverage; any crash, leak, UB or timeout fails).  FUZZ=a,b runs
+# only those targets.  The same harnesses, entry points renamed, are linked
+# into the unit test test_fuzz_replay, which replays the seeds and every past
+# finding (tests/fuzz/corpus, tests/fuzz/regressions) in `make test`/`make asan`.
+FUZZ_RUNS ?= 100000
+comma     := ,
+FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BIN  := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+FUZZ_CC   ?= clang
+
+fuzz:
+	@docker/install-deps.sh --fuzz
+	@$(MAKE) --no-print-directory BUILD=build-fuzz BIN=build-fuzz/bin CC=$(FUZZ_CC) MPI=0 \
+	    OPT="-O1 -gline-tables-only -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" \
+	    EXTRA_LDFLAGS="-fsanitize=address,undefined" fuzz-targets
+	@tests/fuzz/run.sh build-fuzz/fuzz $(FUZZ_RUNS) $(subst $(comma), ,$(FUZZ))
+
+fuzz-targets: $(FUZZ_BIN)
+
+$(BUILD)/fuzz/%: $(BUILD)/tests/fuzz/%.o $(LIB) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $< $(LIB) $(LDLIBS)
+
+# The replay test links every harness, each entry point renamed pt_fuzz_NAME.
+FUZZ_REPLAY_OBJ := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/tests/fuzz/replay/%.o)
+
+$(BUILD)/tests/fuzz/replay/%.o: tests/fuzz/%.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DLLVMFuzzerTestOneInput=pt_$* -MD -MP -c $< -o $@
+
+$(BUILD)/tests/test_fuzz_replay: $(BUILD)/tests/unit/test_fuzz_replay.o $(FUZZ_REPLAY_OBJ) $(UNIT_HOBJ) $(LIB) \
+                                 $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIB) $(LDLIBS) $(CMOCKA_LIBS)
+
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
@@ -169,7 +227,7 @@ run: all
 	$(BIN)/packtrain serve --data-dir var --demo $(if $(PORT),--port $(PORT))
 
 clean:
-	rm -rf build build-asan bin
+	rm -rf build build-asan build-fuzz bin
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/server/cli/main.d $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.d) \
-         $(UNIT_HOBJ:.o=.d)
+         $(UNIT_HOBJ:.o=.d) $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/tests/fuzz/%.d) $(FUZZ_REPLAY_OBJ:.o=.d)

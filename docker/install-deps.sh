@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# install-deps.sh [--test] — make sure what packtrain needs is installed.
+# install-deps.sh [--test|--fuzz] — make sure what packtrain needs is installed.
 #
 #   (no flag)  the Debian packages of docker/packages.txt: build and run
 #              (make, make run, make test, the Dockerfile);
@@ -7,7 +7,9 @@
 #              npm and Node.js when the machine has none, and the npm
 #              packages of the browser test (tests/web) and of the OpenAPI
 #              lint (tests/openapi), each pinned by its package-lock.json
-#              (make test, make bench).
+#              (make test, make bench);
+#   --fuzz     also docker/packages-fuzz.txt: clang and its sanitizer and
+#              libFuzzer runtimes (make fuzz).
 #
 # As root it installs what is missing with apt-get (and npm ci); otherwise it
 # prints the exact command to run and fails.  It only reads when everything is
@@ -19,8 +21,9 @@ lists=("$here/packages.txt")
 test_mode=0
 case "${1:-}" in
   --test) test_mode=1; lists+=("$here/packages-test.txt") ;;
+  --fuzz) lists+=("$here/packages-fuzz.txt") ;;
   "") ;;
-  *) echo "usage: install-deps.sh [--test]" >&2; exit 2 ;;
+  *) echo "usage: install-deps.sh [--test|--fuzz]" >&2; exit 2 ;;
 esac
 
 missing=()
