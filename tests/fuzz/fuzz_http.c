@@ -6,13 +6,16 @@
  * table (router.c: pt_router_match, registered by pt_api_register), the
  * bearer token of the Authorization header and the access_token query
  * parameter (pt_bearer_parse, pt_router_authenticate), If-None-Match lists
- * (pt_etag_matches), Last-Event-ID (pt_sse_last_event_id) and the dashboard's
- * file paths (pt_static_serve, on a small web root made at start).
+ * (pt_etag_matches), Last-Event-ID (pt_sse_last_event_id), the page_token
+ * of the list routes (store.c: pt_store_page_token_decode) and the
+ * dashboard's file paths (pt_static_serve, on a small web root made at
+ * start).
  *
  * Input: [method index u8] target '\n' header value.  Promises checked: a
  * decoded string is never longer than its source; a match binds at most
  * PT_REQ_MAX_PARAMS values; a token accepted is non-empty and of token68
- * characters; a static path that resolves outside the web root is 404. */
+ * characters; a page token accepted encodes back to the same text; a static
+ * path that resolves outside the web root is 404. */
 #include <limits.h>
 #include <microhttpd.h>
 #include <sys/stat.h>
@@ -22,6 +25,7 @@
 #include "server/http/router.h"
 #include "server/http/sse.h"
 #include "server/http/static.h"
+#include "store/store_internal.h"
 #include "tests/fuzz/fuzz.h"
 
 static pt_app *app;
@@ -108,6 +112,21 @@ static void static_path(const char *rel, const char *inm)
     response_free(&r);
 }
 
+/* A page token that decodes is the encoding of what it decodes to. */
+static void page_token(const char *tok)
+{
+    static pt_store st;   /* decoding only records its message in it */
+    int64_t at;
+    char id[PT_STORE_ID_MAX], again[PT_STORE_PAGE_TOKEN_MAX];
+    st.errmsg[0] = '\0';
+    if (pt_store_page_token_decode(&st, tok, &at, id) != PT_STORE_OK) {
+        FUZZ_CHECK(st.errmsg[0] != '\0');
+        return;
+    }
+    pt_store_page_token_encode(at, id, again);
+    FUZZ_CHECK(!strcmp(again, tok));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const char *const methods[] = {"GET", "HEAD", "POST", "DELETE", "PUT", "PATCH", "OPTIONS"};
@@ -137,6 +156,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         pt_request_query_long(req, "since", 0, 0, LONG_MAX);
         uint64_t last;
         (void)pt_sse_last_event_id(req, &last);
+        const char *tok = pt_request_query(req, "page_token");
+        if (tok) page_token(tok);
         pt_match m;
         pt_match_result mr = pt_router_match(&app->router, method, req->path, &m);
         if (mr == PT_MATCH_FOUND) {

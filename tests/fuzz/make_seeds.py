@@ -313,6 +313,7 @@ http = {
     "encoded_id": b"\x03/v1/datasets/%41b%2Fc\nbearer  abc",
     "dotdot": b"\x00/%2e%2e/etc/passwd?x=%zz\n",
     "cancel_405": b"\x00/v1/jobs/j-1/cancel\n",
+    "page_token": b"\x00/v1/jobs?limit=2&page_token=00063a1b2c3d4e5f6a6f625f30313233343536373839616263646566",
 }
 for k, v in http.items():
     put("http", k, v)
