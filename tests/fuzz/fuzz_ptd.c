@@ -1,39 +1,66 @@
-/* fuzz_ptd.c — the .ptd reader (pt_dataset_open, dataset_file.c) on
- * arbitrary bytes.  A .ptd carries CRC-32s of its header and of every
- * section, so nearly every mutation stops at the first checksum; when the
- * first input byte is odd, the harness rewrites the checksums of the rest to
- * match (layout of dataset_file.h: header CRC at byte 48 of a 56-byte fixed
- * part, then 32-byte section entries id/offset/size/CRC) so mutations reach
- * the checks behind them: section bounds and sizes, atom offsets, atomic
- * numbers, target names, cells.  A dataset that opens is read whole, as
- * neighbour search, packing and training would, with the invariants the
- * reader promises (dataset.h) checked on the way. */
+/* fuzz_ptd.c — the .ptd reader (dataset_file.c) on arbitrary bytes, as
+ * `packtrain train/eval/pack` take a DATA.ptd from the user.  A .ptd
+ * carries CRC-32s of its header and of every section, and version 3 one per
+ * structure for its atoms and forces, so nearly every mutation stops at the
+ * first checksum.  The first input byte is a mode:
+ *   bit 0  the harness rewrites every checksum of the rest to match (the
+ *          layout of dataset_file_internal.h; the per-structure ones of
+ *          version 3 from a lazy open, which checks all but the per-atom
+ *          data), so mutations reach the checks behind them: section bounds
+ *          and sizes, the chunk table, atom offsets, atomic numbers, target
+ *          names, cells;
+ *   bit 1  the file is opened lazily (PT_DATASET_OPEN_LAZY, as training
+ *          does) and its structures checked with pt_dataset_verify.
+ * A dataset that opens (and verifies) is read whole, as neighbour search,
+ * packing and training would, with the invariants the reader promises
+ * (dataset.h) checked on the way. */
 #include <zlib.h>
 
 #include "engine/data/dataset.h"
+#include "engine/data/dataset_file_internal.h"
 #include "tests/fuzz/fuzz.h"
-
-#define FIXED 56
-#define ENTRY 32
-#define OFF_CRC 48
 
 static uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static uint64_t get64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
 
+/* Section CRCs (entries id/offset/size/CRC), then the header's. */
 static void fix_checksums(uint8_t *f, size_t size)
 {
-    if (size < FIXED) return;
+    if (size < PTD_FIXED_BYTES) return;
     uint32_t n_sec = get32(f + 20);
-    if (n_sec > 16 || size < FIXED + (size_t)n_sec * ENTRY) return;
+    if (n_sec > 16 || size < PTD_HEADER_FOR((size_t)n_sec)) return;
     for (uint32_t s = 0; s < n_sec; s++) {
-        uint8_t *e = f + FIXED + s * ENTRY;
+        uint8_t *e = f + PTD_FIXED_BYTES + s * PTD_ENTRY_BYTES;
         uint64_t off = get64(e + 8), len = get64(e + 16);
         if (off <= size && len <= size - off) put32(e + 24, (uint32_t)crc32_z(0L, f + off, (z_size_t)len));
     }
-    size_t hdr = FIXED + (size_t)n_sec * ENTRY;
-    put32(f + OFF_CRC, 0);
-    put32(f + OFF_CRC, (uint32_t)crc32_z(0L, f, hdr));
+    size_t hdr = PTD_HEADER_FOR((size_t)n_sec);
+    put32(f + PTD_OFF_CRC, 0);
+    put32(f + PTD_OFF_CRC, (uint32_t)crc32_z(0L, f, hdr));
+}
+
+/* Version 3's per-structure CRCs, computed as the writer does from the
+ * atoms a lazy open maps, written into the sections that hold them. */
+static void fix_structure_crcs(uint8_t *f, size_t size)
+{
+    if (size < PTD_HEADER_FOR(N_SECTIONS) || get32(f + 8) < 3) return;
+    pt_dataset ds;
+    char err[512];
+    if (pt_dataset_open_ex(&ds, pt_fuzz_file(f, size), PT_DATASET_OPEN_LAZY, err, sizeof err) != 0) return;
+    /* the open checked both sections: 4 bytes a structure, inside the file */
+    uint8_t *atoms = f + get64(f + PTD_FIXED_BYTES + SEC_ATOMS_CRC * PTD_ENTRY_BYTES + 8);
+    uint8_t *forces = ds.forces_crc ? f + get64(f + PTD_FIXED_BYTES + SEC_FORCES_CRC * PTD_ENTRY_BYTES + 8) : NULL;
+    for (uint32_t s = 0; s < ds.n_structs; s++) {
+        const uint64_t a0 = ds.atom_offset[s], n = ds.atom_offset[s + 1] - a0;
+        uLong crc = crc32_z(0L, ds.z + a0, (z_size_t)n);
+        put32(atoms + 4 * (size_t)s,
+              (uint32_t)crc32_z(crc, (const unsigned char *)(ds.pos + 3 * a0), (z_size_t)(12 * n)));
+        if (forces)
+            put32(forces + 4 * (size_t)s,
+                  (uint32_t)crc32_z(0L, (const unsigned char *)(ds.forces + 3 * a0), (z_size_t)(12 * n)));
+    }
+    pt_dataset_close(&ds);
 }
 
 static void read_all(const pt_dataset *ds)
@@ -71,14 +98,21 @@ static void read_all(const pt_dataset *ds)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1) return 0;
-    uint8_t *file = malloc(size);
+    const size_t n = size - 1;
+    uint8_t *file = malloc(n ? n : 1);
     FUZZ_CHECK(file != NULL);
-    memcpy(file, data + 1, size - 1);
-    if (data[0] & 1) fix_checksums(file, size - 1);
+    memcpy(file, data + 1, n);
+    if (data[0] & 1) {
+        fix_checksums(file, n);
+        fix_structure_crcs(file, n);
+        fix_checksums(file, n);
+    }
+    const unsigned lazy = data[0] & 2 ? PT_DATASET_OPEN_LAZY : 0;
     pt_dataset ds;
     char err[512] = "";
-    if (pt_dataset_open(&ds, pt_fuzz_file(file, size - 1), err, sizeof err) == 0) {
-        read_all(&ds);
+    if (pt_dataset_open_ex(&ds, pt_fuzz_file(file, n), lazy, err, sizeof err) == 0) {
+        if (!lazy || pt_dataset_verify(&ds, 0, ds.n_structs, err, sizeof err) == 0) read_all(&ds);
+        else FUZZ_CHECK(err[0] != '\0');
         pt_dataset_close(&ds);
     } else {
         FUZZ_CHECK(err[0] != '\0');

@@ -198,9 +198,14 @@ put("ase_rows", "minimal_schema", rec(25, b"\x02") + rec(1, i32(6)) + rec(2, f64
     + rec(14, '{"e": NaN}'))
 
 # ---- .ptd files (fuzz_ptd.c: mode byte, file) ------------------------------
-ptd = open(os.path.join(DATA, "ptd_v1_mixed.ptd"), "rb").read()
-put("ptd", "v1_mixed", b"\x01" + ptd)
-put("ptd", "v1_mixed_raw", b"\x00" + ptd)
+# Versions 1 and 2 from the sample files of tests/data; version 3 (what
+# ingest writes now: chunks at 64 KiB boundaries, so ~260 KB even for three
+# structures) written by bin/packtrain, with bit 1 set (lazy open + verify).
+for version, name in ((1, "ptd_v1_mixed.ptd"), (2, "ptd_v2_mixed.ptd")):
+    ptd = open(os.path.join(DATA, name), "rb").read()
+    put("ptd", "v%d_mixed" % version, b"\x01" + ptd)
+    if version == 1:
+        put("ptd", "v1_mixed_raw", b"\x00" + ptd)
 packtrain = os.path.join(ROOT, "bin", "packtrain")
 if os.access(packtrain, os.X_OK):
     tmp = tempfile.mkdtemp()
@@ -208,10 +213,10 @@ if os.access(packtrain, os.X_OK):
     with open(src, "w") as f:
         f.write(bulk + structures("schnet_emt_6.extxyz", 1) + plain)
     if os.system("%s ingest %s --out %s/p.ptd >/dev/null 2>&1" % (packtrain, src, tmp)) == 0:
-        put("ptd", "v2_periodic_stress", b"\x01" + open(os.path.join(tmp, "p.ptd"), "rb").read())
+        put("ptd", "v3_periodic_forces_lazy", b"\x03" + open(os.path.join(tmp, "p.ptd"), "rb").read())
     shutil.rmtree(tmp)
 else:
-    sys.exit("make_seeds.py: build bin/packtrain first (make), it writes the v2 .ptd seed")
+    sys.exit("make_seeds.py: build bin/packtrain first (make), it writes the v3 .ptd seed")
 
 # ---- safetensors model files ----------------------------------------------
 def safetensors(tensors, meta):
