@@ -88,18 +88,22 @@ typedef struct pt_backend_stats {
 /* Returns 0, or -1 (out cleared) when eng is not a backend engine. */
 int pt_backend_stats_get(const pt_grad_engine *eng, pt_backend_stats *out);
 
+/* Where shard s of R starts in a flat buffer of n floats: n·s/R (rounded
+ * down).  Rank k of N owns the shards of its replicas, the block
+ * [edge(k·R/N), edge((k+1)·R/N)). */
+size_t pt_backend_shard_edge(size_t n, int64_t s, int64_t R);
+
 /* ZeRO (backend.zero_stage >= 1, backend_zero.h).  The engine's `update` runs the
  * three pieces below for a group of this process's replicas; the MPI backend
  * runs them with its collectives in between (every function is a no-op, or
  * returns 0, for an engine that is not a backend at stage >= 1):
- *   block   this process's replicas' shards together: [*lo, *hi)
- *   sumsq   Σ g² over those shards of grads (the loop's gradient buffer; at
- *           stage 2-3 on one process the replicas' reduce-scattered shards)
+ *   sumsq   Σ g² over this process's replicas' shards of grads (the loop's
+ *           gradient buffer; at stage 2-3 on one process, the replicas'
+ *           reduce-scattered shards)
  *   apply   each replica: gradient shard × clip_coef, Adam on its shard of
  *           the parameters (opt: the loop's optimizer, its m and v read and
  *           written on the shard only), result written to the host copy
  *   gather  the host copy into every replica's own parameters (stage 1-2) */
-void pt_backend_zero_block(const pt_grad_engine *eng, size_t *lo, size_t *hi);
 double pt_backend_zero_sumsq(const pt_grad_engine *eng, float *grads);
 void pt_backend_zero_apply(const pt_grad_engine *eng, pt_optim *opt, float *grads, double lr,
                            float clip_coef);

@@ -12,7 +12,7 @@
 
 /* ---- shards and layers ---------------------------------------------------- */
 
-static size_t shard_edge(size_t n, int64_t s, int64_t R)
+size_t pt_backend_shard_edge(size_t n, int64_t s, int64_t R)
 {
     return (size_t)((unsigned __int128)n * (uint64_t)s / (uint64_t)R);
 }
@@ -233,7 +233,7 @@ int pt_zero_open(pt_backend *be, pt_errors *errs)
     layer_ranges(be);
     be->shard_lo = malloc(((size_t)be->group_R + 1) * sizeof(size_t));
     if (!be->shard_lo) goto oom;
-    for (int32_t s = 0; s <= be->group_R; s++) be->shard_lo[s] = shard_edge(n, s, be->group_R);
+    for (int32_t s = 0; s <= be->group_R; s++) be->shard_lo[s] = pt_backend_shard_edge(n, s, be->group_R);
     for (int r = 0; r < be->R; r++) {
         pt_backend_replica *rep = &be->reps[r];
         rep->lo = be->shard_lo[be->group_first + r];
@@ -306,13 +306,6 @@ static pt_backend *zero_backend(const pt_grad_engine *eng)
     if (!eng || !eng->kind || strcmp(eng->kind, PT_BACKEND_KIND) != 0) return NULL;
     pt_backend *be = eng->self;
     return be->stage > 0 ? be : NULL;
-}
-
-void pt_backend_zero_block(const pt_grad_engine *eng, size_t *lo, size_t *hi)
-{
-    pt_backend *be = zero_backend(eng);
-    *lo = be ? be->reps[0].lo : 0;
-    *hi = be ? be->reps[be->R - 1].hi : 0;
 }
 
 double pt_backend_zero_sumsq(const pt_grad_engine *eng, float *grads)

@@ -245,8 +245,8 @@ static int zero_blocks(mpi_engine *me, int32_t local_r, pt_errors *errs)
     if (!me->counts || !me->displs) goto oom;
     int most = 0;
     for (int k = 0; k < g_mpi.size; k++) {
-        uint64_t lo = n * (uint64_t)k * (uint64_t)local_r / R;
-        uint64_t hi = n * (uint64_t)(k + 1) * (uint64_t)local_r / R;
+        uint64_t lo = pt_backend_shard_edge(n, (int64_t)k * local_r, (int64_t)R);
+        uint64_t hi = pt_backend_shard_edge(n, (int64_t)(k + 1) * local_r, (int64_t)R);
         me->displs[k] = (int)lo;
         me->counts[k] = (int)(hi - lo);
         if (me->counts[k] > most) most = me->counts[k];
