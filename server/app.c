@@ -13,6 +13,7 @@
 #include "engine/train/checkpoint.h"
 
 #include <errno.h>
+#include <sys/statvfs.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -330,6 +331,15 @@ static uint64_t default_worker_memory(int workers)
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     uint64_t ram = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 8ull << 30;
     return ram / 8 * 7 / (uint64_t)(workers > 0 ? workers : 1);
+}
+
+int pt_app_disk_low(const pt_app *app, uint64_t *free_bytes)
+{
+    struct statvfs vfs;
+    *free_bytes = 0;
+    if (statvfs(app->data_dir, &vfs) != 0) return 1;
+    *free_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+    return *free_bytes < app->opt.min_free_bytes;
 }
 
 int pt_app_init(pt_app *app, const pt_app_options *opt, char *err, size_t errlen)

@@ -221,6 +221,11 @@ size_t pt_app_tasks_since(pt_app *app, const char *owner, uint64_t after, pt_app
 json_t *pt_app_task_progress_json(const pt_app_task *t);
 /* "running", "done", "failed". */
 const char *pt_app_task_state_name(int state);
+/* Free bytes of the data directory's file system into *free_bytes; 1 when
+ * they are below opt.min_free_bytes (or cannot be read): /readyz then
+ * fails, and uploads, predictions and new jobs are refused up front. */
+int pt_app_disk_low(const pt_app *app, uint64_t *free_bytes);
+
 /* One server per data directory: an exclusive flock on
  * data_dir/packtrain.lock, held until close (app_sweep.c).  -1 with the
  * reason when another server holds it. */

@@ -263,6 +263,7 @@ static int on_structure(void *ctx, const pt_structure *s)
     if (!c->rejected && pt_ptd_writer_add(c->w, &rec) < 0) {
         pt_errors_add(c->errs, "", 0, "", "%s", pt_ptd_writer_error(c->w));
         c->io_failed = 1;
+        c->rep->write_failed = 1;
         return 1;
     }
     add_stats(c, s, n_values);
@@ -295,6 +296,7 @@ int pt_ingest_files(const char *const *inputs, int n_inputs, const char *out_ptd
         pt_errors_add(errs, "", 0, "", "%s", err);
         free(c.kinds);
         rep->rejected = 1;
+        rep->write_failed = 1;
         return -1;
     }
     rep->ase_db = json_array();
@@ -326,7 +328,10 @@ int pt_ingest_files(const char *const *inputs, int n_inputs, const char *out_ptd
     int rc = -1;
     if (!c.rejected && !c.io_failed) {
         if (pt_ptd_writer_finish(c.w, err, sizeof err) == 0) rc = 0;
-        else pt_errors_add(errs, "", 0, "", "%s", err);
+        else {
+            pt_errors_add(errs, "", 0, "", "%s", err);
+            rep->write_failed = 1;
+        }
     }
     rep->write_seconds = now_seconds() - t1;
     rep->rejected = rc != 0;

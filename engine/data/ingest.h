@@ -98,6 +98,8 @@ typedef struct pt_ingest_report {
     int rejected;                    /* 1 when no output was written */
     const char *over_limit;          /* "bytes", "structures" or "atoms" when a limit stopped it */
     int stopped;                     /* should_stop said so */
+    int write_failed;                /* writing the output failed (the input may be fine: a full
+                                        disk); errs says how */
     uint64_t bytes_read;             /* text read, decompressed (line formats) */
     double parse_seconds;            /* reading + validating + column streaming */
     double write_seconds;            /* assembling the .ptd */

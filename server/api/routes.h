@@ -88,6 +88,15 @@ int pt_quota_storage_check(pt_app *app, pt_store *s, const char *owner, uint64_t
 /* May the owner have one more unfinished job? */
 int pt_quota_jobs_check(pt_app *app, pt_store *s, const char *owner, pt_response *r);
 
+/* Full disk (issue 17 F6).  pt_api_disk_check: 0, or -1 with *r a 507
+ * when the data directory is below the operator's minimum of free space
+ * (pt_app_disk_low; /readyz says the same), so nothing new is accepted
+ * that would need room.  pt_api_no_space: 1 when an error text is a full
+ * disk's (ENOSPC, EDQUOT), whose answer is 507, not 500 or 422. */
+int pt_api_disk_check(pt_app *app, pt_response *r);
+int pt_api_no_space(const char *text);
+pt_response pt_api_disk_full(const char *what, const char *why);
+
 /* pt_router_add, also recording the route in app->routes. */
 int pt_api_route_add(pt_app *app, const pt_route *route, char *err, size_t errlen);
 

@@ -3,6 +3,8 @@
  * documents (their schemas are in api/openapi.yaml). */
 #include "server/api/routes.h"
 
+#include <errno.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -42,6 +44,27 @@ pt_response pt_api_store_problem(pt_store *s, int store_status, const char *what
     pt_response r = pt_problem(status, "%s: %s", what, s ? pt_store_errmsg(s) : pt_store_status_name(store_status));
     if (status == 503) pt_response_header(&r, "Retry-After", "1");
     return r;
+}
+
+int pt_api_disk_check(pt_app *app, pt_response *r)
+{
+    uint64_t free_bytes;
+    if (!pt_app_disk_low(app, &free_bytes)) return 0;
+    *r = pt_problem(507, "the server's data directory has %.1f MiB free, below its minimum of %.1f MiB: "
+                    "nothing new is accepted until space is freed (GET /readyz says the same)",
+                    free_bytes / 1048576.0, app->opt.min_free_bytes / 1048576.0);
+    return -1;
+}
+
+int pt_api_no_space(const char *text)
+{
+    return strstr(text, strerror(ENOSPC)) || strstr(text, strerror(EDQUOT));
+}
+
+pt_response pt_api_disk_full(const char *what, const char *why)
+{
+    return pt_problem(507, "%s: the server's disk is full (%s); nothing was kept, retry once space is freed", what,
+                      why);
 }
 
 pt_response pt_api_no_store(const char *why)

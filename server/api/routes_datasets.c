@@ -126,7 +126,7 @@ static int import_to(pt_app *app, pt_store *s, const char *src, const pt_dataset
     pt_ingest_report rep;
     memset(&rep, 0, sizeof rep);
     if (pt_ingest_files(&src, 1, row.path, &io, &rep, errs) != 0) {
-        *status = rep.stopped ? 503 : rep.over_limit ? 413 : 422;
+        *status = rep.stopped ? 503 : rep.over_limit ? 413 : rep.write_failed ? 500 : 422;
         pt_ingest_report_close(&rep);
         remove_dataset_files(dir);
         return -1;
@@ -269,10 +269,11 @@ pt_response pt_api_datasets_upload(pt_request *req, void *ctx)
     if (!req->body_path || req->body_size == 0)
         return pt_problem(422, "the request body is empty: send the dataset file as the body "
                                "(curl --data-binary @FILE)");
+    pt_response r;
+    if (pt_api_disk_check(app, &r) != 0) return r;
     char err[256];
     pt_store *s = pt_app_store_acquire(app, err, sizeof err);
     if (!s) return pt_api_no_store(err);
-    pt_response r;
     /* an owner at its quota already is refused before any work */
     if (pt_quota_storage_check(app, s, imp.owner, 0, &r) != 0) {
         pt_app_store_release(app, s);
@@ -300,7 +301,8 @@ pt_response pt_api_datasets_upload(pt_request *req, void *ctx)
     } else {
         char first[512];
         pt_errors_first(&errs, first, sizeof first);
-        r = pt_problem(status, "cannot store the dataset: %s", first);
+        if (pt_api_no_space(first)) r = pt_api_disk_full("cannot store the dataset", strerror(ENOSPC));
+        else r = pt_problem(status, "cannot store the dataset: %s", first);
     }
     pt_store_dataset_clear(&row);
     pt_errors_close(&errs);

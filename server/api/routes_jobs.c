@@ -92,6 +92,7 @@ static pt_response submit(pt_app *app, pt_request *req, pt_store *s)
     int known = 0, krc = key ? pt_store_idempotency_known(s, owner, key, &known) : PT_STORE_OK;
     if (krc != PT_STORE_OK) return pt_api_store_problem(s, krc, "cannot read the Idempotency-Key");
     pt_response r;
+    if (!known && pt_api_disk_check(app, &r) != 0) return r;   /* a job writes checkpoints and a model */
     if (!known && pt_quota_jobs_check(app, s, owner, &r) != 0) return r;   /* before any work */
     pt_errors errs;
     pt_errors_init(&errs, ERRORS_KEPT);

@@ -7,6 +7,7 @@
  * its structure.  Energies or other keys in the file are ignored. */
 #include "server/api/routes.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -112,6 +113,11 @@ static int ingest_body(pt_app *app, pt_request *req, const char *tmp_ptd, const 
         *r = pt_problem_errors(413, &errs, "'%s' holds more than one prediction request may: send at most %d "
                                "structures and %llu atoms at once", name, PREDICT_MAX_STRUCTURES,
                                (unsigned long long)app->opt.limits.predict_atoms);
+    } else if (rc != 0 && rep.write_failed) {
+        char first[512];
+        pt_errors_first(&errs, first, sizeof first);
+        *r = pt_api_no_space(first) ? pt_api_disk_full("cannot hold the structures", strerror(ENOSPC))
+                                    : pt_problem(500, "cannot hold the structures: %s", first);
     } else if (rc != 0) {
         *r = pt_problem_errors(422, &errs, "'%s' is not a valid structure file: %zu problem%s", name, errs.total,
                                errs.total == 1 ? "" : "s");
@@ -139,6 +145,7 @@ pt_response pt_api_job_predict(pt_request *req, void *ctx)
     if (req->errors.total) return pt_request_problem(req);
     char model[PATH_MAX], target[PT_STORE_NAME_MAX];
     pt_response r;
+    if (pt_api_disk_check(app, &r) != 0) return r;
     if (find_model(app, req, id, model, sizeof model, target, sizeof target, &r) != 0) return r;
     if (!req->body_path || req->body_size == 0)
         return pt_problem(422, "the request body is empty: send the structures as an XYZ or extended XYZ file");

@@ -75,8 +75,8 @@ static json_t *check_disk(pt_app *app, int *ok)
         *ok = 0;
         return json_pack("{s:b,s:s}", "ok", 0, "detail", strerror(errno));
     }
-    unsigned long long free_bytes = (unsigned long long)vfs.f_bavail * vfs.f_frsize;
-    int enough = free_bytes >= app->opt.min_free_bytes;
+    uint64_t free_bytes;
+    int enough = !pt_app_disk_low(app, &free_bytes);
     if (!enough) *ok = 0;
     json_t *o = json_pack("{s:b,s:I,s:I}", "ok", enough, "free_bytes", (json_int_t)free_bytes, "min_free_bytes",
                           (json_int_t)app->opt.min_free_bytes);

@@ -69,7 +69,10 @@ static void usage(FILE *out)
             "  --heavy-deadline S   one of them is given up (503) after S seconds\n"
             "                       ($PACKTRAIN_HEAVY_DEADLINE, default 600)\n"
             "  --stop-grace S       on SIGTERM, in-flight requests finish or are answered 503 within S\n"
-            "                       seconds ($PACKTRAIN_STOP_GRACE, default 5)\n",
+            "                       seconds ($PACKTRAIN_STOP_GRACE, default 5)\n"
+            "  --min-free BYTES     below this free space on the data directory /readyz fails and\n"
+            "                       uploads, predictions and new jobs get 507 ($PACKTRAIN_MIN_FREE,\n"
+            "                       default 256 MiB)\n",
             DEFAULT_PORT);
 }
 
@@ -170,6 +173,7 @@ static const num_flag num_flags[] = {
     {"--heavy-queue", "PACKTRAIN_HEAVY_QUEUE", 0, 100000, NUM_UINT, OPT(limits.heavy_queue)},
     {"--heavy-deadline", "PACKTRAIN_HEAVY_DEADLINE", 0, 1e6, NUM_UINT, OPT(limits.heavy_deadline_s)},
     {"--stop-grace", "PACKTRAIN_STOP_GRACE", 1, 3600, NUM_UINT, OPT(stop_grace_s)},
+    {"--min-free", "PACKTRAIN_MIN_FREE", 0, 1e18, NUM_U64, OPT(min_free_bytes)},
 };
 #undef OPT
 

@@ -248,8 +248,9 @@ static enum MHD_Result request_complete(pt_http *h, pt_request *req)
 {
     const pt_route *route = req->matched;
     if (req->over_limit) return send_response(req, too_large(body_limit(h, route)));
-    if (req->body_error[0])
-        return send_response(req, pt_problem(500, "cannot store the request body: %s", req->body_error));
+    if (req->body_error[0])   /* a full disk is 507 (issue 17 F6), anything else 500 */
+        return send_response(req, pt_problem(strstr(req->body_error, strerror(ENOSPC)) ? 507 : 500,
+                                             "cannot store the request body: %s", req->body_error));
     if (route->body == PT_BODY_FILE) {
         char err[200];
         if (pt_upload_finish(&req->upload, err, sizeof err) != 0)

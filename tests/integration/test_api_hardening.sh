@@ -312,4 +312,50 @@ expect_match "... saying the server is stopping" "$(jget "$WORK/stopped" 'j["det
 stop_server "$SERVER_PID" TERM
 check "... and the server has stopped within its grace of 1 s (and a few s of slack): $((SECONDS - T0)) s" \
   test $((SECONDS - T0)) -le 6
+
+# --- F6: a full disk -------------------------------------------------------------------------------
+# The attack: ENOSPC during ingest answered 422 "not a valid dataset" (the
+# file was fine), elsewhere 500; uploads and jobs were accepted while
+# /readyz already said the disk was too full.  Here the data directory is a
+# small tmpfs of the server's own (a private mount namespace: unshare -r -m,
+# which needs no root).
+small_disk_server() { # DIR SIZE [serve args...]: start_server with DIR on a tmpfs of SIZE
+  local dir=$1 size=$2; shift 2
+  mkdir -p "$dir"
+  rm -f "$dir.port"
+  unshare -r -m sh -c 'mount -t tmpfs -o size="$1" tmpfs "$2" && shift 2 && exec "$@"' sh "$size" "$dir" \
+    "$PT" serve --data-dir "$dir" --port 0 --port-file "$dir.port" "$@" 2>>"$dir.log" &
+  SERVER_PID=$!
+  SERVER_PIDS+=("$SERVER_PID")
+  for _ in $(seq 1 200); do [ -s "$dir.port" ] && break; sleep 0.05; done
+  [ -s "$dir.port" ] || { echo "server did not start; its log:"; cat "$dir.log"; return 1; }
+  PORT=$(cat "$dir.port")
+  BASE=http://127.0.0.1:$PORT
+}
+"$PY" - "$WORK/big.xyz.gz" 500 <<'PYEOF2'
+import gzip, sys
+with gzip.open(sys.argv[1], "wt") as f:
+    for i in range(int(sys.argv[2])):
+        f.write('1000\nenergy=%.3f pbc="F F F"\n' % (-1.0 * i))
+        f.write("".join("H %.2f %.2f 0\n" % (k * 0.01, i * 0.01) for k in range(1000)))
+PYEOF2
+D=$WORK/f6
+small_disk_server "$D" 4m --workers 0 --min-free 0 || { finish; exit 1; }
+req POST "/v1/datasets?name=big" --data-binary @"$WORK/big.xyz.gz"
+expect "F6: an upload whose dataset (500,000 atoms) does not fit on a 4 MB disk: 507, not 422" "$STATUS" 507
+expect_match "... saying the disk is full" "$(jget "$BODY" 'j["detail"]')" "^cannot store the dataset: the server's disk is full"
+req GET /v1/datasets
+expect "... nothing of it is listed" "$(jget "$BODY" 'len(j["datasets"])')" 0
+req POST "/v1/datasets?name=demo" --data-binary @"$DEMO"
+expect "... and the server goes on: a small upload is stored (201)" "$STATUS" 201
+stop_server "$SERVER_PID" TERM
+small_disk_server "$D" 4m --workers 0 --min-free 100000000 || { finish; exit 1; }
+req GET /readyz
+expect "F6: below the operator's minimum of free space, /readyz: 503" "$STATUS:$(jget "$BODY" 'j["checks"]["disk"]["ok"]')" "503:False"
+req POST "/v1/datasets?name=demo" --data-binary @"$DEMO"
+expect "... and an upload is refused up front: 507" "$STATUS" 507
+expect_match "... saying why" "$(jget "$BODY" 'j["detail"]')" "^the server's data directory has [0-9.]+ MiB free, below its minimum of 95.4 MiB"
+req POST /v1/jobs "${J[@]}" --data '{"dataset":"ds_0000000000000000"}'
+expect "... and so is a new job: 507" "$STATUS" 507
+stop_server "$SERVER_PID" TERM
 finish
