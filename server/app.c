@@ -400,6 +400,9 @@ int pt_app_start(pt_app *app, char *err, size_t errlen)
     hc.heavy_threads = app->opt.limits.heavy_threads ? app->opt.limits.heavy_threads : 2;
     hc.heavy_queue = app->opt.limits.heavy_queue;
     hc.heavy_deadline_s = app->opt.limits.heavy_deadline_s;
+    /* without tokens, the browser is the only guard: same-origin only */
+    hc.same_origin_only = !app->opt.auth;
+    hc.host_name = app->host;
     if (app->opt.stop_grace_s) hc.stop_grace_ms = app->opt.stop_grace_s * 1000;
     char why[512];
     if (pt_http_init(&app->http, &hc, &app->router, why, sizeof why) != 0) {

@@ -37,6 +37,8 @@ void pt_http_config_defaults(pt_http_config *cfg)
     cfg->stop_grace_ms = 5000;
     cfg->heavy_threads = 2;
     cfg->heavy_queue = 8;
+    cfg->max_target_bytes = 8192;
+    cfg->max_header_bytes = 16384;
     cfg->upload_max = 2ull << 30;
     cfg->json_max = 1u << 20;
 }
@@ -55,6 +57,10 @@ static enum MHD_Result send_response(pt_request *req, pt_response resp)
     if (!resp.mhd) resp = pt_problem(500, "the server ran out of memory building the response");
     if (!resp.mhd) return MHD_NO;
     MHD_add_response_header(resp.mhd, "X-Content-Type-Options", "nosniff");
+    /* no page of this server may be framed (clickjacking), and the
+     * dashboard runs only its own scripts */
+    MHD_add_response_header(resp.mhd, "X-Frame-Options", "DENY");
+    MHD_add_response_header(resp.mhd, "Content-Security-Policy", PT_HTTP_CSP);
     req->status = resp.status;
     req->queued_ns = now_ns();
     req->phase = PT_PHASE_DONE;
@@ -136,6 +142,89 @@ static enum MHD_Result run_handler(pt_http *h, pt_request *req)
     }
 }
 
+/* --- browser-facing checks (issue 17 F9) ------------------------------------------------ */
+
+/* The host of "host", "host:port", "[v6]:port" or "scheme://host[:port]/..."
+ * into out; "" when there is none. */
+static void host_part(const char *v, char *out, size_t cap)
+{
+    const char *p = strstr(v, "://");
+    p = p ? p + 3 : v;
+    size_t n;
+    if (*p == '[') {
+        p++;
+        n = strcspn(p, "]");
+    } else {
+        n = strcspn(p, ":/");
+    }
+    snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), p);
+}
+
+static int host_allowed(const pt_http *h, const char *host)
+{
+    if (!strcasecmp(host, "localhost") || !strncmp(host, "127.", 4) || !strcmp(host, "::1")) return 1;
+    if (!strcasecmp(host, h->bind_address)) return 1;
+    return h->cfg.host_name && h->cfg.host_name[0] && !strcasecmp(host, h->cfg.host_name);
+}
+
+/* 0, or -1 with *resp a 403: a Host another name points here (a rebinding
+ * page would read and cancel), or an Origin of another site (its page
+ * would upload and submit, "simple" requests need no preflight). */
+static int foreign_request(pt_http *h, pt_request *req, pt_response *resp)
+{
+    char host[256];
+    const char *v = pt_request_header(req, MHD_HTTP_HEADER_HOST);
+    host_part(v ? v : "", host, sizeof host);
+    if (!host_allowed(h, host)) {
+        *resp = pt_problem(403, "Host '%.100s' is not this server's name: without tokens (auth off) only "
+                           "loopback names and the server's own address are answered", v ? v : "");
+        return -1;
+    }
+    v = pt_request_header(req, "Origin");
+    if (!v) return 0;
+    host_part(v, host, sizeof host);
+    if (strcmp(v, "null") != 0 && host_allowed(h, host)) return 0;
+    *resp = pt_problem(403, "requests from another site's page (Origin '%.100s') are refused: without tokens "
+                       "(auth off) only this server's own pages may call it", v);
+    return -1;
+}
+
+static enum MHD_Result add_header_size(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    *(size_t *)cls += strlen(key) + (value ? strlen(value) : 0) + 4;
+    return MHD_YES;
+}
+
+/* libmicrohttpd answers a request line or headers past its memory with a
+ * page of HTML; below that, ours say so as problem+json. */
+static int too_long(pt_http *h, pt_request *req, pt_response *resp)
+{
+    if (strlen(req->target) > h->cfg.max_target_bytes) {
+        *resp = pt_problem(414, "the request target is longer than %u bytes", h->cfg.max_target_bytes);
+        return -1;
+    }
+    size_t bytes = 0;
+    MHD_get_connection_values(req->conn, MHD_HEADER_KIND, add_header_size, &bytes);
+    if (bytes > h->cfg.max_header_bytes) {
+        *resp = pt_problem(431, "the request's headers take more than %u bytes", h->cfg.max_header_bytes);
+        return -1;
+    }
+    return 0;
+}
+
+/* A JSON route takes only Content-Type application/json: a form or plain
+ * text (what another site's page can send without asking) is refused. */
+static int json_type_ok(pt_request *req, pt_response *resp)
+{
+    const char *ct = pt_request_header(req, MHD_HTTP_HEADER_CONTENT_TYPE);
+    size_t n = strlen("application/json");
+    if (ct && !strncasecmp(ct, "application/json", n) && (!ct[n] || ct[n] == ';' || ct[n] == ' ')) return 0;
+    *resp = pt_problem(415, "the body must be JSON sent as Content-Type: application/json (got %s%.100s%s)",
+                       ct ? "'" : "", ct ? ct : "none", ct ? "'" : "");
+    return -1;
+}
+
 /* --- the phases of a request -------------------------------------------------------- */
 
 static uint64_t content_length(struct MHD_Connection *conn, int *known)
@@ -167,6 +256,8 @@ static pt_response too_large(uint64_t limit)
 static int request_route(pt_http *h, pt_request *req, pt_response *resp)
 {
     char err[256];
+    if (too_long(h, req, resp) != 0) return -1;
+    if (h->cfg.same_origin_only && foreign_request(h, req, resp) != 0) return -1;
     if (pt_request_parse(req, err, sizeof err) != 0) {
         *resp = pt_problem(400, "%s", err);
         return -1;
@@ -193,6 +284,7 @@ static int request_route(pt_http *h, pt_request *req, pt_response *resp)
     req->matched = m.route;
     const pt_route *route = m.route;
     if (pt_router_authenticate(h->router, route, req, resp) != 0) return -1;
+    if (route->body == PT_BODY_JSON && json_type_ok(req, resp) != 0) return -1;
 
     int known = 0;
     uint64_t declared = content_length(req->conn, &known);
@@ -458,6 +550,8 @@ static void apply_defaults(pt_http_config *c)
     if (!c->upload_max) c->upload_max = d.upload_max;
     if (!c->json_max) c->json_max = d.json_max;
     if (!c->heavy_threads) c->heavy_threads = d.heavy_threads;
+    if (!c->max_target_bytes) c->max_target_bytes = d.max_target_bytes;
+    if (!c->max_header_bytes) c->max_header_bytes = d.max_header_bytes;
 }
 
 /* Whether a listener already holds the address: the usual reason a server
@@ -531,6 +625,9 @@ int pt_http_init(pt_http *h, const pt_http_config *cfg, pt_router *router, char 
                                  MHD_OPTION_CONNECTION_LIMIT, h->cfg.max_connections,
                                  MHD_OPTION_PER_IP_CONNECTION_LIMIT, h->cfg.max_per_ip,
                                  MHD_OPTION_CONNECTION_TIMEOUT, h->cfg.idle_timeout_s,
+                                 /* room for our own 414/431 limits first */
+                                 MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                                 (size_t)(h->cfg.max_target_bytes + h->cfg.max_header_bytes) * 2 + 32768,
                                  MHD_OPTION_URI_LOG_CALLBACK, on_uri, h,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                                  MHD_OPTION_END);

@@ -30,6 +30,10 @@
 #include "server/http/router.h"
 #include "server/http/watch.h"
 
+/* Sent on every response with X-Frame-Options: DENY. */
+#define PT_HTTP_CSP "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " \
+                    "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+
 typedef struct pt_http_config {
     const char *bind_address;   /* host or numeric address; default "127.0.0.1" */
     unsigned port;              /* 0: any free port, see pt_http_port() */
@@ -41,6 +45,14 @@ typedef struct pt_http_config {
     unsigned heavy_threads;     /* PT_ROUTE_HEAVY handlers at once (offload.h); default 2 */
     unsigned heavy_queue;       /* ... and waiting for a thread, past which 503; default 8 */
     unsigned heavy_deadline_s;  /* a heavy handler is cancelled after this; 0 = none (default) */
+    /* Browser-facing checks for a server without tokens (issue 17 F9): a
+     * request whose Host is not a loopback name, bind_address or host_name
+     * (DNS rebinding), or whose Origin names another host (cross-site
+     * requests), is refused with 403. */
+    int same_origin_only;
+    const char *host_name;      /* also accepted as Host; NULL: none */
+    unsigned max_target_bytes;  /* longer request-target: 414 problem; default 8192 */
+    unsigned max_header_bytes;  /* larger header block: 431 problem; default 16384 */
     const char *upload_dir;     /* temp files of PT_BODY_FILE routes; default $TMPDIR or /tmp */
     uint64_t upload_max;        /* PT_BODY_FILE limit; default 2 GiB */
     size_t json_max;            /* PT_BODY_JSON (and stray body) limit; default 1 MiB */

@@ -94,39 +94,39 @@ expect "... the bad one failed, with the reason" \
   "$(grep -A1 '^event: failed$' "$WORK/ds_events" | grep -c 'bad.xyz:4: ')" 1
 
 # --- jobs: 422 with field paths, idempotency, 409 -------------------------------------------------
-req POST /v1/jobs "${A[@]}" --data "{\"dataset\":\"$DS\",\"training\":{\"epochs\":0,\"optimizer\":\"sgd\"}}"
+req POST /v1/jobs -H "Content-Type: application/json" "${A[@]}" --data "{\"dataset\":\"$DS\",\"training\":{\"epochs\":0,\"optimizer\":\"sgd\"}}"
 expect "invalid config: 422" "$STATUS" 422
 expect "... every problem with its path" "$(jget "$BODY" '",".join(e["field"] for e in j["errors"])')" \
   "training.epochs,training.optimizer"
-req POST /v1/jobs "${A[@]}" --data '{"dataset":"ds_0000000000000000"}'
+req POST /v1/jobs -H "Content-Type: application/json" "${A[@]}" --data '{"dataset":"ds_0000000000000000"}'
 expect "unknown dataset: 422" "$STATUS" 422
 # training on labels the dataset does not have (the QM9 demo: energies, no forces, no stress)
-req POST /v1/jobs "${A[@]}" --data "{\"dataset\":\"$DS\",\"training\":{\"loss\":{\"forces_weight\":1}}}"
+req POST /v1/jobs -H "Content-Type: application/json" "${A[@]}" --data "{\"dataset\":\"$DS\",\"training\":{\"loss\":{\"forces_weight\":1}}}"
 expect "a forces weight on a dataset without forces: 422" "$STATUS" 422
 expect "... at training.loss.forces_weight, saying why" \
   "$(jget "$BODY" 'j["errors"][0]["field"] + ": " + j["errors"][0]["message"]')" \
   "training.loss.forces_weight: forces weight 1, but none of the dataset's 64 structures has force labels (a per-atom 'forces' column); set it to 0 or \"auto\", or upload structures with forces"
-req POST /v1/jobs "${A[@]}" --data "{\"dataset\":\"$DS\",\"training\":{\"loss\":{\"stress_weight\":0.5}}}"
+req POST /v1/jobs -H "Content-Type: application/json" "${A[@]}" --data "{\"dataset\":\"$DS\",\"training\":{\"loss\":{\"stress_weight\":0.5}}}"
 expect "a stress weight without stress labels: 422" "$STATUS" 422
 expect_match "... at training.loss.stress_weight" \
   "$(jget "$BODY" 'j["errors"][0]["field"] + ": " + j["errors"][0]["message"]')" \
   "^training.loss.stress_weight: stress weight 0.5, but none of the dataset's 64 structures has a stress label"
-req POST /v1/jobs "${A[@]}" --data "{\"dataset\":\"$DS\",\"forces_key\":\"atomic_forces\"}"
+req POST /v1/jobs -H "Content-Type: application/json" "${A[@]}" --data "{\"dataset\":\"$DS\",\"forces_key\":\"atomic_forces\"}"
 expect "a forces_key naming nothing: 422" "$STATUS" 422
 expect "... listing the dataset's force labels" \
   "$(jget "$BODY" 'j["errors"][0]["field"] + ": " + j["errors"][0]["message"]')" \
   "forces_key: 'atomic_forces' names no force labels of this dataset; its per-atom labels: none (no structure has force labels)"
-req POST /v1/jobs "${A[@]}" --data "{\"dataset\":\"$DS\",\"training\":{\"loss\":{\"forces_weight\":-1,\"energy\":\"per-atom\"}}}"
+req POST /v1/jobs -H "Content-Type: application/json" "${A[@]}" --data "{\"dataset\":\"$DS\",\"training\":{\"loss\":{\"forces_weight\":-1,\"energy\":\"per-atom\"}}}"
 expect "bad loss values: 422 with both paths" "$(jget "$BODY" '",".join(e["field"] for e in j["errors"])')" \
   "training.loss.forces_weight,training.loss.energy"
 KEY=(-H "Idempotency-Key: it-$$")
-req POST /v1/jobs "${A[@]}" "${KEY[@]}" --data "{\"dataset\":\"$DS\"}"
+req POST /v1/jobs -H "Content-Type: application/json" "${A[@]}" "${KEY[@]}" --data "{\"dataset\":\"$DS\"}"
 expect "submit with a key: 201" "$STATUS" 201
 JOB=$(jget "$BODY" 'j["id"]')
-req POST /v1/jobs "${A[@]}" "${KEY[@]}" --data "{\"dataset\":\"$DS\"}"
+req POST /v1/jobs -H "Content-Type: application/json" "${A[@]}" "${KEY[@]}" --data "{\"dataset\":\"$DS\"}"
 expect "same key, same body: 200" "$STATUS" 200
 expect "... the same job" "$(jget "$BODY" 'j["id"]')" "$JOB"
-req POST /v1/jobs "${A[@]}" "${KEY[@]}" --data "{\"dataset\":\"$DS\",\"training\":{\"epochs\":2}}"
+req POST /v1/jobs -H "Content-Type: application/json" "${A[@]}" "${KEY[@]}" --data "{\"dataset\":\"$DS\",\"training\":{\"epochs\":2}}"
 expect "same key, other body: 422" "$STATUS" 422
 req DELETE "/v1/datasets/$DS" "${A[@]}"
 expect "delete a dataset in use: 409" "$STATUS" 409
@@ -138,13 +138,13 @@ req POST "/v1/jobs/$JOB/cancel" "${A[@]}"
 expect "cancel it again: 409" "$STATUS" 409
 
 # --- ZeRO: a model whose replicas do not fit at stage 0 is refused naming the stage that fits ---
-req POST /v1/jobs "${A[@]}" --data "{\"dataset\":\"$DS\",\"model\":{\"hidden\":2048,\"filters\":2048,\"interactions\":6},\"backend\":{\"replication_factor\":4}}"
+req POST /v1/jobs -H "Content-Type: application/json" "${A[@]}" --data "{\"dataset\":\"$DS\",\"model\":{\"hidden\":2048,\"filters\":2048,\"interactions\":6},\"backend\":{\"replication_factor\":4}}"
 expect "H=F=2048 T=6 at R=4 over 900 MB per replica: 422" "$STATUS" 422
 expect_match "... at backend.zero_stage, naming a stage that would fit" \
   "$(jget "$BODY" '[e["field"] + ": " + e["message"] for e in j["errors"]][0]')" \
   "^backend.zero_stage: a replica needs [0-9.]+ MB, [0-9.]+ MB more than the 900 MB of device memory at ZeRO stage 0; backend.zero_stage [123]( with backend.offload_optimizer true)? would fit"
 ZS=$(jget "$BODY" 'j["errors"][0]["message"].split("backend.zero_stage ")[1].split(" ")[0]')
-req POST /v1/jobs "${A[@]}" --data "{\"dataset\":\"$DS\",\"model\":{\"hidden\":2048,\"filters\":2048,\"interactions\":6},\"backend\":{\"replication_factor\":4,\"zero_stage\":$ZS,\"offload_optimizer\":true},\"training\":{\"epochs\":1}}"
+req POST /v1/jobs -H "Content-Type: application/json" "${A[@]}" --data "{\"dataset\":\"$DS\",\"model\":{\"hidden\":2048,\"filters\":2048,\"interactions\":6},\"backend\":{\"replication_factor\":4,\"zero_stage\":$ZS,\"offload_optimizer\":true},\"training\":{\"epochs\":1}}"
 expect "... with zero_stage $ZS (and offload) it is accepted: 201" "$STATUS" 201
 expect "... stored with its stage" "$(jget "$BODY" 'j["config"]["backend"]["zero_stage"]')" "$ZS"
 ZJOB=$(jget "$BODY" 'j["id"]')
@@ -207,13 +207,13 @@ req GET /healthz
 expect "/healthz says bf16 jobs are refused" "$(jget "$BODY" 'j["bf16"]')" False
 req POST "/v1/datasets?name=demo.extxyz" --data-binary @"$DEMO"
 DS4=$(jget "$BODY" 'j["id"]')
-req POST /v1/jobs --data "{\"dataset\":\"$DS4\",\"training\":{\"precision\":\"bf16\"}}"
+req POST /v1/jobs -H "Content-Type: application/json" --data "{\"dataset\":\"$DS4\",\"training\":{\"precision\":\"bf16\"}}"
 expect "a bf16 job: 422" "$STATUS" 422
 expect "... problem+json" "$(header Content-Type)" "application/problem+json"
 expect "... at training.precision" "$(jget "$BODY" '",".join(e["field"] for e in j["errors"])')" "training.precision"
 expect_match "... saying what the CPU lacks" "$(jget "$BODY" 'j["errors"][0]["message"]')" \
   '^training.precision "bf16" needs a CPU with AVX512-BF16; this CPU lacks .*avx512_bf16 \(hidden by PACKTRAIN_CPU_HIDE_BF16\) - use "fp32"$'
-req POST /v1/jobs --data "{\"dataset\":\"$DS4\",\"training\":{\"precision\":\"fp32\"}}"
+req POST /v1/jobs -H "Content-Type: application/json" --data "{\"dataset\":\"$DS4\",\"training\":{\"precision\":\"fp32\"}}"
 expect "the same job in fp32: 201" "$STATUS" 201
 expect "... stored with its precision" "$(jget "$BODY" 'j["config"]["training"]["precision"]')" fp32
 stop_server "$SERVER_PID" TERM

@@ -358,4 +358,47 @@ expect_match "... saying why" "$(jget "$BODY" 'j["detail"]')" "^the server's dat
 req POST /v1/jobs "${J[@]}" --data '{"dataset":"ds_0000000000000000"}'
 expect "... and so is a new job: 507" "$STATUS" 507
 stop_server "$SERVER_PID" TERM
+
+# --- F9: browser-facing safety of a server without tokens (the documented default) ----------------
+# The attack: with auth off on loopback, another site's page posted
+# "simple" cross-origin requests (text/plain, forms) that uploaded datasets
+# and submitted jobs; any Host was answered, so a DNS-rebinding page could
+# read and cancel; no X-Frame-Options/CSP; an over-long request line got an
+# HTML 414 page.  403/414/431 here are HTTP-level answers outside the
+# document's operations, so they are read with plain curl.
+D=$WORK/f9
+start_server "$D" --workers 0 || { finish; exit 1; }
+req POST "/v1/datasets?name=demo" --data-binary @"$DEMO"
+DS9=$(jget "$BODY" 'j["id"]')
+req POST /v1/jobs -H 'Content-Type: text/plain' --data '{"dataset":"'"$DS9"'"}'
+expect "F9: a job sent as text/plain (what another site's page may post without asking): 415" "$STATUS" 415
+req POST /v1/jobs --data '{"dataset":"'"$DS9"'"}'
+expect "... or as a form (curl's default): 415" "$STATUS" 415
+req POST /v1/jobs "${J[@]}" --data '{"dataset":"'"$DS9"'"}'
+expect "... as application/json: 201" "$STATUS" 201
+st=$(curl -s -o "$WORK/o.json" -w '%{http_code}' -H 'Origin: http://evil.example' -H 'Content-Type: text/plain' \
+  --data-binary @"$DEMO" "$BASE/v1/datasets?name=x")
+expect "F9: an upload from another site's page (Origin http://evil.example): 403" "$st" 403
+expect_match "... saying why" "$(jget "$WORK/o.json" 'j["detail"]')" "^requests from another site's page \(Origin 'http://evil.example'\) are refused"
+st=$(curl -s -o /dev/null -w '%{http_code}' -H "Origin: http://127.0.0.1:$PORT" --data-binary @"$DEMO" \
+  "$BASE/v1/datasets?name=same")
+expect "... from the server's own page (its own Origin): 201" "$st" 201
+st=$(curl -s -o "$WORK/h.json" -w '%{http_code}' -H "Host: rebound.example:$PORT" "$BASE/v1/datasets")
+expect "F9: a request whose Host is another name (DNS rebinding): 403" "$st" 403
+expect_match "... saying why" "$(jget "$WORK/h.json" 'j["detail"]')" "^Host 'rebound.example:[0-9]+' is not this server's name"
+req GET /v1/datasets -H "Host: localhost:$PORT"
+expect "... Host localhost: 200" "$STATUS" 200
+req GET /
+expect "F9: the dashboard cannot be framed: X-Frame-Options" "$(header X-Frame-Options)" DENY
+expect_match "... and has a Content-Security-Policy with frame-ancestors 'none'" "$(header Content-Security-Policy)" \
+  "default-src 'self'.*frame-ancestors 'none'"
+LONG=$(head -c 9000 /dev/zero | tr '\0' a)
+st=$(curl -s -o "$WORK/l.json" -D "$WORK/l.h" -w '%{http_code}' "$BASE/v1/datasets?x=$LONG")
+expect "F9: an over-long request line: 414 as problem+json, not an HTML page" \
+  "$st:$(grep -i '^content-type:' "$WORK/l.h" | tr -d '\r' | cut -d' ' -f2)" "414:application/problem+json"
+st=$(curl -s -o "$WORK/l.json" -D "$WORK/l.h" -w '%{http_code}' -H "X-Big: $(head -c 20000 /dev/zero | tr '\0' a)" \
+  "$BASE/healthz")
+expect "... headers past 16 KB: 431 as problem+json" \
+  "$st:$(grep -i '^content-type:' "$WORK/l.h" | tr -d '\r' | cut -d' ' -f2)" "431:application/problem+json"
+stop_server "$SERVER_PID" TERM
 finish

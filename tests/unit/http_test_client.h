@@ -90,15 +90,34 @@ static inline CURLcode tc_perform(CURL *c, const char *method, const char *url, 
     return out->rc;
 }
 
-/* One request on a fresh handle.  `body` NULL sends none. */
+/* One request on a fresh handle.  `body` NULL sends none.  A body sent
+ * without a Content-Type in `headers` gets the one a client of the API
+ * sends: application/json for a JSON text ('{' or '[' first),
+ * application/octet-stream for a file (libcurl would say it is a form,
+ * which JSON routes refuse: issue 17 F9). */
 static inline CURLcode tc_request(const char *method, const char *url, const char *const *headers,
                                   const char *body, size_t len, tc_resp *out)
 {
     CURL *c = curl_easy_init();
+    const char *with_type[40];
     if (body) {
         curl_easy_setopt(c, CURLOPT_POST, 1L);
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+        size_t n = 0;
+        int typed = 0;
+        for (; headers && headers[n] && n < 38; n++) {
+            with_type[n] = headers[n];
+            typed |= !strncasecmp(headers[n], "Content-Type:", 13);
+        }
+        if (!typed) {
+            size_t i = 0;
+            while (i < len && (body[i] == ' ' || body[i] == '\n')) i++;
+            int json = i == len || body[i] == '{' || body[i] == '[';   /* empty: a JSON route's test */
+            with_type[n++] = json ? "Content-Type: application/json" : "Content-Type: application/octet-stream";
+            with_type[n] = NULL;
+            headers = with_type;
+        }
     }
     CURLcode rc = tc_perform(c, method, url, headers, out);
     curl_easy_cleanup(c);

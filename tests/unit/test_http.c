@@ -486,7 +486,8 @@ static void *client_thread(void *arg)
             snprintf(want, sizeof want, "{\"id\":\"p%d\",\"body\":{\"i\":%d}}\n", w->id, i);
             curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
             curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-            tc_perform(c, "POST", url, NULL, &r);
+            static const char *const json[] = {"Content-Type: application/json", NULL};
+            tc_perform(c, "POST", url, json, &r);
         }
         if (r.rc == CURLE_OK && (r.status == 200 || r.status == 201) && r.body && !strcmp(r.body, want)) w->ok++;
         else w->failed++;
