@@ -52,8 +52,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   # A fresh machine may be running its first unattended upgrade: wait for
   # the dpkg lock instead of failing.  apt's output goes to a log shown only
-  # when the install fails.
-  apt=(apt-get -o DPkg::Lock::Timeout=600)
+  # when the install fails; in English (LC_ALL=C), as its lines are read below.
+  apt=(env LC_ALL=C apt-get -o DPkg::Lock::Timeout=600)
   log=$(mktemp); trap 'rm -f "$log"' EXIT
   start=$SECONDS
   # An old or missing package index (a new machine has none) is the usual
@@ -67,7 +67,12 @@ if [ ${#missing[@]} -gt 0 ]; then
           echo "packtrain: the package index could not be downloaded: is the network (or the mirror in /etc/apt) reachable? See README, Troubleshooting" >&2
         exit 1; }
   fi
-  echo "packtrain: installed in $((SECONDS - start)) s" >&2
+  # what apt did, from its own summary lines (README's set-up table and
+  # tests/fresh_check.sh quote them)
+  n=$(grep -oE '[0-9]+ newly installed' "$log" | tail -1 | cut -d' ' -f1 || true)
+  get=$(sed -nE 's/^Need to get ([0-9.,]+ [kMG]?B).*/\1/p' "$log" | tail -1)
+  disk=$(sed -nE 's/^After this operation, ([0-9.,]+ [kMG]?B).*/\1/p' "$log" | tail -1)
+  echo "packtrain: installed in $((SECONDS - start)) s: ${n:-?} packages, ${get:-?} downloaded, ${disk:-?} of disk" >&2
 fi
 
 # npm_tool DIR PACKAGE WHAT: `npm ci` in DIR unless PACKAGE is there at the

@@ -529,3 +529,9 @@ printf '  %-22s %s\n' "make test" "$(secs $t_test)"
 printf '  %-22s %s\n' "packtrain train" "$(secs $t_train)"
 printf '  %-22s %s\n' "all three" "$(secs $total)"
 printf '  %-22s %s\n' "build check" "$(secs $t_rebuild)"
+# What each command installed, as docker/install-deps.sh reported it (apt's
+# package count, download and disk; npm's packages), for the README's table.
+echo "what each command installed:"
+for f in make-run make-test train; do
+  grep -hE '^packtrain: (installing|installed in) ' "$logs/$f.log" 2>/dev/null | sed "s/^packtrain: /  $f: /" || true
+done
