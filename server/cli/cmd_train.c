@@ -62,6 +62,31 @@ static void print_line(void *user, const pt_train_metrics *m, const char *json)
     fflush(stdout);
 }
 
+/* The closing lines of a run that ended well, on stderr. */
+static void print_summary(const pt_train_result *res, const char *data, const char *config,
+                          const char *out)
+{
+    fprintf(stderr,
+            "packtrain train: %lld steps, %d epochs in %.1f s (%s); best epoch %d: "
+            "val MAE %.6g RMSE %.6g, test MAE %.6g RMSE %.6g; model in %s/model.safetensors\n",
+            (long long)res->steps, (int)res->epochs, res->seconds, res->stop_reason,
+            (int)res->best_epoch, res->best_val_mae, res->best_val_rmse, res->test_mae,
+            res->test_rmse, out);
+    if (res->loss.forces)
+        fprintf(stderr, "packtrain train: forces (eV/A): best val MAE %.6g RMSE %.6g, test "
+                "MAE %.6g RMSE %.6g; predicting zero forces: test MAE %.6g\n",
+                res->best_val_forces_mae, res->best_val_forces_rmse, res->test_forces_mae,
+                res->test_forces_rmse, res->test_forces_zero_mae);
+    if (res->loss.w.stress > 0.0)
+        fprintf(stderr, "packtrain train: stress (eV/A^3): best val MAE %.6g, test MAE "
+                "%.6g RMSE %.6g\n", res->best_val_stress_mae, res->test_stress_mae,
+                res->test_stress_rmse);
+    if (!strcmp(res->stop_reason, "cancelled") && res->last_checkpoint[0])
+        fprintf(stderr, "packtrain train: to continue: packtrain train %s%s%s --out %s "
+                "--resume %s\n", data, config ? " --config " : "", config ? config : "",
+                out, res->last_checkpoint);
+}
+
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -194,30 +219,17 @@ int pt_cmd_train(int argc, char **argv)
     rc = pt_run_train(&cfg, &ds, out, &opt, &res, &errs);
     sigaction(SIGINT, &old, NULL);
 
+    /* the ranks of an MPI job end with the same result: rank 0 alone says it,
+     * as it alone prints the metrics lines and writes the files */
+    int rank = 0, size = 1;
+    pt_mpi_world(&rank, &size);
     if (rc != 0) {
         pt_cli_print_errors("packtrain train", &errs);
     } else {
-        fprintf(stderr,
-                "packtrain train: %lld steps, %d epochs in %.1f s (%s); best epoch %d: "
-                "val MAE %.6g RMSE %.6g, test MAE %.6g RMSE %.6g; model in %s/model.safetensors\n",
-                (long long)res.steps, (int)res.epochs, res.seconds, res.stop_reason,
-                (int)res.best_epoch, res.best_val_mae, res.best_val_rmse, res.test_mae,
-                res.test_rmse, out);
-        if (res.loss.forces)
-            fprintf(stderr, "packtrain train: forces (eV/A): best val MAE %.6g RMSE %.6g, test "
-                    "MAE %.6g RMSE %.6g; predicting zero forces: test MAE %.6g\n",
-                    res.best_val_forces_mae, res.best_val_forces_rmse, res.test_forces_mae,
-                    res.test_forces_rmse, res.test_forces_zero_mae);
-        if (res.loss.w.stress > 0.0)
-            fprintf(stderr, "packtrain train: stress (eV/A^3): best val MAE %.6g, test MAE "
-                    "%.6g RMSE %.6g\n", res.best_val_stress_mae, res.test_stress_mae,
-                    res.test_stress_rmse);
-        if (!strcmp(res.stop_reason, "cancelled") && res.last_checkpoint[0])
-            fprintf(stderr, "packtrain train: to continue: packtrain train %s%s%s --out %s "
-                    "--resume %s\n", data, config ? " --config " : "", config ? config : "",
-                    out, res.last_checkpoint);
+        if (rank == 0) print_summary(&res, data, config, out);
         if (limit.exceeded && !interrupted) {
-            fprintf(stderr, "packtrain train: exceeded max_runtime_seconds=%g\n", limit.limit_s);
+            if (rank == 0)
+                fprintf(stderr, "packtrain train: exceeded max_runtime_seconds=%g\n", limit.limit_s);
             rc = -1;
         }
     }

@@ -140,6 +140,7 @@ expect "... below the MAE of zero forces" \
 expect "train with ranks 2, no launcher: the run succeeds" "$?" 0
 expect_match "... saying it starts the ranks" "$(cat "$WORK/self2.err")" 'starting 2 ranks'
 expect_match "... which run as an MPI world of 2" "$(cat "$WORK/self2.err")" 'mpi: 2 ranks \(2 on this host\)'
+expect "... one closing summary (rank 0 alone says it)" "$(count ' epochs in ' "$WORK/self2.err")" 1
 check "... the model of the one-process run, byte for byte" same_bytes "$WORK/self2/model.safetensors" "$WORK/o2/model.safetensors"
 expect "... one metrics line per step (rank 0 alone prints)" "$(count '"kind":"step"' "$WORK/self2.out")" \
   "$(count '"kind":"step"' "$WORK/o2.out")"
