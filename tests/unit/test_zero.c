@@ -11,6 +11,7 @@
  *   - replicas 1, 2, 3 (uneven shards) and 4, accumulation 1, 2, 4;
  *   - inside pt_train_run: a run stopped at a checkpoint and resumed under
  *     the same layout ends with the parameters of a run that never stopped;
+ *     under another stage the resume is refused as another configuration;
  *   - what a replica allocates equals the memory plan of its stage;
  *   - the offload's charged link time is 16 bytes per shard parameter per
  *     step at PT_ZERO_LINK_GBPS;
@@ -334,6 +335,28 @@ static void test_checkpoint_resume(void **state)
         assert_memory_equal(resumed, whole, n * sizeof(float));
         free(resumed);
         free(whole);
+        /* another layout (the next stage, or stage 0) is another configuration:
+         * refused, never re-sharded */
+        pt_job_config cfg = F.cfg;
+        cfg.backend.replication_factor = 2;
+        cfg.backend.gradient_accumulation = 2;
+        cfg.batching.model_batch_size = 1;
+        cfg.backend.zero_stage = (stage + 1) % 4;
+        cfg.training.epochs = 2;
+        cfg.training.max_steps = 30;
+        cfg.training.log_every = 5;
+        pt_train_options opt = {.engine_open = pt_backend_open, .resume_path = ck};
+        pt_train_result res;
+        pt_errors_init(&errs, 0);
+        char c[300];
+        snprintf(c, sizeof c, "%s/c", dir);
+        assert_int_equal(pt_train_run(&cfg, &F.ds, c, &opt, &res, &errs), -1);
+        char msg[512];
+        pt_errors_first(&errs, msg, sizeof msg);
+        if (!strstr(msg, "the checkpoint was made with another job configuration"))
+            fail_msg("stage %d checkpoint resumed at stage %d: %s", stage, cfg.backend.zero_stage,
+                     msg);
+        pt_errors_close(&errs);
     }
     free(ref);
     rm_rf(dir);
