@@ -589,7 +589,7 @@ int pt_mpi_train_run(const pt_job_config *cfg, const pt_dataset *ds, const char 
         pt_bf16_set_threads(rank_threads(0));
     }
     pt_train_layout l;
-    pt_train_layout_resolve(&l, cfg, pt_online_cores(), errs);
+    pt_train_layout_resolve(&l, cfg, pt_online_cores(), 0, errs);   /* for R only: forces change A, b */
     int per = l.replicas / (g_mpi.size > 0 ? g_mpi.size : 1), t = rank_threads(cfg->backend.threads);
     if (g_mpi.rank == 0)
         fprintf(stderr, "packtrain: mpi: %d ranks (%d on this host), %d replica%s and %d BLAS "

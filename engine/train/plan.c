@@ -27,7 +27,7 @@ static int32_t pow2_floor(int64_t x)
     return p;
 }
 
-int pt_train_layout_resolve(pt_train_layout *l, const pt_job_config *cfg, int cores,
+int pt_train_layout_resolve(pt_train_layout *l, const pt_job_config *cfg, int cores, int forces,
                             pt_errors *errs)
 {
     (void)errs;
@@ -45,6 +45,10 @@ int pt_train_layout_resolve(pt_train_layout *l, const pt_job_config *cfg, int co
     if (l->micro_packs == 0) {
         int64_t b = G / ((int64_t)l->replicas * A);
         l->micro_packs = b > 0 ? (int32_t)b : 1;
+        if (forces) {   /* micro-batches of one pack, as many more of them */
+            l->accumulation = A * l->micro_packs;
+            l->micro_packs = 1;
+        }
     }
     return 0;
 }
@@ -204,7 +208,7 @@ int pt_train_plan_init(pt_train_plan *p, const pt_job_config *cfg, const pt_data
              plan_packer(p, cfg, &p->val_pk, p->split.val, p->split.n_val, errs) ||
              (p->split.n_test &&
               plan_packer(p, cfg, &p->test_pk, p->split.test, p->split.n_test, errs));
-    if (rc == 0) rc = pt_train_layout_resolve(&p->layout, cfg, cores, errs);
+    if (rc == 0) rc = pt_train_layout_resolve(&p->layout, cfg, cores, p->loss.forces, errs);
     if (rc != 0) {
         pt_train_plan_close(p);
         return -1;

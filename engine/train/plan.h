@@ -48,6 +48,13 @@
  *            is PT_JOB_AUTO_GLOBAL_PACKS = 16 packs whatever the machine, as
  *            long as A is a power of two <= 16 (R and A powers of two also
  *            keep every split of it one pairwise reduction tree).
+ *            A job trained on forces: 1 pack, and each replica runs
+ *            16 / (R·A) times as many micro-batches instead (A·16/(R·A)):
+ *            the same global batch and optimizer step, but the force step's
+ *            arena (about twice an energy step's) stays in cache — on water
+ *            clusters a step of micro-batches of 1 pack ran ~1.5x faster than
+ *            of 8, in 1/8 of the memory (bench/bench_forces.sh,
+ *            docs/forces.md).
  * So the global batch never depends on the machine: a default job takes the
  * same optimizer steps on 1 core or 64, and its numbers differ across core
  * counts only by float rounding (a micro-batch of 8 packs sums its
@@ -90,8 +97,9 @@ int64_t pt_train_layout_global_packs(const pt_train_layout *l);
 int pt_online_cores(void);
 
 /* The layout of a valid cfg on this machine (cores: this host's, as
- * pt_online_cores gives them).  Returns 0, or -1 with errs filled. */
-int pt_train_layout_resolve(pt_train_layout *l, const pt_job_config *cfg, int cores,
+ * pt_online_cores gives them; forces: the job's steps compute forces,
+ * pt_train_loss.forces).  Returns 0, or -1 with errs filled. */
+int pt_train_layout_resolve(pt_train_layout *l, const pt_job_config *cfg, int cores, int forces,
                             pt_errors *errs);
 
 /* What the optimizer minimises on this dataset (training.loss resolved). */

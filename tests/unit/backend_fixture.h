@@ -147,8 +147,9 @@ __attribute__((unused)) static pt_train_data data_for(pt_job_config *cfg, int R,
                        .model = &F.model, .limits = F.packer.limits};
     pt_errors errs;
     pt_errors_init(&errs, 0);
-    assert_int_equal(pt_train_layout_resolve(&d.layout, cfg, pt_online_cores(), &errs), 0);
     assert_int_equal(pt_train_loss_resolve(&d.loss, cfg, &F.ds, &errs), 0);
+    assert_int_equal(pt_train_layout_resolve(&d.layout, cfg, pt_online_cores(), d.loss.forces,
+                                             &errs), 0);
     pt_errors_close(&errs);
     return d;
 }

@@ -66,7 +66,7 @@ static pt_train_layout layout_of(const pt_job_config *cfg, int b)
     pt_train_layout l;
     pt_errors errs;
     pt_errors_init(&errs, 0);
-    assert_int_equal(pt_train_layout_resolve(&l, cfg, 1, &errs), 0);
+    assert_int_equal(pt_train_layout_resolve(&l, cfg, 1, 0, &errs), 0);
     pt_errors_close(&errs);
     l.micro_packs = b;
     return l;

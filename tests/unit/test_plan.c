@@ -41,14 +41,19 @@ static int teardown(void **state)
     return 0;
 }
 
-static pt_train_layout layout(const pt_job_config *cfg, int cores)
+static pt_train_layout layout_of(const pt_job_config *cfg, int cores, int forces)
 {
     pt_train_layout l;
     pt_errors errs;
     pt_errors_init(&errs, 0);
-    assert_int_equal(pt_train_layout_resolve(&l, cfg, cores, &errs), 0);
+    assert_int_equal(pt_train_layout_resolve(&l, cfg, cores, forces, &errs), 0);
     pt_errors_close(&errs);
     return l;
+}
+
+static pt_train_layout layout(const pt_job_config *cfg, int cores)
+{
+    return layout_of(cfg, cores, 0);
 }
 
 static void expect_layout(const pt_job_config *cfg, int cores, int R, int b, int threads)
@@ -92,6 +97,42 @@ static void test_auto_layout(void **state)
     cfg.batching.model_batch_size = 3;
     expect_layout(&cfg, 4, 1, 3, 4);
     expect_layout(&cfg, 1, 1, 3, 1);
+}
+
+/* A job trained on forces: micro-batches of one pack, as many more of them
+ * (the global batch unchanged); given values are kept. */
+static void test_auto_layout_forces(void **state)
+{
+    (void)state;
+    pt_job_config cfg;
+    pt_job_config_defaults(&cfg);
+    static const int want[][4] = {{1, 1, 16}, {2, 2, 8}, {6, 4, 4}, {16, 16, 1}, {64, 16, 1}};
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        pt_train_layout l = layout_of(&cfg, want[k][0], 1);
+        assert_int_equal(l.replicas, want[k][1]);
+        assert_int_equal(l.accumulation, want[k][2]);
+        assert_int_equal(l.micro_packs, 1);
+    }
+    for (int cores = 1; cores <= 64; cores++) {
+        pt_train_layout l = layout_of(&cfg, cores, 1), e = layout(&cfg, cores);
+        assert_int_equal(pt_train_layout_global_packs(&l), PT_JOB_AUTO_GLOBAL_PACKS);
+        assert_int_equal(l.replicas, e.replicas);
+        assert_int_equal(l.threads, e.threads);
+    }
+    cfg.backend.gradient_accumulation = 2;
+    pt_train_layout l = layout_of(&cfg, 2, 1);
+    assert_int_equal(l.replicas * 100 + l.accumulation * 10 + l.micro_packs, 281);
+    /* model_batch_size given: kept, as for energy */
+    cfg.backend.gradient_accumulation = 1;
+    cfg.batching.model_batch_size = 4;
+    l = layout_of(&cfg, 2, 1);
+    assert_int_equal(l.replicas * 100 + l.accumulation * 10 + l.micro_packs, 114);
+    /* kind mpi: R = ranks, b = 1 */
+    pt_job_config_defaults(&cfg);
+    cfg.backend.kind = PT_JOB_BACKEND_MPI;
+    cfg.backend.ranks = 2;
+    l = layout_of(&cfg, 8, 1);
+    assert_int_equal(l.replicas * 100 + l.accumulation * 10 + l.micro_packs, 281);
 }
 
 /* `ranks: N` alone means N replicas, one per rank. */
@@ -314,6 +355,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_auto_layout),
         cmocka_unit_test(test_auto_layout_mpi),
+        cmocka_unit_test(test_auto_layout_forces),
         cmocka_unit_test(test_plan_built_or_counted),
         cmocka_unit_test(test_plan_errors),
         cmocka_unit_test(test_loss_resolved),
