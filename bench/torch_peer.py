@@ -13,10 +13,17 @@ it on a multi-core CPU:
            rank gradients is the gradient of the global batch's mean loss:
            the same optimizer step as one process on the whole batch.
 
-The step itself is a mode (STEPS): a function (model, batch) -> loss whose
-backward pass the driver runs.  "energy" is the MSE of the energy in target
-units.  Another mode (e.g. energy + forces with create_graph=True) is one
-more entry in STEPS; everything else (layouts, timing, DDP) is shared.
+The step itself is a mode (STEPS): a function (model, batch, n_global,
+world) -> loss whose backward pass the driver runs, with the data it needs
+(DATA: how structures are read, given graphs and collated).  "energy" is the
+MSE of the energy in target units.  "forces" trains energies and forces the
+way SchNetPack and NequIP do on CPU and as packtrain's training.loss "auto"
+does on data with forces: forces F = -dE/dr by torch.autograd.grad with
+create_graph=True from positions that require grad (edge vectors
+r_j + S·cell - r_i, periodic image shifts S from ASE's
+primitive_neighbor_list, as SchNetPack builds them), loss = MSE(E/N) +
+MSE(F components), then backward through the second derivatives.
+Everything else (layouts, timing, DDP) is shared.
 
 Target normalisation as packtrain's `normalize: "atomref"`
 (engine/data/normalize.h): per-element reference energies by minimum-norm
@@ -181,7 +188,98 @@ def energy_step(model, batch, n_global, world):
     return ((pred - y) ** 2).sum() * (world / n_global)
 
 
-STEPS = {"energy": energy_step}
+def forces_step(model, batch, n_global, world):
+    """packtrain's default loss on data with forces (training.loss "auto"):
+    MSE of the energy per atom over the global batch's graphs plus MSE of
+    the force components over the global batch's components (the batch
+    carries that count), forces by autograd with create_graph=True, times
+    world as energy_step."""
+    z, pos0, ei, off, b, y, f_ref, natoms, n_comp = batch
+    pos = pos0.clone().requires_grad_(True)
+    vec = pos[ei[0]] - pos[ei[1]] + off
+    d = vec.norm(dim=-1)
+    e = model(z, ei, d, b, len(y))
+    f = -torch.autograd.grad(e.sum(), pos, create_graph=True)[0]
+    le = (((e - y) / natoms) ** 2).sum() / n_global
+    lf = ((f - f_ref) ** 2).sum() / n_comp
+    return (le + lf) * world
+
+
+STEPS = {"energy": energy_step, "forces": forces_step}
+
+
+# ---------------------------------------------------------------- data with forces
+
+def read_structures(path, key, n=None):
+    """The first n structures (all when None) of an extended-XYZ file with
+    energies `key` and forces, read by ASE: (z, pos, cell, pbc, energy,
+    forces) each.  (water_20k and emt_20k are in random order: a prefix is
+    a sample; ASE's reader is slow, so the whole file is not read.)"""
+    from ase.io import read
+    frames = read(path, index=":" if n is None else f":{n}")
+    out = []
+    for k, atoms in enumerate(frames):
+        e = atoms.info.get(key)
+        if e is None and atoms.calc is not None:
+            e = atoms.calc.results.get(key)
+        f = atoms.arrays.get("forces")
+        if f is None and atoms.calc is not None:
+            f = atoms.calc.results.get("forces")
+        if e is None or f is None:
+            sys.exit(f"torch_peer: {path}: structure {k} lacks '{key}' or forces")
+        out.append((torch.tensor(atoms.numbers, dtype=torch.long),
+                    torch.tensor(atoms.positions, dtype=torch.float32),
+                    torch.tensor(atoms.cell.array, dtype=torch.float32), atoms.pbc.copy(),
+                    float(e), torch.tensor(f, dtype=torch.float32)))
+    return out
+
+
+def periodic_graph(pos, cell, pbc, cutoff, max_neighbors):
+    """Edges j -> i (src, dst) and their constant S·cell, |r_j + S·cell - r_i|
+    < cutoff, the max_neighbors nearest per receiver (0: all), from ASE's
+    primitive_neighbor_list (which SchNetPack uses too)."""
+    from ase.neighborlist import primitive_neighbor_list
+    i, j, S, d = primitive_neighbor_list("ijSd", pbc, cell.double().numpy(),
+                                         pos.double().numpy(), cutoff, self_interaction=False)
+    i, j, d = torch.as_tensor(i), torch.as_tensor(j), torch.as_tensor(d)
+    S = torch.as_tensor(S, dtype=torch.float32).view(-1, 3)
+    if max_neighbors > 0 and len(i):
+        order = torch.argsort(i.double() * 1e6 + d)   # by receiver, then distance
+        i, j, S, d = i[order], j[order], S[order], d[order]
+        first = torch.zeros_like(i)
+        starts = torch.cat([torch.tensor([0]), torch.nonzero(i[1:] != i[:-1]).view(-1) + 1])
+        first[starts] = starts
+        rank = torch.arange(len(i)) - torch.cummax(first, 0)[0]
+        keep = rank < max_neighbors
+        i, j, S = i[keep], j[keep], S[keep]
+    return torch.stack([j, i]), S @ cell
+
+
+def with_periodic_graphs(structs, cutoff, max_neighbors):
+    """Each structure with its graph, built once (as a dataset's processed files)."""
+    return [(z, pos, e, f) + periodic_graph(pos, cell, pbc, cutoff, max_neighbors)
+            for z, pos, cell, pbc, e, f in structs]
+
+
+def collate_forces(items, n_comp_global):
+    """A batch of (z, pos, energy, forces, edge_index, offsets) items for
+    forces_step: concatenated atoms and positions, offset edges, a batch
+    vector, energies, forces, atoms per graph, and the global batch's force
+    components (the loss's denominator)."""
+    zs, ps, eis, offs, bs, ys, fs, ns, base = [], [], [], [], [], [], [], [], 0
+    for g, (z, pos, e, f, ei, off) in enumerate(items):
+        zs.append(z)
+        ps.append(pos)
+        eis.append(ei + base)
+        offs.append(off)
+        bs.append(torch.full((len(z),), g, dtype=torch.long))
+        ys.append(e)
+        fs.append(f)
+        ns.append(float(len(z)))
+        base += len(z)
+    return (torch.cat(zs), torch.cat(ps), torch.cat(eis, 1), torch.cat(offs), torch.cat(bs),
+            torch.tensor(ys, dtype=torch.float32), torch.cat(fs),
+            torch.tensor(ns, dtype=torch.float32), float(n_comp_global))
 
 
 # ---------------------------------------------------------------- layouts

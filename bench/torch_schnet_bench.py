@@ -18,6 +18,11 @@ atomref normalisation.  Each timed step is forward + loss + backward
 (+ DDP's gradient all-reduce) + Adam; under ddp the ranks are in lockstep
 (the all-reduce), and rank 0's clock is the step's.
 
+--mode forces (bench/bench_train_forces.sh): energies and forces of an
+extended-XYZ file with force labels (periodic cells included), graphs from
+ASE's primitive_neighbor_list, each step forward, forces by autograd with
+create_graph=True, MSE(E/N) + MSE(F), backward, Adam (torch_peer.py).
+
 Prints one JSON object: {"layout", "threads", "ranks", "mode",
 "graphs_per_s", "best_graphs_per_s", "steps", "graphs_per_step",
 "atoms_per_graph", "edges_per_graph", "openblas_threads", "torch"}.
@@ -87,21 +92,33 @@ def main():
     # preparation on one thread (the DDP children are forked from here)
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    mols = P.sample(P.read_frames(a.data, a.target), a.molecules)
-    graphs = P.with_graphs(mols, a.cutoff, a.max_neighbors)
     world = a.ranks if a.layout == "ddp" else 1
     per = a.graphs_per_step
+    forces = a.mode == "forces"
+    if forces:
+        # (z, pos, energy, forces, edge_index, offsets) per structure
+        graphs = P.with_periodic_graphs(P.read_structures(a.data, a.target, a.molecules),
+                                        a.cutoff, a.max_neighbors)
+        z_of, y_of, edges_of = (lambda g: g[0]), (lambda g: g[2]), (lambda g: g[4].shape[1])
+    else:
+        mols = P.sample(P.read_frames(a.data, a.target), a.molecules)
+        graphs = P.with_graphs(mols, a.cutoff, a.max_neighbors)
+        z_of, y_of, edges_of = (lambda g: g[0]), (lambda g: g[1]), (lambda g: g[2].shape[1])
     batches = []
     for at in range(0, len(graphs) - per + 1, per):
         g = graphs[at:at + per]
-        batches.append([P.collate(g[b:e]) for b, e in P.shares(per, world)])
+        if forces:
+            comps = 3 * sum(len(x[0]) for x in g)
+            batches.append([P.collate_forces(g[b:e], comps) for b, e in P.shares(per, world)])
+        else:
+            batches.append([P.collate(g[b:e]) for b, e in P.shares(per, world)])
     if not batches:
         sys.exit("torch_schnet_bench: fewer molecules than --graphs-per-step")
     used = graphs[:len(batches) * per]
-    ref, mean, std = P.fit_atomref([g[0] for g in used], [g[1] for g in used])
+    ref, mean, std = P.fit_atomref([z_of(g) for g in used], [y_of(g) for g in used])
     pl = {"args": a, "batches": batches, "model": P.build_model(a, ref, mean, std),
-          "atoms_per_graph": round(sum(len(g[0]) for g in used) / len(used), 2),
-          "edges_per_graph": round(sum(g[2].shape[1] for g in used) / len(used), 1)}
+          "atoms_per_graph": round(sum(len(z_of(g)) for g in used) / len(used), 2),
+          "edges_per_graph": round(sum(edges_of(g) for g in used) / len(used), 1)}
     P.run_layout(a.layout, a.ranks, a.threads, train_steps, pl)
 
 
