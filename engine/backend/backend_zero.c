@@ -26,7 +26,7 @@ static void layer_ranges(pt_backend *be)
     be->n_layers = PT_ZERO_LAYERS(T);
     be->layer_off[0] = (size_t)(m->params.embedding - base);
     for (int t = 0; t < T; t++) be->layer_off[1 + t] = (size_t)(m->params.block[t].mlp0_w - base);
-    be->layer_off[T + 1] = (size_t)(m->params.lin1_w - base);
+    be->layer_off[T + 1] = (size_t)(m->params.head[0].lin1_w - base);   /* every head */
     be->layer_off[T + 2] = m->n_params;
     be->max_layer = 0;
     for (int l = 0; l < be->n_layers; l++) {
@@ -57,11 +57,13 @@ static void view_layer(const pt_schnet *ref, int L, float *buf, size_t off, pt_s
         REPOINT(block[t].lin_w);
         REPOINT(block[t].lin_b);
     } else {
-        REPOINT(lin1_w);
-        REPOINT(lin1_b);
-        REPOINT(lin2_w);
-        REPOINT(lin2_b);
-        REPOINT(atomref);
+        for (int k = 0; k < ref->n_heads; k++) {
+            REPOINT(head[k].lin1_w);
+            REPOINT(head[k].lin1_b);
+            REPOINT(head[k].lin2_w);
+            REPOINT(head[k].lin2_b);
+            REPOINT(head[k].atomref);
+        }
     }
 #undef REPOINT
 }

@@ -28,6 +28,7 @@
  * (bench/schnet_profile.c, docs/performance.md). */
 #include "engine/model/schnet.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,8 +75,45 @@ int pt_schnet_config_check(const pt_schnet_config *c, pt_errors *errs)
              "must be sum or mean, got %d", (int)c->readout);
     PT_CHECK(c->use_atomref == 0 || c->use_atomref == 1, "atomref",
              "must be 0 or 1, got %d", c->use_atomref);
+    PT_CHECK(c->n_heads >= 0 && c->n_heads <= PT_SCHNET_MAX_HEADS, "heads",
+             "must be 0 (one PyG head) to %d, got %d", PT_SCHNET_MAX_HEADS, c->n_heads);
+    PT_CHECK(c->n_heads <= 0 || (c->readout == PT_READOUT_SUM && !c->use_atomref), "heads",
+             "a model of named heads takes readout and atomref from each head");
+    for (int k = 0; k < c->n_heads && k < PT_SCHNET_MAX_HEADS; k++) {
+        const pt_schnet_head_config *h = &c->heads[k];
+        size_t len = strnlen(h->key, PT_SCHNET_KEY_MAX);
+        int ok = len > 0 && len < PT_SCHNET_KEY_MAX;
+        for (size_t i = 0; ok && i < len; i++)
+            ok = isalnum((unsigned char)h->key[i]) || strchr("_.-", h->key[i]);
+        PT_CHECK(ok, "heads", "head %d: its key must be 1 to %d of A-Z a-z 0-9 _ . -", k,
+                 PT_SCHNET_KEY_MAX - 1);
+        for (int j = 0; ok && j < k; j++)
+            PT_CHECK(strcmp(c->heads[j].key, h->key), "heads", "heads %d and %d both predict "
+                     "'%s'", j, k, h->key);
+        PT_CHECK(h->level == PT_HEAD_GRAPH || h->level == PT_HEAD_ATOM, "heads",
+                 "head %d: level must be graph or atom, got %d", k, (int)h->level);
+        PT_CHECK(h->readout == PT_READOUT_SUM ||
+                     (h->readout == PT_READOUT_MEAN && h->level == PT_HEAD_GRAPH),
+                 "heads", "head %d: readout must be sum or mean (graph heads), got %d", k,
+                 (int)h->readout);
+        PT_CHECK(h->use_atomref == 0 || h->use_atomref == 1, "heads",
+                 "head %d: atomref must be 0 or 1, got %d", k, h->use_atomref);
+    }
 #undef PT_CHECK
     return bad;
+}
+
+int pt_schnet_head_count(const pt_schnet_config *cfg)
+{
+    return cfg->n_heads > 0 ? cfg->n_heads : 1;
+}
+
+/* Head k's description: the single PyG head from the config's own fields. */
+static pt_schnet_head_config head_config(const pt_schnet_config *c, int k)
+{
+    if (c->n_heads > 0) return c->heads[k];
+    return (pt_schnet_head_config){.key = "", .level = PT_HEAD_GRAPH, .readout = c->readout,
+                                   .use_atomref = c->use_atomref};
 }
 
 /* Walks the state_dict order once: assigns the pointer views into `base` and,
@@ -113,18 +151,28 @@ static size_t layout(const pt_schnet_config *c, float *base, pt_schnet_params *p
         PT_TENSOR(q->lin_w, H, H, "interactions.%d.lin.weight", b);
         PT_TENSOR(q->lin_b, H, 0, "interactions.%d.lin.bias", b);
     }
-    PT_TENSOR(p->lin1_w, H2, H, "lin1.weight");
-    PT_TENSOR(p->lin1_b, H2, 0, "lin1.bias");
-    PT_TENSOR(p->lin2_w, 1, H2, "lin2.weight");
-    PT_TENSOR(p->lin2_b, 1, 0, "lin2.bias");
-    if (c->use_atomref) PT_TENSOR(p->atomref, PT_SCHNET_ZROWS, 1, "atomref.weight");
+    /* PyG's names for the single head, heads.KEY. for named ones */
+    for (int h = 0; h < pt_schnet_head_count(c); h++) {
+        pt_schnet_head *q = &p->head[h];
+        const pt_schnet_head_config hc = head_config(c, h);
+        char pre[PT_SCHNET_KEY_MAX + 8] = "";
+        if (c->n_heads > 0) snprintf(pre, sizeof(pre), "heads.%s.", hc.key);
+        PT_TENSOR(q->lin1_w, H2, H, "%slin1.weight", pre);
+        PT_TENSOR(q->lin1_b, H2, 0, "%slin1.bias", pre);
+        PT_TENSOR(q->lin2_w, 1, H2, "%slin2.weight", pre);
+        PT_TENSOR(q->lin2_b, 1, 0, "%slin2.bias", pre);
+        if (hc.use_atomref) PT_TENSOR(q->atomref, PT_SCHNET_ZROWS, 1, "%satomref.weight", pre);
+    }
 #undef PT_TENSOR
     return off;
 }
 
 static size_t tensor_count(const pt_schnet_config *c)
 {
-    return 1 + 9 * (size_t)c->interactions + 4 + (c->use_atomref ? 1 : 0);
+    size_t n = 1 + 9 * (size_t)c->interactions;
+    for (int h = 0; h < pt_schnet_head_count(c); h++)
+        n += 4 + (head_config(c, h).use_atomref ? 1 : 0);
+    return n;
 }
 
 int pt_schnet_init(pt_schnet *m, const pt_schnet_config *cfg, pt_errors *errs)
@@ -132,8 +180,12 @@ int pt_schnet_init(pt_schnet *m, const pt_schnet_config *cfg, pt_errors *errs)
     memset(m, 0, sizeof(*m));
     if (pt_schnet_config_check(cfg, errs)) return -1;
     m->cfg = *cfg;
-    m->mean = 0.0;
-    m->std = 1.0;
+    m->n_heads = pt_schnet_head_count(cfg);
+    for (int k = 0; k < m->n_heads; k++) {
+        m->head[k] = head_config(cfg, k);
+        m->mean[k] = 0.0;
+        m->std[k] = 1.0;
+    }
     m->n_tensors = tensor_count(cfg);
     m->tensors = calloc(m->n_tensors, sizeof(*m->tensors));
     m->n_params = pt_schnet_param_count(cfg);
@@ -176,6 +228,14 @@ const pt_schnet_tensor *pt_schnet_find_tensor(const pt_schnet *m, const char *na
     return NULL;
 }
 
+/* The head whose atomref table starts at v, or −1. */
+static int atomref_head(const pt_schnet *m, const float *v)
+{
+    for (int k = 0; k < m->n_heads; k++)
+        if (m->params.head[k].atomref == v) return k;
+    return -1;
+}
+
 void pt_schnet_init_weights(pt_schnet *m, uint64_t seed)
 {
     pt_rng rng;
@@ -186,8 +246,9 @@ void pt_schnet_init_weights(pt_schnet *m, uint64_t seed)
         if (v == m->params.embedding) {
             for (size_t k = 0; k < t->numel; k++) v[k] = (float)pt_rng_normal(&rng);
             memset(v, 0, (size_t)t->shape[1] * sizeof(float)); /* padding_idx = 0 */
-        } else if (v == m->params.atomref) {
-            for (size_t k = 0; k < t->numel; k++) v[k] = m->initial_atomref[k];
+        } else if (atomref_head(m, v) >= 0) {
+            const float *init = m->initial_atomref[atomref_head(m, v)];
+            for (size_t k = 0; k < t->numel; k++) v[k] = init[k];
         } else if (t->ndim == 2) {
             /* xavier_uniform_: U(−a, a), a = √(6 / (fan_in + fan_out)) */
             double a = sqrt(6.0 / (double)(t->shape[0] + t->shape[1]));
@@ -199,12 +260,20 @@ void pt_schnet_init_weights(pt_schnet *m, uint64_t seed)
     }
 }
 
-void pt_schnet_set_atomref(pt_schnet *m, const double *ref)
+void pt_schnet_set_atomref(pt_schnet *m, int k, const double *ref)
 {
+    float *table = m->params.head[k].atomref;
     for (int z = 0; z < PT_SCHNET_ZROWS; z++) {
-        m->initial_atomref[z] = (float)ref[z];
-        if (m->params.atomref) m->params.atomref[z] = (float)ref[z];
+        m->initial_atomref[k][z] = (float)ref[z];
+        if (table) table[z] = (float)ref[z];
     }
+}
+
+int pt_schnet_find_head(const pt_schnet *m, const char *key)
+{
+    for (int k = 0; m->cfg.n_heads > 0 && k < m->n_heads; k++)
+        if (!strcmp(m->head[k].key, key)) return k;
+    return -1;
 }
 
 size_t pt_schnet_param_count(const pt_schnet_config *cfg)
@@ -355,11 +424,36 @@ static void block_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch 
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
 }
 
+/* Head k: q = ssp(W4 h_T + b4), o = w5 q + b5, then the readout (graph
+ * heads) or the per-atom output (atom heads). */
+static void head_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b, int k,
+                         pt_stopwatch *sw)
+{
+    const pt_schnet_head *p = &m->params.head[k];
+    const pt_schnet_head_config *hc = &m->head[k];
+    pt_schnet_head_acts *o = &a->head[k];
+    const int N = b->cap_nodes, H = m->cfg.hidden, H2 = m->cfg.hidden / 2;
+    pt_linear_forward(o->q, a->h[m->cfg.interactions], p->lin1_w, p->lin1_b, N, H, H2, 0.0f,
+                      a->precision);
+    pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_ssp_forward(o->q, o->sig4, NULL, N, H2);
+    pt_lap(sw, PT_SCHNET_OP_NODE_SSP);
+    pt_linear_forward(o->o, o->q, p->lin2_w, p->lin2_b, N, H2, 1, 0.0f, a->precision);
+    pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
+    if (hc->level == PT_HEAD_GRAPH)
+        pt_readout_forward(o->y, a->count, o->o, b->z, b->node_graph, p->atomref, m->mean[k],
+                           m->std[k], hc->readout, N, b->cap_graphs);
+    else
+        pt_atom_output_forward(o->y, o->o, b->z, b->node_graph, p->atomref, m->mean[k],
+                               m->std[k], N);
+    pt_lap(sw, PT_SCHNET_OP_OTHER);
+}
+
 const double *pt_schnet_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b)
 {
     const pt_schnet_config *c = &m->cfg;
     const pt_schnet_params *p = &m->params;
-    const int N = b->cap_nodes, H = c->hidden, H2 = c->hidden / 2;
+    const int N = b->cap_nodes, H = c->hidden;
 
     pt_stopwatch sw;
     pt_stopwatch_start(&sw, a->profile);
@@ -373,16 +467,7 @@ const double *pt_schnet_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_
         block_forward(m, a, b, t, &sw);
     }
     if (a->on_layer) a->on_layer(a->layer_user, PT_LAYER_FORWARD, c->interactions + 1, NULL);
-    pt_linear_forward(a->q, a->h[c->interactions], p->lin1_w, p->lin1_b, N, H, H2, 0.0f,
-                      a->precision);
-    pt_lap(&sw, PT_SCHNET_OP_NODE_GEMM);
-    pt_ssp_forward(a->q, a->sig4, NULL, N, H2);
-    pt_lap(&sw, PT_SCHNET_OP_NODE_SSP);
-    pt_linear_forward(a->o, a->q, p->lin2_w, p->lin2_b, N, H2, 1, 0.0f, a->precision);
-    pt_lap(&sw, PT_SCHNET_OP_NODE_GEMM);
-    pt_readout_forward(a->y, a->count, a->o, b->z, b->node_graph, p->atomref, m->mean, m->std,
-                       c->readout, N, b->cap_graphs);
-    pt_lap(&sw, PT_SCHNET_OP_OTHER);
+    for (int k = 0; k < m->n_heads; k++) head_forward(m, a, b, k, &sw);
     if (a->profile) a->profile->forwards++;
     return a->y;
 }
@@ -405,6 +490,38 @@ double pt_schnet_loss(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b, 
         a->dy[g] = 2.0 * r / n_norm;
     }
     return n_norm > 0.0 ? loss / n_norm : 0.0;
+}
+
+double pt_schnet_loss_heads(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b,
+                            const pt_schnet_head_loss *heads, double *sse)
+{
+    double total = 0.0;
+    for (int k = 0; k < m->n_heads; k++) {
+        const pt_schnet_head_loss *hl = &heads[k];
+        if (sse) sse[k] = 0.0;
+        if (!hl->target) continue;
+        const int atom = m->head[k].level == PT_HEAD_ATOM;
+        const int n = atom ? b->cap_nodes : b->cap_graphs;
+        const int32_t *real = atom ? b->node_graph : b->graph_id; /* ≥ 0: real */
+        double n_norm = hl->norm;
+        if (n_norm <= 0.0) {
+            n_norm = 0.0;
+            for (int j = 0; j < n; j++) n_norm += real[j] >= 0;
+        }
+        double *y = a->head[k].y, *dy = a->head[k].dy, s = 0.0;
+        for (int j = 0; j < n; j++) {
+            if (real[j] < 0 || n_norm <= 0.0) {
+                dy[j] = 0.0;
+                continue;
+            }
+            double r = y[j] - hl->target[j];
+            s += r * r;
+            dy[j] = hl->weight * 2.0 * r / n_norm;
+        }
+        if (sse) sse[k] = s;
+        if (n_norm > 0.0) total += hl->weight * (s / n_norm);
+    }
+    return total;
 }
 
 /* dh holds dL/dh_{t+1} on entry and dL/dh_t on return (in place: the
@@ -444,33 +561,48 @@ static void block_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
 }
 
+void pt_schnet_head_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b, int k,
+                             pt_schnet_params *d, float *dh, float beta, pt_stopwatch *sw)
+{
+    const pt_schnet_head *p = &m->params.head[k];
+    pt_schnet_head *dp = &d->head[k];
+    const pt_schnet_head_config *hc = &m->head[k];
+    const pt_schnet_head_acts *o = &a->head[k];
+    const int N = b->cap_nodes, H = m->cfg.hidden, H2 = m->cfg.hidden / 2;
+    /* o'_i → o_i → q = ssp(W4 h + b4) → h_T */
+    if (hc->level == PT_HEAD_GRAPH)
+        pt_readout_backward(a->dout, dp->atomref, o->dy, a->count, b->z, b->node_graph,
+                            m->std[k], hc->readout, N);
+    else
+        pt_atom_output_backward(a->dout, dp->atomref, o->dy, b->node_graph, b->z, m->std[k], N);
+    pt_lap(sw, PT_SCHNET_OP_OTHER);
+    pt_linear_backward(a->dq, dp->lin2_w, dp->lin2_b, a->dout, o->q, p->lin2_w, N, H2, 1, 0.0f,
+                       a->precision);
+    pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_ssp_backward(a->dq, dp->lin1_b, o->sig4, N, H2);
+    pt_lap(sw, PT_SCHNET_OP_NODE_SSP);
+    pt_linear_backward(dh, dp->lin1_w, NULL, a->dq, a->h[m->cfg.interactions], p->lin1_w, N, H,
+                       H2, beta, a->precision);
+    pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
+}
+
 void pt_schnet_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b,
                         float *grads)
 {
     const pt_schnet_config *c = &m->cfg;
-    const pt_schnet_params *p = &m->params;
     pt_schnet_params d;
     if (grads) pt_schnet_params_view(m, grads, &d);
     else memset(&d, 0, sizeof d);
-    const int N = b->cap_nodes, H = c->hidden, H2 = c->hidden / 2;
+    const int N = b->cap_nodes, H = c->hidden;
     const int T = c->interactions;
     pt_schnet_layer_fn hook = a->on_layer;
 
     pt_stopwatch sw;
     pt_stopwatch_start(&sw, a->profile);
-    /* head: o'_i → o_i → q = ssp(W4 h + b4) → h_T */
+    /* heads: dh_T = Σ_k ∂L/∂h_T through head k */
     if (hook) hook(a->layer_user, PT_LAYER_BACKWARD, T + 1, &d);
-    pt_readout_backward(a->dout, d.atomref, a->dy, a->count, b->z, b->node_graph, m->std,
-                        c->readout, N);
-    pt_lap(&sw, PT_SCHNET_OP_OTHER);
-    pt_linear_backward(a->dq, d.lin2_w, d.lin2_b, a->dout, a->q, p->lin2_w, N, H2, 1, 0.0f,
-                       a->precision);
-    pt_lap(&sw, PT_SCHNET_OP_NODE_GEMM);
-    pt_ssp_backward(a->dq, d.lin1_b, a->sig4, N, H2);
-    pt_lap(&sw, PT_SCHNET_OP_NODE_SSP);
-    pt_linear_backward(a->dh, d.lin1_w, NULL, a->dq, a->h[c->interactions], p->lin1_w, N, H, H2,
-                       0.0f, a->precision);
-    pt_lap(&sw, PT_SCHNET_OP_NODE_GEMM);
+    for (int k = 0; k < m->n_heads; k++)
+        pt_schnet_head_backward(m, a, b, k, &d, a->dh, k ? 1.0f : 0.0f, &sw);
     if (hook) hook(a->layer_user, PT_LAYER_BACKWARD_DONE, T + 1, &d);
     for (int t = T - 1; t >= 0; t--) {
         if (hook) hook(a->layer_user, PT_LAYER_BACKWARD, 1 + t, &d);

@@ -14,7 +14,18 @@
  *     forward, loss and backward never allocate.
  *
  * Tensor order and names are PyG's SchNet.state_dict() (see the table built by
- * pt_schnet_init), which schnet_io.c writes to and reads from safetensors. */
+ * pt_schnet_init), which schnet_io.c writes to and reads from safetensors.
+ *
+ * Heads (multi-task, HydraGNN-style): one shared trunk (embedding and the T
+ * interaction blocks) feeds K ≥ 1 output heads, each its own MLP
+ *   o_k,i = w5_k ssp(W4_k h_T,i + b4_k) + b5_k,   o'_k,i = o_k,i std_k + mean_k + atomref_k[z_i]
+ * read out per graph (graph heads: sum or mean of o'_k over the graph's atoms)
+ * or kept per atom (atom heads: y_k,i = o'_k,i).  A model of config.n_heads 0
+ * has exactly one graph head, PyG's (lin1, lin2, atomref; readout and
+ * use_atomref of pt_schnet_config), and its file is PyG's; with n_heads ≥ 1
+ * head k's tensors are named after its target, heads.KEY.lin1.weight, ...,
+ * heads.KEY.atomref.weight.  Forces and stress are −∂/∂r of head 0, which
+ * must then be a graph head (the energy). */
 #ifndef PT_SCHNET_H
 #define PT_SCHNET_H
 
@@ -27,7 +38,23 @@
 
 #define PT_SCHNET_MAX_INTERACTIONS 16
 #define PT_SCHNET_ZROWS 100          /* embedding / atomref rows, row 0 = padding */
-#define PT_SCHNET_NAME_MAX 64
+#define PT_SCHNET_KEY_MAX 64         /* a head's target key, with NUL (= PT_KEY_MAX) */
+#define PT_SCHNET_NAME_MAX 96        /* "heads." KEY ".initial_atomref" fits */
+#define PT_SCHNET_MAX_HEADS 16
+
+/* What a head predicts: one number per structure or one per atom. */
+typedef enum pt_head_level {
+    PT_HEAD_GRAPH = 0,
+    PT_HEAD_ATOM = 1
+} pt_head_level;
+
+/* One output head of a model of n_heads ≥ 1 (see above). */
+typedef struct pt_schnet_head_config {
+    char key[PT_SCHNET_KEY_MAX];  /* its target; names its tensors: [A-Za-z0-9_.-]+ */
+    pt_head_level level;
+    pt_readout readout;           /* graph heads: sum or mean; atom heads: sum */
+    int32_t use_atomref;          /* 1: trainable heads.KEY.atomref.weight [100,1] */
+} pt_schnet_head_config;
 
 typedef struct pt_schnet_config {
     int32_t hidden;         /* H, hidden_channels */
@@ -36,8 +63,13 @@ typedef struct pt_schnet_config {
     int32_t gaussians;      /* G, num_gaussians */
     float cutoff;           /* r_c in Å */
     int32_t max_neighbors;  /* max_num_neighbors (used by the neighbour lists), 0 = unlimited */
-    pt_readout readout;     /* sum ("add" in PyG) or mean */
-    int32_t use_atomref;    /* 1: trainable per-element table atomref.weight [100,1] */
+    pt_readout readout;     /* n_heads 0: sum ("add" in PyG) or mean */
+    int32_t use_atomref;    /* n_heads 0: 1 = trainable per-element table atomref.weight [100,1] */
+    /* 0: PyG's single head (the two fields above; 0 is what every caller
+     * that predates heads leaves here); 1..PT_SCHNET_MAX_HEADS: named heads,
+     * and readout and use_atomref above must be left at sum and 0 */
+    int32_t n_heads;
+    pt_schnet_head_config heads[PT_SCHNET_MAX_HEADS];
 } pt_schnet_config;
 
 typedef struct pt_schnet_block {
@@ -49,12 +81,17 @@ typedef struct pt_schnet_block {
     float *lin_w, *lin_b;     /* L3 [H,H], c3 [H] */
 } pt_schnet_block;
 
-typedef struct pt_schnet_params {
-    float *embedding;         /* [100,H] */
-    pt_schnet_block block[PT_SCHNET_MAX_INTERACTIONS];
+/* One head's output MLP (PyG's lin1, lin2, atomref for the single head). */
+typedef struct pt_schnet_head {
     float *lin1_w, *lin1_b;   /* W4 [H/2,H], b4 [H/2] */
     float *lin2_w, *lin2_b;   /* w5 [1,H/2], b5 [1] */
     float *atomref;           /* [100] or NULL */
+} pt_schnet_head;
+
+typedef struct pt_schnet_params {
+    float *embedding;         /* [100,H] */
+    pt_schnet_block block[PT_SCHNET_MAX_INTERACTIONS];
+    pt_schnet_head head[PT_SCHNET_MAX_HEADS]; /* [0, pt_schnet_head_count) */
 } pt_schnet_params;
 
 typedef struct pt_schnet_tensor {
@@ -67,8 +104,13 @@ typedef struct pt_schnet_tensor {
 
 typedef struct pt_schnet {
     pt_schnet_config cfg;
-    double mean, std;                /* per-atom o·std + mean, as PyG (0 and 1 = off) */
-    float initial_atomref[PT_SCHNET_ZROWS]; /* PyG's initial_atomref buffer */
+    int32_t n_heads;                 /* K = pt_schnet_head_count(&cfg) */
+    pt_schnet_head_config head[PT_SCHNET_MAX_HEADS]; /* [K] every head's description,
+                                      * the single head's too (key "") */
+    /* per head: per-atom o·std + mean, as PyG (0 and 1 = off), and PyG's
+     * initial_atomref buffer */
+    double mean[PT_SCHNET_MAX_HEADS], std[PT_SCHNET_MAX_HEADS];
+    float initial_atomref[PT_SCHNET_MAX_HEADS][PT_SCHNET_ZROWS];
     size_t n_params;
     float *params_memory;            /* [n_params] */
     pt_schnet_params params;         /* views into params_memory */
@@ -126,8 +168,8 @@ const char *pt_schnet_op_name(pt_schnet_op op);
 
 /* Layer events for a caller that keeps parameters or gradients elsewhere
  * than the model's flat buffers (ZeRO stages 2 and 3, engine/backend/backend_zero.h).
- * Layers: 0 the embedding, 1 + t interaction block t, T + 1 the head (lin1,
- * lin2, atomref); each is one contiguous range of the flat layout. */
+ * Layers: 0 the embedding, 1 + t interaction block t, T + 1 the heads (each
+ * head's lin1, lin2, atomref); each is one contiguous range of the flat layout. */
 typedef enum pt_schnet_layer_event {
     PT_LAYER_FORWARD = 0,   /* forward of the layer is next: its parameters are read */
     PT_LAYER_BACKWARD,      /* backward of the layer is next: parameters read, and the
@@ -139,6 +181,16 @@ typedef enum pt_schnet_layer_event {
  * pt_schnet copy) and of *grad; must not touch other layers' pointers. */
 typedef void (*pt_schnet_layer_fn)(void *user, pt_schnet_layer_event ev, int layer,
                                    pt_schnet_params *grad);
+
+/* One head's activations.  y and dy are [graphs] for a graph head, [N] for
+ * an atom head (0 on padding slots). */
+typedef struct pt_schnet_head_acts {
+    float *sig4, *q;          /* [N,H/2] σ and ssp of W4 h + b4 (q a pair for head 0
+                               * in FORCES_TRAIN) */
+    float *o;                 /* [N] per-atom output before std/mean/atomref */
+    double *y;                /* predictions, target units */
+    double *dy;               /* dL/dy (the losses set it; backward reads it) */
+} pt_schnet_head_acts;
 
 typedef struct pt_schnet_acts {
     int32_t cap_nodes, cap_edges, cap_graphs;
@@ -161,6 +213,8 @@ typedef struct pt_schnet_acts {
     float *e, *cut;                  /* [rows,G] Gaussians, [rows] cosine cutoff */
     float *h[PT_SCHNET_MAX_INTERACTIONS + 1]; /* [N,H] input of block t; h[T] feeds the head */
     pt_schnet_block_acts block[PT_SCHNET_MAX_INTERACTIONS];
+    pt_schnet_head_acts head[PT_SCHNET_MAX_HEADS]; /* [K] */
+    /* head 0's, the same arrays as head[0] (the energy of forces and stress) */
     float *sig4, *q;                 /* [N,H/2] σ and ssp of W4 h + b4 */
     float *o;                        /* [N] per-atom output before std/mean/atomref */
     double *y;                       /* [graphs] predictions, target units */
@@ -209,9 +263,15 @@ void pt_schnet_close(pt_schnet *m);
 #define PT_SCHNET_INIT_STREAM 0x5343484eULL
 void pt_schnet_init_weights(pt_schnet *m, uint64_t seed);
 
-/* Sets initial_atomref (and, when the model uses one, atomref.weight) from a
- * per-element table ref[0..99] in target units. */
-void pt_schnet_set_atomref(pt_schnet *m, const double *ref);
+/* Heads of a configuration: n_heads, or 1 for PyG's single head. */
+int pt_schnet_head_count(const pt_schnet_config *cfg);
+
+/* Sets head k's initial_atomref (and, when the head has one, its
+ * atomref.weight) from a per-element table ref[0..99] in target units. */
+void pt_schnet_set_atomref(pt_schnet *m, int k, const double *ref);
+
+/* The head predicting `key` (n_heads ≥ 1), or −1. */
+int pt_schnet_find_head(const pt_schnet *m, const char *key);
 
 /* Pointers into any buffer with the parameter layout (e.g. the gradients). */
 void pt_schnet_params_view(const pt_schnet *m, float *base, pt_schnet_params *view);
@@ -261,8 +321,9 @@ int pt_schnet_batch_check(const pt_schnet *m, const pt_schnet_acts *a, const pt_
  * for callers that want to time or cache it. */
 void pt_schnet_prepare_edges(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b);
 
-/* Predictions y[g] for every graph slot (0 for padding slots), target units.
- * The returned array lives in the arena until the next forward. */
+/* Predictions of every head (a->head[k].y), target units; returns head 0's
+ * y[g] for every graph slot (0 for padding slots).  The arrays live in the
+ * arena until the next forward. */
 const double *pt_schnet_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b);
 
 /* After forward: L = Σ_{real g} (y_g − t_g)² / n_norm, where real means
@@ -272,10 +333,28 @@ const double *pt_schnet_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_
 double pt_schnet_loss(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b,
                       double n_norm);
 
-/* After loss: ACCUMULATES dL/dθ into grads[0..n_params) (zeroing is the
- * caller's).  The embedding's padding row gets nothing.  grads may be NULL
- * when a->on_layer points every layer's gradient somewhere at
- * PT_LAYER_BACKWARD. */
+/* One head's term of a multi-task loss (pt_schnet_loss_heads). */
+typedef struct pt_schnet_head_loss {
+    const double *target;  /* graph head [cap_graphs], atom head [cap_nodes], target
+                            * units; NULL: the head's dy is left as it is (head 0's
+                            * set by pt_schnet_loss_forces) */
+    double weight;         /* w_k ≥ 0; 0: dy = 0 */
+    double norm;           /* n_k: real graphs (atoms) of the global batch; ≤ 0 this
+                            * batch's count */
+} pt_schnet_head_loss;
+
+/* After forward:
+ *   L = Σ_k w_k Σ_{real g (atoms i)} (y_k − t_k)² / n_k
+ * over heads k with a target; sets their dL/dy.  sse[k] (may be NULL)
+ * receives Σ (y_k − t_k)² unweighted (0 for heads without a target).
+ * With one head, weight 1: pt_schnet_loss's dL/dy bit for bit. */
+double pt_schnet_loss_heads(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b,
+                            const pt_schnet_head_loss *heads, double *sse);
+
+/* After a loss: ACCUMULATES dL/dθ into grads[0..n_params) (zeroing is the
+ * caller's), through every head's dy.  The embedding's padding row gets
+ * nothing.  grads may be NULL when a->on_layer points every layer's
+ * gradient somewhere at PT_LAYER_BACKWARD. */
 void pt_schnet_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b,
                         float *grads);
 
@@ -335,9 +414,11 @@ double pt_schnet_loss_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
                              const pt_schnet_loss_weights *w, const pt_schnet_loss_norm *norm,
                              pt_schnet_loss_parts *parts);
 
-/* After pt_schnet_loss_forces: ACCUMULATES dL/dθ into grads, the energy term
- * and the force and stress terms (the latter through the parameter gradient
- * of Σ_u λ_u g_u: a tangent pass along λ and a second backward pass). */
+/* After pt_schnet_loss_forces (and pt_schnet_loss_heads for the other
+ * heads): ACCUMULATES dL/dθ into grads, the energy term and the force and
+ * stress terms (the latter through the parameter gradient of Σ_u λ_u g_u: a
+ * tangent pass along λ and a second backward pass), and every other head's
+ * term through its dy. */
 void pt_schnet_backward_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b,
                                float *grads);
 

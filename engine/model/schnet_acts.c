@@ -61,11 +61,22 @@ static void acts_layout(pt_schnet_acts *a, const pt_schnet_config *c, carver *cv
         k->xb = carve(cv, pair * N * F * fs);
         if (train) k->xdot = carve(cv, N * F * fs);
     }
-    a->sig4 = carve(cv, N * H2 * fs);
-    a->q = carve(cv, pair * N * H2 * fs);
-    a->o = carve(cv, N * fs);
-    a->y = carve(cv, B * ds);
-    a->dy = carve(cv, B * ds);
+    /* heads: head 0's q is a pair (forces come from head 0); y and dy per
+     * graph or per atom */
+    for (int k = 0; k < pt_schnet_head_count(c); k++) {
+        pt_schnet_head_acts *h = &a->head[k];
+        const size_t out = c->n_heads > 0 && c->heads[k].level == PT_HEAD_ATOM ? N : B;
+        h->sig4 = carve(cv, N * H2 * fs);
+        h->q = carve(cv, (k ? 1 : pair) * N * H2 * fs);
+        h->o = carve(cv, N * fs);
+        h->y = carve(cv, out * ds);
+        h->dy = carve(cv, out * ds);
+    }
+    a->sig4 = a->head[0].sig4;
+    a->q = a->head[0].q;
+    a->o = a->head[0].o;
+    a->y = a->head[0].y;
+    a->dy = a->head[0].dy;
     a->count = carve(cv, B * sizeof(int32_t));
     a->dh = carve(cv, N * H * fs);
     a->du = carve(cv, N * H * fs);
@@ -131,6 +142,13 @@ int pt_schnet_acts_init_mode(pt_schnet_acts *a, const pt_schnet *m, int32_t cap_
     }
     if (mode != PT_SCHNET_ENERGY && mode != PT_SCHNET_FORCES && mode != PT_SCHNET_FORCES_TRAIN) {
         if (errs) pt_errors_add(errs, "", 0, "mode", "unknown arena mode %d", (int)mode);
+        return -1;
+    }
+    if (mode != PT_SCHNET_ENERGY && m->head[0].level != PT_HEAD_GRAPH) {
+        if (errs)
+            pt_errors_add(errs, "", 0, "mode", "forces are -d/dr of head 0, which predicts "
+                          "per atom ('%s'): they need a graph head (the energy) first",
+                          m->head[0].key);
         return -1;
     }
     a->cap_nodes = cap_nodes;

@@ -168,14 +168,15 @@ void pt_schnet_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b)
     memset(a->dist_grad, 0, (size_t)a->n_rows * sizeof(float));
     for (int g = 0; g < b->cap_graphs; g++) a->ones[g] = b->graph_id[g] >= 0 ? 1.0 : 0.0;
     float *obar = bar(a, a->ob, N, 1), *qbar = bar(a, a->z4, N, H2);
-    pt_readout_backward(obar, NULL, a->ones, a->count, b->z, b->node_graph, m->std, c->readout,
-                        N);
+    pt_readout_backward(obar, NULL, a->ones, a->count, b->z, b->node_graph, m->std[0],
+                        m->head[0].readout, N);
     pt_lap(&sw, PT_SCHNET_OP_OTHER);
-    pt_linear_backward_input(qbar, obar, p->lin2_w, N, H2, 1, 0.0f, prec);
+    pt_linear_backward_input(qbar, obar, p->head[0].lin2_w, N, H2, 1, 0.0f, prec);
     pt_lap(&sw, PT_SCHNET_OP_NODE_GEMM);
     pt_ssp_backward_to(a->zs, qbar, a->sig4, N, H2);
     pt_lap(&sw, PT_SCHNET_OP_NODE_SSP);
-    pt_linear_backward_input(bar(a, a->hb[T], N, H), a->zs, p->lin1_w, N, H, H2, 0.0f, prec);
+    pt_linear_backward_input(bar(a, a->hb[T], N, H), a->zs, p->head[0].lin1_w, N, H, H2, 0.0f,
+                             prec);
     pt_lap(&sw, PT_SCHNET_OP_NODE_GEMM);
     for (int t = T - 1; t >= 0; t--) block_dist_backward(m, a, b, t, &sw);
     forces_and_stress(m, a, b);
@@ -377,23 +378,27 @@ void pt_schnet_backward_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_b
     memset(half2(a->h[0], N, H), 0, (size_t)N * H * sizeof(float));
     pt_lap(&sw, PT_SCHNET_OP_EDGE_BASIS);
     for (int t = 0; t < T; t++) block_tangent(m, a, b, t, &sw);
-    pt_linear_forward(qdot, half2(a->h[T], N, H), p->lin1_w, NULL, N, H, H2, 0.0f, prec);
+    pt_linear_forward(qdot, half2(a->h[T], N, H), p->head[0].lin1_w, NULL, N, H, H2, 0.0f, prec);
     pt_lap(&sw, PT_SCHNET_OP_NODE_GEMM);
     pt_ssp_tangent(qdot, a->sig4, N, H2);
     pt_lap(&sw, PT_SCHNET_OP_NODE_SSP);
 
     /* pass 3: second backward; head: ô = ∂L_E/∂y · std, dw5 += [ô; ō]ᵀ [q; q̇] */
-    pt_readout_backward(a->ob, d.atomref, a->dy, a->count, b->z, b->node_graph, m->std,
-                        c->readout, N);
+    pt_readout_backward(a->ob, d.head[0].atomref, a->dy, a->count, b->z, b->node_graph,
+                        m->std[0], m->head[0].readout, N);
     pt_lap(&sw, PT_SCHNET_OP_OTHER);
-    pt_linear_backward_weight(d.lin2_w, d.lin2_b, a->ob, a->q, 2 * N, N, H2, 1, prec);
-    pt_linear_backward_input(a->z4, a->ob, p->lin2_w, N, H2, 1, 0.0f, prec);
+    pt_linear_backward_weight(d.head[0].lin2_w, d.head[0].lin2_b, a->ob, a->q, 2 * N, N, H2, 1,
+                              prec);
+    pt_linear_backward_input(a->z4, a->ob, p->head[0].lin2_w, N, H2, 1, 0.0f, prec);
     pt_lap(&sw, PT_SCHNET_OP_NODE_GEMM);
-    pt_ssp_backward2(a->z4, half2(a->z4, N, H2), d.lin1_b, a->sig4, qdot, N, H2);
+    pt_ssp_backward2(a->z4, half2(a->z4, N, H2), d.head[0].lin1_b, a->sig4, qdot, N, H2);
     pt_lap(&sw, PT_SCHNET_OP_NODE_SSP);
-    pt_linear_backward_weight(d.lin1_w, NULL, a->z4, a->h[T], 2 * N, 0, H, H2, prec);
-    pt_linear_backward_input(a->hb[T], a->z4, p->lin1_w, N, H, H2, 0.0f, prec);
+    pt_linear_backward_weight(d.head[0].lin1_w, NULL, a->z4, a->h[T], 2 * N, 0, H, H2, prec);
+    pt_linear_backward_input(a->hb[T], a->z4, p->head[0].lin1_w, N, H, H2, 0.0f, prec);
     pt_lap(&sw, PT_SCHNET_OP_NODE_GEMM);
+    /* the other heads reach h_T at first order only: ĥ_T += ∂L_k/∂h_T */
+    for (int k = 1; k < m->n_heads; k++)
+        pt_schnet_head_backward(m, a, b, k, &d, a->hb[T], 1.0f, &sw);
     for (int t = T - 1; t >= 0; t--) block_backward2(m, a, b, t, &d, &sw);
     pt_embedding_backward(d.embedding, a->hb[0], b->z, N, H);
     pt_lap(&sw, PT_SCHNET_OP_OTHER);

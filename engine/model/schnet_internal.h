@@ -1,6 +1,7 @@
 /* schnet_internal.h — what schnet.c (energy) and schnet_forces.c (forces,
  * stress, training on them) share: the profile's stopwatch, and the part of
- * the forward pass that only arenas of mode ≥ FORCES run. */
+ * the forward pass that only arenas of mode ≥ FORCES run, and a head's
+ * backward. */
 #ifndef PT_SCHNET_INTERNAL_H
 #define PT_SCHNET_INTERNAL_H
 
@@ -35,5 +36,10 @@ static inline void pt_lap(pt_stopwatch *sw, pt_schnet_op op)
  * derivative in its distance, W' = (A2 (σ1 ⊙ (A1 e'))) C + P C', into
  * a->block[t].wd (and s1' into the second half of s1 when training). */
 void pt_schnet_filter_deriv(const pt_schnet *m, pt_schnet_acts *a, int t, pt_stopwatch *sw);
+
+/* Head k's backward from its dy (schnet.c): ACCUMULATES its parameter
+ * gradients into d and sets dh = beta·dh + ∂L_k/∂h_T ([N,H]). */
+void pt_schnet_head_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b, int k,
+                             pt_schnet_params *d, float *dh, float beta, pt_stopwatch *sw);
 
 #endif

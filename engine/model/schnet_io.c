@@ -23,10 +23,61 @@ static pt_st_entry entry_of(const pt_schnet_tensor *t, const float *base, const 
     return e;
 }
 
+/* The buffer holding head k's initial atomref: PyG's name for the single head. */
+static void initial_atomref_name(const pt_schnet_config *c, int k,
+                                 char out[PT_SCHNET_NAME_MAX])
+{
+    if (c->n_heads > 0)
+        snprintf(out, PT_SCHNET_NAME_MAX, "heads.%s.initial_atomref", c->heads[k].key);
+    else
+        snprintf(out, PT_SCHNET_NAME_MAX, "initial_atomref");
+}
+
+/* The common metadata of a model of named heads, plus "heads" (the keys in
+ * order, comma-separated) and per head "head.KEY": "level=graph|atom
+ * readout=add|mean mean=M std=S atomref=true|false". */
+#define PT_HEAD_META_MAX 96
+static int save_heads(const pt_schnet *m, const char *path, const pt_st_entry *e, size_t n,
+                      pt_errors *errs)
+{
+    char v[6][40], keys[PT_SCHNET_MAX_HEADS * PT_SCHNET_KEY_MAX] = "";
+    char names[PT_SCHNET_MAX_HEADS][PT_SCHNET_KEY_MAX + 8];
+    char vals[PT_SCHNET_MAX_HEADS][PT_HEAD_META_MAX];
+    snprintf(v[0], sizeof(v[0]), "%d", m->cfg.hidden);
+    snprintf(v[1], sizeof(v[1]), "%d", m->cfg.filters);
+    snprintf(v[2], sizeof(v[2]), "%d", m->cfg.interactions);
+    snprintf(v[3], sizeof(v[3]), "%d", m->cfg.gaussians);
+    snprintf(v[4], sizeof(v[4]), "%.9g", (double)m->cfg.cutoff);
+    snprintf(v[5], sizeof(v[5]), "%d", m->cfg.max_neighbors);
+    pt_st_meta meta[7 + PT_SCHNET_MAX_HEADS] = {
+        {"format", PT_SCHNET_FORMAT}, {"hidden_channels", v[0]}, {"num_filters", v[1]},
+        {"num_interactions", v[2]},   {"num_gaussians", v[3]},   {"cutoff", v[4]},
+        {"max_num_neighbors", v[5]},
+    };
+    size_t nm = 7;
+    for (int k = 0; k < m->n_heads; k++) {
+        const pt_schnet_head_config *h = &m->head[k];
+        size_t at = strlen(keys);
+        snprintf(keys + at, sizeof(keys) - at, "%s%s", k ? "," : "", h->key);
+        snprintf(names[k], sizeof(names[k]), "head.%s", h->key);
+        snprintf(vals[k], sizeof(vals[k]), "level=%s readout=%s mean=%.17g std=%.17g atomref=%s",
+                 h->level == PT_HEAD_ATOM ? "atom" : "graph",
+                 h->readout == PT_READOUT_MEAN ? "mean" : "add", m->mean[k], m->std[k],
+                 h->use_atomref ? "true" : "false");
+        meta[nm++] = (pt_st_meta){names[k], vals[k]};
+    }
+    pt_st_meta all[8 + PT_SCHNET_MAX_HEADS];
+    memcpy(all, meta, nm * sizeof(*meta));
+    all[nm++] = (pt_st_meta){"heads", keys};
+    return pt_safetensors_write(path, e, n, all, nm, errs);
+}
+
 int pt_schnet_save(const pt_schnet *m, const char *path, pt_errors *errs)
 {
     const int T = m->cfg.interactions, G = m->cfg.gaussians;
-    const size_t cap = m->n_tensors + 4 * (size_t)T + 2;
+    const size_t cap = m->n_tensors + 4 * (size_t)T + 1 + (size_t)m->n_heads;
+    char buffer_name[PT_SCHNET_MAX_HEADS][PT_SCHNET_NAME_MAX];
+    for (int k = 0; k < m->n_heads; k++) initial_atomref_name(&m->cfg, k, buffer_name[k]);
     pt_st_entry *e = calloc(cap, sizeof(*e));
     char (*alias)[PT_SCHNET_NAME_MAX] = calloc(4 * (size_t)T, sizeof(*alias));
     float *offset = malloc(sizeof(float) * (size_t)G);
@@ -58,9 +109,17 @@ int pt_schnet_save(const pt_schnet *m, const char *path, pt_errors *errs)
     offset[G - 1] = m->cfg.cutoff;
     e[n++] = (pt_st_entry){.name = "distance_expansion.offset", .ndim = 1, .shape = {G},
                            .data = offset};
-    if (m->cfg.use_atomref)
-        e[n++] = (pt_st_entry){.name = "initial_atomref", .ndim = 2,
-                               .shape = {PT_SCHNET_ZROWS, 1}, .data = m->initial_atomref};
+    for (int k = 0; k < m->n_heads; k++)
+        if (m->head[k].use_atomref)
+            e[n++] = (pt_st_entry){.name = buffer_name[k], .ndim = 2,
+                                   .shape = {PT_SCHNET_ZROWS, 1}, .data = m->initial_atomref[k]};
+    if (m->cfg.n_heads > 0) {
+        int rc = save_heads(m, path, e, n, errs);
+        free(e);
+        free(alias);
+        free(offset);
+        return rc;
+    }
 
     char v[8][40];
     snprintf(v[0], sizeof(v[0]), "%d", m->cfg.hidden);
@@ -69,8 +128,8 @@ int pt_schnet_save(const pt_schnet *m, const char *path, pt_errors *errs)
     snprintf(v[3], sizeof(v[3]), "%d", m->cfg.gaussians);
     snprintf(v[4], sizeof(v[4]), "%.9g", (double)m->cfg.cutoff);
     snprintf(v[5], sizeof(v[5]), "%d", m->cfg.max_neighbors);
-    snprintf(v[6], sizeof(v[6]), "%.17g", m->mean);
-    snprintf(v[7], sizeof(v[7]), "%.17g", m->std);
+    snprintf(v[6], sizeof(v[6]), "%.17g", m->mean[0]);
+    snprintf(v[7], sizeof(v[7]), "%.17g", m->std[0]);
     const pt_st_meta meta[] = {
         {"format", PT_SCHNET_FORMAT},
         {"hidden_channels", v[0]},
@@ -145,12 +204,58 @@ static float last_float(const pt_st_tensor *t)
     return v;
 }
 
+/* "heads" and "head.KEY" (save_heads) into c->heads, mean and std. */
+static int heads_from_file(const pt_safetensors *st, pt_schnet_config *c, double *mean,
+                           double *std, const char *label, pt_errors *errs)
+{
+    const char *list = pt_safetensors_meta(st, "heads");
+    c->n_heads = 0;
+    for (const char *at = list; *at;) {
+        size_t len = strcspn(at, ",");
+        if (c->n_heads == PT_SCHNET_MAX_HEADS || len == 0 || len >= PT_SCHNET_KEY_MAX) {
+            pt_errors_add(errs, label, 0, "heads", "metadata value \"%.60s\" is not a list of "
+                          "1 to %d head keys", list, PT_SCHNET_MAX_HEADS);
+            return -1;
+        }
+        pt_schnet_head_config *h = &c->heads[c->n_heads];
+        memcpy(h->key, at, len);
+        h->key[len] = 0;
+        char name[PT_SCHNET_KEY_MAX + 8], level[8], readout[8], atomref[8];
+        snprintf(name, sizeof(name), "head.%s", h->key);
+        const char *v = pt_safetensors_meta(st, name);
+        double mu, sd;
+        int got = v ? sscanf(v, "level=%7s readout=%7s mean=%lf std=%lf atomref=%7s", level,
+                             readout, &mu, &sd, atomref)
+                    : 0;
+        if (got != 5 || (strcmp(level, "graph") && strcmp(level, "atom")) ||
+            (strcmp(readout, "add") && strcmp(readout, "mean")) ||
+            (strcmp(atomref, "true") && strcmp(atomref, "false")) || !isfinite(mu) ||
+            !isfinite(sd)) {
+            pt_errors_add(errs, label, 0, name, "metadata value %s%.80s%s is not \"level=graph|atom "
+                          "readout=add|mean mean=M std=S atomref=true|false\"", v ? "\"" : "",
+                          v ? v : "missing", v ? "\"" : "");
+            return -1;
+        }
+        h->level = strcmp(level, "atom") ? PT_HEAD_GRAPH : PT_HEAD_ATOM;
+        h->readout = strcmp(readout, "mean") ? PT_READOUT_SUM : PT_READOUT_MEAN;
+        h->use_atomref = !strcmp(atomref, "true");
+        mean[c->n_heads] = mu;
+        std[c->n_heads] = sd;
+        c->n_heads++;
+        at += len + (at[len] == ',');
+    }
+    return 0;
+}
+
 static int config_from_file(const pt_safetensors *st, pt_schnet_config *c, double *mean,
                             double *std, const char *label, pt_errors *errs)
 {
     *c = pt_schnet_config_default();
     *mean = 0.0;
     *std = 1.0;
+    if (pt_safetensors_meta(st, "heads") &&
+        heads_from_file(st, c, mean, std, label, errs) != 0)
+        return -1;
     int bad = 0;
     const pt_st_tensor *emb = pt_safetensors_find(st, "embedding.weight");
     const pt_st_tensor *mlp0 = find_either(st, "interactions.%d.mlp.0.weight",
@@ -166,7 +271,7 @@ static int config_from_file(const pt_safetensors *st, pt_schnet_config *c, doubl
     while (c->interactions < PT_SCHNET_MAX_INTERACTIONS + 1 &&
            find_either(st, "interactions.%d.lin.weight", NULL, c->interactions))
         c->interactions++;
-    c->use_atomref = pt_safetensors_find(st, "atomref.weight") != NULL;
+    c->use_atomref = !c->n_heads && pt_safetensors_find(st, "atomref.weight") != NULL;
     int have_cutoff = 0;
     if (off && off->numel > 0 && !strcmp(off->dtype, "F32")) {
         c->cutoff = last_float(off);
@@ -323,15 +428,21 @@ static int check_tensors(const pt_schnet_config *c, const pt_schnet_tensor *tab,
         bad = 1;
     }
     /* a buffer holding what the user passed: [100,1] as QM9's atomref(), or [100] */
-    const pt_st_tensor *init = pt_safetensors_find(st, "initial_atomref");
-    const int64_t ashape[2] = {PT_SCHNET_ZROWS, 1};
-    if (init && check_tensor(init, init->ndim == 1 ? 1 : 2, ashape, label, errs)) bad = 1;
+    char buffer_name[PT_SCHNET_MAX_HEADS][PT_SCHNET_NAME_MAX];
+    const int K = pt_schnet_head_count(c);
+    for (int k = 0; k < K; k++) {
+        initial_atomref_name(c, k, buffer_name[k]);
+        const pt_st_tensor *init = pt_safetensors_find(st, buffer_name[k]);
+        const int64_t ashape[2] = {PT_SCHNET_ZROWS, 1};
+        if (init && check_tensor(init, init->ndim == 1 ? 1 : 2, ashape, label, errs)) bad = 1;
+    }
     /* anything else belongs to a different model (e.g. PyG's dipole variant) */
     for (size_t i = 0; i < st->n_tensors; i++) {
         const char *name = st->tensors[i].name;
         char other[PT_SCHNET_NAME_MAX];
-        if (table_find(tab, n, name) || !strcmp(name, "distance_expansion.offset") ||
-            !strcmp(name, "initial_atomref"))
+        int buffer = 0;
+        for (int k = 0; k < K; k++) buffer |= !strcmp(name, buffer_name[k]);
+        if (table_find(tab, n, name) || !strcmp(name, "distance_expansion.offset") || buffer)
             continue;
         if (alias_of(name, other, sizeof(other)) && table_find(tab, n, other)) continue;
         pt_errors_add(errs, label, 0, name, "unexpected tensor: not part of this SchNet");
@@ -348,11 +459,16 @@ static void copy_tensors(pt_schnet *m, const pt_safetensors *st)
         const pt_st_tensor *y, *x = file_tensor(st, t, &y);
         memcpy(m->params_memory + t->offset, x->data, t->numel * sizeof(float));
     }
-    const pt_st_tensor *init = pt_safetensors_find(st, "initial_atomref");
-    if (init)
-        memcpy(m->initial_atomref, init->data, sizeof(m->initial_atomref));
-    else if (m->params.atomref)
-        memcpy(m->initial_atomref, m->params.atomref, sizeof(m->initial_atomref));
+    for (int k = 0; k < m->n_heads; k++) {
+        char name[PT_SCHNET_NAME_MAX];
+        initial_atomref_name(&m->cfg, k, name);
+        const pt_st_tensor *init = pt_safetensors_find(st, name);
+        if (init)
+            memcpy(m->initial_atomref[k], init->data, sizeof(m->initial_atomref[k]));
+        else if (m->params.head[k].atomref)
+            memcpy(m->initial_atomref[k], m->params.head[k].atomref,
+                   sizeof(m->initial_atomref[k]));
+    }
 }
 
 int pt_schnet_load_safetensors(pt_schnet *m, const pt_safetensors *st, const char *label,
@@ -360,8 +476,8 @@ int pt_schnet_load_safetensors(pt_schnet *m, const pt_safetensors *st, const cha
 {
     memset(m, 0, sizeof(*m));
     pt_schnet_config c;
-    double mean, std;
-    if (config_from_file(st, &c, &mean, &std, label, errs)) return -1;
+    double mean[PT_SCHNET_MAX_HEADS], std[PT_SCHNET_MAX_HEADS];
+    if (config_from_file(st, &c, mean, std, label, errs)) return -1;
     size_t before = errs->kept;
     size_t n_tab = 0;
     pt_schnet_tensor *tab = NULL;
@@ -378,8 +494,10 @@ int pt_schnet_load_safetensors(pt_schnet *m, const pt_safetensors *st, const cha
     }
     free(tab);
     if (bad || pt_schnet_init(m, &c, errs)) return -1;
-    m->mean = mean;
-    m->std = std;
+    for (int k = 0; k < m->n_heads; k++) {
+        m->mean[k] = mean[k];
+        m->std[k] = std[k];
+    }
     copy_tensors(m, st);
     return 0;
 }

@@ -309,6 +309,33 @@ void pt_readout_forward(double *y, int32_t *count, const float *o, const uint8_t
             if (count[g] > 0) y[g] /= (double)count[g];
 }
 
+void pt_atom_output_forward(double *y, const float *o, const uint8_t *z,
+                            const int32_t *node_graph, const float *atomref, double mean,
+                            double std, int n_nodes)
+{
+    for (int i = 0; i < n_nodes; i++) {
+        if (node_graph[i] < 0) {
+            y[i] = 0.0;
+            continue;
+        }
+        y[i] = (double)o[i] * std + mean + (atomref ? (double)atomref[z[i]] : 0.0);
+    }
+}
+
+void pt_atom_output_backward(float *dout, float *datomref, const double *dy,
+                             const int32_t *node_graph, const uint8_t *z, double std,
+                             int n_nodes)
+{
+    for (int i = 0; i < n_nodes; i++) {
+        if (node_graph[i] < 0) {
+            dout[i] = 0.0f;
+            continue;
+        }
+        dout[i] = (float)(dy[i] * std);
+        if (datomref) datomref[z[i]] += (float)dy[i];
+    }
+}
+
 void pt_readout_backward(float *dout, float *datomref, const double *dy, const int32_t *count,
                          const uint8_t *z, const int32_t *node_graph, double std,
                          pt_readout mode, int n_nodes)

@@ -111,6 +111,18 @@ void pt_readout_backward(float *dout, float *datomref, const double *dy, const i
                          const uint8_t *z, const int32_t *node_graph, double std,
                          pt_readout mode, int n_nodes);
 
+/* An atom head's output (no pooling):
+ *   y_i = o_i · std + mean + atomref[z_i]   for real nodes (node_graph ≥ 0), 0 for padding
+ * (atomref may be NULL). */
+void pt_atom_output_forward(double *y, const float *o, const uint8_t *z,
+                            const int32_t *node_graph, const float *atomref, double mean,
+                            double std, int n_nodes);
+/* do_i = dy_i · std, datomref[z_i] += dy_i (datomref may be NULL); padding
+ * nodes get do = 0. */
+void pt_atom_output_backward(float *dout, float *datomref, const double *dy,
+                             const int32_t *node_graph, const uint8_t *z, double std,
+                             int n_nodes);
+
 /* ---- derivatives with respect to the distances -----------------------------
  * Forces and stress come from g_u = ∂Y/∂d_u, the derivative of the summed
  * energy Y = Σ_g y_g with respect to each filter row's distance (one row per

@@ -39,9 +39,9 @@ static int init_model(pt_trainer *tr)
                            .use_atomref = cfg->training.normalize == PT_NORM_ATOMREF};
     if (pt_schnet_init(&tr->model, &mc, tr->errs) != 0) return -1;
     pt_schnet_init_weights(&tr->model, cfg->training.seed);
-    tr->model.mean = tr->norm.mean;
-    tr->model.std = tr->norm.std;
-    if (mc.use_atomref) pt_schnet_set_atomref(&tr->model, tr->norm.atomref);
+    tr->model.mean[0] = tr->norm.mean;
+    tr->model.std[0] = tr->norm.std;
+    if (mc.use_atomref) pt_schnet_set_atomref(&tr->model, 0, tr->norm.atomref);
     size_t n = tr->model.n_params ? tr->model.n_params : 1;
     tr->grads = calloc(n, sizeof(float));
     tr->best = malloc(n * sizeof(float));

@@ -322,10 +322,10 @@ int pt_trainer_resume_apply(pt_trainer *tr)
     if (check_data(tr) != 0) return -1;
     /* normalisation first: set_atomref also writes atomref.weight, which the
      * parameters then overwrite with their trained values */
-    tr->norm.mean = tr->model.mean = s->norm_mean;
-    tr->norm.std = tr->model.std = s->norm_std;
+    tr->norm.mean = tr->model.mean[0] = s->norm_mean;
+    tr->norm.std = tr->model.std[0] = s->norm_std;
     memcpy(tr->norm.atomref, s->norm_atomref, sizeof tr->norm.atomref);
-    if (tr->model.cfg.use_atomref) pt_schnet_set_atomref(&tr->model, tr->norm.atomref);
+    if (tr->model.cfg.use_atomref) pt_schnet_set_atomref(&tr->model, 0, tr->norm.atomref);
     pt_checkpoint_tensors t = tensors_of(tr);
     if (pt_checkpoint_tensors_get(&tr->resume, &t, tr->errs) != 0) return -1;
     tr->optim.step = (long)s->optim_step;

@@ -12,6 +12,11 @@
  * and the gradient is that of this plain, unnormalised L (PyTorch:
  * create_graph=True).
  *
+ * A model of named heads (engine/model/schnet.h) is evaluated on every head,
+ * each against the dataset key it is named after, with
+ * L = Σ_k w_k mean_g (y_k,g − t_k,g)² (--head-weight KEY=W, default 1; with
+ * forces head 0 is the energy and its term is w_E's, as above).
+ *
  * Structures go in file order into packs of up to --batch-graphs graphs, one
  * pack per batch, filled by the engine's batcher (engine/pack/batch.h) as
  * training fills them; the result does not depend on the grouping. */
@@ -34,7 +39,7 @@ static const char usage_text[] =
     "usage: packtrain eval --model MODEL.safetensors --data DATA [--target KEY]\n"
     "                      [--n N] [--grads OUT.json] [--batch-graphs B]\n"
     "                      [--forces-weight W] [--energy-weight W] [--stress-weight W]\n"
-    "                      [--forces-key forces]\n"
+    "                      [--forces-key forces] [--head-weight KEY=W]...\n"
     "\n"
     "Evaluates a SchNet model file on the first N structures of a dataset (all by\n"
     "default) and prints JSON: {\"model\",\"data\",\"target\",\"n\",\"loss\",\"mae\",\"rmse\",\n"
@@ -50,7 +55,13 @@ static const char usage_text[] =
     "\"loss_forces\", \"loss_stress\" (the three means), \"forces_mae\", \"forces_rmse\"\n"
     "(per component, eV/A) and the weights.\n"
     "\n"
-    "  --target KEY        energy key (default: the dataset's only key)\n"
+    "A model of named heads (trained on several targets) predicts every target it\n"
+    "has a head for: each prediction adds \"heads\" {KEY: value}, the output adds\n"
+    "\"heads\" {KEY: {\"weight\",\"loss\",\"mae\",\"rmse\"}}, and\n"
+    "  loss = sum over heads of w_k mean (y_k - t_k)^2   (+ the force terms)\n"
+    "\n"
+    "  --target KEY        energy key (default: the dataset's only key; for a model of\n"
+    "                      named heads, head 0's key)\n"
     "  --n N               evaluate structures 0..N-1\n"
     "  --grads FILE        also write {\"loss\",\"n\",\"grads\":{tensor name: [values]}}:\n"
     "                      dLoss/d every parameter, flattened row-major, PyG tensor names\n"
@@ -63,6 +74,7 @@ static const char usage_text[] =
     "                      one forces column ingest chose, under that name); an ASE\n"
     "                      database given as DATA is ingested with this key\n"
     "                      (atomic_forces, data.atomic_forces, ...)\n"
+    "  --head-weight KEY=W w_k >= 0 of the head predicting KEY (default 1; repeat)\n"
     "\n"
     "DATA is a .ptd, or any file `packtrain ingest` reads (ingested once into a cache).\n"
     "Exit status: 0 done, 1 failure (bad model, dataset, target or labels), 2 usage error.\n";
@@ -73,6 +85,9 @@ typedef struct eval_args {
     int batch_graphs;
     int forces;                 /* --forces-weight or --stress-weight given */
     pt_schnet_loss_weights w;
+    int n_head_weights;
+    char head_key[PT_SCHNET_MAX_HEADS][PT_SCHNET_KEY_MAX];
+    double head_weight[PT_SCHNET_MAX_HEADS];
     int help;
 } eval_args;
 
@@ -98,7 +113,8 @@ static int parse_args(int argc, char **argv, eval_args *a)
         {"grads", required_argument, 0, 'g'}, {"batch-graphs", required_argument, 0, 'b'},
         {"forces-weight", required_argument, 0, 'F'}, {"energy-weight", required_argument, 0, 'E'},
         {"stress-weight", required_argument, 0, 'S'}, {"forces-key", required_argument, 0, 'K'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"head-weight", required_argument, 0, 'W'}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
     memset(a, 0, sizeof(*a));
     a->n = -1;
     a->batch_graphs = 32;
@@ -135,6 +151,22 @@ static int parse_args(int argc, char **argv, eval_args *a)
             if (parse_weight("--energy-weight", optarg, &a->w.energy)) return -1;
             break;
         case 'K': a->forces_key = optarg; break;
+        case 'W': {
+            const char *eq = strchr(optarg, '=');
+            size_t len = eq ? (size_t)(eq - optarg) : 0;
+            if (!eq || !len || len >= PT_SCHNET_KEY_MAX ||
+                a->n_head_weights == PT_SCHNET_MAX_HEADS) {
+                fprintf(stderr, "packtrain eval: --head-weight: '%s' is not KEY=W (at most %d)\n",
+                        optarg, PT_SCHNET_MAX_HEADS);
+                return -1;
+            }
+            memcpy(a->head_key[a->n_head_weights], optarg, len);
+            a->head_key[a->n_head_weights][len] = 0;
+            if (parse_weight("--head-weight", eq + 1, &a->head_weight[a->n_head_weights]))
+                return -1;
+            a->n_head_weights++;
+            break;
+        }
         case 'b':
             if (pt_cli_parse_long(optarg, 1, 4096, &v)) {
                 fprintf(stderr, "packtrain eval: --batch-graphs: '%s' is not in 1..4096\n", optarg);
@@ -217,6 +249,12 @@ typedef struct eval_state {
     double *pred;
     double *force;      /* [atoms of the n structures, 3] with --forces-weight */
     double *stress;     /* [n, 9] */
+    /* a model of named heads: each head's dataset key, weight, targets of the
+     * batch's graph slots and predictions per structure */
+    uint32_t head_key[PT_SCHNET_MAX_HEADS];
+    pt_schnet_head_loss hl[PT_SCHNET_MAX_HEADS];
+    double *head_target[PT_SCHNET_MAX_HEADS];  /* [max_graphs] */
+    double *head_pred[PT_SCHNET_MAX_HEADS];    /* [n] */
 } eval_state;
 
 static void state_close(eval_state *st)
@@ -231,6 +269,50 @@ static void state_close(eval_state *st)
     free(st->pred);
     free(st->force);
     free(st->stress);
+    for (int k = 0; k < PT_SCHNET_MAX_HEADS; k++) {
+        free(st->head_target[k]);
+        free(st->head_pred[k]);
+    }
+}
+
+/* Each named head's dataset key and weight; every --head-weight must name a
+ * head.  Atom heads need per-atom labels, which a dataset holds only for
+ * forces. */
+static int resolve_heads(const eval_args *a, eval_state *st, pt_errors *errs)
+{
+    const pt_schnet *m = &st->model;
+    for (int w = 0; w < a->n_head_weights; w++)
+        if (pt_schnet_find_head(m, a->head_key[w]) < 0)
+            pt_errors_add(errs, a->model, 0, "--head-weight", "the model has no head '%s'%s",
+                          a->head_key[w], m->cfg.n_heads ? "" : " (it has PyG's single head)");
+    for (int k = 0; m->cfg.n_heads && k < m->n_heads; k++) {
+        const char *key = m->head[k].key;
+        int t = pt_dataset_find_target(&st->ds, key);
+        if (m->head[k].level == PT_HEAD_ATOM)
+            pt_errors_add(errs, a->data, 0, key, "head %d predicts per atom; the dataset's only "
+                          "per-atom labels are forces", k);
+        else if (t < 0)
+            pt_errors_add(errs, a->data, 0, key, "head %d predicts '%s', which the dataset "
+                          "does not have", k, key);
+        st->head_key[k] = t < 0 ? 0 : (uint32_t)t;
+        st->hl[k].weight = 1.0;
+        for (int w = 0; w < a->n_head_weights; w++)
+            if (!strcmp(a->head_key[w], key)) st->hl[k].weight = a->head_weight[w];
+    }
+    return errs->total ? -1 : 0;
+}
+
+/* The batch's targets of every named head, by graph slot. */
+static void fill_head_targets(eval_state *st)
+{
+    const pt_batch *b = &st->batch;
+    for (int k = 0; k < st->model.n_heads; k++)
+        for (int32_t g = 0; g < b->cap_graphs; g++)
+            st->head_target[k][g] =
+                b->graph_id[g] < 0
+                    ? 0.0
+                    : st->ds.targets[(size_t)st->head_key[k] * st->ds.n_structs +
+                                     (size_t)b->graph_id[g]];
 }
 
 /* Structure s has force labels (NaN marks absence, as engine/pack/batch.c reads them). */
@@ -314,8 +396,12 @@ static int run(const eval_args *a, eval_state *st, pt_errors *errs)
     const char *forces_key = strcmp(a->forces_key, "forces") ? a->forces_key : NULL;
     if (pt_cli_dataset_open_keys("packtrain eval", a->data, forces_key, &st->ds, ptd, sizeof ptd, &ingested))
         return -1;
+    const int named = st->model.cfg.n_heads > 0, K = st->model.n_heads;
+    if (resolve_heads(a, st, errs)) return -1;
     uint32_t key;
-    if (choose_target(&st->ds, a->target, &key)) return -1;
+    if (choose_target(&st->ds, a->target ? a->target : named ? st->model.head[0].key : NULL,
+                      &key))
+        return -1;
     uint32_t n = st->ds.n_structs;
     if (a->n > 0 && (uint64_t)a->n < n) n = (uint32_t)a->n;
     if (a->n > (long)st->ds.n_structs) {
@@ -361,6 +447,12 @@ static int run(const eval_args *a, eval_state *st, pt_errors *errs)
         st->force = calloc(3 * st->ds.atom_offset[n], sizeof(double));
         st->stress = calloc(9 * (size_t)n, sizeof(double));
     }
+    for (int k = 0; named && k < K; k++) {
+        st->head_target[k] = calloc((size_t)lim.max_graphs, sizeof(double));
+        st->head_pred[k] = calloc(n, sizeof(double));
+        st->hl[k].norm = (double)n;
+        if (!st->head_target[k] || !st->head_pred[k]) st->pred = NULL;
+    }
     if (!st->pred || (a->grads && !st->grads) || (a->forces && (!st->force || !st->stress))) {
         pt_errors_add(errs, "", 0, "", "out of memory");
         return -1;
@@ -378,6 +470,20 @@ static int run(const eval_args *a, eval_state *st, pt_errors *errs)
         const double *y = pt_schnet_forward(&st->model, &st->acts, &st->batch);
         for (int32_t g = 0; g < st->batch.cap_graphs; g++)
             if (st->batch.graph_id[g] >= 0) st->pred[st->batch.graph_id[g]] = y[g];
+        if (named) {
+            fill_head_targets(st);
+            for (int h = 0; h < K; h++) {
+                st->hl[h].target = st->head_target[h];
+                for (int32_t g = 0; g < st->batch.cap_graphs; g++)
+                    if (st->batch.graph_id[g] >= 0)
+                        st->head_pred[h][st->batch.graph_id[g]] = st->acts.head[h].y[g];
+            }
+        }
+        if (named && !a->forces) {
+            loss += pt_schnet_loss_heads(&st->model, &st->acts, &st->batch, st->hl, NULL);
+            if (st->grads) pt_schnet_backward(&st->model, &st->acts, &st->batch, st->grads);
+            continue;
+        }
         if (!a->forces) {
             loss += pt_schnet_loss(&st->model, &st->acts, &st->batch, (double)n);
             if (st->grads) pt_schnet_backward(&st->model, &st->acts, &st->batch, st->grads);
@@ -387,6 +493,10 @@ static int run(const eval_args *a, eval_state *st, pt_errors *errs)
         keep_forces(st);
         pt_schnet_loss_parts p;
         loss += pt_schnet_loss_forces(&st->model, &st->acts, &st->batch, &a->w, &norm, &p);
+        if (named) {   /* head 0 is the energy, weighted by w_E */
+            st->hl[0].target = NULL;
+            loss += pt_schnet_loss_heads(&st->model, &st->acts, &st->batch, st->hl, NULL);
+        }
         parts.energy += p.energy;
         parts.forces += p.forces;
         parts.stress += p.stress;
@@ -415,6 +525,12 @@ static int run(const eval_args *a, eval_state *st, pt_errors *errs)
             if (pt_dataset_pbc(&st->ds, s) == PT_PBC_ALL)
                 json_object_set_new(p, "stress", rows_json(st->stress + 9 * (size_t)s, 3));
         }
+        if (named) {
+            json_t *h = json_object();
+            for (int k = 0; k < K; k++)
+                json_object_set_new(h, st->model.head[k].key, json_real(st->head_pred[k][s]));
+            json_object_set_new(p, "heads", h);
+        }
         json_array_append_new(preds, p);
     }
     json_t *out = json_pack("{s:s,s:s,s:s,s:I,s:f}", "model", a->model, "data", a->data,
@@ -434,6 +550,24 @@ static int run(const eval_args *a, eval_state *st, pt_errors *errs)
         json_object_set_new(out, "weights", json_pack("{s:f,s:f,s:f}", "energy", a->w.energy,
                                                       "forces", a->w.forces, "stress",
                                                       a->w.stress));
+    }
+    if (named) {
+        json_t *h = json_object();
+        for (int k = 0; k < K; k++) {
+            double ae = 0.0, se = 0.0;
+            for (uint32_t s = 0; s < n; s++) {
+                double r = st->head_pred[k][s] -
+                           st->ds.targets[(size_t)st->head_key[k] * st->ds.n_structs + s];
+                ae += fabs(r);
+                se += r * r;
+            }
+            /* head 0's weight is w_E when forces are trained */
+            double w = a->forces && k == 0 ? a->w.energy : st->hl[k].weight;
+            json_object_set_new(h, st->model.head[k].key,
+                                json_pack("{s:f,s:f,s:f,s:f}", "weight", w, "loss", se / n,
+                                          "mae", ae / n, "rmse", sqrt(se / n)));
+        }
+        json_object_set_new(out, "heads", h);
     }
     json_object_set_new(out, "predictions", preds);
     json_dumpf(out, stdout, JSON_COMPACT | JSON_REAL_PRECISION(17));

@@ -6,7 +6,8 @@
 # model with --grads, and schnet_ref.py compares predictions and autograd
 # gradients (in float64) with packtrain's — of the energy loss, or with
 # forces (and stress) in the loss, forces, stress and the gradient of the
-# combined loss (autograd with create_graph=True).  A last case trains a few steps
+# combined loss (autograd with create_graph=True); models of several named
+# heads (heads_ref.py) on the multi-task loss.  A last case trains a few steps
 # with packtrain and loads ITS file into PyTorch with strict load_state_dict,
 # so files travel both ways.  Fails when torch is missing (make test installs it).
 # The last line is "N passed, N failed".
@@ -126,6 +127,46 @@ loss_args=""
 echo "== ase_stress_convention"
 tally ase_stress_convention "$("$py" "$here/schnet_ref.py" stress-convention \
   --data "$root/tests/data/schnet_emt_6.extxyz" --n 4 2>&1)"
+
+# Multi-task models (heads_ref.py): one trunk, one output MLP per target
+# named after it, graph heads of sum and mean readouts, with and without
+# atomref; the gradient of sum_k w_k MSE_k against autograd (rel 1e-4).
+# heads_case NAME DATA N "HEAD-WEIGHT ARGS" EXPORT-ARGS...
+heads_case() {
+  local name=$1 data=$2 n=$3 weights=$4; shift 4
+  echo "== $name"
+  local ptd="$work/$name.ptd" model="$work/$name.safetensors"
+  if ! "$bin" ingest "$data" --out "$ptd" >"$work/$name.ingest.log" 2>&1; then
+    echo "FAIL $name: ingest"; cat "$work/$name.ingest.log"; failed=$((failed + 1)); return
+  fi
+  if ! "$py" "$here/heads_ref.py" export --out "$model" "$@"; then
+    echo "FAIL $name: export"; failed=$((failed + 1)); return
+  fi
+  heads_check "$name" "$model" "$ptd" "$data" "$n" "$weights"
+}
+
+# heads_check NAME MODEL PTD DATA N "HEAD-WEIGHT ARGS"
+heads_check() {
+  local name=$1 model=$2 ptd=$3 data=$4 n=$5 weights=$6
+  # shellcheck disable=SC2086  # weights is a list of options
+  if ! "$bin" eval --model "$model" --data "$ptd" --n "$n" $weights \
+       --grads "$work/$name.grads.json" >"$work/$name.eval.json" 2>"$work/$name.eval.err"; then
+    echo "FAIL $name: packtrain eval"; cat "$work/$name.eval.err"; failed=$((failed + 1)); return
+  fi
+  # shellcheck disable=SC2086
+  tally "$name" "$("$py" "$here/heads_ref.py" check --model "$model" --data "$data" --n "$n" \
+        $weights --eval-json "$work/$name.eval.json" --grads "$work/$name.grads.json" 2>&1)"
+}
+
+heads_case qm9_gap_homo_lumo "$root/tests/data/schnet_qm9_32.extxyz" 32 \
+  "--head-weight homo=2 --head-weight lumo=0.5" \
+  --hidden 64 --filters 48 --interactions 3 --gaussians 25 --cutoff 6.0 --seed 7 \
+  --heads gap/graph/add/0.5/1.3/1,homo/graph/mean/-6.5/0.6/0,lumo/graph/add/0.1/0.4/1
+heads_case qm9_mu_alpha_cv_U0 "$root/tests/data/schnet_qm9_32.extxyz" 20 \
+  "--head-weight energy_U0=0.01 --head-weight cv=0" \
+  --hidden 32 --filters 24 --interactions 2 --gaussians 16 --cutoff 5.0 --max-neighbors 8 \
+  --seed 8 \
+  --heads mu/graph/mean/2.0/1.5/0,alpha/graph/add/8.0/2.0/1,cv/graph/add/3.0/1.0/0,energy_U0/graph/add/-400/10/1
 
 # packtrain writes the model this time; PyTorch must load it strictly
 echo "== trained_by_packtrain"

@@ -113,7 +113,7 @@ static int setup(void **state)
         sum += F.ds.targets[(size_t)F.target_key * n + s];
         atoms += F.natoms[s];
     }
-    F.model.mean = sum / (double)atoms;
+    F.model.mean[0] = sum / (double)atoms;
     F.init_params = malloc(F.model.n_params * sizeof(float));
     memcpy(F.init_params, F.model.params_memory, F.model.n_params * sizeof(float));
     pt_errors_close(&errs);

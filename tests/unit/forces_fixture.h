@@ -271,10 +271,10 @@ FX_FN void fx_make_model(pt_schnet *m, pt_readout readout)
     ref[6] = -3.8;
     ref[7] = -5.4;
     ref[8] = -7.5;
-    pt_schnet_set_atomref(m, ref);
+    pt_schnet_set_atomref(m, 0, ref);
     pt_schnet_init_weights(m, 8);
-    m->mean = -0.25;
-    m->std = 1.7;
+    m->mean[0] = -0.25;
+    m->std[0] = 1.7;
     pt_rng r;
     pt_rng_init(&r, 98, 0);
     for (size_t t = 0; t < m->n_tensors; t++)
@@ -413,8 +413,8 @@ FX_FN void fx_ref_energy(const pt_schnet *m, const double *theta, const fstruct 
             o += w5[j] * fx_ssp(z);
             od += w5[j] * fx_sig(z) * zd;
         }
-        sum += o * m->std + m->mean + aref[s->z[i]];
-        sumd += od * m->std;
+        sum += o * m->std[0] + m->mean[0] + aref[s->z[i]];
+        sumd += od * m->std[0];
     }
     double div = m->cfg.readout == PT_READOUT_MEAN ? n : 1.0;
     *y = sum / div;

@@ -171,10 +171,10 @@ static void make_model(pt_schnet *m, pt_readout readout)
     ref[6] = -37.8;
     ref[7] = -54.5;
     ref[8] = -75.0;
-    pt_schnet_set_atomref(m, ref);
+    pt_schnet_set_atomref(m, 0, ref);
     pt_schnet_init_weights(m, 5);
-    m->mean = -0.75;
-    m->std = 2.5;
+    m->mean[0] = -0.75;
+    m->std[0] = 2.5;
     /* biases are zero after init; give them values so their paths are tested */
     pt_rng r;
     pt_rng_init(&r, 99, 0);
@@ -197,10 +197,10 @@ static const double *tensor_d(const pt_schnet *m, const double *theta, const cha
     return theta + tt->offset;
 }
 
-/* y[slot] for every graph slot; returns the loss (mean over real graphs). */
-static double reference(const pt_schnet *m, const double *theta, const pt_batch *b, double *y)
+/* The trunk's output h_T [N,H] (malloc'd; the caller frees it). */
+static double *reference_trunk(const pt_schnet *m, const double *theta, const pt_batch *b)
 {
-    const int H = m->cfg.hidden, F = m->cfg.filters, G = m->cfg.gaussians, H2 = H / 2;
+    const int H = m->cfg.hidden, F = m->cfg.filters, G = m->cfg.gaussians;
     const int N = b->cap_nodes, E = b->cap_edges;
     const double rc = m->cfg.cutoff, step = rc / (G - 1), gamma = -0.5 / (step * step);
     double *h = calloc((size_t)N * H, sizeof(double)), *x = calloc((size_t)N * F, sizeof(double));
@@ -257,6 +257,17 @@ static double reference(const pt_schnet *m, const double *theta, const pt_batch 
             }
         }
     }
+    free(x);
+    free(mm);
+    free(W);
+    return h;
+}
+
+/* y[slot] for every graph slot; returns the loss (mean over real graphs). */
+static double reference(const pt_schnet *m, const double *theta, const pt_batch *b, double *y)
+{
+    const int H = m->cfg.hidden, H2 = H / 2, N = b->cap_nodes;
+    double *h = reference_trunk(m, theta, b);
     const double *W4 = tensor_d(m, theta, "lin1.weight", 0), *b4 = tensor_d(m, theta, "lin1.bias", 0);
     const double *w5 = tensor_d(m, theta, "lin2.weight", 0), *b5 = tensor_d(m, theta, "lin2.bias", 0);
     const double *aref = m->cfg.use_atomref ? tensor_d(m, theta, "atomref.weight", 0) : NULL;
@@ -270,7 +281,7 @@ static double reference(const pt_schnet *m, const double *theta, const pt_batch 
             for (int c = 0; c < H; c++) v += W4[j * H + c] * h[i * H + c];
             o += w5[j] * ssp_d(v);
         }
-        o = o * m->std + m->mean + (aref ? aref[b->z[i]] : 0.0);
+        o = o * m->std[0] + m->mean[0] + (aref ? aref[b->z[i]] : 0.0);
         y[b->node_graph[i]] += o;
         count[b->node_graph[i]]++;
     }
@@ -283,9 +294,6 @@ static double reference(const pt_schnet *m, const double *theta, const pt_batch 
         n_real++;
     }
     free(h);
-    free(x);
-    free(mm);
-    free(W);
     return loss / n_real;
 }
 

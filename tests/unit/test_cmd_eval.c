@@ -45,8 +45,8 @@ static int setup(void **state)
     c.cutoff = 5.0f;
     if (pt_schnet_init(&m, &c, NULL)) return -1;
     pt_schnet_init_weights(&m, 4);
-    m.mean = -400.0; /* per atom, so predictions land near QM9 energies */
-    m.std = 10.0;
+    m.mean[0] = -400.0; /* per atom, so predictions land near QM9 energies */
+    m.std[0] = 10.0;
     pt_errors errs;
     pt_errors_init(&errs, 0);
     int rc = pt_schnet_save(&m, model, &errs);

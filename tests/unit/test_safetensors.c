@@ -374,11 +374,11 @@ static void test_model_round_trip(void **state)
     assert_int_equal(pt_schnet_init(&m, &c, NULL), 0);
     double ref[PT_SCHNET_ZROWS];
     for (int z = 0; z < PT_SCHNET_ZROWS; z++) ref[z] = -0.1 * z;
-    pt_schnet_set_atomref(&m, ref);
+    pt_schnet_set_atomref(&m, 0, ref);
     pt_schnet_init_weights(&m, 3);
-    m.params.atomref[6] += 0.5f; /* trained away from its initial value */
-    m.mean = -1.0 / 3.0;
-    m.std = 0.123456789;
+    m.params.head[0].atomref[6] += 0.5f; /* trained away from its initial value */
+    m.mean[0] = -1.0 / 3.0;
+    m.std[0] = 0.123456789;
     char path[128];
     snprintf(path, sizeof(path), "%s/model.safetensors", dir);
     pt_errors errs;
@@ -387,11 +387,11 @@ static void test_model_round_trip(void **state)
     assert_int_equal(pt_schnet_load(&r, path, &errs), 0);
     assert_int_equal(errs.total, 0);
     assert_memory_equal(&r.cfg, &m.cfg, sizeof(m.cfg));
-    assert_true(r.mean == m.mean && r.std == m.std);
+    assert_true(r.mean[0] == m.mean[0] && r.std[0] == m.std[0]);
     assert_int_equal(r.n_params, m.n_params);
     assert_memory_equal(r.params_memory, m.params_memory, m.n_params * sizeof(float));
     assert_memory_equal(r.initial_atomref, m.initial_atomref, sizeof(m.initial_atomref));
-    assert_true(r.params.atomref[6] != r.initial_atomref[6]);
+    assert_true(r.params.head[0].atomref[6] != r.initial_atomref[0][6]);
 
     /* the file holds exactly PyG's state_dict keys */
     pt_safetensors st;
@@ -455,7 +455,7 @@ static void test_model_as_pytorch_saves_it(void **state)
     assert_int_equal(r.cfg.readout, PT_READOUT_SUM);
     assert_int_equal(r.cfg.max_neighbors, 32);
     assert_int_equal(r.cfg.use_atomref, 0);
-    assert_true(r.mean == 0.0 && r.std == 1.0);
+    assert_true(r.mean[0] == 0.0 && r.std[0] == 1.0);
     assert_memory_equal(r.params_memory, m.params_memory, m.n_params * sizeof(float));
     pt_schnet_close(&r);
     pt_schnet_close(&m);

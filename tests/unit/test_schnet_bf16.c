@@ -55,10 +55,10 @@ static int setup_big(void **state)
                     NULL))
         return -1;
     if (pt_schnet_init(&big, &mc, NULL)) return -1;
-    pt_schnet_set_atomref(&big, nm.atomref);
+    pt_schnet_set_atomref(&big, 0, nm.atomref);
     pt_schnet_init_weights(&big, 11);
-    big.mean = nm.mean;
-    big.std = nm.std;
+    big.mean[0] = nm.mean;
+    big.std[0] = nm.std;
     if (pt_batch_init(&batch, F.packer.limits, 16, (float)mc.cutoff) != PT_BATCH_OK) return -1;
     if (pt_batch_fill(&batch, &F.ds, &F.graphs, &F.packs, 0, 16, (int)F.target_key) !=
         PT_BATCH_OK)
