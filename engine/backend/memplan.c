@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engine/train/optim.h"
+#include "engine/train/plan.h"
 
 #define MB (1024.0 * 1024.0)
 
@@ -29,9 +30,11 @@ size_t pt_memplan_param_count(const pt_schnet_config *c)
 {
     const size_t H = (size_t)c->hidden, F = (size_t)c->filters, G = (size_t)c->gaussians;
     const size_t H2 = H / 2, Z = PT_SCHNET_ZROWS;
-    size_t block = F * G + F + F * F + F + F * H + H * F + H + H * H + H;
-    return Z * H + (size_t)c->interactions * block + H2 * H + H2 + H2 + 1 +
-           (c->use_atomref ? Z : 0);
+    size_t block = F * G + F + F * F + F + F * H + H * F + H + H * H + H, heads = 0;
+    if (c->n_heads == 0) heads = H2 * H + H2 + H2 + 1 + (c->use_atomref ? Z : 0);
+    for (int k = 0; k < c->n_heads; k++)
+        heads += H2 * H + H2 + H2 + 1 + (c->heads[k].use_atomref ? Z : 0);
+    return Z * H + (size_t)c->interactions * block + heads;
 }
 
 size_t pt_memplan_max_layer(const pt_schnet_config *c)
@@ -70,17 +73,7 @@ size_t pt_memplan_batch_bytes(pt_pack_limits limits, int32_t n_packs)
 
 pt_schnet_config pt_memplan_job_model(const pt_job_config *cfg)
 {
-    const pt_job_model *m = &cfg->model;
-    return (pt_schnet_config){
-        .hidden = m->hidden,
-        .filters = m->filters,
-        .interactions = m->interactions,
-        .gaussians = m->gaussians,
-        .cutoff = (float)m->cutoff,
-        .max_neighbors = m->max_neighbors,
-        .readout = m->readout == PT_JOB_READOUT_MEAN ? PT_READOUT_MEAN : PT_READOUT_SUM,
-        .use_atomref = cfg->training.normalize == PT_NORM_ATOMREF,
-    };
+    return pt_train_model_config(cfg);
 }
 
 /* Fills every byte count of plan for micro-batches of b packs. */

@@ -189,7 +189,7 @@ static int rank_threads(int32_t configured)
 
 enum { ST_LOSS, ST_GRAPHS, ST_NODES, ST_NODE_SLOTS, ST_EDGES, ST_EDGE_SLOTS, ST_FILTER_ROWS,
        ST_FORCES_SSE, ST_STRESS_SSE, ST_FORCE_COMPONENTS, ST_STRESS_COMPONENTS, ST_FAILED,
-       ST_BATCH, ST_COUNT };
+       ST_BATCH, ST_HEADS_LOSS, ST_COUNT };
 
 typedef struct mpi_engine {
     const pt_train_data *d;     /* the loop's view: R replicas in all */
@@ -434,7 +434,7 @@ static int mpi_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
                           (double)local.node_slots, (double)local.edges, (double)local.edge_slots,
                           (double)local.filter_rows, local.forces_sse, local.stress_sse,
                           (double)local.force_components, (double)local.stress_components,
-                          ok ? 0.0 : 1.0, (double)n_g}, sum[ST_COUNT];
+                          ok ? 0.0 : 1.0, (double)n_g, local.heads_loss_sum}, sum[ST_COUNT];
     int rc = MPI_Allreduce(v, sum, ST_COUNT, MPI_DOUBLE, MPI_SUM, g_mpi.comm);
     if (rc != MPI_SUCCESS) return mpi_error(errs, "MPI_Allreduce", rc);
     me->steps++;
@@ -468,6 +468,7 @@ static int mpi_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
     }
     pt_phase_lap(&clk, &me->phases, PT_PHASE_ALLREDUCE);
     st->loss_sum = sum[ST_LOSS];
+    st->heads_loss_sum = sum[ST_HEADS_LOSS];
     st->graphs = (int64_t)sum[ST_GRAPHS];
     st->nodes = (int64_t)sum[ST_NODES];
     st->node_slots = (int64_t)sum[ST_NODE_SLOTS];

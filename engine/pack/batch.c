@@ -46,7 +46,22 @@ void pt_batch_close(pt_batch *b)
     free(b->graph_stress);
     free(b->graph_has_stress);
     free(b->graph_volume);
+    free(b->key_target);
     memset(b, 0, sizeof(*b));
+}
+
+int pt_batch_set_keys(pt_batch *b, const uint32_t *keys, int32_t n)
+{
+    if (n < 0 || n > PT_BATCH_MAX_KEYS) return PT_BATCH_ELIMITS;
+    free(b->key_target);
+    b->key_target = NULL;
+    b->n_keys = 0;
+    if (n == 0) return PT_BATCH_OK;
+    b->key_target = calloc((size_t)n * (size_t)b->cap_graphs, sizeof(double));
+    if (!b->key_target) return PT_BATCH_ENOMEM;
+    memcpy(b->key_index, keys, (size_t)n * sizeof(*keys));
+    b->n_keys = n;
+    return PT_BATCH_OK;
 }
 
 int pt_batch_init(pt_batch *b, pt_pack_limits limits, int32_t n_packs, float cutoff)
@@ -179,6 +194,9 @@ static void fill_pack(pt_batch *b, const pt_dataset *ds, const pt_graphs *g,
         b->graph_natoms[graph0 + ng] = na;
         b->target[graph0 + ng] =
             target_index < 0 ? 0.0 : ds->targets[(size_t)target_index * ds->n_structs + s];
+        for (int32_t j = 0; j < b->n_keys; j++)
+            b->key_target[(size_t)j * b->cap_graphs + graph0 + ng] =
+                ds->targets[(size_t)b->key_index[j] * ds->n_structs + s];
         fill_labels(b, ds, s, graph0 + ng, node0 + nn);
         nn += na;
     }
@@ -202,6 +220,8 @@ static void fill_pack(pt_batch *b, const pt_dataset *ds, const pt_graphs *g,
         b->graph_id[graph0 + s] = -1;
         b->graph_natoms[graph0 + s] = 0;
         b->target[graph0 + s] = 0.0;
+        for (int32_t j = 0; j < b->n_keys; j++)
+            b->key_target[(size_t)j * b->cap_graphs + graph0 + s] = 0.0;
         b->graph_has_forces[graph0 + s] = 0;
         b->graph_has_stress[graph0 + s] = 0;
         b->graph_volume[graph0 + s] = 0.0;
@@ -217,6 +237,8 @@ static int fill_batch(pt_batch *b, const pt_dataset *ds, const pt_graphs *g, con
     if (n < 0 || n > b->n_packs) return PT_BATCH_ERANGE;
     if (!ids && (uint64_t)first + (uint64_t)n > packs->n_packs) return PT_BATCH_ERANGE;
     if (target_index >= 0 && (uint32_t)target_index >= ds->n_targets) return PT_BATCH_ETARGET;
+    for (int32_t j = 0; j < b->n_keys; j++)
+        if (b->key_index[j] >= ds->n_targets) return PT_BATCH_ETARGET;
     for (int32_t p = 0; p < n; p++) {
         uint32_t k = ids ? ids[p] : first + (uint32_t)p;
         if (k >= packs->n_packs) return PT_BATCH_ERANGE;

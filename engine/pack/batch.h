@@ -43,6 +43,8 @@ typedef struct pt_packs {
     uint32_t *graphs;        /* [graph_offset[n_packs]] dataset structure ids */
 } pt_packs;
 
+#define PT_BATCH_MAX_KEYS 16
+
 typedef struct pt_batch {
     pt_pack_limits limits;   /* per pack */
     int32_t n_packs;         /* packs per batch (model_batch_size) */
@@ -71,6 +73,12 @@ typedef struct pt_batch {
     uint8_t *graph_has_stress; /* [cap_graphs] 1 when the structure has a stress label */
     double *graph_volume;    /* [cap_graphs] cell volume in Å³ when periodic along a, b and c,
                               * else 0 */
+
+    /* further per-structure keys (multi-task jobs; pt_batch_set_keys): key
+     * j of graph slot g at key_target[j * cap_graphs + g], 0 on padding */
+    int32_t n_keys;
+    uint32_t key_index[PT_BATCH_MAX_KEYS];  /* dataset keys */
+    double *key_target;      /* [n_keys * cap_graphs] or NULL */
 } pt_batch;
 
 /* --- filling batches (batch.c) -------------------------------------------- */
@@ -110,6 +118,11 @@ int pt_batch_fill_ids(pt_batch *b, const struct pt_dataset *ds, const struct pt_
 void pt_batch_pack_sizes(const struct pt_dataset *ds, const struct pt_graphs *g,
                          const pt_packs *packs, uint32_t k, int64_t *graphs, int64_t *nodes,
                          int64_t *edges);
+/* After pt_batch_init: the batch also carries dataset keys keys[0..n) of
+ * every graph (fills check them against the dataset).  Allocates once;
+ * PT_BATCH_OK, PT_BATCH_ELIMITS (n outside 0..PT_BATCH_MAX_KEYS) or
+ * PT_BATCH_ENOMEM. */
+int pt_batch_set_keys(pt_batch *b, const uint32_t *keys, int32_t n);
 void pt_batch_close(pt_batch *b);
 const char *pt_batch_strerror(int rc);
 

@@ -44,7 +44,8 @@ typedef struct field {
     {#name ".forces_sse", F_F64, AT(name.forces_sse), 0, "0"},                            \
     {#name ".stress_sse", F_F64, AT(name.stress_sse), 0, "0"},                            \
     {#name ".force_components", F_I64, AT(name.force_components), 0, "0"},                \
-    {#name ".stress_components", F_I64, AT(name.stress_components), 0, "0"}
+    {#name ".stress_components", F_I64, AT(name.stress_components), 0, "0"},              \
+    {#name ".heads_loss_sum", F_F64, AT(name.heads_loss_sum), 0, "0"}
 
 static const field fields[] = {
     STR("config_sha256", config_sha256),

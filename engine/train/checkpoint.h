@@ -52,6 +52,7 @@ typedef struct pt_checkpoint_window {
     int64_t graphs, nodes, node_slots, edges, edge_slots, steps;
     double forces_sse, stress_sse;               /* forces jobs */
     int64_t force_components, stress_components;
+    double heads_loss_sum;                       /* multi-task jobs */
 } pt_checkpoint_window;
 
 typedef struct pt_checkpoint_state {

@@ -5,6 +5,7 @@
  * configuration are found in one pass.  The section parsers look alike (keys,
  * then one reader call per key): each is the list of its keys and ranges. */
 #include "engine/train/config.h"
+#include "engine/train/config_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -14,12 +15,12 @@
 
 #include "engine/model/schnet.h"   /* PT_SCHNET_MAX_INTERACTIONS */
 
-static const char *const readout_names[] = {"sum", "mean", NULL};
+const char *const readout_names[] = {"sum", "mean", NULL};
 static const char *const method_names[] = {"lpfhp", "tuple", "pad", "static64", "static2n",
                                            "dynamic", NULL};
 static const char *const optimizer_names[] = {"adam", "adamw", NULL};
 static const char *const schedule_names[] = {"constant", "plateau", "cosine", NULL};
-static const char *const normalize_names[] = {"none", "mean_std", "atomref", NULL};
+const char *const normalize_names[] = {"none", "mean_std", "atomref", NULL};
 static const char *const backend_names[] = {"ipu-emulated", "mpi", NULL};
 /* indexed by pt_precision */
 static const char *const precision_names[] = {"fp32", "bf16", NULL};
@@ -79,16 +80,7 @@ void pt_job_config_defaults(pt_job_config *cfg)
 
 /* --- typed readers ------------------------------------------------------ */
 
-typedef struct parse_ctx {
-    pt_errors *errs;
-    const char *file;
-    int failed;
-} parse_ctx;
-
-static void fail(parse_ctx *c, const char *section, const char *key, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void fail(parse_ctx *c, const char *section, const char *key, const char *fmt, ...)
+void fail(parse_ctx *c, const char *section, const char *key, const char *fmt, ...)
 {
     char path[PT_ERR_FIELD_MAX];
     if (section && section[0] && key) snprintf(path, sizeof path, "%s.%s", section, key);
@@ -100,7 +92,7 @@ static void fail(parse_ctx *c, const char *section, const char *key, const char 
     c->failed = 1;
 }
 
-static const char *type_name(const json_t *v)
+const char *type_name(const json_t *v)
 {
     switch (json_typeof(v)) {
     case JSON_OBJECT: return "an object";
@@ -115,14 +107,14 @@ static const char *type_name(const json_t *v)
 }
 
 /* Keeps 15 significant digits so that printing and re-parsing is exact. */
-static double round15(double x)
+double round15(double x)
 {
     char buf[32];
     snprintf(buf, sizeof buf, "%.15g", x);
     return strtod(buf, NULL);
 }
 
-static void check_keys(parse_ctx *c, const json_t *obj, const char *section,
+void check_keys(parse_ctx *c, const json_t *obj, const char *section,
                        const char *const *allowed)
 {
     const char *key;
@@ -182,7 +174,7 @@ static int read_int(parse_ctx *c, const json_t *obj, const char *section, const 
 
 /* A number in the interval lo..hi; `open_lo` excludes lo.  With `nullable`,
  * JSON null is accepted and stored as 0. */
-static int read_number(parse_ctx *c, const json_t *obj, const char *section, const char *key,
+int read_number(parse_ctx *c, const json_t *obj, const char *section, const char *key,
                        double lo, int open_lo, double hi, int nullable, double *out)
 {
     const json_t *v = json_object_get(obj, key);
@@ -207,7 +199,7 @@ static int read_number(parse_ctx *c, const json_t *obj, const char *section, con
     return 1;
 }
 
-static int read_enum(parse_ctx *c, const json_t *obj, const char *section, const char *key,
+int read_enum(parse_ctx *c, const json_t *obj, const char *section, const char *key,
                      const char *const *names, int *out)
 {
     const json_t *v = json_object_get(obj, key);
@@ -498,8 +490,8 @@ int pt_job_config_from_json(pt_job_config *cfg, const json_t *root, const char *
              root ? type_name(root) : "nothing");
         return -1;
     }
-    static const char *const keys[] = {"target", "forces_key", "model", "batching", "training",
-                                       "backend", "max_runtime_seconds", NULL};
+    static const char *const keys[] = {"target", "targets", "forces_key", "model", "batching",
+                                       "training", "backend", "max_runtime_seconds", NULL};
     check_keys(&c, root, "", keys);
     const json_t *v = json_object_get(root, "target");
     if (v)
@@ -518,6 +510,7 @@ int pt_job_config_from_json(pt_job_config *cfg, const json_t *root, const char *
     if ((v = get_section(&c, root, "", "training"))) parse_training(&c, v, &cfg->training);
     if ((v = get_section(&c, root, "", "backend"))) parse_backend(&c, v, &cfg->backend);
     cfg->training.schedule.lr = cfg->training.lr;
+    pt_cfg_parse_targets(&c, root, cfg);
 
     /* relations between sections */
     if (cfg->training.normalize == PT_NORM_ATOMREF &&
@@ -666,6 +659,10 @@ json_t *pt_job_config_to_json(const pt_job_config *cfg)
     }
     json_object_set_new(json_object_get(o, "training"), "loss", loss);
     json_object_set_new(o, "forces_key", json_string(cfg->forces_key));
+    if (cfg->n_targets) {   /* the list replaces the single target */
+        json_object_del(o, "target");
+        json_object_set_new(o, "targets", pt_cfg_targets_to_json(cfg));
+    }
     /* only when set: the form jobs were stored in before the key existed */
     if (o && cfg->max_runtime_seconds > 0)
         json_object_set_new(o, "max_runtime_seconds", json_real(cfg->max_runtime_seconds));

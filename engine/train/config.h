@@ -29,6 +29,21 @@
  * Top level, besides the sections: max_runtime_seconds (null, or seconds >
  * 0), printed in the canonical form only when set; forces_key ("forces").
  *
+ * Multi-task (engine/model/schnet.h, heads): instead of `target`, `targets`
+ * lists 1..PT_JOB_MAX_TARGETS objects {"key", "level": "graph"|"atom",
+ * "weight", "normalize", "readout"}: one shared trunk, one output head per
+ * target, L = Σ_k weight_k · MSE_k, each head normalised on its own
+ * statistics.  key is required (a dataset key: a per-structure number for
+ * graph targets, a per-atom column for atom targets; letters, digits, _ . -,
+ * as it names the head's tensors); level "graph", weight 1 (0..1e6),
+ * normalize training.normalize's and readout model.readout's by default
+ * (atom targets: readout "sum" only, normalize not "atomref"... see
+ * config_targets.c).  Forces and stress (training.loss) are −∂/∂r of the
+ * first target, which is then the energy: training.loss.energy_weight is
+ * targets[0].weight (given both, they must agree).  The canonical form of a
+ * job of `targets` lists them with every key filled and has no "target"; a
+ * job of `target` prints as before. 
+ *
  * training.loss (engine/model/schnet.h, pt_schnet_loss_forces): energy_weight
  * 1, forces_weight "auto", stress_weight 0, energy "auto".  On a dataset
  * with force labels "auto" means NequIP's documented default: forces weight
@@ -171,8 +186,26 @@ typedef struct pt_job_backend {
 /* Packs of one optimizer step, and batch buffers, one process may hold. */
 #define PT_JOB_MAX_STEP_PACKS (1 << 30)
 
+#define PT_JOB_MAX_TARGETS 16   /* = PT_SCHNET_MAX_HEADS */
+
+typedef enum pt_job_level {
+    PT_JOB_LEVEL_GRAPH = 0,  /* one number per structure */
+    PT_JOB_LEVEL_ATOM        /* one number per atom */
+} pt_job_level;
+
+/* One entry of `targets`: one output head. */
+typedef struct pt_job_target {
+    char key[PT_KEY_MAX];
+    pt_job_level level;
+    double weight;            /* w_k in [0, 1e6] */
+    pt_norm_kind normalize;
+    pt_job_readout readout;   /* graph targets; PT_JOB_READOUT_SUM for atom targets */
+} pt_job_target;
+
 typedef struct pt_job_config {
-    char target[PT_KEY_MAX];
+    char target[PT_KEY_MAX];      /* the single target, or targets[0].key */
+    int32_t n_targets;            /* 0: a job of `target`; 1..16: of `targets` */
+    pt_job_target targets[PT_JOB_MAX_TARGETS];
     char forces_key[PT_KEY_MAX];  /* the force labels: "forces" (the default), the
                                      dataset's per-atom forces (plan.h) */
     pt_job_model model;
@@ -213,5 +246,16 @@ const char *pt_job_batch_method_name(pt_job_batch_method m);
 const char *pt_job_normalize_name(pt_norm_kind n);
 const char *pt_job_precision_name(pt_precision p);
 const char *pt_job_energy_loss_name(pt_job_energy_loss e);
+const char *pt_job_level_name(pt_job_level l);
+
+/* The job's targets whatever its form: a job of `target` has one, {target,
+ * graph, training.loss.energy_weight, training.normalize, model.readout}. */
+int pt_job_config_n_targets(const pt_job_config *cfg);
+pt_job_target pt_job_config_target(const pt_job_config *cfg, int k);
+/* 1 when the model has named heads (engine/model/schnet.h): several targets,
+ * or one per atom; a single graph target is PyG's single head, whichever
+ * form the job gives it in. */
+int pt_job_config_multi_head(const pt_job_config *cfg);
+const char *pt_job_readout_name(pt_job_readout r);
 
 #endif

@@ -61,31 +61,86 @@ static int oom(pt_errors *errs)
     return -1;
 }
 
-static int find_target(pt_train_plan *p, const pt_job_config *cfg, const pt_dataset *ds,
+/* Target k of the job: a numeric key of the dataset on every structure
+ * (graph level), or a per-atom column (atom level).  Errors are located at
+ * "target" for a job of one target, "targets[k].key" for a list. */
+static int find_target(pt_train_plan *p, const pt_job_config *cfg, const pt_dataset *ds, int k,
                        pt_errors *errs)
 {
-    int k = pt_dataset_find_target(ds, cfg->target);
-    if (k < 0) {
-        char list[200] = "";
-        size_t n = 0;
-        for (uint32_t t = 0; t < ds->n_targets && n < sizeof list; t++)
-            n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", t ? ", " : "",
-                                  ds->target_names[t]);
-        pt_errors_add(errs, NULL, 0, "target", "the dataset has no numeric key '%s'; its keys: %s",
-                      cfg->target, ds->n_targets ? list : "none");
+    const pt_job_target t = pt_job_config_target(cfg, k);
+    char field[40];
+    if (cfg->n_targets) snprintf(field, sizeof field, "targets[%d].key", k);
+    else snprintf(field, sizeof field, "target");
+    if (t.level == PT_JOB_LEVEL_ATOM) {
+        /* a dataset keeps species, positions and forces per atom (dataset.h) */
+        pt_errors_add(errs, NULL, 0, field, "'%s' is not a per-atom column of this dataset: the "
+                      "only per-atom labels a dataset keeps are forces%s; train '%s' as a graph "
+                      "target if it is a per-structure key", t.key,
+                      ds->forces ? "" : " (and it has none)", t.key);
         return -1;
     }
-    p->target_key = (uint32_t)k;
-    const double *col = ds->targets + (size_t)k * ds->n_structs;
+    int key = pt_dataset_find_target(ds, t.key);
+    if (key < 0) {
+        char list[200] = "";
+        size_t n = 0;
+        for (uint32_t j = 0; j < ds->n_targets && n < sizeof list; j++)
+            n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", j ? ", " : "",
+                                  ds->target_names[j]);
+        pt_errors_add(errs, NULL, 0, field, "the dataset has no numeric key '%s'; its keys: %s",
+                      t.key, ds->n_targets ? list : "none");
+        return -1;
+    }
+    p->head_key[k] = (uint32_t)key;
+    const double *col = ds->targets + (size_t)key * ds->n_structs;
     uint32_t missing = 0, first = 0;
     for (uint32_t s = 0; s < ds->n_structs; s++)
         if (isnan(col[s]) && !missing++) first = s;
     if (!missing) return 0;
-    pt_errors_add(errs, NULL, ds->source_line ? (long)ds->source_line[first] : 0, "target",
+    pt_errors_add(errs, NULL, ds->source_line ? (long)ds->source_line[first] : 0, field,
                   "%u of %u structures have no '%s' value (the first is structure %u); "
                   "choose another target or ingest only structures that have it",
-                  missing, ds->n_structs, cfg->target, first);
+                  missing, ds->n_structs, t.key, first);
     return -1;
+}
+
+static int find_targets(pt_train_plan *p, const pt_job_config *cfg, const pt_dataset *ds,
+                        pt_errors *errs)
+{
+    int rc = 0;
+    p->n_heads = pt_job_config_n_targets(cfg);
+    for (int k = 0; k < p->n_heads; k++)
+        if (find_target(p, cfg, ds, k, errs) != 0) rc = -1;
+    p->target_key = p->head_key[0];
+    return rc;
+}
+
+static pt_readout readout_of(pt_job_readout r)
+{
+    return r == PT_JOB_READOUT_SUM ? PT_READOUT_SUM : PT_READOUT_MEAN;
+}
+
+pt_schnet_config pt_train_model_config(const pt_job_config *cfg)
+{
+    const pt_job_target t0 = pt_job_config_target(cfg, 0);
+    pt_schnet_config mc = {.hidden = cfg->model.hidden, .filters = cfg->model.filters,
+                           .interactions = cfg->model.interactions,
+                           .gaussians = cfg->model.gaussians, .cutoff = (float)cfg->model.cutoff,
+                           .max_neighbors = cfg->model.max_neighbors,
+                           .readout = readout_of(t0.readout),
+                           .use_atomref = t0.normalize == PT_NORM_ATOMREF};
+    if (!pt_job_config_multi_head(cfg)) return mc;
+    mc.readout = PT_READOUT_SUM;
+    mc.use_atomref = 0;
+    mc.n_heads = cfg->n_targets;
+    for (int k = 0; k < cfg->n_targets; k++) {
+        const pt_job_target *t = &cfg->targets[k];
+        pt_schnet_head_config *h = &mc.heads[k];
+        snprintf(h->key, sizeof h->key, "%s", t->key);
+        h->level = t->level == PT_JOB_LEVEL_ATOM ? PT_HEAD_ATOM : PT_HEAD_GRAPH;
+        h->readout = readout_of(t->readout);
+        h->use_atomref = t->normalize == PT_NORM_ATOMREF;
+    }
+    return mc;
 }
 
 int pt_train_has_forces(const pt_dataset *ds, uint32_t s)
@@ -147,7 +202,13 @@ int pt_train_loss_resolve(pt_train_loss *out, const pt_job_config *cfg, const pt
                       out->w.stress);
         return -1;
     }
-    if (out->w.energy == 0.0 && !out->forces) {
+    out->heads = pt_job_config_n_targets(cfg);
+    double others = 0.0;
+    for (int k = 0; k < out->heads; k++) {
+        out->head_weight[k] = k ? pt_job_config_target(cfg, k).weight : l->energy_weight;
+        if (k) others += out->head_weight[k];
+    }
+    if (out->w.energy == 0.0 && !out->forces && others == 0.0) {
         pt_errors_add(errs, NULL, 0, "training.loss.energy_weight",
                       "energy weight 0 and forces weight \"auto\" on a dataset without force "
                       "labels: nothing would be trained; give energy_weight a value above 0");
@@ -198,7 +259,7 @@ int pt_train_plan_init(pt_train_plan *p, const pt_job_config *cfg, const pt_data
     memset(p, 0, sizeof(*p));
     p->n_structs = ds->n_structs;
     const pt_job_training *t = &cfg->training;
-    int rc = find_target(p, cfg, ds, errs);
+    int rc = find_targets(p, cfg, ds, errs);
     if (pt_train_loss_resolve(&p->loss, cfg, ds, errs) != 0) rc = -1;
     if (rc == 0) rc = size_graphs(p, cfg, ds, graphs, errs);
     if (rc == 0) rc = pt_split_init(&p->split, ds->n_structs, t->split, t->seed, errs);

@@ -6,7 +6,10 @@
  * before it is queued.  In order:
  *
  *   target        the dataset has the numeric key cfg->target, on every
- *                 structure (none is silently left out);
+ *                 structure (none is silently left out); for a job of
+ *                 `targets`, every graph target's key the same way (errors at
+ *                 targets[k].key), an atom target a per-atom column of that
+ *                 name: a dataset keeps none but forces, so it is refused;
  *   loss          training.loss with "auto" resolved on the dataset (config.h):
  *                 forces weight 1 and energies per atom when some structure
  *                 has force labels, else 0 and total energies; a weight the
@@ -104,7 +107,9 @@ int pt_train_layout_resolve(pt_train_layout *l, const pt_job_config *cfg, int co
 
 /* What the optimizer minimises on this dataset (training.loss resolved). */
 typedef struct pt_train_loss {
-    pt_schnet_loss_weights w;   /* weights and the energy term's form */
+    pt_schnet_loss_weights w;   /* weights and the energy term's form (head 0's) */
+    int32_t heads;              /* K: the job's targets (1 for a job of `target`) */
+    double head_weight[PT_JOB_MAX_TARGETS]; /* w_k; head_weight[0] = w.energy */
     int forces;                 /* 1: steps and evaluations compute forces (and stress):
                                    w.forces or w.stress above 0 */
     uint32_t with_forces;       /* structures with force labels */
@@ -117,13 +122,21 @@ typedef struct pt_train_loss {
 int pt_train_loss_resolve(pt_train_loss *out, const pt_job_config *cfg, const pt_dataset *ds,
                           pt_errors *errs);
 
+/* The model a job trains: SchNet of model.*, PyG's single head for one
+ * graph target (its file loads into PyG), a named head per target for
+ * several targets or an atom-level one (engine/model/schnet.h); each head's
+ * readout and atomref from its target's readout and normalize. */
+pt_schnet_config pt_train_model_config(const pt_job_config *cfg);
+
 /* Whether structure s has force labels (the loss counts its atoms) and a
  * stress label on a fully periodic cell. */
 int pt_train_has_forces(const pt_dataset *ds, uint32_t s);
 int pt_train_has_stress(const pt_dataset *ds, uint32_t s);
 
 typedef struct pt_train_plan {
-    uint32_t target_key;           /* index into ds->targets */
+    uint32_t target_key;           /* index into ds->targets: head_key[0] */
+    int32_t n_heads;               /* the job's targets, one head each */
+    uint32_t head_key[PT_JOB_MAX_TARGETS]; /* [n_heads] their indices into ds->targets */
     pt_train_loss loss;
     uint32_t n_structs;
     uint32_t *natoms, *nedges;     /* [n_structs] sizes of every structure's graph */

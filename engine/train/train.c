@@ -27,21 +27,19 @@ static double now(void)
 
 /* --- set-up ----------------------------------------------------------------- */
 
+/* The job's model (plan.h), each head with its target's statistics. */
 static int init_model(pt_trainer *tr)
 {
     const pt_job_config *cfg = tr->cfg;
-    pt_schnet_config mc = {.hidden = cfg->model.hidden, .filters = cfg->model.filters,
-                           .interactions = cfg->model.interactions,
-                           .gaussians = cfg->model.gaussians, .cutoff = (float)cfg->model.cutoff,
-                           .max_neighbors = cfg->model.max_neighbors,
-                           .readout = cfg->model.readout == PT_JOB_READOUT_SUM ? PT_READOUT_SUM
-                                                                               : PT_READOUT_MEAN,
-                           .use_atomref = cfg->training.normalize == PT_NORM_ATOMREF};
+    const pt_schnet_config mc = pt_train_model_config(cfg);
     if (pt_schnet_init(&tr->model, &mc, tr->errs) != 0) return -1;
     pt_schnet_init_weights(&tr->model, cfg->training.seed);
-    tr->model.mean[0] = tr->norm.mean;
-    tr->model.std[0] = tr->norm.std;
-    if (mc.use_atomref) pt_schnet_set_atomref(&tr->model, 0, tr->norm.atomref);
+    for (int k = 0; k < tr->model.n_heads; k++) {
+        tr->model.mean[k] = tr->norm[k].mean;
+        tr->model.std[k] = tr->norm[k].std;
+        if (tr->model.head[k].use_atomref)
+            pt_schnet_set_atomref(&tr->model, k, tr->norm[k].atomref);
+    }
     size_t n = tr->model.n_params ? tr->model.n_params : 1;
     tr->grads = calloc(n, sizeof(float));
     tr->best = malloc(n * sizeof(float));
@@ -52,12 +50,19 @@ static int init_model(pt_trainer *tr)
     memcpy(tr->best, tr->model.params_memory, tr->model.n_params * sizeof(float));
     pt_optim_params op = pt_optim_defaults(cfg->training.optimizer);
     op.weight_decay = cfg->training.weight_decay;
-    /* atomref holds per-element energies in target units: exempt from decay */
-    const pt_schnet_tensor *ref = pt_schnet_find_tensor(&tr->model, "atomref.weight");
-    if (pt_optim_init(&tr->optim, &op, tr->model.n_params) != 0 ||
-        (ref && op.weight_decay > 0 && pt_optim_exempt_decay(&tr->optim, ref->offset, ref->numel))) {
+    if (pt_optim_init(&tr->optim, &op, tr->model.n_params) != 0) {
         pt_errors_add(tr->errs, NULL, 0, "", "out of memory");
         return -1;
+    }
+    /* atomref tables hold per-element values in target units: exempt from decay */
+    for (int k = 0; k < tr->model.n_heads && op.weight_decay > 0; k++) {
+        const float *table = tr->model.params.head[k].atomref;
+        if (table &&
+            pt_optim_exempt_decay(&tr->optim, (size_t)(table - tr->model.params_memory),
+                                  PT_SCHNET_ZROWS) != 0) {
+            pt_errors_add(tr->errs, NULL, 0, "", "out of memory");
+            return -1;
+        }
     }
     return 0;
 }
@@ -113,12 +118,21 @@ static int setup(pt_trainer *tr, const char *out_dir)
     if (pt_train_plan_init(p, cfg, tr->ds, PT_PLAN_GRAPHS, pt_online_cores(), tr->errs) != 0)
         return -1;
     tr->res->split_moved = p->split_moved;
-    if (out_dir || tr->resuming) tr->data_crc = pt_checkpoint_data_crc(tr->ds, p->target_key, p->loss.forces);
+    if (out_dir || tr->resuming) {
+        tr->data_crc = pt_checkpoint_data_crc(tr->ds, p->target_key, p->loss.forces);
+        /* a multi-task job's other targets are data it depends on too */
+        for (int k = 1; k < p->n_heads; k++)
+            tr->data_crc = tr->data_crc * 31u + pt_checkpoint_data_crc(tr->ds, p->head_key[k], 0);
+    }
     if (open_outputs(tr, out_dir) != 0) return -1;
     set_threads(cfg);
-    if (pt_norm_fit(&tr->norm, cfg->training.normalize, cfg->model.readout == PT_JOB_READOUT_SUM,
-                    tr->ds, p->target_key, p->split.train, p->split.n_train, tr->errs) != 0)
-        return -1;
+    /* each target normalised on its own statistics, over the training part */
+    for (int k = 0; k < p->n_heads; k++) {
+        const pt_job_target t = pt_job_config_target(cfg, k);
+        if (pt_norm_fit(&tr->norm[k], t.normalize, t.readout == PT_JOB_READOUT_SUM, tr->ds,
+                        p->head_key[k], p->split.train, p->split.n_train, tr->errs) != 0)
+            return -1;
+    }
     if (pt_packer_epoch(&p->val_pk, cfg->training.seed, 0, &tr->val_packs) != 0 ||
         (p->split.n_test &&
          pt_packer_epoch(&p->test_pk, cfg->training.seed, 0, &tr->test_packs) != 0)) {
@@ -128,7 +142,8 @@ static int setup(pt_trainer *tr, const char *out_dir)
     if (init_model(tr) != 0) return -1;
 
     tr->data = (pt_train_data){.cfg = cfg, .ds = tr->ds, .graphs = &p->graphs,
-                               .target_key = p->target_key, .model = &tr->model,
+                               .target_key = p->target_key, .head_key = p->head_key,
+                               .model = &tr->model,
                                .limits = p->train_pk.limits, .layout = p->layout,
                                .loss = p->loss};
     tr->res->loss = p->loss;
@@ -170,7 +185,7 @@ static void teardown(pt_trainer *tr)
 
 static void emit(pt_trainer *tr, pt_train_metrics *m)
 {
-    char line[1024];
+    char line[4096];   /* an epoch line of 16 targets fits */
     m->total_steps = tr->planned_steps;
     pt_train_metrics_json(m, line, sizeof line);
     if (tr->metrics) {
@@ -263,7 +278,8 @@ static int train_step(pt_trainer *tr, const uint32_t *ids, uint32_t n, pt_step_s
         return -1;
     double t1 = now();
     if (!tr->engine.phases) tr->phases.seconds[PT_PHASE_OTHER] += t1 - t0;
-    if (!isfinite(st->loss_sum) || !isfinite(st->forces_sse) || !isfinite(st->stress_sse)) {
+    if (!isfinite(st->loss_sum) || !isfinite(st->forces_sse) || !isfinite(st->stress_sse) ||
+        !isfinite(st->heads_loss_sum)) {
         pt_errors_add(tr->errs, NULL, 0, "training.lr",
                       "training diverged: the loss is not finite at step %lld; lower "
                       "training.lr or set training.clip_grad_norm",
@@ -316,6 +332,13 @@ static int end_epoch(pt_trainer *tr, int32_t epoch)
                           .val_stress_mae = v.stress_mae, .val_stress_rmse = v.stress_rmse};
     fill_rates(tr, &m, &tr->epoch_win);
     m.train_loss = m.loss;
+    if (tr->plan.n_heads > 1) {
+        m.n_heads = tr->plan.n_heads;
+        for (int k = 0; k < m.n_heads; k++) {
+            m.head_key[k] = tr->model.head[k].key;
+            m.val_head[k] = v.head[k];
+        }
+    }
     tr->res->epochs = epoch + 1;
     tr->res->last_loss = m.loss;
     if (v.loss < tr->res->best_val_loss) {
@@ -425,6 +448,23 @@ static int start_policies(pt_trainer *tr)
     return 0;
 }
 
+/* A multi-task job's per-target errors of the kept model (its parameters in
+ * place): validation again (a resumed run's best epoch may predate it), and
+ * the test part's when there is one. */
+static int head_results(pt_trainer *tr, const pt_eval_result *te)
+{
+    pt_train_result *res = tr->res;
+    pt_eval_result v;
+    if (pt_evaluate(&tr->val_eval, &tr->val_packs, &v, tr->errs) != 0) return -1;
+    res->n_heads = tr->plan.n_heads;
+    for (int k = 0; k < res->n_heads; k++) {
+        snprintf(res->head_key[k], sizeof res->head_key[k], "%s", tr->model.head[k].key);
+        res->val_head[k] = v.head[k];
+        res->test_head[k] = te ? te->head[k] : (pt_head_errors){NAN, NAN};
+    }
+    return 0;
+}
+
 int pt_train_run(const pt_job_config *cfg, const pt_dataset *ds, const char *out_dir,
                  const pt_train_options *opt, pt_train_result *res, pt_errors *errs)
 {
@@ -463,6 +503,7 @@ int pt_train_run(const pt_job_config *cfg, const pt_dataset *ds, const char *out
             res->test_stress_mae = te.stress_mae;
             res->test_stress_rmse = te.stress_rmse;
         }
+        if (rc == 0 && tr.plan.n_heads > 1) rc = head_results(&tr, tr.plan.split.n_test ? &te : NULL);
     }
     res->seconds = now() - tr.t_start;
     if (rc == 0 && tr.result_path[0]) rc = write_result(&tr);

@@ -42,7 +42,10 @@
  * trained): the loss's parts, and epoch lines "val_loss" (what the best
  * model, the plateau schedule and early stopping follow: the energy MSE for
  * an energy-only job), "val_forces_mae","val_forces_rmse" (eV/Å, per
- * component) and "val_stress_mae","val_stress_rmse" (eV/Å³).  `seconds`
+ * component) and "val_stress_mae","val_stress_rmse" (eV/Å³).  A multi-task
+ * job's (config.h, targets) loss is Σ_k w_k MSE_k (+ the force terms), its
+ * val_mae and val_rmse are the first target's, and its epoch lines add
+ * "heads":{KEY:{"val_mae","val_rmse"},...} for every target.  `seconds`
  * is wall time since training started, throughput and padding are measured
  * over the same steps as `loss` and exclude evaluation time.  Step lines
  * add the mean seconds per step of each phase over the same steps
@@ -81,6 +84,8 @@
  * w_S stress_sse/stress_components (pt_step_stats_loss). */
 typedef struct pt_step_stats {
     double loss_sum;        /* Σ (y - t)² over the real graphs (per atom: Σ ((y - t)/n)²) */
+    double heads_loss_sum;  /* Σ_{k≥1} w_k Σ (y_k - t_k)² over the real graphs: the other
+                               targets' share of a multi-task job's loss */
     double forces_sse;      /* Σ (F - F_ref)² over force components, (eV/Å)²; forces jobs */
     double stress_sse;      /* Σ (σ - σ_ref)² over stress components, (eV/Å³)²; forces jobs */
     int64_t force_components;   /* 3 x atoms with force labels; forces jobs */
@@ -100,6 +105,7 @@ typedef struct pt_train_data {
     const pt_dataset *ds;
     const pt_graphs *graphs;
     uint32_t target_key;        /* index into ds->targets */
+    const uint32_t *head_key;   /* [loss.heads] each target's index into ds->targets */
     const pt_schnet *model;
     pt_pack_limits limits;      /* per pack */
     pt_train_layout layout;     /* the engine's share of a step: R, A, b, threads (plan.h) */
@@ -165,6 +171,11 @@ void pt_step_stats_add(pt_step_stats *a, const pt_step_stats *b);
  * another, which gives the same sum).  pt_train_run's default. */
 int pt_grad_engine_open_local(pt_grad_engine *eng, const pt_train_data *data, pt_errors *errs);
 
+/* One target's errors over a set of structures, in its units. */
+typedef struct pt_head_errors {
+    double mae, rmse;
+} pt_head_errors;
+
 typedef struct pt_train_metrics {
     const char *kind;         /* "step" or "epoch" */
     int64_t step;
@@ -176,6 +187,11 @@ typedef struct pt_train_metrics {
      * atom (eV/atom)²), force MSE per component ((eV/Å)²), stress MSE
      * ((eV/Å³)²) — and on epoch lines the validation's loss and errors */
     int has_forces, has_stress;
+    /* multi-task jobs (n_heads > 1): each target's validation errors, epoch
+     * lines, printed as "heads":{KEY:{"val_mae","val_rmse"},...} */
+    int32_t n_heads;
+    const char *head_key[PT_JOB_MAX_TARGETS];
+    pt_head_errors val_head[PT_JOB_MAX_TARGETS];
     double loss_energy, loss_forces, loss_stress;
     double val_loss, val_forces_mae, val_forces_rmse, val_stress_mae, val_stress_rmse;
     int64_t total_steps;      /* planned steps of the run (for progress; not printed) */
@@ -229,6 +245,11 @@ typedef struct pt_train_result {
     double best_val_forces_mae, best_val_forces_rmse, best_val_stress_mae;
     double test_forces_mae, test_forces_rmse, test_forces_zero_mae;
     double test_stress_mae, test_stress_rmse;
+    /* multi-task jobs (n_heads > 1): each target's errors of the kept model
+     * on the validation and test parts (test NaN without one) */
+    int32_t n_heads;
+    char head_key[PT_JOB_MAX_TARGETS][PT_KEY_MAX];
+    pt_head_errors val_head[PT_JOB_MAX_TARGETS], test_head[PT_JOB_MAX_TARGETS];
     double first_loss;          /* loss of the first logged window */
     double last_loss;           /* loss of the last epoch */
     const char *stop_reason;    /* "epochs", "max_steps", "early_stopping", "cancelled" */
@@ -256,7 +277,9 @@ typedef struct pt_train_result {
  * and for forces jobs "best_val_forces_mae","best_val_forces_rmse",
  * "test_forces_mae","test_forces_rmse","test_forces_zero_mae" (+ the stress
  * ones when stress is trained: "best_val_stress_mae","test_stress_mae",
- * "test_stress_rmse"); non-finite numbers null.
+ * "test_stress_rmse"), for multi-task jobs "heads":{KEY:{"best_val_mae",
+ * "best_val_rmse","test_mae","test_rmse"},...} (the kept model's errors per
+ * target); non-finite numbers null.
  * pt_train_run writes it to out_dir/result.json at the end of a run. */
 json_t *pt_train_result_json(const pt_train_result *res);
 

@@ -42,7 +42,8 @@ static void window_to(pt_checkpoint_window *dst, const pt_train_window *w)
                                   .forces_sse = w->st.forces_sse,
                                   .stress_sse = w->st.stress_sse,
                                   .force_components = w->st.force_components,
-                                  .stress_components = w->st.stress_components};
+                                  .stress_components = w->st.stress_components,
+                                  .heads_loss_sum = w->st.heads_loss_sum};
 }
 
 static void window_from(pt_train_window *w, const pt_checkpoint_window *src)
@@ -52,7 +53,8 @@ static void window_from(pt_train_window *w, const pt_checkpoint_window *src)
                                   .edges = src->edges, .edge_slots = src->edge_slots,
                                   .forces_sse = src->forces_sse, .stress_sse = src->stress_sse,
                                   .force_components = src->force_components,
-                                  .stress_components = src->stress_components},
+                                  .stress_components = src->stress_components,
+                                  .heads_loss_sum = src->heads_loss_sum},
                            .seconds = src->seconds, .steps = src->steps};
 }
 
@@ -196,7 +198,7 @@ int pt_trainer_checkpoint(pt_trainer *tr, int32_t epoch, uint32_t position, int 
         .best_val_mae = r->best_val_mae, .best_val_rmse = r->best_val_rmse,
         .first_loss = r->first_loss, .last_loss = r->last_loss, .step_seconds = r->step_seconds,
         .graphs = r->graphs, .nodes = r->nodes, .edges = r->edges, .node_slots = r->node_slots,
-        .edge_slots = r->edge_slots, .norm_mean = tr->norm.mean, .norm_std = tr->norm.std,
+        .edge_slots = r->edge_slots, .norm_mean = tr->norm[0].mean, .norm_std = tr->norm[0].std,
         .best_val_forces_mae = r->best_val_forces_mae,
         .best_val_forces_rmse = r->best_val_forces_rmse,
         .best_val_stress_mae = r->best_val_stress_mae};
@@ -204,7 +206,7 @@ int pt_trainer_checkpoint(pt_trainer *tr, int32_t epoch, uint32_t position, int 
     snprintf(s.stop_reason, sizeof s.stop_reason, "%s", final ? r->stop_reason : "");
     window_to(&s.epoch_window, &tr->epoch_win);
     window_to(&s.step_window, &tr->step_win);
-    memcpy(s.norm_atomref, tr->norm.atomref, sizeof s.norm_atomref);
+    memcpy(s.norm_atomref, tr->norm[0].atomref, sizeof s.norm_atomref);
 
     char path[4200];
     snprintf(path, sizeof path, "%s/" CKPT_PREFIX "%010lld" CKPT_SUFFIX, tr->ckpt_dir,
@@ -322,10 +324,10 @@ int pt_trainer_resume_apply(pt_trainer *tr)
     if (check_data(tr) != 0) return -1;
     /* normalisation first: set_atomref also writes atomref.weight, which the
      * parameters then overwrite with their trained values */
-    tr->norm.mean = tr->model.mean[0] = s->norm_mean;
-    tr->norm.std = tr->model.std[0] = s->norm_std;
-    memcpy(tr->norm.atomref, s->norm_atomref, sizeof tr->norm.atomref);
-    if (tr->model.cfg.use_atomref) pt_schnet_set_atomref(&tr->model, 0, tr->norm.atomref);
+    tr->norm[0].mean = tr->model.mean[0] = s->norm_mean;
+    tr->norm[0].std = tr->model.std[0] = s->norm_std;
+    memcpy(tr->norm[0].atomref, s->norm_atomref, sizeof tr->norm[0].atomref);
+    if (tr->model.head[0].use_atomref) pt_schnet_set_atomref(&tr->model, 0, tr->norm[0].atomref);
     pt_checkpoint_tensors t = tensors_of(tr);
     if (pt_checkpoint_tensors_get(&tr->resume, &t, tr->errs) != 0) return -1;
     tr->optim.step = (long)s->optim_step;

@@ -51,12 +51,14 @@ double pt_step_stats_loss(const pt_step_stats *st, const pt_train_loss *loss)
         l += loss->w.forces * (st->forces_sse / (double)st->force_components);
     if (loss->w.stress > 0.0 && st->stress_components)
         l += loss->w.stress * (st->stress_sse / (double)st->stress_components);
+    if (loss->heads > 1) l += st->heads_loss_sum / (double)st->graphs;
     return l;
 }
 
 void pt_step_stats_add(pt_step_stats *a, const pt_step_stats *b)
 {
     a->loss_sum += b->loss_sum;
+    a->heads_loss_sum += b->heads_loss_sum;
     a->forces_sse += b->forces_sse;
     a->stress_sse += b->stress_sse;
     a->force_components += b->force_components;
@@ -128,12 +130,30 @@ static void residuals(const pt_batch *b, const pt_schnet_acts *a, residual_sums 
     }
 }
 
+/* The other targets' terms of a multi-task job (head 0, the energy, is the
+ * caller's): Σ_{k≥1} w_k SSE_k into heads_loss_sum, dL/dy of every head k ≥ 1. */
+static void other_heads_loss(const pt_train_data *d, const pt_schnet *m, pt_schnet_acts *a,
+                             const pt_batch *b, const pt_schnet_loss_norm *norm,
+                             pt_step_stats *st)
+{
+    const pt_train_loss *l = &d->loss;
+    pt_schnet_head_loss hl[PT_JOB_MAX_TARGETS];
+    double sse[PT_JOB_MAX_TARGETS];
+    hl[0] = (pt_schnet_head_loss){.target = NULL};
+    for (int k = 1; k < l->heads; k++)
+        hl[k] = (pt_schnet_head_loss){.target = b->key_target + (size_t)k * b->cap_graphs,
+                                      .weight = l->head_weight[k], .norm = norm->graphs};
+    pt_schnet_loss_heads(m, a, b, hl, sse);
+    for (int k = 1; k < l->heads; k++) st->heads_loss_sum += l->head_weight[k] * sse[k];
+}
+
 void pt_train_micro_forward(const pt_train_data *d, const pt_schnet *m, pt_schnet_acts *a,
                             const pt_batch *b, const pt_schnet_loss_norm *norm,
                             pt_step_stats *st)
 {
     const pt_train_loss *l = &d->loss;
     pt_schnet_forward(m, a, b);
+    if (l->heads > 1) other_heads_loss(d, m, a, b, norm, st);
     if (plain_energy_loss(l)) {
         st->loss_sum += pt_schnet_loss(m, a, b, norm->graphs) * norm->graphs;
     } else {
@@ -251,6 +271,7 @@ int pt_evaluate(pt_evaluator *ev, const pt_packs *packs, pt_eval_result *out, pt
     const pt_train_loss *l = &d->loss;
     const uint32_t b = (uint32_t)d->layout.micro_packs;
     double abs_sum = 0.0, sq_sum = 0.0, per_atom_sq = 0.0;
+    double h_abs[PT_JOB_MAX_TARGETS] = {0}, h_sq[PT_JOB_MAX_TARGETS] = {0};
     residual_sums r = {0};
     int64_t n = 0;
     for (uint32_t at = 0; at < packs->n_packs; at += b) {
@@ -265,6 +286,12 @@ int pt_evaluate(pt_evaluator *ev, const pt_packs *packs, pt_eval_result *out, pt
             sq_sum += e * e;
             per_atom_sq += ea * ea;
             n++;
+            for (int h = 1; h < l->heads; h++) {
+                double eh = ev->acts.head[h].y[g] -
+                            ev->batch.key_target[(size_t)h * ev->batch.cap_graphs + g];
+                h_abs[h] += fabs(eh);
+                h_sq[h] += eh * eh;
+            }
         }
         if (l->forces) {
             pt_schnet_forces(d->model, &ev->acts, &ev->batch);
@@ -290,6 +317,12 @@ int pt_evaluate(pt_evaluator *ev, const pt_packs *packs, pt_eval_result *out, pt
                                                     : out->mse);
     if (l->w.forces > 0.0 && r.f_n) loss += l->w.forces * out->forces_mse;
     if (l->w.stress > 0.0 && r.s_n) loss += l->w.stress * out->stress_mse;
+    out->head[0] = (pt_head_errors){.mae = out->mae, .rmse = out->rmse};
+    for (int h = 1; h < l->heads; h++) {
+        out->head[h] = (pt_head_errors){.mae = n ? h_abs[h] / (double)n : NAN,
+                                        .rmse = n ? sqrt(h_sq[h] / (double)n) : NAN};
+        loss += l->head_weight[h] * (n ? h_sq[h] / (double)n : NAN);
+    }
     out->loss = n ? loss : NAN;
     return 0;
 }

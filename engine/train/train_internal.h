@@ -59,6 +59,8 @@ typedef struct pt_eval_result {
     double forces_mae, forces_rmse, forces_mse;   /* eV/Å per component */
     double forces_zero_mae;                       /* mean |F_ref|: the MAE of zero forces */
     double stress_mae, stress_rmse, stress_mse;   /* eV/Å³ per component */
+    /* every target's errors (head 0's are mae and rmse above), in its units */
+    pt_head_errors head[PT_JOB_MAX_TARGETS];
 } pt_eval_result;
 
 typedef struct pt_evaluator {
@@ -92,7 +94,7 @@ typedef struct pt_trainer {
     double t_start;
 
     pt_train_plan plan;          /* target, graphs, split, packers, layout (plan.h) */
-    pt_norm norm;
+    pt_norm norm[PT_JOB_MAX_TARGETS]; /* each target's statistics (plan.n_heads) */
     pt_packs packs, val_packs, test_packs;
     uint32_t *ids;
     uint32_t ids_cap;

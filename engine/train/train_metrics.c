@@ -54,6 +54,16 @@ int pt_train_metrics_json(const pt_train_metrics *m, char *buf, size_t len)
     }
 #undef PUT
     int phases = m->has_phases && !epoch_line;
+    /* a multi-task job's per-target errors: one object, before the last key */
+    if (epoch_line && m->n_heads > 1) {
+        n += (size_t)snprintf(AT(n), "\"heads\":{");
+        for (int k = 0; k < m->n_heads; k++) {
+            n += (size_t)snprintf(AT(n), "%s\"%s\":{", k ? "," : "", m->head_key[k]);
+            n += (size_t)put_num(AT(n), "val_mae", m->val_head[k].mae, 0);
+            n += (size_t)put_num(AT(n), "val_rmse", m->val_head[k].rmse, 1);
+        }
+        n += (size_t)snprintf(AT(n), "},");
+    }
     for (int i = 0; i < count; i++)
         n += (size_t)put_num(AT(n), keys[i], vals[i], i == count - 1 && !phases);
     if (phases) {
@@ -102,6 +112,17 @@ json_t *pt_train_result_json(const pt_train_result *r)
         json_object_set_new(o, "test_forces_mae", num_or_null(r->test_forces_mae));
         json_object_set_new(o, "test_forces_rmse", num_or_null(r->test_forces_rmse));
         json_object_set_new(o, "test_forces_zero_mae", num_or_null(r->test_forces_zero_mae));
+    }
+    if (o && r->n_heads > 1) {
+        json_t *h = json_object();
+        for (int k = 0; h && k < r->n_heads; k++)
+            json_object_set_new(h, r->head_key[k],
+                                json_pack("{s:o, s:o, s:o, s:o}", "best_val_mae",
+                                          num_or_null(r->val_head[k].mae), "best_val_rmse",
+                                          num_or_null(r->val_head[k].rmse), "test_mae",
+                                          num_or_null(r->test_head[k].mae), "test_rmse",
+                                          num_or_null(r->test_head[k].rmse)));
+        json_object_set_new(o, "heads", h);
     }
     if (o && ls->w.stress > 0.0) {
         json_object_set_new(o, "best_val_stress_mae", num_or_null(r->best_val_stress_mae));

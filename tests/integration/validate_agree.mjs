@@ -31,7 +31,9 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const src = readFileSync(join(root, 'web/js/validate.js'), 'utf8');
 const { FIELDS, validateJob, setPath } = await import('data:text/javascript,' + encodeURIComponent(src));
 
-const COVERED = new Set([...FIELDS.map(f => f[0]), 'target', 'max_runtime_seconds', 'dataset', 'backend.ranks']);
+const COVERED_SET = new Set([...FIELDS.map(f => f[0]), 'target', 'max_runtime_seconds', 'dataset', 'backend.ranks']);
+// the targets list's fields: targets, targets[i], targets[i].key, ...
+const COVERED = { has: field => COVERED_SET.has(field) || /^targets(\[\d+\](\.\w+)?)?$/.test(field) };
 
 function body(pairs) {
   const b = {};
@@ -75,6 +77,20 @@ for (const [stage, off] of [[0, true], [1, true], [3, true], [4, true], ['x', tr
   cases.push(body([['backend.zero_stage', stage], ['backend.offload_optimizer', off]]));
 cases.push(body([['model.hidden', 1], ['model.cutoff', 0], ['batching.max_nodes', 'abc'], ['training.lr', 'x'],
                  ['training.max_steps', 1.5], ['model.readout', 'mean'], ['max_runtime_seconds', -3]]));
+// targets (engine/train/config_targets.c)
+for (const t of [[], {}, 'gap', [{ key: 'gap' }], [{ key: 'gap' }, { key: 'gap' }], [{ key: 'h o' }], [{}],
+                 [{ key: 5 }], ['gap'], [{ key: 'gap', lvl: 1 }], [{ key: 'gap', level: 'node' }],
+                 [{ key: 'gap', weight: -1 }], [{ key: 'gap', weight: 'x' }], [{ key: 'gap', readout: 'mean' }],
+                 [{ key: 'gap', readout: 'mean', normalize: 'mean_std' }], [{ key: 'q', level: 'atom', readout: 'mean' }],
+                 [{ key: 'q', level: 'atom', normalize: 'atomref' }], [{ key: 'q', level: 'atom' }, { key: 'g' }],
+                 [{ key: 'a', weight: 0 }, { key: 'b', weight: 0 }], Array.from({ length: 17 }, (_, i) => ({ key: `k${i}` })),
+                 [{ key: 'gap', normalize: 'nope', readout: 3 }, { key: 'homo', weight: 2 }]])
+  cases.push({ targets: t });
+cases.push({ target: 'gap', targets: [{ key: 'gap' }] });
+cases.push(body([['targets', [{ key: 'a', weight: 0 }, { key: 'b', weight: 0 }]], ['training.loss', { forces_weight: 0 }]]));
+cases.push(body([['targets', [{ key: 'q', level: 'atom' }, { key: 'e' }]], ['training.loss', { forces_weight: 1 }]]));
+cases.push(body([['targets', [{ key: 'gap' }, { key: 'homo' }]], ['model.readout', 'mean']]));
+cases.push(body([['targets', [{ key: 'gap' }]], ['training.normalize', 'mean_std'], ['model.readout', 'mean']]));
 cases.push({ dataset: 7 });
 cases.push({ dataset: '' });
 
@@ -113,6 +129,7 @@ for (const c of cases) await compare(c, null);
 const ds = await (await fetch(`${opt.base}/v1/datasets/${opt.dataset}`,
   { headers: { Authorization: `Bearer ${opt.token}` } })).json();
 await compare({ dataset: opt.dataset, target: 'nope' }, ds);
-const n = cases.length + 1;
+await compare({ dataset: opt.dataset, targets: [{ key: 'energy_U0' }, { key: 'nope' }, { key: 'gap' }] }, ds);
+const n = cases.length + 2;
 console.log(bad ? `${bad} of ${n} cases disagree` : `${n} cases agree`);
 process.exit(bad ? 1 : 0);

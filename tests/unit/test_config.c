@@ -269,7 +269,7 @@ static void test_error_unknown_keys(void **state)
                      "unknown key; allowed here: hidden, filters, interactions, gaussians, "
                      "cutoff, max_neighbors, readout");
     expect_one_error("{\"modle\":{}}", "modle",
-                     "unknown key; allowed here: target, forces_key, model, batching, training, "
+                     "unknown key; allowed here: target, targets, forces_key, model, batching, training, "
                      "backend, max_runtime_seconds");
     expect_one_error("{\"training\":{\"loss\":{\"force_weight\":1}}}", "training.loss.force_weight",
                      "unknown key; allowed here: energy_weight, forces_weight, stress_weight, "

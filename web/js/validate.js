@@ -132,6 +132,7 @@ export function validateJob(body, dataset) {
     const v = at(body, path);
     return v !== undefined && !CHECKS[f[1]](v, f[2]) ? v : f[3];
   };
+  validateTargets(body, value, add);
   if (value('training.normalize') === 'atomref' && value('model.readout') !== 'sum')
     add('training.normalize', '"atomref" needs model.readout "sum" (per-atom references add up over atoms); ' +
         'use "mean_std" or "none" with readout "mean"');
@@ -148,12 +149,88 @@ export function validateJob(body, dataset) {
   // a target missing on some structures is the server's to say (its message
   // names the first such structure, which the report does not hold).
   // The server plans only a valid configuration, so only then does it say this.
+  // A list's graph targets likewise (an atom target's column is the server's
+  // to say: the report lists per-structure keys only).
   if (dataset && typeof t === 'string' && t && !errs.length) {
     const targets = dataset.report?.targets || {};
     const keys = Object.keys(targets);
     if (!targets[t]) add('target', `the dataset has no numeric key '${t}'; its keys: ${keys.length ? keys.join(', ') : 'none'}`);
   }
+  if (dataset && Array.isArray(body.targets) && !errs.length) {
+    const targets = dataset.report?.targets || {};
+    const keys = Object.keys(targets);
+    body.targets.forEach((o, i) => {
+      if ((o.level ?? 'graph') === 'graph' && !targets[o.key])
+        add(`targets[${i}].key`, `the dataset has no numeric key '${o.key}'; its keys: ${keys.length ? keys.join(', ') : 'none'}`);
+    });
+  }
   return errs;
+}
+
+// `targets` (engine/train/config_targets.c): the list's shape, each entry's
+// keys and values, duplicates, then the relations to training.loss.  value()
+// gives a field's kept value (the default when absent or invalid).
+const LEVELS = ['graph', 'atom'], NORMS = ['none', 'mean_std', 'atomref'], READOUTS = ['sum', 'mean'];
+const TARGET_KEYS = ['key', 'level', 'weight', 'normalize', 'readout'];
+
+function validateTargets(body, value, add) {
+  const v = body.targets;
+  if (v === undefined) return;
+  if (body.target !== undefined) return add('targets', 'give "target" (one) or "targets" (a list), not both');
+  if (!Array.isArray(v) || v.length < 1 || v.length > 16)
+    return add('targets', `must be a list of 1 to 16 targets {"key", ...}, got ${Array.isArray(v) ? 'a list of another length' : typeName(v)}`);
+  let bad = false;
+  const kept = [];
+  const fail = (field, msg) => { bad = true; add(field, msg); };
+  v.forEach((o, i) => {
+    const s = `targets[${i}]`;
+    const t = { key: '', level: 'graph', weight: 1 };
+    kept.push(t);
+    if (o === null || typeof o !== 'object' || Array.isArray(o))
+      return fail(s, `must be an object {"key", "level", "weight", "normalize", "readout"}, got ${typeName(o)}`);
+    for (const k of Object.keys(o))
+      if (!TARGET_KEYS.includes(k)) fail(`${s}.${k}`, `unknown key; allowed here: ${TARGET_KEYS.join(', ')}`);
+    const k = o.key;
+    if (k === undefined) fail(`${s}.key`, 'is required: the dataset key this target is trained on, e.g. "gap"');
+    else if (typeof k !== 'string' || !/^[A-Za-z0-9_.-]{1,63}$/.test(k))
+      fail(`${s}.key`, "must be a dataset key of 1 to 63 letters, digits, '_', '.' or '-' (it names the head's tensors), " +
+           `got ${typeof k === 'string' ? `"${k.slice(0, 40)}"` : typeName(k)}`);
+    else t.key = k;
+    const enumOf = (name, names, dflt) => {
+      if (o[name] === undefined) return [dflt, false];
+      const msg = checkEnum(o[name], { names });
+      if (msg) { fail(`${s}.${name}`, msg); return [dflt, false]; }
+      return [o[name], true];
+    };
+    [t.level] = enumOf('level', LEVELS, 'graph');
+    if (o.weight !== undefined) {
+      const msg = checkNum(o.weight, { lo: 0, hi: 1e6 });
+      if (msg) fail(`${s}.weight`, msg); else t.weight = o.weight;
+    }
+    const atom = t.level === 'atom';
+    const norm0 = value('training.normalize');
+    const [norm, givenNorm] = enumOf('normalize', NORMS, atom && norm0 === 'atomref' ? 'mean_std' : norm0);
+    const [readout, givenReadout] = enumOf('readout', READOUTS, atom ? 'sum' : value('model.readout'));
+    if (atom && givenReadout && readout !== 'sum')
+      fail(`${s}.readout`, 'an atom-level target is not read out (one prediction per atom): leave readout out, or "sum"');
+    if (atom && givenNorm && norm === 'atomref')
+      fail(`${s}.normalize`, 'an atom-level target has no per-element sum to fit: use "mean_std" or "none"');
+    if (!atom && norm === 'atomref' && readout !== 'sum')
+      fail(`${s}.${givenNorm ? 'normalize' : 'readout'}`, '"atomref" normalisation needs readout "sum" (per-atom references ' +
+           'add up over atoms); use normalize "mean_std" or "none" with readout "mean"');
+    for (let j = 0; j < i && t.key; j++)
+      if (kept[j].key === t.key) fail(`${s}.key`, `'${t.key}' is targets[${j}] already: one head per key`);
+  });
+  if (bad) return;
+  // forces and stress are -d/dr of the first target (training.loss, kept values)
+  const loss = body.training?.loss;
+  const weight = (w, auto) => (w === undefined ? (auto ? -1 : 0)
+    : auto && w === 'auto' ? -1 : typeof w === 'number' && w >= 0 && w <= 1e6 ? w : (auto ? -1 : 0));
+  const fw = weight(loss?.forces_weight, true), sw = weight(loss?.stress_weight, false);
+  if (kept[0].level === 'atom' && (fw > 0 || sw > 0))
+    add('targets[0].level', 'forces and stress are -d/dr of the first target, which must then be a graph-level energy, not per atom');
+  if (fw === 0 && sw === 0 && kept.every(t => t.weight <= 0))
+    add('targets', "every target's weight is 0 and training.loss trains no forces or stress: nothing would be trained");
 }
 
 // Sets a value at a dotted path, creating the sections on the way.
