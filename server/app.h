@@ -161,6 +161,7 @@ typedef struct pt_app {
     pt_prom_metric *m_jobs, *m_slots, *m_active, *m_spawned, *m_crashed, *m_graphs;
     pt_prom_metric *m_job_rate, *m_job_loss, *m_job_progress, *m_job_epoch;   /* per running job */
     pt_prom_metric *m_job_val_mae, *m_job_val_forces_mae;                      /* per running job */
+    pt_prom_metric *m_job_target_val_mae, *m_job_target_val_rmse;              /* per job and target */
     struct pt_graphs_tally *graphs_tally;   /* app_metrics.c */
     int64_t started_us;
 } pt_app;

@@ -16,6 +16,10 @@
  *                                    validation errors: the energy's (target
  *                                    units, eV when trained on forces) and,
  *                                    trained on forces, the force components'
+ *   packtrain_job_target_val_mae{job,target}, packtrain_job_target_val_rmse{job,target}
+ *                                    per running multi-task job and target,
+ *                                    its latest epoch's validation errors
+ *                                    (the target's units)
  * plus the process metrics (server/http/prom_process.c), refreshed by
  * collectors just before each scrape.
  *
@@ -117,7 +121,8 @@ static void count_graphs(pt_app *app)
 static void collect_running(pt_app *app, pt_store *s)
 {
     pt_prom_metric *per_job[] = {app->m_job_rate, app->m_job_loss, app->m_job_progress, app->m_job_epoch,
-                                 app->m_job_val_mae, app->m_job_val_forces_mae};
+                                 app->m_job_val_mae, app->m_job_val_forces_mae,
+                                 app->m_job_target_val_mae, app->m_job_target_val_rmse};
     for (size_t i = 0; i < sizeof per_job / sizeof per_job[0]; i++) pt_prom_clear(per_job[i]);
     pt_store_job_array running;
     if (pt_store_job_list_unfinished(s, &running) != PT_STORE_OK) return;
@@ -139,6 +144,14 @@ static void collect_running(pt_app *app, pt_store *s)
             json_t *x = e->json ? json_loads(e->json, 0, NULL) : NULL;
             json_t *f = json_object_get(x, "val_forces_mae");
             if (json_is_number(f)) pt_prom_set(app->m_job_val_forces_mae, labels, json_number_value(f));
+            const char *key;
+            json_t *h;
+            json_object_foreach(json_object_get(x, "heads"), key, h) {
+                const char *lt[] = {j->id, key};
+                json_t *mae = json_object_get(h, "val_mae"), *rmse = json_object_get(h, "val_rmse");
+                if (json_is_number(mae)) pt_prom_set(app->m_job_target_val_mae, lt, json_number_value(mae));
+                if (json_is_number(rmse)) pt_prom_set(app->m_job_target_val_rmse, lt, json_number_value(rmse));
+            }
             json_decref(x);
         }
         pt_store_epoch_series_clear(&ep);
@@ -209,9 +222,16 @@ int pt_app_metrics_init(pt_app *app, char *err, size_t errlen)
     app->m_job_val_forces_mae = pt_prom_gauge(p, "packtrain_job_val_forces_mae_ev_per_angstrom",
                                               "Validation MAE of a running job's force components at its "
                                               "latest epoch, eV/Å (jobs trained on forces).", "job");
+    app->m_job_target_val_mae = pt_prom_gauge(p, "packtrain_job_target_val_mae",
+                                              "Validation MAE of each target of a running multi-task job at "
+                                              "its latest epoch (the target's units).", "job,target");
+    app->m_job_target_val_rmse = pt_prom_gauge(p, "packtrain_job_target_val_rmse",
+                                               "Validation RMSE of each target of a running multi-task job at "
+                                               "its latest epoch (the target's units).", "job,target");
     if (!info || !app->m_jobs || !app->m_slots || !app->m_active || !app->m_spawned || !app->m_crashed ||
         !app->m_graphs || !app->m_job_rate || !app->m_job_loss || !app->m_job_progress || !app->m_job_epoch ||
-        !app->m_job_val_mae || !app->m_job_val_forces_mae ||
+        !app->m_job_val_mae || !app->m_job_val_forces_mae || !app->m_job_target_val_mae ||
+        !app->m_job_target_val_rmse ||
         pt_prom_process_metrics(p) != 0) {
         snprintf(err, errlen, "cannot register metrics: %s", p->error);
         return -1;

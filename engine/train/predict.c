@@ -4,6 +4,7 @@
  * layout training and eval see. */
 #include "engine/train/predict.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +56,16 @@ int pt_predict_dataset_ex(pt_prediction *p, const char *model_path, const pt_dat
      * the job trained under: the saved weights are fp32, and predictions are
      * the model's full-precision answer, as PyG would give it */
     if (pt_schnet_acts_init(&acts, &m, b.cap_nodes, b.cap_edges, b.cap_graphs, errs) != 0) goto done;
+    p->n_heads = m.cfg.n_heads;
+    for (int k = 0; k < p->n_heads; k++) {
+        snprintf(p->head_key[k], sizeof p->head_key[k], "%s", m.head[k].key);
+        p->head_atom[k] = m.head[k].level == PT_HEAD_ATOM;
+        size_t len = p->head_atom[k] ? ds->n_atoms : ds->n_structs;
+        if (!(p->head_y[k] = calloc(len ? len : 1, sizeof(double)))) {
+            pt_errors_add(errs, NULL, 0, "", "out of memory");
+            goto done;
+        }
+    }
     for (uint32_t k = 0; k < packs.n_packs; k++) {
         if (o && o->should_stop && o->should_stop(o->user)) {
             pt_errors_add(errs, NULL, 0, "", "stopped");
@@ -70,6 +81,25 @@ int pt_predict_dataset_ex(pt_prediction *p, const char *model_path, const pt_dat
         const double *y = pt_schnet_forward(&m, &acts, &b);
         for (int32_t s = 0; s < b.cap_graphs; s++)
             if (b.graph_id[s] >= 0) p->y[b.graph_id[s]] = y[s];
+        for (int h = 0; h < p->n_heads; h++) {
+            const double *yk = acts.head[h].y;
+            if (!p->head_atom[h]) {
+                for (int32_t s = 0; s < b.cap_graphs; s++)
+                    if (b.graph_id[s] >= 0) p->head_y[h][b.graph_id[s]] = yk[s];
+                continue;
+            }
+            /* a graph's atoms are consecutive node slots, in dataset order */
+            for (int32_t i = 0; i < b.cap_nodes;) {
+                int32_t slot = b.node_graph[i];
+                if (slot < 0) {
+                    i++;
+                    continue;
+                }
+                uint32_t s = (uint32_t)b.graph_id[slot], na = pt_dataset_natoms(ds, s);
+                memcpy(p->head_y[h] + ds->atom_offset[s], yk + i, na * sizeof(double));
+                i += (int32_t)na;
+            }
+        }
     }
     p->n = ds->n_structs;
     p->cutoff = m.cfg.cutoff;
@@ -88,6 +118,7 @@ done:
 
 void pt_prediction_close(pt_prediction *p)
 {
+    for (int k = 0; k < PT_PREDICT_MAX_HEADS; k++) free(p->head_y[k]);
     free(p->y);
     memset(p, 0, sizeof(*p));
 }

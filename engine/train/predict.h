@@ -18,9 +18,17 @@
 #include "engine/data/dataset.h"
 #include "engine/core/errors.h"
 
+#define PT_PREDICT_MAX_HEADS 16   /* = PT_SCHNET_MAX_HEADS */
+
 typedef struct pt_prediction {
     uint32_t n;        /* structures */
-    double *y;         /* [n] */
+    double *y;         /* [n] head 0's (the single head's) */
+    /* a model of named heads (engine/model/schnet.h): every head's, by its
+     * key; graph heads [n], atom heads [atoms of the dataset] */
+    int32_t n_heads;   /* 0 for PyG's single head */
+    char head_key[PT_PREDICT_MAX_HEADS][PT_KEY_MAX];
+    int head_atom[PT_PREDICT_MAX_HEADS];   /* 1: per atom */
+    double *head_y[PT_PREDICT_MAX_HEADS];
     double cutoff;     /* of the model, Å */
     int32_t hidden, interactions;
 } pt_prediction;

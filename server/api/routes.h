@@ -130,6 +130,11 @@ json_t *pt_api_parse_doc(const char *text);
  * on forces or stress (whose energies are eV, ASE's units); NULL for an
  * energy-only job, whose errors are in its target's own units. */
 json_t *pt_api_metric_units(json_t *const *objs, size_t n);
+/* ... with, for a multi-task job (objs with "heads"), "heads": {KEY: unit}
+ * for the targets whose unit is known (pt_api_target_unit). */
+
+/* The unit of a target key when known (QM9's keys, "energy"), else NULL. */
+const char *pt_api_target_unit(const char *key);
 
 /* Resource documents, as the OpenAPI schemas Dataset, Job and Transition
  * describe them. */

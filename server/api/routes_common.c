@@ -130,7 +130,42 @@ static const char *const metric_units[][2] = {
     {"best_val_stress_mae", "eV/Å³"}, {"test_stress_mae", "eV/Å³"}, {"test_stress_rmse", "eV/Å³"},
 };
 
-json_t *pt_api_metric_units(json_t *const *objs, size_t n)
+/* Units of the targets whose units are known: QM9's keys (its README:
+ * energies and orbital energies in eV, mu in D, alpha in a0³, cv in
+ * cal/(mol K), r2 in a0²) and the usual name of an energy. */
+static const char *const target_units[][2] = {
+    {"energy", "eV"},       {"energy_U0", "eV"}, {"energy_U", "eV"}, {"enthalpy_H", "eV"},
+    {"free_energy", "eV"},  {"homo", "eV"},      {"lumo", "eV"},     {"gap", "eV"},
+    {"zpve", "eV"},         {"mu", "D"},         {"alpha", "a0³"},   {"cv", "cal/(mol K)"},
+    {"r2", "a0²"},
+};
+
+const char *pt_api_target_unit(const char *key)
+{
+    for (size_t i = 0; key && i < sizeof target_units / sizeof target_units[0]; i++)
+        if (!strcmp(target_units[i][0], key)) return target_units[i][1];
+    return NULL;
+}
+
+/* {"heads": {KEY: unit}} for the targets of objs' "heads" whose unit is
+ * known, or NULL. */
+static json_t *head_units(json_t *const *objs, size_t n)
+{
+    json_t *u = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const char *key;
+        json_t *v;
+        json_object_foreach(json_object_get(objs[i], "heads"), key, v) {
+            const char *unit = pt_api_target_unit(key);
+            if (!unit) continue;
+            if (!u) u = json_object();
+            json_object_set_new(u, key, json_string(unit));
+        }
+    }
+    return u;
+}
+
+static json_t *forces_units(json_t *const *objs, size_t n)
 {
     const size_t rows = sizeof metric_units / sizeof metric_units[0];
     int forces = 0;
@@ -147,6 +182,15 @@ json_t *pt_api_metric_units(json_t *const *objs, size_t n)
                 json_object_set_new(u, metric_units[r][0], json_string(metric_units[r][1]));
                 break;
             }
+    return u;
+}
+
+json_t *pt_api_metric_units(json_t *const *objs, size_t n)
+{
+    json_t *u = forces_units(objs, n), *heads = head_units(objs, n);
+    if (!heads) return u;
+    if (!u) u = json_object();
+    json_object_set_new(u, "heads", heads);
     return u;
 }
 

@@ -79,6 +79,20 @@ static json_t *predictions_json(const char *id, const char *target, const pt_dat
     for (uint32_t s = 0; arr && s < p->n; s++) {
         json_t *o = json_pack("{s:I,s:f}", "index", (json_int_t)s, "prediction", p->y[s]);
         if (o && ds->source_line) json_object_set_new(o, where, json_integer((json_int_t)ds->source_line[s]));
+        /* a multi-task model: every target (an atom target: one value per atom) */
+        json_t *heads = p->n_heads ? json_object() : NULL;
+        for (int k = 0; heads && k < p->n_heads; k++) {
+            json_t *v;
+            if (p->head_atom[k]) {
+                v = json_array();
+                for (uint64_t a = ds->atom_offset[s]; v && a < ds->atom_offset[s + 1]; a++)
+                    json_array_append_new(v, json_real(p->head_y[k][a]));
+            } else {
+                v = json_real(p->head_y[k][s]);
+            }
+            json_object_set_new(heads, p->head_key[k], v);
+        }
+        if (o && heads) json_object_set_new(o, "heads", heads);
         json_array_append_new(arr, o);
     }
     return json_pack("{s:s,s:s,s:I,s:f,s:o}", "job", id, "target", target, "n", (json_int_t)p->n, "seconds", seconds,

@@ -222,6 +222,14 @@ static int report_end(const client_args *a, const json_t *job)
         if (num(res, "test_mae") >= 0)
             fprintf(stderr, "packtrain %s: %s test MAE %.6g%s%s, RMSE %.6g\n", a->cmd, id, num(res, "test_mae"),
                     eu ? " " : "", eu ? eu : "", num(res, "test_rmse"));
+        /* a multi-task job: every target's test errors, in its units */
+        const char *key;
+        const json_t *h;
+        json_object_foreach((json_t *)json_object_get(res, "heads"), key, h) {
+            const char *u = json_string_value(json_object_get(json_object_get(units, "heads"), key));
+            fprintf(stderr, "packtrain %s: %s   %s: test MAE %.6g%s%s, RMSE %.6g\n", a->cmd, id, key,
+                    num(h, "test_mae"), u ? " " : "", u ? u : "", num(h, "test_rmse"));
+        }
         if (num(res, "test_forces_mae") >= 0)
             fprintf(stderr, "packtrain %s: %s forces: test MAE %.6g eV/Å, RMSE %.6g eV/Å (zero forces: MAE %.6g "
                     "eV/Å)\n", a->cmd, id, num(res, "test_forces_mae"), num(res, "test_forces_rmse"),

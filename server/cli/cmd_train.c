@@ -72,6 +72,10 @@ static void print_summary(const pt_train_result *res, const char *data, const ch
             (long long)res->steps, (int)res->epochs, res->seconds, res->stop_reason,
             (int)res->best_epoch, res->best_val_mae, res->best_val_rmse, res->test_mae,
             res->test_rmse, out);
+    for (int k = 0; k < res->n_heads; k++)
+        fprintf(stderr, "packtrain train:   %s: best val MAE %.6g RMSE %.6g, test MAE %.6g "
+                "RMSE %.6g\n", res->head_key[k], res->val_head[k].mae, res->val_head[k].rmse,
+                res->test_head[k].mae, res->test_head[k].rmse);
     if (res->loss.forces)
         fprintf(stderr, "packtrain train: forces (eV/A): best val MAE %.6g RMSE %.6g, test "
                 "MAE %.6g RMSE %.6g; predicting zero forces: test MAE %.6g\n",

@@ -85,6 +85,9 @@ static void on_metrics(void *user, const pt_train_metrics *m, const char *json)
         fprintf(stderr, "packtrain worker %s: epoch %d done at step %lld: train loss %.6g, "
                 "val MAE %.6g, RMSE %.6g\n", w->job, (int)m->epoch, (long long)m->step,
                 m->train_loss, m->val_mae, m->val_rmse);
+    for (int k = 0; !strcmp(m->kind, "epoch") && k < m->n_heads; k++)
+        fprintf(stderr, "packtrain worker %s:   %s: val MAE %.6g, RMSE %.6g\n", w->job,
+                m->head_key[k], m->val_head[k].mae, m->val_head[k].rmse);
 }
 
 static void on_checkpoint(void *user, const pt_train_checkpoint *ck)
@@ -170,7 +173,7 @@ static void report_done(const worker *w, const pt_train_result *res)
     static const char *const keys[] = {
         "best_epoch", "best_val_rmse", "test_mae", "test_rmse", "best_val_forces_mae",
         "best_val_forces_rmse", "test_forces_mae", "test_forces_rmse", "test_forces_zero_mae",
-        "best_val_stress_mae", "test_stress_mae", "test_stress_rmse"};
+        "best_val_stress_mae", "test_stress_mae", "test_stress_rmse", "heads"};
     char model[4200];
     snprintf(model, sizeof model, "%s/model.safetensors", w->out);
     json_t *o = json_pack("{s:s, s:o}", "kind", "done", "best_val_mae",

@@ -6,7 +6,9 @@
 # job that fails (exit 1 with the reason), and a job trained on energies and
 # forces that learns them (issue 15's acceptance, short): on 240 EMT
 # structures (tests/data/emt_train_240.extxyz.gz) its test force MAE ends
-# well below the MAE of predicting zero forces, reported with units.
+# well below the MAE of predicting zero forces, reported with units; and a
+# job of three targets (gap, homo, lumo) with every target's errors in the
+# result, metrics, events and CLI, and /predict answering every target.
 cd "$(dirname "$0")/../.." || exit 1
 source tests/integration/api_lib.sh
 
@@ -244,5 +246,64 @@ expect "... its force MAE on the data is well below the data's zero-force MAE (<
 expect "... the job's zero-force MAE is of the data's size (within 2x: a test split of 24)" "$yardstick" True
 "$PT" status "$FJOB" --server "$BASE" >"$WORK/fstatus.out" 2>/dev/null
 expect "status prints the job with its result" "$(jget "$WORK/fstatus.out" '"test_forces_mae" in j["result"]')" True
+stop_server "$SERVER_PID" TERM
+
+# --- several targets in one model (issue 20) ---------------------------------------------------
+# gap, homo (weight 2) and lumo (mean readout) of the demo molecules: one
+# trunk, a head each; every target's errors in the result, the metrics, the
+# events and the CLI, with units, and /predict answers every target.
+start_server "$WORK/multi" --workers 1 || { finish; exit 1; }
+cat >"$WORK/multi.json" <<'EOF'
+{"targets": [{"key": "gap"}, {"key": "homo", "weight": 2},
+             {"key": "lumo", "readout": "mean", "normalize": "mean_std"}],
+ "model": {"hidden": 16, "filters": 16, "interactions": 1, "gaussians": 10},
+ "batching": {"model_batch_size": 4},
+ "training": {"epochs": 3, "log_every": 2, "seed": 1}, "backend": {"threads": 1}}
+EOF
+MJOB=$("$PT" submit --server "$BASE" --dataset "$DEMO" --config "$WORK/multi.json" --wait 2>"$WORK/multi.err")
+rc=$?
+expect "a 3-target job succeeds" "$rc" 0
+[ $rc -eq 0 ] || cat "$WORK/multi.err"
+expect "... submit prints every target's test MAE with its unit" \
+  "$(grep -cE "$MJOB   (gap|homo|lumo): test MAE [0-9.e+-]+ eV, RMSE" "$WORK/multi.err")" 3
+req GET "/v1/jobs/$MJOB"
+expect "... the stored config lists the targets, defaults filled" \
+  "$(jget "$BODY" '[(t["key"], t["weight"], t["readout"], t["normalize"]) for t in j["config"]["targets"]]')" \
+  '[["gap", 1.0, "sum", "atomref"], ["homo", 2.0, "sum", "atomref"], ["lumo", 1.0, "mean", "mean_std"]]'
+expect "... its result: each target's validation and test errors" \
+  "$(jget "$BODY" 'sorted(k for k, v in j["result"]["heads"].items() if all(v[m] > 0 for m in ("best_val_mae", "best_val_rmse", "test_mae", "test_rmse")))')" \
+  '["gap", "homo", "lumo"]'
+expect "... the first target's are the job's own" "$(jget "$BODY" 'j["result"]["heads"]["gap"]["test_mae"] == j["result"]["test_mae"]')" True
+expect "... with units" "$(jget "$BODY" 'j["result"]["units"]["heads"]')" '{"gap": "eV", "homo": "eV", "lumo": "eV"}'
+req GET "/v1/jobs/$MJOB/metrics"
+expect "metrics: every epoch has every target's validation MAE and RMSE" \
+  "$(jget "$BODY" 'len(j["epochs"]) == 3 and all(sorted(e["heads"]) == ["gap", "homo", "lumo"] and all(h["val_mae"] > 0 and h["val_rmse"] > 0 for h in e["heads"].values()) for e in j["epochs"])')" True
+expect "... and their units" "$(jget "$BODY" 'j["units"]["heads"]["homo"]')" eV
+stream "/v1/jobs/$MJOB/events" 20 "$WORK/mevents"
+expect "events: epoch events carry every target" \
+  "$(grep '^event: epoch$' -A2 "$WORK/mevents" | grep -c '"heads":{"gap":{"val_mae":[0-9.e+-]*,"val_rmse":[0-9.e+-]*},"homo"')" 3
+head -21 "$DEMO" >"$WORK/two.xyz"
+req POST "/v1/jobs/$MJOB/predict" --data-binary "@$WORK/two.xyz"
+expect "predict: 200" "$STATUS" 200
+expect "... every target of every structure" \
+  "$(jget "$BODY" '[sorted(p["heads"]) for p in j["predictions"]]')" '[["gap", "homo", "lumo"], ["gap", "homo", "lumo"]]'
+expect "... the first target is the prediction" \
+  "$(jget "$BODY" 'all(p["heads"]["gap"] == p["prediction"] for p in j["predictions"])')" True
+req GET "/v1/jobs/$MJOB/model"
+cp "$BODY" "$WORK/mmodel"
+expect "model: a head per target, named after it" "$("$PY" - "$WORK/mmodel" <<'EOF'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+h = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])
+print(h["__metadata__"]["heads"], "heads.homo.lin2.weight" in h, "lin1.weight" in h)
+EOF
+)" "gap,homo,lumo True False"
+"$PT" status "$MJOB" --server "$BASE" >"$WORK/mstatus.out" 2>/dev/null
+expect "status prints the job with its targets' results" "$(jget "$WORK/mstatus.out" 'sorted(j["result"]["heads"])')" \
+  '["gap", "homo", "lumo"]'
+req POST /v1/jobs -H 'Content-Type: application/json' \
+  --data "{\"dataset\": \"$(jget "$WORK/mstatus.out" 'j["dataset"]')\", \"targets\": [{\"key\": \"gap\"}, {\"key\": \"nope\"}]}"
+expect "a target the dataset lacks: 422 at targets[1].key" "$STATUS $(jget "$BODY" 'j["errors"][0]["field"]')" \
+  "422 targets[1].key"
 stop_server "$SERVER_PID" TERM
 finish
