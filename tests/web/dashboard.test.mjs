@@ -357,6 +357,35 @@ async function main() {
     await page.screenshot({ path: join(opt.out, 'job-forces.png') });
   });
 
+  await check('a job of three targets shows a chart per target, a target selector and every target\'s test MAE', page, async () => {
+    const job = await api('POST', '/v1/jobs', { dataset: state.dataset,
+      targets: [{ key: 'gap' }, { key: 'homo', weight: 2 }, { key: 'lumo', readout: 'mean', normalize: 'mean_std' }],
+      model: { hidden: 16, filters: 16, interactions: 1, gaussians: 10 }, batching: { model_batch_size: 4 },
+      training: { epochs: 3, log_every: 1, seed: 1 }, backend: { threads: 1 } });
+    assert(job.status === 201, `submit: HTTP ${job.status} ${JSON.stringify(job.data)}`);
+    await page.goto(`${opt.base}/#/jobs/${job.data.id}`);
+    await waitState(page, 'succeeded', TRAIN_TIMEOUT, 500);
+    await page.locator('#targets-card').waitFor({ timeout: 15e3 });
+    for (const key of ['gap', 'homo', 'lumo'])
+      await until(`epochs on the ${key} chart`, async () =>
+        new RegExp(`3 epochs of ${key} validation errors`).test(await text(page, `#head-chart-${key} figcaption`)));
+    await until('units on the target charts', async () => (await text(page, '#head-chart-homo')).includes('homo val MAE (eV)'));
+    const options = await page.locator('#head-select option').allInnerTexts();
+    assert(options.join(',') === 'all targets,gap,homo,lumo', `selector options: ${options.join(',')}`);
+    await page.selectOption('#head-select', 'homo');
+    assert(await page.locator('#head-chart-homo').isVisible(), 'the chosen target is hidden');
+    assert(!(await page.locator('#head-chart-gap').isVisible()) && !(await page.locator('#head-chart-lumo').isVisible()),
+           'the other targets are still shown');
+    await page.locator('#targets-card').scrollIntoViewIfNeeded();
+    await page.screenshot({ path: join(opt.out, 'job-targets.png') });
+    await page.selectOption('#head-select', '');
+    assert(await page.locator('#head-chart-lumo').isVisible(), '"all targets" does not show every chart');
+    for (const key of ['gap', 'homo', 'lumo']) {
+      const shown = await text(page, `#test-mae-${key}`);
+      assert(/^[0-9.e-]+ eV \(RMSE [0-9.e-]+ eV\)$/.test(shown), `test MAE of ${key} shown as "${shown}"`);
+    }
+  });
+
   await check('the jobs list shows state, dataset, progress, MAE, and filters by state', list, async () => {
     const rowA = list.locator(`#jobs-table tr[data-job="${state.jobA}"]`);
     const cells = await rowA.locator('td').allInnerTexts();

@@ -93,6 +93,10 @@ export function mount(main, { match }) {
     if (r.test_forces_mae !== undefined)
       rows.push(['Test force MAE', h('span', { id: 'test-forces-mae' },
         `${withUnit(fmtNum(r.test_forces_mae, 4), u.test_forces_mae)} (zero forces: ${withUnit(fmtNum(r.test_forces_zero_mae, 4), u.test_forces_zero_mae)})`)]);
+    // a multi-task job: every target's test errors in its unit
+    for (const [key, e] of Object.entries(r.heads || {}))
+      rows.push([`Test MAE ${key}`, h('span', { id: `test-mae-${key}`, class: 'head-result' },
+        `${withUnit(fmtNum(e.test_mae, 4), u.heads?.[key])} (RMSE ${withUnit(fmtNum(e.test_rmse, 4), u.heads?.[key])})`)]);
     if (r.test_stress_mae !== undefined)
       rows.push(['Test stress MAE', h('span', { id: 'test-stress-mae' }, withUnit(fmtNum(r.test_stress_mae, 4), u.test_stress_mae))]);
     return rows;

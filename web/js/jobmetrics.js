@@ -3,7 +3,10 @@
 // on forces the force chart (validation force MAE and RMSE per epoch, eV/Å,
 // and the train loss's force part), throughput over time and the phase-time
 // breakdown.  Axes say their units: a forces job's energies are eV, an
-// energy job's errors are in its target's own units.
+// energy job's errors are in its target's own units.  A job of several
+// targets (epoch events with "heads") gets one chart per target (its
+// validation MAE and RMSE per epoch, in its unit when the server knows it)
+// and a selector that shows one target or all.
 //
 // The series arrive by Server-Sent Events (GET /v1/jobs/{id}/events), which
 // first replays what is stored and then follows the job.  After the job's
@@ -43,6 +46,8 @@ export class JobMetrics {
       series: [{ label: 'train loss', scale: 'loss' }, { label: 'val MAE', scale: 'mae', points: true, width: 2 }],
     });
     this.forces = null;   // the force chart, once the job shows it trains on forces
+    this.heads = null;    // {box, select, charts: Map key -> Chart}, once epochs carry targets
+    this.units = {};      // target -> unit (GET /metrics "units.heads")
     this.loss.el.id = 'loss-chart';
     this.rate = new Chart({
       title: 'Throughput', xLabel: 'time', xTime: true, height: 200,
@@ -116,6 +121,72 @@ export class JobMetrics {
     if (kind === 'step') this.steps.set(m.step, m);
     else this.epochs.set(m.epoch, m);
     if (!this.forces && (m.loss_forces !== undefined || m.val_forces_mae !== undefined)) this.showForces();
+    if (m.heads) this.showHeads(Object.keys(m.heads));
+  }
+
+  // A multi-task job: a card with the target selector and a chart per target.
+  showHeads(keys) {
+    if (!this.heads) {
+      const select = h('select', { id: 'head-select', 'aria-label': 'target', onchange: () => this.pickHead() },
+                       h('option', { value: '' }, 'all targets'));
+      const charts = h('div', { class: 'head-charts' });
+      const box = h('section', { class: 'card', id: 'targets-card', 'aria-labelledby': 'targets-h' },
+        h('div', { class: 'chart-head' }, h('h3', { id: 'targets-h' }, 'Targets'),
+          h('label', { for: 'head-select' }, 'show '), select), charts);
+      this.heads = { box, select, chartsEl: charts, charts: new Map() };
+      // the loss chart: the weighted sum over targets, the first target's MAE
+      const axes = this.loss.spec.axes;
+      axes.loss.label = 'train loss (sum of weight x MSE)';
+      axes.mae.label = `val MAE of ${keys[0]}`;
+      this.loss.spec.series[1].label = `val MAE (${keys[0]})`;
+      if (this.loss.plot) this.loss.build(this.loss.plot.width);
+      (this.forces || this.loss).el.after(box);
+      this.loadUnits();
+    }
+    for (const key of keys) {
+      if (this.heads.charts.has(key)) continue;
+      const c = new Chart({
+        title: key, xLabel: 'step', logToggle: true, height: 220,
+        axes: { e: { label: 'val error' } },
+        series: [{ label: `${key} val MAE`, scale: 'e', points: true, width: 2 },
+                 { label: `${key} val RMSE`, scale: 'e', points: true, color: '#7c3aed' }],
+      });
+      this.labelHead(key, c);
+      c.el.id = `head-chart-${key}`;
+      c.el.dataset.head = key;
+      this.heads.charts.set(key, c);
+      this.heads.chartsEl.append(c.el);
+      this.heads.select.append(h('option', { value: key }, key));
+    }
+    this.pickHead();
+  }
+
+  // The selector: one target's chart, or every target's.
+  pickHead() {
+    const want = this.heads.select.value;
+    for (const [key, c] of this.heads.charts) c.el.hidden = !!want && want !== key;
+  }
+
+  // The units of the targets, from the metrics endpoint (events carry none).
+  async loadUnits() {
+    try {
+      const d = await api.get(`/v1/jobs/${this.id}/metrics`, { max_points: 2 });
+      this.units = d.units?.heads || {};
+    } catch { return; }
+    for (const [key, c] of this.heads.charts) {
+      if (!this.units[key]) continue;
+      this.labelHead(key, c);
+      if (c.plot) c.build(c.plot.width);
+    }
+    this.redraw();
+  }
+
+  // A target chart's axis and series say its unit (target units until known).
+  labelHead(key, c) {
+    const u = this.units[key] || 'target units';
+    c.spec.axes.e.label = `val error (${u})`;
+    c.spec.series[0].label = `${key} val MAE (${u})`;
+    c.spec.series[1].label = `${key} val RMSE (${u})`;
   }
 
   // A job trained on forces: energies in eV, and a chart of its forces.
@@ -163,6 +234,17 @@ export class JobMetrics {
       this.forces.setData(align([fmae, frmse, fl]), `${fmae.size} epochs of validation force errors.` +
         (fbest !== null ? ` Best validation force MAE ${fmtNum(fbest, 4)} eV/Å.` : ''));
     }
+    if (this.heads) {
+      for (const [key, c] of this.heads.charts) {
+        const he = epochs.filter(e => e.heads && e.heads[key] && Number.isFinite(e.heads[key].val_mae));
+        const mae = new Map(he.map(e => [e.step, e.heads[key].val_mae]));
+        const rmse = new Map(he.map(e => [e.step, e.heads[key].val_rmse ?? null]));
+        const best = he.reduce((b, e) => (b === null || e.heads[key].val_mae < b ? e.heads[key].val_mae : b), null);
+        const unit = this.units[key] ? ` ${this.units[key]}` : '';
+        c.setData(align([mae, rmse]), `${mae.size} epochs of ${key} validation errors.` +
+          (best !== null ? ` Best validation MAE ${fmtNum(best, 4)}${unit}.` : ''));
+      }
+    }
     this.renderPhases(steps);
   }
 
@@ -199,6 +281,7 @@ export class JobMetrics {
     this.loss.destroy();
     this.rate.destroy();
     if (this.forces) this.forces.destroy();
+    if (this.heads) for (const c of this.heads.charts.values()) c.destroy();
   }
 }
 
