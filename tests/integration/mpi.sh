@@ -134,6 +134,29 @@ expect "... below the MAE of zero forces" \
   "$(jget "$WORK/fm/result.json" 'j["test_forces_mae"] < j["test_forces_zero_mae"]')" True
 [ -s "$WORK/fm/model.safetensors" ] || cat "$WORK/fm.err"
 
+# --- several targets (issue 20): 2 ranks = one process -----------------------------------------
+hconfig() { # FILE KIND RANKS R A
+  cat >"$1" <<EOF
+{"targets": [{"key": "gap"}, {"key": "homo", "weight": 2}, {"key": "lumo", "readout": "mean",
+ "normalize": "mean_std"}], "model": {"hidden": 16, "filters": 16, "interactions": 1, "gaussians": 10},
+ "batching": {"model_batch_size": 2}, "training": {"epochs": 2, "log_every": 1, "seed": 5},
+ "backend": {"kind": "$2", "ranks": $3, "replication_factor": $4, "gradient_accumulation": $5,
+             "threads": 1}}
+EOF
+}
+hconfig "$WORK/hm.json" mpi 2 4 2
+hconfig "$WORK/ho.json" ipu-emulated 1 4 2
+"${T[@]}" "$PT" mpirun --config "$WORK/hm.json" -- train "$WORK/d.ptd" --config "$WORK/hm.json" \
+  --out "$WORK/hm" >"$WORK/hm.out" 2>"$WORK/hm.err"
+expect "3-target job, 2 ranks x 2 replicas x A=2: the run succeeds" "$?" 0
+"$PT" train "$WORK/d.ptd" --config "$WORK/ho.json" --out "$WORK/ho" >"$WORK/ho.out" 2>"$WORK/ho.err"
+expect "3-target job, 1 process x 4 replicas x A=2: the run succeeds" "$?" 0
+check "... the same model, byte for byte" same_bytes "$WORK/hm/model.safetensors" "$WORK/ho/model.safetensors"
+expect "... the same weighted loss at every step" "$(losses "$WORK/hm.out")" "$(losses "$WORK/ho.out")"
+expect "... the same test errors of every target" "$(jget "$WORK/hm/result.json" 'j["heads"]')" \
+  "$(jget "$WORK/ho/result.json" 'j["heads"]')"
+[ -s "$WORK/hm/model.safetensors" ] || cat "$WORK/hm.err"
+
 # --- packtrain train starts its ranks itself (no mpirun by hand) -------------------------
 "${T[@]}" "$PT" train "$WORK/d.ptd" --config "$WORK/m2.json" --out "$WORK/self2" \
   >"$WORK/self2.out" 2>"$WORK/self2.err"

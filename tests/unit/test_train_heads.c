@@ -244,6 +244,82 @@ static void test_one_element_list_trains_as_the_single_target(void **state)
     free(rb);
 }
 
+/* Stopped after 5 steps (mid-epoch, between step lines) and resumed: the
+ * same lines as a straight run, every target's errors and the weighted
+ * loss included, bit for bit, and the same kept model and result. */
+typedef struct stopper {
+    recorder *rec;
+    int64_t stop_at, steps;
+    char ckpt[4400];
+} stopper;
+
+static void stop_record(void *user, const pt_train_metrics *m, const char *json)
+{
+    stopper *s = user;
+    record(s->rec, m, json);
+}
+
+static int stop_when(void *user)
+{
+    stopper *s = user;
+    return s->stop_at && ++s->steps >= s->stop_at;
+}
+
+static void saw_ckpt(void *user, const pt_train_checkpoint *ck)
+{
+    stopper *s = user;
+    snprintf(s->ckpt, sizeof s->ckpt, "%s", ck->path);
+}
+
+static int run_stoppable(const pt_job_config *cfg, const char *out, stopper *s,
+                         const char *resume, pt_train_result *res)
+{
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    pt_train_options opt = {.user = s, .on_metrics = stop_record, .should_stop = stop_when,
+                            .on_checkpoint = saw_ckpt, .resume_path = resume};
+    int rc = pt_run_train(cfg, &qm9, out, &opt, res, &errs);
+    pt_errors_close(&errs);
+    return rc;
+}
+
+static void test_resume_bit_for_bit(void **state)
+{
+    (void)state;
+    pt_job_config cfg;
+    heads_config(&cfg);
+    cfg.training.epochs = 2;
+    cfg.training.log_every = 3;
+    cfg.training.checkpoint_every = 0;
+    char a[300], b[300];
+    snprintf(a, sizeof a, "%s/straight", tmpdir);
+    snprintf(b, sizeof b, "%s/stopped", tmpdir);
+    recorder *ra = calloc(1, sizeof *ra), *rb = calloc(1, sizeof *rb);
+    stopper sa = {.rec = ra}, sb = {.rec = rb, .stop_at = 5};
+    pt_train_result xa, xb1, xb2;
+    assert_int_equal(run_stoppable(&cfg, a, &sa, NULL, &xa), 0);
+    assert_int_equal(run_stoppable(&cfg, b, &sb, NULL, &xb1), 0);
+    assert_string_equal(xb1.stop_reason, "cancelled");
+    sb.stop_at = 0;
+    char ck[4400];
+    snprintf(ck, sizeof ck, "%s", sb.ckpt);
+    assert_int_equal(run_stoppable(&cfg, b, &sb, ck, &xb2), 0);
+    assert_int_equal(ra->n, rb->n);
+    for (int i = 0; i < ra->n; i++) {
+        const pt_train_metrics *x = &ra->m[i], *y = &rb->m[i];
+        assert_int_equal(x->step, y->step);
+        assert_memory_equal(&x->loss, &y->loss, sizeof(double));
+        for (int k = 0; k < x->n_heads; k++)
+            assert_memory_equal(&x->val_head[k], &y->val_head[k], sizeof(pt_head_errors));
+    }
+    for (int k = 0; k < 3; k++) {
+        assert_memory_equal(&xa.test_head[k], &xb2.test_head[k], sizeof(pt_head_errors));
+        assert_memory_equal(&xa.val_head[k], &xb2.val_head[k], sizeof(pt_head_errors));
+    }
+    free(ra);
+    free(rb);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -251,6 +327,7 @@ int main(void)
         cmocka_unit_test(test_global_batch_invariance),
         cmocka_unit_test(test_zero_weight_target_and_model_file),
         cmocka_unit_test(test_one_element_list_trains_as_the_single_target),
+        cmocka_unit_test(test_resume_bit_for_bit),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
