@@ -320,6 +320,34 @@ static void test_resume_bit_for_bit(void **state)
     free(rb);
 }
 
+/* ZeRO stage 3 (parameters gathered and gradients reduce-scattered layer
+ * by layer, every head in the last layer) trains a 3-target job to stage
+ * 0's losses and errors bit for bit (one micro-batch per replica keeps the
+ * reduction order, test_zero.c). */
+static void test_zero_stage3_same_bits(void **state)
+{
+    (void)state;
+    pt_job_config s0, s3;
+    heads_config(&s0);
+    s0.training.epochs = 1;
+    s0.training.max_steps = 8;
+    s0.training.log_every = 1;
+    s0.batching.model_batch_size = 2;
+    s0.backend.replication_factor = 2;
+    s3 = s0;
+    s3.backend.zero_stage = 3;
+    recorder *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    pt_train_result ra, rb;
+    assert_int_equal(run(&s0, NULL, a, &ra), 0);
+    assert_int_equal(run(&s3, NULL, b, &rb), 0);
+    assert_int_equal(a->n, b->n);
+    for (int i = 0; i < a->n; i++) assert_memory_equal(&a->m[i].loss, &b->m[i].loss, sizeof(double));
+    for (int k = 0; k < 3; k++)
+        assert_memory_equal(&ra.test_head[k], &rb.test_head[k], sizeof(pt_head_errors));
+    free(a);
+    free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -328,6 +356,7 @@ int main(void)
         cmocka_unit_test(test_zero_weight_target_and_model_file),
         cmocka_unit_test(test_one_element_list_trains_as_the_single_target),
         cmocka_unit_test(test_resume_bit_for_bit),
+        cmocka_unit_test(test_zero_stage3_same_bits),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
