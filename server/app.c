@@ -33,7 +33,8 @@ void pt_app_options_defaults(pt_app_options *o)
     o->limits = (pt_app_limits){.upload_decompressed_bytes = 8ull << 30, .upload_structures = 5000000,
                                 .upload_atoms = 100000000, .owner_storage_bytes = 20ull << 30,
                                 .owner_jobs = 8, .predict_atoms = 100000, .predict_edges = 5000000,
-                                .heavy_threads = 2, .heavy_queue = 8, .heavy_deadline_s = 600};
+                                .heavy_threads = 2, .heavy_queue = 8, .heavy_deadline_s = 600,
+                                .connections_per_client = 256};
     o->stop_grace_s = 5;
 }
 
@@ -400,6 +401,7 @@ int pt_app_start(pt_app *app, char *err, size_t errlen)
     hc.heavy_threads = app->opt.limits.heavy_threads ? app->opt.limits.heavy_threads : 2;
     hc.heavy_queue = app->opt.limits.heavy_queue;
     hc.heavy_deadline_s = app->opt.limits.heavy_deadline_s;
+    hc.max_per_ip = app->opt.limits.connections_per_client;
     /* without tokens, the browser is the only guard: same-origin only */
     hc.same_origin_only = !app->opt.auth;
     hc.host_name = app->host;

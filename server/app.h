@@ -64,6 +64,8 @@ typedef struct pt_app_limits {
     unsigned heavy_threads;              /* uploads, packing reports, predictions at once: 2 */
     unsigned heavy_queue;                /* ... waiting for a thread; past it 503: 8 */
     unsigned heavy_deadline_s;           /* one of them is given up after: 600 s */
+    unsigned connections_per_client;     /* open connections of one client address: 256 (half
+                                            of the server's 512), so one cannot take them all */
 } pt_app_limits;
 
 typedef struct pt_app_options {

@@ -72,7 +72,9 @@ static void usage(FILE *out)
             "                       seconds ($PACKTRAIN_STOP_GRACE, default 5)\n"
             "  --min-free BYTES     below this free space on the data directory /readyz fails and\n"
             "                       uploads, predictions and new jobs get 507 ($PACKTRAIN_MIN_FREE,\n"
-            "                       default 256 MiB)\n",
+            "                       default 256 MiB)\n"
+            "  --max-per-client N   open connections of one client address ($PACKTRAIN_MAX_PER_CLIENT,\n"
+            "                       default 256 of the 512 the server takes; 0 = no limit)\n",
             DEFAULT_PORT);
 }
 
@@ -174,6 +176,7 @@ static const num_flag num_flags[] = {
     {"--heavy-deadline", "PACKTRAIN_HEAVY_DEADLINE", 0, 1e6, NUM_UINT, OPT(limits.heavy_deadline_s)},
     {"--stop-grace", "PACKTRAIN_STOP_GRACE", 1, 3600, NUM_UINT, OPT(stop_grace_s)},
     {"--min-free", "PACKTRAIN_MIN_FREE", 0, 1e18, NUM_U64, OPT(min_free_bytes)},
+    {"--max-per-client", "PACKTRAIN_MAX_PER_CLIENT", 0, 100000, NUM_UINT, OPT(limits.connections_per_client)},
 };
 #undef OPT
 

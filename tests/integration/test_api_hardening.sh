@@ -401,4 +401,27 @@ st=$(curl -s -o "$WORK/l.json" -D "$WORK/l.h" -w '%{http_code}' -H "X-Big: $(hea
 expect "... headers past 16 KB: 431 as problem+json" \
   "$st:$(grep -i '^content-type:' "$WORK/l.h" | tr -d '\r' | cut -d' ' -f2)" "431:application/problem+json"
 stop_server "$SERVER_PID" TERM
+
+# --- one client cannot take every connection ------------------------------------------------------
+# The attack: ~512 slow connections from one client could starve the others
+# (no per-client limit).  Here --max-per-client 3: a client holding three
+# idle connections gets no fourth until it lets one go.
+D=$WORK/perclient
+start_server "$D" --workers 0 --max-per-client 3 || { finish; exit 1; }
+"$PY" - "$PORT" "$WORK/held" <<'PYEOF2' &
+import socket, sys, time, os
+held = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(3)]
+open(sys.argv[2], "w").write("3")
+while os.path.exists(sys.argv[2]):
+    time.sleep(0.05)
+PYEOF2
+HOLDER=$!
+for _ in $(seq 1 100); do [ -s "$WORK/held" ] && break; sleep 0.05; done
+st=$(curl -s -o /dev/null -m 5 -w '%{http_code}' "$BASE/healthz")
+expect "a client holding 3 connections, the most one may (--max-per-client 3), gets no fourth" "$st" 000
+rm -f "$WORK/held"
+wait "$HOLDER"
+st=$(curl -s -o /dev/null -m 5 -w '%{http_code}' "$BASE/healthz")
+expect "... and is answered once it lets them go" "$st" 200
+stop_server "$SERVER_PID" TERM
 finish
