@@ -79,7 +79,11 @@ int pt_offload_init(pt_offload *o, unsigned threads, unsigned queue, int64_t dea
         if (o->m_busy)
             o->m_refused = pt_prom_counter(prom, "packtrain_http_heavy_refused_total",
                                            "Heavy requests answered 503 because the pool and its queue were full.", "");
-        if (!o->m_refused) {
+        if (o->m_refused)
+            o->m_cancelled = pt_prom_counter(prom, "packtrain_http_heavy_cancelled_total",
+                                             "Heavy requests given up before their work was done, by reason.",
+                                             "reason");
+        if (!o->m_cancelled) {
             snprintf(err, errlen, "cannot register the heavy-work metrics: %s", prom->error);
             goto fail;
         }
@@ -214,6 +218,11 @@ pt_cancel_reason pt_request_cancelled(pt_request *req)
     else if (now - req->gone_checked_ms >= GONE_CHECK_MS) {
         req->gone_checked_ms = now;
         if (client_gone(req)) req->cancelled = PT_CANCEL_CLIENT_GONE;
+    }
+    if (req->cancelled && o->m_cancelled) {
+        static const char *const names[] = {"", "client_gone", "deadline", "stopping"};
+        const char *labels[] = {names[req->cancelled]};
+        pt_prom_add(o->m_cancelled, labels, 1);
     }
     return (pt_cancel_reason)req->cancelled;
 }

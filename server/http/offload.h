@@ -56,7 +56,7 @@ typedef struct pt_offload {
     int64_t stop_deadline_ms;       /* running work cancelled past it (pt_clock_ms) */
     int closing;
     void (*resume)(pt_request *req);   /* the server's: hands the connection back */
-    pt_prom_metric *m_busy, *m_refused;
+    pt_prom_metric *m_busy, *m_refused, *m_cancelled;
 } pt_offload;
 
 /* threads >= 1, queue >= 0; deadline_ms 0 = work has no deadline.  prom

@@ -287,8 +287,8 @@ expect "... with the report of every structure" "$REPORT" 6000
 # The attack: predict's work went on after the client disconnected.
 curl -s -o /dev/null -m 1 "$BASE/v1/datasets/$DENSE/packing"
 check "F7: a packing call whose client gave up after 1 s ends" wait_heavy 0 10
-LINE=$(grep 'GET /v1/datasets/'"$DENSE"'/packing' "$D.access" | tail -1)
-expect_match "... without finishing its work: answered 503, not 200 ($LINE)" "$LINE" '" 503 '
+expect "... its work given up, not finished (packtrain_http_heavy_cancelled_total)" \
+  "$(curl -s "$BASE/metrics" | sed -n 's/^packtrain_http_heavy_cancelled_total{reason="client_gone"} //p')" 1
 stop_server "$SERVER_PID" TERM
 
 # --- a deadline on one request's work, and F11: shutdown with a deadline ------------------------------
