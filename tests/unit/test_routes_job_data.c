@@ -123,7 +123,9 @@ static void test_forces_units(void **state)
     assert_int_equal(pt_store_steps_append(fx->db, id, &st, 1, NULL), PT_STORE_OK);
     pt_store_epoch_metric em = {.epoch = 1, .step = 5, .train_loss = 1.5, .train_mae = NAN, .val_loss = 1.2,
                                 .val_mae = 0.3, .graphs_per_s = 900, .seconds = 1,
-                                .json = "{\"val_rmse\":0.4,\"val_forces_mae\":0.25,\"val_forces_rmse\":0.5}"};
+                                .json = "{\"val_rmse\":0.4,\"val_forces_mae\":0.25,\"val_forces_rmse\":0.5,"
+                                        "\"heads\":{\"energy\":{\"val_mae\":0.3},\"mu\":{\"val_mae\":1},"
+                                        "\"q_x\":{\"val_mae\":2}}}"};
     assert_int_equal(pt_store_epoch_append(fx->db, id, &em, NULL), PT_STORE_OK);
     json_t *j = get_json(fx, 200, "/v1/jobs/%s/metrics", id);
     json_t *u = json_object_get(j, "units");
@@ -132,6 +134,11 @@ static void test_forces_units(void **state)
     assert_string_equal(json_string_value(json_object_get(u, "val_mae")), "eV");
     assert_string_equal(json_string_value(json_object_get(u, "loss_forces")), "(eV/Å)²");
     assert_null(json_object_get(u, "val_stress_mae"));   /* only the fields present */
+    /* a multi-task job's targets: the units known (QM9's keys), no guess for others */
+    json_t *hu = json_object_get(u, "heads");
+    assert_string_equal(json_string_value(json_object_get(hu, "energy")), "eV");
+    assert_string_equal(json_string_value(json_object_get(hu, "mu")), "D");
+    assert_null(json_object_get(hu, "q_x"));
     json_t *e0 = json_array_get(json_object_get(j, "epochs"), 0);
     assert_true(json_number_value(json_object_get(e0, "val_forces_mae")) == 0.25);
     json_decref(j);

@@ -161,13 +161,19 @@ static void test_metrics_page(void **state)
     fx_claim(&fx, job);
     pt_store_epoch_metric em = {.epoch = 1, .step = 5, .train_loss = 1.5, .train_mae = NAN,
                                 .val_loss = 1.2, .val_mae = 0.5, .graphs_per_s = 900, .seconds = 1,
-                                .json = "{\"val_forces_mae\":0.25}"};
+                                .json = "{\"val_forces_mae\":0.25,\"heads\":{\"gap\":"
+                                        "{\"val_mae\":0.4,\"val_rmse\":0.6}}}"};
     assert_int_equal(pt_store_epoch_append(fx.db, job, &em, NULL), PT_STORE_OK);
     char line[160];
     assert_int_equal(fx_call(&fx, "GET", NULL, NULL, &r, "/metrics"), 200);
     snprintf(line, sizeof line, "packtrain_job_val_mae{job=\"%s\"} 0.5\n", job);
     assert_non_null(strstr(r.body, line));
     snprintf(line, sizeof line, "packtrain_job_val_forces_mae_ev_per_angstrom{job=\"%s\"} 0.25\n", job);
+    assert_non_null(strstr(r.body, line));
+    /* a multi-task job's targets, one series each */
+    snprintf(line, sizeof line, "packtrain_job_target_val_mae{job=\"%s\",target=\"gap\"} 0.4\n", job);
+    assert_non_null(strstr(r.body, line));
+    snprintf(line, sizeof line, "packtrain_job_target_val_rmse{job=\"%s\",target=\"gap\"} 0.6\n", job);
     assert_non_null(strstr(r.body, line));
     tc_free(&r);
     fx_stop(&fx);
