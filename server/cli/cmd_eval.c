@@ -70,6 +70,8 @@ static const char usage_text[] =
     "                      is given)\n"
     "  --energy-weight W   w_E >= 0 (default 1)\n"
     "  --stress-weight W   w_S >= 0 (default 0)\n"
+    "  --energy-per-atom   the energy term per atom, w_E mean ((E - E_ref)/N)^2, as\n"
+    "                      training's default loss on data with forces\n"
     "  --forces-key KEY    the force labels: forces (the default; a dataset holds the\n"
     "                      one forces column ingest chose, under that name); an ASE\n"
     "                      database given as DATA is ingested with this key\n"
@@ -113,8 +115,8 @@ static int parse_args(int argc, char **argv, eval_args *a)
         {"grads", required_argument, 0, 'g'}, {"batch-graphs", required_argument, 0, 'b'},
         {"forces-weight", required_argument, 0, 'F'}, {"energy-weight", required_argument, 0, 'E'},
         {"stress-weight", required_argument, 0, 'S'}, {"forces-key", required_argument, 0, 'K'},
-        {"head-weight", required_argument, 0, 'W'}, {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"head-weight", required_argument, 0, 'W'}, {"energy-per-atom", no_argument, 0, 'A'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     memset(a, 0, sizeof(*a));
     a->n = -1;
     a->batch_graphs = 32;
@@ -167,6 +169,7 @@ static int parse_args(int argc, char **argv, eval_args *a)
             a->n_head_weights++;
             break;
         }
+        case 'A': a->w.energy_per_atom = 1; break;
         case 'b':
             if (pt_cli_parse_long(optarg, 1, 4096, &v)) {
                 fprintf(stderr, "packtrain eval: --batch-graphs: '%s' is not in 1..4096\n", optarg);
@@ -187,9 +190,10 @@ static int parse_args(int argc, char **argv, eval_args *a)
         fprintf(stderr, "packtrain eval: --model and --data are required\n");
         return -1;
     }
-    if (!a->forces && (a->w.energy != 1.0 || strcmp(a->forces_key, "forces"))) {
-        fprintf(stderr, "packtrain eval: --energy-weight and --forces-key go with "
-                        "--forces-weight or --stress-weight\n");
+    if (!a->forces &&
+        (a->w.energy != 1.0 || a->w.energy_per_atom || strcmp(a->forces_key, "forces"))) {
+        fprintf(stderr, "packtrain eval: --energy-weight, --energy-per-atom and --forces-key go "
+                        "with --forces-weight or --stress-weight\n");
         return -1;
     }
     return 0;
@@ -547,9 +551,10 @@ static int run(const eval_args *a, eval_state *st, pt_errors *errs)
         json_object_set_new(out, "loss_stress", json_real(parts.stress));
         json_object_set_new(out, "forces_mae", nf > 0 ? json_real(fmae / nf) : json_null());
         json_object_set_new(out, "forces_rmse", nf > 0 ? json_real(sqrt(fsse / nf)) : json_null());
-        json_object_set_new(out, "weights", json_pack("{s:f,s:f,s:f}", "energy", a->w.energy,
+        json_object_set_new(out, "weights", json_pack("{s:f,s:f,s:f,s:b}", "energy", a->w.energy,
                                                       "forces", a->w.forces, "stress",
-                                                      a->w.stress));
+                                                      a->w.stress, "energy_per_atom",
+                                                      a->w.energy_per_atom));
     }
     if (named) {
         json_t *h = json_object();

@@ -117,6 +117,12 @@ loss_args="--stress-weight 1 --energy-weight 0"
 run_case emt_stress_only_mean "$root/tests/data/schnet_emt_6.extxyz" energy 6 \
   --hidden 16 --filters 16 --interactions 3 --gaussians 20 --cutoff 6.0 --max-neighbors 0 \
   --readout mean --mean 0.05 --std 1.5 --perturb-biases --seed 6
+# training's default loss on data with forces: MSE of the energy per atom +
+# MSE of the force components (training.loss "auto")
+loss_args="--forces-weight 1 --energy-per-atom"
+run_case emt_default_loss "$root/tests/data/schnet_emt_6.extxyz" energy 6 \
+  --hidden 32 --filters 24 --interactions 2 --gaussians 16 --cutoff 5.0 --max-neighbors 0 \
+  --readout add --mean 0.1 --std 0.3 --perturb-biases --seed 7
 loss_args=""
 
 # The stress the reference computes, (1/V) dE/d(strain) with r -> r (1 + eps),

@@ -334,7 +334,7 @@ def evaluate(m, structs, dtype):
 
 def evaluate_forces(m, structs, dtype, w):
     """Energies, forces, stresses, the combined loss and its parameter
-    gradients (create_graph=True), in dtype.  w: (w_E, w_F, w_S)."""
+    gradients (create_graph=True), in dtype.  w: (w_E, w_F, w_S, energy per atom)."""
     m = m.to(dtype)
     m.zero_grad()
     z, src, dst, shift, batch, gi, pos_l, cell_l = [], [], [], [], [], [], [], []
@@ -378,7 +378,10 @@ def evaluate_forces(m, structs, dtype, w):
     loss = torch.zeros((), dtype=torch.float64)
     if w[0]:
         e_ref = torch.tensor([st["energy"] for st in structs], dtype=torch.float64)
-        loss = loss + w[0] * ((e.double() - e_ref) ** 2).mean()
+        # per atom (w[3]): ((E - E_ref) / N)^2, training's default on data with forces
+        per = torch.tensor([float(len(st["z"])) if w[3] else 1.0 for st in structs],
+                           dtype=torch.float64)
+        loss = loss + w[0] * (((e.double() - e_ref) / per) ** 2).mean()
     if w[1]:
         rows = [k for k, st in enumerate(structs) if st["forces"] is not None]
         f_ref = torch.cat([structs[k]["forces"] for k in rows]).double()
@@ -436,7 +439,7 @@ def cmd_check(a):
     if with_forces:
         structs = read_labelled(a.data, a.n, a.target, a.forces_key)
         zlists = [st["z"] for st in structs]
-        w = (a.energy_weight, a.forces_weight or 0.0, a.stress_weight or 0.0)
+        w = (a.energy_weight, a.forces_weight or 0.0, a.stress_weight or 0.0, a.energy_per_atom)
         y64, f64, s64, periodic, loss64, g64 = evaluate_forces(m, structs, torch.float64, w)
         y32, f32, s32, _, _, g32 = evaluate_forces(model_from_file(a.model), structs,
                                                    torch.float32, w)
@@ -580,6 +583,7 @@ def main():
     c.add_argument("--forces-weight", type=float)
     c.add_argument("--stress-weight", type=float)
     c.add_argument("--energy-weight", type=float, default=1.0)
+    c.add_argument("--energy-per-atom", action="store_true")
     c.add_argument("--forces-key", default="forces")
     c.add_argument("--rtol-pred", type=float, default=1e-5)
     c.add_argument("--rtol-grad", type=float,

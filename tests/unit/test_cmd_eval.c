@@ -333,9 +333,12 @@ static void test_eval_forces_errors(void **state)
                    model, "--data", wptd, "--forces-weight", "-1", NULL);
     expect_failure(2, "packtrain eval: --stress-weight: 'nan' is not a number >= 0", "--model",
                    model, "--data", wptd, "--stress-weight", "nan", NULL);
-    expect_failure(2, "packtrain eval: --energy-weight and --forces-key go with --forces-weight "
-                      "or --stress-weight",
+    expect_failure(2, "packtrain eval: --energy-weight, --energy-per-atom and --forces-key go "
+                      "with --forces-weight or --stress-weight",
                    "--model", model, "--data", wptd, "--energy-weight", "2", NULL);
+    expect_failure(2, "packtrain eval: --energy-weight, --energy-per-atom and --forces-key go "
+                      "with --forces-weight or --stress-weight",
+                   "--model", model, "--data", wptd, "--energy-per-atom", NULL);
     snprintf(msg, sizeof(msg), "packtrain eval: %s: --forces-weight: forces weight 1, but none "
              "of the 32 structures has force labels", ptd);
     expect_failure(1, msg, "--model", model, "--data", ptd, "--target", "gap",
