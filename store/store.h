@@ -165,6 +165,7 @@ typedef struct pt_store_job {
     int64_t version;                   /* bumped on every state/progress change */
     char *result_json;                 /* heap; a finished run's result object (the
                                           worker's done line), NULL before */
+    int64_t event_seq;                 /* the job's newest event id (0: none) */
 } pt_store_job;
 
 typedef struct pt_store_job_page {
@@ -196,6 +197,7 @@ typedef struct pt_store_transition {
     pt_job_state to;
     int64_t at;
     char reason[PT_STORE_REASON_MAX];
+    int64_t event_id;
 } pt_store_transition;
 
 typedef struct pt_store_transition_list {
@@ -263,6 +265,7 @@ typedef struct pt_store_step_metric {
     double loss, mae, lr, graphs_per_s;
     int64_t at;                        /* 0 on input = now */
     char *json;                        /* extra fields; input: borrowed, output: heap */
+    int64_t event_id;                  /* output only: its place in the job's events */
 } pt_store_step_metric;
 
 typedef struct pt_store_epoch_metric {
@@ -270,6 +273,7 @@ typedef struct pt_store_epoch_metric {
     double train_loss, train_mae, val_loss, val_mae, graphs_per_s, seconds;
     int64_t at;
     char *json;
+    int64_t event_id;                  /* output only */
 } pt_store_epoch_metric;
 
 typedef struct pt_store_step_series {
@@ -305,8 +309,8 @@ int pt_store_steps_append(pt_store *s, const char *job_id, const pt_store_step_m
 int pt_store_epoch_append(pt_store *s, const char *job_id, const pt_store_epoch_metric *row,
                           int *inserted);
 /* Steps with step > since_step, ascending.  When more than max_points match,
- * returns max_points rows: the first, the last and evenly spaced ones between
- * (row k of n kept when floor(k*(m-1)/(n-1)) first reaches a new value).
+ * at most max_points of them: the first, the last, and in each of the equal
+ * runs of rows between them the lowest and the highest loss (store_metrics.c).
  * max_points 0 = PT_STORE_POINTS_DEFAULT; otherwise 2..PT_STORE_POINTS_MAX. */
 int pt_store_steps_read(pt_store *s, const char *owner, const char *job_id, int64_t since_step,
                         int max_points, pt_store_step_series *out);
@@ -318,6 +322,28 @@ int pt_store_steps_last(pt_store *s, const char *owner, const char *job_id, pt_s
 /* On resume from a checkpoint at `step`: forget steps after it and epochs
  * whose end step lies after it, so the series follows the resumed run. */
 int pt_store_metrics_discard_after(pt_store *s, const char *job_id, int64_t step);
+
+/* ---- events ---------------------------------------------------------------
+ * Every transition, epoch and step row of a job has an event id: 1, 2, 3, ...
+ * in the order they were stored (one sequence per job, jobs.event_seq), so
+ * an event stream can resume after any id.  Rows discarded on a resume keep
+ * their ids used; the rows that replace them get new, larger ones. */
+
+typedef struct pt_store_events {
+    pt_job_state state;                /* the job's state in the same snapshot */
+    int64_t last_id;                   /* the job's newest event id */
+    pt_store_transition_list transitions;  /* event_id > after, ascending */
+    pt_store_epoch_series epochs;          /* event_id > after, ascending */
+    pt_store_step_series steps;            /* event_id > after, ascending, thinned to max_steps */
+} pt_store_events;
+
+void pt_store_events_clear(pt_store_events *e);
+/* The events after `after_id` in one read snapshot: every transition and
+ * epoch, and the steps thinned like pt_store_steps_read to max_steps
+ * (2..PT_STORE_POINTS_MAX), so a late reader of a long job is not sent every
+ * step.  Every event up to last_id is covered. */
+int pt_store_events_read(pt_store *s, const char *owner, const char *job_id, int64_t after_id, int max_steps,
+                         pt_store_events *out);
 
 /* Records (or re-records) the checkpoint of a job at a step; FULL sync. */
 int pt_store_checkpoint_record(pt_store *s, const char *job_id, int64_t step, int64_t epoch,

@@ -83,11 +83,24 @@ int pt_store_migrate(pt_store *s, const char *const *migrations, int n);
 extern const char *const pt_store_migrations[];
 extern const int pt_store_n_migrations;
 
+/* Event ids (store_events.c): the job's next one, inside the caller's write
+ * transaction (its jobs.event_seq moves on by one). */
+int pt_store_next_event_id(pt_store *s, const char *job_id, int64_t *id);
+
+/* Step rows (store_metrics.c).  pt_store_thin_rows marks which of n rows a
+ * downsampling to m keeps (pure; see store_metrics.c).  pt_store_steps_thinned
+ * reads the n rows of `scan` (bound, ordered, columns as SQL_STEPS_SCAN: step,
+ * epoch, loss, mae, lr, graphs_per_s, at, json, event_id) into out, thinned
+ * to max_points; the caller holds a read transaction. */
+void pt_store_thin_rows(const double *loss, int64_t n, int64_t m, unsigned char *keep);
+void pt_store_step_from_row(sqlite3_stmt *st, pt_store_step_metric *m, int *oom);
+int pt_store_steps_thinned(pt_store *s, sqlite3_stmt *scan, int64_t n, int max_points, pt_store_step_series *out);
+
 /* Job helpers shared between the job and lifecycle files. */
 #define PT_STORE_JOB_COLS \
     "id, owner, dataset_id, config_hash, config_json, state, created_at, started_at, " \
     "finished_at, progress, epoch, step, best_val_mae, latest_graphs_per_s, " \
-    "failure_reason, attempts, worker_pid, version, result_json"
+    "failure_reason, attempts, worker_pid, version, result_json, event_seq"
 /* Fills j from a row selected with PT_STORE_JOB_COLS; returns PT_STORE_IO on OOM. */
 int pt_store_job_from_row(pt_store *s, sqlite3_stmt *st, pt_store_job *j);
 /* Loads a job inside the caller's transaction (owner NULL = any owner). */

@@ -22,7 +22,8 @@ static const char SQL_INSERT[] =
     "INSERT INTO jobs(id, owner, dataset_id, config_json, config_hash, state, created_at) "
     "VALUES (?, ?, ?, ?, ?, 'queued', ?)";
 static const char SQL_INSERT_TRANSITION[] =
-    "INSERT INTO job_transitions(job_id, from_state, to_state, at, reason) VALUES (?, NULL, 'queued', ?, ?)";
+    "INSERT INTO job_transitions(job_id, from_state, to_state, at, reason, event_id) "
+    "VALUES (?, NULL, 'queued', ?, ?, ?)";
 static const char SQL_LIST_FIRST[] =
     "SELECT " PT_STORE_JOB_COLS " FROM jobs WHERE owner = ?1 "
     "ORDER BY created_at DESC, id DESC LIMIT ?2";
@@ -36,7 +37,7 @@ static const char SQL_LIST_STATE_AFTER[] =
     "SELECT " PT_STORE_JOB_COLS " FROM jobs WHERE owner = ?1 AND state = ?5 "
     "AND (created_at, id) < (?3, ?4) ORDER BY created_at DESC, id DESC LIMIT ?2";
 static const char SQL_TRANSITIONS[] =
-    "SELECT from_state, to_state, at, reason FROM job_transitions WHERE job_id = ? ORDER BY seq";
+    "SELECT from_state, to_state, at, reason, event_id FROM job_transitions WHERE job_id = ? ORDER BY seq";
 static const char SQL_COUNT_ALL[] = "SELECT state, count(*) FROM jobs GROUP BY state";
 static const char SQL_COUNT_OWNER[] = "SELECT state, count(*) FROM jobs WHERE owner = ? GROUP BY state";
 static const char SQL_UNFINISHED[] =
@@ -107,6 +108,7 @@ int pt_store_job_from_row(pt_store *s, sqlite3_stmt *st, pt_store_job *j)
     j->worker_pid = sqlite3_column_int64(st, 16);
     j->version = sqlite3_column_int64(st, 17);
     j->result_json = pt_store_col_dup(st, 18, &oom);
+    j->event_seq = sqlite3_column_int64(st, 19);
     if (oom) return pt_store_fail(s, PT_STORE_IO, "job %s: out of memory", j->id);
     return PT_STORE_OK;
 }
@@ -247,12 +249,15 @@ static int insert_job(pt_store *s, const pt_store_job_request *req, const char *
     const char *job[] = {id, req->owner, req->dataset_id, req->config_json, config_hash};
     rc = run_write(s, SQL_INSERT, "insert job", job, 5, &created_at, 1);
     if (rc) return rc;
+    int64_t event_id;
+    rc = pt_store_next_event_id(s, id, &event_id);
     sqlite3_stmt *st = NULL;
-    rc = pt_store_stmt(s, SQL_INSERT_TRANSITION, &st);
+    if (!rc) rc = pt_store_stmt(s, SQL_INSERT_TRANSITION, &st);
     if (rc) return rc;
     pt_store_bind_text(st, 1, id);
     sqlite3_bind_int64(st, 2, created_at);
     pt_store_bind_text(st, 3, "submitted");
+    sqlite3_bind_int64(st, 4, event_id);
     int step = sqlite3_step(st);
     sqlite3_reset(st);
     if (step != SQLITE_DONE) return pt_store_fail_sql(s, step, "record job creation");
@@ -433,6 +438,7 @@ static int read_transitions(pt_store *s, const char *id, pt_store_transition_lis
         t->to = col_state(st, 1);
         t->at = sqlite3_column_int64(st, 2);
         pt_store_col_copy(st, 3, t->reason, sizeof(t->reason));
+        t->event_id = sqlite3_column_int64(st, 4);
     }
     if (!rc && step != SQLITE_DONE) rc = pt_store_fail_sql(s, step, "read job transitions");
     sqlite3_reset(st);

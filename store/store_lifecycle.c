@@ -35,7 +35,7 @@ static const char SQL_TRANSITION[] =
     " failure_reason = CASE WHEN ?2 = 'failed' THEN ?4 ELSE failure_reason END "
     "WHERE id = ?1";
 static const char SQL_RECORD[] =
-    "INSERT INTO job_transitions(job_id, from_state, to_state, at, reason) VALUES (?, ?, ?, ?, ?)";
+    "INSERT INTO job_transitions(job_id, from_state, to_state, at, reason, event_id) VALUES (?, ?, ?, ?, ?, ?)";
 static const char SQL_OLDEST_QUEUED[] =
     "SELECT id FROM jobs WHERE state = 'queued' ORDER BY created_at, id LIMIT 1";
 static const char SQL_SET_WORKER[] = "UPDATE jobs SET worker_pid = ?2 WHERE id = ?1";
@@ -113,13 +113,16 @@ static int transition_in_tx(pt_store *s, pt_store_job *job, pt_job_state to, con
     sqlite3_reset(st);
     if (step != SQLITE_DONE) return pt_store_fail_sql(s, step, "update job state");
 
-    rc = pt_store_stmt(s, SQL_RECORD, &st);
+    int64_t event_id;
+    rc = pt_store_next_event_id(s, job->id, &event_id);
+    if (!rc) rc = pt_store_stmt(s, SQL_RECORD, &st);
     if (rc) return rc;
     pt_store_bind_text(st, 1, job->id);
     pt_store_bind_text(st, 2, pt_job_state_name(from));
     pt_store_bind_text(st, 3, pt_job_state_name(to));
     sqlite3_bind_int64(st, 4, now);
     pt_store_bind_text(st, 5, reason);
+    sqlite3_bind_int64(st, 6, event_id);
     step = sqlite3_step(st);
     sqlite3_reset(st);
     if (step != SQLITE_DONE) return pt_store_fail_sql(s, step, "record job transition");

@@ -1,7 +1,14 @@
 /* store_metrics.c — a job's step and epoch metric series and its checkpoint
  * records.  (job, step) and (job, epoch) are primary keys and inserts use
  * ON CONFLICT DO NOTHING, so a worker that resumes from a checkpoint and
- * replays steps can never create a duplicate: the first row stays. */
+ * replays steps can never create a duplicate: the first row stays.  A new
+ * row gets the job's next event id (store_events.c) in the same transaction.
+ *
+ * Downsampling keeps what a chart must not lose: when more rows match than
+ * max_points, the first and the last row, and in each of the equal runs of
+ * rows between them (by rank) the rows of lowest and highest loss, in step
+ * order — so a spike or the best loss is never thinned away
+ * (pt_store_thin_rows). */
 #include "store/store_internal.h"
 
 #include <math.h>
@@ -21,13 +28,15 @@ static const char SQL_BEST_MAE[] =
     "WHERE id = ?1";
 static const char SQL_STEPS_COUNT[] = "SELECT count(*) FROM step_metrics WHERE job_id = ? AND step > ?";
 static const char SQL_STEPS_SCAN[] =
-    "SELECT step, epoch, loss, mae, lr, graphs_per_s, at, json FROM step_metrics "
+    "SELECT step, epoch, loss, mae, lr, graphs_per_s, at, json, event_id FROM step_metrics "
     "WHERE job_id = ? AND step > ? ORDER BY step";
+static const char SQL_STEP_EVENT[] = "UPDATE step_metrics SET event_id = ?3 WHERE job_id = ?1 AND step = ?2";
+static const char SQL_EPOCH_EVENT[] = "UPDATE epoch_metrics SET event_id = ?3 WHERE job_id = ?1 AND epoch = ?2";
 static const char SQL_STEP_LAST[] =
-    "SELECT step, epoch, loss, mae, lr, graphs_per_s, at, json FROM step_metrics "
+    "SELECT step, epoch, loss, mae, lr, graphs_per_s, at, json, event_id FROM step_metrics "
     "WHERE job_id = ? ORDER BY step DESC LIMIT 1";
 static const char SQL_EPOCHS_READ[] =
-    "SELECT epoch, step, train_loss, train_mae, val_loss, val_mae, graphs_per_s, seconds, at, json "
+    "SELECT epoch, step, train_loss, train_mae, val_loss, val_mae, graphs_per_s, seconds, at, json, event_id "
     "FROM epoch_metrics WHERE job_id = ? ORDER BY epoch";
 static const char SQL_DISCARD_STEPS[] = "DELETE FROM step_metrics WHERE job_id = ? AND step > ?";
 static const char SQL_DISCARD_EPOCHS[] = "DELETE FROM epoch_metrics WHERE job_id = ? AND step > ?";
@@ -82,6 +91,23 @@ static int end_write(pt_store *s, int rc)
     return pt_store_tx_commit(s);
 }
 
+/* Gives the row (job, key) of `sql`'s table the job's next event id. */
+static int set_event_id(pt_store *s, const char *sql, const char *job_id, int64_t key)
+{
+    int64_t id;
+    int rc = pt_store_next_event_id(s, job_id, &id);
+    sqlite3_stmt *st = NULL;
+    if (!rc) rc = pt_store_stmt(s, sql, &st);
+    if (rc) return rc;
+    pt_store_bind_text(st, 1, job_id);
+    sqlite3_bind_int64(st, 2, key);
+    sqlite3_bind_int64(st, 3, id);
+    int step = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (step != SQLITE_DONE) return pt_store_fail_sql(s, step, "number a metric event");
+    return PT_STORE_OK;
+}
+
 static int insert_step(pt_store *s, sqlite3_stmt *st, const char *job_id, const pt_store_step_metric *r,
                        int64_t now, size_t *inserted)
 {
@@ -101,8 +127,9 @@ static int insert_step(pt_store *s, sqlite3_stmt *st, const char *job_id, const 
     int step = sqlite3_step(st);
     sqlite3_reset(st);
     if (step != SQLITE_DONE) return pt_store_fail_sql(s, step, "insert step metric");
-    *inserted += (size_t)sqlite3_changes(s->db);
-    return PT_STORE_OK;
+    if (sqlite3_changes(s->db) == 0) return PT_STORE_OK;   /* a replayed step: the first row stays */
+    *inserted += 1;
+    return set_event_id(s, SQL_STEP_EVENT, job_id, r->step);
 }
 
 int pt_store_steps_append(pt_store *s, const char *job_id, const pt_store_step_metric *rows,
@@ -142,7 +169,9 @@ static int insert_epoch(pt_store *s, const char *job_id, const pt_store_epoch_me
     sqlite3_reset(st);
     if (step != SQLITE_DONE) return pt_store_fail_sql(s, step, "insert epoch metric");
     *inserted = sqlite3_changes(s->db) > 0;
-    if (!*inserted || isnan(r->val_mae)) return PT_STORE_OK;   /* duplicate, or no val_mae */
+    if (!*inserted) return PT_STORE_OK;   /* a replayed epoch */
+    rc = set_event_id(s, SQL_EPOCH_EVENT, job_id, r->epoch);
+    if (rc || isnan(r->val_mae)) return rc;
     rc = pt_store_stmt(s, SQL_BEST_MAE, &st);
     if (rc) return rc;
     pt_store_bind_text(st, 1, job_id);
@@ -183,18 +212,36 @@ static int count_steps(pt_store *s, const char *job_id, int64_t since_step, int6
     return rc;
 }
 
-/* Row k (0-based) of n is kept when floor(k*(m-1)/(n-1)) reaches a new value:
- * since (m-1)/(n-1) < 1 that value climbs by at most one per row, from 0 at
- * the first row to m-1 first reached at the last, so exactly m rows survive,
- * evenly spaced by rank, first and last included.  (A window-function query
- * does the same but buffers every row and was ~6x slower on 100k steps.) */
-static int keep_row(int64_t k, int64_t n, int64_t m)
+/* Which of n rows to keep, at most m of them when m < n (see the file
+ * comment): keep[0] and keep[n-1]; the n - 2 rows between split by rank
+ * into (m - 2) / 2 equal runs, each keeping its lowest and its highest loss
+ * (so the global lowest and highest are always kept once m >= 4); when m - 2
+ * is odd, also the middle row.  A run without a finite loss keeps its first
+ * row; NaN never wins a comparison. */
+void pt_store_thin_rows(const double *loss, int64_t n, int64_t m, unsigned char *keep)
 {
-    if (n <= m || k == 0) return 1;
-    return (k * (m - 1)) / (n - 1) != ((k - 1) * (m - 1)) / (n - 1);
+    memset(keep, 0, (size_t)n);
+    if (n <= m) {
+        memset(keep, 1, (size_t)n);
+        return;
+    }
+    keep[0] = keep[n - 1] = 1;
+    int64_t inner = n - 2, runs = (m - 2) / 2;
+    for (int64_t r = 0; r < runs; r++) {
+        int64_t lo = 1 + r * inner / runs, hi = 1 + (r + 1) * inner / runs;   /* rows [lo, hi) */
+        int64_t imin = -1, imax = -1;
+        for (int64_t i = lo; i < hi; i++) {
+            if (!isfinite(loss[i])) continue;
+            if (imin < 0 || loss[i] < loss[imin]) imin = i;
+            if (imax < 0 || loss[i] > loss[imax]) imax = i;
+        }
+        if (imin < 0 && lo < hi) imin = imax = lo;
+        if (imin >= 0) keep[imin] = keep[imax] = 1;
+    }
+    if ((m - 2) % 2) keep[1 + inner / 2] = 1;
 }
 
-static void step_from_row(sqlite3_stmt *st, pt_store_step_metric *m, int *oom)
+void pt_store_step_from_row(sqlite3_stmt *st, pt_store_step_metric *m, int *oom)
 {
     m->step = sqlite3_column_int64(st, 0);
     m->epoch = sqlite3_column_int64(st, 1);
@@ -204,32 +251,51 @@ static void step_from_row(sqlite3_stmt *st, pt_store_step_metric *m, int *oom)
     m->graphs_per_s = pt_store_col_double(st, 5);
     m->at = sqlite3_column_int64(st, 6);
     m->json = pt_store_col_dup(st, 7, oom);
+    m->event_id = sqlite3_column_int64(st, 8);
+}
+
+int pt_store_steps_thinned(pt_store *s, sqlite3_stmt *scan, int64_t n, int max_points, pt_store_step_series *out)
+{
+    out->total = n;
+    if (n == 0) return PT_STORE_OK;
+    size_t want = n < max_points ? (size_t)n : (size_t)max_points;
+    double *loss = malloc((size_t)n * sizeof(double));
+    unsigned char *keep = malloc((size_t)n);
+    out->items = calloc(want, sizeof(*out->items));
+    int rc = PT_STORE_OK, step = SQLITE_DONE, oom = 0;
+    if (!loss || !keep || !out->items) rc = pt_store_fail(s, PT_STORE_IO, "metrics: out of memory");
+    /* pass 1: the losses (columns are decoded lazily, so this costs the scan) */
+    int64_t k = 0;
+    while (!rc && n > (int64_t)want && (step = sqlite3_step(scan)) == SQLITE_ROW && k < n)
+        loss[k++] = pt_store_col_double(scan, 2);
+    if (!rc && n > (int64_t)want) {
+        if (step != SQLITE_ROW && step != SQLITE_DONE) rc = pt_store_fail_sql(s, step, "read step metrics");
+        else if (k != n) rc = pt_store_fail(s, PT_STORE_IO, "metrics: counted %lld rows, read %lld", (long long)n,
+                                            (long long)k);
+        sqlite3_reset(scan);   /* bindings stay */
+    }
+    if (!rc) pt_store_thin_rows(loss, n, (int64_t)want, keep);
+    /* pass 2: the kept rows */
+    for (k = 0; !rc && (step = sqlite3_step(scan)) == SQLITE_ROW && k < n; k++)
+        if (keep[k] && out->n < want) pt_store_step_from_row(scan, &out->items[out->n++], &oom);
+    if (!rc && step != SQLITE_DONE && step != SQLITE_ROW) rc = pt_store_fail_sql(s, step, "read step metrics");
+    else if (!rc && oom) rc = pt_store_fail(s, PT_STORE_IO, "metrics: out of memory");
+    sqlite3_reset(scan);
+    free(loss);
+    free(keep);
+    return rc;
 }
 
 static int read_steps(pt_store *s, const char *job_id, int64_t since_step, int max_points,
                       pt_store_step_series *out)
 {
     int rc = count_steps(s, job_id, since_step, &out->total);
-    if (rc) return rc;
-    size_t want = out->total < max_points ? (size_t)out->total : (size_t)max_points;
-    if (want == 0) return PT_STORE_OK;
-    out->items = calloc(want, sizeof(*out->items));
-    if (!out->items) return pt_store_fail(s, PT_STORE_IO, "metrics: out of memory");
     sqlite3_stmt *st = NULL;
-    rc = pt_store_stmt(s, SQL_STEPS_SCAN, &st);
+    if (!rc) rc = pt_store_stmt(s, SQL_STEPS_SCAN, &st);
     if (rc) return rc;
     pt_store_bind_text(st, 1, job_id);
     sqlite3_bind_int64(st, 2, since_step);
-    int step = SQLITE_DONE, oom = 0;
-    /* Columns are decoded lazily, so skipped rows cost little beyond the scan. */
-    for (int64_t k = 0; (step = sqlite3_step(st)) == SQLITE_ROW && out->n < want; k++)
-        if (keep_row(k, out->total, max_points)) step_from_row(st, &out->items[out->n++], &oom);
-    if (step != SQLITE_DONE && step != SQLITE_ROW) rc = pt_store_fail_sql(s, step, "read step metrics");
-    else if (oom) rc = pt_store_fail(s, PT_STORE_IO, "metrics: out of memory");
-    else if (out->n != want)
-        rc = pt_store_fail(s, PT_STORE_IO, "metrics: expected %zu rows, read %zu", want, out->n);
-    sqlite3_reset(st);
-    return rc;
+    return pt_store_steps_thinned(s, st, out->total, max_points, out);
 }
 
 int pt_store_steps_read(pt_store *s, const char *owner, const char *job_id, int64_t since_step,
@@ -260,7 +326,7 @@ int pt_store_steps_last(pt_store *s, const char *owner, const char *job_id, pt_s
     if (!rc) {
         pt_store_bind_text(st, 1, job_id);
         int step = sqlite3_step(st), oom = 0;
-        if (step == SQLITE_ROW) step_from_row(st, out, &oom);
+        if (step == SQLITE_ROW) pt_store_step_from_row(st, out, &oom);
         if (step == SQLITE_DONE) rc = pt_store_fail(s, PT_STORE_NOT_FOUND, "job %s has no step metric yet", job_id);
         else if (step != SQLITE_ROW) rc = pt_store_fail_sql(s, step, "read the last step metric");
         else if (oom) rc = pt_store_fail(s, PT_STORE_IO, "metrics: out of memory");
@@ -304,6 +370,7 @@ static int read_epochs(pt_store *s, const char *job_id, pt_store_epoch_series *o
         m->seconds = pt_store_col_double(st, 7);
         m->at = sqlite3_column_int64(st, 8);
         m->json = pt_store_col_dup(st, 9, &oom);
+        m->event_id = sqlite3_column_int64(st, 10);
     }
     if (!rc && step != SQLITE_DONE) rc = pt_store_fail_sql(s, step, "read epoch metrics");
     if (!rc && oom) rc = pt_store_fail(s, PT_STORE_IO, "metrics: out of memory");

@@ -112,7 +112,32 @@ static const char MIGRATION_1[] =
  * test errors, worker_proto.h), as a JSON object. */
 static const char MIGRATION_2[] = "ALTER TABLE jobs ADD COLUMN result_json TEXT;";
 
-const char *const pt_store_migrations[] = {MIGRATION_1, MIGRATION_2};
+/* Event ids (store_events.c): one sequence per job over its transitions,
+ * epochs and steps, so an event stream's id is a small integer that orders
+ * the job's events.  Rows already stored are numbered in the order they
+ * were stored (time, then transitions before epochs before steps). */
+static const char MIGRATION_3[] =
+    "ALTER TABLE jobs ADD COLUMN event_seq INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE job_transitions ADD COLUMN event_id INTEGER;"
+    "ALTER TABLE epoch_metrics ADD COLUMN event_id INTEGER;"
+    "ALTER TABLE step_metrics ADD COLUMN event_id INTEGER;"
+    "CREATE TEMP TABLE event_order AS SELECT job_id, kind, k,"
+    "  row_number() OVER (PARTITION BY job_id ORDER BY at, kind, k) AS n FROM ("
+    "    SELECT job_id, 0 AS kind, seq AS k, at FROM job_transitions UNION ALL"
+    "    SELECT job_id, 1, epoch, at FROM epoch_metrics UNION ALL"
+    "    SELECT job_id, 2, step, at FROM step_metrics);"
+    "CREATE INDEX temp.event_order_key ON event_order(job_id, kind, k);"
+    "UPDATE job_transitions SET event_id = (SELECT n FROM event_order o WHERE o.job_id = job_transitions.job_id"
+    "  AND o.kind = 0 AND o.k = job_transitions.seq);"
+    "UPDATE epoch_metrics SET event_id = (SELECT n FROM event_order o WHERE o.job_id = epoch_metrics.job_id"
+    "  AND o.kind = 1 AND o.k = epoch_metrics.epoch);"
+    "UPDATE step_metrics SET event_id = (SELECT n FROM event_order o WHERE o.job_id = step_metrics.job_id"
+    "  AND o.kind = 2 AND o.k = step_metrics.step);"
+    "UPDATE jobs SET event_seq = coalesce((SELECT max(n) FROM event_order o WHERE o.job_id = jobs.id), 0);"
+    "DROP TABLE event_order;"
+    "CREATE INDEX step_metrics_event ON step_metrics(job_id, event_id);";
+
+const char *const pt_store_migrations[] = {MIGRATION_1, MIGRATION_2, MIGRATION_3};
 const int pt_store_n_migrations = (int)(sizeof(pt_store_migrations) / sizeof(pt_store_migrations[0]));
 
 int pt_store_schema_latest(void)

@@ -5,31 +5,25 @@
  *   GET /v1/jobs/{id}/model     the trained model (safetensors)
  * Prediction with the model is in routes_predict.c.
  *
- * Event ids.  A stream interleaves three append-only series (transitions,
- * epochs, steps), so an id is the three read positions packed into 64 bits:
- * transitions seen (10 bits) | last epoch (20 bits) | last step (34 bits).
- * Every event moves one position forward and none ever moves back, so ids
- * strictly increase and a Last-Event-ID tells exactly where each series
- * resumes.  (Steps a resumed worker re-does after its checkpoint carry
- * numbers the client has already seen and are not sent twice.) */
+ * Event ids are the store's (store.h, "events"): each transition, epoch and
+ * step row of a job has the next number of the job's one sequence, so a
+ * stream is the three series merged by id and Last-Event-ID says exactly
+ * where it resumes.  (Steps a worker re-does after resuming from a
+ * checkpoint replace the discarded ones with new, larger ids: a client sees
+ * them again, with their new values.) */
 #include "server/api/routes.h"
 #include "server/http/sse.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define EV_STEP_BITS 34
-#define EV_EPOCH_BITS 20
-#define EV_TRANS_BITS 10
-#define EV_STEP_MAX ((1ull << EV_STEP_BITS) - 1)
-#define EV_EPOCH_MAX ((1ull << EV_EPOCH_BITS) - 1)
-#define EV_TRANS_MAX ((1ull << EV_TRANS_BITS) - 1)
-/* Steps read per call of the event source; a longer backlog (a client
+/* Steps sent per call of the event source; a longer backlog (a client
  * connecting late to a long job) is thinned by the store's downsampling. */
 #define EV_STEP_BATCH 2000
 #define LOG_TAIL_MAX_BYTES (1u << 20)
@@ -70,7 +64,7 @@ pt_response pt_api_job_metrics(pt_request *req, void *ctx)
 {
     pt_app *app = ctx;
     const char *id = pt_request_param(req, "id");
-    long since = pt_request_query_long(req, "since_step", -1, -1, (long)EV_STEP_MAX);
+    long since = pt_request_query_long(req, "since_step", -1, -1, LONG_MAX);
     long points = pt_request_query_long(req, "max_points", PT_STORE_POINTS_DEFAULT, 2, PT_STORE_POINTS_MAX);
     if (req->errors.total) return pt_request_problem(req);
     char err[256];
@@ -115,20 +109,6 @@ typedef struct ev_ctx {
     char id[PT_STORE_ID_MAX];
 } ev_ctx;
 
-typedef struct ev_pos {
-    uint64_t trans, epoch, step;
-} ev_pos;
-
-static uint64_t ev_pack(ev_pos p)
-{
-    return (p.trans << (EV_STEP_BITS + EV_EPOCH_BITS)) | (p.epoch << EV_STEP_BITS) | p.step;
-}
-
-static ev_pos ev_unpack(uint64_t id)
-{
-    return (ev_pos){id >> (EV_STEP_BITS + EV_EPOCH_BITS), (id >> EV_STEP_BITS) & EV_EPOCH_MAX, id & EV_STEP_MAX};
-}
-
 static json_t *state_event(const pt_store_transition *t)
 {
     return json_pack("{s:s,s:o,s:s,s:o,s:s}", "kind", "state", "from",
@@ -136,39 +116,30 @@ static json_t *state_event(const pt_store_transition *t)
                      pt_job_state_name(t->to), "at", pt_api_time(t->at), "reason", t->reason);
 }
 
-static int send_event(pt_sse_writer *w, ev_pos *pos, const char *name, json_t *data)
+static int send_event(pt_sse_writer *w, int64_t id, const char *name, json_t *data)
 {
-    int rc = data ? pt_sse_send_json(w, ev_pack(*pos), name, data) : -1;
+    int rc = data ? pt_sse_send_json(w, (uint64_t)id, name, data) : -1;
     json_decref(data);
     return rc;
 }
 
-/* Emits what lies past `pos` in the three series, oldest first by time. */
-static void emit_merged(pt_sse_writer *w, ev_pos pos, const pt_store_transition_list *tl,
-                        const pt_store_epoch_series *es, const pt_store_step_series *ss)
+/* Emits the three series merged by event id (each is ascending). */
+static void emit_merged(pt_sse_writer *w, const pt_store_events *ev)
 {
-    size_t ti = pos.trans, ei = 0, si = 0;
-    while (ei < es->n && (uint64_t)es->items[ei].epoch <= pos.epoch) ei++;
+    size_t ti = 0, ei = 0, si = 0;
+    const pt_store_transition_list *tl = &ev->transitions;
+    const pt_store_epoch_series *es = &ev->epochs;
+    const pt_store_step_series *ss = &ev->steps;
     for (;;) {
-        int64_t t_at = ti < tl->n ? tl->items[ti].at : INT64_MAX;
-        int64_t e_at = ei < es->n ? es->items[ei].at : INT64_MAX;
-        int64_t s_at = si < ss->n ? ss->items[si].at : INT64_MAX;
-        if (t_at == INT64_MAX && e_at == INT64_MAX && s_at == INT64_MAX) return;
-        if (s_at <= e_at && s_at <= t_at) {
-            const pt_store_step_metric *m = &ss->items[si++];
-            if ((uint64_t)m->step <= pos.step || (uint64_t)m->step > EV_STEP_MAX) continue;
-            pos.step = (uint64_t)m->step;
-            if (send_event(w, &pos, "step", step_json(m)) != 0) return;
-        } else if (e_at <= t_at) {
-            const pt_store_epoch_metric *m = &es->items[ei++];
-            if ((uint64_t)m->epoch <= pos.epoch || (uint64_t)m->epoch > EV_EPOCH_MAX) continue;
-            pos.epoch = (uint64_t)m->epoch;
-            if (send_event(w, &pos, "epoch", epoch_json(m)) != 0) return;
-        } else {
-            if (pos.trans >= EV_TRANS_MAX) return;
-            pos.trans = ++ti;
-            if (send_event(w, &pos, "state", state_event(&tl->items[ti - 1])) != 0) return;
-        }
+        int64_t t_id = ti < tl->n ? tl->items[ti].event_id : INT64_MAX;
+        int64_t e_id = ei < es->n ? es->items[ei].event_id : INT64_MAX;
+        int64_t s_id = si < ss->n ? ss->items[si].event_id : INT64_MAX;
+        int rc;
+        if (t_id == INT64_MAX && e_id == INT64_MAX && s_id == INT64_MAX) return;
+        if (t_id < e_id && t_id < s_id) rc = send_event(w, t_id, "state", state_event(&tl->items[ti++]));
+        else if (e_id < s_id) rc = send_event(w, e_id, "epoch", epoch_json(&es->items[ei++]));
+        else rc = send_event(w, s_id, "step", step_json(&ss->items[si++]));
+        if (rc != 0) return;
     }
 }
 
@@ -178,41 +149,50 @@ static int events_source(void *ctx, uint64_t after_id, pt_sse_writer *w)
     char err[256];
     pt_store *s = pt_app_store_acquire(c->app, err, sizeof err);
     if (!s) return PT_SSE_OPEN;   /* tried again at the next change or heartbeat */
-    ev_pos pos = ev_unpack(after_id);
-    /* The state is read first: if it is final, every event it implies is
-     * already stored when the series are read below. */
-    int64_t version;
-    pt_job_state state;
-    pt_store_transition_list tl = {0};
-    pt_store_epoch_series es = {0};
-    pt_store_step_series ss = {0};
-    int rc = pt_store_job_version(s, c->owner, c->id, &version, &state);
-    if (rc == PT_STORE_OK) rc = pt_store_job_transitions(s, c->owner, c->id, &tl);
-    if (rc == PT_STORE_OK) rc = pt_store_epochs_read(s, c->owner, c->id, &es);
-    if (rc == PT_STORE_OK) rc = pt_store_steps_read(s, c->owner, c->id, (int64_t)pos.step, EV_STEP_BATCH, &ss);
+    pt_store_events ev;
+    int rc = pt_store_events_read(s, c->owner, c->id, (int64_t)after_id, EV_STEP_BATCH, &ev);
     pt_app_store_release(c->app, s);
     int result = PT_SSE_OPEN;
     if (rc == PT_STORE_OK) {
-        emit_merged(w, pos, &tl, &es, &ss);
-        if (pt_job_state_is_terminal(state)) result = PT_SSE_DONE;
+        emit_merged(w, &ev);
+        /* one snapshot: a final state means every event is in this batch */
+        if (pt_job_state_is_terminal(ev.state)) result = PT_SSE_DONE;
     } else if (rc == PT_STORE_NOT_FOUND) {
         result = PT_SSE_DONE;   /* the job is gone: nothing more will come */
     }
-    pt_store_transition_list_clear(&tl);
-    pt_store_epoch_series_clear(&es);
-    pt_store_step_series_clear(&ss);
+    pt_store_events_clear(&ev);
     return result;
 }
 
+/* Event ids are the job's event numbers (1, 2, ...), far below 2^53, so a
+ * browser's Last-Event-ID is exact.  Per the HTML standard a 204 tells an
+ * EventSource to stop reconnecting: it is the answer once the job is final
+ * and the client has seen its last event. */
 pt_response pt_api_job_events(pt_request *req, void *ctx)
 {
     pt_app *app = ctx;
     const char *id = pt_request_param(req, "id");
     long heartbeat = pt_request_query_long(req, "heartbeat_ms", 15000, 100, 120000);
+    uint64_t last = 0;
+    if (pt_sse_last_event_id(req, &last) != 0)
+        pt_errors_add(&req->errors, NULL, 0, "header.Last-Event-ID", "must be a decimal event id");
     if (req->errors.total) return pt_request_problem(req);
-    pt_job_state state;
+    char err[256];
+    pt_store *s = pt_app_store_acquire(app, err, sizeof err);
+    if (!s) return pt_api_no_store(err);
+    pt_store_job job = {0};
+    int rc = pt_store_job_get(s, pt_app_owner(req), id, &job);
     pt_response r = {0, NULL};
-    if (pt_api_job_state(app, req, id, &state, &r) != 0) return r;
+    if (rc == PT_STORE_NOT_FOUND || rc == PT_STORE_INVALID) r = pt_api_not_found("job", id);
+    else if (rc != PT_STORE_OK) r = pt_api_store_problem(s, rc, "cannot read the job");
+    else if (last > (uint64_t)job.event_seq)
+        r = pt_problem(400, "Last-Event-ID %llu is after the last event of job %s (%lld)", (unsigned long long)last,
+                       id, (long long)job.event_seq);
+    else if (pt_job_state_is_terminal(job.state) && last == (uint64_t)job.event_seq)
+        r = pt_response_empty(204);
+    pt_store_job_clear(&job);
+    pt_app_store_release(app, s);
+    if (r.status) return r;
     ev_ctx *c = calloc(1, sizeof(*c));
     if (!c) return pt_problem(500, "out of memory");
     c->app = app;

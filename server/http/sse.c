@@ -57,7 +57,7 @@ static int writer_puts(pt_sse_writer *w, const char *s)
 
 int pt_sse_send(pt_sse_writer *w, uint64_t id, const char *event, const char *data)
 {
-    if (id <= w->last_id) return -1;
+    if (id <= w->last_id || id > PT_SSE_ID_MAX) return -1;
     if (event && (strpbrk(event, "\r\n") || !event[0])) return -1;
     size_t mark = w->len;
     char line[64];
@@ -153,7 +153,7 @@ int pt_sse_last_event_id(const pt_request *req, uint64_t *out)
     if (!v[0] || strspn(v, "0123456789") != strlen(v)) return -1;
     errno = 0;
     unsigned long long id = strtoull(v, NULL, 10);
-    if (errno == ERANGE) return -1;
+    if (errno == ERANGE || id > PT_SSE_ID_MAX) return -1;
     *out = id;
     return 0;
 }

@@ -18,9 +18,13 @@
 
 typedef struct pt_sse_writer pt_sse_writer;
 
+/* Event ids are at most 2^53 - 1, the largest integer a JavaScript number
+ * (a browser's Last-Event-ID handling) holds exactly. */
+#define PT_SSE_ID_MAX ((1ull << 53) - 1)
+
 /* Appends one event.  `event` may be NULL (clients see type "message");
- * `data` may span lines.  -1 when id does not increase, the event name holds
- * a line break, or memory runs out. */
+ * `data` may span lines.  -1 when id does not increase or passes
+ * PT_SSE_ID_MAX, the event name holds a line break, or memory runs out. */
 int pt_sse_send(pt_sse_writer *w, uint64_t id, const char *event, const char *data);
 /* Same with the data serialized as compact JSON (borrowed). */
 int pt_sse_send_json(pt_sse_writer *w, uint64_t id, const char *event, const json_t *data);
@@ -46,7 +50,7 @@ typedef struct pt_sse_config {
 pt_response pt_sse_response(pt_request *req, const pt_sse_config *cfg);
 
 /* The id to resume after: Last-Event-ID header, else ?last_event_id=, else 0.
- * -1 when present but not a decimal number. */
+ * -1 when present but not a decimal number of at most PT_SSE_ID_MAX. */
 int pt_sse_last_event_id(const pt_request *req, uint64_t *out);
 
 #endif

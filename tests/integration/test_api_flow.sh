@@ -56,6 +56,11 @@ THIRD=$(grep '^id: ' "$WORK/events" | sed -n 3p | cut -d' ' -f2)
 stream "/v1/jobs/$JOB/events" 20 "$WORK/events2" "${AUTH[@]}" -H "Last-Event-ID: $THIRD"
 expect "Last-Event-ID resumes after that event" "$(grep -c '^id: ' "$WORK/events2")" \
   "$(( $(grep -c '^id: ' "$WORK/events") - 3 ))"
+N_EVENTS=$(grep -c '^id: ' "$WORK/events")
+expect "event ids are the job's event numbers 1..N (safe integers)" \
+  "$(grep '^id: ' "$WORK/events" | cut -d' ' -f2 | paste -sd,)" "$(seq -s, 1 "$N_EVENTS")"
+stream "/v1/jobs/$JOB/events" 5 "$WORK/events3" "${AUTH[@]}" -H "Last-Event-ID: $N_EVENTS"
+expect "reconnecting after the final event: 204, so an EventSource stops" "$STATUS:$(wc -c <"$WORK/events3")" "204:0"
 
 req GET "/v1/jobs/$JOB/model" "${AUTH[@]}"
 cp "$BODY" "$WORK/model"

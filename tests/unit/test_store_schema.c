@@ -125,77 +125,108 @@ static void test_newer_schema_is_refused(void **state)
     assert_non_null(strstr(err, f->path));
 }
 
-/* Two migrations past the real ones (n, the latest version): the second
- * fails, so neither may remain; then two that succeed, the second using the
- * first's table. */
+/* The real migrations, then two of the test's own. */
+static const char **with_extra(const char *a, const char *b, int *n)
+{
+    static const char *list[64];
+    int k = 0;
+    for (; k < pt_store_n_migrations; k++) list[k] = pt_store_migrations[k];
+    list[k++] = a;
+    list[k++] = b;
+    *n = k;
+    return list;
+}
+
 static void test_migrations_run_in_order_and_atomically(void **state)
 {
     fixture *f = *state;
     pt_store *s = NULL;
+    int latest = pt_store_n_migrations, n = 0;
+    assert_int_equal(pt_store_schema_latest(), latest);
     assert_int_equal(pt_store_open(&s, f->path, NULL, 0), PT_STORE_OK);
-    const int n = pt_store_schema_latest();
-    const char *list[64];
-    assert_true(n + 2 <= 64);
-    for (int i = 0; i < n; i++) list[i] = pt_store_migrations[i];
 
-    list[n] = "CREATE TABLE extra(x)";
-    list[n + 1] = "CREATE TABLE extra(y)";
-    assert_int_equal(pt_store_migrate(s, list, n + 2), PT_STORE_IO);
+    /* The second extra version fails: neither extra one may remain. */
+    const char **bad = with_extra("CREATE TABLE extra(x)", "CREATE TABLE extra(y)", &n);
+    assert_int_equal(pt_store_migrate(s, bad, n), PT_STORE_IO);
     char want[64];
-    snprintf(want, sizeof want, "migration to schema version %d failed", n + 2);
+    snprintf(want, sizeof want, "migration to schema version %d failed", latest + 2);
     assert_non_null(strstr(pt_store_errmsg(s), want));
     assert_non_null(strstr(pt_store_errmsg(s), "already exists"));
     int v = 0;
     assert_int_equal(pt_store_schema_version(s, &v), PT_STORE_OK);
-    assert_int_equal(v, n);
+    assert_int_equal(v, latest);
     pt_store_close(s);
     assert_int_equal(raw_int(f->path, "SELECT count(*) FROM sqlite_master WHERE name = 'extra'"), 0);
 
     /* The insert only works after the table of the migration before it. */
     assert_int_equal(pt_store_open(&s, f->path, NULL, 0), PT_STORE_OK);
-    list[n + 1] = "INSERT INTO extra VALUES (7)";
-    assert_int_equal(pt_store_migrate(s, list, n + 2), PT_STORE_OK);
+    const char **good = with_extra("CREATE TABLE extra(x)", "INSERT INTO extra VALUES (7)", &n);
+    assert_int_equal(pt_store_migrate(s, good, n), PT_STORE_OK);
     assert_int_equal(pt_store_schema_version(s, &v), PT_STORE_OK);
-    assert_int_equal(v, n + 2);
+    assert_int_equal(v, latest + 2);
     /* Now the real list is older than the file. */
-    assert_int_equal(pt_store_migrate(s, pt_store_migrations, n), PT_STORE_TOO_NEW);
-    snprintf(want, sizeof want, "schema version %d is newer", n + 2);
+    assert_int_equal(pt_store_migrate(s, pt_store_migrations, latest), PT_STORE_TOO_NEW);
+    snprintf(want, sizeof want, "schema version %d is newer", latest + 2);
     assert_non_null(strstr(pt_store_errmsg(s), want));
     pt_store_close(s);
     assert_int_equal(raw_int(f->path, "SELECT x FROM extra"), 7);
-    assert_int_equal(raw_int(f->path, "SELECT count(*) FROM schema_migrations"), n + 2);
-    assert_int_equal(raw_int(f->path, "SELECT count(*) = max(version) AND min(version) = 1 FROM schema_migrations"), 1);
+    assert_int_equal(raw_int(f->path, "SELECT count(*) FROM schema_migrations"), latest + 2);
+    assert_int_equal(raw_int(f->path, "SELECT max(version) = count(*) FROM schema_migrations"), 1);
 }
 
-/* A database made by the release with one migration (no jobs.result_json)
- * upgrades in place: its job keeps its rows and gets an empty result. */
+/* A database made by the release with one migration upgrades in place
+ * with its rows: migration 2 gives its job an empty result, migration 3
+ * numbers the events of its jobs in the order they were stored
+ * (transitions, epochs and steps by time). */
 static void test_upgrade_from_version_1(void **state)
 {
     fixture *f = *state;
     pt_store *s = NULL;
+    /* schema 1 with rows a version-1 server would have stored */
+    raw_exec(f->path, pt_store_migrations[0]);
+    raw_exec(f->path, "PRAGMA user_version=1;"
+                      "INSERT INTO datasets(id, owner, name, path, format, created_at, status)"
+                      " VALUES ('ds_1', 'alice', 'd', '/x', 'xyz', 1, 'ready');"
+                      "INSERT INTO jobs(id, owner, dataset_id, config_json, config_hash, state, created_at)"
+                      " VALUES ('job_1', 'alice', 'ds_1', '{}', 'h', 'succeeded', 10);"
+                      "INSERT INTO job_transitions(job_id, from_state, to_state, at, reason) VALUES"
+                      " ('job_1', NULL, 'queued', 10, 'a'), ('job_1', 'queued', 'running', 20, 'b'),"
+                      " ('job_1', 'running', 'succeeded', 90, 'c');"
+                      "INSERT INTO step_metrics(job_id, step, epoch, at) VALUES ('job_1', 1, 0, 30), ('job_1', 2, 0, 40),"
+                      " ('job_1', 3, 1, 60);"
+                      "INSERT INTO epoch_metrics(job_id, epoch, step, at) VALUES ('job_1', 1, 2, 50), ('job_1', 2, 3, 70);");
     assert_int_equal(pt_store_open(&s, f->path, NULL, 0), PT_STORE_OK);
-    pt_store_close(s);
-    raw_exec(f->path, "DROP TABLE jobs");
-    raw_exec(f->path, "DELETE FROM schema_migrations WHERE version > 1");
-    raw_exec(f->path, "PRAGMA user_version=1");
-    raw_exec(f->path, "CREATE TABLE jobs (id TEXT PRIMARY KEY, owner TEXT NOT NULL, dataset_id TEXT, "
-                      "config_json TEXT NOT NULL, config_hash TEXT NOT NULL, state TEXT NOT NULL, "
-                      "created_at INTEGER NOT NULL, started_at INTEGER, finished_at INTEGER, "
-                      "progress REAL NOT NULL DEFAULT 0, epoch INTEGER NOT NULL DEFAULT 0, step INTEGER "
-                      "NOT NULL DEFAULT 0, best_val_mae REAL, latest_graphs_per_s REAL, failure_reason "
-                      "TEXT, attempts INTEGER NOT NULL DEFAULT 0, worker_pid INTEGER, version INTEGER NOT "
-                      "NULL DEFAULT 1)");
-    raw_exec(f->path, "INSERT INTO jobs(id, owner, config_json, config_hash, state, created_at) "
-                      "VALUES ('job_old', 'alice', '{}', 'h', 'succeeded', 1)");
-    assert_int_equal(pt_store_open(&s, f->path, NULL, 0), PT_STORE_OK);
-    int v = 0;
-    assert_int_equal(pt_store_schema_version(s, &v), PT_STORE_OK);
-    assert_int_equal(v, pt_store_schema_latest());
+    pt_store_events ev;
+    assert_int_equal(pt_store_events_read(s, "alice", "job_1", 0, 100, &ev), PT_STORE_OK);
+    assert_int_equal(ev.last_id, 8);
+    assert_int_equal(ev.transitions.n, 3);
+    assert_int_equal(ev.transitions.items[0].event_id, 1);
+    assert_int_equal(ev.transitions.items[1].event_id, 2);
+    assert_int_equal(ev.transitions.items[2].event_id, 8);
+    assert_int_equal(ev.steps.n, 3);
+    assert_int_equal(ev.steps.items[0].event_id, 3);
+    assert_int_equal(ev.steps.items[1].event_id, 4);
+    assert_int_equal(ev.epochs.items[0].event_id, 5);
+    assert_int_equal(ev.steps.items[2].event_id, 6);
+    assert_int_equal(ev.epochs.items[1].event_id, 7);
+    pt_store_events_clear(&ev);
+    /* new rows continue the job's sequence */
+    assert_int_equal(pt_store_job_transition(s, NULL, "job_1", PT_JOB_RUNNING, "x", NULL), PT_STORE_ILLEGAL_TRANSITION);
+    pt_store_step_metric m = {.step = 4, .epoch = 2, .loss = 1};
+    assert_int_equal(pt_store_steps_append(s, "job_1", &m, 1, NULL), PT_STORE_OK);
+    assert_int_equal(pt_store_events_read(s, "alice", "job_1", 8, 100, &ev), PT_STORE_OK);
+    assert_int_equal(ev.steps.n, 1);
+    assert_int_equal(ev.steps.items[0].event_id, 9);
+    assert_int_equal(ev.last_id, 9);
+    pt_store_events_clear(&ev);
     pt_store_job j;
-    assert_int_equal(pt_store_job_get(s, "alice", "job_old", &j), PT_STORE_OK);
+    assert_int_equal(pt_store_job_get(s, "alice", "job_1", &j), PT_STORE_OK);
     assert_int_equal(j.state, PT_JOB_SUCCEEDED);
     assert_null(j.result_json);
     pt_store_job_clear(&j);
+    int v = 0;
+    assert_int_equal(pt_store_schema_version(s, &v), PT_STORE_OK);
+    assert_int_equal(v, pt_store_schema_latest());
     pt_store_close(s);
 }
 

@@ -10,9 +10,11 @@
 //
 // The series arrive by Server-Sent Events (GET /v1/jobs/{id}/events), which
 // first replays what is stored and then follows the job.  After the job's
-// final state the server ends the stream; the page closes it then, since an
-// EventSource would otherwise reconnect for ever.  If the stream cannot be
-// opened at all, the page falls back to polling /metrics?since_step=.
+// final state the server ends the stream, and answers a reconnection 204,
+// which stops an EventSource (HTML standard); the page closes it at once
+// anyway.  Steps are kept by number, so steps re-sent after a resume from a
+// checkpoint replace the old ones.  If the stream cannot be opened at all,
+// the page falls back to polling /metrics?since_step=.
 
 import * as api from './api.js';
 import { Chart, align } from './charts.js';
