@@ -51,7 +51,7 @@ CONCEPTS = {
     "engine/model": [{"bf16", "bf16_internal", "bf16_avx512"},
                      {"schnet", "schnet_internal", "schnet_forces", "schnet_layers", "schnet_acts"},
                      {"schnet_ops", "schnet_ops_internal", "schnet_ops_forces"}],
-    "store": [{"store", "store_internal", "store_datasets", "store_jobs", "store_lifecycle",
+    "store": [{"store", "store_internal", "store_datasets", "store_events", "store_jobs", "store_lifecycle",
                "store_metrics", "store_schema", "store_tokens"}],
     "server/app": [{"app", "app_metrics", "app_progress", "app_sweep"}],
     "server/sched": [{"scheduler", "scheduler_internal", "scheduler_memory", "scheduler_ops", "scheduler_worker"}],
