@@ -13,10 +13,11 @@
 #include "engine/train/checkpoint.h"
 
 #include <errno.h>
-#include <sys/statvfs.h>
+#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 
@@ -164,6 +165,22 @@ int pt_app_job_dir(const pt_app *app, const char *job_id, char *out, size_t cap)
 int pt_app_dataset_dir(const pt_app *app, const char *dataset_id, char *out, size_t cap)
 {
     return snprintf(out, cap, "%s/%s", app->datasets_dir, dataset_id) < (int)cap ? 0 : -1;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path) != 0 && errno != ENOENT ? -1 : 0;
+}
+
+int pt_app_remove_tree(const char *dir, char *err, size_t errlen)
+{
+    /* depth first, not following links: a link inside is removed, never its target */
+    if (nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT)
+        return pt_err_printf(err, errlen, "cannot remove %s: %s", dir, strerror(errno));
+    return 0;
 }
 
 static int layout(pt_app *app, const char *data_dir, char *err, size_t errlen)

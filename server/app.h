@@ -201,6 +201,9 @@ const char *pt_app_owner(const pt_request *req);
 /* Directory of a job (data_dir/jobs/ID) and of a dataset. */
 int pt_app_job_dir(const pt_app *app, const char *job_id, char *out, size_t cap);
 int pt_app_dataset_dir(const pt_app *app, const char *dataset_id, char *out, size_t cap);
+/* Removes a directory and everything under it (links themselves, never what
+ * they point at); a missing directory is fine.  -1 with a message. */
+int pt_app_remove_tree(const char *dir, char *err, size_t errlen);
 
 /* --- app_progress.c: data work in flight ------------------------------------
  * The engine's progress (engine/core/progress.h) of a task known by its

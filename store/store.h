@@ -73,6 +73,7 @@ typedef enum pt_job_state {
     PT_JOB_SUCCEEDED,
     PT_JOB_FAILED,
     PT_JOB_CANCELLED,
+    PT_JOB_STOPPED,                 /* ended early: max_runtime_seconds or a cancel while running */
     PT_JOB_STATE_COUNT
 } pt_job_state;
 
@@ -120,6 +121,9 @@ typedef struct pt_store_dataset {
     int64_t created_at;
     int64_t n_structs, n_atoms, bytes;
     char *report_json;               /* heap; NULL when absent */
+    char content_sha256[PT_STORE_HASH_HEX];  /* of the file as uploaded; "" when unknown */
+    char ingest_hash[PT_STORE_HASH_HEX];     /* the upload's identity (content and ingest options);
+                                              * one dataset per identity and owner; "" = none */
 } pt_store_dataset;
 
 typedef struct pt_store_dataset_page {
@@ -134,6 +138,20 @@ void pt_store_dataset_page_clear(pt_store_dataset_page *p);
 /* Inserts `in` (id generated when in->id is empty; created_at set by the
  * store); `out` (may be NULL) receives the stored row. */
 int pt_store_dataset_create(pt_store *s, const pt_store_dataset *in, pt_store_dataset *out);
+/* With an ingest_hash that the owner already has, PT_STORE_CONFLICT and
+ * *existing_id (may be NULL) names that dataset. */
+int pt_store_dataset_create_unique(pt_store *s, const pt_store_dataset *in, pt_store_dataset *out,
+                                   char existing_id[PT_STORE_ID_MAX]);
+/* The owner's dataset of that upload identity; PT_STORE_NOT_FOUND when none. */
+int pt_store_dataset_find_ingest(pt_store *s, const char *owner, const char *ingest_hash, pt_store_dataset *out);
+/* Idempotency-Keys of uploads.  get: the request hash and dataset stored
+ * under (owner, key), PT_STORE_NOT_FOUND when unused.  put: records it,
+ * PT_STORE_CONFLICT when the key is taken (get it then).  A key goes with
+ * its dataset. */
+int pt_store_dataset_key_get(pt_store *s, const char *owner, const char *key, char request_hash[PT_STORE_HASH_HEX],
+                             char dataset_id[PT_STORE_ID_MAX]);
+int pt_store_dataset_key_put(pt_store *s, const char *owner, const char *key, const char *request_hash,
+                             const char *dataset_id);
 /* Updates status, counts and report of an existing dataset of `owner`. */
 int pt_store_dataset_update(pt_store *s, const char *owner, const pt_store_dataset *d);
 int pt_store_dataset_get(pt_store *s, const char *owner, const char *id, pt_store_dataset *out);
@@ -166,6 +184,10 @@ typedef struct pt_store_job {
     char *result_json;                 /* heap; a finished run's result object (the
                                           worker's done line), NULL before */
     int64_t event_seq;                 /* the job's newest event id (0: none) */
+    char name[PT_STORE_NAME_MAX];      /* "" when the submission gave none */
+    char *tags_json;                   /* heap: a JSON array of strings ("[]") */
+    char *metadata_json;               /* heap: a JSON object ("{}") */
+    char stop_reason[PT_STORE_STATUS_MAX];  /* stopped jobs: "cancelled" or "max_runtime"; else "" */
 } pt_store_job;
 
 typedef struct pt_store_job_page {
@@ -184,7 +206,18 @@ typedef struct pt_store_job_request {
     const char *dataset_id;
     const char *config_json;           /* pass a canonical dump: its bytes are hashed */
     const char *idempotency_key;       /* NULL or "" for none */
+    const char *name;                  /* NULL or "" for none */
+    const char *tags_json;             /* compact JSON array of strings; NULL = "[]" */
+    const char *metadata_json;         /* compact JSON object; NULL = "{}" */
 } pt_store_job_request;
+
+/* What GET /v1/jobs may filter on; a NULL member matches every job. */
+typedef struct pt_store_job_filter {
+    const char *state;                 /* a state's name */
+    const char *dataset_id;
+    const char *name;                  /* exact */
+    const char *tag;                   /* one of the job's tags */
+} pt_store_job_filter;
 
 typedef struct pt_store_progress {
     double progress;                   /* 0..1 */
@@ -211,24 +244,32 @@ void pt_store_job_array_clear(pt_store_job_array *l);
 void pt_store_transition_list_clear(pt_store_transition_list *l);
 
 /* Creates a queued job on a "ready" dataset of the same owner.  With an
- * idempotency key: same owner + key + same (dataset_id, config_json) returns
- * the existing job with *created = 0; a different request under that key is
- * PT_STORE_IDEMPOTENCY_MISMATCH.  `created` may be NULL. */
+ * idempotency key: same owner + key + same request (dataset_id, config_json,
+ * name, tags, metadata) returns the existing job with *created = 0; a
+ * different request under that key is PT_STORE_IDEMPOTENCY_MISMATCH.
+ * `created` may be NULL. */
 int pt_store_job_create(pt_store *s, const pt_store_job_request *req, pt_store_job *out, int *created);
 int pt_store_job_get(pt_store *s, const char *owner, const char *id, pt_store_job *out);
 /* Cheap poll for ETag / long-poll: the job's version and state. */
 int pt_store_job_version(pt_store *s, const char *owner, const char *id, int64_t *version,
                          pt_job_state *state);
-/* Owner's jobs, newest first, optionally of one state (PT_JOB_ANY for all). */
-int pt_store_job_list(pt_store *s, const char *owner, pt_job_state state, int limit,
+/* Owner's jobs, newest first, those matching every filter given (`filter`
+ * may be NULL). */
+int pt_store_job_list(pt_store *s, const char *owner, const pt_store_job_filter *filter, int limit,
                       const char *page_token, pt_store_job_page *out);
+/* Deletes a final job with its transitions, metrics, checkpoint records and
+ * idempotency keys; PT_STORE_CONFLICT while it is queued, running or
+ * cancelling.  `removed` (may be NULL) receives the row. */
+int pt_store_job_delete(pt_store *s, const char *owner, const char *id, pt_store_job *removed);
 int pt_store_job_transitions(pt_store *s, const char *owner, const char *id,
                              pt_store_transition_list *out);
 
 /* Moves the job to `to` if the lifecycle allows it, records the transition row
  * in the same transaction.  Side effects: ->running sets started_at (first
  * time) and attempts += 1; ->queued and terminal states clear worker_pid;
- * terminal states set finished_at; ->failed stores `reason` as failure_reason.
+ * terminal states set finished_at; ->failed stores `reason` as failure_reason;
+ * ->stopped sets stop_reason ("cancelled" from cancelling, "max_runtime" from
+ * running: store_lifecycle.c).
  * `out` (may be NULL) receives the updated job. */
 int pt_store_job_transition(pt_store *s, const char *owner, const char *id, pt_job_state to,
                             const char *reason, pt_store_job *out);

@@ -6,11 +6,19 @@
 #include <string.h>
 
 #define DATASET_COLS \
-    "id, owner, name, path, format, status, created_at, n_structs, n_atoms, bytes, report_json"
+    "id, owner, name, path, format, status, created_at, n_structs, n_atoms, bytes, report_json, " \
+    "coalesce(content_sha256, ''), coalesce(ingest_hash, '')"
 
 static const char SQL_MAX_CREATED[] = "SELECT max(created_at) FROM datasets";
 static const char SQL_INSERT[] =
-    "INSERT INTO datasets(" DATASET_COLS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    "INSERT INTO datasets(id, owner, name, path, format, status, created_at, n_structs, n_atoms, bytes, report_json,"
+    " content_sha256, ingest_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, nullif(?, ''), nullif(?, ''))";
+static const char SQL_FIND_INGEST[] =
+    "SELECT " DATASET_COLS " FROM datasets WHERE owner = ? AND ingest_hash = ?";
+static const char SQL_KEY_GET[] =
+    "SELECT request_hash, dataset_id FROM dataset_idempotency_keys WHERE owner = ? AND key = ?";
+static const char SQL_KEY_PUT[] =
+    "INSERT INTO dataset_idempotency_keys(owner, key, request_hash, dataset_id, created_at) VALUES (?, ?, ?, ?, ?)";
 static const char SQL_UPDATE[] =
     "UPDATE datasets SET status = ?3, n_structs = ?4, n_atoms = ?5, bytes = ?6, report_json = ?7 "
     "WHERE id = ?1 AND (?2 IS NULL OR owner = ?2)";
@@ -57,6 +65,8 @@ static int dataset_from_row(pt_store *s, sqlite3_stmt *st, pt_store_dataset *d)
     d->bytes = sqlite3_column_int64(st, 9);
     int oom = 0;
     d->report_json = pt_store_col_dup(st, 10, &oom);
+    pt_store_col_copy(st, 11, d->content_sha256, sizeof(d->content_sha256));
+    pt_store_col_copy(st, 12, d->ingest_hash, sizeof(d->ingest_hash));
     if (oom) return pt_store_fail(s, PT_STORE_IO, "dataset %s: out of memory", d->id);
     return PT_STORE_OK;
 }
@@ -101,6 +111,36 @@ static int get_in_tx(pt_store *s, const char *owner, const char *id, pt_store_da
 
 int pt_store_dataset_create(pt_store *s, const pt_store_dataset *in, pt_store_dataset *out)
 {
+    return pt_store_dataset_create_unique(s, in, out, NULL);
+}
+
+/* Inside the caller's transaction. */
+static int find_ingest(pt_store *s, const char *owner, const char *ingest_hash, pt_store_dataset *out)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = pt_store_stmt(s, SQL_FIND_INGEST, &st);
+    if (rc) return rc;
+    pt_store_bind_text(st, 1, owner);
+    pt_store_bind_text(st, 2, ingest_hash);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW) rc = dataset_from_row(s, st, out);
+    else if (step == SQLITE_DONE) rc = pt_store_fail(s, PT_STORE_NOT_FOUND, "no dataset of that upload");
+    else rc = pt_store_fail_sql(s, step, "find dataset by upload");
+    sqlite3_reset(st);
+    return rc;
+}
+
+int pt_store_dataset_find_ingest(pt_store *s, const char *owner, const char *ingest_hash, pt_store_dataset *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!ingest_hash || !ingest_hash[0]) return pt_store_fail(s, PT_STORE_INVALID, "ingest hash is empty");
+    return find_ingest(s, owner, ingest_hash, out);
+}
+
+int pt_store_dataset_create_unique(pt_store *s, const pt_store_dataset *in, pt_store_dataset *out,
+                                   char existing_id[PT_STORE_ID_MAX])
+{
+    if (existing_id) existing_id[0] = '\0';
     int rc = check_new(s, in);
     if (rc) return rc;
     char id[PT_STORE_ID_MAX];
@@ -126,13 +166,76 @@ int pt_store_dataset_create(pt_store *s, const pt_store_dataset *in, pt_store_da
         sqlite3_bind_int64(st, 9, in->n_atoms);
         sqlite3_bind_int64(st, 10, in->bytes);
         pt_store_bind_text(st, 11, in->report_json);
+        pt_store_bind_text(st, 12, in->content_sha256);
+        pt_store_bind_text(st, 13, in->ingest_hash);
+        int step = sqlite3_step(st);
+        int ext = sqlite3_extended_errcode(s->db);
+        sqlite3_reset(st);
+        if (step != SQLITE_DONE && ext == SQLITE_CONSTRAINT_UNIQUE && in->ingest_hash[0]) {
+            pt_store_dataset twin;
+            memset(&twin, 0, sizeof twin);
+            rc = find_ingest(s, in->owner, in->ingest_hash, &twin);
+            if (!rc) {
+                if (existing_id) memcpy(existing_id, twin.id, PT_STORE_ID_MAX);
+                rc = pt_store_fail(s, PT_STORE_CONFLICT, "the same upload is dataset %s", twin.id);
+            }
+            pt_store_dataset_clear(&twin);
+        } else if ((step & 0xff) == SQLITE_CONSTRAINT) {
+            rc = pt_store_fail(s, PT_STORE_CONFLICT, "dataset id %s already exists", id);
+        } else if (step != SQLITE_DONE) {
+            rc = pt_store_fail_sql(s, step, "insert dataset");
+        }
+    }
+    if (!rc && out) rc = get_in_tx(s, in->owner, id, out);
+    if (rc) {
+        pt_store_tx_rollback(s);
+        return rc;
+    }
+    return pt_store_tx_commit(s);
+}
+
+int pt_store_dataset_key_get(pt_store *s, const char *owner, const char *key, char request_hash[PT_STORE_HASH_HEX],
+                             char dataset_id[PT_STORE_ID_MAX])
+{
+    sqlite3_stmt *st = NULL;
+    int rc = pt_store_check_text(s, "Idempotency-Key", key, PT_STORE_KEY_MAX);
+    if (!rc) rc = pt_store_stmt(s, SQL_KEY_GET, &st);
+    if (rc) return rc;
+    pt_store_bind_text(st, 1, owner);
+    pt_store_bind_text(st, 2, key);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW) {
+        pt_store_col_copy(st, 0, request_hash, PT_STORE_HASH_HEX);
+        pt_store_col_copy(st, 1, dataset_id, PT_STORE_ID_MAX);
+    } else if (step == SQLITE_DONE) {
+        rc = pt_store_fail(s, PT_STORE_NOT_FOUND, "Idempotency-Key '%s' is unused", key);
+    } else {
+        rc = pt_store_fail_sql(s, step, "read idempotency key");
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+int pt_store_dataset_key_put(pt_store *s, const char *owner, const char *key, const char *request_hash,
+                             const char *dataset_id)
+{
+    int rc = pt_store_check_text(s, "Idempotency-Key", key, PT_STORE_KEY_MAX);
+    if (!rc) rc = pt_store_tx_begin(s, 1);
+    if (rc) return rc;
+    sqlite3_stmt *st = NULL;
+    rc = pt_store_stmt(s, SQL_KEY_PUT, &st);
+    if (!rc) {
+        pt_store_bind_text(st, 1, owner);
+        pt_store_bind_text(st, 2, key);
+        pt_store_bind_text(st, 3, request_hash);
+        pt_store_bind_text(st, 4, dataset_id);
+        sqlite3_bind_int64(st, 5, pt_store_now_us());
         int step = sqlite3_step(st);
         sqlite3_reset(st);
         if ((step & 0xff) == SQLITE_CONSTRAINT)
-            rc = pt_store_fail(s, PT_STORE_CONFLICT, "dataset id %s already exists", id);
-        else if (step != SQLITE_DONE) rc = pt_store_fail_sql(s, step, "insert dataset");
+            rc = pt_store_fail(s, PT_STORE_CONFLICT, "Idempotency-Key '%s' is already used", key);
+        else if (step != SQLITE_DONE) rc = pt_store_fail_sql(s, step, "record idempotency key");
     }
-    if (!rc && out) rc = get_in_tx(s, in->owner, id, out);
     if (rc) {
         pt_store_tx_rollback(s);
         return rc;

@@ -100,7 +100,8 @@ int pt_store_steps_thinned(pt_store *s, sqlite3_stmt *scan, int64_t n, int max_p
 #define PT_STORE_JOB_COLS \
     "id, owner, dataset_id, config_hash, config_json, state, created_at, started_at, " \
     "finished_at, progress, epoch, step, best_val_mae, latest_graphs_per_s, " \
-    "failure_reason, attempts, worker_pid, version, result_json, event_seq"
+    "failure_reason, attempts, worker_pid, version, result_json, event_seq, name, tags_json, metadata_json, " \
+    "stop_reason"
 /* Fills j from a row selected with PT_STORE_JOB_COLS; returns PT_STORE_IO on OOM. */
 int pt_store_job_from_row(pt_store *s, sqlite3_stmt *st, pt_store_job *j);
 /* Loads a job inside the caller's transaction (owner NULL = any owner). */

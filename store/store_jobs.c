@@ -17,25 +17,23 @@ static const char SQL_IDEM_GET[] =
 static const char SQL_IDEM_PUT[] =
     "INSERT INTO idempotency_keys(owner, key, request_hash, job_id, created_at) VALUES (?, ?, ?, ?, ?)";
 static const char SQL_IDEM_PRUNE[] = "DELETE FROM idempotency_keys WHERE created_at < ?";
+static const char SQL_IDEM_PRUNE_DATASETS[] = "DELETE FROM dataset_idempotency_keys WHERE created_at < ?";
 static const char SQL_DATASET_STATUS[] = "SELECT status FROM datasets WHERE id = ? AND owner = ?";
 static const char SQL_INSERT[] =
-    "INSERT INTO jobs(id, owner, dataset_id, config_json, config_hash, state, created_at) "
-    "VALUES (?, ?, ?, ?, ?, 'queued', ?)";
+    "INSERT INTO jobs(id, owner, dataset_id, config_json, config_hash, name, tags_json, metadata_json, state,"
+    " created_at) VALUES (?, ?, ?, ?, ?, nullif(?, ''), ?, ?, 'queued', ?)";
 static const char SQL_INSERT_TRANSITION[] =
     "INSERT INTO job_transitions(job_id, from_state, to_state, at, reason, event_id) "
     "VALUES (?, NULL, 'queued', ?, ?, ?)";
-static const char SQL_LIST_FIRST[] =
-    "SELECT " PT_STORE_JOB_COLS " FROM jobs WHERE owner = ?1 "
-    "ORDER BY created_at DESC, id DESC LIMIT ?2";
-static const char SQL_LIST_AFTER[] =
-    "SELECT " PT_STORE_JOB_COLS " FROM jobs WHERE owner = ?1 AND (created_at, id) < (?3, ?4) "
-    "ORDER BY created_at DESC, id DESC LIMIT ?2";
-static const char SQL_LIST_STATE_FIRST[] =
-    "SELECT " PT_STORE_JOB_COLS " FROM jobs WHERE owner = ?1 AND state = ?5 "
-    "ORDER BY created_at DESC, id DESC LIMIT ?2";
-static const char SQL_LIST_STATE_AFTER[] =
-    "SELECT " PT_STORE_JOB_COLS " FROM jobs WHERE owner = ?1 AND state = ?5 "
-    "AND (created_at, id) < (?3, ?4) ORDER BY created_at DESC, id DESC LIMIT ?2";
+/* One statement for every combination of filters: an absent filter is a
+ * NULL parameter that matches every row. */
+static const char SQL_LIST[] =
+    "SELECT " PT_STORE_JOB_COLS " FROM jobs WHERE owner = ?1"
+    " AND (?3 IS NULL OR (created_at, id) < (?3, ?4))"
+    " AND (?5 IS NULL OR state = ?5) AND (?6 IS NULL OR dataset_id = ?6) AND (?7 IS NULL OR name = ?7)"
+    " AND (?8 IS NULL OR EXISTS (SELECT 1 FROM json_each(jobs.tags_json) WHERE value = ?8))"
+    " ORDER BY created_at DESC, id DESC LIMIT ?2";
+static const char SQL_DELETE_JOB[] = "DELETE FROM jobs WHERE id = ?";
 static const char SQL_TRANSITIONS[] =
     "SELECT from_state, to_state, at, reason, event_id FROM job_transitions WHERE job_id = ? ORDER BY seq";
 static const char SQL_COUNT_ALL[] = "SELECT state, count(*) FROM jobs GROUP BY state";
@@ -50,6 +48,8 @@ void pt_store_job_clear(pt_store_job *j)
 {
     if (!j) return;
     free(j->config_json);
+    free(j->tags_json);
+    free(j->metadata_json);
     free(j->result_json);
     memset(j, 0, sizeof(*j));
 }
@@ -109,6 +109,10 @@ int pt_store_job_from_row(pt_store *s, sqlite3_stmt *st, pt_store_job *j)
     j->version = sqlite3_column_int64(st, 17);
     j->result_json = pt_store_col_dup(st, 18, &oom);
     j->event_seq = sqlite3_column_int64(st, 19);
+    pt_store_col_copy(st, 20, j->name, sizeof(j->name));
+    j->tags_json = pt_store_col_dup(st, 21, &oom);
+    j->metadata_json = pt_store_col_dup(st, 22, &oom);
+    pt_store_col_copy(st, 23, j->stop_reason, sizeof(j->stop_reason));
     if (oom) return pt_store_fail(s, PT_STORE_IO, "job %s: out of memory", j->id);
     return PT_STORE_OK;
 }
@@ -173,6 +177,9 @@ static int check_request(pt_store *s, const pt_store_job_request *req)
         rc = pt_store_fail(s, PT_STORE_INVALID, "job config is empty");
     if (!rc && req->idempotency_key && req->idempotency_key[0])
         rc = pt_store_check_text(s, "Idempotency-Key", req->idempotency_key, PT_STORE_KEY_MAX);
+    if (!rc && req->name && strlen(req->name) >= PT_STORE_NAME_MAX)
+        rc = pt_store_fail(s, PT_STORE_INVALID, "job name is %zu bytes, at most %d allowed", strlen(req->name),
+                           PT_STORE_NAME_MAX - 1);
     return rc;
 }
 
@@ -246,8 +253,9 @@ static int insert_job(pt_store *s, const pt_store_job_request *req, const char *
     int64_t created_at;
     int rc = pt_store_next_created_at(s, SQL_MAX_CREATED, &created_at);
     if (rc) return rc;
-    const char *job[] = {id, req->owner, req->dataset_id, req->config_json, config_hash};
-    rc = run_write(s, SQL_INSERT, "insert job", job, 5, &created_at, 1);
+    const char *job[] = {id, req->owner, req->dataset_id, req->config_json, config_hash, req->name ? req->name : "",
+                         req->tags_json ? req->tags_json : "[]", req->metadata_json ? req->metadata_json : "{}"};
+    rc = run_write(s, SQL_INSERT, "insert job", job, 8, &created_at, 1);
     if (rc) return rc;
     int64_t event_id;
     rc = pt_store_next_event_id(s, id, &event_id);
@@ -276,9 +284,13 @@ int pt_store_job_create(pt_store *s, const pt_store_job_request *req, pt_store_j
     if (rc) return rc;
     char config_hash[PT_STORE_HASH_HEX], request_hash[PT_STORE_HASH_HEX];
     pt_store_sha256_hex(req->config_json, strlen(req->config_json), config_hash);
-    char basis[PT_STORE_ID_MAX + PT_STORE_HASH_HEX + 2];
-    int len = snprintf(basis, sizeof(basis), "%s\n%s", req->dataset_id, config_hash);
+    /* the whole request: the same key with another name or tags is another request */
+    char *basis = NULL;
+    int len = asprintf(&basis, "%s\n%s\n%s\n%s\n%s", req->dataset_id, config_hash, req->name ? req->name : "",
+                       req->tags_json ? req->tags_json : "[]", req->metadata_json ? req->metadata_json : "{}");
+    if (len < 0) return pt_store_fail(s, PT_STORE_IO, "job: out of memory");
     pt_store_sha256_hex(basis, (size_t)len, request_hash);
+    free(basis);
 
     rc = pt_store_tx_begin(s, 1);
     if (rc) return rc;
@@ -331,6 +343,8 @@ int pt_store_idempotency_prune(pt_store *s, int64_t before_us, int64_t *n_remove
     if (rc) return rc;
     rc = run_write(s, SQL_IDEM_PRUNE, "prune idempotency keys", NULL, 0, &before_us, 1);
     int64_t n = sqlite3_changes(s->db);
+    if (!rc) rc = run_write(s, SQL_IDEM_PRUNE_DATASETS, "prune idempotency keys", NULL, 0, &before_us, 1);
+    if (!rc) n += sqlite3_changes(s->db);
     if (rc) {
         pt_store_tx_rollback(s);
         return rc;
@@ -342,24 +356,25 @@ int pt_store_idempotency_prune(pt_store *s, int64_t before_us, int64_t *n_remove
 
 /* ---- lists ----------------------------------------------------------------- */
 
-int pt_store_job_list(pt_store *s, const char *owner, pt_job_state state, int limit,
+int pt_store_job_list(pt_store *s, const char *owner, const pt_store_job_filter *filter, int limit,
                       const char *page_token, pt_store_job_page *out)
 {
     memset(out, 0, sizeof(*out));
+    pt_store_job_filter none = {0};
+    const pt_store_job_filter *f = filter ? filter : &none;
+    pt_job_state state;
     int rc = pt_store_check_text(s, "owner", owner, PT_STORE_OWNER_MAX);
     if (!rc) rc = pt_store_check_limit(s, limit, &limit);
-    if (!rc && (state < PT_JOB_ANY || state >= PT_JOB_STATE_COUNT))
-        rc = pt_store_fail(s, PT_STORE_INVALID, "job state filter %d is not a state", (int)state);
+    if (!rc && f->state && pt_job_state_parse(f->state, &state) != 0)
+        rc = pt_store_fail(s, PT_STORE_INVALID, "job state filter '%.32s' is not a state", f->state);
     if (rc) return rc;
     int64_t after_at = 0;
     char after_id[PT_STORE_ID_MAX] = "";
     int paged = page_token && page_token[0];
     if (paged && (rc = pt_store_page_token_decode(s, page_token, &after_at, after_id))) return rc;
 
-    const char *sql = state == PT_JOB_ANY ? (paged ? SQL_LIST_AFTER : SQL_LIST_FIRST)
-                                          : (paged ? SQL_LIST_STATE_AFTER : SQL_LIST_STATE_FIRST);
     sqlite3_stmt *st = NULL;
-    rc = pt_store_stmt(s, sql, &st);
+    rc = pt_store_stmt(s, SQL_LIST, &st);
     if (rc) return rc;
     out->items = calloc((size_t)limit, sizeof(*out->items));
     if (!out->items) return pt_store_fail(s, PT_STORE_IO, "job list: out of memory");
@@ -369,7 +384,10 @@ int pt_store_job_list(pt_store *s, const char *owner, pt_job_state state, int li
         sqlite3_bind_int64(st, 3, after_at);
         pt_store_bind_text(st, 4, after_id);
     }
-    if (state != PT_JOB_ANY) pt_store_bind_text(st, 5, pt_job_state_name(state));
+    pt_store_bind_text(st, 5, f->state);
+    pt_store_bind_text(st, 6, f->dataset_id);
+    pt_store_bind_text(st, 7, f->name);
+    pt_store_bind_text(st, 8, f->tag);
     int step = SQLITE_DONE, more = 0;
     while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
         if (out->n == (size_t)limit) {
@@ -380,6 +398,7 @@ int pt_store_job_list(pt_store *s, const char *owner, pt_job_state state, int li
         out->n++;
     }
     if (!rc && !more && step != SQLITE_DONE) rc = pt_store_fail_sql(s, step, "list jobs");
+    sqlite3_clear_bindings(st);
     sqlite3_reset(st);
     if (rc) {
         pt_store_job_page_clear(out);
@@ -390,6 +409,27 @@ int pt_store_job_list(pt_store *s, const char *owner, pt_job_state state, int li
         pt_store_page_token_encode(last->created_at, last->id, out->next_token);
     }
     return PT_STORE_OK;
+}
+
+int pt_store_job_delete(pt_store *s, const char *owner, const char *id, pt_store_job *removed)
+{
+    pt_store_job job = {0};
+    int rc = pt_store_tx_begin(s, 1);
+    if (rc) return rc;
+    rc = pt_store_job_load(s, owner, id, &job);
+    if (!rc && !pt_job_state_is_terminal(job.state))
+        rc = pt_store_fail(s, PT_STORE_CONFLICT, "job %s is %s; only a job that has ended can be deleted", id,
+                           pt_job_state_name(job.state));
+    if (!rc) rc = run_write(s, SQL_DELETE_JOB, "delete job", &id, 1, NULL, 0);
+    if (rc) {
+        pt_store_tx_rollback(s);
+        pt_store_job_clear(&job);
+        return rc;
+    }
+    rc = pt_store_tx_commit(s);
+    if (!rc && removed) *removed = job;
+    else pt_store_job_clear(&job);
+    return rc;
 }
 
 static int grow(pt_store *s, void **items, size_t n, size_t *cap, size_t size)

@@ -1,8 +1,12 @@
 /* store_lifecycle.c — the job state machine, enforced where the state lives:
  *
  *   queued     -> running | cancelled
- *   running    -> succeeded | failed | cancelling | queued (re-queued on restart)
- *   cancelling -> cancelled | failed | succeeded
+ *   running    -> succeeded | failed | cancelling | stopped | queued (re-queued on restart)
+ *   cancelling -> stopped | failed | succeeded
+ *
+ * Final: succeeded, failed, cancelled (never ran), stopped (ran, and was
+ * ended early: from running by max_runtime_seconds, from cancelling by a
+ * user's cancel; stop_reason says which, "max_runtime" or "cancelled").
  *
  * Every change runs in one BEGIN IMMEDIATE transaction that re-reads the
  * current state, checks the edge, updates the job (bumping its version) and
@@ -15,24 +19,26 @@
 #include <string.h>
 
 static const char *const state_names[PT_JOB_STATE_COUNT] = {
-    "queued", "running", "cancelling", "succeeded", "failed", "cancelled",
+    "queued", "running", "cancelling", "succeeded", "failed", "cancelled", "stopped",
 };
 
 /* allowed[from][to] */
 static const unsigned char allowed[PT_JOB_STATE_COUNT][PT_JOB_STATE_COUNT] = {
     [PT_JOB_QUEUED] = {[PT_JOB_RUNNING] = 1, [PT_JOB_CANCELLED] = 1},
     [PT_JOB_RUNNING] = {[PT_JOB_SUCCEEDED] = 1, [PT_JOB_FAILED] = 1, [PT_JOB_CANCELLING] = 1,
-                        [PT_JOB_QUEUED] = 1},
-    [PT_JOB_CANCELLING] = {[PT_JOB_CANCELLED] = 1, [PT_JOB_FAILED] = 1, [PT_JOB_SUCCEEDED] = 1},
+                        [PT_JOB_STOPPED] = 1, [PT_JOB_QUEUED] = 1},
+    [PT_JOB_CANCELLING] = {[PT_JOB_STOPPED] = 1, [PT_JOB_FAILED] = 1, [PT_JOB_SUCCEEDED] = 1},
 };
 
 static const char SQL_TRANSITION[] =
     "UPDATE jobs SET state = ?2, version = version + 1,"
     " started_at = CASE WHEN ?2 = 'running' THEN coalesce(started_at, ?3) ELSE started_at END,"
     " attempts = attempts + (?2 = 'running'),"
-    " finished_at = CASE WHEN ?2 IN ('succeeded', 'failed', 'cancelled') THEN ?3 ELSE finished_at END,"
+    " finished_at = CASE WHEN ?2 IN ('succeeded', 'failed', 'cancelled', 'stopped') THEN ?3 ELSE finished_at END,"
     " worker_pid = CASE WHEN ?2 IN ('running', 'cancelling') THEN worker_pid ELSE NULL END,"
-    " failure_reason = CASE WHEN ?2 = 'failed' THEN ?4 ELSE failure_reason END "
+    " failure_reason = CASE WHEN ?2 = 'failed' THEN ?4 ELSE failure_reason END,"
+    " stop_reason = CASE WHEN ?2 != 'stopped' THEN stop_reason"
+    "   WHEN state = 'cancelling' THEN 'cancelled' ELSE 'max_runtime' END "
     "WHERE id = ?1";
 static const char SQL_RECORD[] =
     "INSERT INTO job_transitions(job_id, from_state, to_state, at, reason, event_id) VALUES (?, ?, ?, ?, ?, ?)";
@@ -66,7 +72,7 @@ int pt_job_state_parse(const char *name, pt_job_state *st)
 
 int pt_job_state_is_terminal(pt_job_state st)
 {
-    return st == PT_JOB_SUCCEEDED || st == PT_JOB_FAILED || st == PT_JOB_CANCELLED;
+    return st == PT_JOB_SUCCEEDED || st == PT_JOB_FAILED || st == PT_JOB_CANCELLED || st == PT_JOB_STOPPED;
 }
 
 int pt_job_transition_allowed(pt_job_state from, pt_job_state to)

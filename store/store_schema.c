@@ -137,7 +137,70 @@ static const char MIGRATION_3[] =
     "DROP TABLE event_order;"
     "CREATE INDEX step_metrics_event ON step_metrics(job_id, event_id);";
 
-const char *const pt_store_migrations[] = {MIGRATION_1, MIGRATION_2, MIGRATION_3};
+/* Jobs: a `stopped` state (a run ended early by max_runtime_seconds or a
+ * user's cancel, distinct from failed), a name, tags and free metadata from
+ * the submission, why a job stopped.  A
+ * CHECK constraint cannot be altered, so the table is rebuilt as SQLite's
+ * ALTER TABLE page describes (foreign keys are off while migrations run and
+ * checked before they commit).  Datasets: the SHA-256 of the uploaded
+ * content and the identity of an upload (content and ingest options), one
+ * dataset per identity and owner; Idempotency-Keys of uploads. */
+static const char MIGRATION_4[] =
+    "CREATE TABLE jobs_v4 ("
+    "  id TEXT PRIMARY KEY,"
+    "  owner TEXT NOT NULL,"
+    "  dataset_id TEXT REFERENCES datasets(id) ON DELETE SET NULL,"
+    "  config_json TEXT NOT NULL,"
+    "  config_hash TEXT NOT NULL,"
+    "  state TEXT NOT NULL CHECK (state IN ('queued','running','cancelling',"
+    "                                       'succeeded','failed','cancelled','stopped')),"
+    "  created_at INTEGER NOT NULL,"
+    "  started_at INTEGER,"
+    "  finished_at INTEGER,"
+    "  progress REAL NOT NULL DEFAULT 0,"
+    "  epoch INTEGER NOT NULL DEFAULT 0,"
+    "  step INTEGER NOT NULL DEFAULT 0,"
+    "  best_val_mae REAL,"
+    "  latest_graphs_per_s REAL,"
+    "  failure_reason TEXT,"
+    "  attempts INTEGER NOT NULL DEFAULT 0,"
+    "  worker_pid INTEGER,"
+    "  version INTEGER NOT NULL DEFAULT 1,"
+    "  result_json TEXT,"
+    "  event_seq INTEGER NOT NULL DEFAULT 0,"
+    "  name TEXT,"
+    "  tags_json TEXT NOT NULL DEFAULT '[]',"
+    "  metadata_json TEXT NOT NULL DEFAULT '{}',"
+    "  stop_reason TEXT"
+    ");"
+    "INSERT INTO jobs_v4(id, owner, dataset_id, config_json, config_hash, state, created_at, started_at,"
+    "  finished_at, progress, epoch, step, best_val_mae, latest_graphs_per_s, failure_reason, attempts,"
+    "  worker_pid, version, result_json, event_seq)"
+    " SELECT id, owner, dataset_id, config_json, config_hash, state, created_at, started_at,"
+    "  finished_at, progress, epoch, step, best_val_mae, latest_graphs_per_s, failure_reason, attempts,"
+    "  worker_pid, version, result_json, event_seq FROM jobs;"
+    "DROP TABLE jobs;"
+    "ALTER TABLE jobs_v4 RENAME TO jobs;"
+    "CREATE INDEX jobs_owner_created ON jobs(owner, created_at, id);"
+    "CREATE INDEX jobs_owner_state_created ON jobs(owner, state, created_at, id);"
+    "CREATE INDEX jobs_state_created ON jobs(state, created_at, id);"
+    "CREATE INDEX jobs_created ON jobs(created_at);"
+    "CREATE INDEX jobs_dataset ON jobs(dataset_id);"
+    "CREATE INDEX jobs_owner_name ON jobs(owner, name, created_at, id);"
+    "ALTER TABLE datasets ADD COLUMN content_sha256 TEXT;"
+    "ALTER TABLE datasets ADD COLUMN ingest_hash TEXT;"
+    "CREATE UNIQUE INDEX datasets_owner_ingest ON datasets(owner, ingest_hash) WHERE ingest_hash IS NOT NULL;"
+    "CREATE TABLE dataset_idempotency_keys ("
+    "  owner TEXT NOT NULL,"
+    "  key TEXT NOT NULL,"
+    "  request_hash TEXT NOT NULL,"
+    "  dataset_id TEXT NOT NULL REFERENCES datasets(id) ON DELETE CASCADE,"
+    "  created_at INTEGER NOT NULL,"
+    "  PRIMARY KEY (owner, key)"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX dataset_idempotency_keys_created ON dataset_idempotency_keys(created_at);";
+
+const char *const pt_store_migrations[] = {MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4};
 const int pt_store_n_migrations = (int)(sizeof(pt_store_migrations) / sizeof(pt_store_migrations[0]));
 
 int pt_store_schema_latest(void)
@@ -206,6 +269,23 @@ static int set_user_version(pt_store *s, int version)
     return PT_STORE_OK;
 }
 
+/* Every foreign key still points at a row (PRAGMA foreign_key_check). */
+static int check_foreign_keys(pt_store *s)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "PRAGMA foreign_key_check", -1, &st, NULL);
+    if (rc != SQLITE_OK) return pt_store_fail_sql(s, rc, "check foreign keys");
+    rc = sqlite3_step(st);
+    int out = PT_STORE_OK;
+    if (rc == SQLITE_ROW)
+        out = pt_store_fail(s, PT_STORE_IO, "after the migration, table %s has a row whose foreign key into %s "
+                            "points at nothing", (const char *)sqlite3_column_text(st, 0),
+                            (const char *)sqlite3_column_text(st, 2));
+    else if (rc != SQLITE_DONE) out = pt_store_fail_sql(s, rc, "check foreign keys");
+    sqlite3_finalize(st);
+    return out;
+}
+
 int pt_store_migrate(pt_store *s, const char *const *migrations, int n)
 {
     int version = 0;
@@ -214,8 +294,15 @@ int pt_store_migrate(pt_store *s, const char *const *migrations, int n)
     if (version > n) return too_new(s, version, n);
     if (version == n) return PT_STORE_OK;
 
+    /* Foreign keys are off while the migrations run (a table rebuild drops
+     * the old table, which must not cascade) and checked before they commit;
+     * the pragma is a no-op inside a transaction, hence here. */
+    sqlite3_exec(s->db, "PRAGMA foreign_keys=OFF", NULL, NULL, NULL);
     rc = pt_store_tx_begin(s, 1);
-    if (rc) return rc;
+    if (rc) {
+        sqlite3_exec(s->db, "PRAGMA foreign_keys=ON", NULL, NULL, NULL);
+        return rc;
+    }
     /* Another connection may have migrated between our read and our lock. */
     rc = read_user_version(s, &version);
     if (!rc && version > n) rc = too_new(s, version, n);
@@ -226,11 +313,11 @@ int pt_store_migrate(pt_store *s, const char *const *migrations, int n)
                              NULL, NULL, NULL);
         if (e != SQLITE_OK) rc = pt_store_fail_sql(s, e, "create schema_migrations");
         for (int v = version; !rc && v < n; v++) rc = apply_one(s, migrations[v], v + 1);
+        if (!rc) rc = check_foreign_keys(s);
         if (!rc) rc = set_user_version(s, n);
     }
-    if (rc) {
-        pt_store_tx_rollback(s);
-        return rc;
-    }
-    return pt_store_tx_commit(s);
+    if (rc) pt_store_tx_rollback(s);
+    else rc = pt_store_tx_commit(s);
+    sqlite3_exec(s->db, "PRAGMA foreign_keys=ON", NULL, NULL, NULL);
+    return rc;
 }

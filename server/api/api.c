@@ -33,6 +33,7 @@ static const api_route api[] = {
     {"POST", "/v1/jobs", pt_api_jobs_create, PT_BODY_JSON, 0, 0},
     {"GET", "/v1/jobs", pt_api_jobs_list, PT_BODY_NONE, 0, 0},
     {"GET", "/v1/jobs/{id}", pt_api_jobs_get, PT_BODY_NONE, 0, 0},
+    {"DELETE", "/v1/jobs/{id}", pt_api_jobs_delete, PT_BODY_NONE, 0, 0},
     {"POST", "/v1/jobs/{id}/cancel", pt_api_jobs_cancel, PT_BODY_NONE, 0, 0},
     /* a job's data (routes_job_data.c, routes_predict.c) */
     {"GET", "/v1/jobs/{id}/metrics", pt_api_job_metrics, PT_BODY_NONE, 0, 0},

@@ -37,7 +37,7 @@ pt_api_handler pt_api_healthz, pt_api_readyz, pt_api_prometheus, pt_api_openapi,
 pt_api_handler pt_api_datasets_upload, pt_api_datasets_list, pt_api_datasets_get,
     pt_api_datasets_delete, pt_api_datasets_events;                   /* routes_datasets.c */
 pt_api_handler pt_api_dataset_packing;                                /* routes_packing.c */
-pt_api_handler pt_api_jobs_create, pt_api_jobs_list, pt_api_jobs_get,
+pt_api_handler pt_api_jobs_create, pt_api_jobs_list, pt_api_jobs_get, pt_api_jobs_delete,
     pt_api_jobs_cancel;                                               /* routes_jobs.c */
 pt_api_handler pt_api_job_metrics, pt_api_job_events, pt_api_job_logs,
     pt_api_job_model;                                                 /* routes_job_data.c */
@@ -62,17 +62,26 @@ typedef struct pt_dataset_import {
     uint64_t source_bytes;     /* size of the file as sent */
     pt_request *req;           /* the upload's request: the ingest stops when it is given
                                   up (pt_request_cancelled); NULL: never */
+    const char *content_sha256;   /* of the file as sent; NULL: not known */
+    const char *ingest_hash;      /* pt_api_ingest_hash(); NULL: no de-duplication */
 } pt_dataset_import;
 
 /* Ingests `src` into data_dir/datasets/ID/data.ptd and records the dataset,
  * within app->opt.limits (upload limits while it streams, the owner's
- * storage quota before recording).  0 with *out filled; -1 with errs filled
- * and *status the HTTP status (422 when the file is not a valid dataset,
+ * storage quota before recording).  0 with *out filled and *status 201,
+ * or *status 200 and *out the owner's dataset of the same ingest_hash
+ * (stored before, perhaps by a request running at the same time); -1 with
+ * errs filled and *status the HTTP status (422 when the file is not a valid dataset,
  * 413 past an upload limit, 429 past the owner's storage quota, 5xx
  * otherwise; *quota then holds the 429 to send).  Nothing is left on disk
  * or in the database on failure. */
 int pt_app_dataset_import(pt_app *app, pt_store *s, const char *src, const pt_dataset_import *imp,
                           pt_store_dataset *out, pt_errors *errs, int *status, pt_response *quota);
+/* The identity of an upload: the SHA-256 of the content and of every
+ * ingest option that changes what is stored (format, skip_invalid, forces
+ * and stress keys), as hex into out. */
+void pt_api_ingest_hash(const char *content_sha256, const pt_dataset_import *imp, char out[PT_STORE_HASH_HEX]);
+
 /* Adds the dataset "demo-qm9" of owner "local" from `path` unless it exists. */
 int pt_app_load_demo(pt_app *app, const char *path, char *err, size_t errlen);
 
@@ -99,6 +108,9 @@ pt_response pt_api_disk_full(const char *what, const char *why);
 
 /* pt_router_add, also recording the route in app->routes. */
 int pt_api_route_add(pt_app *app, const pt_route *route, char *err, size_t errlen);
+
+/* An Idempotency-Key header: 1 to PT_STORE_KEY_MAX - 1 printable characters. */
+int pt_api_idempotency_key_ok(const char *key);
 
 /* HTTP status for a store status: NOT_FOUND 404, INVALID 400, CONFLICT,
  * IN_USE and ILLEGAL_TRANSITION 409, IDEMPOTENCY_MISMATCH 422, BUSY 503,
@@ -139,7 +151,7 @@ const char *pt_api_target_unit(const char *key);
 /* Resource documents, as the OpenAPI schemas Dataset, Job and Transition
  * describe them. */
 json_t *pt_api_dataset_json(const pt_store_dataset *d);
-json_t *pt_api_job_json(const pt_store_job *j, const pt_store_transition_list *transitions);
+json_t *pt_api_job_json(const pt_app *app, const pt_store_job *j, const pt_store_transition_list *transitions);
 
 /* The embedded OpenAPI document (api/openapi.json, see api/gen_openapi.py). */
 extern const char pt_openapi_json[];

@@ -3,11 +3,12 @@
  * documents (their schemas are in api/openapi.yaml). */
 #include "server/api/routes.h"
 
+#include <ctype.h>
 #include <errno.h>
-
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 int pt_api_route_add(pt_app *app, const pt_route *route, char *err, size_t errlen)
@@ -21,6 +22,15 @@ int pt_api_route_add(pt_app *app, const pt_route *route, char *err, size_t errle
     snprintf(r->method, sizeof r->method, "%s", route->method);
     snprintf(r->pattern, sizeof r->pattern, "%s", route->pattern);
     return 0;
+}
+
+int pt_api_idempotency_key_ok(const char *key)
+{
+    size_t n = strlen(key);
+    if (n == 0 || n >= PT_STORE_KEY_MAX) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isprint((unsigned char)key[i])) return 0;
+    return 1;
 }
 
 int pt_api_status_of(int store_status)
@@ -201,6 +211,7 @@ json_t *pt_api_dataset_json(const pt_store_dataset *d)
                           (json_int_t)d->n_structs, "n_atoms", (json_int_t)d->n_atoms, "bytes",
                           (json_int_t)d->bytes);
     if (o) json_object_set_new(o, "report", pt_api_parse_doc(d->report_json));
+    if (o) json_object_set_new(o, "sha256", d->content_sha256[0] ? json_string(d->content_sha256) : json_null());
     return o;
 }
 
@@ -220,7 +231,24 @@ static json_t *transition_json(const pt_store_transition *t)
                      "to", pt_job_state_name(t->to), "at", pt_api_time(t->at), "reason", reason_json(t->reason));
 }
 
-json_t *pt_api_job_json(const pt_store_job *j, const pt_store_transition_list *transitions)
+/* "model": where the trained weights are, and whether they are final (a
+ * succeeded job's best-by-validation model) or partial (the best model of a
+ * job that stopped or failed before its end); null while there is none. */
+static json_t *model_json(const pt_app *app, const pt_store_job *j)
+{
+    if (!pt_job_state_is_terminal(j->state)) return json_null();
+    char path[PATH_MAX];
+    if (pt_app_job_dir(app, j->id, path, sizeof path - 24) != 0) return json_null();
+    strcat(path, "/model.safetensors");
+    struct stat st;
+    if (stat(path, &st) != 0) return json_null();
+    char url[96];
+    snprintf(url, sizeof url, "/v1/jobs/%s/model", j->id);
+    return json_pack("{s:s,s:b,s:I}", "url", url, "partial", j->state != PT_JOB_SUCCEEDED, "bytes",
+                     (json_int_t)st.st_size);
+}
+
+json_t *pt_api_job_json(const pt_app *app, const pt_store_job *j, const pt_store_transition_list *transitions)
 {
     double pct = isfinite(j->progress) ? round(j->progress * 1000.0) / 10.0 : 0.0;
     json_t *o = json_pack("{s:s,s:o,s:s,s:o,s:o,s:o,s:f,s:f,s:I,s:I,s:o,s:o,s:o,s:i,s:I}", "id", j->id, "dataset",
@@ -233,6 +261,13 @@ json_t *pt_api_job_json(const pt_store_job *j, const pt_store_transition_list *t
                           "failure_reason", j->failure_reason[0] ? reason_json(j->failure_reason) : json_null(),
                           "attempts", j->attempts, "version", (json_int_t)j->version);
     if (!o) return NULL;
+    json_object_set_new(o, "name", j->name[0] ? json_string(j->name) : json_null());
+    json_t *tags = pt_api_parse_doc(j->tags_json);
+    json_object_set_new(o, "tags", json_is_array(tags) ? tags : (json_decref(tags), json_array()));
+    json_t *meta = pt_api_parse_doc(j->metadata_json);
+    json_object_set_new(o, "metadata", json_is_object(meta) ? meta : (json_decref(meta), json_object()));
+    json_object_set_new(o, "stop_reason", j->stop_reason[0] ? json_string(j->stop_reason) : json_null());
+    json_object_set_new(o, "model", model_json(app, j));
     json_object_set_new(o, "config", pt_api_parse_doc(j->config_json));
     /* a finished run's final validation and test errors, with their units */
     json_t *result = pt_api_parse_doc(j->result_json);

@@ -156,6 +156,8 @@ static int import_to(pt_app *app, pt_store *s, const char *src, const pt_dataset
     row.n_structs = (int64_t)rep.n_structs;
     row.n_atoms = (int64_t)rep.n_atoms;
     row.bytes = (int64_t)imp->source_bytes;
+    if (imp->content_sha256) snprintf(row.content_sha256, sizeof row.content_sha256, "%s", imp->content_sha256);
+    if (imp->ingest_hash) snprintf(row.ingest_hash, sizeof row.ingest_hash, "%s", imp->ingest_hash);
     pt_ingest_report_close(&rep);
     if (!row.report_json) {
         remove_dataset_files(dir);
@@ -174,9 +176,18 @@ static int import_to(pt_app *app, pt_store *s, const char *src, const pt_dataset
         *status = quota->status;
         return -1;
     }
-    int rc = pt_store_dataset_create(s, &row, out);
+    char twin[PT_STORE_ID_MAX];
+    int rc = pt_store_dataset_create_unique(s, &row, out, twin);
     pthread_mutex_unlock(&app->quota_mu);
     free(row.report_json);
+    if (rc == PT_STORE_CONFLICT && twin[0]) {
+        /* the same upload landed while this one was ingested: keep that one */
+        remove_dataset_files(dir);
+        rc = pt_store_dataset_get(s, imp->owner, twin, out);
+        *status = rc == PT_STORE_OK ? 200 : pt_api_status_of(rc);
+        if (rc != PT_STORE_OK) pt_errors_add(errs, NULL, 0, "", "cannot read dataset %s: %s", twin, pt_store_errmsg(s));
+        return rc == PT_STORE_OK ? 0 : -1;
+    }
     if (rc != PT_STORE_OK) {
         remove_dataset_files(dir);
         pt_errors_add(errs, NULL, 0, "", "cannot record the dataset: %s", pt_store_errmsg(s));
@@ -240,6 +251,83 @@ static int name_ok(const char *name)
     return 1;
 }
 
+void pt_api_ingest_hash(const char *content_sha256, const pt_dataset_import *imp, char out[PT_STORE_HASH_HEX])
+{
+    char *basis = NULL;
+    int n = asprintf(&basis, "%s\nformat=%s\nskip_invalid=%d\nforces_key=%s\nstress_key=%s", content_sha256,
+                     pt_format_name(imp->format), imp->skip_invalid, imp->forces_key ? imp->forces_key : "",
+                     imp->stress_key ? imp->stress_key : "");
+    if (n < 0) {
+        out[0] = '\0';
+        return;
+    }
+    pt_store_sha256_hex(basis, (size_t)n, out);
+    free(basis);
+}
+
+static pt_response dataset_answer(int status, const pt_store_dataset *d)
+{
+    pt_response r = pt_response_json(status, pt_api_dataset_json(d));
+    char loc[96];
+    snprintf(loc, sizeof loc, "/v1/datasets/%s", d->id);
+    pt_response_header(&r, "Location", loc);
+    return r;
+}
+
+/* The answer for an Idempotency-Key already used, or {0} when it is not. */
+static pt_response earlier_upload(pt_store *s, const pt_dataset_import *imp, const char *key, const char *request_hash)
+{
+    char stored[PT_STORE_HASH_HEX], id[PT_STORE_ID_MAX];
+    int rc = pt_store_dataset_key_get(s, imp->owner, key, stored, id);
+    if (rc == PT_STORE_NOT_FOUND) return (pt_response){0, NULL};
+    if (rc != PT_STORE_OK) return pt_api_store_problem(s, rc, "cannot read the Idempotency-Key");
+    if (strcmp(stored, request_hash) != 0)
+        return pt_problem(422, "Idempotency-Key '%.64s' was already used for a different upload (dataset %s); use a "
+                               "new key for a different file, name or option", key, id);
+    pt_store_dataset d = {0};
+    rc = pt_store_dataset_get(s, imp->owner, id, &d);
+    pt_response r = rc == PT_STORE_OK ? dataset_answer(200, &d) : pt_api_store_problem(s, rc, "cannot read the dataset");
+    pt_store_dataset_clear(&d);
+    return r;
+}
+
+/* The owner's dataset of the same upload (200), or a new one (201). */
+static pt_response import_upload(pt_app *app, pt_store *s, pt_request *req, const pt_dataset_import *imp,
+                                 pt_store_dataset *row)
+{
+    int rc = pt_store_dataset_find_ingest(s, imp->owner, imp->ingest_hash, row);
+    if (rc == PT_STORE_OK) return dataset_answer(200, row);
+    if (rc != PT_STORE_NOT_FOUND) return pt_api_store_problem(s, rc, "cannot look for an earlier upload");
+    pt_response r, quota = {0, NULL};
+    /* an owner at its quota already is refused before any work (a file
+     * stored before is answered above: it costs nothing more) */
+    if (pt_quota_storage_check(app, s, imp->owner, 0, &r) != 0) return r;
+    pt_errors errs;
+    pt_errors_init(&errs, ERRORS_KEPT);
+    int status;
+    if (pt_app_dataset_import(app, s, req->body_path, imp, row, &errs, &status, &quota) == 0) {
+        r = dataset_answer(status, row);
+    } else if (status == 429) {
+        r = quota;
+        quota.mhd = NULL;
+    } else if (status == 503 && pt_request_cancelled(req)) {
+        r = pt_request_cancelled_response(req);
+    } else if (status == 413) {
+        r = pt_problem_errors(413, &errs, "'%s' is larger than this server accepts in one upload", imp->name);
+    } else if (status == 422) {
+        r = pt_problem_errors(422, &errs, "'%s' is not a valid dataset: %zu problem%s", imp->name, errs.total,
+                              errs.total == 1 ? "" : "s");
+    } else {
+        char first[512];
+        pt_errors_first(&errs, first, sizeof first);
+        if (pt_api_no_space(first)) r = pt_api_disk_full("cannot store the dataset", strerror(ENOSPC));
+        else r = pt_problem(status, "cannot store the dataset: %s", first);
+    }
+    pt_response_destroy(&quota);
+    pt_errors_close(&errs);
+    return r;
+}
+
 pt_response pt_api_datasets_upload(pt_request *req, void *ctx)
 {
     pt_app *app = ctx;
@@ -265,47 +353,42 @@ pt_response pt_api_datasets_upload(pt_request *req, void *ctx)
     const char *skip = pt_request_query(req, "skip_invalid");
     if (skip && parse_bool(skip, &imp.skip_invalid) != 0)
         pt_errors_add(&req->errors, NULL, 0, "query.skip_invalid", "must be true or false, got '%.32s'", skip);
+    const char *key = pt_request_header(req, "Idempotency-Key");
+    if (key && !pt_api_idempotency_key_ok(key))
+        pt_errors_add(&req->errors, NULL, 0, "header.Idempotency-Key", "must be 1 to %d printable characters",
+                      PT_STORE_KEY_MAX - 1);
     if (req->errors.total) return pt_request_problem(req);
     if (!req->body_path || req->body_size == 0)
         return pt_problem(422, "the request body is empty: send the dataset file as the body "
                                "(curl --data-binary @FILE)");
-    pt_response r;
+    pt_response r = {0, NULL};
     if (pt_api_disk_check(app, &r) != 0) return r;
+    char ingest_hash[PT_STORE_HASH_HEX], request_hash[PT_STORE_HASH_HEX];
+    pt_api_ingest_hash(req->body_sha256, &imp, ingest_hash);
+    imp.content_sha256 = req->body_sha256;
+    imp.ingest_hash = ingest_hash;
+    /* an Idempotency-Key's request is the upload and its name */
+    char basis[2 * PT_STORE_HASH_HEX + PT_STORE_NAME_MAX];
+    int len = snprintf(basis, sizeof basis, "%s\n%s", ingest_hash, imp.name);
+    pt_store_sha256_hex(basis, (size_t)len, request_hash);
     char err[256];
     pt_store *s = pt_app_store_acquire(app, err, sizeof err);
     if (!s) return pt_api_no_store(err);
-    /* an owner at its quota already is refused before any work */
-    if (pt_quota_storage_check(app, s, imp.owner, 0, &r) != 0) {
-        pt_app_store_release(app, s);
-        return r;
-    }
-    pt_errors errs;
-    pt_errors_init(&errs, ERRORS_KEPT);
     pt_store_dataset row = {0};
-    int status;
-    pt_response quota = {0, NULL};
-    if (pt_app_dataset_import(app, s, req->body_path, &imp, &row, &errs, &status, &quota) == 0) {
-        r = pt_response_json(201, pt_api_dataset_json(&row));
-        char loc[96];
-        snprintf(loc, sizeof loc, "/v1/datasets/%s", row.id);
-        pt_response_header(&r, "Location", loc);
-    } else if (status == 429) {
-        r = quota;
-    } else if (status == 503 && pt_request_cancelled(req)) {
-        r = pt_request_cancelled_response(req);
-    } else if (status == 413) {
-        r = pt_problem_errors(413, &errs, "'%s' is larger than this server accepts in one upload", imp.name);
-    } else if (status == 422) {
-        r = pt_problem_errors(422, &errs, "'%s' is not a valid dataset: %zu problem%s", imp.name, errs.total,
-                              errs.total == 1 ? "" : "s");
-    } else {
-        char first[512];
-        pt_errors_first(&errs, first, sizeof first);
-        if (pt_api_no_space(first)) r = pt_api_disk_full("cannot store the dataset", strerror(ENOSPC));
-        else r = pt_problem(status, "cannot store the dataset: %s", first);
+    if (key) r = earlier_upload(s, &imp, key, request_hash);
+    if (!r.status) r = import_upload(app, s, req, &imp, &row);
+    if (key && (r.status == 200 || r.status == 201)) {
+        int rc = pt_store_dataset_key_put(s, imp.owner, key, request_hash, row.id);
+        if (rc == PT_STORE_CONFLICT) {
+            /* the key was taken by a request running at the same time */
+            pt_response_destroy(&r);
+            r = earlier_upload(s, &imp, key, request_hash);
+        } else if (rc != PT_STORE_OK) {
+            pt_response_destroy(&r);
+            r = pt_api_store_problem(s, rc, "cannot record the Idempotency-Key");
+        }
     }
     pt_store_dataset_clear(&row);
-    pt_errors_close(&errs);
     pt_app_store_release(app, s);
     return r;
 }
@@ -316,10 +399,10 @@ pt_response pt_api_datasets_upload(pt_request *req, void *ctx)
  * "ingesting", what is known so far, and its progress. */
 static json_t *ingesting_json(const pt_app_task *t)
 {
-    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:o,s:I,s:I,s:I,s:n}", "id", t->id, "name", t->name,
+    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:o,s:I,s:I,s:I,s:n,s:n}", "id", t->id, "name", t->name,
                           "format", "auto", "status", "ingesting", "created_at",
                           pt_api_time(t->started_us), "n_structures", (json_int_t)t->structures,
-                          "n_atoms", (json_int_t)0, "bytes", (json_int_t)t->total, "report");
+                          "n_atoms", (json_int_t)0, "bytes", (json_int_t)t->total, "sha256", "report");
     if (o) json_object_set_new(o, "progress", pt_app_task_progress_json(t));
     return o;
 }

@@ -295,9 +295,14 @@ pt_response pt_api_job_model(pt_request *req, void *ctx)
         return pt_problem(500, "cannot send the model");
     }
     r = (pt_response){200, m};
-    snprintf(disposition, sizeof disposition, "attachment; filename=\"%s.safetensors\"", id);
+    /* A job that did not succeed (stopped, failed) may still have its best
+     * model so far: offered, but never as if it were the final one. */
+    int partial = state != PT_JOB_SUCCEEDED;
+    snprintf(disposition, sizeof disposition, "attachment; filename=\"%s%s.safetensors\"", id,
+             partial ? ".partial" : "");
     pt_response_header(&r, "Content-Type", "application/octet-stream");
     pt_response_header(&r, "Content-Disposition", disposition);
     pt_response_header(&r, "ETag", etag);
+    pt_response_header(&r, "Packtrain-Model", partial ? "partial" : "final");
     return r;
 }

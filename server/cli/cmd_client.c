@@ -199,7 +199,8 @@ static int follow(pt_client *c, const client_args *a, const char *job, json_t **
         if (r.etag[0]) snprintf(inm, sizeof inm, "If-None-Match: %s", r.etag);
         print_progress(a->cmd, r.json);
         const char *state = json_string_value(json_object_get(r.json, "state"));
-        if (state && (!strcmp(state, "succeeded") || !strcmp(state, "failed") || !strcmp(state, "cancelled"))) {
+        if (state && (!strcmp(state, "succeeded") || !strcmp(state, "failed") || !strcmp(state, "cancelled") ||
+                      !strcmp(state, "stopped"))) {
             *final = json_incref(r.json);
             pt_client_resp_clear(&r);
             return 0;
@@ -285,13 +286,15 @@ static int upload_dataset(pt_client *c, const client_args *a, char *id, size_t c
     }
     c->timeout_s = 120;
     const char *got = r.json ? json_string_value(json_object_get(r.json, "id")) : NULL;
-    if (r.status != 201 || !got) {
+    if ((r.status != 201 && r.status != 200) || !got) {
         int failed = http_failed("submit", "the dataset was refused", &r);
         pt_client_resp_clear(&r);
         return failed;
     }
     snprintf(id, cap, "%s", got);
-    fprintf(stderr, "packtrain submit: uploaded %s as dataset %s (%lld structures)\n", a->dataset, id,
+    /* 200: the server has this file already (uploads are de-duplicated) */
+    fprintf(stderr, "packtrain submit: %s %s as dataset %s (%lld structures)\n",
+            r.status == 201 ? "uploaded" : "already uploaded:", a->dataset, id,
             (long long)json_integer_value(json_object_get(r.json, "n_structures")));
     pt_client_resp_clear(&r);
     return 0;

@@ -349,6 +349,7 @@ static enum MHD_Result request_complete(pt_http *h, pt_request *req)
             return send_response(req, pt_problem(500, "cannot store the request body: %s", err));
         req->body_path = req->upload.path;
         req->body_size = req->upload.size;
+        req->body_sha256 = req->upload.sha256;
     } else if (route->body == PT_BODY_JSON) {
         pt_errors errs;
         pt_errors_init(&errs, 1);

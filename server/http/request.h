@@ -54,6 +54,7 @@ struct pt_request {
     const char *body_path;     /* PT_BODY_FILE: the body on disk, removed after the
                                 * response unless pt_request_keep_body() moved it */
     uint64_t body_size;
+    const char *body_sha256;   /* PT_BODY_FILE: SHA-256 of the body, lowercase hex */
     json_t *json;              /* PT_BODY_JSON: the parsed body, owned by the request */
     pt_errors errors;          /* problems found by pt_request_query_long() */
     void *user;                /* free for the application */

@@ -76,6 +76,13 @@ pt_response pt_response_empty(int status)
     return (pt_response){status, m};
 }
 
+void pt_response_destroy(pt_response *r)
+{
+    if (r->mhd) MHD_destroy_response(r->mhd);
+    r->mhd = NULL;
+    r->status = 0;
+}
+
 int pt_response_header(pt_response *r, const char *name, const char *value)
 {
     if (!r->mhd) return -1;

@@ -26,6 +26,8 @@ pt_response pt_response_json(int status, json_t *body);
 /* Copies `len` bytes. */
 pt_response pt_response_bytes(int status, const char *content_type, const void *data, size_t len);
 pt_response pt_response_empty(int status);
+/* Frees a response that will not be sent (a handler changed its mind). */
+void pt_response_destroy(pt_response *r);
 /* Adds a header; returns -1 when the response is the fallback 500 or the
  * header is rejected by libmicrohttpd. */
 int pt_response_header(pt_response *r, const char *name, const char *value);

@@ -9,11 +9,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <nettle/base16.h>
+
 int pt_upload_open(pt_upload *u, const char *dir, uint64_t limit, char *err, size_t errlen)
 {
     memset(u, 0, sizeof(*u));
     u->fd = -1;
     u->limit = limit;
+    sha256_init(&u->sha);
     int n = snprintf(u->path, sizeof u->path, "%s/upload-XXXXXX", dir);
     if (n < 0 || (size_t)n >= sizeof u->path) {
         snprintf(err, errlen, "upload directory path too long: %s", dir);
@@ -63,12 +66,17 @@ int pt_upload_write(pt_upload *u, const void *data, size_t len, char *err, size_
         left -= (size_t)w;
     }
     u->size += len;
+    sha256_update(&u->sha, len, data);
     return 0;
 }
 
 int pt_upload_finish(pt_upload *u, char *err, size_t errlen)
 {
     if (u->fd < 0) return 0;
+    uint8_t digest[SHA256_DIGEST_SIZE];
+    sha256_digest(&u->sha, sizeof digest, digest);
+    base16_encode_update(u->sha256, sizeof digest, digest);
+    u->sha256[2 * SHA256_DIGEST_SIZE] = '\0';
     int rc = close(u->fd);
     u->fd = -1;
     if (rc != 0) {

@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 #include <limits.h>
+#include <nettle/sha2.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,6 +20,8 @@ typedef struct pt_upload {
     char path[PATH_MAX];    /* "" once removed or moved away */
     uint64_t size;          /* bytes written */
     uint64_t limit;
+    struct sha256_ctx sha;  /* of the bytes written, as they arrive */
+    char sha256[2 * SHA256_DIGEST_SIZE + 1];   /* lowercase hex, set by pt_upload_finish */
 } pt_upload;
 
 /* Creates `dir`/upload-XXXXXX (mode 0600). */
@@ -26,7 +29,8 @@ int pt_upload_open(pt_upload *u, const char *dir, uint64_t limit, char *err, siz
 /* 0 written; 1 the body passed the limit (the file is removed, later writes
  * are refused); -1 write error (message in err, file removed). */
 int pt_upload_write(pt_upload *u, const void *data, size_t len, char *err, size_t errlen);
-/* Closes the file descriptor; the file stays until pt_upload_close. */
+/* Closes the file descriptor (the file stays until pt_upload_close) and
+ * sets u->sha256, the SHA-256 of the body. */
 int pt_upload_finish(pt_upload *u, char *err, size_t errlen);
 /* fsync, rename to `dest`, fsync the directory; the upload no longer owns it. */
 int pt_upload_keep(pt_upload *u, const char *dest, char *err, size_t errlen);

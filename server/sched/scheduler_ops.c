@@ -84,7 +84,7 @@ static void recover_work(pt_store *st, pt_store_op *op)
         kill_stale_worker(r->sched, job);
         char reason[PT_STORE_REASON_MAX];
         if (job->state == PT_JOB_CANCELLING) {
-            transition(r->sched, st, job->id, PT_JOB_CANCELLED, "server restarted while the job was cancelling");
+            transition(r->sched, st, job->id, PT_JOB_STOPPED, "server restarted while the job was cancelling");
             continue;
         }
         pt_store_checkpoint ck;
@@ -543,12 +543,14 @@ static void finish_work(pt_store *st, pt_store_op *op)
         to = PT_JOB_SUCCEEDED;
         snprintf(reason, sizeof(reason), "worker finished");
     } else if (state == PT_JOB_CANCELLING) {
-        to = PT_JOB_CANCELLED;
+        to = PT_JOB_STOPPED;
         snprintf(reason, sizeof(reason), "cancelled; worker %s (exit %s)",
                  e->killed ? "killed with SIGKILL after the grace period" : "stopped on SIGTERM", how);
     } else if (e->stop == PT_SCHED_STOP_RUNTIME) {
-        to = PT_JOB_FAILED;
-        snprintf(reason, sizeof(reason), "exceeded max_runtime_seconds=%g", e->max_runtime_s);
+        to = PT_JOB_STOPPED;
+        snprintf(reason, sizeof(reason), "stopped after max_runtime_seconds=%g; worker %s (exit %s)",
+                 e->max_runtime_s, e->killed ? "killed with SIGKILL after the grace period" : "stopped on SIGTERM",
+                 how);
     } else if (e->out_of_memory) {
         /* running it again would end the same: not a crash to retry */
         to = PT_JOB_FAILED;

@@ -92,7 +92,7 @@ promtool check metrics <"$WORK/metrics.txt" >"$WORK/promtool" 2>&1
 expect "/metrics while a job trains: promtool check metrics finds nothing" "$?:$(cat "$WORK/promtool")" "0:"
 expect_match "... the build's version and commit" "$(grep '^packtrain_build_info{' "$WORK/metrics.txt")" \
   '^packtrain_build_info\{version="[0-9.]+",commit="[^"]+"\} 1$'
-expect "... a gauge for every job state" "$(grep -c '^packtrain_jobs{state="[a-z]*"} [0-9]' "$WORK/metrics.txt")" 6
+expect "... a gauge for every job state" "$(grep -c '^packtrain_jobs{state="[a-z]*"} [0-9]' "$WORK/metrics.txt")" 7
 expect_match "... the running job's throughput" \
   "$(grep "^packtrain_job_graphs_per_second{job=\"$LONG\"} " "$WORK/metrics.txt")" ' [0-9.e+]+$'
 expect_match "... and its loss" "$(grep "^packtrain_job_loss{job=\"$LONG\"} " "$WORK/metrics.txt")" ' [0-9.e+-]+$'
@@ -114,12 +114,16 @@ check "... with a new ETag" test "$(header ETag)" != "$ETAG"
 "$PT" cancel "$LONG" --server "$BASE" --token "$TOKEN" >"$WORK/cancel.out" 2>&1
 expect "packtrain cancel: exit 0" "$?" 0
 expect_match "... the job is cancelling" "$(cat "$WORK/cancel.out")" "^$LONG (cancelling|cancelled)$"
-check "the worker stops and the job is cancelled" wait_state "$LONG" cancelled 30
+check "the worker stops and the job is stopped (it ran; cancelled is for jobs that never ran)" \
+  wait_state "$LONG" stopped 30
+req GET "/v1/jobs/$LONG" "${AUTH[@]}"
+expect "... stop_reason cancelled, not a failure" "$(jget "$BODY" 'j["stop_reason"], j["failure_reason"]')" \
+  "('cancelled', None)"
 req GET /metrics
 check "/metrics drops a job's series once it ended" test -z "$(grep "job=\"$LONG\"" "$BODY")"
 "$PT" status "$LONG" --wait --server "$BASE" --token "$TOKEN" >/dev/null 2>"$WORK/status.err"
-expect "status --wait on a cancelled job exits 1" "$?" 1
-expect_match "... with the reason" "$(tail -1 "$WORK/status.err")" "$LONG cancelled: "
+expect "status --wait on a stopped job exits 1" "$?" 1
+expect_match "... with the reason" "$(tail -1 "$WORK/status.err")" "$LONG stopped: cancelled; worker "
 
 # --- a failing job -----------------------------------------------------------------------------------
 "$PY" - "$WORK/long.json" "$WORK/slow.json" <<'EOF'
@@ -129,8 +133,12 @@ json.dump(c, open(sys.argv[2], "w"))
 EOF
 "$PT" submit --server "$BASE" --token "$TOKEN" --dataset-id "$DS" --config "$WORK/slow.json" --wait \
   >/dev/null 2>"$WORK/fail.err"
-expect "submit --wait exits 1 when the job fails" "$?" 1
-expect_match "... with the failure reason" "$(tail -1 "$WORK/fail.err")" "failed: exceeded max_runtime_seconds=1"
+expect "submit --wait exits 1 when the job stops at its max_runtime_seconds" "$?" 1
+expect_match "... with the reason" "$(tail -1 "$WORK/fail.err")" "stopped: stopped after max_runtime_seconds=1; worker "
+SLOW=$(grep -o 'job_[0-9a-f]*' "$WORK/fail.err" | head -1)
+req GET "/v1/jobs/$SLOW" "${AUTH[@]}"
+expect "... state stopped, stop_reason max_runtime" "$(jget "$BODY" 'j["state"], j["stop_reason"]')" \
+  "('stopped', 'max_runtime')"
 
 # --- pagination --------------------------------------------------------------------------------------
 req GET "/v1/jobs?limit=2" "${AUTH[@]}"

@@ -195,9 +195,11 @@ static void test_list_pagination(void **state)
     api_fx *fx = *state;
     tc_resp r;
     for (int i = 0; i < 3; i++) {
-        char q[64];
+        char q[64], text[256];
         snprintf(q, sizeof q, "?name=page-%d", i);
-        assert_int_equal(fx_upload_text(fx, q, GOOD_XYZ, NULL, &r), 201);
+        /* three files (the same file again would be the same dataset) */
+        snprintf(text, sizeof text, "1\nProperties=species:S:1:pos:R:3 energy=%d\nH 0 0 0\n", i);
+        assert_int_equal(fx_upload_text(fx, q, text, NULL, &r), 201);
         tc_free(&r);
     }
     assert_int_equal(fx_call(fx, "GET", NULL, NULL, &r, "/v1/datasets?limit=2"), 200);
@@ -224,6 +226,74 @@ static void test_list_pagination(void **state)
     assert_int_equal(fx_call(fx, "GET", NULL, NULL, &r, "/v1/datasets?page_token=garbage"), 400);
     assert_true(fx_is_problem(&r));
     assert_non_null(strstr(fx_detail(&r), "cannot list datasets: "));
+    tc_free(&r);
+}
+
+/* The same file (and ingest options) again is the same dataset: 200 with
+ * the first one.  An Idempotency-Key names one upload: the same again
+ * answers the first, another file under it is a 422. */
+static void test_upload_dedup_and_idempotency(void **state)
+{
+    api_fx *fx = *state;
+    const char *text = "1\nProperties=species:S:1:pos:R:3 energy=-7.25\nHe 0 0 0\n";
+    const char *other = "1\nProperties=species:S:1:pos:R:3 energy=-7.5\nHe 0 0 0\n";
+    tc_resp r;
+    assert_int_equal(fx_upload_text(fx, "?name=he.xyz", text, NULL, &r), 201);
+    json_t *j = tc_json(&r);
+    char id[64];
+    snprintf(id, sizeof id, "%s", json_string_value(json_object_get(j, "id")));
+    const char *sha = json_string_value(json_object_get(j, "sha256"));
+    assert_non_null(sha);
+    assert_int_equal(strlen(sha), 64);
+    json_decref(j);
+    tc_free(&r);
+    /* same bytes, another name: the dataset stored before */
+    assert_int_equal(fx_upload_text(fx, "?name=again.xyz", text, NULL, &r), 200);
+    j = tc_json(&r);
+    assert_string_equal(json_string_value(json_object_get(j, "id")), id);
+    assert_string_equal(json_string_value(json_object_get(j, "name")), "he.xyz");
+    char loc[128], want[128];
+    assert_int_equal(tc_header(&r, "Location", loc, sizeof loc), 0);
+    snprintf(want, sizeof want, "/v1/datasets/%s", id);
+    assert_string_equal(loc, want);
+    json_decref(j);
+    tc_free(&r);
+    /* same bytes read otherwise (skip_invalid) are another dataset */
+    assert_int_equal(fx_upload_text(fx, "?name=he.xyz&skip_invalid=true", text, NULL, &r), 201);
+    j = tc_json(&r);
+    assert_string_not_equal(json_string_value(json_object_get(j, "id")), id);
+    json_decref(j);
+    tc_free(&r);
+
+    const char *key[] = {"Idempotency-Key: upload-7", NULL};
+    assert_int_equal(fx_upload_text(fx, "?name=other.xyz", other, key, &r), 201);
+    j = tc_json(&r);
+    char oid[64];
+    snprintf(oid, sizeof oid, "%s", json_string_value(json_object_get(j, "id")));
+    json_decref(j);
+    tc_free(&r);
+    assert_int_equal(fx_upload_text(fx, "?name=other.xyz", other, key, &r), 200);
+    j = tc_json(&r);
+    assert_string_equal(json_string_value(json_object_get(j, "id")), oid);
+    json_decref(j);
+    tc_free(&r);
+    /* the key with another name or file */
+    assert_int_equal(fx_upload_text(fx, "?name=renamed.xyz", other, key, &r), 422);
+    char detail[256];
+    snprintf(detail, sizeof detail, "Idempotency-Key 'upload-7' was already used for a different upload (dataset %s); "
+             "use a new key for a different file, name or option", oid);
+    assert_string_equal(fx_detail(&r), detail);
+    tc_free(&r);
+    assert_int_equal(fx_upload_text(fx, "?name=other.xyz", text, key, &r), 422);
+    tc_free(&r);
+    const char *bad[] = {"Idempotency-Key: \x01", NULL};
+    assert_int_equal(fx_upload_text(fx, "?name=other.xyz", other, bad, &r), 400);
+    assert_string_equal(fx_error(&r, 0), "header.Idempotency-Key: must be 1 to 255 printable characters");
+    tc_free(&r);
+    /* a dataset deleted takes its key and its identity along */
+    assert_int_equal(fx_call(fx, "DELETE", NULL, NULL, &r, "/v1/datasets/%s", oid), 204);
+    tc_free(&r);
+    assert_int_equal(fx_upload_text(fx, "?name=other.xyz", other, key, &r), 201);
     tc_free(&r);
 }
 
@@ -328,6 +398,7 @@ int main(void)
         cmocka_unit_test(test_upload_empty_and_multipart),
         cmocka_unit_test(test_upload_too_large),
         cmocka_unit_test(test_list_pagination),
+        cmocka_unit_test(test_upload_dedup_and_idempotency),
         cmocka_unit_test(test_get_etag),
         cmocka_unit_test(test_delete),
         cmocka_unit_test(test_packing),

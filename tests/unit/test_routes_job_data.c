@@ -334,9 +334,47 @@ static void test_model(void **state)
     assert_string_equal(r.body, "not really a model, but bytes");
     char etag[96], inm[128], disp[160];
     assert_int_equal(tc_header(&r, "ETag", etag, sizeof etag), 0);
+    /* a job that did not succeed offers its model as a partial one */
     tc_header(&r, "Content-Disposition", disp, sizeof disp);
-    snprintf(want, sizeof want, "attachment; filename=\"%s.safetensors\"", id);
+    snprintf(want, sizeof want, "attachment; filename=\"%s.partial.safetensors\"", id);
     assert_string_equal(disp, want);
+    tc_header(&r, "Packtrain-Model", disp, sizeof disp);
+    assert_string_equal(disp, "partial");
+    tc_free(&r);
+    assert_int_equal(fx_call(fx, "GET", NULL, NULL, &r, "/v1/jobs/%s", id), 200);
+    json_t *job = tc_json(&r);
+    json_t *model = json_object_get(job, "model");
+    assert_true(json_is_true(json_object_get(model, "partial")));
+    assert_int_equal(json_integer_value(json_object_get(model, "bytes")), 29);
+    snprintf(want, sizeof want, "/v1/jobs/%s/model", id);
+    assert_string_equal(json_string_value(json_object_get(model, "url")), want);
+    json_decref(job);
+    tc_free(&r);
+    /* a succeeded job's is the final one */
+    char ok[64], okdir[PATH_MAX];
+    assert_int_equal(fx_job(fx, NULL, g_ds, ok, sizeof ok), 0);
+    fx_claim(fx, ok);
+    assert_int_equal(pt_store_job_transition(fx->db, NULL, ok, PT_JOB_SUCCEEDED, "done", NULL), PT_STORE_OK);
+    assert_int_equal(fx_call(fx, "GET", NULL, NULL, &r, "/v1/jobs/%s", ok), 200);
+    job = tc_json(&r);
+    assert_true(json_is_null(json_object_get(job, "model")));   /* no file: no model */
+    json_decref(job);
+    tc_free(&r);
+    pt_app_job_dir(&fx->app, ok, okdir, sizeof okdir);
+    mkdir(okdir, 0755);
+    snprintf(path, sizeof path, "%s/model.safetensors", okdir);
+    assert_int_equal(tfx_write(path, "final"), 0);
+    assert_int_equal(fx_call(fx, "GET", NULL, NULL, &r, "/v1/jobs/%s/model", ok), 200);
+    tc_header(&r, "Content-Disposition", disp, sizeof disp);
+    snprintf(want, sizeof want, "attachment; filename=\"%s.safetensors\"", ok);
+    assert_string_equal(disp, want);
+    tc_header(&r, "Packtrain-Model", disp, sizeof disp);
+    assert_string_equal(disp, "final");
+    tc_free(&r);
+    assert_int_equal(fx_call(fx, "GET", NULL, NULL, &r, "/v1/jobs/%s", ok), 200);
+    job = tc_json(&r);
+    assert_true(json_is_false(json_object_get(json_object_get(job, "model"), "partial")));
+    json_decref(job);
     tc_free(&r);
     snprintf(inm, sizeof inm, "If-None-Match: %s", etag);
     const char *h[] = {inm, NULL};

@@ -231,7 +231,7 @@ static void test_list(void **state)
     assert_string_equal(fx_detail(&r), "2 invalid request parameters");
     assert_string_equal(fx_error(&r, 0), "query.limit: 500 is out of range [1, 100]");
     assert_string_equal(fx_error(&r, 1), "query.status: unknown state 'done'; one of queued, running, cancelling, "
-                                         "succeeded, failed, cancelled");
+                                         "succeeded, failed, cancelled, stopped");
     tc_free(&r);
     fx_cancel_queued(fx);
 }
@@ -345,8 +345,127 @@ static void test_cancel(void **state)
     tc_free(&r);
     assert_int_equal(fx_call(fx, "POST", NULL, NULL, &r, "/v1/jobs/job_0000000000000000/cancel"), 404);
     tc_free(&r);
-    assert_int_equal(pt_store_job_transition(fx->db, NULL, running, PT_JOB_CANCELLED, "worker stopped", NULL),
+    assert_int_equal(pt_store_job_transition(fx->db, NULL, running, PT_JOB_STOPPED, "worker stopped", NULL),
                      PT_STORE_OK);
+}
+
+/* ---- labels, filters, delete ------------------------------------------------------------ */
+
+/* name, tags and metadata: kept with the job (never in its config), each
+ * checked where it is; ?name=, ?tag=, ?dataset= and ?state= filter. */
+static void test_labels_and_filters(void **state)
+{
+    api_fx *fx = *state;
+    char body[512], a[64], b[64];
+    snprintf(body, sizeof body, "{\"dataset\":\"%s\",\"name\":\"nightly qm9\",\"tags\":[\"qm9\",\"ci:main\"],"
+             "\"metadata\":{\"commit\":\"abc123\",\"n\":[1,2]},\"training\":{\"epochs\":2}}", g_ds);
+    tc_resp r;
+    assert_int_equal(fx_call(fx, "POST", NULL, body, &r, "/v1/jobs"), 201);
+    json_t *j = tc_json(&r);
+    snprintf(a, sizeof a, "%s", json_string_value(json_object_get(j, "id")));
+    assert_string_equal(json_string_value(json_object_get(j, "name")), "nightly qm9");
+    assert_int_equal(json_array_size(json_object_get(j, "tags")), 2);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(j, "tags"), 1)), "ci:main");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(j, "metadata"), "commit")), "abc123");
+    json_t *cfg = json_object_get(j, "config");
+    assert_null(json_object_get(cfg, "name"));
+    assert_null(json_object_get(cfg, "tags"));
+    assert_null(json_object_get(cfg, "metadata"));
+    assert_true(json_is_null(json_object_get(j, "stop_reason")));
+    assert_true(json_is_null(json_object_get(j, "model")));
+    json_decref(j);
+    tc_free(&r);
+    snprintf(body, sizeof body, "{\"dataset\":\"%s\",\"training\":{\"epochs\":2}}", g_ds);
+    assert_int_equal(fx_call(fx, "POST", NULL, body, &r, "/v1/jobs"), 201);
+    j = tc_json(&r);
+    snprintf(b, sizeof b, "%s", json_string_value(json_object_get(j, "id")));
+    assert_true(json_is_null(json_object_get(j, "name")));
+    assert_int_equal(json_array_size(json_object_get(j, "tags")), 0);
+    assert_int_equal(json_object_size(json_object_get(j, "metadata")), 0);
+    json_decref(j);
+    tc_free(&r);
+
+    struct {
+        const char *query;
+        int n;
+        const char *first;
+    } cases[] = {
+        {"?tag=qm9", 1, a},         {"?tag=ci%3Amain", 1, a},          {"?name=nightly%20qm9", 1, a},
+        {"?name=nightly", 0, NULL}, {"?state=queued&tag=qm9", 1, a},   {"?state=running&tag=qm9", 0, NULL},
+        {"?dataset=ds_0000000000000000", 0, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(fx_call(fx, "GET", NULL, NULL, &r, "/v1/jobs%s", cases[i].query), 200);
+        j = tc_json(&r);
+        json_t *jobs = json_object_get(j, "jobs");
+        assert_int_equal(json_array_size(jobs), (size_t)cases[i].n);
+        if (cases[i].first)
+            assert_string_equal(json_string_value(json_object_get(json_array_get(jobs, 0), "id")), cases[i].first);
+        json_decref(j);
+        tc_free(&r);
+    }
+    char q[128];
+    snprintf(q, sizeof q, "/v1/jobs?dataset=%s&limit=100", g_ds);
+    assert_int_equal(fx_call(fx, "GET", NULL, NULL, &r, "%s", q), 200);
+    j = tc_json(&r);
+    assert_true(json_array_size(json_object_get(j, "jobs")) >= 2);
+    json_decref(j);
+    tc_free(&r);
+
+    assert_int_equal(fx_call(fx, "GET", NULL, NULL, &r, "%s", "/v1/jobs?tag=no%20spaces&state=done&status=queued"), 400);
+    assert_string_equal(fx_error(&r, 0), "query.status: is the older name of query.state; give one of them");
+    tc_free(&r);
+    assert_int_equal(fx_call(fx, "GET", NULL, NULL, &r, "%s", "/v1/jobs?tag=no%20spaces"), 400);
+    assert_string_equal(fx_error(&r, 0), "query.tag: must be 1 to 64 letters, digits or _ . : = / -");
+    tc_free(&r);
+
+    snprintf(body, sizeof body, "{\"dataset\":\"%s\",\"name\":\"\",\"tags\":[\"ok\",\"b d\",\"ok\"],"
+             "\"metadata\":[1]}", g_ds);
+    assert_int_equal(fx_call(fx, "POST", NULL, body, &r, "/v1/jobs"), 422);
+    assert_string_equal(fx_error(&r, 0), "name: must be a string of 1 to 200 characters without control characters");
+    assert_string_equal(fx_error(&r, 1), "tags[1]: must be 1 to 64 letters, digits or _ . : = / -");
+    assert_string_equal(fx_error(&r, 2), "tags[2]: repeats tags[0] (\"ok\")");
+    assert_string_equal(fx_error(&r, 3), "metadata: must be a JSON object (free-form: commit, pipeline, notes...)");
+    tc_free(&r);
+    fx_cancel_queued(fx);
+}
+
+/* DELETE: a final job goes with its files; one still running is refused. */
+static void test_delete(void **state)
+{
+    api_fx *fx = *state;
+    char id[64], dir[PATH_MAX], path[PATH_MAX + 32];
+    fx_cancel_queued(fx);
+    assert_int_equal(fx_job(fx, NULL, g_ds, id, sizeof id), 0);
+    fx_claim(fx, id);
+    tc_resp r;
+    assert_int_equal(fx_call(fx, "DELETE", NULL, NULL, &r, "/v1/jobs/%s", id), 409);
+    char want[256];
+    snprintf(want, sizeof want, "job %s is running and cannot be deleted until it ends; cancel it first (POST "
+             "/v1/jobs/%s/cancel), then delete it", id, id);
+    assert_string_equal(fx_detail(&r), want);
+    tc_free(&r);
+    pt_app_job_dir(&fx->app, id, dir, sizeof dir);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/checkpoints", dir);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/checkpoints/step_1.ckpt", dir);
+    assert_int_equal(tfx_write(path, "ckpt"), 0);
+    snprintf(path, sizeof path, "%s/outside", fx->dir);
+    assert_int_equal(tfx_write(path, "keep me"), 0);
+    char link[PATH_MAX + 32];
+    snprintf(link, sizeof link, "%s/link", dir);
+    assert_int_equal(symlink(path, link), 0);   /* a link inside: removed, never its target */
+    assert_int_equal(pt_store_job_transition(fx->db, NULL, id, PT_JOB_STOPPED, "max runtime", NULL), PT_STORE_OK);
+    assert_int_equal(fx_call(fx, "DELETE", NULL, NULL, &r, "/v1/jobs/%s", id), 204);
+    tc_free(&r);
+    struct stat st;
+    assert_int_not_equal(stat(dir, &st), 0);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(fx_call(fx, "GET", NULL, NULL, &r, "/v1/jobs/%s", id), 404);
+    tc_free(&r);
+    assert_int_equal(fx_call(fx, "DELETE", NULL, NULL, &r, "/v1/jobs/%s", id), 404);
+    tc_free(&r);
 }
 
 int main(void)
@@ -364,6 +483,8 @@ int main(void)
         cmocka_unit_test(test_get_etag_and_404),
         cmocka_unit_test(test_long_poll_wakes_on_change),
         cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_labels_and_filters),
+        cmocka_unit_test(test_delete),
     };
     int rc = cmocka_run_group_tests_name("routes_jobs", tests, setup, teardown);
     curl_global_cleanup();

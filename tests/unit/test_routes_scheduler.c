@@ -96,7 +96,8 @@ static void follow(api_fx *fx, const char *id, char *seen, size_t cap, json_t **
         if (st == 200) {
             const char *state = json_string_value(json_object_get(j, "state"));
             if (!strstr(seen, state)) snprintf(seen + strlen(seen), cap - strlen(seen), "%s,", state);
-            if (!strcmp(state, "succeeded") || !strcmp(state, "failed") || !strcmp(state, "cancelled")) {
+            if (!strcmp(state, "succeeded") || !strcmp(state, "failed") || !strcmp(state, "cancelled") ||
+                !strcmp(state, "stopped")) {
                 *last = j;
                 return;
             }
@@ -162,7 +163,8 @@ static void test_cancel_stops_the_worker(void **state)
     json_t *last = NULL;
     follow(fx, id, seen, sizeof seen, &last);
     assert_non_null(last);
-    assert_string_equal(json_string_value(json_object_get(last, "state")), "cancelled");
+    assert_string_equal(json_string_value(json_object_get(last, "state")), "stopped");
+    assert_string_equal(json_string_value(json_object_get(last, "stop_reason")), "cancelled");
     json_decref(last);
     assert_int_equal(fx_call(fx, "GET", NULL, NULL, &r, "/readyz"), 200);
     j = tc_json(&r);

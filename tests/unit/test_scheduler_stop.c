@@ -2,7 +2,7 @@
  * with real processes (tests/data/sched_*.sh): cancel honoured on SIGTERM,
  * SIGKILL for a worker that ignores it, a cancelled queued job never starting,
  * max_runtime_seconds, the slot bound, restart recovery (requeue, resume from
- * the checkpoint, stale worker killed, cancelling -> cancelled) and a drain
+ * the checkpoint, stale worker killed, cancelling -> stopped) and a drain
  * that leaves jobs running for the next start (but a job whose worker
  * reported done on the way out is recorded as succeeded). */
 #include <stdarg.h>
@@ -32,9 +32,12 @@ static void test_cancel_running_is_graceful(void **state)
     assert_int_equal(pt_store_job_cancel(f->s, OWNER, id, "cancelled by alice", NULL), PT_STORE_OK);
     pt_scheduler_notify(&f->sched);
     pt_store_job job;
-    wait_state(f, id, PT_JOB_CANCELLED, &job);
+    /* it ran: stopped (not cancelled, which is for jobs that never ran) */
+    wait_state(f, id, PT_JOB_STOPPED, &job);
+    assert_string_equal(job.stop_reason, "cancelled");
+    assert_string_equal(job.failure_reason, "");
     pt_store_job_clear(&job);
-    assert_true(has_transition(f, id, PT_JOB_CANCELLED, "cancelled; worker stopped on SIGTERM (exit status 0)"));
+    assert_true(has_transition(f, id, PT_JOB_STOPPED, "cancelled; worker stopped on SIGTERM (exit status 0)"));
     /* The checkpoint the worker wrote on SIGTERM is recorded. */
     pt_store_checkpoint ck;
     assert_int_equal(pt_store_checkpoint_latest(f->s, OWNER, id, &ck), PT_STORE_OK);
@@ -56,8 +59,8 @@ static void test_cancel_ignoring_sigterm_gets_sigkill(void **state)
     assert_true(group_alive(pid));
     assert_int_equal(pt_store_job_cancel(f->s, OWNER, id, "cancelled by alice", NULL), PT_STORE_OK);
     pt_scheduler_notify(&f->sched);
-    wait_state(f, id, PT_JOB_CANCELLED, NULL);
-    assert_true(has_transition(f, id, PT_JOB_CANCELLED,
+    wait_state(f, id, PT_JOB_STOPPED, NULL);
+    assert_true(has_transition(f, id, PT_JOB_STOPPED,
                                "cancelled; worker killed with SIGKILL after the grace period (exit signal 9 (SIGKILL))"));
     char *log = worker_log(f, id);
     assert_non_null(strstr(log, "worker still running after the grace period; sending SIGKILL"));
@@ -77,7 +80,7 @@ static void test_cancel_queued_never_starts(void **state)
     pt_scheduler_notify(&f->sched);
     assert_int_equal(pt_store_job_cancel(f->s, OWNER, a, "not needed either", NULL), PT_STORE_OK);
     pt_scheduler_notify(&f->sched);
-    wait_state(f, a, PT_JOB_CANCELLED, NULL);
+    wait_state(f, a, PT_JOB_STOPPED, NULL);
     sleep_ms(200);   /* the freed slot has been offered by now */
     pt_store_job job;
     assert_int_equal(pt_store_job_get(f->s, OWNER, b, &job), PT_STORE_OK);
@@ -92,7 +95,7 @@ static void test_cancel_queued_never_starts(void **state)
     assert_int_equal(st.spawned, 1);
 }
 
-static void test_max_runtime_fails_job(void **state)
+static void test_max_runtime_stops_job(void **state)
 {
     fixture *f = *state;
     char a[PT_STORE_ID_MAX], b[PT_STORE_ID_MAX];
@@ -104,12 +107,16 @@ static void test_max_runtime_fails_job(void **state)
     o.max_runtime_s = 0.6;
     start_with(f, &o);
     pt_store_job job;
-    wait_state(f, a, PT_JOB_FAILED, &job);
-    assert_string_equal(job.failure_reason, "exceeded max_runtime_seconds=0.4");
+    /* stopped, not failed: a run cut short by its time budget */
+    wait_state(f, a, PT_JOB_STOPPED, &job);
+    assert_string_equal(job.stop_reason, "max_runtime");
+    assert_string_equal(job.failure_reason, "");
     pt_store_job_clear(&job);
-    wait_state(f, b, PT_JOB_FAILED, &job);
-    assert_string_equal(job.failure_reason, "exceeded max_runtime_seconds=0.6");
+    wait_state(f, b, PT_JOB_STOPPED, &job);
+    assert_string_equal(job.stop_reason, "max_runtime");
     pt_store_job_clear(&job);
+    assert_true(has_transition(f, a, PT_JOB_STOPPED, "stopped after max_runtime_seconds=0.4; worker killed with "
+                                                   "SIGKILL after the grace period (exit signal 9 (SIGKILL))"));
     char *log = worker_log(f, a);
     assert_non_null(strstr(log, "max_runtime_seconds=0.4 reached"));
     assert_non_null(strstr(log, "sending SIGKILL"));   /* sched_hang ignores SIGTERM */
@@ -200,8 +207,8 @@ static void test_restart_recovery_resumes(void **state)
     assert_int_equal(job.attempts, 2);
     pt_store_job_clear(&job);
     assert_true(has_transition(f, a, PT_JOB_QUEUED, "server restarted; resuming from checkpoint step 3"));
-    wait_state(f, b, PT_JOB_CANCELLED, NULL);
-    assert_true(has_transition(f, b, PT_JOB_CANCELLED, "server restarted while the job was cancelling"));
+    wait_state(f, b, PT_JOB_STOPPED, NULL);
+    assert_true(has_transition(f, b, PT_JOB_STOPPED, "server restarted while the job was cancelling"));
     int status = 0;
     pid_t reaped = 0;
     for (int i = 0; i < 250 && reaped == 0; i++) {
@@ -341,7 +348,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cancel_running_is_graceful, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel_ignoring_sigterm_gets_sigkill, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel_queued_never_starts, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_max_runtime_fails_job, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_max_runtime_stops_job, setup, teardown),
         cmocka_unit_test_setup_teardown(test_slots_bound_concurrency, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_recovery_resumes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_damaged_latest_checkpoint_falls_back, setup, teardown),

@@ -105,7 +105,7 @@ static void *writer_main(void *arg)
         }
         /* Readers beside the writers: a list and a metrics read. */
         pt_store_job_page page;
-        note(w, pt_store_job_list(s, "alice", PT_JOB_ANY, 10, NULL, &page), s, "list");
+        note(w, pt_store_job_list(s, "alice", NULL, 10, NULL, &page), s, "list");
         pt_store_job_page_clear(&page);
         pt_store_step_series ser;
         note(w, pt_store_steps_read(s, "alice", w->job, -1, 50, &ser), s, "read");
@@ -203,7 +203,7 @@ static void test_pagination_exact_under_concurrent_inserts(void **state)
     char token[PT_STORE_PAGE_TOKEN_MAX] = "";
     do {
         pt_store_job_page page;
-        assert_int_equal(pt_store_job_list(f->s, "alice", PT_JOB_ANY, 5, token, &page), PT_STORE_OK);
+        assert_int_equal(pt_store_job_list(f->s, "alice", NULL, 5, token, &page), PT_STORE_OK);
         for (size_t i = 0; i < page.n; i++) {
             const pt_store_job *j = &page.items[i];
             /* strictly descending by (created_at, id) */

@@ -241,7 +241,7 @@ static void test_delete_refused_while_job_unfinished(void **state)
     assert_int_equal(pt_store_dataset_delete(f->s, "alice", ds.id, &removed), PT_STORE_IN_USE);
     assert_int_equal(pt_store_job_transition(f->s, NULL, job.id, PT_JOB_CANCELLING, "user", NULL), PT_STORE_OK);
     assert_int_equal(pt_store_dataset_delete(f->s, "alice", ds.id, &removed), PT_STORE_IN_USE);
-    assert_int_equal(pt_store_job_transition(f->s, NULL, job.id, PT_JOB_CANCELLED, "stopped", NULL), PT_STORE_OK);
+    assert_int_equal(pt_store_job_transition(f->s, NULL, job.id, PT_JOB_STOPPED, "stopped", NULL), PT_STORE_OK);
 
     /* Finished jobs do not pin the dataset; they keep their row. */
     assert_int_equal(pt_store_dataset_delete(f->s, "alice", ds.id, &removed), PT_STORE_OK);
@@ -253,10 +253,59 @@ static void test_delete_refused_while_job_unfinished(void **state)
     pt_store_job after;
     assert_int_equal(pt_store_job_get(f->s, "alice", job.id, &after), PT_STORE_OK);
     assert_string_equal(after.dataset_id, "");
-    assert_int_equal(after.state, PT_JOB_CANCELLED);
+    assert_int_equal(after.state, PT_JOB_STOPPED);
     pt_store_job_clear(&after);
     pt_store_job_clear(&job);
     pt_store_dataset_clear(&ds);
+}
+
+/* One dataset per upload identity and owner; the twin is named. */
+static void test_unique_upload(void **state)
+{
+    fixture *f = *state;
+    pt_store_dataset in = sample("alice", "water");
+    snprintf(in.content_sha256, sizeof in.content_sha256, "%064d", 7);
+    snprintf(in.ingest_hash, sizeof in.ingest_hash, "%064d", 1);
+    pt_store_dataset a, b;
+    char twin[PT_STORE_ID_MAX];
+    assert_int_equal(pt_store_dataset_create_unique(f->s, &in, &a, twin), PT_STORE_OK);
+    assert_string_equal(twin, "");
+    assert_string_equal(a.content_sha256, in.content_sha256);
+    assert_string_equal(a.ingest_hash, in.ingest_hash);
+    assert_int_equal(pt_store_dataset_create_unique(f->s, &in, &b, twin), PT_STORE_CONFLICT);
+    assert_string_equal(twin, a.id);
+    char expect[96];
+    snprintf(expect, sizeof expect, "the same upload is dataset %s", a.id);
+    assert_string_equal(pt_store_errmsg(f->s), expect);
+    assert_int_equal(pt_store_dataset_find_ingest(f->s, "alice", in.ingest_hash, &b), PT_STORE_OK);
+    assert_string_equal(b.id, a.id);
+    pt_store_dataset_clear(&b);
+    /* another owner, or no identity, is another dataset */
+    assert_int_equal(pt_store_dataset_find_ingest(f->s, "bob", in.ingest_hash, &b), PT_STORE_NOT_FOUND);
+    pt_store_dataset other = in;
+    snprintf(other.owner, sizeof other.owner, "bob");
+    assert_int_equal(pt_store_dataset_create_unique(f->s, &other, &b, twin), PT_STORE_OK);
+    pt_store_dataset_clear(&b);
+    pt_store_dataset plain = sample("alice", "water");
+    assert_int_equal(pt_store_dataset_create(f->s, &plain, &b), PT_STORE_OK);
+    assert_int_equal(pt_store_dataset_create(f->s, &plain, NULL), PT_STORE_OK);
+    assert_string_equal(b.ingest_hash, "");
+    pt_store_dataset_clear(&b);
+    assert_int_equal(pt_store_dataset_find_ingest(f->s, "alice", "", &b), PT_STORE_INVALID);
+
+    /* Idempotency-Keys of uploads: one per (owner, key), gone with the dataset */
+    char hash[PT_STORE_HASH_HEX], id[PT_STORE_ID_MAX];
+    assert_int_equal(pt_store_dataset_key_get(f->s, "alice", "up-1", hash, id), PT_STORE_NOT_FOUND);
+    assert_int_equal(pt_store_dataset_key_put(f->s, "alice", "up-1", "h1", a.id), PT_STORE_OK);
+    assert_int_equal(pt_store_dataset_key_put(f->s, "alice", "up-1", "h2", a.id), PT_STORE_CONFLICT);
+    assert_int_equal(pt_store_dataset_key_get(f->s, "alice", "up-1", hash, id), PT_STORE_OK);
+    assert_string_equal(hash, "h1");
+    assert_string_equal(id, a.id);
+    assert_int_equal(pt_store_dataset_key_get(f->s, "bob", "up-1", hash, id), PT_STORE_NOT_FOUND);
+    assert_int_equal(pt_store_dataset_key_get(f->s, "alice", "", hash, id), PT_STORE_INVALID);
+    assert_int_equal(pt_store_dataset_delete(f->s, "alice", a.id, NULL), PT_STORE_OK);
+    assert_int_equal(pt_store_dataset_key_get(f->s, "alice", "up-1", hash, id), PT_STORE_NOT_FOUND);
+    pt_store_dataset_clear(&a);
 }
 
 int main(void)
@@ -269,6 +318,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_invalid_arguments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_pagination_newest_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_refused_while_job_unfinished, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unique_upload, setup, teardown),
     };
     return cmocka_run_group_tests_name("store_datasets", tests, NULL, NULL);
 }

@@ -132,7 +132,7 @@ static void test_create_errors(void **state)
     assert_string_equal(pt_store_errmsg(f->s), "Idempotency-Key is 300 bytes long; the limit is 255");
 
     pt_store_job_page page;
-    assert_int_equal(pt_store_job_list(f->s, "alice", PT_JOB_ANY, 0, NULL, &page), PT_STORE_OK);
+    assert_int_equal(pt_store_job_list(f->s, "alice", NULL, 0, NULL, &page), PT_STORE_OK);
     assert_int_equal(page.n, 0);   /* nothing was half-created */
     pt_store_job_page_clear(&page);
 }
@@ -174,7 +174,7 @@ static void test_idempotency(void **state)
     pt_store_job_clear(&again);
 
     pt_store_job_page page;
-    assert_int_equal(pt_store_job_list(f->s, "alice", PT_JOB_ANY, 0, NULL, &page), PT_STORE_OK);
+    assert_int_equal(pt_store_job_list(f->s, "alice", NULL, 0, NULL, &page), PT_STORE_OK);
     assert_int_equal(page.n, 1);
     pt_store_job_page_clear(&page);
 
@@ -255,7 +255,7 @@ static void job_in_state(fixture *f, pt_job_state st, char id[PT_STORE_ID_MAX])
     if (st == PT_JOB_QUEUED || st == PT_JOB_CANCELLED) return;
     move(f, id, PT_JOB_RUNNING);
     if (st == PT_JOB_CANCELLING) move(f, id, PT_JOB_CANCELLING);
-    if (st == PT_JOB_SUCCEEDED || st == PT_JOB_FAILED) move(f, id, st);
+    if (st == PT_JOB_SUCCEEDED || st == PT_JOB_FAILED || st == PT_JOB_STOPPED) move(f, id, st);
 }
 
 static void test_every_edge_legal_or_refused(void **state)
@@ -454,12 +454,172 @@ static void test_result(void **state)
     assert_string_equal(j.result_json, res);
     pt_store_job_clear(&j);
     pt_store_job_page page;
-    assert_int_equal(pt_store_job_list(f->s, "alice", PT_JOB_ANY, 10, NULL, &page), PT_STORE_OK);
+    assert_int_equal(pt_store_job_list(f->s, "alice", NULL, 10, NULL, &page), PT_STORE_OK);
     assert_int_equal(page.n, 1);
     assert_string_equal(page.items[0].result_json, res);
     pt_store_job_page_clear(&page);
     assert_int_equal(pt_store_job_set_result(f->s, id, res), PT_STORE_CONFLICT);
     assert_int_equal(pt_store_job_set_result(f->s, "job_missing", res), PT_STORE_NOT_FOUND);
+}
+
+/* stopped: from running (max_runtime_seconds) or from cancelling (a user's
+ * cancel); stop_reason says which, and only a stopped job has one. */
+static void test_stopped_and_its_reason(void **state)
+{
+    fixture *f = *state;
+    char a[PT_STORE_ID_MAX], b[PT_STORE_ID_MAX], c[PT_STORE_ID_MAX];
+    pt_store_job j;
+    new_job(f, "alice", a);
+    move(f, a, PT_JOB_RUNNING);
+    assert_int_equal(pt_store_job_transition(f->s, NULL, a, PT_JOB_STOPPED, "max runtime", &j), PT_STORE_OK);
+    assert_int_equal(j.state, PT_JOB_STOPPED);
+    assert_string_equal(j.stop_reason, "max_runtime");
+    assert_true(j.finished_at > 0);
+    assert_int_equal(j.worker_pid, 0);
+    pt_store_job_clear(&j);
+    new_job(f, "alice", b);
+    move(f, b, PT_JOB_RUNNING);
+    move(f, b, PT_JOB_CANCELLING);
+    assert_int_equal(pt_store_job_transition(f->s, NULL, b, PT_JOB_STOPPED, "cancelled", &j), PT_STORE_OK);
+    assert_string_equal(j.stop_reason, "cancelled");
+    pt_store_job_clear(&j);
+    new_job(f, "alice", c);
+    move(f, c, PT_JOB_RUNNING);
+    assert_int_equal(pt_store_job_transition(f->s, NULL, c, PT_JOB_FAILED, "boom", &j), PT_STORE_OK);
+    assert_string_equal(j.stop_reason, "");
+    pt_store_job_clear(&j);
+    /* a queued job never ran: cancelling it is `cancelled`, never stopped */
+    char q[PT_STORE_ID_MAX];
+    new_job(f, "alice", q);
+    assert_int_equal(pt_store_job_transition(f->s, NULL, q, PT_JOB_STOPPED, "x", NULL), PT_STORE_ILLEGAL_TRANSITION);
+    int64_t counts[PT_JOB_STATE_COUNT];
+    assert_int_equal(pt_store_job_count_by_state(f->s, "alice", counts), PT_STORE_OK);
+    assert_int_equal(counts[PT_JOB_STOPPED], 2);
+}
+
+/* Name, tags and metadata are stored as given, part of an idempotent
+ * request, and filters of the list (with state and dataset). */
+static void test_labels_and_filters(void **state)
+{
+    fixture *f = *state;
+    char ds_b[PT_STORE_ID_MAX];
+    assert_int_equal(store_fx_dataset(f->s, "alice", "ready", ds_b), 0);
+    pt_store_job_request r1 = {.owner = "alice", .dataset_id = f->ds, .config_json = "{\"epochs\":2}",
+                               .name = "baseline", .tags_json = "[\"qm9\",\"nightly\"]",
+                               .metadata_json = "{\"commit\":\"abc\"}", .idempotency_key = "k1"};
+    pt_store_job j1, j2, j3;
+    int created = 0;
+    assert_int_equal(pt_store_job_create(f->s, &r1, &j1, &created), PT_STORE_OK);
+    assert_int_equal(created, 1);
+    assert_string_equal(j1.name, "baseline");
+    assert_string_equal(j1.tags_json, "[\"qm9\",\"nightly\"]");
+    assert_string_equal(j1.metadata_json, "{\"commit\":\"abc\"}");
+    /* the same key with other labels is another request */
+    pt_store_job_request r1b = r1;
+    r1b.name = "renamed";
+    assert_int_equal(pt_store_job_create(f->s, &r1b, &j2, NULL), PT_STORE_IDEMPOTENCY_MISMATCH);
+    r1b = r1;
+    r1b.tags_json = "[\"qm9\"]";
+    assert_int_equal(pt_store_job_create(f->s, &r1b, &j2, NULL), PT_STORE_IDEMPOTENCY_MISMATCH);
+    assert_int_equal(pt_store_job_create(f->s, &r1, &j2, &created), PT_STORE_OK);
+    assert_int_equal(created, 0);
+    assert_string_equal(j2.id, j1.id);
+    pt_store_job_clear(&j2);
+
+    pt_store_job_request r2 = {.owner = "alice", .dataset_id = ds_b, .config_json = "{\"epochs\":2}",
+                               .tags_json = "[\"nightly\"]"};
+    assert_int_equal(pt_store_job_create(f->s, &r2, &j2, NULL), PT_STORE_OK);
+    assert_string_equal(j2.name, "");
+    assert_string_equal(j2.metadata_json, "{}");
+    pt_store_job_request r3 = {.owner = "alice", .dataset_id = ds_b, .config_json = "{\"epochs\":3}"};
+    assert_int_equal(pt_store_job_create(f->s, &r3, &j3, NULL), PT_STORE_OK);
+    assert_string_equal(j3.tags_json, "[]");
+    move(f, j3.id, PT_JOB_RUNNING);
+
+    struct {
+        pt_store_job_filter f;
+        int n;
+        const char *first;
+    } cases[] = {
+        {{.dataset_id = f->ds}, 1, j1.id},
+        {{.dataset_id = ds_b}, 2, j3.id},
+        {{.tag = "nightly"}, 2, j2.id},
+        {{.tag = "qm9"}, 1, j1.id},
+        {{.tag = "night"}, 0, NULL},          /* a tag matches whole */
+        {{.name = "baseline"}, 1, j1.id},
+        {{.name = "base"}, 0, NULL},
+        {{.dataset_id = ds_b, .tag = "nightly"}, 1, j2.id},
+        {{.dataset_id = ds_b, .state = "running"}, 1, j3.id},
+        {{.dataset_id = f->ds, .state = "running"}, 0, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pt_store_job_page page;
+        assert_int_equal(pt_store_job_list(f->s, "alice", &cases[i].f, 10, NULL, &page), PT_STORE_OK);
+        assert_int_equal(page.n, (size_t)cases[i].n);
+        if (cases[i].first) assert_string_equal(page.items[0].id, cases[i].first);
+        pt_store_job_page_clear(&page);
+    }
+    /* a filter paged on: the token keeps the filter's order */
+    pt_store_job_page page;
+    const pt_store_job_filter nightly = {.tag = "nightly"};
+    assert_int_equal(pt_store_job_list(f->s, "alice", &nightly, 1, NULL, &page), PT_STORE_OK);
+    assert_int_equal(page.n, 1);
+    char token[PT_STORE_PAGE_TOKEN_MAX];
+    memcpy(token, page.next_token, sizeof token);
+    pt_store_job_page_clear(&page);
+    assert_int_equal(pt_store_job_list(f->s, "alice", &nightly, 1, token, &page), PT_STORE_OK);
+    assert_int_equal(page.n, 1);
+    assert_string_equal(page.items[0].id, j1.id);
+    assert_string_equal(page.next_token, "");
+    pt_store_job_page_clear(&page);
+
+    char longname[PT_STORE_NAME_MAX + 1];
+    memset(longname, 'n', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    pt_store_job_request bad = r3;
+    bad.name = longname;
+    assert_int_equal(pt_store_job_create(f->s, &bad, &j2, NULL), PT_STORE_INVALID);
+    pt_store_job_clear(&j1);
+    pt_store_job_clear(&j2);
+    pt_store_job_clear(&j3);
+}
+
+/* Only a final job is deleted, with its history, metrics and keys. */
+static void test_delete(void **state)
+{
+    fixture *f = *state;
+    pt_store_job_request req = {.owner = "alice", .dataset_id = f->ds, .config_json = "{\"epochs\":2}",
+                                .idempotency_key = "del-key"};
+    pt_store_job j;
+    assert_int_equal(pt_store_job_create(f->s, &req, &j, NULL), PT_STORE_OK);
+    char id[PT_STORE_ID_MAX];
+    memcpy(id, j.id, sizeof id);
+    pt_store_job_clear(&j);
+    pt_store_job removed;
+    assert_int_equal(pt_store_job_delete(f->s, "alice", id, &removed), PT_STORE_CONFLICT);
+    char expect[160];
+    snprintf(expect, sizeof expect, "job %s is queued; only a job that has ended can be deleted", id);
+    assert_string_equal(pt_store_errmsg(f->s), expect);
+    move(f, id, PT_JOB_RUNNING);
+    pt_store_step_metric m = {.step = 1, .epoch = 0, .loss = 1};
+    assert_int_equal(pt_store_steps_append(f->s, id, &m, 1, NULL), PT_STORE_OK);
+    assert_int_equal(pt_store_job_delete(f->s, "alice", id, &removed), PT_STORE_CONFLICT);
+    move(f, id, PT_JOB_SUCCEEDED);
+    assert_int_equal(pt_store_job_delete(f->s, "bob", id, &removed), PT_STORE_NOT_FOUND);
+    assert_int_equal(pt_store_job_delete(f->s, "alice", id, &removed), PT_STORE_OK);
+    assert_string_equal(removed.id, id);
+    assert_int_equal(removed.state, PT_JOB_SUCCEEDED);
+    pt_store_job_clear(&removed);
+    assert_int_equal(pt_store_job_get(f->s, "alice", id, &j), PT_STORE_NOT_FOUND);
+    pt_store_transition_list tl;
+    assert_int_equal(pt_store_job_transitions(f->s, "alice", id, &tl), PT_STORE_NOT_FOUND);
+    assert_int_equal(pt_store_job_delete(f->s, "alice", id, NULL), PT_STORE_NOT_FOUND);
+    /* the key went with the job: it makes a new one */
+    int created = 0;
+    assert_int_equal(pt_store_job_create(f->s, &req, &j, &created), PT_STORE_OK);
+    assert_int_equal(created, 1);
+    assert_string_not_equal(j.id, id);
+    pt_store_job_clear(&j);
 }
 
 static void test_list_filters_and_tokens(void **state)
@@ -475,7 +635,7 @@ static void test_list_filters_and_tokens(void **state)
     int seen = 0;
     do {
         pt_store_job_page page;
-        assert_int_equal(pt_store_job_list(f->s, "alice", PT_JOB_ANY, 2, token, &page), PT_STORE_OK);
+        assert_int_equal(pt_store_job_list(f->s, "alice", NULL, 2, token, &page), PT_STORE_OK);
         assert_true(page.n <= 2);
         for (size_t i = 0; i < page.n; i++) assert_string_equal(page.items[i].id, ids[4 - seen++]);
         memcpy(token, page.next_token, sizeof(token));
@@ -484,26 +644,27 @@ static void test_list_filters_and_tokens(void **state)
     assert_int_equal(seen, 5);
 
     pt_store_job_page page;
-    assert_int_equal(pt_store_job_list(f->s, "alice", PT_JOB_RUNNING, 1, NULL, &page), PT_STORE_OK);
+    const pt_store_job_filter running = {.state = "running"};
+    assert_int_equal(pt_store_job_list(f->s, "alice", &running, 1, NULL, &page), PT_STORE_OK);
     assert_int_equal(page.n, 1);
     assert_string_equal(page.items[0].id, ids[3]);
     assert_string_equal(page.items[0].config_json, "{\"epochs\":2}");
     memcpy(token, page.next_token, sizeof(token));
     pt_store_job_page_clear(&page);
-    assert_int_equal(pt_store_job_list(f->s, "alice", PT_JOB_RUNNING, 1, token, &page), PT_STORE_OK);
+    assert_int_equal(pt_store_job_list(f->s, "alice", &running, 1, token, &page), PT_STORE_OK);
     assert_int_equal(page.n, 1);
     assert_string_equal(page.items[0].id, ids[1]);
     assert_string_equal(page.next_token, "");
     pt_store_job_page_clear(&page);
 
-    assert_int_equal(pt_store_job_list(f->s, "alice", (pt_job_state)17, 0, NULL, &page), PT_STORE_INVALID);
-    assert_string_equal(pt_store_errmsg(f->s), "job state filter 17 is not a state");
+    assert_int_equal(pt_store_job_list(f->s, "alice", &(pt_store_job_filter){.state = "sleeping"}, 0, NULL, &page), PT_STORE_INVALID);
+    assert_string_equal(pt_store_errmsg(f->s), "job state filter 'sleeping' is not a state");
     const char *bad[] = {"zz", "0123456789abcdef6", "0123456789abcdeg6a6a", "0123456789ABCDEF6a6a",
                          "0123456789abcdef2d2d", "ffffffffffffffff6a6f62"};
     const char *why[] = {"wrong length", "wrong length", "not lowercase hex", "not lowercase hex", "bad id",
                          "time out of range"};
     for (int i = 0; i < 6; i++) {
-        assert_int_equal(pt_store_job_list(f->s, "alice", PT_JOB_ANY, 0, bad[i], &page), PT_STORE_INVALID);
+        assert_int_equal(pt_store_job_list(f->s, "alice", NULL, 0, bad[i], &page), PT_STORE_INVALID);
         char expect[160];
         snprintf(expect, sizeof(expect), "page_token is malformed (%s); pass the next_page_token of a "
                  "previous response unchanged", why[i]);
@@ -556,7 +717,7 @@ static void test_owner_isolation(void **state)
     assert_int_equal(tl.n, 0);
     assert_int_equal(pt_store_job_transition(f->s, "bob", id, PT_JOB_RUNNING, "x", NULL), PT_STORE_NOT_FOUND);
     pt_store_job_page page;
-    assert_int_equal(pt_store_job_list(f->s, "bob", PT_JOB_ANY, 0, NULL, &page), PT_STORE_OK);
+    assert_int_equal(pt_store_job_list(f->s, "bob", NULL, 0, NULL, &page), PT_STORE_OK);
     assert_int_equal(page.n, 0);
     pt_store_job_page_clear(&page);
     assert_int_equal(pt_store_job_get(f->s, "alice", id, &j), PT_STORE_OK);
@@ -578,6 +739,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_progress_and_versions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_result, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_filters_and_tokens, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stopped_and_its_reason, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_labels_and_filters, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delete, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unfinished_and_counts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_owner_isolation, setup, teardown),
     };

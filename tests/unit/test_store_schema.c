@@ -177,7 +177,8 @@ static void test_migrations_run_in_order_and_atomically(void **state)
 /* A database made by the release with one migration upgrades in place
  * with its rows: migration 2 gives its job an empty result, migration 3
  * numbers the events of its jobs in the order they were stored
- * (transitions, epochs and steps by time). */
+ * (transitions, epochs and steps by time), migration 4 rebuilds the jobs
+ * table (a new state) keeping every row and its children. */
 static void test_upgrade_from_version_1(void **state)
 {
     fixture *f = *state;
@@ -223,11 +224,18 @@ static void test_upgrade_from_version_1(void **state)
     assert_int_equal(pt_store_job_get(s, "alice", "job_1", &j), PT_STORE_OK);
     assert_int_equal(j.state, PT_JOB_SUCCEEDED);
     assert_null(j.result_json);
+    assert_string_equal(j.dataset_id, "ds_1");
+    assert_string_equal(j.tags_json, "[]");
+    assert_string_equal(j.metadata_json, "{}");
+    assert_string_equal(j.name, "");
     pt_store_job_clear(&j);
     int v = 0;
     assert_int_equal(pt_store_schema_version(s, &v), PT_STORE_OK);
     assert_int_equal(v, pt_store_schema_latest());
     pt_store_close(s);
+    assert_int_equal(raw_int(f->path, "SELECT count(*) FROM job_transitions WHERE job_id = 'job_1'"), 3);
+    assert_int_equal(raw_int(f->path, "SELECT count(*) FROM pragma_foreign_key_list('step_metrics') "
+                                      "WHERE \"table\" = 'jobs'"), 1);
 }
 
 static void test_open_errors(void **state)
@@ -321,6 +329,7 @@ static void test_state_names_and_lifecycle_table(void **state)
     assert_int_equal(pt_job_state_parse(NULL, &st), -1);
     assert_string_equal(pt_job_state_name(PT_JOB_ANY), "unknown");
     assert_true(pt_job_state_is_terminal(PT_JOB_CANCELLED));
+    assert_true(pt_job_state_is_terminal(PT_JOB_STOPPED));
     assert_false(pt_job_state_is_terminal(PT_JOB_CANCELLING));
 
     /* Exactly the edges of the documented lifecycle. */
@@ -328,8 +337,8 @@ static void test_state_names_and_lifecycle_table(void **state)
         {PT_JOB_QUEUED, PT_JOB_RUNNING},        {PT_JOB_QUEUED, PT_JOB_CANCELLED},
         {PT_JOB_RUNNING, PT_JOB_SUCCEEDED},     {PT_JOB_RUNNING, PT_JOB_FAILED},
         {PT_JOB_RUNNING, PT_JOB_CANCELLING},    {PT_JOB_RUNNING, PT_JOB_QUEUED},
-        {PT_JOB_CANCELLING, PT_JOB_CANCELLED},  {PT_JOB_CANCELLING, PT_JOB_FAILED},
-        {PT_JOB_CANCELLING, PT_JOB_SUCCEEDED},
+        {PT_JOB_RUNNING, PT_JOB_STOPPED},       {PT_JOB_CANCELLING, PT_JOB_STOPPED},
+        {PT_JOB_CANCELLING, PT_JOB_FAILED},     {PT_JOB_CANCELLING, PT_JOB_SUCCEEDED},
     };
     int n_allowed = 0;
     for (int from = 0; from < PT_JOB_STATE_COUNT; from++)
@@ -340,7 +349,7 @@ static void test_state_names_and_lifecycle_table(void **state)
             assert_int_equal(pt_job_transition_allowed((pt_job_state)from, (pt_job_state)to), expect);
             n_allowed += expect;
         }
-    assert_int_equal(n_allowed, 9);
+    assert_int_equal(n_allowed, 10);
     assert_int_equal(pt_job_transition_allowed(PT_JOB_ANY, PT_JOB_QUEUED), 0);
 }
 

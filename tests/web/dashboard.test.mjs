@@ -123,7 +123,7 @@ const jobState = page => text(page, '#job-state');
 async function waitState(page, want, timeout, every = 250) {
   await until(`the job to be ${want}`, async () => {
     const s = await jobState(page);
-    if (s !== want && ['succeeded', 'failed', 'cancelled'].includes(s)) {
+    if (s !== want && ['succeeded', 'failed', 'cancelled', 'stopped'].includes(s)) {
       const why = await page.locator('.summary .failure').innerText({ timeout: 1000 }).catch(() => 'no reason shown');
       throw new Error(`the job ended ${s} (${why}) while waiting for ${want}`);
     }
@@ -264,7 +264,8 @@ async function main() {
   });
 
   await check('a submitted job trains while its loss chart gains points', page, async () => {
-    state.jobA = await submitJob(page, { 'f-training-epochs': '400', 'f-training-max_steps': '120', 'f-training-log_every': '1' });
+    state.jobA = await submitJob(page, { 'f-training-epochs': '400', 'f-training-max_steps': '120', 'f-training-log_every': '1',
+                                         'f-name': 'browser run', 'f-tags': 'qm9, e2e' });
     await waitState(page, 'running', 60e3);
     const points = async () => Number(await attr(page, '#loss-chart', 'data-points'));
     const first = await until('the first points while running', async () => {
@@ -296,6 +297,12 @@ async function main() {
     assert(/succeeded/.test(await text(page, '#transitions')), 'transitions lack "succeeded"');
     assert((await text(page, '#job-logs')).length > 0, 'no log');
     assert((await text(page, '#job-dataset')) === 'demo-upload.extxyz', 'the dataset is not named');
+    assert((await text(page, '#job-name')) === 'browser run', 'the job\'s name is not shown');
+    assert(/qm9[\s\S]*e2e/.test(await text(page, '#job-tags')), 'the job\'s tags are not shown');
+    assert(JSON.stringify(job.tags) === '["qm9","e2e"]' && job.name === 'browser run', 'the form did not send name and tags');
+    assert(Number.isFinite(job.result?.test_mae), 'the job JSON has no final test MAE');
+    assert(/^[0-9.,e+-]+ \/ [0-9.,e+-]+$/.test(await text(page, '#test-mae')),
+      `the page's test MAE / RMSE "${await text(page, '#test-mae')}" (API: ${job.result.test_mae})`);
     const drawn = await attr(page, '#loss-chart', 'data-points');
     await page.check('#loss-chart input[type=checkbox]');
     assert((await attr(page, '#loss-chart', 'data-scale')) === 'log', 'the log-scale toggle did nothing');
@@ -322,10 +329,11 @@ async function main() {
     const row = list.locator(`#jobs-table tr[data-job="${state.jobB}"]`);
     await until('the list to show it running', async () => (await row.getAttribute('data-state')) === 'running', 15e3);
     await page.click('#cancel-job');
-    await waitState(page, 'cancelled', 60e3);
+    await waitState(page, 'stopped', 60e3);
     assert(await page.locator('#cancel-job').isDisabled(), 'cancel is still enabled');
-    assert(/cancelling[\s\S]*cancelled/.test(await text(page, '#transitions')), 'transitions lack cancelling → cancelled');
-    await until('the list to follow without a reload', async () => (await row.getAttribute('data-state')) === 'cancelled', 15e3);
+    assert(/cancelling[\s\S]*stopped/.test(await text(page, '#transitions')), 'transitions lack cancelling → stopped');
+    assert(/stopped \(cancelled\)/.test(await text(page, '.summary')), 'the page does not say why the job stopped');
+    await until('the list to follow without a reload', async () => (await row.getAttribute('data-state')) === 'stopped', 15e3);
     await page.screenshot({ path: join(opt.out, 'job-cancelled.png') });
   });
 
@@ -390,11 +398,12 @@ async function main() {
     const rowA = list.locator(`#jobs-table tr[data-job="${state.jobA}"]`);
     const cells = await rowA.locator('td').allInnerTexts();
     assert(cells[0] === 'succeeded' && cells[1] === 'demo-upload.extxyz', `row: ${cells.join(' | ')}`);
+    assert(/browser run[\s\S]*qm9[\s\S]*e2e/.test(await rowA.locator('th').innerText()), 'the list does not show name and tags');
     const jobA = (await api('GET', `/v1/jobs/${state.jobA}`)).data;
     assert(cells[2].trim() === `${jobA.progress_percent.toFixed(1)} %`, `progress "${cells[2]}", API ${jobA.progress_percent}`);
     assert(cells[4] !== '—' && cells[5] !== '—', 'no MAE or throughput');
     await list.screenshot({ path: join(opt.out, 'jobs-list.png') });
-    await list.selectOption('#job-filter', 'cancelled');
+    await list.selectOption('#job-filter', 'stopped');
     await until('the filtered list', async () => {
       const ids = await list.locator('#jobs-table tbody tr[data-job]').evaluateAll(rs => rs.map(r => r.dataset.job));
       return ids.length === 1 && ids[0] === state.jobB;

@@ -55,11 +55,16 @@ export function mount(main, { match }) {
     clear(state, badge(j.state));
     const ended = TERMINAL.has(j.state);
     cancel.disabled = ended || j.state === 'cancelling';
-    download.disabled = !ended;
-    download.title = ended ? '' : 'the model can be downloaded once the job has ended';
+    download.disabled = !j.model;
+    download.textContent = j.model && j.model.partial ? 'Download partial model' : 'Download model';
+    download.title = j.model ? (j.model.partial ? 'the best model before the job stopped; not a finished one' : '')
+      : ended ? 'this job ended without a model' : 'the model can be downloaded once the job has ended';
     const pct = Number.isFinite(j.progress_percent) ? j.progress_percent : 0;
+    const r = j.result || {};
     clear(summary, defs([
-      ['State', badge(j.state)],
+      ['State', h('span', {}, badge(j.state), j.stop_reason ? ` (${j.stop_reason === 'max_runtime' ? 'max runtime reached' : 'cancelled'})` : '')],
+      ...(j.name ? [['Name', h('span', { id: 'job-name' }, j.name)]] : []),
+      ...(j.tags && j.tags.length ? [['Tags', h('span', { id: 'job-tags' }, j.tags.map(t => h('span', { class: 'tag' }, t)))]] : []),
       ['Dataset', j.dataset ? h('a', { href: `#/datasets?id=${j.dataset}`, id: 'job-dataset' }, datasetName || j.dataset) : '—'],
       ['Progress', h('span', {}, h('progress', { max: 100, value: pct, id: 'job-progress', 'aria-label': 'progress' }), ` ${pct.toFixed(1)} %`)],
       ['Epoch / step', `${fmtInt(j.epoch)} / ${fmtInt(j.step)}`],
@@ -193,8 +198,9 @@ export function mount(main, { match }) {
   async function onDownload() {
     notice.textContent = 'Downloading the model…';
     try {
-      const n = await api.download(`/v1/jobs/${id}/model`, `${id}.safetensors`);
-      notice.textContent = `Model downloaded (${n.toLocaleString()} bytes).`;
+      const partial = job && job.model && job.model.partial;
+      const n = await api.download(`/v1/jobs/${id}/model`, `${id}${partial ? '.partial' : ''}.safetensors`);
+      notice.textContent = `${partial ? 'Partial model' : 'Model'} downloaded (${n.toLocaleString()} bytes).`;
     } catch (e) {
       notice.textContent = '';
       clear(errors, problemBox(e, 'Cannot download the model'));

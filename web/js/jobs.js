@@ -15,11 +15,11 @@ const WAIT_S = 25;
 const WATCHED_MAX = 2;
 
 export function mount(main, { query }) {
-  const state = { filter: query.get('status') || '', jobs: [], next: null, names: new Map(), alive: true };
+  const state = { filter: query.get('state') || query.get('status') || '', jobs: [], next: null, names: new Map(), alive: true };
   const ctrl = new AbortController();
   const watched = new Map();   // job id -> AbortController of its long-poll
 
-  const filter = h('select', { id: 'job-filter', name: 'status' },
+  const filter = h('select', { id: 'job-filter', name: 'state' },
                    h('option', { value: '' }, 'all states'), STATES.map(s => h('option', { value: s }, s)));
   filter.value = state.filter;
   const status = statusLine();
@@ -39,7 +39,7 @@ export function mount(main, { query }) {
 
   filter.addEventListener('change', () => {
     state.filter = filter.value;
-    history.replaceState(null, '', state.filter ? `#/jobs?status=${state.filter}` : '#/jobs');
+    history.replaceState(null, '', state.filter ? `#/jobs?state=${state.filter}` : '#/jobs');
     load(false);
   });
 
@@ -54,7 +54,7 @@ export function mount(main, { query }) {
     try {
       // A refresh reloads as many rows as are shown (the API pages at 100).
       const limit = append ? 50 : Math.min(100, Math.max(50, state.jobs.length));
-      const q = { status: state.filter, limit, page_token: append ? state.next : undefined };
+      const q = { state: state.filter, limit, page_token: append ? state.next : undefined };
       const d = await api.get('/v1/jobs', q, { signal: ctrl.signal });
       state.jobs = append ? state.jobs.concat(d.jobs) : d.jobs;
       state.next = d.next_page_token;
@@ -82,7 +82,9 @@ export function mount(main, { query }) {
   function row(j, now) {
     const pct = Number.isFinite(j.progress_percent) ? j.progress_percent : 0;
     return h('tr', { dataset: { job: j.id, state: j.state } },
-      h('th', { scope: 'row' }, h('a', { href: `#/jobs/${j.id}` }, j.id)),
+      h('th', { scope: 'row' }, h('a', { href: `#/jobs/${j.id}` }, j.id),
+        j.name ? h('span', { class: 'job-name' }, j.name) : null,
+        j.tags && j.tags.length ? h('span', {}, j.tags.map(t => h('span', { class: 'tag' }, t))) : null),
       h('td', {}, badge(j.state)),
       h('td', {}, j.dataset ? state.names.get(j.dataset) || j.dataset : '—'),
       h('td', { class: 'progress-cell' },

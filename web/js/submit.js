@@ -46,6 +46,8 @@ export function mount(main, { query }) {
   const dsSelect = h('select', { required: true });
   const target = h('select', {});
   const runtime = h('input', { type: 'text', inputmode: 'decimal', placeholder: 'no limit', autocomplete: 'off' });
+  const jobName = h('input', { type: 'text', placeholder: 'optional', autocomplete: 'off', maxlength: 200 });
+  const tags = h('input', { type: 'text', placeholder: 'optional, e.g. qm9 nightly', autocomplete: 'off' });
   const summary = h('div', { id: 'form-errors', tabindex: '-1' });
   const preview = h('pre', { class: 'code', id: 'body-preview' });
   const go = h('button', { type: 'submit', class: 'primary', id: 'submit-job' }, 'Submit job');
@@ -66,6 +68,9 @@ export function mount(main, { query }) {
     h('fieldset', {}, h('legend', {}, 'Data'), h('div', { class: 'fields' },
       field('dataset', dsSelect, null), field('target', target, 'a numeric key of the dataset'),
       field('max_runtime_seconds', runtime, 'seconds; empty = no limit'))),
+    h('fieldset', {}, h('legend', {}, 'Job'), h('div', { class: 'fields' },
+      field('name', jobName, 'shown in the jobs list; filter with ?name='),
+      field('tags', tags, 'separated by spaces or commas; letters, digits, _ . : = / -'))),
     fieldsets,
     h('details', {}, h('summary', {}, 'Request body (JSON)'), preview),
     h('div', { class: 'actions' }, go));
@@ -89,6 +94,9 @@ export function mount(main, { query }) {
   function body() {
     const b = { dataset: dsSelect.value || undefined };
     if (target.value) b.target = target.value;
+    if (jobName.value.trim()) b.name = jobName.value.trim();
+    const t = tags.value.split(/[\s,]+/).filter(Boolean);
+    if (t.length) b.tags = t;
     const rt = fieldValue('num', runtime.value);
     if (rt !== undefined) b.max_runtime_seconds = rt;
     for (const [path, kind] of FIELDS) {

@@ -29,8 +29,8 @@ export function clear(el, ...children) {
   return el;
 }
 
-export const STATES = ['queued', 'running', 'cancelling', 'succeeded', 'failed', 'cancelled'];
-export const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
+export const STATES = ['queued', 'running', 'cancelling', 'succeeded', 'failed', 'cancelled', 'stopped'];
+export const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'stopped']);
 
 export function badge(state) {
   return h('span', { class: `badge badge-${state}` }, state);
