@@ -254,19 +254,11 @@ void pt_client_describe_error(const pt_client_resp *r, char *buf, size_t cap)
     }
 }
 
-void pt_client_escape(const char *s, char *out, size_t cap)
+int pt_client_escape(const char *s, char *out, size_t cap)
 {
-    static const char hex[] = "0123456789ABCDEF";
-    size_t n = 0;
-    for (; *s && n + 4 < cap; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || strchr("-._~", ch)) {
-            out[n++] = (char)ch;
-        } else {
-            out[n++] = '%';
-            out[n++] = hex[ch >> 4];
-            out[n++] = hex[ch & 15];
-        }
-    }
-    out[n] = '\0';
+    char *e = curl_easy_escape(NULL, s, 0);
+    int fits = e && strlen(e) < cap;
+    snprintf(out, cap, "%s", fits ? e : "");
+    curl_free(e);
+    return fits ? 0 : -1;
 }

@@ -62,7 +62,9 @@ int pt_client_upload(pt_client *c, const char *path, const char *file, pt_client
  * errors[] ("line 12: field: message; ..."), or the status and body. */
 void pt_client_describe_error(const pt_client_resp *r, char *buf, size_t cap);
 
-/* Percent-encodes s for a query value into out. */
-void pt_client_escape(const char *s, char *out, size_t cap);
+/* Percent-encodes s for a query value into out (libcurl's
+ * curl_easy_escape: all but A-Z a-z 0-9 - . _ ~); -1 with out "" when it
+ * does not fit in cap. */
+int pt_client_escape(const char *s, char *out, size_t cap);
 
 #endif

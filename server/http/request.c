@@ -6,10 +6,13 @@
  * and the query is decoded here with the same strict rules. */
 #include "server/http/request.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <microhttpd.h>
 
 pt_request *pt_request_new(const char *target)
 {
@@ -26,40 +29,26 @@ pt_request *pt_request_new(const char *target)
     return req;
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 char *pt_url_decode(const char *s, size_t len, int plus_is_space)
 {
-    char *out = malloc(len + 1);
-    if (!out) return NULL;
-    size_t n = 0;
+    /* RFC 3986 wants two hex digits after every '%'; libmicrohttpd's decoder
+     * passes a broken escape through as text, so that is refused here */
     for (size_t i = 0; i < len; i++) {
-        char c = s[i];
-        if (c == '%') {
-            int hi = i + 2 < len ? hex_value(s[i + 1]) : -1;
-            int lo = i + 2 < len ? hex_value(s[i + 2]) : -1;
-            if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
-                free(out);
-                return NULL;
-            }
-            out[n++] = (char)(hi * 16 + lo);
-            i += 2;
-        } else if (c == '+' && plus_is_space) {
-            out[n++] = ' ';
-        } else if (c == '\0') {
-            free(out);
+        if (s[i] == '\0') return NULL;
+        if (s[i] == '%' && !(i + 2 < len && isxdigit((unsigned char)s[i + 1]) &&
+                             isxdigit((unsigned char)s[i + 2])))
             return NULL;
-        } else {
-            out[n++] = c;
-        }
     }
-    out[n] = '\0';
+    char *out = strndup(s, len);
+    if (!out) return NULL;
+    /* a query is form-encoded: '+' is a space (an encoded '+' is %2B) */
+    if (plus_is_space)
+        for (char *p = out; (p = strchr(p, '+')); p++) *p = ' ';
+    size_t n = MHD_http_unescape(out);
+    if (strlen(out) != n) {   /* an encoded NUL byte (%00) */
+        free(out);
+        return NULL;
+    }
     return out;
 }
 

@@ -93,8 +93,9 @@ pt_request *pt_request_new(const char *target);
 int pt_request_parse(pt_request *req, char *err, size_t errlen);
 void pt_request_free(pt_request *req);
 
-/* Decodes %XX escapes (and '+' as space when plus_is_space) into a new
- * string.  Returns NULL on a malformed escape or an encoded NUL byte. */
+/* Decodes %XX escapes (libmicrohttpd's MHD_http_unescape; '+' as space
+ * when plus_is_space) into a new string.  Returns NULL on a malformed
+ * escape or an encoded NUL byte. */
 char *pt_url_decode(const char *s, size_t len, int plus_is_space);
 
 /* Decoded path parameter, query parameter (first occurrence) or header;

@@ -121,8 +121,11 @@ static void test_escape(void **state)
 {
     (void)state;
     char out[64];
-    pt_client_escape("water 20k/é&x=1", out, sizeof out);
-    assert_string_equal(out, "water%2020k%2F%C3%A9%26x%3D1");
+    assert_int_equal(pt_client_escape("water 20k/é&x=1~a-b.c_d", out, sizeof out), 0);
+    assert_string_equal(out, "water%2020k%2F%C3%A9%26x%3D1~a-b.c_d");
+    char small[8];
+    assert_int_equal(pt_client_escape("a b c d", small, sizeof small), -1);   /* "a%20b%20c%20d" */
+    assert_string_equal(small, "");
 }
 
 static void test_submit_status_cancel(void **state)

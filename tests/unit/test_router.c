@@ -144,6 +144,7 @@ static void test_url_decode(void **state)
     struct { const char *in; int plus; const char *out; } cases[] = {
         {"a%20b", 0, "a b"}, {"a+b", 1, "a b"}, {"a+b", 0, "a+b"}, {"%e2%9C%93", 0, "\xe2\x9c\x93"},
         {"%4", 0, NULL},     {"%", 0, NULL},    {"%00", 0, NULL}, {"%g0", 0, NULL}, {"", 0, ""},
+        {"a%2Bb+c", 1, "a+b c"}, {"%2F%2f", 0, "//"}, {"x%0", 0, NULL}, {"ab%", 0, NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *got = pt_url_decode(cases[i].in, strlen(cases[i].in), cases[i].plus);
