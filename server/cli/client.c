@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DEFAULT_TIMEOUT_S 120
@@ -129,6 +130,24 @@ static void trace_response(pt_client *c, const char *method, const char *path, c
     trace_file(c, "body", r->body, r->len);
 }
 
+double pt_client_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* libcurl calls this at least once a second, waiting or not: the place to
+ * give up on a long-poll when asked to stop or out of time. */
+static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
+{
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    pt_client *c = ud;
+    if (c->stop && *c->stop) c->aborted = 1;
+    else if (c->deadline > 0 && pt_client_now() >= c->deadline) c->aborted = 2;
+    return c->aborted != 0;
+}
+
 static int perform(pt_client *c, const char *method, const char *path, struct curl_slist *list, pt_client_resp *out)
 {
     CURL *h = c->curl;
@@ -147,10 +166,25 @@ static int perform(pt_client *c, const char *method, const char *path, struct cu
     curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, out);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, c);
+    c->aborted = 0;
+    if (c->stop && *c->stop) c->aborted = 1;
+    else if (c->deadline > 0 && pt_client_now() >= c->deadline) c->aborted = 2;
+    if (c->aborted) {
+        curl_slist_free_all(list);
+        snprintf(c->err, sizeof c->err, "%s", c->aborted == 1 ? "interrupted" : "out of time");
+        return -1;
+    }
     int plain = !strcmp(method, "GET");
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, plain ? NULL : method);
     CURLcode rc = curl_easy_perform(h);
     curl_slist_free_all(list);
+    if (rc == CURLE_ABORTED_BY_CALLBACK && c->aborted) {
+        snprintf(c->err, sizeof c->err, "%s", c->aborted == 1 ? "interrupted" : "out of time");
+        return -1;
+    }
     if (rc != CURLE_OK) {
         snprintf(c->err, sizeof c->err, "%s %.300s: %s", method, url, curl_easy_strerror(rc));
         return -1;

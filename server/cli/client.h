@@ -20,6 +20,7 @@
 #define PT_CLIENT_H
 
 #include <jansson.h>
+#include <signal.h>
 #include <stddef.h>
 
 typedef struct pt_client {
@@ -30,6 +31,12 @@ typedef struct pt_client {
     void *curl;              /* CURL *, reused for keep-alive */
     char trace[512];         /* $PACKTRAIN_HTTP_TRACE, "" when unset */
     unsigned n_traced;
+    /* A request in flight is given up (-1, `aborted` set) once *stop turns
+     * non-zero (a signal handler's flag) or the CLOCK_MONOTONIC time passes
+     * `deadline` (0: none). */
+    volatile sig_atomic_t *stop;
+    double deadline;
+    int aborted;             /* 1: by *stop, 2: by the deadline; 0 otherwise */
 } pt_client;
 
 typedef struct pt_client_resp {
@@ -57,6 +64,9 @@ int pt_client_post_json(pt_client *c, const char *path, const json_t *body, cons
                         pt_client_resp *out);
 /* POSTs the file at `file` as the raw body, streamed. */
 int pt_client_upload(pt_client *c, const char *path, const char *file, pt_client_resp *out);
+
+/* CLOCK_MONOTONIC seconds, the clock of `deadline`. */
+double pt_client_now(void);
 
 /* One readable line for a non-2xx answer: the problem's detail and its
  * errors[] ("line 12: field: message; ..."), or the status and body. */

@@ -1,23 +1,24 @@
 /* cmd_client.c — the CI commands, clients of a running server:
- *   packtrain submit --dataset FILE --config job.json [--wait]
- *   packtrain status JOB [--wait]
+ *   packtrain submit --dataset FILE --config job.json [--wait [--timeout S] [--detach]]
+ *   packtrain status JOB [--wait [--timeout S]]
  *   packtrain cancel JOB
  * The server is --server URL ($PACKTRAIN_SERVER, default
- * http://127.0.0.1:8080), the token --token T ($PACKTRAIN_TOKEN).
+ * http://127.0.0.1:8080), the token --token T ($PACKTRAIN_TOKEN).  Options
+ * are read by getopt_long: `--opt value` and `--opt=value` alike.
  *
- * stdout carries only what a script wants to capture (the job id, or the
- * job document); progress and errors go to stderr.  Exit status: 0 when the
- * command did what it says (with --wait: the job succeeded), 1 when it did
- * not (HTTP error, job failed or was cancelled; the reason is printed), 2 on
- * a usage error.  While following a job the client rides out a server
- * restart: connection failures are retried for --retry-for seconds. */
+ * stdout carries only what a script wants to capture (the job id, or with
+ * --json the job document); progress and errors go to stderr.  While a job
+ * is followed, its status is one line: redrawn in place on a terminal,
+ * else printed when the state or the epoch changes.  The exit status says
+ * what happened (EXIT_* below, printed by --help); a server restart is
+ * ridden out (connection failures retried for --retry-for seconds). */
 #include "server/cli/commands.h"
 
-#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "server/cli/client.h"
@@ -25,30 +26,62 @@
 #define WAIT_S 25
 #define DEFAULT_RETRY_S 300
 
+/* The exit statuses, one meaning each (documented in usage() and
+ * docs/api.md). */
+enum {
+    EXIT_OK = 0,            /* done; with --wait: the job succeeded */
+    EXIT_JOB = 1,           /* the job ended without succeeding: failed, stopped or cancelled */
+    EXIT_USAGE = 2,         /* bad command line or configuration file */
+    EXIT_SERVER = 3,        /* the server cannot be reached, refused the token, or kept failing */
+    EXIT_REFUSED = 4,       /* the server refused the request (an invalid job, an unknown job...) */
+    EXIT_TIMEOUT = 5,       /* --timeout passed before the job ended */
+    EXIT_INTERRUPTED = 130  /* SIGINT or SIGTERM (128 + 2) */
+};
+
 typedef struct client_args {
     const char *cmd, *server, *token, *dataset, *dataset_id, *config, *name, *format, *job, *idem;
-    int wait, skip_invalid;
-    double retry_s;
+    int wait, skip_invalid, detach, json;
+    double retry_s, timeout_s;   /* timeout 0: none */
 } client_args;
+
+static volatile sig_atomic_t g_signal;
+
+static void on_signal(int sig)
+{
+    g_signal = sig;
+}
 
 static void usage(FILE *out, const char *cmd)
 {
     if (!strcmp(cmd, "submit"))
-        fprintf(out, "usage: packtrain submit (--dataset FILE | --dataset-id ID) --config job.json [--wait]\n"
+        fprintf(out, "usage: packtrain submit (--dataset FILE | --dataset-id ID) --config job.json\n"
+                     "                        [--wait [--timeout S] [--detach]] [--json]\n"
                      "                        [--server URL] [--token T] [--name NAME] [--format F]\n"
                      "                        [--skip-invalid] [--idempotency-key K] [--retry-for S]\n\n"
-                     "Uploads the dataset (unless --dataset-id names one already uploaded), submits\n"
-                     "the job and prints its id on stdout.  With --wait, follows its progress on\n"
-                     "stderr and exits 0 only if it succeeds (1 with the reason otherwise).\n");
+                     "Uploads the dataset (unless --dataset-id names one already uploaded; the same\n"
+                     "file again is the dataset stored before), submits the job and prints its id on\n"
+                     "stdout (--json: the job document).  With --wait, follows the job on stderr\n"
+                     "until it ends; Ctrl-C or --timeout cancel it then, unless --detach leaves it\n"
+                     "running.\n");
     else if (!strcmp(cmd, "status"))
-        fprintf(out, "usage: packtrain status JOB [--wait] [--server URL] [--token T] [--retry-for S]\n\n"
-                     "Prints the job as JSON.  With --wait, follows it to its end first and exits 0\n"
-                     "only if it succeeded.\n");
+        fprintf(out, "usage: packtrain status JOB [--wait [--timeout S]] [--server URL] [--token T]\n"
+                     "                             [--retry-for S] [--json]\n\n"
+                     "Prints the job as JSON.  With --wait, follows it to its end first (Ctrl-C or\n"
+                     "--timeout stop the waiting, never the job).\n");
     else
-        fprintf(out, "usage: packtrain cancel JOB [--server URL] [--token T]\n\n"
-                     "Asks the server to cancel the job (a running one checkpoints and stops).\n");
+        fprintf(out, "usage: packtrain cancel JOB [--server URL] [--token T] [--json]\n\n"
+                     "Asks the server to cancel the job (a running one checkpoints and stops) and\n"
+                     "prints \"JOB STATE\" (--json: the job document).\n");
     fprintf(out, "\nThe server defaults to $PACKTRAIN_SERVER, else http://127.0.0.1:8080; the token\n"
-                 "to $PACKTRAIN_TOKEN.\n");
+                 "to $PACKTRAIN_TOKEN.  Options take their value as --opt value or --opt=value.\n\n"
+                 "Exit status:\n"
+                 "  0    done (with --wait: the job succeeded)\n"
+                 "  1    the job ended without succeeding (failed, stopped or cancelled)\n"
+                 "  2    usage error (command line, configuration file)\n"
+                 "  3    the server cannot be reached, refused the token, or kept failing\n"
+                 "  4    the server refused the request (an invalid job, an unknown job, ...)\n"
+                 "  5    --timeout passed before the job ended\n"
+                 "  130  interrupted (Ctrl-C or SIGTERM)\n");
 }
 
 static const char *env_or(const char *name, const char *def)
@@ -57,6 +90,21 @@ static const char *env_or(const char *name, const char *def)
     return v && v[0] ? v : def;
 }
 
+static int seconds_arg(const char *cmd, const char *opt, const char *v, double *out)
+{
+    char *end = NULL;
+    double x = strtod(v, &end);
+    if (end == v || *end || !(x >= 0) || x > 1e9) {
+        fprintf(stderr, "packtrain %s: --%s must be seconds >= 0, got '%s'\n", cmd, opt, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+enum { OPT_SERVER = 256, OPT_TOKEN, OPT_RETRY, OPT_DATASET, OPT_DATASET_ID, OPT_CONFIG, OPT_NAME, OPT_FORMAT,
+       OPT_IDEM, OPT_SKIP, OPT_WAIT, OPT_TIMEOUT, OPT_DETACH, OPT_JSON };
+
 static int parse(int argc, char **argv, client_args *a)
 {
     memset(a, 0, sizeof(*a));
@@ -64,47 +112,60 @@ static int parse(int argc, char **argv, client_args *a)
     a->server = env_or("PACKTRAIN_SERVER", "http://127.0.0.1:8080");
     a->token = env_or("PACKTRAIN_TOKEN", NULL);
     a->retry_s = DEFAULT_RETRY_S;
-    int submit = !strcmp(a->cmd, "submit");
-    const char *retry = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (!strcmp(f, "--wait") && strcmp(a->cmd, "cancel")) {
-            a->wait = 1;
-            continue;
-        }
-        if (!strcmp(f, "--skip-invalid") && submit) {
-            a->skip_invalid = 1;
-            continue;
-        }
-        const char **slot = !strcmp(f, "--server") ? &a->server : !strcmp(f, "--token") ? &a->token
-                          : !strcmp(f, "--retry-for") ? &retry : NULL;
-        if (submit && !slot)
-            slot = !strcmp(f, "--dataset") ? &a->dataset : !strcmp(f, "--dataset-id") ? &a->dataset_id
-                 : !strcmp(f, "--config") ? &a->config : !strcmp(f, "--name") ? &a->name
-                 : !strcmp(f, "--format") ? &a->format : !strcmp(f, "--idempotency-key") ? &a->idem : NULL;
-        if (slot) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "packtrain %s: %s needs a value\n", a->cmd, f);
-                return -1;
-            }
-            *slot = argv[++i];
-        } else if (f[0] == '-') {
-            fprintf(stderr, "packtrain %s: unknown option '%s'\n", a->cmd, f);
+    int submit = !strcmp(a->cmd, "submit"), cancel = !strcmp(a->cmd, "cancel");
+    /* every command's options; those another command owns are refused below */
+    static const struct option opts[] = {
+        {"server", required_argument, NULL, OPT_SERVER},      {"token", required_argument, NULL, OPT_TOKEN},
+        {"retry-for", required_argument, NULL, OPT_RETRY},    {"dataset", required_argument, NULL, OPT_DATASET},
+        {"dataset-id", required_argument, NULL, OPT_DATASET_ID}, {"config", required_argument, NULL, OPT_CONFIG},
+        {"name", required_argument, NULL, OPT_NAME},          {"format", required_argument, NULL, OPT_FORMAT},
+        {"idempotency-key", required_argument, NULL, OPT_IDEM}, {"skip-invalid", no_argument, NULL, OPT_SKIP},
+        {"wait", no_argument, NULL, OPT_WAIT},                {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"detach", no_argument, NULL, OPT_DETACH},            {"json", no_argument, NULL, OPT_JSON},
+        {NULL, 0, NULL, 0}};
+    optind = 0;   /* a fresh scan (the tests run several commands in one process) */
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+        int submit_only = c == OPT_DATASET || c == OPT_DATASET_ID || c == OPT_CONFIG || c == OPT_NAME ||
+                          c == OPT_FORMAT || c == OPT_IDEM || c == OPT_SKIP || c == OPT_DETACH;
+        int wait_only = c == OPT_WAIT || c == OPT_TIMEOUT || c == OPT_RETRY;
+        if (c == '?' || (submit_only && !submit) || (wait_only && cancel)) {
+            fprintf(stderr, "packtrain %s: unknown option '%s'\n", a->cmd, argv[optind - 1]);
             return -1;
-        } else if (!submit && !a->job) {
-            a->job = f;
+        }
+        if (c == ':') {
+            fprintf(stderr, "packtrain %s: %s needs a value\n", a->cmd, argv[optind - 1]);
+            return -1;
+        }
+        switch (c) {
+        case OPT_SERVER: a->server = optarg; break;
+        case OPT_TOKEN: a->token = optarg; break;
+        case OPT_RETRY: if (seconds_arg(a->cmd, "retry-for", optarg, &a->retry_s)) return -1; break;
+        case OPT_TIMEOUT: if (seconds_arg(a->cmd, "timeout", optarg, &a->timeout_s)) return -1; break;
+        case OPT_DATASET: a->dataset = optarg; break;
+        case OPT_DATASET_ID: a->dataset_id = optarg; break;
+        case OPT_CONFIG: a->config = optarg; break;
+        case OPT_NAME: a->name = optarg; break;
+        case OPT_FORMAT: a->format = optarg; break;
+        case OPT_IDEM: a->idem = optarg; break;
+        case OPT_SKIP: a->skip_invalid = 1; break;
+        case OPT_WAIT: a->wait = 1; break;
+        case OPT_DETACH: a->detach = 1; break;
+        case OPT_JSON: a->json = 1; break;
+        }
+    }
+    for (int i = optind; i < argc; i++) {
+        if (!submit && !a->job) {
+            a->job = argv[i];
         } else {
-            fprintf(stderr, "packtrain %s: unexpected argument '%s'\n", a->cmd, f);
+            fprintf(stderr, "packtrain %s: unexpected argument '%s'\n", a->cmd, argv[i]);
             return -1;
         }
     }
-    if (retry) {
-        char *end = NULL;
-        a->retry_s = strtod(retry, &end);
-        if (*end || !(a->retry_s >= 0)) {
-            fprintf(stderr, "packtrain %s: --retry-for must be seconds >= 0, got '%s'\n", a->cmd, retry);
-            return -1;
-        }
+    if ((a->timeout_s > 0 || a->detach) && !a->wait) {
+        fprintf(stderr, "packtrain %s: --%s goes with --wait\n", a->cmd, a->detach ? "detach" : "timeout");
+        return -1;
     }
     if (submit && !a->config) {
         fprintf(stderr, "packtrain submit: --config job.json is required\n");
@@ -121,12 +182,24 @@ static int parse(int argc, char **argv, client_args *a)
     return 0;
 }
 
+/* The exit status of a request that got no useful answer: the transport
+ * (EXIT_SERVER, or why it was given up), or the HTTP status. */
+static int transport_failed(const char *cmd, const pt_client *c)
+{
+    fprintf(stderr, "packtrain %s: %s\n", cmd, c->err);
+    if (c->aborted == 1) return EXIT_INTERRUPTED;
+    if (c->aborted == 2) return EXIT_TIMEOUT;
+    return EXIT_SERVER;
+}
+
 static int http_failed(const char *cmd, const char *what, const pt_client_resp *r)
 {
     char msg[2048];
     pt_client_describe_error(r, msg, sizeof msg);
     fprintf(stderr, "packtrain %s: %s: %s\n", cmd, what, msg);
-    return 1;
+    /* the token (401, 403) and the server's own failures are not the
+     * request's fault */
+    return r->status == 401 || r->status == 403 || r->status >= 500 ? EXIT_SERVER : EXIT_REFUSED;
 }
 
 /* ---- following a job ---------------------------------------------------------------- */
@@ -137,49 +210,99 @@ static double num(const json_t *o, const char *key)
     return json_is_number(v) ? json_number_value(v) : -1;
 }
 
-static void print_progress(const char *cmd, const json_t *job)
+/* The job's status line, without a newline. */
+static void status_line(const char *cmd, const json_t *job, char *buf, size_t cap)
 {
     const char *id = json_string_value(json_object_get(job, "id"));
     const char *state = json_string_value(json_object_get(job, "state"));
     const json_t *training = json_object_get(json_object_get(job, "config"), "training");
-    double epochs = num(training, "epochs");
-    fprintf(stderr, "packtrain %s: %s %-10s epoch %.0f", cmd, id ? id : "?", state ? state : "?", num(job, "epoch"));
-    if (epochs > 0) fprintf(stderr, "/%.0f", epochs);
-    fprintf(stderr, "  step %.0f  %.1f%%", num(job, "step"), num(job, "progress_percent"));
-    if (num(job, "best_val_mae") >= 0) fprintf(stderr, "  best val MAE %.5g", num(job, "best_val_mae"));
-    if (num(job, "latest_graphs_per_s") >= 0) fprintf(stderr, "  %.0f graphs/s", num(job, "latest_graphs_per_s"));
-    fputc('\n', stderr);
+    size_t n = (size_t)snprintf(buf, cap, "packtrain %s: %s %-10s epoch %.0f", cmd, id ? id : "?",
+                                state ? state : "?", num(job, "epoch"));
+    if (n < cap && num(training, "epochs") > 0) n += (size_t)snprintf(buf + n, cap - n, "/%.0f", num(training, "epochs"));
+    if (n < cap) n += (size_t)snprintf(buf + n, cap - n, "  step %.0f  %.1f%%", num(job, "step"),
+                                       num(job, "progress_percent"));
+    if (n < cap && num(job, "best_val_mae") >= 0)
+        n += (size_t)snprintf(buf + n, cap - n, "  best val MAE %.5g", num(job, "best_val_mae"));
+    if (n < cap && num(job, "latest_graphs_per_s") >= 0)
+        snprintf(buf + n, cap - n, "  %.0f graphs/s", num(job, "latest_graphs_per_s"));
 }
 
-static double now_s(void)
+/* One status line: on a terminal redrawn in place (\r, erase to the end);
+ * elsewhere (a CI log) printed only when the state or the epoch changed. */
+typedef struct status_view {
+    int tty, open;          /* open: a line is drawn without its newline */
+    char state[32];
+    double epoch;
+} status_view;
+
+static void status_show(status_view *v, const char *cmd, const json_t *job)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    char line[512];
+    status_line(cmd, job, line, sizeof line);
+    const char *state = json_string_value(json_object_get(job, "state"));
+    if (v->tty) {
+        fprintf(stderr, "\r%s\033[K", line);
+        v->open = 1;
+    } else if (strcmp(v->state, state ? state : "") || num(job, "epoch") != v->epoch) {
+        fprintf(stderr, "%s\n", line);
+    }
+    snprintf(v->state, sizeof v->state, "%s", state ? state : "");
+    v->epoch = num(job, "epoch");
 }
 
-/* Long-polls the job until it ends; *final gets the last document. */
+/* Ends a line drawn in place before anything else is printed. */
+static void status_close(status_view *v)
+{
+    if (v->open) fputc('\n', stderr);
+    v->open = 0;
+}
+
+static int is_final(const char *state)
+{
+    return state && (!strcmp(state, "succeeded") || !strcmp(state, "failed") || !strcmp(state, "cancelled") ||
+                     !strcmp(state, "stopped"));
+}
+
+/* Long-polls the job until it ends; *final gets the last document.
+ * Returns EXIT_OK, or why it stopped following (EXIT_INTERRUPTED,
+ * EXIT_TIMEOUT, EXIT_SERVER, EXIT_REFUSED). */
 static int follow(pt_client *c, const client_args *a, const char *job, json_t **final)
 {
     char path[256], inm[200] = "";
-    snprintf(path, sizeof path, "/v1/jobs/%s?wait=%d", job, WAIT_S);
     double down_since = 0;
-    c->timeout_s = WAIT_S + 30;
+    status_view view = {.tty = isatty(2), .epoch = -2};
+    int rc = EXIT_OK;
+    if (a->timeout_s > 0) c->deadline = pt_client_now() + a->timeout_s;   /* --timeout counts the waiting */
     for (;;) {
+        /* the long-poll never outlasts --timeout */
+        int wait = WAIT_S;
+        if (c->deadline > 0) {
+            double left = c->deadline - pt_client_now();
+            if (left < wait) wait = left > 1 ? (int)left : 1;
+        }
+        snprintf(path, sizeof path, "/v1/jobs/%s?wait=%d", job, wait);
+        c->timeout_s = wait + 30;
         const char *headers[] = {inm[0] ? inm : NULL, NULL};
         pt_client_resp r;
-        int rc = pt_client_request(c, "GET", path, headers, NULL, 0, &r);
-        if (rc != 0 || r.status >= 500) {
+        int sent = pt_client_request(c, "GET", path, headers, NULL, 0, &r);
+        if (sent != 0 && c->aborted) {
+            pt_client_resp_clear(&r);
+            rc = c->aborted == 1 ? EXIT_INTERRUPTED : EXIT_TIMEOUT;
+            break;
+        }
+        if (sent != 0 || r.status >= 500) {
+            status_close(&view);
             if (down_since == 0) {
-                down_since = now_s();
+                down_since = pt_client_now();
                 fprintf(stderr, "packtrain %s: %s; retrying for up to %.0f s\n", a->cmd,
-                        rc ? c->err : "the server answered an error", a->retry_s);
+                        sent ? c->err : "the server answered an error", a->retry_s);
             }
-            if (now_s() - down_since > a->retry_s) {
-                if (rc == 0) http_failed(a->cmd, "cannot follow the job", &r);
+            if (pt_client_now() - down_since > a->retry_s) {
+                if (sent == 0) http_failed(a->cmd, "cannot follow the job", &r);
                 else fprintf(stderr, "packtrain %s: giving up: %s\n", a->cmd, c->err);
                 pt_client_resp_clear(&r);
-                return 1;
+                rc = EXIT_SERVER;
+                break;
             }
             pt_client_resp_clear(&r);
             sleep(1);
@@ -192,21 +315,22 @@ static int follow(pt_client *c, const client_args *a, const char *job, json_t **
             continue;
         }
         if (r.status != 200 || !json_is_object(r.json)) {
-            int failed = http_failed(a->cmd, "cannot follow the job", &r);
+            status_close(&view);
+            rc = http_failed(a->cmd, "cannot follow the job", &r);
             pt_client_resp_clear(&r);
-            return failed;
+            break;
         }
         if (r.etag[0]) snprintf(inm, sizeof inm, "If-None-Match: %s", r.etag);
-        print_progress(a->cmd, r.json);
-        const char *state = json_string_value(json_object_get(r.json, "state"));
-        if (state && (!strcmp(state, "succeeded") || !strcmp(state, "failed") || !strcmp(state, "cancelled") ||
-                      !strcmp(state, "stopped"))) {
+        status_show(&view, a->cmd, r.json);
+        if (is_final(json_string_value(json_object_get(r.json, "state")))) {
             *final = json_incref(r.json);
             pt_client_resp_clear(&r);
-            return 0;
+            break;
         }
         pt_client_resp_clear(&r);
     }
+    status_close(&view);
+    return rc;
 }
 
 /* The exit status of a finished job, with its story on stderr. */
@@ -239,22 +363,61 @@ static int report_end(const client_args *a, const json_t *job)
             fprintf(stderr, "packtrain %s: %s stress: test MAE %.6g eV/Å³\n", a->cmd, id, num(res, "test_stress_mae"));
         fprintf(stderr, "packtrain %s: %s succeeded; best val MAE %.6g; model: %s/v1/jobs/%s/model\n", a->cmd, id,
                 num(job, "best_val_mae"), a->server, id);
-        return 0;
+        return EXIT_OK;
     }
     const char *reason = json_string_value(json_object_get(job, "failure_reason"));
     const json_t *tr = json_object_get(job, "transitions");
     if (!reason && json_array_size(tr))
         reason = json_string_value(json_object_get(json_array_get(tr, json_array_size(tr) - 1), "reason"));
-    fprintf(stderr, "packtrain %s: %s %s: %s\n", a->cmd, id ? id : "?", state ? state : "ended",
-            reason ? reason : "no reason recorded");
-    return 1;
+    const json_t *model = json_object_get(job, "model");
+    fprintf(stderr, "packtrain %s: %s %s: %s%s\n", a->cmd, id ? id : "?", state ? state : "ended",
+            reason ? reason : "no reason recorded",
+            json_is_true(json_object_get(model, "partial")) ? " (a partial model is kept)" : "");
+    return EXIT_JOB;
+}
+
+/* After Ctrl-C or --timeout: the job this command submitted is cancelled
+ * (unless --detach); one it only watched keeps running.  Says which. */
+static int stop_following(pt_client *c, const client_args *a, const char *job, int why)
+{
+    const char *what = why == EXIT_TIMEOUT ? "--timeout passed" : "interrupted";
+    int owned = !strcmp(a->cmd, "submit");
+    if (!owned || a->detach) {
+        fprintf(stderr, "packtrain %s: %s; %s keeps running (packtrain status %s --wait follows it)\n", a->cmd,
+                what, job, job);
+        return why;
+    }
+    c->stop = NULL;   /* the cancel itself must go through */
+    c->deadline = 0;
+    c->timeout_s = 30;
+    char path[256];
+    snprintf(path, sizeof path, "/v1/jobs/%s/cancel", job);
+    pt_client_resp r;
+    if (pt_client_request(c, "POST", path, NULL, NULL, 0, &r) == 0 && (r.status == 200 || r.status == 202)) {
+        const char *state = json_string_value(json_object_get(r.json, "state"));
+        fprintf(stderr, "packtrain %s: %s; cancelled %s (now %s; --detach leaves a job running)\n", a->cmd, what,
+                job, state ? state : "?");
+    } else {
+        char msg[1024] = "";
+        if (r.status) pt_client_describe_error(&r, msg, sizeof msg);
+        fprintf(stderr, "packtrain %s: %s; could NOT cancel %s, it may still run: %s\n", a->cmd, what, job,
+                r.status ? msg : c->err);
+    }
+    pt_client_resp_clear(&r);
+    return why;
 }
 
 static int follow_and_report(pt_client *c, const client_args *a, const char *job)
 {
     json_t *final = NULL;
-    if (follow(c, a, job, &final) != 0) return 1;
-    int rc = report_end(a, final);
+    int rc = follow(c, a, job, &final);
+    if (rc == EXIT_INTERRUPTED || rc == EXIT_TIMEOUT) return stop_following(c, a, job, rc);
+    if (rc != EXIT_OK) return rc;
+    rc = report_end(a, final);
+    if (a->json) {
+        json_dumpf(final, stdout, JSON_INDENT(2));
+        fputc('\n', stdout);
+    }
     json_decref(final);
     return rc;
 }
@@ -269,20 +432,22 @@ static const char *base_name(const char *path)
 
 static int upload_dataset(pt_client *c, const client_args *a, char *id, size_t cap)
 {
-    char name[512], path[1400];
-    pt_client_escape(a->name ? a->name : base_name(a->dataset), name, sizeof name);
-    int n = snprintf(path, sizeof path, "/v1/datasets?name=%s", name);
-    if (a->format) {
-        char fmt[64];
-        pt_client_escape(a->format, fmt, sizeof fmt);
-        n += snprintf(path + n, sizeof path - (size_t)n, "&format=%s", fmt);
+    char path[1200], name[600], fmt[64];
+    if (pt_client_escape(a->name ? a->name : base_name(a->dataset), name, sizeof name) != 0 ||
+        (a->format && pt_client_escape(a->format, fmt, sizeof fmt) != 0)) {
+        fprintf(stderr, "packtrain submit: --name or --format is too long\n");
+        return EXIT_USAGE;
     }
+    int n = snprintf(path, sizeof path, "/v1/datasets?name=%s", name);
+    if (a->format) n += snprintf(path + n, sizeof path - (size_t)n, "&format=%s", fmt);
     if (a->skip_invalid) snprintf(path + n, sizeof path - (size_t)n, "&skip_invalid=true");
     pt_client_resp r;
     c->timeout_s = 0;   /* a large file may take long */
     if (pt_client_upload(c, path, a->dataset, &r) != 0) {
+        if (c->aborted) return transport_failed("submit", c);
         fprintf(stderr, "packtrain submit: cannot upload %s: %s\n", a->dataset, c->err);
-        return 1;
+        /* a file that cannot be read is the command line's fault */
+        return access(a->dataset, R_OK) != 0 ? EXIT_USAGE : EXIT_SERVER;
     }
     c->timeout_s = 120;
     const char *got = r.json ? json_string_value(json_object_get(r.json, "id")) : NULL;
@@ -297,7 +462,7 @@ static int upload_dataset(pt_client *c, const client_args *a, char *id, size_t c
             r.status == 201 ? "uploaded" : "already uploaded:", a->dataset, id,
             (long long)json_integer_value(json_object_get(r.json, "n_structures")));
     pt_client_resp_clear(&r);
-    return 0;
+    return EXIT_OK;
 }
 
 static int run_submit(pt_client *c, const client_args *a)
@@ -308,25 +473,24 @@ static int run_submit(pt_client *c, const client_args *a)
         if (job) fprintf(stderr, "packtrain submit: %s: the job configuration must be a JSON object\n", a->config);
         else fprintf(stderr, "packtrain submit: %s:%d:%d: %s\n", a->config, jerr.line, jerr.column, jerr.text);
         json_decref(job);
-        return 1;
+        return EXIT_USAGE;
     }
     char ds[128];
+    int rc = EXIT_OK;
     if (a->dataset_id) snprintf(ds, sizeof ds, "%s", a->dataset_id);
-    else if (upload_dataset(c, a, ds, sizeof ds) != 0) {
+    else rc = upload_dataset(c, a, ds, sizeof ds);
+    if (rc != EXIT_OK) {
         json_decref(job);
-        return 1;
+        return rc;
     }
     json_object_set_new(job, "dataset", json_string(ds));
     char idem[400];
     snprintf(idem, sizeof idem, "Idempotency-Key: %s", a->idem ? a->idem : "");
     const char *headers[] = {a->idem ? idem : NULL, NULL};
     pt_client_resp r;
-    int rc = pt_client_post_json(c, "/v1/jobs", job, headers, &r);
+    int sent = pt_client_post_json(c, "/v1/jobs", job, headers, &r);
     json_decref(job);
-    if (rc != 0) {
-        fprintf(stderr, "packtrain submit: %s\n", c->err);
-        return 1;
-    }
+    if (sent != 0) return transport_failed("submit", c);
     const char *id = r.json ? json_string_value(json_object_get(r.json, "id")) : NULL;
     if ((r.status != 201 && r.status != 200) || !id) {
         int failed = http_failed("submit", "the job was refused", &r);
@@ -335,44 +499,49 @@ static int run_submit(pt_client *c, const client_args *a)
     }
     char job_id[128];
     snprintf(job_id, sizeof job_id, "%s", id);
-    pt_client_resp_clear(&r);
-    printf("%s\n", job_id);
+    if (!a->json) printf("%s\n", job_id);
+    else if (!a->wait) {
+        json_dumpf(r.json, stdout, JSON_INDENT(2));
+        fputc('\n', stdout);
+    }
     fflush(stdout);
+    pt_client_resp_clear(&r);
     fprintf(stderr, "packtrain submit: queued %s\n", job_id);
-    return a->wait ? follow_and_report(c, a, job_id) : 0;
+    return a->wait ? follow_and_report(c, a, job_id) : EXIT_OK;
 }
 
-/* METHOD /v1/jobs/ID[SUFFIX] without a body: 0 with *r a response of one of
- * the two `ok` statuses, else 1 with the failure on stderr. */
+/* METHOD /v1/jobs/ID[SUFFIX] without a body: EXIT_OK with *r a response of
+ * one of the two `ok` statuses, else the exit status with the failure on
+ * stderr. */
 static int job_call(pt_client *c, const char *cmd, const char *method, const char *id,
                     const char *suffix, long ok1, long ok2, const char *what, pt_client_resp *r)
 {
     char path[256];
     snprintf(path, sizeof path, "/v1/jobs/%s%s", id, suffix);
-    if (pt_client_request(c, method, path, NULL, NULL, 0, r) != 0) {
-        fprintf(stderr, "packtrain %s: %s\n", cmd, c->err);
-        return 1;
-    }
+    if (pt_client_request(c, method, path, NULL, NULL, 0, r) != 0) return transport_failed(cmd, c);
     if ((r->status != ok1 && r->status != ok2) || !json_is_object(r->json)) {
         int failed = http_failed(cmd, what, r);
         pt_client_resp_clear(r);
         return failed;
     }
-    return 0;
+    return EXIT_OK;
 }
 
 static int run_status(pt_client *c, const client_args *a)
 {
     if (a->wait) {
         json_t *final = NULL;
-        if (follow(c, a, a->job, &final) != 0) return 1;
+        int rc = follow(c, a, a->job, &final);
         json_decref(final);
+        if (rc == EXIT_INTERRUPTED || rc == EXIT_TIMEOUT) return stop_following(c, a, a->job, rc);
+        if (rc != EXIT_OK) return rc;
     }
     pt_client_resp r;
-    if (job_call(c, "status", "GET", a->job, "", 200, 200, "cannot read the job", &r)) return 1;
+    int rc = job_call(c, "status", "GET", a->job, "", 200, 200, "cannot read the job", &r);
+    if (rc != EXIT_OK) return rc;
     json_dumpf(r.json, stdout, JSON_INDENT(2));
     fputc('\n', stdout);
-    int rc = a->wait ? report_end(a, r.json) : 0;
+    rc = a->wait ? report_end(a, r.json) : EXIT_OK;
     pt_client_resp_clear(&r);
     return rc;
 }
@@ -380,33 +549,49 @@ static int run_status(pt_client *c, const client_args *a)
 static int run_cancel(pt_client *c, const client_args *a)
 {
     pt_client_resp r;
-    if (job_call(c, "cancel", "POST", a->job, "/cancel", 200, 202, "the job was not cancelled", &r))
-        return 1;
-    const char *state = json_string_value(json_object_get(r.json, "state"));
-    printf("%s %s\n", a->job, state ? state : "?");
+    int rc = job_call(c, "cancel", "POST", a->job, "/cancel", 200, 202, "the job was not cancelled", &r);
+    if (rc != EXIT_OK) return rc;
+    if (a->json) {
+        json_dumpf(r.json, stdout, JSON_INDENT(2));
+        fputc('\n', stdout);
+    } else {
+        const char *state = json_string_value(json_object_get(r.json, "state"));
+        printf("%s %s\n", a->job, state ? state : "?");
+    }
     pt_client_resp_clear(&r);
-    return 0;
+    return EXIT_OK;
 }
 
 int pt_cmd_client(int argc, char **argv)
 {
     if (pt_cli_wants_help(argc, argv)) {
         usage(stdout, argv[0]);
-        return 0;
+        return EXIT_OK;
     }
     client_args a;
     if (parse(argc, argv, &a) != 0) {
         usage(stderr, argv[0]);
-        return 2;
+        return EXIT_USAGE;
     }
     pt_client c;
     if (pt_client_init(&c, a.server, a.token) != 0) {
         fprintf(stderr, "packtrain %s: %s\n", a.cmd, c.err);
         pt_client_close(&c);
-        return 2;
+        return EXIT_USAGE;
     }
+    /* Ctrl-C and SIGTERM end the waiting (the request in flight is given
+     * up within a second), then stop_following() says what became of the
+     * job; without SA_RESTART so that a sleep() between retries ends too */
+    struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
+    sigemptyset(&sa.sa_mask);
+    g_signal = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    c.stop = &g_signal;
     int rc = !strcmp(a.cmd, "submit") ? run_submit(&c, &a) : !strcmp(a.cmd, "status") ? run_status(&c, &a)
                                                                                          : run_cancel(&c, &a);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     pt_client_close(&c);
     return rc;
 }

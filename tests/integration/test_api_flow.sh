@@ -27,6 +27,11 @@ expect_match "... prints the job id on stdout" "$JOB" '^job_[0-9a-f]{16}$'
 expect_match "... follows progress on stderr" "$(cat "$WORK/submit.err")" "$JOB running +epoch [0-9]+/2"
 expect_match "... and ends with the outcome" "$(tail -1 "$WORK/submit.err")" "^packtrain submit: $JOB succeeded; best val MAE"
 [ $rc -eq 0 ] || cat "$WORK/submit.err"
+# not a terminal: a status line only when the state or the epoch changed
+grep "^packtrain submit: $JOB " "$WORK/submit.err" | grep -v "succeeded; best" >"$WORK/lines"
+expect "... each status line once (state or epoch changed), not once a poll" \
+  "$(awk '{print $4, $6}' "$WORK/lines" | sort | uniq -d | wc -l)" 0
+check "... at most a line per state and epoch ($(wc -l <"$WORK/lines") lines)" test "$(wc -l <"$WORK/lines")" -le 8
 
 req GET "/v1/jobs/$JOB" "${AUTH[@]}"
 expect "the job succeeded" "$(jget "$BODY" 'j["state"]')" succeeded
@@ -122,8 +127,14 @@ expect "... stop_reason cancelled, not a failure" "$(jget "$BODY" 'j["stop_reaso
 req GET /metrics
 check "/metrics drops a job's series once it ended" test -z "$(grep "job=\"$LONG\"" "$BODY")"
 "$PT" status "$LONG" --wait --server "$BASE" --token "$TOKEN" >/dev/null 2>"$WORK/status.err"
-expect "status --wait on a stopped job exits 1" "$?" 1
+expect "status --wait on a stopped job exits 1 (the job did not succeed)" "$?" 1
 expect_match "... with the reason" "$(tail -1 "$WORK/status.err")" "$LONG stopped: cancelled; worker "
+
+"$PT" status "$LONG" --server "$BASE" --token nope >/dev/null 2>"$WORK/auth.err"
+expect "status with a token the server refuses exits 3 (server/auth), not 1 (job) nor 4 (request)" "$?" 3
+"$PT" status "$LONG" --server=http://127.0.0.1:1 --token="$TOKEN" >/dev/null 2>"$WORK/down.err"
+expect "status against no server exits 3; --opt=value is read as --opt value" "$?" 3
+expect_match "... saying why" "$(cat "$WORK/down.err")" "^packtrain status: GET http://127.0.0.1:1/v1/jobs/$LONG: "
 
 # --- a failing job -----------------------------------------------------------------------------------
 "$PY" - "$WORK/long.json" "$WORK/slow.json" <<'EOF'

@@ -1,7 +1,9 @@
 /* test_client.c — the REST client (server/client.h) and the CI commands
  * (submit, status, cancel) against a real app without workers: transport
  * errors, uploads, problem descriptions with line numbers, and the exit
- * status contract (0 done, 1 refused or failed, 2 usage). */
+ * status contract: 0 done, 1 the job did not succeed, 2 usage, 3 the server
+ * (unreachable), 4 the request refused, 5 --timeout, 130 interrupted (a real
+ * `packtrain` process sent SIGINT), with what becomes of the job. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +11,9 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 
 #include "server/cli/client.h"
 #include "server/cli/commands.h"
@@ -156,7 +161,8 @@ static void test_submit_status_cancel(void **state)
     assert_int_equal(run_cmd(out, 5, wait), 1);
     snprintf(want, sizeof want, "packtrain status: %s cancelled: cancelled by local through the API", job);
     assert_non_null(strstr(slurp(out), want));
-    assert_int_equal(run_cmd(out, 4, cancel), 1);
+    /* a request the server refuses: 4 */
+    assert_int_equal(run_cmd(out, 4, cancel), 4);
     assert_non_null(strstr(slurp(out), "packtrain cancel: the job was not cancelled: HTTP 409: "));
 }
 
@@ -166,13 +172,13 @@ static void test_refusals(void **state)
     char out[300];
     snprintf(out, sizeof out, "%s/out.txt", fx->dir);
     char *bad_cfg[] = {"submit", "--server", fx->base, "--dataset-id", "ds_0000000000000000", "--config", g_bad_cfg, NULL};
-    assert_int_equal(run_cmd(out, 7, bad_cfg), 1);
+    assert_int_equal(run_cmd(out, 7, bad_cfg), 4);
     const char *text = slurp(out);
     assert_non_null(strstr(text, "packtrain submit: the job was refused: HTTP 422: the job is not valid: 2 problems"));
     assert_non_null(strstr(text, "\n  training.epochs: must be an integer"));
     assert_non_null(strstr(text, "\n  dataset: there is no dataset 'ds_0000000000000000'"));
     char *status[] = {"status", "job_0000000000000000", "--server", fx->base, NULL};
-    assert_int_equal(run_cmd(out, 4, status), 1);
+    assert_int_equal(run_cmd(out, 4, status), 4);
     assert_string_equal(slurp(out), "packtrain status: cannot read the job: HTTP 404: there is no job "
                                     "'job_0000000000000000'\n");
     char *missing[] = {"submit", "--server", fx->base, "--dataset", "x.xyz", NULL};
@@ -188,8 +194,147 @@ static void test_refusals(void **state)
     assert_int_equal(run_cmd(out, 4, badurl), 2);
     assert_non_null(strstr(slurp(out), "the server URL must start with http:// or https://"));
     char *unreachable[] = {"status", "job_1", "--wait", "--retry-for", "0", "--server", "http://127.0.0.1:1", NULL};
-    assert_int_equal(run_cmd(out, 7, unreachable), 1);
+    assert_int_equal(run_cmd(out, 7, unreachable), 3);
     assert_non_null(strstr(slurp(out), "packtrain status: giving up: GET http://127.0.0.1:1/v1/jobs/job_1?wait=25: "));
+    char *down[] = {"cancel", "job_1", "--server=http://127.0.0.1:1", NULL};
+    assert_int_equal(run_cmd(out, 3, down), 3);
+    assert_non_null(strstr(slurp(out), "packtrain cancel: POST http://127.0.0.1:1/v1/jobs/job_1/cancel: "));
+    /* usage errors: 2, whatever the option */
+    char *unknown[] = {"status", "job_1", "--bogus", NULL};
+    assert_int_equal(run_cmd(out, 3, unknown), 2);
+    assert_non_null(strstr(slurp(out), "packtrain status: unknown option '--bogus'\n"));
+    char *foreign[] = {"cancel", "job_1", "--wait", NULL};
+    assert_int_equal(run_cmd(out, 3, foreign), 2);
+    assert_non_null(strstr(slurp(out), "packtrain cancel: unknown option '--wait'\n"));
+    char *novalue[] = {"status", "job_1", "--server", NULL};
+    assert_int_equal(run_cmd(out, 3, novalue), 2);
+    assert_non_null(strstr(slurp(out), "packtrain status: --server needs a value\n"));
+    char *lone[] = {"status", "job_1", "--timeout", "5", NULL};
+    assert_int_equal(run_cmd(out, 4, lone), 2);
+    assert_non_null(strstr(slurp(out), "packtrain status: --timeout goes with --wait\n"));
+    char *badtime[] = {"status", "job_1", "--wait", "--timeout=-1", NULL};
+    assert_int_equal(run_cmd(out, 4, badtime), 2);
+    assert_non_null(strstr(slurp(out), "packtrain status: --timeout must be seconds >= 0, got '-1'\n"));
+    char *two[] = {"status", "job_1", "job_2", NULL};
+    assert_int_equal(run_cmd(out, 3, two), 2);
+    assert_non_null(strstr(slurp(out), "packtrain status: unexpected argument 'job_2'\n"));
+    char *nofile[] = {"submit", "--dataset=/nonexistent/x.xyz", "--config", g_cfg, "--server", fx->base, NULL};
+    assert_int_equal(run_cmd(out, 6, nofile), 2);
+    char *help[] = {"submit", "--help", NULL};
+    assert_int_equal(run_cmd(out, 2, help), 0);
+    assert_non_null(strstr(slurp(out), "  130  interrupted (Ctrl-C or SIGTERM)\n"));
+}
+
+/* A job that failed: 1, the reason the last line. */
+static void test_job_failed(void **state)
+{
+    api_fx *fx = *state;
+    char out[300], id[64];
+    snprintf(out, sizeof out, "%s/out.txt", fx->dir);
+    char ds[64];
+    assert_int_equal(fx_demo_dataset(fx, NULL, ds, sizeof ds), 0);
+    fx_cancel_queued(fx);
+    assert_int_equal(fx_job(fx, NULL, ds, id, sizeof id), 0);
+    fx_claim(fx, id);
+    assert_int_equal(pt_store_job_transition(fx->db, NULL, id, PT_JOB_FAILED, "the loss became NaN", NULL),
+                     PT_STORE_OK);
+    char *wait[] = {"status", id, "--wait", "--server=", NULL};
+    char server[160];
+    snprintf(server, sizeof server, "--server=%s", fx->base);
+    wait[3] = server;
+    assert_int_equal(run_cmd(out, 4, wait), 1);
+    char want[160];
+    snprintf(want, sizeof want, "packtrain status: %s failed: the loss became NaN\n", id);
+    assert_non_null(strstr(slurp(out), want));
+}
+
+/* --timeout: 5.  The job submit started is cancelled, unless --detach; a
+ * job status only watched keeps running. */
+static void test_timeout(void **state)
+{
+    api_fx *fx = *state;   /* no workers: a job stays queued */
+    char out[300], ds[64];
+    snprintf(out, sizeof out, "%s/out.txt", fx->dir);
+    assert_int_equal(fx_demo_dataset(fx, NULL, ds, sizeof ds), 0);
+    fx_cancel_queued(fx);
+    char *submit[] = {"submit", "--server", fx->base, "--dataset-id", ds, "--config", g_cfg, "--wait",
+                      "--timeout=1", NULL};
+    assert_int_equal(run_cmd(out, 9, submit), 5);
+    const char *text = slurp(out);
+    const char *id = strstr(text, "job_");
+    assert_non_null(id);
+    char job[32];
+    snprintf(job, sizeof job, "%.20s", id);
+    char want[200];
+    snprintf(want, sizeof want, "packtrain submit: --timeout passed; cancelled %s (now cancelled; --detach leaves "
+             "a job running)\n", job);
+    assert_non_null(strstr(text, want));
+    pt_store_job j;
+    assert_int_equal(pt_store_job_get(fx->db, NULL, job, &j), PT_STORE_OK);
+    assert_int_equal(j.state, PT_JOB_CANCELLED);
+    pt_store_job_clear(&j);
+
+    char *detach[] = {"submit", "--server", fx->base, "--dataset-id", ds, "--config", g_cfg, "--wait",
+                      "--timeout", "1", "--detach", NULL};
+    assert_int_equal(run_cmd(out, 11, detach), 5);
+    text = slurp(out);
+    snprintf(job, sizeof job, "%.20s", strstr(text, "job_"));
+    snprintf(want, sizeof want, "packtrain submit: --timeout passed; %s keeps running (packtrain status %s --wait "
+             "follows it)\n", job, job);
+    assert_non_null(strstr(text, want));
+    assert_int_equal(pt_store_job_get(fx->db, NULL, job, &j), PT_STORE_OK);
+    assert_int_equal(j.state, PT_JOB_QUEUED);
+    pt_store_job_clear(&j);
+    char *watch[] = {"status", job, "--server", fx->base, "--wait", "--timeout", "1", NULL};
+    assert_int_equal(run_cmd(out, 7, watch), 5);
+    snprintf(want, sizeof want, "packtrain status: --timeout passed; %s keeps running", job);
+    assert_non_null(strstr(slurp(out), want));
+    assert_int_equal(pt_store_job_get(fx->db, NULL, job, &j), PT_STORE_OK);
+    assert_int_equal(j.state, PT_JOB_QUEUED);
+    pt_store_job_clear(&j);
+    fx_cancel_queued(fx);
+}
+
+/* Ctrl-C of a real `packtrain submit --wait` process: 130, and the job it
+ * submitted is cancelled (the message says so). */
+static void test_interrupt(void **state)
+{
+    api_fx *fx = *state;
+    char out[300], ds[64];
+    snprintf(out, sizeof out, "%s/int.txt", fx->dir);
+    assert_int_equal(fx_demo_dataset(fx, NULL, ds, sizeof ds), 0);
+    fx_cancel_queued(fx);
+    const char *bin = getenv("PACKTRAIN_BIN");
+    if (!bin || !bin[0]) bin = "bin/packtrain";
+    char *argv[] = {(char *)bin, "submit", "--server", fx->base, "--dataset-id", ds, "--config", g_cfg, "--wait",
+                    NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    pid_t pid;
+    extern char **environ;
+    assert_int_equal(posix_spawn(&pid, bin, &fa, NULL, argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    /* once it follows the job (its id is printed), Ctrl-C */
+    for (int i = 0; i < 500 && !strstr(slurp(out), "queued job_"); i++) usleep(20000);
+    assert_non_null(strstr(slurp(out), "packtrain submit: queued job_"));
+    usleep(300000);
+    kill(pid, SIGINT);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 130);
+    const char *text = slurp(out);
+    char job[32];
+    snprintf(job, sizeof job, "%.20s", strstr(text, "job_"));
+    char want[200];
+    snprintf(want, sizeof want, "packtrain submit: interrupted; cancelled %s (now cancelled;", job);
+    assert_non_null(strstr(text, want));
+    pt_store_job j;
+    assert_int_equal(pt_store_job_get(fx->db, NULL, job, &j), PT_STORE_OK);
+    assert_int_equal(j.state, PT_JOB_CANCELLED);
+    pt_store_job_clear(&j);
 }
 
 int main(void)
@@ -201,6 +346,9 @@ int main(void)
         cmocka_unit_test(test_escape),
         cmocka_unit_test(test_submit_status_cancel),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_job_failed),
+        cmocka_unit_test(test_timeout),
+        cmocka_unit_test(test_interrupt),
     };
     int rc = cmocka_run_group_tests_name("client", tests, setup, teardown);
     curl_global_cleanup();
