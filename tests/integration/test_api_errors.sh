@@ -151,11 +151,15 @@ ZJOB=$(jget "$BODY" 'j["id"]')
 req POST "/v1/jobs/$ZJOB/cancel" "${A[@]}"
 expect "... and cancelled (not trained here)" "$STATUS" 200
 
-# --- the form's checks are the server's ------------------------------------------------------------
+# --- the form's checks and the OpenAPI schema are the server's ------------------------------------------
 node tests/integration/validate_agree.mjs --base "$BASE" --token "$ALICE" --dataset "$DS" >"$WORK/agree" 2>&1
 rc=$?
 check "web/js/validate.js says what the server's validator says: $(tail -1 "$WORK/agree")" test "$rc" -eq 0
 [ "$rc" -eq 0 ] || head -40 "$WORK/agree"
+"$PY" tests/integration/config_agree.py --base "$BASE" --token "$ALICE" --dataset "$DS" >"$WORK/config_agree" 2>&1
+rc=$?
+check "api/openapi.yaml's job configuration is the server's validator: $(tail -1 "$WORK/config_agree")" test "$rc" -eq 0
+[ "$rc" -eq 0 ] || head -40 "$WORK/config_agree"
 
 # --- 304 ----------------------------------------------------------------------------------------
 req GET "/v1/jobs/$JOB" "${A[@]}"

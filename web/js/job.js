@@ -60,7 +60,6 @@ export function mount(main, { match }) {
     download.title = j.model ? (j.model.partial ? 'the best model before the job stopped; not a finished one' : '')
       : ended ? 'this job ended without a model' : 'the model can be downloaded once the job has ended';
     const pct = Number.isFinite(j.progress_percent) ? j.progress_percent : 0;
-    const r = j.result || {};
     clear(summary, defs([
       ['State', h('span', {}, badge(j.state), j.stop_reason ? ` (${j.stop_reason === 'max_runtime' ? 'max runtime reached' : 'cancelled'})` : '')],
       ...(j.name ? [['Name', h('span', { id: 'job-name' }, j.name)]] : []),
