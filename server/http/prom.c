@@ -5,6 +5,8 @@
  * registry a few dozen lines.  One lock covers the registry. */
 #include "server/http/prom.h"
 
+#include "server/http/json_text.h"
+
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -298,10 +300,7 @@ static void format_value(char *buf, size_t len, double v)
     if (isnan(v)) snprintf(buf, len, "NaN");
     else if (isinf(v)) snprintf(buf, len, v > 0 ? "+Inf" : "-Inf");
     else if (v == floor(v) && fabs(v) < 1e15) snprintf(buf, len, "%.0f", v);
-    else {
-        snprintf(buf, len, "%.15g", v);
-        if (strtod(buf, NULL) != v) snprintf(buf, len, "%.17g", v);
-    }
+    else pt_json_real_text(v, buf, len);   /* 15, 16 or 17 digits: the fewest that read back */
 }
 
 static void put_escaped(FILE *f, const char *s, int quote)

@@ -1,6 +1,8 @@
 /* response.c — JSON, problem+json and ETag responses; see response.h. */
 #include "server/http/response.h"
 
+#include "server/http/json_text.h"
+
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -37,12 +39,13 @@ static pt_response response_from_text(int status, const char *content_type, char
     return (pt_response){status, m};
 }
 
-/* Serializes compactly and appends a newline so `curl` output ends cleanly. */
+/* Serializes compactly (reals in their shortest round-trip form,
+ * json_text.h) and appends a newline so `curl` output ends cleanly. */
 static char *json_text(const json_t *body, size_t *len)
 {
-    char *s = json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY);
+    size_t n = 0;
+    char *s = pt_json_text(body, &n);
     if (!s) return NULL;
-    size_t n = strlen(s);
     char *t = realloc(s, n + 2);
     if (!t) {
         free(s);

@@ -6,6 +6,8 @@
  * callback resumes the connection and libmicrohttpd asks again. */
 #include "server/http/sse.h"
 
+#include "server/http/json_text.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -84,7 +86,7 @@ int pt_sse_send(pt_sse_writer *w, uint64_t id, const char *event, const char *da
 
 int pt_sse_send_json(pt_sse_writer *w, uint64_t id, const char *event, const json_t *data)
 {
-    char *text = json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY);
+    char *text = pt_json_text(data, NULL);
     if (!text) return -1;
     int rc = pt_sse_send(w, id, event, text);
     free(text);
