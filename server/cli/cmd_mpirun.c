@@ -15,6 +15,7 @@
  * SIGTERM.  mpirun dies with this process (PR_SET_PDEATHSIG), so SIGKILL of
  * the launcher's group — the scheduler's last resort — takes the job down. */
 #include <errno.h>
+#include <getopt.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
@@ -99,35 +100,43 @@ static int fail_errs(const launch_args *a, int status, const pt_errors *errs)
 static int parse_args(launch_args *a, int argc, char **argv)
 {
     memset(a, 0, sizeof(*a));
-    for (int i = 1; i < argc; i++) {
-        const char *s = argv[i];
-        int has_value = i + 1 < argc;
-        if (!strcmp(s, "--")) {
-            a->cmd = i + 1;
-            break;
-        } else if (!strcmp(s, "--print")) {
-            a->print = 1;
-        } else if (!strcmp(s, "--protocol")) {
-            a->protocol = 1;
-        } else if (!strcmp(s, "--config") && has_value) {
-            a->config = argv[++i];
-        } else if (!strcmp(s, "--hostfile") && has_value) {
-            a->hostfile = argv[++i];
-        } else if (!strcmp(s, "--host") && has_value) {
-            a->host = argv[++i];
-        } else if (!strcmp(s, "--ranks") && has_value) {
-            char *end;
-            long n = strtol(argv[++i], &end, 10);
-            if (*end || n < 1 || n > 65536) {
-                fprintf(stderr, "packtrain mpirun: --ranks must be an integer from 1 to 65536, "
-                        "got '%s'\n", argv[i]);
+    static const struct option opts[] = {
+        {"print", no_argument, NULL, 'p'},         {"protocol", no_argument, NULL, 'P'},
+        {"config", required_argument, NULL, 'c'},  {"hostfile", required_argument, NULL, 'f'},
+        {"host", required_argument, NULL, 'H'},    {"ranks", required_argument, NULL, 'r'},
+        {NULL, 0, NULL, 0}};
+    /* "+": options end at "--" or the first operand; nothing after them is
+     * reordered (it is the command to run) */
+    optind = 0;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "+:", opts, NULL)) != -1) {
+        char *end;
+        long n;
+        switch (c) {
+        case 'p': a->print = 1; break;
+        case 'P': a->protocol = 1; break;
+        case 'c': a->config = optarg; break;
+        case 'f': a->hostfile = optarg; break;
+        case 'H': a->host = optarg; break;
+        case 'r':
+            n = strtol(optarg, &end, 10);
+            if (end == optarg || *end || n < 1 || n > 65536) {
+                fprintf(stderr, "packtrain mpirun: --ranks must be an integer from 1 to 65536, got '%s'\n", optarg);
                 return -1;
             }
             a->ranks = (int32_t)n;
-        } else {
-            fprintf(stderr, "packtrain mpirun: unexpected argument '%s'\n", s);
+            break;
+        default:
+            fprintf(stderr, c == ':' ? "packtrain mpirun: %s needs a value\n"
+                                     : "packtrain mpirun: unexpected argument '%s'\n", argv[optind - 1]);
             return -1;
         }
+    }
+    if (optind > 1 && optind <= argc && !strcmp(argv[optind - 1], "--")) a->cmd = optind;
+    else if (optind < argc) {
+        fprintf(stderr, "packtrain mpirun: unexpected argument '%s'\n", argv[optind]);
+        return -1;
     }
     if (a->cmd == 0 || a->cmd >= argc) {
         fprintf(stderr, "packtrain mpirun: missing '-- COMMAND [ARGS...]'\n");

@@ -5,6 +5,7 @@
 #include "server/cli/commands.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,26 +210,34 @@ static int parse(int argc, char **argv, serve_args *a)
             *(const char **)(void *)((char *)a + text_flags[k].offset) = env_or(text_flags[k].env, NULL);
     for (size_t k = 0; k < sizeof num_flags / sizeof num_flags[0]; k++)
         nums[k] = num_flags[k].env ? env_or(num_flags[k].env, NULL) : NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (!strcmp(f, "--demo")) {
-            a->demo = 1;
-            continue;
-        }
-        const char **slot = NULL;
-        for (size_t k = 0; !slot && k < sizeof text_flags / sizeof text_flags[0]; k++)
-            if (!strcmp(f, text_flags[k].flag)) slot = (const char **)(void *)((char *)a + text_flags[k].offset);
-        for (size_t k = 0; !slot && k < sizeof num_flags / sizeof num_flags[0]; k++)
-            if (!strcmp(f, num_flags[k].flag)) slot = &nums[k];
-        if (!slot) {
-            fprintf(stderr, "packtrain serve: unknown option '%s'\n", f);
+    /* getopt_long's table, made from the two tables above (their flags
+     * without the leading "--"): val = the flag's index, text flags first */
+    enum { N_TEXT = sizeof text_flags / sizeof text_flags[0], N_NUM = sizeof num_flags / sizeof num_flags[0] };
+    struct option opts[N_TEXT + N_NUM + 2];
+    for (size_t k = 0; k < N_TEXT; k++) opts[k] = (struct option){text_flags[k].flag + 2, required_argument, NULL, (int)k};
+    for (size_t k = 0; k < N_NUM; k++)
+        opts[N_TEXT + k] = (struct option){num_flags[k].flag + 2, required_argument, NULL, (int)(N_TEXT + k)};
+    opts[N_TEXT + N_NUM] = (struct option){"demo", no_argument, NULL, N_TEXT + N_NUM};
+    opts[N_TEXT + N_NUM + 1] = (struct option){NULL, 0, NULL, 0};
+    optind = 0;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+        if (c == '?') {
+            fprintf(stderr, "packtrain serve: unknown option '%s'\n", argv[optind - 1]);
             return -1;
         }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "packtrain serve: %s needs a value\n", f);
+        if (c == ':') {
+            fprintf(stderr, "packtrain serve: %s needs a value\n", argv[optind - 1]);
             return -1;
         }
-        *slot = argv[++i];
+        if (c == N_TEXT + N_NUM) a->demo = 1;
+        else if (c < N_TEXT) *(const char **)(void *)((char *)a + text_flags[c].offset) = optarg;
+        else nums[c - N_TEXT] = optarg;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "packtrain serve: unexpected argument '%s'\n", argv[optind]);
+        return -1;
     }
     for (size_t k = 0; k < sizeof num_flags / sizeof num_flags[0]; k++)
         if (nums[k] && set_num(o, &num_flags[k], nums[k])) return -1;

@@ -5,6 +5,7 @@
 #include "server/cli/commands.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,25 +38,28 @@ static int parse(int argc, char **argv, token_args *a)
     memset(a, 0, sizeof(*a));
     a->data_dir = getenv("PACKTRAIN_DATA_DIR");
     if (!a->data_dir || !a->data_dir[0]) a->data_dir = "var";
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        const char **slot = !strcmp(arg, "--owner") ? &a->owner : !strcmp(arg, "--name") ? &a->name
-                          : !strcmp(arg, "--data-dir") ? &a->data_dir : NULL;
-        if (slot) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "packtrain token: %s needs a value\n", arg);
-                return -1;
-            }
-            *slot = argv[++i];
-        } else if (arg[0] == '-') {
-            fprintf(stderr, "packtrain token: unknown option '%s'\n", arg);
+    static const struct option opts[] = {{"owner", required_argument, NULL, 'o'},
+                                         {"name", required_argument, NULL, 'n'},
+                                         {"data-dir", required_argument, NULL, 'd'},
+                                         {NULL, 0, NULL, 0}};
+    optind = 0;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+        if (c == '?' || c == ':') {
+            fprintf(stderr, c == '?' ? "packtrain token: unknown option '%s'\n" : "packtrain token: %s needs a value\n",
+                    argv[optind - 1]);
             return -1;
-        } else if (!a->action) {
-            a->action = arg;
+        }
+        *(c == 'o' ? &a->owner : c == 'n' ? &a->name : &a->data_dir) = optarg;
+    }
+    for (int i = optind; i < argc; i++) {
+        if (!a->action) {
+            a->action = argv[i];
         } else if (!a->id) {
-            a->id = arg;
+            a->id = argv[i];
         } else {
-            fprintf(stderr, "packtrain token: unexpected argument '%s'\n", arg);
+            fprintf(stderr, "packtrain token: unexpected argument '%s'\n", argv[i]);
             return -1;
         }
     }

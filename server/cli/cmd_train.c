@@ -10,6 +10,7 @@
 #include "server/cli/commands.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,22 +136,32 @@ int pt_cmd_train(int argc, char **argv)
     }
     const char *data = NULL, *config = NULL, *out = DEFAULT_OUT, *resume = NULL, *every = NULL;
     int data_at = 0;
-    for (int i = 1; i < argc; i++) {
-        const char **slot = !strcmp(argv[i], "--config")             ? &config
-                            : !strcmp(argv[i], "--out")              ? &out
-                            : !strcmp(argv[i], "--resume")           ? &resume
-                            : !strcmp(argv[i], "--checkpoint-every") ? &every
-                                                                     : NULL;
-        if (slot && i + 1 < argc) {
-            *slot = argv[++i];
-        } else if (argv[i][0] == '-' || data) {
-            fprintf(stderr, "packtrain train: unexpected argument '%s'\n", argv[i]);
+    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
+                                         {"out", required_argument, NULL, 'o'},
+                                         {"resume", required_argument, NULL, 'r'},
+                                         {"checkpoint-every", required_argument, NULL, 'e'},
+                                         {NULL, 0, NULL, 0}};
+    optind = 0;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+        if (c == '?' || c == ':') {
+            fprintf(stderr, c == '?' ? "packtrain train: unexpected argument '%s'\n"
+                                     : "packtrain train: %s needs a value\n", argv[optind - 1]);
             usage(stderr);
             return 2;
-        } else {
-            data = argv[i];
-            data_at = i;
         }
+        *(c == 'c' ? &config : c == 'o' ? &out : c == 'r' ? &resume : &every) = optarg;
+    }
+    /* getopt_long moved the operands to the end: DATA, and nothing after it */
+    if (optind < argc) {
+        data = argv[optind];
+        data_at = optind;
+    }
+    if (optind + 1 < argc) {
+        fprintf(stderr, "packtrain train: unexpected argument '%s'\n", argv[optind + 1]);
+        usage(stderr);
+        return 2;
     }
     if (!data) {
         fprintf(stderr, "packtrain train: missing DATA (a .ptd, or a file ingest reads)\n");

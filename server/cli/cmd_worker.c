@@ -20,6 +20,7 @@
  * fails a job over its max runtime.  Only a run that finished reports done. */
 #include "server/cli/commands.h"
 
+#include <getopt.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -154,13 +155,18 @@ static int parse_args(worker *w, int argc, char **argv)
 {
     const char *names[] = {"--job", "--config", "--data", "--out", "--resume"};
     const char **slots[] = {&w->job, &w->config, &w->data, &w->out, &w->resume};
-    for (int i = 1; i < argc; i++) {
-        size_t k = 0;
-        while (k < 5 && strcmp(argv[i], names[k])) k++;
-        if (k == 5) return usage_error("unexpected argument '%s'", argv[i]);
-        if (i + 1 >= argc) return usage_error("%s needs a value", argv[i]);
-        *slots[k] = argv[++i];
+    static const struct option opts[] = {{"job", required_argument, NULL, 0}, {"config", required_argument, NULL, 1},
+                                         {"data", required_argument, NULL, 2}, {"out", required_argument, NULL, 3},
+                                         {"resume", required_argument, NULL, 4}, {NULL, 0, NULL, 0}};
+    optind = 0;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+        if (c == '?') return usage_error("unexpected argument '%s'", argv[optind - 1]);
+        if (c == ':') return usage_error("%s needs a value", argv[optind - 1]);
+        *slots[c] = optarg;
     }
+    if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
     for (size_t k = 0; k < 4; k++)
         if (!*slots[k]) return usage_error("%s is required", names[k]);
     return 0;

@@ -227,6 +227,8 @@ config "$WORK/one.json" ipu-emulated 1 2 1 2
 expect_match "mpirun without --config or --ranks" "$(cli -- train x)" "^2:.*give --config JOB.json or --ranks N"
 expect_match "mpirun --ranks 0" "$(cli --ranks 0 -- train x)" "^2:.*--ranks must be an integer from 1 to 65536, got '0'"
 expect_match "mpirun without a command" "$(cli --ranks 2)" "^2:.*missing '-- COMMAND"
+expect_match "mpirun --ranks=N --print (getopt_long; what follows -- is the command's)" \
+  "$("$PT" mpirun --ranks=3 --print -- train x --ranks 9)" " -np 3 .* train x --ranks 9$"
 expect_match "mpirun on a job that is not mpi" "$(cli --config "$WORK/one.json" -- train x)" \
   "^1:.*backend.kind: is not \"mpi\""
 expect_match "mpirun with a host that is an option" "$(cli --ranks 2 --host -oX -- train x)" \

@@ -310,6 +310,8 @@ static void test_errors(void **state)
     expect_error("usage", 2, "--data is required", "--job", "j", "--config", cfg_short, "--out",
                  out, NULL);
     expect_error("usage2", 2, "unexpected argument '--bogus'", "--bogus", "1", NULL);
+    expect_error("usage3", 2, "--out needs a value", "--job=j", "--out", NULL);   /* getopt_long: both forms */
+    expect_error("usage4", 2, "unexpected argument 'stray'", "--job=j", "stray", NULL);
 
     snprintf(bad_cfg, sizeof bad_cfg, "%s/bad.json", tmpdir);
     assert_int_equal(tfx_write(bad_cfg, "{\"training\":{\"epochs\":2,\"lr\":-1}}"), 0);
