@@ -162,6 +162,23 @@ expect "two pages hold the three jobs, newest first, once each" "$P1,$P2" "$(jge
 req GET "/v1/jobs?status=succeeded" "${AUTH[@]}"
 expect "status filter" "$(jget "$BODY" '",".join(x["id"] for x in j["jobs"])')" "$JOB"
 
+# --- the example CI pipeline (docs/ci-pipeline.sh), as a CI runner would run it ---------------------
+PATH="$(dirname "$PT"):$PATH" PACKTRAIN_SERVER="$BASE" PACKTRAIN_TOKEN="$TOKEN" CI_PIPELINE_ID=77 \
+  docs/ci-pipeline.sh "$DEMO" "$WORK/job.json" "$WORK/artefacts" 2>"$WORK/ci.err"
+expect "docs/ci-pipeline.sh: exit 0 on a job that succeeds" "$?" 0
+check "... the model is kept as an artefact" test -s "$WORK/artefacts/model.safetensors"
+CIJOB=$(jget "$WORK/artefacts/job.json" 'j["id"]')
+req GET "/v1/jobs/$CIJOB/model" "${AUTH[@]}"
+expect "... the very model the server holds" "$(cmp -s "$BODY" "$WORK/artefacts/model.safetensors"; echo $?)" 0
+expect "... with the job's test errors beside it" "$(jget "$WORK/artefacts/result.json" '"test_mae" in j')" True
+PATH="$(dirname "$PT"):$PATH" PACKTRAIN_SERVER="$BASE" PACKTRAIN_TOKEN="$TOKEN" CI_PIPELINE_ID=77 \
+  docs/ci-pipeline.sh "$DEMO" "$WORK/job.json" "$WORK/artefacts2" 2>>"$WORK/ci.err"
+expect "... a retried step finds the job its first attempt submitted (Idempotency-Key)" \
+  "$(jget "$WORK/artefacts2/job.json" 'j["id"]')" "$CIJOB"
+PATH="$(dirname "$PT"):$PATH" PACKTRAIN_SERVER="$BASE" PACKTRAIN_TOKEN=wrong \
+  docs/ci-pipeline.sh "$DEMO" "$WORK/job.json" "$WORK/artefacts3" 2>>"$WORK/ci.err"
+expect "... and fails the build with packtrain's exit status (3: the token refused)" "$?" 3
+
 stop_server "$SERVER_PID" TERM
 expect "the server drains and stops" "$?" 0
 
