@@ -17,7 +17,7 @@ set -euo pipefail
 dataset=${1:?usage: ci-pipeline.sh DATASET JOB.json ARTEFACT_DIR}
 config=${2:?usage: ci-pipeline.sh DATASET JOB.json ARTEFACT_DIR}
 out=${3:?usage: ci-pipeline.sh DATASET JOB.json ARTEFACT_DIR}
-: "${PACKTRAIN_SERVER:?set PACKTRAIN_SERVER to the server's URL}"
+: "${PACKTRAIN_SERVER:?set PACKTRAIN_SERVER to the URL of the server}"
 key=${CI_PIPELINE_ID:-local}-$(sha256sum "$dataset" "$config" | sha256sum | cut -c1-16)
 timeout_s=${PACKTRAIN_TIMEOUT:-3600}
 mkdir -p "$out"

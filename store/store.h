@@ -355,6 +355,12 @@ int pt_store_epoch_append(pt_store *s, const char *job_id, const pt_store_epoch_
  * max_points 0 = PT_STORE_POINTS_DEFAULT; otherwise 2..PT_STORE_POINTS_MAX. */
 int pt_store_steps_read(pt_store *s, const char *owner, const char *job_id, int64_t since_step,
                         int max_points, pt_store_step_series *out);
+/* Steps with step > since_step, ascending, every one (never thinned): the
+ * first `limit` (1..PT_STORE_POINTS_MAX) of them; out->total counts all that
+ * match, so a reader pages on from the last step returned while
+ * total > n. */
+int pt_store_steps_page(pt_store *s, const char *owner, const char *job_id, int64_t since_step, int limit,
+                        pt_store_step_series *out);
 int pt_store_epochs_read(pt_store *s, const char *owner, const char *job_id,
                          pt_store_epoch_series *out);
 /* The job's newest step row (its json heap, release with free());

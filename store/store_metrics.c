@@ -30,6 +30,9 @@ static const char SQL_STEPS_COUNT[] = "SELECT count(*) FROM step_metrics WHERE j
 static const char SQL_STEPS_SCAN[] =
     "SELECT step, epoch, loss, mae, lr, graphs_per_s, at, json, event_id FROM step_metrics "
     "WHERE job_id = ? AND step > ? ORDER BY step";
+static const char SQL_STEPS_PAGE[] =
+    "SELECT step, epoch, loss, mae, lr, graphs_per_s, at, json, event_id FROM step_metrics "
+    "WHERE job_id = ? AND step > ? ORDER BY step LIMIT ?";
 static const char SQL_STEP_EVENT[] = "UPDATE step_metrics SET event_id = ?3 WHERE job_id = ?1 AND step = ?2";
 static const char SQL_EPOCH_EVENT[] = "UPDATE epoch_metrics SET event_id = ?3 WHERE job_id = ?1 AND epoch = ?2";
 static const char SQL_STEP_LAST[] =
@@ -310,6 +313,43 @@ int pt_store_steps_read(pt_store *s, const char *owner, const char *job_id, int6
     if (rc) return rc;
     rc = pt_store_job_check_visible(s, owner, job_id);
     if (!rc) rc = read_steps(s, job_id, since_step, max_points, out);
+    pt_store_read_end(s);
+    if (rc) pt_store_step_series_clear(out);
+    return rc;
+}
+
+static int page_steps(pt_store *s, const char *job_id, int64_t since_step, int limit, pt_store_step_series *out)
+{
+    int rc = count_steps(s, job_id, since_step, &out->total);
+    sqlite3_stmt *st = NULL;
+    if (!rc) rc = pt_store_stmt(s, SQL_STEPS_PAGE, &st);
+    if (rc) return rc;
+    size_t want = out->total < limit ? (size_t)out->total : (size_t)limit;
+    out->items = calloc(want ? want : 1, sizeof(*out->items));
+    if (!out->items) return pt_store_fail(s, PT_STORE_IO, "metrics: out of memory");
+    pt_store_bind_text(st, 1, job_id);
+    sqlite3_bind_int64(st, 2, since_step);
+    sqlite3_bind_int(st, 3, limit);
+    int step, oom = 0;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW && out->n < want)
+        pt_store_step_from_row(st, &out->items[out->n++], &oom);
+    if (step != SQLITE_DONE && step != SQLITE_ROW) rc = pt_store_fail_sql(s, step, "read step metrics");
+    else if (oom) rc = pt_store_fail(s, PT_STORE_IO, "metrics: out of memory");
+    sqlite3_reset(st);
+    return rc;
+}
+
+int pt_store_steps_page(pt_store *s, const char *owner, const char *job_id, int64_t since_step, int limit,
+                        pt_store_step_series *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (limit < 1 || limit > PT_STORE_POINTS_MAX)
+        return pt_store_fail(s, PT_STORE_INVALID, "page_size must be within [1, %d], got %d", PT_STORE_POINTS_MAX,
+                             limit);
+    int rc = pt_store_read_begin(s);
+    if (rc) return rc;
+    rc = pt_store_job_check_visible(s, owner, job_id);
+    if (!rc) rc = page_steps(s, job_id, since_step, limit, out);
     pt_store_read_end(s);
     if (rc) pt_store_step_series_clear(out);
     return rc;

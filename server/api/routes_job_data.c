@@ -1,5 +1,6 @@
 /* routes_job_data.c — what a job produces, read while it runs or after:
- *   GET /v1/jobs/{id}/metrics   ?since_step=&max_points=  (downsampled steps, epochs)
+ *   GET /v1/jobs/{id}/metrics   ?since_step=&max_points=  (downsampled steps, epochs),
+ *                               or ?since_step=&page_size= (every step, a page at a time)
  *   GET /v1/jobs/{id}/events    Server-Sent Events: state, epoch, step
  *   GET /v1/jobs/{id}/logs      ?lines=N, the tail of the worker's log
  *   GET /v1/jobs/{id}/model     the trained model (safetensors)
@@ -66,6 +67,11 @@ pt_response pt_api_job_metrics(pt_request *req, void *ctx)
     const char *id = pt_request_param(req, "id");
     long since = pt_request_query_long(req, "since_step", -1, -1, LONG_MAX);
     long points = pt_request_query_long(req, "max_points", PT_STORE_POINTS_DEFAULT, 2, PT_STORE_POINTS_MAX);
+    /* paging: every step, page_size at a time; next_since_step goes on */
+    long page = pt_request_query_long(req, "page_size", 0, 1, PT_STORE_POINTS_MAX);
+    if (page && pt_request_query(req, "max_points"))
+        pt_errors_add(&req->errors, NULL, 0, "query.page_size",
+                      "pages hold every step; max_points thins them instead: give one of the two");
     if (req->errors.total) return pt_request_problem(req);
     char err[256];
     pt_store *s = pt_app_store_acquire(app, err, sizeof err);
@@ -73,7 +79,8 @@ pt_response pt_api_job_metrics(pt_request *req, void *ctx)
     const char *owner = pt_app_owner(req);
     pt_store_step_series steps = {0};
     pt_store_epoch_series epochs = {0};
-    int rc = pt_store_steps_read(s, owner, id, since, (int)points, &steps);
+    int rc = page ? pt_store_steps_page(s, owner, id, since, (int)page, &steps)
+                  : pt_store_steps_read(s, owner, id, since, (int)points, &steps);
     if (rc == PT_STORE_OK) rc = pt_store_epochs_read(s, owner, id, &epochs);
     pt_response r;
     if (rc == PT_STORE_NOT_FOUND) {
@@ -83,11 +90,16 @@ pt_response pt_api_job_metrics(pt_request *req, void *ctx)
     } else {
         json_t *sa = json_array(), *ea = json_array();
         for (size_t i = 0; sa && i < steps.n; i++) json_array_append_new(sa, step_json(&steps.items[i]));
+        /* a page has the epochs that end within its steps */
+        int more = page && steps.total > (int64_t)steps.n;
+        int64_t upto = more && steps.n ? steps.items[steps.n - 1].step : INT64_MAX;
         for (size_t i = 0; ea && i < epochs.n; i++)
-            if (epochs.items[i].step > since) json_array_append_new(ea, epoch_json(&epochs.items[i]));
-        json_t *doc = json_pack("{s:s,s:I,s:I,s:b,s:o,s:o}", "job", id, "since_step", (json_int_t)since,
+            if (epochs.items[i].step > since && epochs.items[i].step <= upto)
+                json_array_append_new(ea, epoch_json(&epochs.items[i]));
+        json_t *doc = json_pack("{s:s,s:I,s:I,s:b,s:o,s:o,s:o}", "job", id, "since_step", (json_int_t)since,
                                 "total_steps", (json_int_t)steps.total, "downsampled",
-                                steps.total > (int64_t)steps.n, "steps", sa, "epochs", ea);
+                                !page && steps.total > (int64_t)steps.n, "steps", sa, "epochs", ea,
+                                "next_since_step", more ? json_integer((json_int_t)upto) : json_null());
         /* a forces job's fields with their units (the first rows say which) */
         json_t *rows[2] = {json_array_get(ea, 0), json_array_get(sa, 0)};
         json_t *units = doc ? pt_api_metric_units(rows, 2) : NULL;

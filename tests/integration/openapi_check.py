@@ -92,20 +92,55 @@ class Doc:
                 for e in sorted(v.iter_errors(value), key=lambda e: list(e.absolute_path))][:5]
 
 
-def unsaid_objects(node, where="#"):
+def closed_parts(doc):
+    """Schemas closed by an allOf container's unevaluatedProperties: its
+    inline allOf members (by location) and the components it refers to
+    there, when every reference to such a component is of that kind.  They
+    must leave additionalProperties out (`true` there would count every key
+    as evaluated and open the container again)."""
+    where_ok, refs_ok, refs_other = set(), set(), set()
+
+    def walk(node, where):
+        if isinstance(node, dict):
+            closed = "unevaluatedProperties" in node and isinstance(node.get("allOf"), list)
+            for k, v in node.items():
+                if k == "allOf" and closed:
+                    for i, part in enumerate(v):
+                        w = "%s/allOf/%d" % (where, i)
+                        if isinstance(part, dict) and "$ref" in part:
+                            refs_ok.add(part["$ref"])
+                        else:
+                            where_ok.add(w)
+                            walk(part, w)
+                    continue
+                if k == "$ref" and isinstance(v, str):
+                    refs_other.add(v)
+                walk(v, where + "/" + str(k).replace("/", "~1"))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, "%s/%d" % (where, i))
+    walk(doc, "#")
+    return where_ok | {r for r in refs_ok - refs_other if r.startswith("#/")}
+
+
+def unsaid_objects(node, where="#", closed=None):
     """Object schemas that do not say whether other members are allowed."""
+    if closed is None:
+        closed = closed_parts(node)
     out = []
     if isinstance(node, dict):
         is_schema_object = node.get("type") == "object" or "properties" in node
-        if is_schema_object and "additionalProperties" not in node and "unevaluatedProperties" not in node:
+        if is_schema_object and "additionalProperties" not in node and "unevaluatedProperties" not in node \
+                and where not in closed:
             out.append(where)
         for k, v in node.items():
-            if k in ("examples", "example", "default", "const", "enum"):
+            # if/then/else/not only constrain what the schema describes
+            if k in ("examples", "example", "default", "const", "enum", "if", "then", "else", "not"):
                 continue
-            out += unsaid_objects(v, where + "/" + str(k).replace("/", "~1"))
+            out += unsaid_objects(v, where + "/" + str(k).replace("/", "~1"), closed)
     elif isinstance(node, list):
         for i, v in enumerate(node):
-            out += unsaid_objects(v, "%s/%d" % (where, i))
+            out += unsaid_objects(v, "%s/%d" % (where, i), closed)
     return out
 
 

@@ -106,6 +106,40 @@ static void test_metrics(void **state)
     assert_int_equal(fx_call(fx, "GET", NULL, NULL, &r, "/v1/jobs/%s/metrics?max_points=1", id), 400);
     assert_string_equal(fx_error(&r, 0), "query.max_points: 1 is out of range [2, 10000]");
     tc_free(&r);
+    /* paging: every step once, page by page, each page with the epochs
+     * that end within it; the last page says so (null) */
+    long since = -1, seen = 0, epochs_seen = 0, pages = 0;
+    for (;;) {
+        snprintf(path, sizeof path, "/v1/jobs/%s/metrics?since_step=%ld&page_size=4", id, since);
+        j = get_json(fx, 200, "%s", path);
+        steps = json_object_get(j, "steps");
+        assert_false(json_is_true(json_object_get(j, "downsampled")));
+        for (size_t i = 0; i < json_array_size(steps); i++)
+            assert_int_equal(json_integer_value(json_object_get(json_array_get(steps, i), "step")), 10 * ++seen);
+        epochs_seen += (long)json_array_size(json_object_get(j, "epochs"));
+        pages++;
+        json_t *next = json_object_get(j, "next_since_step");
+        if (json_is_null(next)) {
+            json_decref(j);
+            break;
+        }
+        assert_int_equal(json_integer_value(next), 10 * seen);
+        since = (long)json_integer_value(next);
+        json_decref(j);
+    }
+    assert_int_equal(seen, 10);
+    assert_int_equal(pages, 3);
+    assert_int_equal(epochs_seen, 2);
+    j = get_json(fx, 200, "/v1/jobs/%s/metrics", id);
+    assert_true(json_is_null(json_object_get(j, "next_since_step")));   /* thinned: no pages */
+    json_decref(j);
+    assert_int_equal(fx_call(fx, "GET", NULL, NULL, &r, "/v1/jobs/%s/metrics?page_size=5&max_points=10", id), 400);
+    assert_string_equal(fx_error(&r, 0), "query.page_size: pages hold every step; max_points thins them instead: "
+                                         "give one of the two");
+    tc_free(&r);
+    assert_int_equal(fx_call(fx, "GET", NULL, NULL, &r, "/v1/jobs/%s/metrics?page_size=10001", id), 400);
+    assert_string_equal(fx_error(&r, 0), "query.page_size: 10001 is out of range [1, 10000]");
+    tc_free(&r);
     assert_int_equal(fx_call(fx, "GET", NULL, NULL, &r, "/v1/jobs/job_0000000000000000/metrics"), 404);
     tc_free(&r);
 }

@@ -350,6 +350,33 @@ static void test_checkpoints(void **state)
     assert_string_equal(pt_store_errmsg(f->s), "job job_missing not found");
 }
 
+/* Pages: every step once, in order, past the thinning cap. */
+static void test_pages(void **state)
+{
+    fixture *f = *state;
+    append_range(f, 1, PT_STORE_POINTS_MAX + 501, PT_STORE_POINTS_MAX + 500);   /* steps 1..10500 */
+    int64_t since = -1, seen = 0;
+    for (;;) {
+        pt_store_step_series ser;
+        assert_int_equal(pt_store_steps_page(f->s, "alice", f->job, since, 3000, &ser), PT_STORE_OK);
+        assert_int_equal(ser.total, PT_STORE_POINTS_MAX + 500 - seen);
+        for (size_t i = 0; i < ser.n; i++) assert_int_equal(ser.items[i].step, ++seen);
+        int more = ser.total > (int64_t)ser.n;
+        if (ser.n) since = ser.items[ser.n - 1].step;
+        pt_store_step_series_clear(&ser);
+        if (!more) break;
+    }
+    assert_int_equal(seen, PT_STORE_POINTS_MAX + 500);
+    pt_store_step_series ser;
+    assert_int_equal(pt_store_steps_page(f->s, "alice", f->job, since, 10, &ser), PT_STORE_OK);
+    assert_int_equal(ser.n, 0);
+    assert_int_equal(ser.total, 0);
+    pt_store_step_series_clear(&ser);
+    assert_int_equal(pt_store_steps_page(f->s, "alice", f->job, -1, 0, &ser), PT_STORE_INVALID);
+    assert_string_equal(pt_store_errmsg(f->s), "page_size must be within [1, 10000], got 0");
+    assert_int_equal(pt_store_steps_page(f->s, "bob", f->job, -1, 10, &ser), PT_STORE_NOT_FOUND);
+}
+
 static void test_errors_and_owner_isolation(void **state)
 {
     fixture *f = *state;
@@ -396,6 +423,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_epochs_and_best_mae, setup, teardown),
         cmocka_unit_test_setup_teardown(test_discard_after_resume_point, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoints, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pages, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors_and_owner_isolation, setup, teardown),
     };
     return cmocka_run_group_tests_name("store_metrics", tests, NULL, NULL);
