@@ -10,12 +10,12 @@ D=$WORK/data
 # --- command lines -------------------------------------------------------------
 "$PT" token create --data-dir "$D" >/dev/null 2>"$WORK/err"; rc=$?
 expect "token create without --owner is a usage error" "$rc" 2
+expect "... and says what is missing" "$(head -1 "$WORK/err")" "packtrain token create: --owner NAME is required"
 "$PT" token create --owner=x --bogus --data-dir "$D" >/dev/null 2>"$WORK/err"
 expect "token: an unknown option is a usage error, said so" "$?:$(head -1 "$WORK/err")" "2:packtrain token: unknown option '--bogus'"
 "$PT" serve --port=99999 >/dev/null 2>"$WORK/err"
 expect "serve --port=V is read (getopt_long) and checked" "$?:$(head -1 "$WORK/err")" \
   "2:packtrain serve: --port must be a number in [0, 65535], got '99999'"
-expect "... and says what is missing" "$(head -1 "$WORK/err")" "packtrain token create: --owner NAME is required"
 ALICE=$("$PT" token create --owner alice --name ci --data-dir "$D" 2>"$WORK/err")
 expect_match "token create prints the secret once" "$ALICE" '^pt_[0-9a-f]{64}$'
 expect_match "... and its id on stderr" "$(cat "$WORK/err")" "^packtrain token: created tok_[0-9a-f]{16} for owner 'alice'"
