@@ -578,6 +578,7 @@ static void test_labels_and_filters(void **state)
     longname[sizeof longname - 1] = '\0';
     pt_store_job_request bad = r3;
     bad.name = longname;
+    pt_store_job_clear(&j2);
     assert_int_equal(pt_store_job_create(f->s, &bad, &j2, NULL), PT_STORE_INVALID);
     pt_store_job_clear(&j1);
     pt_store_job_clear(&j2);
