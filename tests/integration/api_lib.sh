@@ -36,6 +36,8 @@ cleanup() {
     kill -KILL "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
   done
+  # tmpfs mounts a test made as root where user namespaces are refused
+  for m in "${SMALL_MOUNTS[@]}"; do umount "$m" 2>/dev/null; done
   rm -rf "$WORK"
 }
 trap cleanup EXIT
