@@ -27,7 +27,7 @@ static int plan_of(int H, int stage, int off, const pt_pack_limits *L, int R, in
                          .threads = 1};
     pt_errors errs;
     pt_errors_init(&errs, 0);
-    int rc = pt_memplan_for_job(out, &cfg, &l, *L, &errs);
+    int rc = pt_memplan_for_job(out, &cfg, &l, *L, 0 /* energy only */, &errs);
     pt_errors_close(&errs);
     return rc;
 }
