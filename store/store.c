@@ -409,3 +409,15 @@ int pt_store_page_token_decode(pt_store *s, const char *token, int64_t *created_
     *created_at = (int64_t)t;
     return PT_STORE_OK;
 }
+
+int pt_store_list_grow(pt_store *s, void **items, size_t *cap, size_t n, size_t elem_size,
+                       size_t first, const char *what)
+{
+    if (n < *cap) return 0;
+    size_t c = *cap ? *cap * 2 : first;
+    void *p = realloc(*items, c * elem_size);
+    if (!p) return pt_store_fail(s, PT_STORE_IO, "%s: out of memory", what);
+    *items = p;
+    *cap = c;
+    return 0;
+}

@@ -86,16 +86,10 @@ static int read_transitions(pt_store *s, const char *job_id, int64_t after, pt_s
     size_t cap = 0;
     int step = SQLITE_DONE;
     while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
-        if (out->n == cap) {
-            size_t c = cap ? cap * 2 : 8;
-            pt_store_transition *p = realloc(out->items, c * sizeof(*p));
-            if (!p) {
-                rc = pt_store_fail(s, PT_STORE_IO, "events: out of memory");
-                break;
-            }
-            out->items = p;
-            cap = c;
-        }
+        void *items = out->items;
+        rc = pt_store_list_grow(s, &items, &cap, out->n, sizeof(*out->items), 8, "events");
+        out->items = items;
+        if (rc) break;
         pt_store_transition *t = &out->items[out->n++];
         memset(t, 0, sizeof(*t));
         const unsigned char *from = sqlite3_column_text(st, 0), *to = sqlite3_column_text(st, 1);
@@ -118,16 +112,10 @@ static int read_epochs(pt_store *s, const char *job_id, int64_t after, pt_store_
     size_t cap = 0;
     int step = SQLITE_DONE, oom = 0;
     while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
-        if (out->n == cap) {
-            size_t c = cap ? cap * 2 : 16;
-            pt_store_epoch_metric *p = realloc(out->items, c * sizeof(*p));
-            if (!p) {
-                rc = pt_store_fail(s, PT_STORE_IO, "events: out of memory");
-                break;
-            }
-            out->items = p;
-            cap = c;
-        }
+        void *items = out->items;
+        rc = pt_store_list_grow(s, &items, &cap, out->n, sizeof(*out->items), 16, "events");
+        out->items = items;
+        if (rc) break;
         pt_store_epoch_metric *m = &out->items[out->n++];
         memset(m, 0, sizeof(*m));
         m->epoch = sqlite3_column_int64(st, 0);

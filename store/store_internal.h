@@ -29,6 +29,11 @@ struct pt_store {
 /* Records a message and returns `status`. */
 int pt_store_fail(pt_store *s, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Makes room for one more element in a list read row by row: doubles *cap
+ * (from `first`) when *n == *cap.  0, or PT_STORE_IO "WHAT: out of memory"
+ * with *items untouched. */
+int pt_store_list_grow(pt_store *s, void **items, size_t *cap, size_t n, size_t elem_size,
+                       size_t first, const char *what);
 /* Maps an SQLite result code to a status, message "what: sqlite's message". */
 int pt_store_fail_sql(pt_store *s, int rc, const char *what);
 

@@ -389,16 +389,10 @@ static int read_epochs(pt_store *s, const char *job_id, pt_store_epoch_series *o
     size_t cap = 0;
     int step = SQLITE_DONE, oom = 0;
     while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
-        if (out->n == cap) {
-            size_t c = cap ? cap * 2 : 16;
-            pt_store_epoch_metric *p = realloc(out->items, c * sizeof(*p));
-            if (!p) {
-                rc = pt_store_fail(s, PT_STORE_IO, "metrics: out of memory");
-                break;
-            }
-            out->items = p;
-            cap = c;
-        }
+        void *items = out->items;
+        rc = pt_store_list_grow(s, &items, &cap, out->n, sizeof(*out->items), 16, "metrics");
+        out->items = items;
+        if (rc) break;
         pt_store_epoch_metric *m = &out->items[out->n++];
         m->epoch = sqlite3_column_int64(st, 0);
         m->step = sqlite3_column_int64(st, 1);

@@ -149,16 +149,10 @@ int pt_store_token_list(pt_store *s, const char *owner, pt_store_token_array *ou
     size_t cap = 0;
     int step = SQLITE_DONE;
     while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
-        if (out->n == cap) {
-            size_t c = cap ? cap * 2 : 8;
-            pt_store_token *p = realloc(out->items, c * sizeof(*p));
-            if (!p) {
-                rc = pt_store_fail(s, PT_STORE_IO, "token list: out of memory");
-                break;
-            }
-            out->items = p;
-            cap = c;
-        }
+        void *items = out->items;
+        rc = pt_store_list_grow(s, &items, &cap, out->n, sizeof(*out->items), 8, "token list");
+        out->items = items;
+        if (rc) break;
         token_from_row(st, &out->items[out->n++]);
     }
     if (!rc && step != SQLITE_DONE) rc = pt_store_fail_sql(s, step, "list tokens");
