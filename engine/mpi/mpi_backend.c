@@ -1,6 +1,8 @@
-/* mpi_backend.c — backend.kind "mpi": the emulated multi-IPU backend on
- * every rank, one MPI_Allreduce of the merged gradient buffer across ranks,
- * and the rank-0-writes training run (model and rules in mpi_backend.h).
+/* mpi_backend.c — backend.kind "mpi"'s engine: the emulated multi-IPU
+ * backend on every rank, one MPI_Allreduce of the merged gradient buffer
+ * across ranks (or, with ZeRO, a reduce-scatter and an all-gather), agreed
+ * failures and the parameter check (model and rules in mpi_backend.h).  The
+ * process's MPI state is mpi_world.c, a rank's training run mpi_run.c.
  *
  * Built with -DPT_HAVE_MPI (the Makefile adds it when it finds mpicc) this
  * is the real thing; without it the same functions reject kind "mpi" with
@@ -11,29 +13,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "engine/mpi/mpi_launch.h"
-
-static void result_clear(pt_train_result *res)
-{
-    memset(res, 0, sizeof(*res));
-    res->best_val_loss = res->best_val_mae = res->best_val_rmse = INFINITY;
-    res->test_mae = res->test_rmse = res->first_loss = res->last_loss = NAN;
-    res->stop_reason = "epochs";
-}
+#include "engine/mpi/mpi_launch.h"   /* PT_MPI_MISSING_MSG */
 
 #ifndef PT_HAVE_MPI
-
-int pt_mpi_available(void)
-{
-    return 0;
-}
-
-int pt_mpi_check_job(const pt_job_config *cfg, pt_errors *errs)
-{
-    if (cfg->backend.kind != PT_JOB_BACKEND_MPI) return 0;
-    pt_errors_add(errs, "", 0, "backend.kind", "%s", PT_MPI_MISSING_MSG);
-    return -1;
-}
 
 int pt_mpi_backend_open(pt_grad_engine *eng, const pt_train_data *data, pt_errors *errs)
 {
@@ -43,147 +25,15 @@ int pt_mpi_backend_open(pt_grad_engine *eng, const pt_train_data *data, pt_error
     return -1;
 }
 
-int pt_mpi_train_run(const pt_job_config *cfg, const pt_dataset *ds, const char *out_dir,
-                     const pt_train_options *opt, pt_train_result *res, pt_errors *errs)
-{
-    (void)cfg;
-    (void)ds;
-    (void)out_dir;
-    (void)opt;
-    result_clear(res);
-    pt_errors_add(errs, "", 0, "backend.kind", "%s", PT_MPI_MISSING_MSG);
-    return -1;
-}
-
-int pt_mpi_needs_launch(const pt_job_config *cfg)
-{
-    (void)cfg;
-    return 0;
-}
-
-int pt_mpi_world(int *rank, int *size)
-{
-    *rank = 0;
-    *size = 1;
-    return 0;
-}
-
 #else /* PT_HAVE_MPI */
 
-#include <cblas.h>
-#include <fcntl.h>
 #include <mpi.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
-#include <unistd.h>
 
 #include "engine/backend/backend.h"
-#include "engine/model/bf16.h"
 #include "engine/mpi/mpi_internal.h"
-
-/* ---- the process's MPI state ------------------------------------------------ */
-
-static struct {
-    int ready;
-    int we_initialised;      /* MPI_Init was ours: finalise at exit */
-    int failed;              /* this rank failed: no MPI_Finalize (see header) */
-    MPI_Comm comm;           /* a duplicate of MPI_COMM_WORLD, ours alone */
-    int rank, size, local_size;
-} g_mpi;
-
-static void mpi_at_exit(void)
-{
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (g_mpi.we_initialised && !g_mpi.failed && !finalized) MPI_Finalize();
-}
-
-static int mpi_error(pt_errors *errs, const char *what, int rc)
-{
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "code %d", rc);
-    pt_errors_add(errs, "", 0, "backend", "%s failed: %s", what, msg);
-    return -1;
-}
-
-static int mpi_init(pt_errors *errs)
-{
-    if (g_mpi.ready) return 0;
-    int inited = 0, rc;
-    MPI_Initialized(&inited);
-    if (!inited) {
-        int provided = 0;
-        rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
-        if (rc != MPI_SUCCESS) return mpi_error(errs, "MPI_Init_thread", rc);
-        g_mpi.we_initialised = 1;
-        atexit(mpi_at_exit);
-        /* only the thread running the training loop calls MPI */
-        if (provided < MPI_THREAD_FUNNELED) {
-            pt_errors_add(errs, "", 0, "backend", "this Open MPI gives thread level %d, below "
-                          "MPI_THREAD_FUNNELED", provided);
-            return -1;
-        }
-    }
-    if ((rc = MPI_Comm_dup(MPI_COMM_WORLD, &g_mpi.comm)) != MPI_SUCCESS)
-        return mpi_error(errs, "MPI_Comm_dup", rc);
-    MPI_Comm_rank(g_mpi.comm, &g_mpi.rank);
-    MPI_Comm_size(g_mpi.comm, &g_mpi.size);
-    MPI_Comm node;
-    if ((rc = MPI_Comm_split_type(g_mpi.comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node)) !=
-        MPI_SUCCESS)
-        return mpi_error(errs, "MPI_Comm_split_type", rc);
-    MPI_Comm_size(node, &g_mpi.local_size);
-    MPI_Comm_free(&node);
-    g_mpi.ready = 1;
-    return 0;
-}
-
-int pt_mpi_available(void)
-{
-    return 1;
-}
-
-int pt_mpi_needs_launch(const pt_job_config *cfg)
-{
-    return cfg->backend.kind == PT_JOB_BACKEND_MPI && cfg->backend.ranks > 1 &&
-           !pt_mpi_launched();
-}
-
-int pt_mpi_world(int *rank, int *size)
-{
-    *rank = g_mpi.ready ? g_mpi.rank : 0;
-    *size = g_mpi.ready ? g_mpi.size : 1;
-    return g_mpi.ready;
-}
-
-int pt_mpi_check_job(const pt_job_config *cfg, pt_errors *errs)
-{
-    if (cfg->backend.kind != PT_JOB_BACKEND_MPI) return 0;
-    pt_mpi_launch_opts o;
-    char path[4096], source[64];
-    if (pt_mpi_launch_opts_from_env(&o, path, sizeof path, errs) != 0) return -1;
-    int32_t slots = pt_mpi_slots(&o, getenv("PACKTRAIN_MPI_MAX_RANKS"), pt_online_cores(), source,
-                                 sizeof source, errs);
-    if (slots < 0) return -1;
-    if (cfg->backend.ranks > slots) {
-        pt_errors_add(errs, "", 0, "backend.ranks",
-                      "%d ranks asked, but this server runs at most %d (%s); use fewer ranks",
-                      (int)cfg->backend.ranks, (int)slots, source);
-        return -1;
-    }
-    return 0;
-}
-
-/* Cores of one rank when the job says "auto": this host's, shared. */
-static int rank_threads(int32_t configured)
-{
-    if (configured > 0) return configured;
-    int t = pt_online_cores() / (g_mpi.local_size > 0 ? g_mpi.local_size : 1);
-    return t > 0 ? t : 1;
-}
+#include "engine/mpi/mpi_world.h"
 
 /* ---- the engine ------------------------------------------------------------- */
 
@@ -240,11 +90,11 @@ static int zero_blocks(mpi_engine *me, int32_t local_r, pt_errors *errs)
                       (unsigned long long)n);
         return -1;
     }
-    me->counts = malloc((size_t)g_mpi.size * sizeof(int));
-    me->displs = malloc((size_t)g_mpi.size * sizeof(int));
+    me->counts = malloc((size_t)pt_mpi_proc.size * sizeof(int));
+    me->displs = malloc((size_t)pt_mpi_proc.size * sizeof(int));
     if (!me->counts || !me->displs) goto oom;
     int most = 0;
-    for (int k = 0; k < g_mpi.size; k++) {
+    for (int k = 0; k < pt_mpi_proc.size; k++) {
         uint64_t lo = pt_backend_shard_edge(n, (int64_t)k * local_r, (int64_t)R);
         uint64_t hi = pt_backend_shard_edge(n, (int64_t)(k + 1) * local_r, (int64_t)R);
         me->displs[k] = (int)lo;
@@ -262,8 +112,8 @@ oom:
 static int all_equal(uint64_t h, int *equal, pt_errors *errs)
 {
     uint64_t v[2] = {h, ~h}, r[2];
-    int rc = MPI_Allreduce(v, r, 2, MPI_UINT64_T, MPI_MAX, g_mpi.comm);
-    if (rc != MPI_SUCCESS) return mpi_error(errs, "MPI_Allreduce", rc);
+    int rc = MPI_Allreduce(v, r, 2, MPI_UINT64_T, MPI_MAX, pt_mpi_proc.comm);
+    if (rc != MPI_SUCCESS) return pt_mpi_error(errs, "MPI_Allreduce", rc);
     *equal = r[0] == ~r[1];
     return 0;
 }
@@ -274,8 +124,8 @@ static int all_equal(uint64_t h, int *equal, pt_errors *errs)
 static int open_agree(const mpi_engine *me, int ok, pt_errors *errs)
 {
     int failed = !ok, any_failed = 0, rc;
-    if ((rc = MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, g_mpi.comm)) != MPI_SUCCESS)
-        return mpi_error(errs, "MPI_Allreduce", rc);
+    if ((rc = MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, pt_mpi_proc.comm)) != MPI_SUCCESS)
+        return pt_mpi_error(errs, "MPI_Allreduce", rc);
     if (any_failed) {
         if (ok) pt_errors_add(errs, "", 0, "backend", "another rank could not open its backend "
                               "(its error is in the worker log)");
@@ -302,9 +152,9 @@ int pt_mpi_backend_open(pt_grad_engine *eng, const pt_train_data *d, pt_errors *
 {
     memset(eng, 0, sizeof(*eng));
     const pt_train_layout *l = &d->layout;
-    if (mpi_init(errs)) return -1;
+    if (pt_mpi_init(errs)) return -1;
     int32_t local_r;
-    if (pt_mpi_plan_replicas(l->ranks, l->replicas, g_mpi.size, &local_r, errs)) return -1;
+    if (pt_mpi_plan_replicas(l->ranks, l->replicas, pt_mpi_proc.size, &local_r, errs)) return -1;
     mpi_engine *me = calloc(1, sizeof(*me));
     if (!me) {
         pt_errors_add(errs, "", 0, "backend", "out of memory");
@@ -314,10 +164,10 @@ int pt_mpi_backend_open(pt_grad_engine *eng, const pt_train_data *d, pt_errors *
     me->local = *d;
     me->local.layout.ranks = 1;
     me->local.layout.replicas = local_r;
-    me->local.layout.threads = rank_threads(d->cfg->backend.threads);
+    me->local.layout.threads = pt_mpi_rank_threads(d->cfg->backend.threads);
     /* ZeRO's shards are cut over every rank's replicas (backend_zero.h) */
     me->local.layout.shard_replicas = l->replicas;
-    me->local.layout.shard_first = g_mpi.rank * local_r;
+    me->local.layout.shard_first = pt_mpi_proc.rank * local_r;
     me->stage = d->cfg->backend.zero_stage;
     me->G = (uint32_t)pt_train_layout_global_packs(l);
     me->per = (uint32_t)pt_train_layout_global_packs(&me->local.layout);
@@ -360,7 +210,7 @@ static const pt_packs *step_view(mpi_engine *me, const pt_packs *packs, const ui
         if (ids[i] != ids[0] + i) return NULL;
     uint32_t vfirst = ids[0] / me->G * me->per;
     if (ids[0] == 0 || !pt_mpi_view_matches(&me->view, vfirst, packs, ids[0] + first, count)) {
-        if (pt_mpi_view_build(&me->view, packs, me->G, me->per, g_mpi.rank) != 0) return NULL;
+        if (pt_mpi_view_build(&me->view, packs, me->G, me->per, pt_mpi_proc.rank) != 0) return NULL;
         if (!pt_mpi_view_matches(&me->view, vfirst, packs, ids[0] + first, count)) return NULL;
     }
     for (uint32_t i = 0; i < count; i++) me->ids[i] = vfirst + i;
@@ -422,7 +272,7 @@ static int mpi_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
     uint32_t first = 0, count = 0;
     pt_step_stats local = {0};
     if (ok) {
-        pt_mpi_slice(n, me->per, g_mpi.rank, &first, &count);
+        pt_mpi_slice(n, me->per, pt_mpi_proc.rank, &first, &count);
         const pt_packs *src = step_view(me, packs, ids, n, first, count);
         const uint32_t *lids = src ? me->ids : ids + first;
         pt_phase_lap(&clk, &me->phases, PT_PHASE_OTHER);
@@ -435,8 +285,8 @@ static int mpi_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
                           (double)local.filter_rows, local.forces_sse, local.stress_sse,
                           (double)local.force_components, (double)local.stress_components,
                           ok ? 0.0 : 1.0, (double)n_g, local.heads_loss_sum}, sum[ST_COUNT];
-    int rc = MPI_Allreduce(v, sum, ST_COUNT, MPI_DOUBLE, MPI_SUM, g_mpi.comm);
-    if (rc != MPI_SUCCESS) return mpi_error(errs, "MPI_Allreduce", rc);
+    int rc = MPI_Allreduce(v, sum, ST_COUNT, MPI_DOUBLE, MPI_SUM, pt_mpi_proc.comm);
+    if (rc != MPI_SUCCESS) return pt_mpi_error(errs, "MPI_Allreduce", rc);
     me->steps++;
     if (sum[ST_FAILED] > 0) {
         if (ok) pt_errors_add(errs, "", 0, "backend", "%.0f other rank(s) failed at step %lld "
@@ -444,7 +294,7 @@ static int mpi_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
                               (long long)me->steps);
         return -1;
     }
-    if (sum[ST_BATCH] != (double)n_g * g_mpi.size) {
+    if (sum[ST_BATCH] != (double)n_g * pt_mpi_proc.size) {
         pt_errors_add(errs, "", 0, "backend", "the ranks disagree on the packs of step %lld (%lld "
                       "graphs here): every host must read the same dataset and configuration",
                       (long long)me->steps, (long long)n_g);
@@ -453,17 +303,17 @@ static int mpi_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
     size_t np = me->d->model->n_params;
     if (me->stage >= 2) {
         /* ZeRO 2-3: each rank receives the sum of its own block only */
-        int k = g_mpi.rank;
-        rc = MPI_Reduce_scatter(grads, me->block, me->counts, MPI_FLOAT, MPI_SUM, g_mpi.comm);
-        if (rc != MPI_SUCCESS) return mpi_error(errs, "MPI_Reduce_scatter", rc);
+        int k = pt_mpi_proc.rank;
+        rc = MPI_Reduce_scatter(grads, me->block, me->counts, MPI_FLOAT, MPI_SUM, pt_mpi_proc.comm);
+        if (rc != MPI_SUCCESS) return pt_mpi_error(errs, "MPI_Reduce_scatter", rc);
         memcpy(grads + me->displs[k], me->block, (size_t)me->counts[k] * sizeof(float));
         np = 0;
     }
     for (size_t off = 0; off < np;) {
         /* MPI counts are int: very large models go in pieces */
         int len = np - off > (size_t)1 << 30 ? 1 << 30 : (int)(np - off);
-        rc = MPI_Allreduce(MPI_IN_PLACE, grads + off, len, MPI_FLOAT, MPI_SUM, g_mpi.comm);
-        if (rc != MPI_SUCCESS) return mpi_error(errs, "MPI_Allreduce", rc);
+        rc = MPI_Allreduce(MPI_IN_PLACE, grads + off, len, MPI_FLOAT, MPI_SUM, pt_mpi_proc.comm);
+        if (rc != MPI_SUCCESS) return pt_mpi_error(errs, "MPI_Allreduce", rc);
         off += (size_t)len;
     }
     pt_phase_lap(&clk, &me->phases, PT_PHASE_ALLREDUCE);
@@ -494,14 +344,14 @@ static int mpi_update(void *self, pt_optim *opt, float *grads, double lr, double
     int rc;
     if (clip > 0) {
         double mine = pt_backend_zero_sumsq(&me->inner, grads), all = 0.0;
-        if ((rc = MPI_Allreduce(&mine, &all, 1, MPI_DOUBLE, MPI_SUM, g_mpi.comm)) != MPI_SUCCESS)
-            return mpi_error(errs, "MPI_Allreduce", rc);
+        if ((rc = MPI_Allreduce(&mine, &all, 1, MPI_DOUBLE, MPI_SUM, pt_mpi_proc.comm)) != MPI_SUCCESS)
+            return pt_mpi_error(errs, "MPI_Allreduce", rc);
         coef = pt_grad_clip_coef(sqrt(all), clip);
     }
     pt_backend_zero_apply(&me->inner, opt, grads, lr, coef);
     rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, me->d->model->params_memory,
-                        me->counts, me->displs, MPI_FLOAT, g_mpi.comm);
-    if (rc != MPI_SUCCESS) return mpi_error(errs, "MPI_Allgatherv", rc);
+                        me->counts, me->displs, MPI_FLOAT, pt_mpi_proc.comm);
+    if (rc != MPI_SUCCESS) return pt_mpi_error(errs, "MPI_Allgatherv", rc);
     pt_backend_zero_gather(&me->inner);
     return 0;
 }
@@ -514,92 +364,10 @@ static int mpi_sync_state(void *self, pt_optim *opt, pt_errors *errs)
     float *both[2] = {opt->m, opt->v};
     for (int k = 0; k < 2; k++) {
         int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, both[k], me->counts,
-                                me->displs, MPI_FLOAT, g_mpi.comm);
-        if (rc != MPI_SUCCESS) return mpi_error(errs, "MPI_Allgatherv", rc);
+                                me->displs, MPI_FLOAT, pt_mpi_proc.comm);
+        if (rc != MPI_SUCCESS) return pt_mpi_error(errs, "MPI_Allgatherv", rc);
     }
     return 0;
-}
-
-/* ---- one rank of a training run --------------------------------------------- */
-
-static struct {
-    const pt_train_options *opt;   /* the caller's, NULL = none */
-} g_run;
-
-static volatile sig_atomic_t g_usr1;
-
-static void on_usr1(int sig)
-{
-    (void)sig;
-    g_usr1 = 1;
-}
-
-static int run_should_stop(void *user)
-{
-    const pt_train_options *o = g_run.opt;
-    int mine = g_usr1 || (o && o->should_stop && o->should_stop(user)), any = mine;
-    if (MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, g_mpi.comm) != MPI_SUCCESS) return 1;
-    return any;
-}
-
-static void run_metrics(void *user, const pt_train_metrics *m, const char *json)
-{
-    const pt_train_options *o = g_run.opt;
-    if (g_mpi.rank == 0 && o && o->on_metrics) o->on_metrics(user, m, json);
-}
-
-/* Process-wide set-up of a rank: see pt_mpi_train_run in the header. */
-static void rank_setup(void)
-{
-    struct sigaction sa = {.sa_handler = on_usr1};
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGUSR1, &sa, NULL);
-    if (pt_mpi_launched() || g_mpi.size > 1) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() == 1) _exit(1);   /* the launcher died before the line above */
-    }
-    if (g_mpi.rank > 0) {
-        fflush(stdout);
-        int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            dup2(fd, STDOUT_FILENO);
-            close(fd);
-        }
-    }
-}
-
-int pt_mpi_train_run(const pt_job_config *cfg, const pt_dataset *ds, const char *out_dir,
-                     const pt_train_options *opt, pt_train_result *res, pt_errors *errs)
-{
-    result_clear(res);
-    if (mpi_init(errs)) {
-        g_mpi.failed = 1;
-        return -1;
-    }
-    rank_setup();
-    g_run.opt = opt;
-    pt_train_options o = {0};
-    if (opt) o = *opt;
-    o.on_metrics = run_metrics;
-    o.should_stop = run_should_stop;
-    o.engine_open = pt_mpi_backend_open;
-    /* evaluation runs on this thread: its BLAS (and bf16) share of the host's cores */
-    if (cfg->backend.threads == 0) {
-        openblas_set_num_threads(rank_threads(0));
-        pt_bf16_set_threads(rank_threads(0));
-    }
-    pt_train_layout l;
-    pt_train_layout_resolve(&l, cfg, pt_online_cores(), 0, errs);   /* for R only: forces change A, b */
-    int per = l.replicas / (g_mpi.size > 0 ? g_mpi.size : 1), t = rank_threads(cfg->backend.threads);
-    if (g_mpi.rank == 0)
-        fprintf(stderr, "packtrain: mpi: %d ranks (%d on this host), %d replica%s and %d BLAS "
-                "thread%s per rank\n", g_mpi.size, g_mpi.local_size, per, per == 1 ? "" : "s", t,
-                t == 1 ? "" : "s");
-    int rc = pt_train_run(cfg, ds, g_mpi.rank == 0 ? out_dir : NULL, &o, res, errs);
-    g_run.opt = NULL;
-    if (rc != 0) g_mpi.failed = 1;
-    return rc;
 }
 
 #endif /* PT_HAVE_MPI */

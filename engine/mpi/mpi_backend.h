@@ -2,8 +2,10 @@
  * MPI (backend.kind "mpi"): N ranks, each running the emulated multi-IPU
  * backend (backend.h) on its share of every global batch.
  *
- * Room engine/mpi: data parallelism over Open MPI ranks (this file), sharing a
- * job out (mpi_internal.h), the mpirun command line (mpi_launch.h).  Uses
+ * Room engine/mpi: data parallelism over Open MPI ranks (this file; the engine
+ * in mpi_backend.c, the process's MPI state in mpi_world.c/.h, a rank's run in
+ * mpi_run.c), sharing a job out (mpi_internal.h), the mpirun command line
+ * (mpi_launch.h).  Uses
  * engine/backend and below; spells no packtrain command (the CLI starts
  * ranks: server/cli/cmd_mpirun.c).
  *

@@ -1,9 +1,14 @@
-/* config.c — job configuration: defaults, validating parser, canonical JSON;
- * see config.h.  Each section has one parse function that reads its keys one
- * by one through small typed readers; every reader reports into the same
- * error list and leaves the default in place on error, so all problems of a
- * configuration are found in one pass.  The section parsers look alike (keys,
- * then one reader call per key): each is the list of its keys and ranges. */
+/* config.c — the job configuration's validator (see config.h): the names of
+ * its enumerations, the defaults, the one entry point pt_job_config_from_json
+ * with the `model`, `batching` and `backend` sections and the relations
+ * between sections, and the text/file front ends.  The other sections parse
+ * in their own files (config_training.c, config_targets.c) through the typed
+ * readers of config_read.c; the canonical form is config_json.c.  Each
+ * section has one parse function that reads its keys one by one; every
+ * reader reports into the same error list and leaves the default in place on
+ * error, so all problems of a configuration are found in one pass.  The
+ * section parsers look alike (keys, then one reader call per key): each is
+ * the list of its keys and ranges. */
 #include "engine/train/config.h"
 #include "engine/train/config_internal.h"
 
@@ -16,16 +21,16 @@
 #include "engine/model/schnet.h"   /* PT_SCHNET_MAX_INTERACTIONS */
 
 const char *const readout_names[] = {"sum", "mean", NULL};
-static const char *const method_names[] = {"lpfhp", "tuple", "pad", "static64", "static2n",
+const char *const method_names[] = {"lpfhp", "tuple", "pad", "static64", "static2n",
                                            "dynamic", NULL};
-static const char *const optimizer_names[] = {"adam", "adamw", NULL};
-static const char *const schedule_names[] = {"constant", "plateau", "cosine", NULL};
+const char *const optimizer_names[] = {"adam", "adamw", NULL};
+const char *const schedule_names[] = {"constant", "plateau", "cosine", NULL};
 const char *const normalize_names[] = {"none", "mean_std", "atomref", NULL};
-static const char *const backend_names[] = {"ipu-emulated", "mpi", NULL};
+const char *const backend_names[] = {"ipu-emulated", "mpi", NULL};
 /* indexed by pt_precision */
-static const char *const precision_names[] = {"fp32", "bf16", NULL};
+const char *const precision_names[] = {"fp32", "bf16", NULL};
 /* indexed by pt_job_energy_loss */
-static const char *const energy_loss_names[] = {"auto", "total", "per_atom", NULL};
+const char *const energy_loss_names[] = {"auto", "total", "per_atom", NULL};
 
 const char *pt_job_batch_method_name(pt_job_batch_method m)
 {
@@ -78,175 +83,8 @@ void pt_job_config_defaults(pt_job_config *cfg)
                                     .ranks = 1};
 }
 
-/* --- typed readers ------------------------------------------------------ */
 
-void fail(parse_ctx *c, const char *section, const char *key, const char *fmt, ...)
-{
-    char path[PT_ERR_FIELD_MAX];
-    if (section && section[0] && key) snprintf(path, sizeof path, "%s.%s", section, key);
-    else snprintf(path, sizeof path, "%s", key ? key : section ? section : "");
-    va_list ap;
-    va_start(ap, fmt);
-    pt_errors_addv(c->errs, c->file, 0, path, fmt, ap);
-    va_end(ap);
-    c->failed = 1;
-}
-
-const char *type_name(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a real number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    default: return "null";
-    }
-}
-
-/* Keeps 15 significant digits so that printing and re-parsing is exact. */
-double round15(double x)
-{
-    char buf[32];
-    snprintf(buf, sizeof buf, "%.15g", x);
-    return strtod(buf, NULL);
-}
-
-void check_keys(parse_ctx *c, const json_t *obj, const char *section,
-                       const char *const *allowed)
-{
-    const char *key;
-    json_t *value;
-    json_object_foreach((json_t *)obj, key, value) {
-        int ok = 0;
-        for (const char *const *a = allowed; *a; a++) ok |= !strcmp(*a, key);
-        if (ok) continue;
-        char list[PT_ERR_MSG_MAX - 64] = "";
-        size_t n = 0;
-        for (const char *const *a = allowed; *a && n < sizeof list; a++)
-            n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", a == allowed ? "" : ", ", *a);
-        fail(c, section, key, "unknown key; allowed here: %s", list);
-    }
-}
-
-/* An integer in lo..hi, or (when alt is "auto" or "null") that alternative,
- * stored as 0.  Returns 1 when set, 0 when absent, -1 on error. */
-static int read_int64(parse_ctx *c, const json_t *obj, const char *section, const char *key,
-                      long long lo, long long hi, const char *alt, int64_t *out)
-{
-    const json_t *v = json_object_get(obj, key);
-    if (!v) return 0;
-    if (alt && (!strcmp(alt, "null") ? json_is_null(v)
-                : json_is_string(v) && !strcmp(json_string_value(v), alt))) {
-        *out = 0;
-        return 1;
-    }
-    char what[128];
-    snprintf(what, sizeof what, "an integer from %lld to %lld%s%s%s%s", lo, hi,
-             alt ? " or " : "", alt && strcmp(alt, "null") ? "\"" : "", alt ? alt : "",
-             alt && strcmp(alt, "null") ? "\"" : "");
-    if (!json_is_integer(v)) {
-        if (json_is_string(v))
-            fail(c, section, key, "must be %s, got \"%.40s\"", what, json_string_value(v));
-        else
-            fail(c, section, key, "must be %s, got %s", what, type_name(v));
-        return -1;
-    }
-    long long x = json_integer_value(v);
-    if (x < lo || x > hi) {
-        fail(c, section, key, "must be %s, got %lld", what, x);
-        return -1;
-    }
-    *out = x;
-    return 1;
-}
-
-static int read_int(parse_ctx *c, const json_t *obj, const char *section, const char *key,
-                    long long lo, long long hi, const char *alt, int32_t *out)
-{
-    int64_t x = *out;
-    int rc = read_int64(c, obj, section, key, lo, hi, alt, &x);
-    *out = (int32_t)x;
-    return rc;
-}
-
-/* A number in the interval lo..hi; `open_lo` excludes lo.  With `nullable`,
- * JSON null is accepted and stored as 0. */
-int read_number(parse_ctx *c, const json_t *obj, const char *section, const char *key,
-                       double lo, int open_lo, double hi, int nullable, double *out)
-{
-    const json_t *v = json_object_get(obj, key);
-    if (!v) return 0;
-    if (nullable && json_is_null(v)) {
-        *out = 0.0;
-        return 1;
-    }
-    char range[96];
-    snprintf(range, sizeof range, "a number %s %g and at most %g%s",
-             open_lo ? "above" : "of at least", lo, hi, nullable ? ", or null" : "");
-    if (!json_is_number(v)) {
-        fail(c, section, key, "must be %s, got %s", range, type_name(v));
-        return -1;
-    }
-    double x = json_number_value(v);
-    if (x < lo || (open_lo && x == lo) || x > hi) {
-        fail(c, section, key, "must be %s, got %g", range, x);
-        return -1;
-    }
-    *out = round15(x);
-    return 1;
-}
-
-int read_enum(parse_ctx *c, const json_t *obj, const char *section, const char *key,
-                     const char *const *names, int *out)
-{
-    const json_t *v = json_object_get(obj, key);
-    if (!v) return 0;
-    char list[160] = "";
-    size_t n = 0;
-    for (const char *const *a = names; *a && n < sizeof list; a++)
-        n += (size_t)snprintf(list + n, sizeof list - n, "%s\"%s\"", a == names ? "" : ", ", *a);
-    if (!json_is_string(v)) {
-        fail(c, section, key, "must be one of %s, got %s", list, type_name(v));
-        return -1;
-    }
-    for (int i = 0; names[i]; i++) {
-        if (!strcmp(names[i], json_string_value(v))) {
-            *out = i;
-            return 1;
-        }
-    }
-    fail(c, section, key, "must be one of %s, got \"%.40s\"", list, json_string_value(v));
-    return -1;
-}
-
-static void read_bool(parse_ctx *c, const json_t *obj, const char *section, const char *key,
-                      bool *out)
-{
-    const json_t *v = json_object_get(obj, key);
-    if (!v) return;
-    if (!json_is_boolean(v)) {
-        fail(c, section, key, "must be true or false, got %s", type_name(v));
-        return;
-    }
-    *out = json_is_true(v);
-}
-
-/* The object at key, or NULL when absent (defaults apply) or not an object. */
-static const json_t *get_section(parse_ctx *c, const json_t *obj, const char *section,
-                                 const char *key)
-{
-    const json_t *v = json_object_get(obj, key);
-    if (v && !json_is_object(v)) {
-        fail(c, section, key, "must be an object, got %s", type_name(v));
-        return NULL;
-    }
-    return v;
-}
-
-/* --- sections ----------------------------------------------------------- */
+/* --- sections (training: config_training.c; targets: config_targets.c) -- */
 
 static void parse_model(parse_ctx *c, const json_t *o, pt_job_model *m)
 {
@@ -278,166 +116,6 @@ static void parse_batching(parse_ctx *c, const json_t *o, pt_job_batching *b)
     read_int(c, o, s, "max_edges", 1, 100000000, "auto", &b->max_edges);
     read_int(c, o, s, "max_graphs", 1, 65536, "auto", &b->max_graphs);
     read_int(c, o, s, "model_batch_size", 1, 65536, "auto", &b->model_batch_size);
-}
-
-/* Keys of the schedule object and the kind each belongs to (-1: every kind,
- * -2: every kind but constant). */
-static const char *const schedule_keys[] = {"kind", "factor", "patience", "threshold",
-                                            "cooldown", "min_lr", "warmup_steps", NULL};
-static const int schedule_key_kind[] = {-1, PT_SCHEDULE_PLATEAU, PT_SCHEDULE_PLATEAU,
-                                        PT_SCHEDULE_PLATEAU, PT_SCHEDULE_PLATEAU, -2,
-                                        PT_SCHEDULE_COSINE};
-
-static void parse_schedule(parse_ctx *c, const json_t *o, double lr, pt_schedule_params *p)
-{
-    const char *s = "training.schedule";
-    check_keys(c, o, s, schedule_keys);
-    int kind = PT_SCHEDULE_CONSTANT;
-    int rc = read_enum(c, o, s, "kind", schedule_names, &kind);
-    if (rc == 0) fail(c, s, "kind", "is required: one of \"constant\", \"plateau\", \"cosine\"");
-    *p = pt_schedule_defaults((pt_schedule_kind)kind, lr);
-    if (rc != 1) return;
-    for (int i = 1; schedule_keys[i]; i++) {
-        int want = schedule_key_kind[i];
-        int applies = want == kind || (want == -2 && kind != PT_SCHEDULE_CONSTANT);
-        if (json_object_get(o, schedule_keys[i]) && !applies)
-            fail(c, s, schedule_keys[i], "does not apply to schedule kind \"%s\"",
-                 schedule_names[kind]);
-    }
-    if (kind == PT_SCHEDULE_PLATEAU) {
-        read_number(c, o, s, "factor", 0.0, 1, 0.999999, 0, &p->factor);
-        read_int(c, o, s, "patience", 0, 1000000, NULL, &p->patience);
-        read_number(c, o, s, "threshold", 0.0, 0, 0.999999, 0, &p->threshold);
-        read_int(c, o, s, "cooldown", 0, 1000000, NULL, &p->cooldown);
-    }
-    if (kind == PT_SCHEDULE_COSINE) {
-        int64_t w = 0;
-        read_int64(c, o, s, "warmup_steps", 0, 1000000000, NULL, &w);
-        p->warmup_steps = (long)w;
-    }
-    if (kind != PT_SCHEDULE_CONSTANT) {
-        int given = read_number(c, o, s, "min_lr", 0.0, 0, 10.0, 0, &p->min_lr);
-        if (given >= 0 && p->min_lr >= lr)
-            fail(c, s, "min_lr", "must be below training.lr (%g), got %g%s", lr, p->min_lr,
-                 given ? "" : " (the default)");
-    }
-}
-
-static void parse_split(parse_ctx *c, const json_t *v, double split[3])
-{
-    const char *s = "training";
-    if (!json_is_array(v) || json_array_size(v) != 3) {
-        if (json_is_array(v))
-            fail(c, s, "split", "must be an array of 3 fractions [train, validation, test], "
-                 "got %zu elements", json_array_size(v));
-        else
-            fail(c, s, "split", "must be an array of 3 fractions [train, validation, test], "
-                 "got %s", type_name(v));
-        return;
-    }
-    double f[3];
-    int ok = 1;
-    for (int i = 0; i < 3; i++) {
-        const json_t *x = json_array_get(v, (size_t)i);
-        char path[32];
-        snprintf(path, sizeof path, "split[%d]", i);
-        f[i] = json_is_number(x) ? json_number_value(x) : -1.0;
-        if (!json_is_number(x) || f[i] < 0.0 || f[i] > 1.0 || (i < 2 && f[i] == 0.0)) {
-            const char *what = i == 0 ? "the train fraction, above 0 and at most 1"
-                             : i == 1 ? "the validation fraction, above 0 and at most 1"
-                                      : "the test fraction, from 0 to 1";
-            if (json_is_number(x)) fail(c, s, path, "must be %s, got %g", what, f[i]);
-            else fail(c, s, path, "must be %s, got %s", what, type_name(x));
-            ok = 0;
-        }
-    }
-    if (!ok) return;
-    double sum = f[0] + f[1] + f[2];
-    if (fabs(sum - 1.0) > 1e-6) {
-        fail(c, s, "split", "fractions must sum to 1, got %g", sum);
-        return;
-    }
-    for (int i = 0; i < 3; i++) split[i] = round15(f[i]);
-}
-
-/* A loss weight: a number in [0, 1e6], or "auto" when the key has one. */
-static void read_weight(parse_ctx *c, const json_t *o, const char *key, int can_auto,
-                        double *out)
-{
-    const char *s = "training.loss";
-    const json_t *v = json_object_get(o, key);
-    if (!v) return;
-    if (can_auto && json_is_string(v) && !strcmp(json_string_value(v), "auto")) {
-        *out = PT_JOB_WEIGHT_AUTO;
-        return;
-    }
-    const char *alt = can_auto ? ", or \"auto\"" : "";
-    if (!json_is_number(v) || !(json_number_value(v) >= 0.0) || json_number_value(v) > 1e6) {
-        if (json_is_number(v))
-            fail(c, s, key, "must be a weight from 0 to 1e+06%s, got %g", alt,
-                 json_number_value(v));
-        else if (json_is_string(v))
-            fail(c, s, key, "must be a weight from 0 to 1e+06%s, got \"%.40s\"", alt,
-                 json_string_value(v));
-        else
-            fail(c, s, key, "must be a weight from 0 to 1e+06%s, got %s", alt, type_name(v));
-        return;
-    }
-    *out = round15(json_number_value(v));
-}
-
-static void parse_loss(parse_ctx *c, const json_t *o, pt_job_loss *l)
-{
-    static const char *const keys[] = {"energy_weight", "forces_weight", "stress_weight",
-                                       "energy", NULL};
-    check_keys(c, o, "training.loss", keys);
-    read_weight(c, o, "energy_weight", 0, &l->energy_weight);
-    read_weight(c, o, "forces_weight", 1, &l->forces_weight);
-    read_weight(c, o, "stress_weight", 0, &l->stress_weight);
-    int e = (int)l->energy;
-    read_enum(c, o, "training.loss", "energy", energy_loss_names, &e);
-    l->energy = (pt_job_energy_loss)e;
-    if (l->energy_weight == 0.0 && l->forces_weight == 0.0 && l->stress_weight == 0.0)
-        fail(c, "training", "loss", "every weight is 0: nothing would be trained; give "
-             "energy_weight, forces_weight or stress_weight a value above 0");
-}
-
-static void parse_training(parse_ctx *c, const json_t *o, pt_job_training *t)
-{
-    static const char *const keys[] = {"epochs", "max_steps", "optimizer", "lr", "weight_decay",
-                                       "clip_grad_norm", "schedule", "early_stopping_patience",
-                                       "split", "seed", "normalize", "log_every",
-                                       "checkpoint_every", "precision", "loss", NULL};
-    const char *s = "training";
-    check_keys(c, o, s, keys);
-    read_int(c, o, s, "epochs", 1, 1000000, NULL, &t->epochs);
-    read_int64(c, o, s, "max_steps", 1, INT64_MAX, "null", &t->max_steps);
-    int opt = (int)t->optimizer;
-    read_enum(c, o, s, "optimizer", optimizer_names, &opt);
-    t->optimizer = (pt_optim_kind)opt;
-    read_number(c, o, s, "lr", 0.0, 1, 10.0, 0, &t->lr);
-    t->weight_decay = pt_optim_defaults(t->optimizer).weight_decay;
-    read_number(c, o, s, "weight_decay", 0.0, 0, 1.0, 0, &t->weight_decay);
-    read_number(c, o, s, "clip_grad_norm", 0.0, 1, 1e9, 1, &t->clip_grad_norm);
-    const json_t *sched = get_section(c, o, s, "schedule");
-    t->schedule = pt_schedule_defaults(PT_SCHEDULE_CONSTANT, t->lr);
-    if (sched) parse_schedule(c, sched, t->lr, &t->schedule);
-    read_int(c, o, s, "early_stopping_patience", 1, 1000000, "null", &t->early_stopping_patience);
-    const json_t *split = json_object_get(o, "split");
-    if (split) parse_split(c, split, t->split);
-    int64_t seed = (int64_t)t->seed;
-    read_int64(c, o, s, "seed", 0, INT64_MAX, NULL, &seed);
-    t->seed = (uint64_t)seed;
-    int norm = (int)t->normalize;
-    read_enum(c, o, s, "normalize", normalize_names, &norm);
-    t->normalize = (pt_norm_kind)norm;
-    read_int(c, o, s, "log_every", 1, 1000000, NULL, &t->log_every);
-    read_int(c, o, s, "checkpoint_every", 1, 1000000000, "null", &t->checkpoint_every);
-    int prec = (int)t->precision;
-    read_enum(c, o, s, "precision", precision_names, &prec);
-    t->precision = (pt_precision)prec;
-    const json_t *loss = get_section(c, o, s, "loss");
-    if (loss) parse_loss(c, loss, &t->loss);
 }
 
 static void parse_backend(parse_ctx *c, const json_t *o, pt_job_backend *b)
@@ -507,7 +185,7 @@ int pt_job_config_from_json(pt_job_config *cfg, const json_t *root, const char *
     }
     if ((v = get_section(&c, root, "", "model"))) parse_model(&c, v, &cfg->model);
     if ((v = get_section(&c, root, "", "batching"))) parse_batching(&c, v, &cfg->batching);
-    if ((v = get_section(&c, root, "", "training"))) parse_training(&c, v, &cfg->training);
+    if ((v = get_section(&c, root, "", "training"))) pt_cfg_parse_training(&c, v, &cfg->training);
     if ((v = get_section(&c, root, "", "backend"))) parse_backend(&c, v, &cfg->backend);
     cfg->training.schedule.lr = cfg->training.lr;
     pt_cfg_parse_targets(&c, root, cfg);
@@ -586,97 +264,4 @@ int pt_job_config_load(pt_job_config *cfg, const char *path, pt_errors *errs)
     else rc = pt_job_config_parse(cfg, buf, n, path, errs);
     free(buf);
     return rc;
-}
-
-/* --- canonical form ----------------------------------------------------- */
-
-static json_t *int_or(long long x, const char *word)
-{
-    if (x) return json_integer(x);
-    return word ? json_string(word) : json_null();
-}
-
-static json_t *schedule_to_json(const pt_schedule_params *p)
-{
-    json_t *o = json_object();
-    json_object_set_new(o, "kind", json_string(schedule_names[p->kind]));
-    if (p->kind == PT_SCHEDULE_PLATEAU) {
-        json_object_set_new(o, "factor", json_real(p->factor));
-        json_object_set_new(o, "patience", json_integer(p->patience));
-        json_object_set_new(o, "threshold", json_real(p->threshold));
-        json_object_set_new(o, "cooldown", json_integer(p->cooldown));
-    }
-    if (p->kind == PT_SCHEDULE_COSINE) json_object_set_new(o, "warmup_steps", json_integer(p->warmup_steps));
-    if (p->kind != PT_SCHEDULE_CONSTANT) json_object_set_new(o, "min_lr", json_real(p->min_lr));
-    return o;
-}
-
-json_t *pt_job_config_to_json(const pt_job_config *cfg)
-{
-    const pt_job_model *m = &cfg->model;
-    const pt_job_batching *b = &cfg->batching;
-    const pt_job_training *t = &cfg->training;
-    const pt_job_backend *k = &cfg->backend;
-    json_t *o = json_pack(
-        "{s:s, s:{s:i, s:i, s:i, s:i, s:f, s:o, s:s}, s:{s:s, s:o, s:o, s:o, s:o},"
-        " s:{s:i, s:o, s:s, s:f, s:f, s:o, s:o, s:o, s:[f,f,f], s:I, s:s, s:i, s:o, s:s},"
-        " s:{s:s, s:o, s:i, s:i, s:b, s:b, s:i, s:i, s:o, s:i, s:b}}",
-        "target", cfg->target,
-        "model", "hidden", (int)m->hidden, "filters", (int)m->filters,
-        "interactions", (int)m->interactions, "gaussians", (int)m->gaussians,
-        "cutoff", m->cutoff, "max_neighbors", int_or(m->max_neighbors, NULL),
-        "readout", readout_names[m->readout],
-        "batching", "method", method_names[b->method], "max_nodes", int_or(b->max_nodes, "auto"),
-        "max_edges", int_or(b->max_edges, "auto"), "max_graphs", int_or(b->max_graphs, "auto"),
-        "model_batch_size", int_or(b->model_batch_size, "auto"),
-        "training", "epochs", (int)t->epochs, "max_steps", int_or(t->max_steps, NULL),
-        "optimizer", optimizer_names[t->optimizer], "lr", t->lr, "weight_decay", t->weight_decay,
-        "clip_grad_norm", t->clip_grad_norm > 0 ? json_real(t->clip_grad_norm) : json_null(),
-        "schedule", schedule_to_json(&t->schedule),
-        "early_stopping_patience", int_or(t->early_stopping_patience, NULL),
-        "split", t->split[0], t->split[1], t->split[2], "seed", (json_int_t)t->seed,
-        "normalize", normalize_names[t->normalize], "log_every", (int)t->log_every,
-        "checkpoint_every", int_or(t->checkpoint_every, NULL),
-        "precision", precision_names[t->precision],
-        "backend", "kind", backend_names[k->kind], "replication_factor",
-        int_or(k->replication_factor, "auto"),
-        "gradient_accumulation", (int)k->gradient_accumulation,
-        "device_iterations", (int)k->device_iterations, "merge_all_reduce", (int)k->merge_all_reduce,
-        "use_async_loader", (int)k->use_async_loader, "prefetch_depth", (int)k->prefetch_depth,
-        "device_memory_mb", (int)k->device_memory_mb, "threads", int_or(k->threads, "auto"),
-        "ranks", (int)k->ranks, "static_shapes", (int)k->static_shapes);
-    const pt_job_loss *l = &t->loss;
-    json_t *loss = json_pack("{s:f, s:o, s:f, s:s}", "energy_weight", l->energy_weight,
-                             "forces_weight", l->forces_weight == PT_JOB_WEIGHT_AUTO
-                                                  ? json_string("auto")
-                                                  : json_real(l->forces_weight),
-                             "stress_weight", l->stress_weight, "energy",
-                             energy_loss_names[l->energy]);
-    if (!o || !loss) {
-        json_decref(o);
-        json_decref(loss);
-        return NULL;
-    }
-    json_object_set_new(json_object_get(o, "training"), "loss", loss);
-    json_object_set_new(o, "forces_key", json_string(cfg->forces_key));
-    if (cfg->n_targets) {   /* the list replaces the single target */
-        json_object_del(o, "target");
-        json_object_set_new(o, "targets", pt_cfg_targets_to_json(cfg));
-    }
-    /* only when set: the form jobs were stored in before the key existed */
-    if (o && cfg->max_runtime_seconds > 0)
-        json_object_set_new(o, "max_runtime_seconds", json_real(cfg->max_runtime_seconds));
-    json_t *ob = o ? json_object_get(o, "backend") : NULL;
-    if (ob && k->zero_stage) json_object_set_new(ob, "zero_stage", json_integer(k->zero_stage));
-    if (ob && k->offload_optimizer) json_object_set_new(ob, "offload_optimizer", json_true());
-    return o;
-}
-
-char *pt_job_config_dump(const pt_job_config *cfg)
-{
-    json_t *o = pt_job_config_to_json(cfg);
-    if (!o) return NULL;
-    char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
-    json_decref(o);
-    return s;
 }

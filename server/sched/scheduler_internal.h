@@ -1,7 +1,11 @@
-/* scheduler_internal.h — what the scheduler's three files share:
+/* scheduler_internal.h — what the scheduler's files share:
  *   scheduler.c         lifetime, the loop thread, claiming, drain;
  *   scheduler_worker.c  one worker process: spawn, stdout lines, signals, exit;
- *   scheduler_ops.c     the store operations run on the store-writer thread.
+ *   scheduler_memory.c  a worker's memory budget and watch;
+ *   scheduler_ops.c     the store operations run on the store-writer thread:
+ *                       recovery, worker bookkeeping, a worker's end;
+ *   scheduler_claim.c   the poll operation: cancels seen, jobs claimed and
+ *                       prepared (also on the store-writer thread).
  * Everything here runs on the loop thread unless it says otherwise. */
 #ifndef PT_SCHEDULER_INTERNAL_H
 #define PT_SCHEDULER_INTERNAL_H
@@ -118,7 +122,12 @@ int pt_sched_group_memory(int64_t leader, uint64_t *rss, uint64_t *leader_vsize)
 /* scheduler_ops.c — submit functions (loop thread); their work runs on the
  * writer thread, their results come back to the loop thread. */
 void pt_sched_submit_recover(pt_scheduler *s);
-/* Reads the states of `ids` (cancel detection) and claims up to `claims`
+/* Writer thread: records a job's state change (logged) and announces it. */
+int pt_sched_transition(pt_scheduler *s, pt_store *st, const char *id, pt_job_state to,
+                        const char *reason);
+/* Writer thread: tells the server's change listener the job's new version. */
+void pt_sched_announce(pt_scheduler *s, pt_store *st, const char *id);
+/* scheduler_claim.c: reads the states of `ids` (cancel detection) and claims up to `claims`
  * queued jobs; the result goes to pt_sched_poll_done. */
 void pt_sched_submit_poll(pt_scheduler *s, int claims, const char (*ids)[PT_STORE_ID_MAX], size_t n_ids);
 void pt_sched_poll_done(pt_scheduler *s, int claims, const char (*ids)[PT_STORE_ID_MAX],

@@ -45,8 +45,9 @@ CONCEPTS = {
     "engine/backend": [{"backend", "backend_step", "backend_internal", "backend_zero"}],
     "engine/train": [{"train", "train_ckpt", "train_engine", "train_batch", "train_metrics",
                       "train_internal"},
-                     {"config", "config_internal", "config_targets"}],
-    "engine/mpi": [{"mpi_backend", "mpi_internal", "mpi_plan"}],
+                     {"config", "config_internal", "config_targets", "config_read", "config_training",
+                      "config_json"}],
+    "engine/mpi": [{"mpi_backend", "mpi_internal", "mpi_plan", "mpi_world", "mpi_run"}],
     "engine/graph": [{"neighbors", "neighbors_internal", "neighbors_pbc"}],
     "engine/model": [{"bf16", "bf16_internal", "bf16_avx512"},
                      {"schnet", "schnet_internal", "schnet_forces", "schnet_layers", "schnet_acts"},
@@ -54,7 +55,8 @@ CONCEPTS = {
     "store": [{"store", "store_internal", "store_datasets", "store_events", "store_jobs", "store_lifecycle",
                "store_metrics", "store_schema", "store_tokens"}],
     "server/app": [{"app", "app_metrics", "app_progress", "app_sweep"}],
-    "server/sched": [{"scheduler", "scheduler_internal", "scheduler_memory", "scheduler_ops", "scheduler_worker"}],
+    "server/sched": [{"scheduler", "scheduler_internal", "scheduler_memory", "scheduler_ops", "scheduler_worker",
+                     "scheduler_claim"}],
 }
 
 # The main header of each room: its first comment names the room and says
