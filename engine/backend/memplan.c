@@ -71,9 +71,9 @@ size_t pt_memplan_batch_bytes(pt_pack_limits limits, int32_t n_packs)
                 sizeof(*b->graph_has_stress) + sizeof(*b->graph_volume));
 }
 
-pt_schnet_config pt_memplan_job_model(const pt_job_config *cfg)
+pt_schnet_config pt_memplan_job_model(const pt_job_config *cfg, int forces)
 {
-    return pt_train_model_config(cfg);
+    return pt_train_model_config(cfg, forces);
 }
 
 /* Fills every byte count of plan for micro-batches of b packs. */
@@ -158,7 +158,7 @@ void pt_memplan_restage(pt_memplan *plan, int32_t stage, int32_t offload)
 int pt_memplan_for_job(pt_memplan *plan, const pt_job_config *cfg, const pt_train_layout *layout,
                        pt_pack_limits limits, int forces, pt_errors *errs)
 {
-    pt_schnet_config model = pt_memplan_job_model(cfg);
+    pt_schnet_config model = pt_memplan_job_model(cfg, forces);
     return pt_memplan_compute(plan, &model, limits, layout, &cfg->backend,
                               forces ? PT_SCHNET_FORCES_TRAIN : PT_SCHNET_ENERGY, errs);
 }

@@ -108,8 +108,8 @@ int pt_memplan_compute(pt_memplan *plan, const pt_schnet_config *model, pt_pack_
                        pt_schnet_mode mode, pt_errors *errs);
 
 /* The model of a job config as the trainer builds it (atomref table when
- * training.normalize is "atomref"). */
-pt_schnet_config pt_memplan_job_model(const pt_job_config *cfg);
+ * training.normalize is "atomref"; forces: as pt_train_model_config). */
+pt_schnet_config pt_memplan_job_model(const pt_job_config *cfg, int forces);
 
 /* pt_memplan_compute for a job, with its planned layout.  The limits are the
  * resolved per-pack limits (auto values must have been resolved by packing;

@@ -56,6 +56,30 @@ static void check_budget(const pt_run_memory *m, const pt_train_plan *plan, cons
                   m->trainer / MIB, m->dataset / MIB, m->graphs / MIB, m->runtime / MIB);
 }
 
+/* A refusal of a job whose neighbour lists are not capped says so: its edge
+ * slots are the dataset's own edges at the cutoff (on dense cells several
+ * times PyG's 32 per atom), and capping them is a choice with a cost. */
+static void neighbours_note(const pt_job_config *cfg, const pt_train_plan *plan,
+                            const pt_pack_limits *limits, pt_errors *errs)
+{
+    if (plan->max_neighbors != PT_GRAPH_UNLIMITED) return;
+    uint32_t densest = 0;
+    double degree = 0.0;
+    for (uint32_t s = 0; s < plan->n_structs; s++)
+        if (plan->natoms[s] && (double)plan->nedges[s] / plan->natoms[s] > degree) {
+            degree = (double)plan->nedges[s] / plan->natoms[s];
+            densest = s;
+        }
+    pt_errors_add(errs, "", 0, "model.max_neighbors",
+                  "%s keeps every neighbour within %g Å: up to %.1f per atom here (structure %u, "
+                  "%u edges; packs of %d edge slots); lower model.cutoff or cap "
+                  "model.max_neighbors (forces then stop being exactly -dE/dr)",
+                  cfg->model.max_neighbors == PT_JOB_NEIGHBORS_AUTO ? "\"auto\" (a forces job)"
+                                                                      : "\"all\"",
+                  cfg->model.cutoff, degree, densest,
+                  plan->n_structs ? plan->nedges[densest] : 0, limits->max_edges);
+}
+
 int pt_run_check(const pt_job_config *cfg, const pt_dataset *ds, const pt_run_budget *budget,
                  pt_run_memory *mem, pt_errors *errs)
 {
@@ -69,10 +93,12 @@ int pt_run_check(const pt_job_config *cfg, const pt_dataset *ds, const pt_run_bu
         pt_memplan mp;
         if (pt_memplan_for_job(&mp, cfg, &plan.layout, plan.train_pk.limits, plan.loss.forces,
                                errs) == 0) {
+            size_t refused = errs->total;
             pt_memplan_check(&mp, errs);
             pt_run_memory m;
             estimate(&m, cfg, &plan, &mp, ds);
             check_budget(&m, &plan, budget, errs);
+            if (errs->total != refused) neighbours_note(cfg, &plan, &plan.train_pk.limits, errs);
             if (mem) *mem = m;
         }
         pt_train_plan_close(&plan);

@@ -392,6 +392,10 @@ static char *hashed_config_text(const pt_job_config *cfg)
     if (c.training.precision == PT_PRECISION_FP32)
         json_object_del(json_object_get(o, "training"), "precision");
     if (!c.backend.static_shapes) json_object_del(json_object_get(o, "backend"), "static_shapes");
+    /* model.max_neighbors "all" was spelled null when such jobs could first
+     * be checkpointed */
+    if (c.model.max_neighbors == PT_JOB_NEIGHBORS_ALL)
+        json_object_set_new(json_object_get(o, "model"), "max_neighbors", json_null());
     /* likewise the loss and forces key of jobs that trained before they existed */
     pt_job_config def;
     pt_job_config_defaults(&def);

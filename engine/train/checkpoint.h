@@ -124,8 +124,9 @@ size_t pt_checkpoint_numel(const pt_checkpoint *ck);
 int pt_checkpoint_tensors_get(const pt_checkpoint *ck, const pt_checkpoint_tensors *t,
                               pt_errors *errs);
 
-/* Lowercase hex SHA-256 of cfg's canonical text as described above.
- * Returns 0, or -1 when out of memory (out is then ""). */
+/* Lowercase hex SHA-256 of cfg's canonical text as described above (the
+ * training loop passes cfg with model.max_neighbors "auto" resolved on its
+ * dataset: train.c).  Returns 0, or -1 when out of memory (out is then ""). */
 int pt_checkpoint_config_hash(const pt_job_config *cfg, char out[PT_CHECKPOINT_HASH_HEX + 1]);
 
 /* CRC-32 identifying the training data: atomic numbers, positions and the

@@ -58,7 +58,7 @@ void pt_job_config_defaults(pt_job_config *cfg)
     snprintf(cfg->target, sizeof(cfg->target), "%s", "energy_U0");
     snprintf(cfg->forces_key, sizeof(cfg->forces_key), "%s", "forces");
     cfg->model = (pt_job_model){.hidden = 100, .filters = 100, .interactions = 4,
-                                .gaussians = 25, .cutoff = 6.0, .max_neighbors = 32,
+                                .gaussians = 25, .cutoff = 6.0, .max_neighbors = PT_JOB_NEIGHBORS_AUTO,
                                 .readout = PT_JOB_READOUT_SUM};
     cfg->batching = (pt_job_batching){.method = PT_JOB_BATCH_LPFHP, .model_batch_size = 0};
     pt_job_training *t = &cfg->training;
@@ -86,6 +86,29 @@ void pt_job_config_defaults(pt_job_config *cfg)
 
 /* --- sections (training: config_training.c; targets: config_targets.c) -- */
 
+/* model.max_neighbors: 1..1024, "all" (or null, its older spelling) or "auto". */
+static void read_neighbors(parse_ctx *c, const json_t *o, const char *s, int32_t *out)
+{
+    const json_t *v = json_object_get(o, "max_neighbors");
+    if (!v) return;
+    const char *w = json_is_string(v) ? json_string_value(v) : NULL;
+    if (json_is_null(v) || (w && !strcmp(w, "all"))) {
+        *out = PT_JOB_NEIGHBORS_ALL;
+        return;
+    }
+    if (w && !strcmp(w, "auto")) {
+        *out = PT_JOB_NEIGHBORS_AUTO;
+        return;
+    }
+    const char *what = "an integer from 1 to 1024, \"all\", \"auto\" or null";
+    if (w) fail(c, s, "max_neighbors", "must be %s, got \"%.40s\"", what, w);
+    else if (!json_is_integer(v)) fail(c, s, "max_neighbors", "must be %s, got %s", what, type_name(v));
+    else if (json_integer_value(v) < 1 || json_integer_value(v) > 1024)
+        fail(c, s, "max_neighbors", "must be %s, got %lld", what,
+             (long long)json_integer_value(v));
+    else *out = (int32_t)json_integer_value(v);
+}
+
 static void parse_model(parse_ctx *c, const json_t *o, pt_job_model *m)
 {
     static const char *const keys[] = {"hidden", "filters", "interactions", "gaussians", "cutoff",
@@ -97,7 +120,7 @@ static void parse_model(parse_ctx *c, const json_t *o, pt_job_model *m)
     read_int(c, o, s, "interactions", 1, PT_SCHNET_MAX_INTERACTIONS, NULL, &m->interactions);
     read_int(c, o, s, "gaussians", 2, 1024, NULL, &m->gaussians);
     read_number(c, o, s, "cutoff", 0.0, 1, 100.0, 0, &m->cutoff);
-    read_int(c, o, s, "max_neighbors", 1, 1024, "null", &m->max_neighbors);   /* null: unlimited (0) */
+    read_neighbors(c, o, s, &m->max_neighbors);
     int r = (int)m->readout;
     read_enum(c, o, s, "readout", readout_names, &r);
     m->readout = (pt_job_readout)r;

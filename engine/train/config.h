@@ -9,7 +9,7 @@
  * server stores and hashes for idempotent submissions.
  *
  * Defaults (issue 3's example): target "energy_U0"; model H=F=100, T=4, G=25,
- * cutoff 6 Å, max_neighbors 32, readout sum; batching lpfhp with auto
+ * cutoff 6 Å, max_neighbors "auto", readout sum; batching lpfhp with auto
  * max_nodes/max_edges/max_graphs and model_batch_size "auto" (a global batch
  * of PT_JOB_AUTO_GLOBAL_PACKS = 16 packs, about 32 QM9 molecules at the auto
  * pack size, split over the replicas: plan.h); training 25 epochs, no max_steps, adam
@@ -25,6 +25,17 @@
  * replication_factor counts the replicas of all ranks and, when given, must
  * be a multiple of ranks ("auto": one replica per rank); any other kind
  * needs ranks = 1.
+ *
+ * model.max_neighbors: the neighbours each atom keeps (the nearest) — an
+ * integer 1..1024; "all", every neighbour within the cutoff (null, its
+ * spelling before "all" existed, is still read and prints as "all"); or
+ * "auto", the default, which the plan (plan.h) resolves on the dataset:
+ * "all" for a job that trains on forces or stress (SchNetPack and NequIP
+ * keep every neighbour within the cutoff; a cap makes the energy jump when
+ * the set of the nearest k changes, so forces stop being −∂E/∂r there and
+ * depend on how ties are broken), PT_JOB_ENERGY_MAX_NEIGHBORS = 32 (PyG's
+ * max_num_neighbors) for an energy-only job, whose results are then those
+ * of the jobs run before "auto" existed.
  *
  * Top level, besides the sections: max_runtime_seconds (null, or seconds >
  * 0), printed in the canonical form only when set; forces_key ("forces").
@@ -98,13 +109,20 @@ typedef enum pt_job_backend_kind {
     PT_JOB_BACKEND_MPI
 } pt_job_backend_kind;
 
+/* model.max_neighbors' words (the integers 1..1024 are themselves). */
+#define PT_JOB_NEIGHBORS_ALL 0      /* = PT_GRAPH_UNLIMITED: every neighbour within the cutoff */
+#define PT_JOB_NEIGHBORS_AUTO (-1)  /* all when training on forces or stress, else 32 */
+/* What "auto" means for an energy-only job: PyG's max_num_neighbors. */
+#define PT_JOB_ENERGY_MAX_NEIGHBORS 32
+
 typedef struct pt_job_model {
     int32_t hidden;          /* H, 2..4096 */
     int32_t filters;         /* F, 1..4096 */
     int32_t interactions;    /* T, 1..PT_SCHNET_MAX_INTERACTIONS (16) */
     int32_t gaussians;       /* G, 2..1024 */
     double cutoff;           /* Å, (0, 100] */
-    int32_t max_neighbors;   /* 1..1024, or 0 = unlimited (JSON null) */
+    int32_t max_neighbors;   /* 1..1024, PT_JOB_NEIGHBORS_ALL ("all" or null) or
+                                PT_JOB_NEIGHBORS_AUTO ("auto", the default; plan.h) */
     pt_job_readout readout;
 } pt_job_model;
 

@@ -12,6 +12,12 @@ static json_t *int_or(long long x, const char *word)
     return word ? json_string(word) : json_null();
 }
 
+static json_t *neighbors_json(int32_t k)
+{
+    if (k == PT_JOB_NEIGHBORS_AUTO) return json_string("auto");
+    return int_or(k, "all");
+}
+
 static json_t *schedule_to_json(const pt_schedule_params *p)
 {
     json_t *o = json_object();
@@ -40,7 +46,7 @@ json_t *pt_job_config_to_json(const pt_job_config *cfg)
         "target", cfg->target,
         "model", "hidden", (int)m->hidden, "filters", (int)m->filters,
         "interactions", (int)m->interactions, "gaussians", (int)m->gaussians,
-        "cutoff", m->cutoff, "max_neighbors", int_or(m->max_neighbors, NULL),
+        "cutoff", m->cutoff, "max_neighbors", neighbors_json(m->max_neighbors),
         "readout", readout_names[m->readout],
         "batching", "method", method_names[b->method], "max_nodes", int_or(b->max_nodes, "auto"),
         "max_edges", int_or(b->max_edges, "auto"), "max_graphs", int_or(b->max_graphs, "auto"),

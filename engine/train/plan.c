@@ -8,6 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
+/* "all" is the graph layer's unlimited (config.h) */
+_Static_assert(PT_JOB_NEIGHBORS_ALL == PT_GRAPH_UNLIMITED, "max_neighbors \"all\"");
+
 int pt_online_cores(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -119,13 +122,20 @@ static pt_readout readout_of(pt_job_readout r)
     return r == PT_JOB_READOUT_SUM ? PT_READOUT_SUM : PT_READOUT_MEAN;
 }
 
-pt_schnet_config pt_train_model_config(const pt_job_config *cfg)
+int32_t pt_train_max_neighbors(const pt_job_config *cfg, int forces)
+{
+    const int32_t k = cfg->model.max_neighbors;
+    if (k != PT_JOB_NEIGHBORS_AUTO) return k;   /* PT_JOB_NEIGHBORS_ALL = PT_GRAPH_UNLIMITED */
+    return forces ? PT_GRAPH_UNLIMITED : PT_JOB_ENERGY_MAX_NEIGHBORS;
+}
+
+pt_schnet_config pt_train_model_config(const pt_job_config *cfg, int forces)
 {
     const pt_job_target t0 = pt_job_config_target(cfg, 0);
     pt_schnet_config mc = {.hidden = cfg->model.hidden, .filters = cfg->model.filters,
                            .interactions = cfg->model.interactions,
                            .gaussians = cfg->model.gaussians, .cutoff = (float)cfg->model.cutoff,
-                           .max_neighbors = cfg->model.max_neighbors,
+                           .max_neighbors = pt_train_max_neighbors(cfg, forces),
                            .readout = readout_of(t0.readout),
                            .use_atomref = t0.normalize == PT_NORM_ATOMREF};
     if (!pt_job_config_multi_head(cfg)) return mc;
@@ -225,8 +235,9 @@ static int size_graphs(pt_train_plan *p, const pt_job_config *cfg, const pt_data
     p->nedges = malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
     if (!p->natoms || !p->nedges) return oom(errs);
     for (uint32_t s = 0; s < n; s++) p->natoms[s] = pt_dataset_natoms(ds, s);
-    pt_graph_params gp = {.cutoff = (float)cfg->model.cutoff,
-                          .max_neighbors = cfg->model.max_neighbors, .mode = PT_GRAPH_RADIUS};
+    p->max_neighbors = pt_train_max_neighbors(cfg, p->loss.forces);
+    pt_graph_params gp = {.cutoff = (float)cfg->model.cutoff, .max_neighbors = p->max_neighbors,
+                          .mode = PT_GRAPH_RADIUS};
     if (graphs != PT_PLAN_GRAPHS) return pt_graphs_count(p->nedges, ds, &gp, errs);
     if (pt_graphs_build(&p->graphs, ds, &gp, errs) != 0) return -1;
     p->has_graphs = 1;

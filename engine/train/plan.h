@@ -18,6 +18,13 @@
  *                 training.loss.stress_weight, forces_key);
  *   graphs        radius graphs of model.cutoff / max_neighbors: built, or
  *                 only their edges counted (the submission check);
+ *                 max_neighbors "auto" resolved with the loss: every
+ *                 neighbour within the cutoff for a job trained on forces or
+ *                 stress, PT_JOB_ENERGY_MAX_NEIGHBORS otherwise.  The edge
+ *                 counts are the dataset's own at that setting, so the
+ *                 packers' max_edges ("auto" or given) and the memory plan
+ *                 (engine/backend/memplan.h) see every edge a pack will
+ *                 hold — untruncated lists of dense cells included;
  *   split         training.split with training.seed over all structures,
  *                 then every element of validation and test also put into
  *                 training (pt_split_cover_elements);
@@ -122,11 +129,18 @@ typedef struct pt_train_loss {
 int pt_train_loss_resolve(pt_train_loss *out, const pt_job_config *cfg, const pt_dataset *ds,
                           pt_errors *errs);
 
-/* The model a job trains: SchNet of model.*, PyG's single head for one
- * graph target (its file loads into PyG), a named head per target for
- * several targets or an atom-level one (engine/model/schnet.h); each head's
- * readout and atomref from its target's readout and normalize. */
-pt_schnet_config pt_train_model_config(const pt_job_config *cfg);
+/* model.max_neighbors as the neighbour lists use it: the integer, or
+ * PT_GRAPH_UNLIMITED for "all"; "auto" is PT_GRAPH_UNLIMITED when `forces`
+ * (the job trains on forces or stress: pt_train_loss.forces), else
+ * PT_JOB_ENERGY_MAX_NEIGHBORS. */
+int32_t pt_train_max_neighbors(const pt_job_config *cfg, int forces);
+
+/* The model a job trains: SchNet of model.* (max_neighbors resolved as
+ * above: the model file records what the graphs used), PyG's single head
+ * for one graph target (its file loads into PyG), a named head per target
+ * for several targets or an atom-level one (engine/model/schnet.h); each
+ * head's readout and atomref from its target's readout and normalize. */
+pt_schnet_config pt_train_model_config(const pt_job_config *cfg, int forces);
 
 /* Whether structure s has force labels (the loss counts its atoms) and a
  * stress label on a fully periodic cell. */
@@ -139,6 +153,7 @@ typedef struct pt_train_plan {
     uint32_t head_key[PT_JOB_MAX_TARGETS]; /* [n_heads] their indices into ds->targets */
     pt_train_loss loss;
     uint32_t n_structs;
+    int32_t max_neighbors;         /* model.max_neighbors resolved (pt_train_max_neighbors) */
     uint32_t *natoms, *nedges;     /* [n_structs] sizes of every structure's graph */
     pt_graphs graphs;              /* built with PT_PLAN_GRAPHS */
     int has_graphs;

@@ -31,7 +31,7 @@ static double now(void)
 static int init_model(pt_trainer *tr)
 {
     const pt_job_config *cfg = tr->cfg;
-    const pt_schnet_config mc = pt_train_model_config(cfg);
+    const pt_schnet_config mc = pt_train_model_config(cfg, tr->plan.loss.forces);
     if (pt_schnet_init(&tr->model, &mc, tr->errs) != 0) return -1;
     pt_schnet_init_weights(&tr->model, cfg->training.seed);
     for (int k = 0; k < tr->model.n_heads; k++) {
@@ -107,6 +107,25 @@ static void set_threads(const pt_job_config *cfg)
 {
     if (cfg->backend.threads > 0) openblas_set_num_threads(cfg->backend.threads);
     pt_bf16_set_threads(openblas_get_num_threads());
+}
+
+/* The checkpoints' identity of the job: its configuration with
+ * model.max_neighbors "auto" resolved (plan.h), as a checkpoint identifies
+ * what was computed: an energy job of "auto" is one of 32 neighbours, the
+ * default before "auto" existed, and resumes its checkpoints.  The loss is
+ * resolved here on its own (the plan, later, reports its errors). */
+static int config_hash(const pt_job_config *cfg, const pt_dataset *ds, char *out)
+{
+    pt_job_config c = *cfg;
+    if (c.model.max_neighbors == PT_JOB_NEIGHBORS_AUTO) {
+        pt_train_loss l;
+        pt_errors scratch;
+        pt_errors_init(&scratch, 1);
+        int forces = pt_train_loss_resolve(&l, cfg, ds, &scratch) == 0 && l.forces;
+        pt_errors_close(&scratch);
+        c.model.max_neighbors = pt_train_max_neighbors(cfg, forces);
+    }
+    return pt_checkpoint_config_hash(&c, out);
 }
 
 /* The plan (plan.h) first: target, graphs, split, packers and layout are
@@ -480,7 +499,7 @@ int pt_train_run(const pt_job_config *cfg, const pt_dataset *ds, const char *out
     res->resumed_step = -1;
     tr.t_start = now();
     int rc = pt_train_check_cpu(cfg, errs);
-    if (rc == 0 && pt_checkpoint_config_hash(cfg, tr.config_hash) != 0) {
+    if (rc == 0 && config_hash(cfg, ds, tr.config_hash) != 0) {
         pt_errors_add(errs, NULL, 0, "", "out of memory");
         rc = -1;
     }

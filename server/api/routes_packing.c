@@ -5,7 +5,9 @@
  *   &max_nodes=&max_edges=&max_graphs=   per-pack limits, 0 or absent = auto
  *   &batch_size=                         graph slots (static64, static2n, dynamic)
  *   &heuristic=                          tuple packing's priority
- *   &cutoff=&max_neighbors=              the neighbour graph (defaults as a job's)
+ *   &cutoff=&max_neighbors=              the neighbour graph (cutoff 6 Å, 32 neighbours
+ *                                        as an energy job's default; max_neighbors=all:
+ *                                        every neighbour within the cutoff)
  *
  * The whole dataset is planned (every structure, not a split), and the
  * efficiencies are those of the epoch-0 draw, as pt_packer_report defines
@@ -74,7 +76,13 @@ static int read_request(pt_request *req, pt_pack_request *pr, pt_graph_params *g
     pr->max_graphs = (int32_t)pt_request_query_long(req, "max_graphs", 0, 0, LIMIT_MAX);
     pr->batch_size = (int32_t)pt_request_query_long(req, "batch_size", 0, 0, LIMIT_MAX);
     gp->cutoff = (float)query_real(req, "cutoff", defaults.model.cutoff, 1e-3, 100);
-    gp->max_neighbors = (int32_t)pt_request_query_long(req, "max_neighbors", defaults.model.max_neighbors, 1, 1024);
+    /* "all": every neighbour within the cutoff; a job's "auto" is not
+     * accepted here, it depends on the job's loss (engine/train/plan.h) */
+    const char *k = pt_request_query(req, "max_neighbors");
+    gp->max_neighbors = k && !strcmp(k, "all")
+                            ? PT_GRAPH_UNLIMITED
+                            : (int32_t)pt_request_query_long(req, "max_neighbors",
+                                                             PT_JOB_ENERGY_MAX_NEIGHBORS, 1, 1024);
     gp->mode = PT_GRAPH_RADIUS;
     return req->errors.total ? -1 : 0;
 }

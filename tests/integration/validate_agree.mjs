@@ -47,9 +47,10 @@ function variants([path, kind, o]) {
   if (kind === 'int') {
     v.push(Number(o.lo) - 1, 1.5, 'x', true, [], {}, Number(o.lo));
     if (typeof o.hi === 'number') v.push(o.hi + 1, o.hi);
-    if (o.alt) v.push(o.alt === 'null' ? null : o.alt);
-    else v.push(null);
-    if (o.alt !== 'auto') v.push('auto');
+    const alts = o.alt === undefined ? [] : [].concat(o.alt);
+    for (const a of alts) v.push(a === 'null' ? null : a);
+    if (!alts.includes('null')) v.push(null);
+    if (!alts.includes('auto')) v.push('auto');
   } else if (kind === 'num') {
     v.push(o.lo, o.lo - 1, o.hi * 2, o.hi, 'x', null, true, (o.lo + o.hi) / 2);
   } else if (kind === 'bool') {

@@ -277,12 +277,44 @@ static void test_config_hash(void **state)
     b.training.precision = PT_PRECISION_BF16;
     assert_int_equal(pt_checkpoint_config_hash(&b, hb), 0);
     assert_string_not_equal(ha, hb);
+    /* "auto", "all" and a number are three configurations */
+    char hall[65], h32[65];
+    b = a;
+    b.model.max_neighbors = PT_JOB_NEIGHBORS_ALL;
+    assert_int_equal(pt_checkpoint_config_hash(&b, hall), 0);
+    b.model.max_neighbors = 32;
+    assert_int_equal(pt_checkpoint_config_hash(&b, h32), 0);
+    assert_string_not_equal(ha, hall);
+    assert_string_not_equal(ha, h32);
+    assert_string_not_equal(hall, h32);
+}
+
+/* A job of max_neighbors null checkpointed before "all" existed hashes as
+ * it did then (the hash below is what commit fff646b computed for it): its
+ * stored text, read today, is "all". */
+static void test_config_hash_all_was_null(void **state)
+{
+    (void)state;
+    const char *then = "{\"model\":{\"max_neighbors\":null}}";
+    const char *now = "{\"model\":{\"max_neighbors\":\"all\"}}";
+    pt_job_config a, b;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    assert_int_equal(pt_job_config_parse(&a, then, strlen(then), NULL, &errs), 0);
+    assert_int_equal(pt_job_config_parse(&b, now, strlen(now), NULL, &errs), 0);
+    pt_errors_close(&errs);
+    char ha[65], hb[65];
+    assert_int_equal(pt_checkpoint_config_hash(&a, ha), 0);
+    assert_int_equal(pt_checkpoint_config_hash(&b, hb), 0);
+    assert_string_equal(ha, hb);
+    assert_string_equal(ha, "773835a91443b38366ae71c6ae634155c4a66621a2686a44b444f7b0704a4df0");
 }
 
 /* The default configuration's hash as packtrain computed it before
  * training.precision existed (commit 2a44888): fp32 jobs checkpointed by
  * that version still resume.  Their stored configurations name the layout
- * of the defaults of then, one replica of 16 packs. */
+ * of the defaults of then, one replica of 16 packs, and the 32 neighbours
+ * that were the default before "auto". */
 static void test_config_hash_predates_precision(void **state)
 {
     (void)state;
@@ -290,6 +322,7 @@ static void test_config_hash_predates_precision(void **state)
     pt_job_config_defaults(&a);
     a.backend.replication_factor = 1;
     a.batching.model_batch_size = 16;
+    a.model.max_neighbors = 32;
     char h[65];
     assert_int_equal(pt_checkpoint_config_hash(&a, h), 0);
     assert_string_equal(h, "fe006d0fe18c4511ed65e89a075a14cf918b9873c592875548a47f611b157d15");
@@ -304,6 +337,7 @@ int main(void)
         cmocka_unit_test(test_error_not_a_checkpoint),
         cmocka_unit_test(test_config_hash),
         cmocka_unit_test(test_config_hash_predates_precision),
+        cmocka_unit_test(test_config_hash_all_was_null),
     };
     return cmocka_run_group_tests_name("checkpoint", tests, setup, teardown);
 }

@@ -21,7 +21,7 @@ static const char *defaults_json =
     "\"method\":\"lpfhp\",\"model_batch_size\":\"auto\"},"
     "\"forces_key\":\"forces\","
     "\"model\":{\"cutoff\":6.0,\"filters\":100,\"gaussians\":25,\"hidden\":100,"
-    "\"interactions\":4,\"max_neighbors\":32,\"readout\":\"sum\"},"
+    "\"interactions\":4,\"max_neighbors\":\"auto\",\"readout\":\"sum\"},"
     "\"target\":\"energy_U0\","
     "\"training\":{\"checkpoint_every\":200,\"clip_grad_norm\":null,"
     "\"early_stopping_patience\":null,\"epochs\":25,\"log_every\":10,"
@@ -99,6 +99,9 @@ static void test_issue_example_is_the_default(void **state)
     assert_int_equal(cfg.batching.model_batch_size, 16);
     cfg.backend.replication_factor = 0;
     cfg.batching.model_batch_size = 0;
+    /* the example's 32 is what "auto" gives this energy job (plan.h) */
+    assert_int_equal(cfg.model.max_neighbors, 32);
+    cfg.model.max_neighbors = PT_JOB_NEIGHBORS_AUTO;
     assert_dump_equals(&cfg, defaults_json);
     pt_errors_close(&errs);
 }
@@ -366,21 +369,58 @@ static void test_max_runtime_seconds(void **state)
         expect_one_error(bad[i], "max_runtime_seconds", "must be a number of seconds > 0, or null");
 }
 
-/* model.max_neighbors null: every neighbour within the cutoff (dense
- * crystals); stored as 0 (PT_GRAPH_UNLIMITED) and dumped back as null. */
-static void test_max_neighbors_null(void **state)
+/* model.max_neighbors: "auto" by default; "all" (null, its older spelling,
+ * reads the same) keeps every neighbour within the cutoff, stored as 0
+ * (PT_GRAPH_UNLIMITED) and dumped as "all"; integers 1..1024 as given;
+ * anything else is refused at model.max_neighbors, saying what it takes. */
+static void test_max_neighbors(void **state)
 {
     (void)state;
-    pt_job_config cfg;
-    pt_errors errs;
-    assert_int_equal(parse(&cfg, "{\"model\":{\"max_neighbors\":null}}", &errs), 0);
-    pt_errors_close(&errs);
-    assert_int_equal(cfg.model.max_neighbors, 0);
-    char *s = pt_job_config_dump(&cfg);
-    assert_non_null(strstr(s, "\"max_neighbors\":null,"));
-    free(s);
-    expect_one_error("{\"model\":{\"max_neighbors\":0}}", "model.max_neighbors",
-                     "must be an integer from 1 to 1024 or null, got 0");
+    static const struct {
+        const char *json;
+        int32_t k;
+        const char *dump;
+    } ok[] = {
+        {"{}", PT_JOB_NEIGHBORS_AUTO, "\"max_neighbors\":\"auto\","},
+        {"{\"model\":{\"max_neighbors\":\"auto\"}}", PT_JOB_NEIGHBORS_AUTO,
+         "\"max_neighbors\":\"auto\","},
+        {"{\"model\":{\"max_neighbors\":\"all\"}}", 0, "\"max_neighbors\":\"all\","},
+        {"{\"model\":{\"max_neighbors\":null}}", 0, "\"max_neighbors\":\"all\","},
+        {"{\"model\":{\"max_neighbors\":1}}", 1, "\"max_neighbors\":1,"},
+        {"{\"model\":{\"max_neighbors\":1024}}", 1024, "\"max_neighbors\":1024,"},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        pt_job_config cfg, again;
+        pt_errors errs;
+        assert_int_equal(parse(&cfg, ok[i].json, &errs), 0);
+        pt_errors_close(&errs);
+        assert_int_equal(cfg.model.max_neighbors, ok[i].k);
+        char *s = pt_job_config_dump(&cfg);
+        if (!strstr(s, ok[i].dump)) fail_msg("%s dumps as %s", ok[i].json, s);
+        /* the canonical form is a fixed point */
+        assert_int_equal(parse(&again, s, &errs), 0);
+        pt_errors_close(&errs);
+        assert_int_equal(again.model.max_neighbors, ok[i].k);
+        free(s);
+    }
+    const char *what = "must be an integer from 1 to 1024, \"all\", \"auto\" or null, got ";
+    static const struct {
+        const char *json, *got;
+    } bad[] = {
+        {"{\"model\":{\"max_neighbors\":0}}", "0"},
+        {"{\"model\":{\"max_neighbors\":-1}}", "-1"},
+        {"{\"model\":{\"max_neighbors\":1025}}", "1025"},
+        {"{\"model\":{\"max_neighbors\":\"unlimited\"}}", "\"unlimited\""},
+        {"{\"model\":{\"max_neighbors\":\"ALL\"}}", "\"ALL\""},
+        {"{\"model\":{\"max_neighbors\":32.5}}", "a real number"},
+        {"{\"model\":{\"max_neighbors\":true}}", "a boolean"},
+        {"{\"model\":{\"max_neighbors\":[32]}}", "an array"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s%s", what, bad[i].got);
+        expect_one_error(bad[i].json, "model.max_neighbors", msg);
+    }
 }
 
 static void test_error_number(void **state)
@@ -650,7 +690,7 @@ int main(void)
         cmocka_unit_test(test_error_null_or_integer),
         cmocka_unit_test(test_checkpoint_every_null),
         cmocka_unit_test(test_max_runtime_seconds),
-        cmocka_unit_test(test_max_neighbors_null),
+        cmocka_unit_test(test_max_neighbors),
         cmocka_unit_test(test_error_number),
         cmocka_unit_test(test_error_enum),
         cmocka_unit_test(test_error_precision),

@@ -83,7 +83,7 @@ static void test_one_element_list_is_the_single_target(void **state)
     assert_false(pt_job_config_multi_head(&a));
     assert_int_equal(pt_job_config_n_targets(&b), 1);
     assert_true(a.training.loss.energy_weight == 0.5);
-    pt_schnet_config ma = pt_train_model_config(&a), mb = pt_train_model_config(&b);
+    pt_schnet_config ma = pt_train_model_config(&a, 0), mb = pt_train_model_config(&b, 0);
     assert_int_equal(ma.n_heads, 0);
     assert_int_equal(mb.n_heads, 0);
     assert_int_equal(ma.use_atomref, mb.use_atomref);
@@ -107,7 +107,7 @@ static void test_model_of_several_targets(void **state)
                            "\"normalize\":\"none\"}]}",
                            &errs),
                      0);
-    pt_schnet_config m = pt_train_model_config(&cfg);
+    pt_schnet_config m = pt_train_model_config(&cfg, 0);
     assert_int_equal(m.n_heads, 2);
     assert_string_equal(m.heads[0].key, "gap");
     assert_int_equal(m.heads[0].use_atomref, 1);

@@ -132,7 +132,7 @@ static void test_plan_of_default_job(void **state)
     pt_errors_init(&errs, 0);
     pt_memplan plan;
     assert_int_equal(plan_for(&plan, &cfg, L, &errs), 0);
-    pt_schnet_config c = pt_memplan_job_model(&cfg);
+    pt_schnet_config c = pt_memplan_job_model(&cfg, 0);
     assert_int_equal(c.use_atomref, 1);   /* default normalisation is atomref */
     size_t n = pt_memplan_param_count(&c);
     int32_t b = plan.micro_packs;          /* auto: 16 / (R·A) = 4 on one core */
@@ -188,7 +188,7 @@ static void test_zero_stages(void **state)
     pt_pack_limits L = {40, 700, 4};
     pt_errors errs;
     pt_errors_init(&errs, 0);
-    pt_schnet_config mc = pt_memplan_job_model(&cfg);
+    pt_schnet_config mc = pt_memplan_job_model(&cfg, 0);
     const size_t n = pt_memplan_param_count(&mc), S = (n + 3) / 4;
     const size_t H = 1024, F = 1024, G = (size_t)cfg.model.gaussians;
     const size_t block = F * G + F + F * F + F + F * H + H * F + H + H * H + H;

@@ -371,6 +371,25 @@ static void test_packing(void **state)
     assert_int_equal(json_integer_value(json_object_get(j, "packs")), 64);
     json_decref(j);
     tc_free(&r);
+    /* the neighbour graph: 32 per atom by default, every neighbour (all), or a cap */
+    long long edges[3];
+    const char *k[3] = {"", "&max_neighbors=all", "&max_neighbors=2"};
+    const int echo[3] = {32, 0, 2};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(fx_call(fx, "GET", NULL, NULL, &r, "/v1/datasets/%s/packing?cutoff=10%s", id,
+                                 k[i]), 200);
+        j = tc_json(&r);
+        json_t *g = json_object_get(j, "graph");
+        assert_int_equal(json_integer_value(json_object_get(g, "max_neighbors")), echo[i]);
+        edges[i] = json_integer_value(json_object_get(j, "real_edges"));
+        json_decref(j);
+        tc_free(&r);
+    }
+    /* QM9 molecules of up to 29 atoms: a cap of 32 cuts nothing, one of 2 does */
+    assert_true(edges[0] > 0 && edges[0] == edges[1] && edges[2] < edges[1]);
+    assert_int_equal(fx_call(fx, "GET", NULL, NULL, &r, "/v1/datasets/%s/packing?max_neighbors=auto", id), 400);
+    assert_non_null(strstr(fx_error(&r, 0), "query.max_neighbors"));
+    tc_free(&r);
     assert_int_equal(fx_call(fx, "GET", NULL, NULL, &r, "/v1/datasets/%s/packing?method=best&cutoff=-1", id), 400);
     assert_string_equal(fx_error(&r, 0),
                         "query.method: unknown method 'best'; one of lpfhp, tuple, pad, static64, static2n, dynamic");

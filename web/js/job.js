@@ -130,9 +130,12 @@ export function mount(main, { match }) {
     if (!j.dataset) return clear(packing, h('p', { class: 'muted' }, 'The dataset is gone.'));
     const batched = BATCHED.has(b.method);
     const num = v => (Number.isInteger(v) ? v : undefined);
+    // "auto" depends on the job's loss (all neighbours when it trains on
+    // forces): the endpoint's default of 32 stands for it only on energies.
+    const neighbors = v => (v === 'all' || v === null ? 'all' : num(v));
     const q = { method: b.method, max_nodes: num(b.max_nodes), max_edges: num(b.max_edges),
                 [batched ? 'batch_size' : 'max_graphs']: num(b.max_graphs),
-                cutoff: m.cutoff, max_neighbors: m.max_neighbors };
+                cutoff: m.cutoff, max_neighbors: neighbors(m.max_neighbors) };
     try {
       const p = await api.get(`/v1/datasets/${j.dataset}/packing`, q, { signal: ctrl.signal });
       clear(packing, packingDefs(p), h('p', { class: 'muted' }, 'Planned on the whole dataset (epoch 0 draw).'));

@@ -17,7 +17,7 @@ export const FIELDS = [
   ['model.interactions', 'int', { lo: 1, hi: 16 }, 4],
   ['model.gaussians', 'int', { lo: 2, hi: 1024 }, 25],
   ['model.cutoff', 'num', { lo: 0, open: true, hi: 100 }, 6.0],
-  ['model.max_neighbors', 'int', { lo: 1, hi: 1024, alt: 'null' }, 32],
+  ['model.max_neighbors', 'int', { lo: 1, hi: 1024, alt: ['all', 'auto', 'null'] }, 'auto'],
   ['model.readout', 'enum', { names: ['sum', 'mean'] }, 'sum'],
   ['batching.method', 'enum', { names: ['lpfhp', 'tuple', 'pad', 'static64', 'static2n', 'dynamic'] }, 'lpfhp'],
   ['batching.max_nodes', 'int', { lo: 1, hi: 1000000, alt: 'auto' }, 'auto'],
@@ -73,9 +73,14 @@ export function g(x) {
   return String(s);
 }
 
+// alt: a word (or null) the field also takes, or a list of them.
 function checkInt(v, { lo, hi, alt }) {
-  if (alt && (alt === 'null' ? v === null : v === alt)) return null;
-  const what = `an integer from ${lo} to ${hi}${alt ? (alt === 'null' ? ' or null' : ` or "${alt}"`) : ''}`;
+  const alts = alt === undefined ? [] : [].concat(alt);
+  if (alts.some(a => (a === 'null' ? v === null : v === a))) return null;
+  const words = alts.map(a => (a === 'null' ? 'null' : `"${a}"`));
+  const tail = words.length > 1 ? `, ${words.slice(0, -1).join(', ')} or ${words.at(-1)}`
+    : words.length ? ` or ${words[0]}` : '';
+  const what = `an integer from ${lo} to ${hi}${tail}`;
   if (typeof v === 'string') return `must be ${what}, got "${v.slice(0, 40)}"`;
   if (!Number.isInteger(v)) return `must be ${what}, got ${typeName(v)}`;
   if (v < Number(lo) || v > Number(hi)) return `must be ${what}, got ${v}`;
