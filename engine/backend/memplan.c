@@ -179,13 +179,11 @@ static int32_t largest_fitting_batch(const pt_memplan *plan)
 }
 
 /* The lowest ZeRO setting above the plan's that fits: stages first, then
- * the same stages with offload (a forces job: stage 1 at most, plan.c).
- * Returns 0 and the setting, or -1. */
+ * the same stages with offload.  Returns 0 and the setting, or -1. */
 static int fitting_stage(const pt_memplan *plan, int32_t *stage, int32_t *offload)
 {
-    const int32_t top = plan->mode == PT_SCHNET_FORCES_TRAIN ? 1 : 3;
     for (int32_t off = plan->offload; off <= 1; off++)
-        for (int32_t s = off ? 1 : plan->zero_stage + 1; s <= top; s++) {
+        for (int32_t s = off ? 1 : plan->zero_stage + 1; s <= 3; s++) {
             if (off == plan->offload && s <= plan->zero_stage) continue;
             pt_memplan p = *plan;
             pt_memplan_restage(&p, s, off);

@@ -196,8 +196,12 @@ typedef struct pt_schnet_acts {
     int32_t cap_nodes, cap_edges, cap_graphs;
     /* Optional, set by the caller after pt_schnet_acts_init: */
     pt_schnet_profile *profile;      /* NULL: no timing (the default) */
-    pt_schnet_layer_fn on_layer;     /* NULL: none (the default); energy path only:
-                                      * pt_schnet_forward and pt_schnet_backward */
+    pt_schnet_layer_fn on_layer;     /* NULL: none (the default); called by
+                                      * pt_schnet_forward, pt_schnet_backward, and for
+                                      * forces pt_schnet_forces (FORWARD events, head
+                                      * then blocks down) and pt_schnet_backward_forces
+                                      * (FORWARD in the tangent pass, then BACKWARD and
+                                      * BACKWARD_DONE in the energy backward's order) */
     void *layer_user;
     pt_precision precision;          /* of the products; FP32 after init */
     int32_t static_shapes;           /* 1: filter rows = edge slots (no sharing,
@@ -418,7 +422,8 @@ double pt_schnet_loss_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
  * heads): ACCUMULATES dL/dθ into grads, the energy term and the force and
  * stress terms (the latter through the parameter gradient of Σ_u λ_u g_u: a
  * tangent pass along λ and a second backward pass), and every other head's
- * term through its dy. */
+ * term through its dy.  grads may be NULL when a->on_layer points every
+ * layer's gradient (as for pt_schnet_backward). */
 void pt_schnet_backward_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b,
                                float *grads);
 

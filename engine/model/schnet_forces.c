@@ -163,8 +163,11 @@ void pt_schnet_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b)
     const int T = c->interactions;
     const pt_precision prec = a->precision;
 
+    pt_schnet_layer_fn hook = a->on_layer;   /* ZeRO stage 3: each layer gathered before use */
+
     pt_stopwatch sw;
     pt_stopwatch_start(&sw, a->profile);
+    if (hook) hook(a->layer_user, PT_LAYER_FORWARD, T + 1, NULL);
     memset(a->dist_grad, 0, (size_t)a->n_rows * sizeof(float));
     for (int g = 0; g < b->cap_graphs; g++) a->ones[g] = b->graph_id[g] >= 0 ? 1.0 : 0.0;
     float *obar = bar(a, a->ob, N, 1), *qbar = bar(a, a->z4, N, H2);
@@ -178,7 +181,10 @@ void pt_schnet_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b)
     pt_linear_backward_input(bar(a, a->hb[T], N, H), a->zs, p->head[0].lin1_w, N, H, H2, 0.0f,
                              prec);
     pt_lap(&sw, PT_SCHNET_OP_NODE_GEMM);
-    for (int t = T - 1; t >= 0; t--) block_dist_backward(m, a, b, t, &sw);
+    for (int t = T - 1; t >= 0; t--) {
+        if (hook) hook(a->layer_user, PT_LAYER_FORWARD, 1 + t, NULL);
+        block_dist_backward(m, a, b, t, &sw);
+    }
     forces_and_stress(m, a, b);
     pt_lap(&sw, PT_SCHNET_OP_OTHER);
     if (a->profile) a->profile->backwards++;
@@ -365,11 +371,17 @@ void pt_schnet_backward_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_b
     const pt_schnet_config *c = &m->cfg;
     const pt_schnet_params *p = &m->params;
     pt_schnet_params d;
-    pt_schnet_params_view(m, grads, &d);
+    if (grads) pt_schnet_params_view(m, grads, &d);
+    else memset(&d, 0, sizeof d);   /* the layer hook points every layer's gradient */
     const int N = b->cap_nodes, H = c->hidden, H2 = c->hidden / 2, G = c->gaussians;
     const int U = a->n_rows, T = c->interactions;
     const pt_precision prec = a->precision;
     float *qdot = half2(a->q, N, H2);
+    /* ZeRO (engine/backend/backend_zero.h): the tangent pass gathers each
+     * layer before use (stage 3); the second backward is the energy
+     * backward's layer order, head to embedding, with the same events, so
+     * stage 2 reduce-scatters each layer's gradient once it is complete */
+    pt_schnet_layer_fn hook = a->on_layer;
 
     pt_stopwatch sw;
     pt_stopwatch_start(&sw, a->profile);
@@ -377,13 +389,18 @@ void pt_schnet_backward_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_b
     pt_rows_scale(half2(a->e, U, G), a->de, a->lambda, U, G);
     memset(half2(a->h[0], N, H), 0, (size_t)N * H * sizeof(float));
     pt_lap(&sw, PT_SCHNET_OP_EDGE_BASIS);
-    for (int t = 0; t < T; t++) block_tangent(m, a, b, t, &sw);
+    for (int t = 0; t < T; t++) {
+        if (hook) hook(a->layer_user, PT_LAYER_FORWARD, 1 + t, NULL);
+        block_tangent(m, a, b, t, &sw);
+    }
+    if (hook) hook(a->layer_user, PT_LAYER_FORWARD, T + 1, NULL);
     pt_linear_forward(qdot, half2(a->h[T], N, H), p->head[0].lin1_w, NULL, N, H, H2, 0.0f, prec);
     pt_lap(&sw, PT_SCHNET_OP_NODE_GEMM);
     pt_ssp_tangent(qdot, a->sig4, N, H2);
     pt_lap(&sw, PT_SCHNET_OP_NODE_SSP);
 
     /* pass 3: second backward; head: ô = ∂L_E/∂y · std, dw5 += [ô; ō]ᵀ [q; q̇] */
+    if (hook) hook(a->layer_user, PT_LAYER_BACKWARD, T + 1, &d);
     pt_readout_backward(a->ob, d.head[0].atomref, a->dy, a->count, b->z, b->node_graph,
                         m->std[0], m->head[0].readout, N);
     pt_lap(&sw, PT_SCHNET_OP_OTHER);
@@ -399,8 +416,15 @@ void pt_schnet_backward_forces(const pt_schnet *m, pt_schnet_acts *a, const pt_b
     /* the other heads reach h_T at first order only: ĥ_T += ∂L_k/∂h_T */
     for (int k = 1; k < m->n_heads; k++)
         pt_schnet_head_backward(m, a, b, k, &d, a->hb[T], 1.0f, &sw);
-    for (int t = T - 1; t >= 0; t--) block_backward2(m, a, b, t, &d, &sw);
+    if (hook) hook(a->layer_user, PT_LAYER_BACKWARD_DONE, T + 1, &d);
+    for (int t = T - 1; t >= 0; t--) {
+        if (hook) hook(a->layer_user, PT_LAYER_BACKWARD, 1 + t, &d);
+        block_backward2(m, a, b, t, &d, &sw);
+        if (hook) hook(a->layer_user, PT_LAYER_BACKWARD_DONE, 1 + t, &d);
+    }
+    if (hook) hook(a->layer_user, PT_LAYER_BACKWARD, 0, &d);
     pt_embedding_backward(d.embedding, a->hb[0], b->z, N, H);
     pt_lap(&sw, PT_SCHNET_OP_OTHER);
+    if (hook) hook(a->layer_user, PT_LAYER_BACKWARD_DONE, 0, &d);
     if (a->profile) a->profile->backwards++;
 }

@@ -202,16 +202,6 @@ int pt_train_loss_resolve(pt_train_loss *out, const pt_job_config *cfg, const pt
     out->forces = wf > 0.0 || l->stress_weight > 0.0;
     out->w.energy_per_atom = l->energy == PT_JOB_ENERGY_PER_ATOM ||
                              (l->energy == PT_JOB_ENERGY_AUTO && out->forces);
-    if (out->forces && cfg->backend.zero_stage >= 2) {
-        /* stages 2-3 hook the energy backward layer by layer (backend_zero.h);
-         * the force step's passes have no such hooks */
-        pt_errors_add(errs, NULL, 0, "backend.zero_stage",
-                      "ZeRO stage %d shards gradients layer by layer in the energy backward; a "
-                      "job trained on forces (forces weight %g, stress weight %g on this "
-                      "dataset) runs zero_stage 0 or 1", cfg->backend.zero_stage, out->w.forces,
-                      out->w.stress);
-        return -1;
-    }
     out->heads = pt_job_config_n_targets(cfg);
     double others = 0.0;
     for (int k = 0; k < out->heads; k++) {

@@ -42,7 +42,7 @@ pt_schnet_mode pt_train_eval_mode(const pt_train_data *d);
  * another energy-only loss runs pt_schnet_loss_forces on the energy arena.
  * m is the model computing (d->model, or a replica's own copy under ZeRO);
  * grads may be NULL when a->on_layer places every layer's gradient (ZeRO
- * stages 2-3: energy jobs only, plan.c refuses them for forces). */
+ * stages 2-3, energy and forces jobs alike: engine/model/schnet.h). */
 void pt_train_micro_forward(const pt_train_data *d, const pt_schnet *m, pt_schnet_acts *a,
                             const pt_batch *b, const pt_schnet_loss_norm *norm,
                             pt_step_stats *st);

@@ -15,8 +15,9 @@
 #     step with a checkpoint, leaves no process behind, and resuming from that
 #     checkpoint ends with the model of an uninterrupted run;
 #   - ZeRO stages 1-3 (and offload) over 2 ranks x 2 replicas x A=2 train the
-#     model of one stage-0 process with 4 replicas, byte for byte; a stage-3
-#     run resumed from a sharded run's checkpoint ends with the same model;
+#     model of one stage-0 process with 4 replicas, byte for byte, energy
+#     jobs and (stages 2-3) forces jobs alike; a stage-3 run resumed from a
+#     sharded run's checkpoint ends with the same model;
 #   - failures end the whole job, never hang it: ranks reading different
 #     datasets, ranks whose parameters diverge (checked every step here),
 #     a world of the wrong size;
@@ -86,16 +87,21 @@ check "the step losses are real numbers" test -n "$(losses "$WORK/m2.out")"
 
 # --- ZeRO over ranks: the cross-rank reduce-scatter of 2 buffers is a + b, so every
 # stage gives the bits of stage 0 (backend_zero.h, mpi_backend.h) --------------------------------
+# zero_like_one NAME DATA REF WHAT: the job $WORK/NAME.json on 2 ranks trains the model and
+# losses of the one stage-0 process whose run is $WORK/REF (.out, /model.safetensors)
+zero_like_one() {
+  "${T[@]}" "$PT" mpirun --config "$WORK/$1.json" -- train "$WORK/$2" --config "$WORK/$1.json" \
+    --out "$WORK/$1" >"$WORK/$1.out" 2>"$WORK/$1.err"
+  expect "$4: the run succeeds" "$?" 0
+  check "... the model of one stage-0 process with 4 replicas, byte for byte" same_bytes \
+    "$WORK/$1/model.safetensors" "$WORK/$3/model.safetensors"
+  expect "... the same loss at every step" "$(losses "$WORK/$1.out")" "$(losses "$WORK/$3.out")"
+  [ -s "$WORK/$1/model.safetensors" ] || cat "$WORK/$1.err"
+}
 for z in '"zero_stage": 1' '"zero_stage": 2' '"zero_stage": 3' '"zero_stage": 2, "offload_optimizer": true'; do
   tag=$(echo "$z" | tr -dc '0-9a-z')
   config "$WORK/z$tag.json" mpi 2 4 2 2 0.001 "$z"
-  "${T[@]}" "$PT" mpirun --config "$WORK/z$tag.json" -- train "$WORK/d.ptd" --config "$WORK/z$tag.json" \
-    --out "$WORK/z$tag" >"$WORK/z$tag.out" 2>"$WORK/z$tag.err"
-  expect "2 ranks x 2 replicas x A=2, $z: the run succeeds" "$?" 0
-  check "... the model of one stage-0 process with 4 replicas, byte for byte" same_bytes \
-    "$WORK/z$tag/model.safetensors" "$WORK/o4/model.safetensors"
-  expect "... the same loss at every step" "$(losses "$WORK/z$tag.out")" "$(losses "$WORK/o4.out")"
-  [ -s "$WORK/z$tag/model.safetensors" ] || cat "$WORK/z$tag.err"
+  zero_like_one "z$tag" d.ptd o4 "2 ranks x 2 replicas x A=2, $z"
 done
 # resume a stage-3 run from its first checkpoint (every rank's Adam blocks gathered into it)
 Z3CK=$(ls "$WORK"/zzerostage3/checkpoints/ckpt-*.safetensors 2>/dev/null | sort -t- -k2 -n | head -1)
@@ -107,13 +113,13 @@ check "... with the model of the uninterrupted run, byte for byte" same_bytes \
   "$WORK/z3r/model.safetensors" "$WORK/zzerostage3/model.safetensors"
 
 # --- energies and forces: 2 ranks = one process ----------------------------------------------
-fconfig() { # FILE KIND RANKS R A
+fconfig() { # FILE KIND RANKS R A [EXTRA_BACKEND_KEYS]
   cat >"$1" <<EOF
 {"target": "energy", "model": {"hidden": 16, "filters": 16, "interactions": 2, "gaussians": 12,
  "cutoff": 4.0, "max_neighbors": null}, "batching": {"model_batch_size": 2},
  "training": {"epochs": 2, "log_every": 1, "seed": 5, "lr": 0.002},
  "backend": {"kind": "$2", "ranks": $3, "replication_factor": $4, "gradient_accumulation": $5,
-             "threads": 1}}
+             "threads": 1${6:+, $6}}}
 EOF
 }
 fconfig "$WORK/fm.json" mpi 2 4 2
@@ -133,6 +139,11 @@ expect "... the same test force MAE" "$(jget "$WORK/fm/result.json" 'j["test_for
 expect "... below the MAE of zero forces" \
   "$(jget "$WORK/fm/result.json" 'j["test_forces_mae"] < j["test_forces_zero_mae"]')" True
 [ -s "$WORK/fm/model.safetensors" ] || cat "$WORK/fm.err"
+# ZeRO stages 2-3 on a forces job over ranks: the force step's layer events (backend_zero.h)
+for z in 2 3; do
+  fconfig "$WORK/fz$z.json" mpi 2 4 2 "\"zero_stage\": $z"
+  zero_like_one "fz$z" emt.ptd fo "forces job, 2 ranks x 2 replicas x A=2, zero_stage $z"
+done
 
 # --- several targets (issue 20): 2 ranks = one process -----------------------------------------
 hconfig() { # FILE KIND RANKS R A

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "engine/backend/backend.h"
+#include "engine/backend/memplan.h"
 #include "engine/train/config.h"
 #include "engine/graph/graph.h"
 #include "engine/data/ingest.h"
@@ -166,6 +167,37 @@ __attribute__((unused)) static void open_ok(pt_grad_engine *eng, const pt_train_
     }
     pt_errors_close(&errs);
     assert_string_equal(eng->kind, PT_BACKEND_KIND);
+}
+
+/* What a replica allocates equals the memory plan of its ZeRO stage (and
+ * offload) with arenas of `mode`, for each layout {R, A, b} (test_zero.c:
+ * energy jobs; test_backend_forces.c: forces jobs). */
+__attribute__((unused)) static void allocations_follow_the_plan(const int (*layouts)[3], size_t n,
+                                                                pt_schnet_mode mode)
+{
+    for (size_t k = 0; k < n; k++)
+        for (int stage = 0; stage <= 3; stage++)
+            for (int off = 0; off <= (stage > 0); off++) {
+                pt_job_config cfg;
+                pt_train_data d = data_for(&cfg, layouts[k][0], layouts[k][1], layouts[k][2]);
+                cfg.backend.zero_stage = stage;
+                cfg.backend.offload_optimizer = off;
+                pt_grad_engine eng;
+                open_ok(&eng, &d);
+                pt_backend_stats bs;
+                assert_int_equal(pt_backend_stats_get(&eng, &bs), 0);
+                eng.close(eng.self);
+                pt_memplan plan;
+                pt_errors errs;
+                pt_errors_init(&errs, 0);
+                assert_int_equal(pt_memplan_compute(&plan, &F.model.cfg, d.limits, &d.layout,
+                                                    &cfg.backend, mode, &errs), 0);
+                pt_errors_close(&errs);
+                if ((size_t)bs.replica_bytes != plan.total)
+                    fail_msg("R=%d A=%d b=%d stage %d offload %d: allocated %lld, planned %zu",
+                             layouts[k][0], layouts[k][1], layouts[k][2], stage, off,
+                             (long long)bs.replica_bytes, plan.total);
+            }
 }
 
 #endif

@@ -18,8 +18,9 @@
  *     bf16 products give the fp32 gradient within their rounding;
  *   - the loss denominators are the global batch's: a share computed with
  *     the whole batch's counts is that share of the whole batch's gradient;
- *   - ZeRO stage 1 (and offload) trains to stage 0's bits; stages 2-3 are
- *     refused by the plan for a forces job. */
+ *   - ZeRO stages 1-3 (and offload) train to stage 0's bits where the
+ *     reduction order is kept, stages 2-3 with accumulation within float32
+ *     rounding; a replica allocates its stage's memory plan. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -294,11 +295,12 @@ static void test_same_curve_whatever_the_loader(void **state)
 
 /* ---- ZeRO (engine/backend/backend_zero.h) ------------------------------------------ */
 
-/* 12 Adam steps at R = 2 on forces, the engine's own update at stage 1. */
-static float *zero_curve(int stage, int offload, double *curve, int steps)
+/* `steps` Adam steps at R = 2 (A micro-batches of 2/A packs) on forces, the
+ * engine's own update at stages 1-3. */
+static float *zero_curve(int stage, int offload, int A, double *curve, int steps)
 {
     pt_job_config cfg;
-    pt_train_data d = data_for(&cfg, 2, 1, 2);
+    pt_train_data d = data_for(&cfg, 2, A, 2 / A);
     cfg.backend.zero_stage = stage;
     cfg.backend.offload_optimizer = offload;
     reset_params();
@@ -331,38 +333,84 @@ static float *zero_curve(int stage, int offload, double *curve, int steps)
     return out;
 }
 
-/* Stage 1 (Adam state sharded) trains a forces job to stage 0's bits; stages
- * 2-3 hook only the energy backward, and the plan refuses them for forces. */
+/* Every stage trains a forces job to stage 0's bits where the reduction
+ * order is kept: stage 1 (and offload) at any split, stages 2-3 with one
+ * micro-batch per replica (the layer hooks of the force step's passes:
+ * stage 3 gathers each layer before the forward, the force backward, the
+ * tangent pass and the second backward; stage 2 reduce-scatters each
+ * layer's gradient as the second backward completes it). */
 static void test_zero_stages(void **state)
 {
     (void)state;
     enum { STEPS = 12 };
     assert_true(F.packs.n_packs >= 4 * STEPS);
     double ref_curve[STEPS], curve[STEPS];
-    float *ref = zero_curve(0, 0, ref_curve, STEPS);
-    for (int off = 0; off <= 1; off++) {
-        float *p = zero_curve(1, off, curve, STEPS);
-        assert_memory_equal(p, ref, F.model.n_params * sizeof(float));
-        assert_memory_equal(curve, ref_curve, sizeof curve);
-        free(p);
-    }
+    float *ref = zero_curve(0, 0, 1, ref_curve, STEPS);
+    for (int stage = 1; stage <= 3; stage++)
+        for (int off = 0; off <= 1; off++) {
+            float *p = zero_curve(stage, off, 1, curve, STEPS);
+            if (memcmp(p, ref, F.model.n_params * sizeof(float)))
+                fail_msg("stage %d offload %d: parameters differ from stage 0", stage, off);
+            assert_memory_equal(curve, ref_curve, sizeof curve);
+            free(p);
+        }
     free(ref);
-    for (int stage = 2; stage <= 3; stage++) {
+    /* the plan takes every stage for a forces job */
+    for (int stage = 0; stage <= 3; stage++) {
         pt_job_config cfg = F.cfg;
         cfg.backend.zero_stage = stage;
         pt_train_loss l;
         pt_errors errs;
         pt_errors_init(&errs, 0);
-        assert_int_equal(pt_train_loss_resolve(&l, &cfg, &F.ds, &errs), -1);
-        assert_string_equal(errs.items[0].field, "backend.zero_stage");
-        assert_non_null(strstr(errs.items[0].message, "runs zero_stage 0 or 1"));
-        pt_errors_close(&errs);
-        cfg.backend.zero_stage = 1;
-        pt_errors_init(&errs, 0);
         assert_int_equal(pt_train_loss_resolve(&l, &cfg, &F.ds, &errs), 0);
         assert_true(l.forces);
         pt_errors_close(&errs);
     }
+}
+
+/* Stages 2-3 with accumulation sum each micro-batch over the replicas
+ * before summing micro-batches: within float32 rounding of stage 0, and not
+ * equal to it (the tolerance hides no no-op); offload gives the same stage's
+ * bits. */
+static void test_zero_accumulation_within_rounding(void **state)
+{
+    (void)state;
+    enum { STEPS = 6 };
+    const size_t n = F.model.n_params;
+    double ref_curve[STEPS], curve[STEPS], off_curve[STEPS];
+    float *ref = zero_curve(0, 0, 2, ref_curve, STEPS);
+    int differed = 0;
+    for (int stage = 2; stage <= 3; stage++) {
+        float *p = zero_curve(stage, 0, 2, curve, STEPS);
+        double num = 0.0, den = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            num += ((double)p[i] - ref[i]) * ((double)p[i] - ref[i]);
+            den += (double)ref[i] * ref[i];
+        }
+        /* 6 Adam steps amplify gradient rounding (≈1e-7) into ≈1e-6 */
+        if (sqrt(num / den) > 1e-5)
+            fail_msg("stage %d: parameters differ by %g", stage, sqrt(num / den));
+        differed += memcmp(p, ref, n * sizeof(float)) != 0;
+        for (int s = 0; s < STEPS; s++)
+            assert_true(fabs(curve[s] - ref_curve[s]) <= 1e-4 * fabs(ref_curve[s]));
+        float *q = zero_curve(stage, 1, 2, off_curve, STEPS);
+        assert_memory_equal(q, p, n * sizeof(float));
+        assert_memory_equal(off_curve, curve, sizeof curve);
+        free(p);
+        free(q);
+    }
+    assert_true(differed > 0);
+    free(ref);
+}
+
+/* What a replica of a forces job allocates is the memory plan of its stage
+ * (the FORCES_TRAIN arena; at stages 2-3 a layer buffer and the shard's
+ * accumulation stack instead of full gradients). */
+static void test_zero_allocations_follow_the_plan(void **state)
+{
+    (void)state;
+    static const int layouts[][3] = {{2, 1, 2}, {2, 2, 1}, {3, 1, 1}};
+    allocations_follow_the_plan(layouts, sizeof layouts / sizeof *layouts, PT_SCHNET_FORCES_TRAIN);
 }
 
 /* ---- packing methods, static shapes, bf16 ---------------------------------------- */
@@ -453,6 +501,8 @@ int main(void)
         cmocka_unit_test(test_global_denominators),
         cmocka_unit_test(test_same_curve_whatever_the_loader),
         cmocka_unit_test(test_zero_stages),
+        cmocka_unit_test(test_zero_accumulation_within_rounding),
+        cmocka_unit_test(test_zero_allocations_follow_the_plan),
         cmocka_unit_test(test_every_packing_method),
         cmocka_unit_test(test_static_shapes_and_bf16),
     };

@@ -19,11 +19,14 @@
 
 
 /* pt_memplan_for_job with the layout the plan gives cfg. */
+/* plan_for's job trains on forces (the FORCES_TRAIN arena) when set. */
+static int plan_forces;
+
 static int plan_for(pt_memplan *plan, const pt_job_config *cfg, pt_pack_limits L, pt_errors *errs)
 {
     pt_train_layout l;
-    if (pt_train_layout_resolve(&l, cfg, 1, 0, errs)) return -1;
-    return pt_memplan_for_job(plan, cfg, &l, L, 0, errs);
+    if (pt_train_layout_resolve(&l, cfg, 1, plan_forces, errs)) return -1;
+    return pt_memplan_for_job(plan, cfg, &l, L, plan_forces, errs);
 }
 
 static pt_schnet_config model_of(int H, int F, int T, int G, int atomref)
@@ -229,10 +232,10 @@ static void test_zero_stages(void **state)
 }
 
 /* A job that does not fit at stage 0 is refused naming the lowest stage
- * (then offload) that fits; with one replica no stage helps. */
-static void test_zero_rejection_names_the_stage(void **state)
+ * (then offload) that fits; with one replica no stage helps.  Energy and
+ * forces jobs alike (every stage trains forces: backend_zero.h). */
+static void rejection_names_the_stage(void)
 {
-    (void)state;
     pt_job_config cfg;
     pt_job_config_defaults(&cfg);
     cfg.model.hidden = cfg.model.filters = 1024;
@@ -289,6 +292,13 @@ static void test_zero_rejection_names_the_stage(void **state)
     assert_int_equal(pt_memplan_check(&p, &errs), -1);
     assert_string_equal(errs.items[0].field, "backend.device_memory_mb");
     pt_errors_close(&errs);
+}
+
+static void test_zero_rejection_names_the_stage(void **state)
+{
+    (void)state;
+    for (plan_forces = 0; plan_forces <= 1; plan_forces++) rejection_names_the_stage();
+    plan_forces = 0;
 }
 
 static void test_rejection_message(void **state)

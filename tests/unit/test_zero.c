@@ -23,7 +23,6 @@
 #include <cmocka.h>
 
 #include "engine/backend/backend_zero.h"
-#include "engine/backend/memplan.h"
 #include "tests/unit/backend_fixture.h"
 
 static void reset_params(void)
@@ -216,29 +215,7 @@ static void test_allocations_follow_the_plan(void **state)
 {
     (void)state;
     static const int layouts[][3] = {{4, 2, 1}, {3, 1, 2}, {1, 4, 1}};
-    for (size_t k = 0; k < sizeof layouts / sizeof *layouts; k++)
-        for (int stage = 0; stage <= 3; stage++)
-            for (int off = 0; off <= (stage > 0); off++) {
-                pt_job_config cfg;
-                pt_train_data d = data_for(&cfg, layouts[k][0], layouts[k][1], layouts[k][2]);
-                cfg.backend.zero_stage = stage;
-                cfg.backend.offload_optimizer = off;
-                pt_grad_engine eng;
-                open_ok(&eng, &d);
-                pt_backend_stats bs;
-                assert_int_equal(pt_backend_stats_get(&eng, &bs), 0);
-                eng.close(eng.self);
-                pt_memplan plan;
-                pt_errors errs;
-                pt_errors_init(&errs, 0);
-                assert_int_equal(pt_memplan_compute(&plan, &F.model.cfg, d.limits, &d.layout,
-                                                    &cfg.backend, PT_SCHNET_ENERGY, &errs), 0);
-                pt_errors_close(&errs);
-                if ((size_t)bs.replica_bytes != plan.total)
-                    fail_msg("R=%d A=%d b=%d stage %d offload %d: allocated %lld, planned %zu",
-                             layouts[k][0], layouts[k][1], layouts[k][2], stage, off,
-                             (long long)bs.replica_bytes, plan.total);
-            }
+    allocations_follow_the_plan(layouts, sizeof layouts / sizeof *layouts, PT_SCHNET_ENERGY);
 }
 
 /* ---- inside the loop: checkpoint and resume ---------------------------------- */
