@@ -35,7 +35,8 @@ void pt_app_options_defaults(pt_app_options *o)
                                 .upload_atoms = 100000000, .owner_storage_bytes = 20ull << 30,
                                 .owner_jobs = 8, .predict_atoms = 100000, .predict_edges = 5000000,
                                 .heavy_threads = 2, .heavy_queue = 8, .heavy_deadline_s = 600,
-                                .connections_per_client = 256};
+                                .connections_per_client = 256, .header_timeout_s = 30,
+                                .body_min_rate = 4096};
     o->stop_grace_s = 5;
 }
 
@@ -419,6 +420,8 @@ int pt_app_start(pt_app *app, char *err, size_t errlen)
     hc.heavy_queue = app->opt.limits.heavy_queue;
     hc.heavy_deadline_s = app->opt.limits.heavy_deadline_s;
     hc.max_per_ip = app->opt.limits.connections_per_client;
+    hc.header_timeout_ms = app->opt.limits.header_timeout_s * 1000;
+    hc.body_min_rate = app->opt.limits.body_min_rate;
     /* without tokens, the browser is the only guard: same-origin only */
     hc.same_origin_only = !app->opt.auth;
     hc.host_name = app->host;

@@ -66,6 +66,9 @@ typedef struct pt_app_limits {
     unsigned heavy_deadline_s;           /* one of them is given up after: 600 s */
     unsigned connections_per_client;     /* open connections of one client address: 256 (half
                                             of the server's 512), so one cannot take them all */
+    unsigned header_timeout_s;           /* a request's headers must be in within: 30 s (trickling
+                                            bytes does not extend it; http.h) */
+    uint64_t body_min_rate;              /* ... and its body within that + length / this: 4096 B/s */
 } pt_app_limits;
 
 typedef struct pt_app_options {

@@ -75,7 +75,12 @@ static void usage(FILE *out)
             "                       uploads, predictions and new jobs get 507 ($PACKTRAIN_MIN_FREE,\n"
             "                       default 256 MiB)\n"
             "  --max-per-client N   open connections of one client address ($PACKTRAIN_MAX_PER_CLIENT,\n"
-            "                       default 256 of the 512 the server takes; 0 = no limit)\n",
+            "                       default 256 of the 512 the server takes; 0 = no limit)\n"
+            "  --header-timeout S   a connection that has not sent a request's complete headers within S\n"
+            "                       seconds (of connecting, or of its previous request) is closed,\n"
+            "                       however it trickles ($PACKTRAIN_HEADER_TIMEOUT, default 30)\n"
+            "  --body-min-rate B    ... and its body within S + Content-Length / B seconds\n"
+            "                       ($PACKTRAIN_BODY_MIN_RATE bytes/s, default 4096; 0 = no body deadline)\n",
             DEFAULT_PORT);
 }
 
@@ -178,6 +183,8 @@ static const num_flag num_flags[] = {
     {"--stop-grace", "PACKTRAIN_STOP_GRACE", 1, 3600, NUM_UINT, OPT(stop_grace_s)},
     {"--min-free", "PACKTRAIN_MIN_FREE", 0, 1e18, NUM_U64, OPT(min_free_bytes)},
     {"--max-per-client", "PACKTRAIN_MAX_PER_CLIENT", 0, 100000, NUM_UINT, OPT(limits.connections_per_client)},
+    {"--header-timeout", "PACKTRAIN_HEADER_TIMEOUT", 1, 3600, NUM_UINT, OPT(limits.header_timeout_s)},
+    {"--body-min-rate", "PACKTRAIN_BODY_MIN_RATE", 0, 1e12, NUM_U64, OPT(limits.body_min_rate)},
 };
 #undef OPT
 

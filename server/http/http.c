@@ -9,6 +9,9 @@
  * before the client sends the body. */
 #include "server/http/http.h"
 
+#include "server/http/access_log.h"
+#include "server/http/request_limits.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
@@ -34,6 +37,8 @@ void pt_http_config_defaults(pt_http_config *cfg)
     cfg->threads = 4;
     cfg->max_connections = 512;
     cfg->idle_timeout_s = 60;
+    cfg->header_timeout_ms = 30000;
+    cfg->body_min_rate = 4096;
     cfg->stop_grace_ms = 5000;
     cfg->heavy_threads = 2;
     cfg->heavy_queue = 8;
@@ -63,6 +68,7 @@ static enum MHD_Result send_response(pt_request *req, pt_response resp)
     MHD_add_response_header(resp.mhd, "Content-Security-Policy", PT_HTTP_CSP);
     req->status = resp.status;
     req->queued_ns = now_ns();
+    pt_conn_guard_busy(&((pt_http *)req->server)->guard, pt_conn_guard_entry(req->conn));
     req->phase = PT_PHASE_DONE;
     enum MHD_Result rc = MHD_queue_response(req->conn, (unsigned)resp.status, resp.mhd);
     MHD_destroy_response(resp.mhd);
@@ -189,66 +195,11 @@ static int foreign_request(pt_http *h, pt_request *req, pt_response *resp)
     return -1;
 }
 
-static enum MHD_Result add_header_size(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
-{
-    (void)kind;
-    *(size_t *)cls += strlen(key) + (value ? strlen(value) : 0) + 4;
-    return MHD_YES;
-}
-
-/* libmicrohttpd answers a request line or headers past its memory with a
- * page of HTML; below that, ours say so as problem+json. */
-static int too_long(pt_http *h, pt_request *req, pt_response *resp)
-{
-    if (strlen(req->target) > h->cfg.max_target_bytes) {
-        *resp = pt_problem(414, "the request target is longer than %u bytes", h->cfg.max_target_bytes);
-        return -1;
-    }
-    size_t bytes = 0;
-    MHD_get_connection_values(req->conn, MHD_HEADER_KIND, add_header_size, &bytes);
-    if (bytes > h->cfg.max_header_bytes) {
-        *resp = pt_problem(431, "the request's headers take more than %u bytes", h->cfg.max_header_bytes);
-        return -1;
-    }
-    return 0;
-}
-
-/* A JSON route takes only Content-Type application/json: a form or plain
- * text (what another site's page can send without asking) is refused. */
-static int json_type_ok(pt_request *req, pt_response *resp)
-{
-    const char *ct = pt_request_header(req, MHD_HTTP_HEADER_CONTENT_TYPE);
-    size_t n = strlen("application/json");
-    if (ct && !strncasecmp(ct, "application/json", n) && (!ct[n] || ct[n] == ';' || ct[n] == ' ')) return 0;
-    *resp = pt_problem(415, "the body must be JSON sent as Content-Type: application/json (got %s%.100s%s)",
-                       ct ? "'" : "", ct ? ct : "none", ct ? "'" : "");
-    return -1;
-}
-
 /* --- the phases of a request -------------------------------------------------------- */
-
-static uint64_t content_length(struct MHD_Connection *conn, int *known)
-{
-    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    *known = 0;
-    if (!cl) return 0;
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(cl, &end, 10);
-    if (errno || end == cl) return 0;
-    *known = 1;
-    return v;
-}
 
 static uint64_t body_limit(const pt_http *h, const pt_route *route)
 {
     return route->body == PT_BODY_FILE ? h->cfg.upload_max : h->cfg.json_max;
-}
-
-static pt_response too_large(uint64_t limit)
-{
-    return pt_problem(413, "the request body is larger than the limit of %llu bytes",
-                      (unsigned long long)limit);
 }
 
 /* Headers are in: route, authenticate, and prepare to take the body.
@@ -256,7 +207,7 @@ static pt_response too_large(uint64_t limit)
 static int request_route(pt_http *h, pt_request *req, pt_response *resp)
 {
     char err[256];
-    if (too_long(h, req, resp) != 0) return -1;
+    if (pt_request_too_long(req, h->cfg.max_target_bytes, h->cfg.max_header_bytes, resp) != 0) return -1;
     if (h->cfg.same_origin_only && foreign_request(h, req, resp) != 0) return -1;
     if (pt_request_parse(req, err, sizeof err) != 0) {
         *resp = pt_problem(400, "%s", err);
@@ -284,13 +235,13 @@ static int request_route(pt_http *h, pt_request *req, pt_response *resp)
     req->matched = m.route;
     const pt_route *route = m.route;
     if (pt_router_authenticate(h->router, route, req, resp) != 0) return -1;
-    if (route->body == PT_BODY_JSON && json_type_ok(req, resp) != 0) return -1;
+    if (route->body == PT_BODY_JSON && pt_request_json_type_ok(req, resp) != 0) return -1;
 
     int known = 0;
-    uint64_t declared = content_length(req->conn, &known);
+    uint64_t declared = pt_request_content_length(req->conn, &known);
     uint64_t limit = body_limit(h, route);
     if (known && declared > limit) {
-        *resp = too_large(limit);
+        *resp = pt_request_too_large(limit);
         return -1;
     }
     if (route->body == PT_BODY_FILE) {
@@ -339,7 +290,8 @@ static enum MHD_Result request_body(pt_request *req, const char *data, size_t le
 static enum MHD_Result request_complete(pt_http *h, pt_request *req)
 {
     const pt_route *route = req->matched;
-    if (req->over_limit) return send_response(req, too_large(body_limit(h, route)));
+    pt_conn_guard_busy(&h->guard, pt_conn_guard_entry(req->conn));
+    if (req->over_limit) return send_response(req, pt_request_too_large(body_limit(h, route)));
     if (req->body_error[0])   /* a full disk is 507 (issue 17 F6), anything else 500 */
         return send_response(req, pt_problem(strstr(req->body_error, strerror(ENOSPC)) ? 507 : 500,
                                              "cannot store the request body: %s", req->body_error));
@@ -386,10 +338,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         req->phase = PT_PHASE_BODY;
         pt_response resp;
         if (request_route(h, req, &resp) != 0) return send_response(req, resp);
+        int known = 0;
+        uint64_t declared = pt_request_content_length(conn, &known);
+        pt_conn_guard_body(&h->guard, pt_conn_guard_entry(conn), declared, known);
         return MHD_YES;
     }
     case PT_PHASE_BODY:
         if (*upload_data_size) {
+            pt_conn_guard_received(&h->guard, pt_conn_guard_entry(conn), *upload_data_size);
             enum MHD_Result rc = request_body(req, upload_data, *upload_data_size);
             *upload_data_size = 0;
             return rc;
@@ -419,64 +375,6 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     return req;
 }
 
-/* The target with access_token values hidden and unprintable bytes escaped,
- * so a log line never carries a credential or breaks the one-line format. */
-static void target_for_log(const char *target, char *out, size_t cap)
-{
-    size_t n = 0;
-    const char *p = target;
-    while (*p && n + 8 < cap) {
-        if ((p == target || p[-1] == '?' || p[-1] == '&') && !strncmp(p, "access_token=", 13)) {
-            n += (size_t)snprintf(out + n, cap - n, "access_token=-");
-            p += 13 + strcspn(p + 13, "&");
-            continue;
-        }
-        unsigned char c = (unsigned char)*p++;
-        if (c < 0x21 || c >= 0x7f || c == '"' || c == '\\') n += (size_t)snprintf(out + n, cap - n, "\\x%02x", c);
-        else out[n++] = (char)c;
-    }
-    out[n] = '\0';
-}
-
-static const char *termination_name(enum MHD_RequestTerminationCode toe)
-{
-    switch (toe) {
-    case MHD_REQUEST_TERMINATED_COMPLETED_OK: return "ok";
-    case MHD_REQUEST_TERMINATED_WITH_ERROR: return "error";
-    case MHD_REQUEST_TERMINATED_TIMEOUT_REACHED: return "timeout";
-    case MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN: return "shutdown";
-    case MHD_REQUEST_TERMINATED_READ_ERROR: return "read-error";
-    case MHD_REQUEST_TERMINATED_CLIENT_ABORT: return "client-abort";
-    }
-    return "unknown";
-}
-
-static void log_request(pt_http *h, const pt_request *req, struct MHD_Connection *conn,
-                        enum MHD_RequestTerminationCode toe, double total_ms)
-{
-    char when[40], client[INET6_ADDRSTRLEN] = "-", target[512];
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
-    size_t n = strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(when + n, sizeof when - n, ".%03ldZ", ts.tv_nsec / 1000000);
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    if (ci && ci->client_addr) {
-        const struct sockaddr *sa = ci->client_addr;
-        if (sa->sa_family == AF_INET)
-            inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, client, sizeof client);
-        else if (sa->sa_family == AF_INET6)
-            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, client, sizeof client);
-    }
-    target_for_log(req->target, target, sizeof target);
-    fprintf(h->cfg.access_log, "%s %s \"%s %s\" %d %.3fms route=%s owner=%s%s%s\n", when, client,
-            req->method ? req->method : "-", target, req->status, total_ms, req->route[0] ? req->route : "-",
-            req->auth.owner[0] ? req->auth.owner : "-", toe != MHD_REQUEST_TERMINATED_COMPLETED_OK ? " end=" : "",
-            toe != MHD_REQUEST_TERMINATED_COMPLETED_OK ? termination_name(toe) : "");
-    fflush(h->cfg.access_log);
-}
-
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
@@ -484,7 +382,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     pt_request *req = *con_cls;
     if (!req) return;
     int64_t end = now_ns();
-    if (h->cfg.access_log) log_request(h, req, conn, toe, (double)(end - req->start_ns) / 1e6);
+    if (h->cfg.access_log) pt_access_log_write(h->cfg.access_log, req, conn, toe, (double)(end - req->start_ns) / 1e6);
     if (h->m_requests && req->status) {
         char status[16];
         snprintf(status, sizeof status, "%d", req->status);
@@ -495,6 +393,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         pt_prom_observe(h->m_latency, labels, (double)(req->queued_ns - req->start_ns) / 1e9);
     }
     if (h->m_in_flight) pt_prom_add(h->m_in_flight, NULL, -1);
+    pt_conn_guard_idle(&h->guard, pt_conn_guard_entry(conn));
     pt_request_free(req);
     *con_cls = NULL;
     __atomic_sub_fetch(&h->active, 1, __ATOMIC_SEQ_CST);
@@ -548,6 +447,7 @@ static void apply_defaults(pt_http_config *c)
     if (!c->threads) c->threads = d.threads;
     if (!c->max_connections) c->max_connections = d.max_connections;
     if (!c->idle_timeout_s) c->idle_timeout_s = d.idle_timeout_s;
+    if (!c->header_timeout_ms) c->header_timeout_ms = d.header_timeout_ms;
     if (!c->upload_max) c->upload_max = d.upload_max;
     if (!c->json_max) c->json_max = d.json_max;
     if (!c->heavy_threads) c->heavy_threads = d.heavy_threads;
@@ -571,10 +471,13 @@ static int port_in_use(const struct sockaddr_storage *addr, int family)
     return busy;
 }
 
-static void stop_offload(pt_http *h, int64_t deadline_ms)
+/* Undoes what pt_http_init set up before the daemon, when it cannot start. */
+static void init_undo(pt_http *h)
 {
-    pt_offload_stop(&h->offload, deadline_ms);
+    pt_waitset_close(&h->waitset);
+    pt_offload_stop(&h->offload, 0);
     pt_offload_close(&h->offload);
+    pt_conn_guard_close(&h->guard);
 }
 
 int pt_http_init(pt_http *h, const pt_http_config *cfg, pt_router *router, char *err, size_t errlen)
@@ -611,6 +514,13 @@ int pt_http_init(pt_http *h, const pt_http_config *cfg, pt_router *router, char 
         pt_waitset_close(&h->waitset);
         return -1;
     }
+    if (pt_conn_guard_init(&h->guard, h->cfg.header_timeout_ms, h->cfg.body_min_rate, h->cfg.access_log, err,
+                           errlen) != 0) {
+        pt_waitset_close(&h->waitset);
+        pt_offload_stop(&h->offload, 0);
+        pt_offload_close(&h->offload);
+        return -1;
+    }
 
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (family == AF_INET6) {
@@ -631,21 +541,20 @@ int pt_http_init(pt_http *h, const pt_http_config *cfg, pt_router *router, char 
                                  (size_t)(h->cfg.max_target_bytes + h->cfg.max_header_bytes) * 2 + 32768,
                                  MHD_OPTION_URI_LOG_CALLBACK, on_uri, h,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                                 MHD_OPTION_NOTIFY_CONNECTION, pt_conn_guard_notify, &h->guard,
                                  MHD_OPTION_END);
     h->starting = 0;
     if (!h->daemon && h->cfg.port != 0 && port_in_use(&addr, family)) {
         snprintf(err, errlen, "port %u on %s is already in use (another packtrain, or another server?): stop it, "
                  "or choose another port with --port N or PACKTRAIN_PORT=N",
                  h->cfg.port, h->bind_address);
-        pt_waitset_close(&h->waitset);
-        stop_offload(h, 0);
+        init_undo(h);
         return -1;
     }
     if (!h->daemon) {
         snprintf(err, errlen, "cannot start the HTTP server on %s port %u: %s", h->bind_address, h->cfg.port,
                  h->start_error[0] ? h->start_error : "libmicrohttpd refused the configuration");
-        pt_waitset_close(&h->waitset);
-        stop_offload(h, 0);
+        init_undo(h);
         return -1;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
@@ -679,4 +588,5 @@ void pt_http_close(pt_http *h)
     h->daemon = NULL;
     if (listen_fd != MHD_INVALID_SOCKET) close(listen_fd);
     pt_waitset_close(&h->waitset);
+    pt_conn_guard_close(&h->guard);
 }

@@ -3,7 +3,8 @@
  * logging and per-route metrics.
  *
  * Room server/http: the libmicrohttpd toolkit — server, router, requests,
- * responses, uploads, SSE, long-poll watches, Prometheus, static files.  It
+ * responses, uploads, SSE, long-poll watches, Prometheus, static files,
+ * request limits, connection deadlines (conn_guard.h), the access log.  It
  * knows no job, dataset or store; sibling of server/sched, which it does not
  * include (nor the reverse).
  *
@@ -24,6 +25,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "server/http/conn_guard.h"
 #include "server/http/offload.h"
 #include "server/http/prom.h"
 #include "server/http/request.h"
@@ -41,6 +43,11 @@ typedef struct pt_http_config {
     unsigned max_connections;   /* default 512 */
     unsigned max_per_ip;        /* 0: no per-address limit */
     unsigned idle_timeout_s;    /* idle connections are closed after this; default 60 */
+    /* Deadlines trickling cannot push back (conn_guard.h): a request's headers
+     * within header_timeout_ms of the connection or of its previous request,
+     * its body within header_timeout_ms + Content-Length / body_min_rate. */
+    unsigned header_timeout_ms; /* default 30000 */
+    uint64_t body_min_rate;     /* bytes per second; default 4096; 0: no body deadline */
     unsigned stop_grace_ms;     /* pt_http_close waits this long for requests; default 5000 */
     unsigned heavy_threads;     /* PT_ROUTE_HEAVY handlers at once (offload.h); default 2 */
     unsigned heavy_queue;       /* ... and waiting for a thread, past which 503; default 8 */
@@ -68,6 +75,7 @@ typedef struct pt_http {
     pt_router *router;
     pt_waitset waitset;
     pt_offload offload;         /* PT_ROUTE_HEAVY handlers */
+    pt_conn_guard guard;        /* header and body deadlines */
     unsigned port;
     long active;                /* requests begun and not completed (atomic) */
     int starting;

@@ -448,4 +448,56 @@ wait "$HOLDER"
 st=$(curl -s -o /dev/null -m 5 -w '%{http_code}' "$BASE/healthz")
 expect "... and is answered once it lets them go" "$st" 200
 stop_server "$SERVER_PID" TERM
+
+# --- a client trickling its request is cut off at a deadline --------------------------------------
+# The attack: libmicrohttpd's idle timeout restarts at every byte, so a
+# connection sending one header byte a second was held for good (slow
+# loris).  Here --header-timeout 3: headers trickled a byte a second are cut
+# at about 3 s (not at the 60 s idle timeout), a body declared as 2,000 bytes
+# at --body-min-rate 1000 is owed within 3 + 2 s, and /healthz answers
+# others all along.
+D=$WORK/slowloris
+start_server "$D" --workers 0 --header-timeout 3 --body-min-rate 1000 --access-log "$D.access" || { finish; exit 1; }
+trickle() {   # trickle PORT OUT REQUEST-START: then one byte a second until closed (30 s at most)
+  "$PY" - "$@" <<'PYEOF3'
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(sys.argv[3].encode().replace(b"|", b"\r\n"))
+t0, why = time.monotonic(), "still-open-after-30s"
+s.settimeout(1.0)
+while time.monotonic() - t0 < 30:
+    try:
+        s.sendall(b"a")
+        why = "answered" if s.recv(1) else "closed"
+        break
+    except socket.timeout:
+        continue
+    except OSError:
+        why = "closed"
+        break
+open(sys.argv[2], "w").write("%s %.1f" % (why, time.monotonic() - t0))
+PYEOF3
+}
+trickle "$PORT" "$WORK/loris.h" "GET /healthz HTTP/1.1|Host: 127.0.0.1|X-Slow: " &
+LORIS=$!
+trickle "$PORT" "$WORK/loris.b" "POST /v1/jobs HTTP/1.1|Host: 127.0.0.1|Content-Type: application/json|Content-Length: 2000||" &
+LORIS_B=$!
+ok_probes=0
+for _ in 1 2 3 4 5 6; do
+  sleep 0.5
+  [ "$(curl -s -o /dev/null -m 5 -w '%{http_code}' "$BASE/healthz")" = 200 ] && ok_probes=$((ok_probes + 1))
+done
+wait "$LORIS" "$LORIS_B"
+read -r why secs <"$WORK/loris.h"
+expect "item 6: a client trickling its headers a byte a second is cut off" "$why" closed
+expect "... at the 3 s header deadline, not later (the idle timeout, 60 s, never runs out)" \
+  "$("$PY" -c "print(2.5 <= $secs < 15)")" True
+read -r why secs <"$WORK/loris.b"
+expect "item 6: a body of 2,000 bytes trickled a byte a second is cut off" "$why" closed
+expect "... at its deadline, 3 s + 2,000 B at 1,000 B/s after the headers" "$("$PY" -c "print(4.5 <= $secs < 17)")" True
+expect "... while /healthz answered others all along" "$ok_probes" 6
+expect_match "... and the log says which connection and why" "$(grep -c 'closed: its request headers were not complete within 3.0 s' "$D.access"):$(grep -c 'closed: its request body was not complete' "$D.access")" "^1:1$"
+req GET /healthz
+expect "... and the server answers after" "$STATUS" 200
+stop_server "$SERVER_PID" TERM
 finish
