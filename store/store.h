@@ -163,6 +163,18 @@ int pt_store_dataset_list(pt_store *s, const char *owner, int limit, const char 
  * receives the deleted row so the caller can unlink its file. */
 int pt_store_dataset_delete(pt_store *s, const char *owner, const char *id, pt_store_dataset *removed);
 
+/* ---- packing reports: a cache kept with the dataset (store_packing.c) ---- */
+#define PT_STORE_PACKING_KEEP 32          /* reports kept per dataset, newest first */
+#define PT_STORE_PACKING_PARAMS_MAX 512   /* the canonical parameter text */
+/* The report stored for (dataset, params) as a heap JSON text in *json
+ * (free()); PT_STORE_NOT_FOUND when none.  No owner: the caller has read the
+ * dataset with its owner's scope first. */
+int pt_store_packing_get(pt_store *s, const char *dataset_id, const char *params, char **json);
+/* Stores or replaces it and keeps the dataset's newest PT_STORE_PACKING_KEEP;
+ * PT_STORE_NOT_FOUND when the dataset is gone.  Deleting the dataset deletes
+ * its reports. */
+int pt_store_packing_put(pt_store *s, const char *dataset_id, const char *params, const char *json);
+
 /* ---- jobs ---------------------------------------------------------------- */
 
 typedef struct pt_store_job {

@@ -200,7 +200,17 @@ static const char MIGRATION_4[] =
     ") WITHOUT ROWID;"
     "CREATE INDEX dataset_idempotency_keys_created ON dataset_idempotency_keys(created_at);";
 
-const char *const pt_store_migrations[] = {MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4};
+/* Packing reports kept with their dataset (store_packing.c), gone with it. */
+static const char MIGRATION_5[] =
+    "CREATE TABLE packing_reports ("
+    "  dataset_id TEXT NOT NULL REFERENCES datasets(id) ON DELETE CASCADE,"
+    "  params TEXT NOT NULL,"
+    "  report_json TEXT NOT NULL,"
+    "  created_at INTEGER NOT NULL,"
+    "  PRIMARY KEY (dataset_id, params)"
+    ") WITHOUT ROWID;";
+
+const char *const pt_store_migrations[] = {MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4, MIGRATION_5};
 const int pt_store_n_migrations = (int)(sizeof(pt_store_migrations) / sizeof(pt_store_migrations[0]));
 
 int pt_store_schema_latest(void)

@@ -14,7 +14,12 @@
  * them.  Limits that some graph cannot fit are a 422 naming the graph.
  * While the edges are counted (the long part on a large dataset) the
  * dataset's JSON and GET /v1/datasets/events report the progress (phase
- * "count_edges"), as for an upload. */
+ * "count_edges"), as for an upload.
+ *
+ * A report is computed once per dataset and parameters and kept with the
+ * dataset (store_packing.c; deleted with it): a second call is answered from
+ * the store without counting anything, with "cached": true and the
+ * "seconds" the computation took. */
 #include "server/api/routes.h"
 
 #include <errno.h>
@@ -24,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/core/version.h"
 #include "engine/train/config.h"
 #include "engine/graph/graph.h"
 #include "engine/pack/packing.h"
@@ -85,6 +91,47 @@ static int read_request(pt_request *req, pt_pack_request *pr, pt_graph_params *g
                                                              PT_JOB_ENERGY_MAX_NEIGHBORS, 1, 1024);
     gp->mode = PT_GRAPH_RADIUS;
     return req->errors.total ? -1 : 0;
+}
+
+/* The report's key in the store: every parameter the report depends on, as
+ * parsed (so "cutoff=6" and "cutoff=6.0" are one report), and the release
+ * (one that packs differently does not answer from another's reports). */
+static void cache_key(const pt_pack_request *pr, const pt_graph_params *gp, char *out, size_t cap)
+{
+    snprintf(out, cap, "v=%s;method=%s;heuristic=%d;max_nodes=%d;max_edges=%d;max_graphs=%d;batch_size=%d;"
+             "cutoff=%.9g;max_neighbors=%d;mode=%d", PT_VERSION, pt_pack_method_name(pr->method), (int)pr->heuristic,
+             pr->max_nodes, pr->max_edges, pr->max_graphs, pr->batch_size, (double)gp->cutoff, gp->max_neighbors,
+             (int)gp->mode);
+}
+
+/* The stored report of this key as a 200, or {0} when there is none (or it
+ * cannot be read: then it is computed again). */
+static pt_response from_cache(pt_store *s, const char *id, const char *key)
+{
+    char *text = NULL;
+    if (pt_store_packing_get(s, id, key, &text) != PT_STORE_OK) return (pt_response){0, NULL};
+    json_t *report = json_loads(text, 0, NULL);
+    free(text);
+    if (!json_is_object(report)) {
+        json_decref(report);
+        return (pt_response){0, NULL};
+    }
+    json_object_set_new(report, "cached", json_true());
+    return pt_response_json(200, report);
+}
+
+/* Keeps a computed report with its dataset.  A failure costs only the next
+ * call a recount, so it does not fail this answer. */
+static void to_cache(pt_app *app, const char *id, const char *key, const json_t *report)
+{
+    char err[256];
+    char *text = json_dumps(report, JSON_COMPACT);
+    pt_store *s = text ? pt_app_store_acquire(app, err, sizeof err) : NULL;
+    if (s) {
+        pt_store_packing_put(s, id, key, text);
+        pt_app_store_release(app, s);
+    }
+    free(text);
 }
 
 static json_t *report_json(const char *id, const pt_pack_report *r, const pt_graph_params *gp, double seconds)
@@ -158,10 +205,13 @@ pt_response pt_api_dataset_packing(pt_request *req, void *ctx)
     pt_store_dataset row = {0};
     int rc = pt_store_dataset_get(s, pt_app_owner(req), id, &row);
     pt_response r = {0, NULL};
+    char key[PT_STORE_PACKING_PARAMS_MAX];
+    cache_key(&pr, &gp, key, sizeof key);
     if (rc == PT_STORE_NOT_FOUND || rc == PT_STORE_INVALID) r = pt_api_not_found("dataset", id);
     else if (rc != PT_STORE_OK) r = pt_api_store_problem(s, rc, "cannot read the dataset");
+    else r = from_cache(s, id, key);
     pt_app_store_release(app, s);
-    if (rc != PT_STORE_OK) {
+    if (rc != PT_STORE_OK || r.mhd || r.status) {
         pt_store_dataset_clear(&row);
         return r;
     }
@@ -188,8 +238,12 @@ pt_response pt_api_dataset_packing(pt_request *req, void *ctx)
     pt_app_task_end(app, id, ok, fatal ? "out of memory planning the packs" : first);
     if (pt_request_cancelled(req))
         r = pt_request_cancelled_response(req);
-    else if (ok)
-        r = pt_response_json(200, report_json(id, &rep, &gp, now_s() - t0));
+    else if (ok) {
+        json_t *report = report_json(id, &rep, &gp, now_s() - t0);
+        if (report) to_cache(app, id, key, report);
+        json_object_set_new(report, "cached", json_false());
+        r = pt_response_json(200, report);
+    }
     else if (fatal) r = pt_problem(500, "out of memory planning the packs");
     else r = pt_problem_errors(422, &errs, "dataset %s cannot be packed this way", id);
     pt_errors_close(&errs);

@@ -252,7 +252,8 @@ stop_server "$SERVER_PID" TERM
 # The attack: eight concurrent packing calls held the 4 HTTP threads and
 # /healthz gave no answer for > 10 s; two calls on one connection thread
 # serialised; no 429/503 anywhere.  Here: 2 HTTP threads, one heavy-work
-# thread and a queue of 4, five packing calls of a few seconds each at once.
+# thread and a queue of 4, five packing calls of a few seconds each at once
+# (each with its own max_neighbors: a report once computed is kept, item 2).
 "$PY" - "$WORK/dense.xyz.gz" 6000 <<'PYEOF2'
 import gzip, sys
 with gzip.open(sys.argv[1], "wt") as f:
@@ -271,7 +272,8 @@ expect "F2: a dataset of 6,000 structures of 1,000 close atoms ($(stat -c %s "$W
 DENSE=$(jget "$BODY" 'j["id"]')
 pids=()
 for k in 1 2 3 4 5; do
-  curl -s -o "$WORK/pack$k" -w '%{http_code}\n' "$BASE/v1/datasets/$DENSE/packing" >"$WORK/pack$k.status" &
+  curl -s -o "$WORK/pack$k" -w '%{http_code}\n' "$BASE/v1/datasets/$DENSE/packing?max_neighbors=$((40 + k))" \
+    >"$WORK/pack$k.status" &
   pids+=($!)
 done
 check "... five packing calls at once: one runs, four wait" wait_heavy 5 10
@@ -292,9 +294,19 @@ expect "... and the five are all answered 200" "$(cat "$WORK"/pack?.status | sor
 REPORT=$(jget "$WORK/pack1" 'j["graphs"]')
 expect "... with the report of every structure" "$REPORT" 6000
 
+# --- item 2: a packing report is computed once and kept with its dataset ----------------------------
+req GET "/v1/datasets/$DENSE/packing?max_neighbors=41"
+expect "item 2: the first packing call said it computed its report" "$(jget "$WORK/pack1" 'j["cached"]')" False
+expect "... the same call again: 200 from the store" "$STATUS:$(jget "$BODY" 'j["cached"]')" "200:True"
+expect "... the very report computed first (its seconds too: nothing was counted again)" \
+  "$(jget "$BODY" '{k: v for k, v in j.items() if k != "cached"}')" \
+  "$(jget "$WORK/pack1" '{k: v for k, v in j.items() if k != "cached"}')"
+req GET "/v1/datasets/$DENSE/packing?max_neighbors=41&cutoff=6.0&method=lpfhp"
+expect "... the same parameters spelt out (defaults, 6.0 for 6): the same stored report" "$(jget "$BODY" 'j["cached"]')" True
+
 # --- F7: heavy work whose client left is given up -----------------------------------------------------
 # The attack: predict's work went on after the client disconnected.
-curl -s -o /dev/null -m 1 "$BASE/v1/datasets/$DENSE/packing"
+curl -s -o /dev/null -m 1 "$BASE/v1/datasets/$DENSE/packing?max_neighbors=31"
 check "F7: a packing call whose client gave up after 1 s ends" wait_heavy 0 10
 expect "... its work given up, not finished (packtrain_http_heavy_cancelled_total)" \
   "$(curl -s "$BASE/metrics" | sed -n 's/^packtrain_http_heavy_cancelled_total{reason="client_gone"} //p')" 1
@@ -304,13 +316,14 @@ stop_server "$SERVER_PID" TERM
 # The attack (F11): SIGTERM waited 25.8 s for an in-flight predict, then
 # dropped its response.
 start_server "$D" --workers 0 --heavy-deadline 1 || { finish; exit 1; }
-req GET "/v1/datasets/$DENSE/packing"
+req GET "/v1/datasets/$DENSE/packing?max_neighbors=30"
 expect "a packing call past the operator's deadline of 1 s: 503" "$STATUS" 503
 expect_match "... saying so, with Retry-After" "$(header Retry-After): $(jget "$BODY" 'j["detail"]')" \
   "^[0-9]+: the request was given up after 1 s, this server's limit on the work of one request"
 stop_server "$SERVER_PID" TERM
 start_server "$D" --workers 0 --stop-grace 1 || { finish; exit 1; }
-curl -s -o "$WORK/stopped" -D "$WORK/stopped.h" -w '%{http_code}' "$BASE/v1/datasets/$DENSE/packing" >"$WORK/stopped.status" &
+curl -s -o "$WORK/stopped" -D "$WORK/stopped.h" -w '%{http_code}' "$BASE/v1/datasets/$DENSE/packing?max_neighbors=29" \
+  >"$WORK/stopped.status" &
 CURL=$!
 check "F11: a packing call is running" wait_heavy 1 10
 T0=$SECONDS
@@ -321,6 +334,14 @@ expect_match "... saying the server is stopping" "$(jget "$WORK/stopped" 'j["det
 stop_server "$SERVER_PID" TERM
 check "... and the server has stopped within its grace of 1 s (and a few s of slack): $((SECONDS - T0)) s" \
   test $((SECONDS - T0)) -le 6
+# item 2: the stored reports go with their dataset
+reports() { "$PY" -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT count(*) FROM packing_reports WHERE dataset_id = ?", (sys.argv[2],)).fetchone()[0])' "$D/packtrain.db" "$DENSE"; }
+expect "item 2: the dataset has the five reports computed (cancelled calls keep none)" "$(reports)" 5
+start_server "$D" --workers 0 || { finish; exit 1; }
+req DELETE "/v1/datasets/$DENSE"
+expect "... deleting the dataset: 204" "$STATUS" 204
+expect "... deletes its reports" "$(reports)" 0
+stop_server "$SERVER_PID" TERM
 
 # --- F6: a full disk -------------------------------------------------------------------------------
 # The attack: ENOSPC during ingest answered 422 "not a valid dataset" (the
