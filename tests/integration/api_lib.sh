@@ -147,6 +147,25 @@ small_config() { # EPOCHS
 EOF
 }
 
+# pause_at_epoch JOB EPOCH: once the job's worker has started it runs in
+# slices of 10 ms (SIGSTOP/SIGCONT) until the store shows EPOCH, and is left
+# stopped, its pid in PAUSED: a small job trains in about a second on a quiet
+# machine, and would otherwise end before the test acts.  1 if it never gets
+# there.
+pause_at_epoch() {
+  local job=$1 epoch=$2 w=""
+  for _ in $(seq 1 1500); do w=$(pgrep -f -- "--job [j]${job#j}"); [ -n "$w" ] && break; sleep 0.02; done
+  [ -n "$w" ] || return 1
+  kill -STOP $w
+  PAUSED=$w
+  for _ in $(seq 1 3000); do
+    req GET "/v1/jobs/$job"
+    [ "$(jget "$BODY" 'j["epoch"]')" -ge "$epoch" ] 2>/dev/null && return 0
+    kill -CONT $w; sleep 0.01; kill -STOP $w
+  done
+  return 1
+}
+
 # wait_state JOB STATE SECONDS: polls until the job is in STATE.
 wait_state() {
   local deadline=$((SECONDS + $3)) st=""
