@@ -293,6 +293,18 @@ static int checkpoint_ok(void *ctx, const char *path, char *why, size_t len)
     return ok;
 }
 
+/* Queued jobs start only while the data directory has its minimum free
+ * (--min-free): a worker on a full disk would fail at its first checkpoint. */
+static int has_room(void *ctx, char *why, size_t len)
+{
+    const pt_app *app = ctx;
+    uint64_t free_bytes;
+    if (!pt_app_disk_low(app, &free_bytes)) return 1;
+    snprintf(why, len, "the data directory has %.1f MiB free, below its minimum of %.1f MiB (--min-free)",
+             free_bytes / 1048576.0, app->opt.min_free_bytes / 1048576.0);
+    return 0;
+}
+
 static int start_scheduler(pt_app *app, char *err, size_t errlen)
 {
     if (app->opt.workers <= 0) return 0;
@@ -307,6 +319,8 @@ static int start_scheduler(pt_app *app, char *err, size_t errlen)
         .worker_memory_bytes = app->worker_memory_bytes,
         .checkpoints_kept = app->opt.checkpoints_kept,
         .checkpoint_ok = checkpoint_ok,
+        .has_room = has_room,
+        .room_ctx = app,
         .on_change = on_job_change,
         .change_ctx = app,
         .log = on_scheduler_log,

@@ -103,6 +103,8 @@ int pt_scheduler_init(pt_scheduler *s, const pt_scheduler_options *o)
     s->checkpoints_kept = o->checkpoints_kept ? o->checkpoints_kept : PT_SCHEDULER_CHECKPOINTS_KEPT;
     s->checkpoint_ok = o->checkpoint_ok;
     s->checkpoint_ctx = o->checkpoint_ctx;
+    s->has_room = o->has_room;
+    s->room_ctx = o->room_ctx;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     s->address_limit = pt_sched_address_limit(o->worker_memory_bytes, cores > 0 ? (int)cores : 1);
     s->on_change = o->on_change;
@@ -325,6 +327,9 @@ void pt_scheduler_close(pt_scheduler *s)
     }
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->mu);
+    free(s->unrecorded);   /* the next start re-queues their jobs */
+    s->unrecorded = NULL;
+    s->n_unrecorded = 0;
     free_config(s);
 }
 

@@ -71,6 +71,10 @@ typedef void (*pt_scheduler_change_fn)(void *ctx, const char *job_id, int64_t ve
 /* Whether the checkpoint file at path can be resumed from (whole, readable);
  * 0 with the reason in why.  Runs on the store-writer thread. */
 typedef int (*pt_scheduler_checkpoint_fn)(void *ctx, const char *path, char *why, size_t len);
+/* Whether there is room to start a worker (the data directory's free space):
+ * 1, or 0 with the reason in why.  While there is none, queued jobs stay
+ * queued.  Runs on the store-writer thread. */
+typedef int (*pt_scheduler_room_fn)(void *ctx, char *why, size_t len);
 /* One line about something that went wrong or a job's fate; runs on the
  * scheduler's threads.  NULL logs to stderr. */
 typedef void (*pt_scheduler_log_fn)(void *ctx, const char *line);
@@ -90,6 +94,8 @@ typedef struct pt_scheduler_options {
                                            0 = PT_SCHEDULER_CHECKPOINTS_KEPT */
     pt_scheduler_checkpoint_fn checkpoint_ok;   /* NULL: a file that exists is usable */
     void *checkpoint_ctx;
+    pt_scheduler_room_fn has_room;      /* NULL: always */
+    void *room_ctx;
     pt_scheduler_change_fn on_change;   /* may be NULL */
     void *change_ctx;
     pt_scheduler_log_fn log;            /* may be NULL */
@@ -118,6 +124,8 @@ typedef struct pt_scheduler {
     uint64_t worker_memory_bytes, address_limit;
     pt_scheduler_checkpoint_fn checkpoint_ok;
     void *checkpoint_ctx;
+    pt_scheduler_room_fn has_room;
+    void *room_ctx;
     pt_scheduler_change_fn on_change;
     void *change_ctx;
     pt_scheduler_log_fn log;
@@ -132,6 +140,11 @@ typedef struct pt_scheduler {
     pt_sched_job *jobs;     /* workers alive or finishing */
     int n_reserved;         /* slots taken by workers and by claims in flight */
     int poll_in_flight, poll_again, draining, drain_barrier, stopping;
+
+    /* store-writer thread only */
+    int no_room;                    /* the last poll found no room to start workers */
+    struct pt_sched_exit *unrecorded;   /* workers' ends the store could not take yet */
+    size_t n_unrecorded;
 
     /* shared with callers' threads, under mu */
     pthread_t thread;

@@ -154,6 +154,18 @@ static int prepare(pt_scheduler *s, pt_store *st, const pt_store_job *job, pt_sc
     return choose_resume(s, st, job, l, err, errlen);
 }
 
+/* Whether a worker may start: a full disk would end it at its first
+ * checkpoint (issue 17 item 8), so queued jobs wait until there is room. */
+static int room_to_start(pt_scheduler *s)
+{
+    char why[256] = "";
+    int room = !s->has_room || s->has_room(s->room_ctx, why, sizeof why);
+    if (!room && !s->no_room) pt_sched_log(s, "queued jobs wait until there is room: %s", why);
+    else if (room && s->no_room) pt_sched_log(s, "there is room again: queued jobs start");
+    s->no_room = !room;
+    return room;
+}
+
 static void poll_work(pt_store *st, pt_store_op *op)
 {
     poll_op *p = (poll_op *)op;
@@ -163,6 +175,8 @@ static void poll_work(pt_store *st, pt_store_op *op)
         if (pt_store_job_version(st, NULL, p->ids[i], &version, &p->states[i]) != PT_STORE_OK)
             p->states[i] = PT_JOB_ANY;
     }
+    pt_sched_record_unrecorded(s, st);
+    if (p->claims > 0 && !room_to_start(s)) return;
     while (p->n_launches < (size_t)p->claims) {
         pt_store_job job;
         int rc = pt_store_job_claim_next(st, "claimed by the scheduler", &job);

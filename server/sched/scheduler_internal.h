@@ -51,6 +51,11 @@ typedef struct pt_sched_exit {
     uint64_t memory_peak, memory_budget;  /* bytes; budget 0 = none */
 } pt_sched_exit;
 
+/* The ends of workers the store could not record (a full disk fails its
+ * commits too), tried again at every poll: the job would stay `running`
+ * without a worker otherwise.  Store-writer thread. */
+void pt_sched_record_unrecorded(pt_scheduler *s, pt_store *st);
+
 #define PT_SCHED_READ_BUF 65536
 #define PT_SCHED_FLUSH_MS 100
 #define PT_SCHED_FLUSH_LINES 200

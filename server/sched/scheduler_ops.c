@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #define CRASH_PREFIX "worker crashed"
+#define DISK_FULL_PREFIX "the server's disk is full"
+#define UNRECORDED_MAX 256   /* ends kept for a later record; past it, the next start re-queues */
 
 void pt_sched_announce(pt_scheduler *s, pt_store *st, const char *id)
 {
@@ -264,23 +266,54 @@ typedef struct finish_op {
     pt_sched_exit e;
 } finish_op;
 
-/* Crashes so far, from the transition history (it survives restarts). */
-static int count_crashes(pt_store *st, const char *id)
+/* Re-queues so far for one cause (the reason's prefix), from the transition
+ * history (it survives restarts). */
+static int count_ends(pt_store *st, const char *id, const char *prefix)
 {
     pt_store_transition_list list;
     if (pt_store_job_transitions(st, NULL, id, &list) != PT_STORE_OK) return 0;
     int n = 0;
     for (size_t i = 0; i < list.n; i++)
-        if (list.items[i].to == PT_JOB_QUEUED && !strncmp(list.items[i].reason, CRASH_PREFIX, strlen(CRASH_PREFIX)))
+        if (list.items[i].to == PT_JOB_QUEUED && !strncmp(list.items[i].reason, prefix, strlen(prefix)))
             n++;
     pt_store_transition_list_clear(&list);
     return n;
 }
 
+/* Whether the worker's error is a full disk (its checkpoint, model or log
+ * found no space): not the job's fault, and resumable once there is room. */
+static int disk_full(const pt_sched_exit *e)
+{
+    return e->saw_error && (strstr(e->error_message, strerror(ENOSPC)) || strstr(e->error_message, strerror(EDQUOT)));
+}
+
+/* A worker that found the disk full goes back to the queue, to resume from
+ * its last checkpoint once the data directory has room (the claim waits for
+ * it, scheduler_claim.c); after max_attempts such ends it fails. */
+static void disk_full_outcome(pt_scheduler *s, pt_store *st, const pt_sched_exit *e, pt_job_state *to,
+                              char *reason, size_t len)
+{
+    int n = count_ends(st, e->id, DISK_FULL_PREFIX) + 1;
+    pt_store_checkpoint ck;
+    int have = pt_store_checkpoint_latest(st, NULL, e->id, &ck) == PT_STORE_OK;
+    char kept[64] = "no checkpoint yet";
+    if (have) snprintf(kept, sizeof kept, "checkpoint step %lld", (long long)ck.step);
+    if (n >= s->max_attempts) {
+        *to = PT_JOB_FAILED;
+        snprintf(reason, len, DISK_FULL_PREFIX " (%.360s); not retried after %d such ends: free space on the "
+                 "server, then submit again (kept: %s)", e->error_message, n, kept);
+        return;
+    }
+    *to = PT_JOB_QUEUED;
+    snprintf(reason, len, DISK_FULL_PREFIX " (%.360s); queued again: retry %d of %d %s %s once the data "
+             "directory has room", e->error_message, n, s->max_attempts - 1,
+             have ? "resumes from" : "starts over,", kept);
+}
+
 static void crash_outcome(pt_scheduler *s, pt_store *st, const pt_sched_exit *e, const char *how,
                           pt_job_state *to, char *reason, size_t len)
 {
-    int crashes = count_crashes(st, e->id) + 1;
+    int crashes = count_ends(st, e->id, CRASH_PREFIX) + 1;
     if (crashes >= s->max_attempts) {
         *to = PT_JOB_FAILED;
         snprintf(reason, len, CRASH_PREFIX " %d time%s: last exit %s", crashes, crashes == 1 ? "" : "s", how);
@@ -296,15 +329,15 @@ static void crash_outcome(pt_scheduler *s, pt_store *st, const pt_sched_exit *e,
                  crashes, s->max_attempts - 1);
 }
 
-static void finish_work(pt_store *st, pt_store_op *op)
+/* Records a worker's end; the store's status (OK also when there is
+ * nothing to record). */
+static int record_end(pt_scheduler *s, pt_store *st, const pt_sched_exit *e)
 {
-    finish_op *f = (finish_op *)op;
-    pt_scheduler *s = f->sched;
-    const pt_sched_exit *e = &f->e;
     pt_store_job job;
-    if (pt_store_job_get(st, NULL, e->id, &job) != PT_STORE_OK) {
+    int rc = pt_store_job_get(st, NULL, e->id, &job);
+    if (rc != PT_STORE_OK) {
         pt_sched_log(s, "job %s: cannot read it after its worker ended: %s", e->id, pt_store_errmsg(st));
-        return;
+        return rc;
     }
     pt_job_state state = job.state;
     pt_store_job_clear(&job);
@@ -312,15 +345,16 @@ static void finish_work(pt_store *st, pt_store_op *op)
     /* A worker that finished while the server drained has still finished. */
     if (e->stop == PT_SCHED_STOP_DRAIN && e->spawned && !(e->saw_done && clean_exit)) {
         pt_sched_note_path(e->log_path, "server draining: job left %s for the next start", pt_job_state_name(state));
-        return;
+        return PT_STORE_OK;
     }
     if (state != PT_JOB_RUNNING && state != PT_JOB_CANCELLING) {
         pt_sched_log(s, "job %s: worker ended but the job is already %s", e->id, pt_job_state_name(state));
-        return;
+        return PT_STORE_OK;
     }
     char how[64], reason[PT_STORE_REASON_MAX];
     pt_sched_describe_exit(e->exit_status, e->term_signal, how, sizeof(how));
     pt_job_state to;
+    int crashed = 0;
     if (!e->spawned) {
         to = PT_JOB_FAILED;
         snprintf(reason, sizeof(reason), "%s", e->spawn_error);
@@ -342,6 +376,8 @@ static void finish_work(pt_store *st, pt_store_op *op)
         snprintf(reason, sizeof(reason), "out of memory: %s (peak %.0f MiB); not retried: lower the "
                  "job's memory (model size, batch, replicas) or ask the operator for a larger "
                  "PACKTRAIN_WORKER_MEMORY_MB", e->memory_why, e->memory_peak / (1024.0 * 1024.0));
+    } else if (disk_full(e)) {
+        disk_full_outcome(s, st, e, &to, reason, sizeof(reason));
     } else if (e->saw_error) {
         to = PT_JOB_FAILED;
         snprintf(reason, sizeof(reason), "%s", e->error_message);
@@ -350,12 +386,50 @@ static void finish_work(pt_store *st, pt_store_op *op)
         snprintf(reason, sizeof(reason), "worker exited with status 0 without reporting done");
     } else {
         crash_outcome(s, st, e, how, &to, reason, sizeof(reason));
+        crashed = 1;
+    }
+    rc = pt_sched_transition(s, st, e->id, to, reason);
+    if (rc != PT_STORE_OK) return rc;
+    pt_sched_note_path(e->log_path, "job %s: %s", pt_job_state_name(to), reason);
+    if (crashed) {   /* counted once recorded: an end recorded later is not counted twice */
         pthread_mutex_lock(&s->mu);
         s->stats.crashed++;
         pthread_mutex_unlock(&s->mu);
     }
-    if (pt_sched_transition(s, st, e->id, to, reason) == PT_STORE_OK)
-        pt_sched_note_path(e->log_path, "job %s: %s", pt_job_state_name(to), reason);
+    return rc;
+}
+
+/* Keeps an end the store could not take (a full disk fails its commits; a
+ * lock held too long) for the next poll. */
+static void keep_unrecorded(pt_scheduler *s, const pt_sched_exit *e)
+{
+    pt_sched_exit *grown = s->n_unrecorded < UNRECORDED_MAX
+                               ? realloc(s->unrecorded, (s->n_unrecorded + 1) * sizeof(*grown))
+                               : NULL;
+    if (!grown) {
+        pt_sched_log(s, "job %s: its end is not recorded; the next start re-queues it", e->id);
+        return;
+    }
+    s->unrecorded = grown;
+    s->unrecorded[s->n_unrecorded++] = *e;
+    pt_sched_log(s, "job %s: its end is recorded once the store takes writes again", e->id);
+}
+
+static void finish_work(pt_store *st, pt_store_op *op)
+{
+    finish_op *f = (finish_op *)op;
+    int rc = record_end(f->sched, st, &f->e);
+    if (rc == PT_STORE_IO || rc == PT_STORE_BUSY) keep_unrecorded(f->sched, &f->e);
+}
+
+void pt_sched_record_unrecorded(pt_scheduler *s, pt_store *st)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < s->n_unrecorded; i++) {
+        int rc = record_end(s, st, &s->unrecorded[i]);
+        if (rc == PT_STORE_IO || rc == PT_STORE_BUSY) s->unrecorded[kept++] = s->unrecorded[i];
+    }
+    s->n_unrecorded = kept;
 }
 
 void pt_sched_submit_finish(pt_scheduler *s, const pt_sched_exit *e)

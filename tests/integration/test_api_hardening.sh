@@ -403,6 +403,69 @@ req POST /v1/jobs "${J[@]}" --data '{"dataset":"ds_0000000000000000"}'
 expect "... and so is a new job: 507" "$STATUS" 507
 stop_server "$SERVER_PID" TERM
 
+# --- item 8: the disk fills up while a job writes its checkpoints --------------------------------------
+# A 16 MB disk of the server's own; once the job has a checkpoint, a filler
+# file takes every free byte (written through /proc/PID/root, which reaches
+# the server's private mount, or the plain mount where that is the fallback).
+# The worker's next checkpoint finds no space, and so do the store's commits:
+# the job goes back to the queue (recorded once the store takes writes
+# again), is not started while the disk is below --min-free, and resumes from
+# its last checkpoint once the filler is gone.
+D=$WORK/f8
+small_disk_server "$D" 16m --workers 1 --min-free 1000000 || { finish; exit 1; }
+req POST "/v1/datasets?name=demo" --data-binary @"$DEMO"
+DS8=$(jget "$BODY" 'j["id"]')
+small_config 600 | "$PY" -c 'import json,sys; c=json.load(sys.stdin); c["dataset"]=sys.argv[1]; print(json.dumps(c))' "$DS8" >"$WORK/job8.json"
+req POST /v1/jobs "${J[@]}" --data @"$WORK/job8.json"
+JOB8=$(jget "$BODY" 'j["id"]')
+R=/proc/$SERVER_PID/root$D
+# The job takes well under a second: the worker runs in slices of 10 ms
+# (SIGSTOP/SIGCONT) until its first checkpoint is on disk, and stays stopped
+# while the disk is filled.
+for _ in $(seq 1 500); do pgrep -f -- "--job $JOB8" >/dev/null && break; sleep 0.02; done
+W=$(pgrep -f -- "--job $JOB8")
+kill -STOP $W
+for _ in $(seq 1 3000); do
+  [ "$(ls "$R/jobs/$JOB8/checkpoints" 2>/dev/null | grep -c '^ckpt-.*safetensors$')" -ge 1 ] && break
+  kill -CONT $W; sleep 0.01; kill -STOP $W
+done
+check "item 8: the job has written a checkpoint" test "$(ls "$R/jobs/$JOB8/checkpoints" | grep -c '^ckpt-.*safetensors$')" -ge 1
+dd if=/dev/zero of="$R/filler" bs=64k 2>/dev/null
+kill -CONT $W
+check "... then the disk is full" "$PY" -c 'import os, sys; assert os.statvfs(sys.argv[1]).f_bavail == 0' "$R"
+for _ in $(seq 1 300); do pgrep -f -- "--job $JOB8" >/dev/null || break; sleep 0.1; done
+check "... and the worker has ended on it" test -z "$(pgrep -f -- "--job $JOB8")"
+req GET /healthz
+expect "... the server keeps serving: /healthz 200" "$STATUS" 200
+req GET "/v1/jobs/$JOB8"
+expect "... the job can be read: 200" "$STATUS" 200
+req GET /readyz
+expect "... /readyz says the disk is too full: 503" "$STATUS:$(jget "$BODY" 'j["checks"]["disk"]["ok"]')" "503:False"
+check "... no partial checkpoint is left, every one kept is whole" \
+  "$PY" -c 'import os, sys
+d = sys.argv[1]
+names = os.listdir(d)
+assert names and all(n.startswith("ckpt-") and n.endswith(".safetensors") for n in names), names
+for n in names:
+    with open(os.path.join(d, n), "rb") as f:
+        b = f.read()
+    h = int.from_bytes(b[:8], "little")
+    assert len(b) > 8 + h, n' "$R/jobs/$JOB8/checkpoints"
+sleep 2
+req GET "/v1/jobs/$JOB8"
+expect "... while the disk stays full no worker is started for it" "$(pgrep -f -- "--job $JOB8" | wc -l)" 0
+rm -f "$R/filler"
+check "... room again: the job resumes and succeeds" wait_state "$JOB8" succeeded 120
+expect_match "... having gone back to the queue, saying why and what it resumes from (no server path)" \
+  "$(jget "$BODY" '[t["reason"] for t in j["transitions"] if t["to"] == "queued" and "disk" in t["reason"]][0]')" \
+  "^the server's disk is full \((training failed: )?ckpt-[0-9]+\.safetensors\.partial: cannot write: No space left on device\); queued again: retry 1 of 2 resumes from checkpoint step [0-9]+ once the data directory has room$"
+check "... from the checkpoint written before the disk filled (worker.log)" grep -q "starting attempt 2, resuming from" "$R/jobs/$JOB8/worker.log"
+STEPS=$(jget "$BODY" 'j["step"]')
+req GET "/v1/jobs/$JOB8/metrics?max_points=10000"
+expect "... no metric step is duplicated or missing" \
+  "$(jget "$BODY" '[s["step"] for s in j["steps"]] == list(range(1, '"$STEPS"' + 1))')" True
+stop_server "$SERVER_PID" TERM
+
 # --- F9: browser-facing safety of a server without tokens (the documented default) ----------------
 # The attack: with auth off on loopback, another site's page posted
 # "simple" cross-origin requests (text/plain, forms) that uploaded datasets
