@@ -71,8 +71,8 @@ static void neighbours_note(const pt_job_config *cfg, const pt_train_plan *plan,
             densest = s;
         }
     pt_errors_add(errs, "", 0, "model.max_neighbors",
-                  "%s keeps every neighbour within %g Å: up to %.1f per atom here (structure %u, "
-                  "%u edges; packs of %d edge slots); lower model.cutoff or cap "
+                  "%s keeps every neighbour within %g Å: %.1f per atom in the densest "
+                  "structure (%u, %u edges; packs of %d edge slots); lower model.cutoff or cap "
                   "model.max_neighbors (forces then stop being exactly -dE/dr)",
                   cfg->model.max_neighbors == PT_JOB_NEIGHBORS_AUTO ? "\"auto\" (a forces job)"
                                                                       : "\"all\"",

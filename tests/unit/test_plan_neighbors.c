@@ -205,10 +205,10 @@ static void test_memory_refusal_names_the_neighbours(void **state)
         const char *note;   /* NULL: no model.max_neighbors error */
     } cases[] = {
         {"{\"target\":\"energy\",\"backend\":{\"device_memory_mb\":1}}",
-         "\"auto\" (a forces job) keeps every neighbour within 6 Å: up to "},
+         "\"auto\" (a forces job) keeps every neighbour within 6 Å: "},
         {"{\"target\":\"energy\",\"model\":{\"max_neighbors\":\"all\"},\"training\":{\"loss\":"
          "{\"forces_weight\":0}},\"backend\":{\"device_memory_mb\":1}}",
-         "\"all\" keeps every neighbour within 6 Å: up to "},
+         "\"all\" keeps every neighbour within 6 Å: "},
         {"{\"target\":\"energy\",\"model\":{\"max_neighbors\":32},\"backend\":"
          "{\"device_memory_mb\":1}}", NULL},
         {"{\"target\":\"energy\",\"training\":{\"loss\":{\"forces_weight\":0}},\"backend\":"
@@ -232,7 +232,7 @@ static void test_memory_refusal_names_the_neighbours(void **state)
             assert_non_null(note);
             if (strncmp(note->message, cases[i].note, strlen(cases[i].note)))
                 fail_msg("got: %s", note->message);
-            assert_non_null(strstr(note->message, " per atom here (structure "));
+            assert_non_null(strstr(note->message, " per atom in the densest structure ("));
             assert_non_null(strstr(note->message, "lower model.cutoff or cap model.max_neighbors "
                                                   "(forces then stop being exactly -dE/dr)"));
         }
