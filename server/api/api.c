@@ -35,10 +35,11 @@ static const api_route api[] = {
     {"GET", "/v1/jobs/{id}", pt_api_jobs_get, PT_BODY_NONE, 0, 0},
     {"DELETE", "/v1/jobs/{id}", pt_api_jobs_delete, PT_BODY_NONE, 0, 0},
     {"POST", "/v1/jobs/{id}/cancel", pt_api_jobs_cancel, PT_BODY_NONE, 0, 0},
-    /* a job's data (routes_job_data.c, routes_predict.c) */
+    /* a job's data (routes_job_data.c, routes_job_logs.c, routes_predict.c) */
     {"GET", "/v1/jobs/{id}/metrics", pt_api_job_metrics, PT_BODY_NONE, 0, 0},
     {"GET", "/v1/jobs/{id}/events", pt_api_job_events, PT_BODY_NONE, 0, 0},
     {"GET", "/v1/jobs/{id}/logs", pt_api_job_logs, PT_BODY_NONE, 0, 0},
+    {"GET", "/v1/jobs/{id}/logs/stream", pt_api_job_log_stream, PT_BODY_NONE, 0, 0},
     {"GET", "/v1/jobs/{id}/model", pt_api_job_model, PT_BODY_NONE, 0, 0},
     {"POST", "/v1/jobs/{id}/predict", pt_api_job_predict, PT_BODY_FILE, HEAVY, 0},
     /* the dashboard (routes_system.c): "/" is index.html, or a pointer to

@@ -39,8 +39,8 @@ pt_api_handler pt_api_datasets_upload, pt_api_datasets_list, pt_api_datasets_get
 pt_api_handler pt_api_dataset_packing;                                /* routes_packing.c */
 pt_api_handler pt_api_jobs_create, pt_api_jobs_list, pt_api_jobs_get, pt_api_jobs_delete,
     pt_api_jobs_cancel;                                               /* routes_jobs.c */
-pt_api_handler pt_api_job_metrics, pt_api_job_events, pt_api_job_logs,
-    pt_api_job_model;                                                 /* routes_job_data.c */
+pt_api_handler pt_api_job_metrics, pt_api_job_events, pt_api_job_model; /* routes_job_data.c */
+pt_api_handler pt_api_job_logs, pt_api_job_log_stream;               /* routes_job_logs.c */
 pt_api_handler pt_api_job_predict;                                    /* routes_predict.c */
 
 struct pt_job_config;
@@ -153,8 +153,8 @@ const char *pt_api_target_unit(const char *key);
 json_t *pt_api_dataset_json(const pt_store_dataset *d);
 json_t *pt_api_job_json(const pt_app *app, const pt_store_job *j, const pt_store_transition_list *transitions);
 
-/* The embedded OpenAPI document (api/openapi.json, see api/gen_openapi.py). */
-extern const char pt_openapi_json[];
-extern const size_t pt_openapi_json_len;
+/* The embedded OpenAPI document (api/openapi.json, see api/gen_openapi.py),
+ * compact JSON, *len bytes; NULL when memory ran out joining its parts. */
+const char *pt_openapi_doc(size_t *len);
 
 #endif

@@ -2,9 +2,9 @@
  *   GET /v1/jobs/{id}/metrics   ?since_step=&max_points=  (downsampled steps, epochs),
  *                               or ?since_step=&page_size= (every step, a page at a time)
  *   GET /v1/jobs/{id}/events    Server-Sent Events: state, epoch, step
- *   GET /v1/jobs/{id}/logs      ?lines=N, the tail of the worker's log
  *   GET /v1/jobs/{id}/model     the trained model (safetensors)
- * Prediction with the model is in routes_predict.c.
+ * The worker's log is in routes_job_logs.c, prediction with the model in
+ * routes_predict.c.
  *
  * Event ids are the store's (store.h, "events"): each transition, epoch and
  * step row of a job has the next number of the job's one sequence, so a
@@ -27,9 +27,6 @@
 /* Steps sent per call of the event source; a longer backlog (a client
  * connecting late to a long job) is thinned by the store's downsampling. */
 #define EV_STEP_BATCH 2000
-#define LOG_TAIL_MAX_BYTES (1u << 20)
-#define LOG_LINES_DEFAULT 200
-#define LOG_LINES_MAX 10000
 
 /* ---- metric rows ------------------------------------------------------------------- */
 
@@ -213,64 +210,6 @@ pt_response pt_api_job_events(pt_request *req, void *ctx)
     pt_sse_config cfg = {.watch = &app->jobs_watch, .source = events_source, .ctx = c, .free_ctx = free,
                          .heartbeat_ms = (int)heartbeat, .retry_ms = 2000};
     return pt_sse_response(req, &cfg);
-}
-
-/* ---- logs -------------------------------------------------------------------------------- */
-
-/* The last `lines` lines of at most LOG_TAIL_MAX_BYTES at the end of path. */
-static int read_tail(const char *path, long lines, char **out, size_t *len)
-{
-    *out = NULL;
-    *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return errno == ENOENT ? 0 : -1;
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        close(fd);
-        return -1;
-    }
-    size_t n = st.st_size > LOG_TAIL_MAX_BYTES ? LOG_TAIL_MAX_BYTES : (size_t)st.st_size;
-    char *buf = malloc(n + 1);
-    ssize_t got = buf ? pread(fd, buf, n, st.st_size - (off_t)n) : -1;
-    close(fd);
-    if (got < 0) {
-        free(buf);
-        return -1;
-    }
-    size_t end = (size_t)got, start = end;
-    long seen = 0;
-    /* A final newline ends the last line rather than starting an empty one. */
-    size_t scan = end > 0 && buf[end - 1] == '\n' ? end - 1 : end;
-    while (scan > 0) {
-        if (buf[scan - 1] == '\n' && ++seen == lines) break;
-        scan--;
-    }
-    start = scan;
-    memmove(buf, buf + start, end - start);
-    *len = end - start;
-    *out = buf;
-    return 0;
-}
-
-pt_response pt_api_job_logs(pt_request *req, void *ctx)
-{
-    pt_app *app = ctx;
-    const char *id = pt_request_param(req, "id");
-    long lines = pt_request_query_long(req, "lines", LOG_LINES_DEFAULT, 1, LOG_LINES_MAX);
-    if (req->errors.total) return pt_request_problem(req);
-    pt_job_state state;
-    pt_response r = {0, NULL};
-    if (pt_api_job_state(app, req, id, &state, &r) != 0) return r;
-    char path[PATH_MAX];
-    if (pt_app_job_dir(app, id, path, sizeof path - 16) != 0) return pt_problem(500, "job directory path too long");
-    strcat(path, "/worker.log");
-    char *text = NULL;
-    size_t len = 0;
-    if (read_tail(path, lines, &text, &len) != 0) return pt_problem(500, "cannot read the log of job %s: %s", id, strerror(errno));
-    r = pt_response_bytes(200, "text/plain; charset=utf-8", text ? text : "", len);
-    free(text);
-    pt_response_header(&r, "Cache-Control", "no-cache");
-    return r;
 }
 
 /* ---- model -------------------------------------------------------------------------------- */

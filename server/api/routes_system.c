@@ -104,10 +104,13 @@ pt_response pt_api_openapi(pt_request *req, void *ctx)
 {
     (void)ctx;
     char etag[64];
-    pt_etag_of(pt_openapi_json, pt_openapi_json_len, etag, sizeof etag);
+    size_t len;
+    const char *doc = pt_openapi_doc(&len);
+    if (!doc) return pt_problem(500, "out of memory");
+    pt_etag_of(doc, len, etag, sizeof etag);
     const char *inm = pt_request_header(req, "If-None-Match");
     if (inm && pt_etag_matches(inm, etag)) return pt_response_not_modified(etag);
-    pt_response r = pt_response_bytes(200, PT_CT_JSON, pt_openapi_json, pt_openapi_json_len);
+    pt_response r = pt_response_bytes(200, PT_CT_JSON, doc, len);
     pt_response_header(&r, "ETag", etag);
     pt_response_header(&r, "Cache-Control", "no-cache");
     return r;

@@ -79,6 +79,16 @@ static int buf_append(char **buf, size_t *len, const char *p, size_t n)
 static size_t on_body(char *p, size_t size, size_t n, void *ud)
 {
     pt_client_resp *r = ud;
+    /* an event stream's events go to the parser as they come; anything else
+     * (a problem document) is kept whole */
+    if (r->sse && strstr(r->content_type, "text/event-stream")) {
+        if (r->keep_body && !buf_append(&r->body, &r->len, p, size * n)) return 0;
+        if (pt_sse_parser_feed(r->sse, p, size * n) != 0) {
+            r->sse_failed = 1;
+            return 0;
+        }
+        return size * n;
+    }
     return buf_append(&r->body, &r->len, p, size * n) ? size * n : 0;
 }
 
@@ -118,16 +128,18 @@ static void trace_file(const pt_client *c, const char *ext, const char *data, si
     fclose(f);
 }
 
-/* Keeps the response in $PACKTRAIN_HTTP_TRACE (see client.h). */
-static void trace_response(pt_client *c, const char *method, const char *path, const pt_client_resp *r)
+/* Keeps the response in $PACKTRAIN_HTTP_TRACE (see client.h); `cut`: the
+ * body ended early (a dropped or given-up stream). */
+static void trace_response(pt_client *c, const char *method, const char *path, const pt_client_resp *r, int cut)
 {
-    if (!c->trace[0]) return;
+    if (!c->trace[0] || !r->headers_len) return;
     c->n_traced++;
     char line[2200];
     int n = snprintf(line, sizeof line, "%s %s\n", method, path);
     trace_file(c, "req", line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
     trace_file(c, "headers", r->headers, r->headers_len);
     trace_file(c, "body", r->body, r->len);
+    if (cut) trace_file(c, "cut", "", 0);
 }
 
 double pt_client_now(void)
@@ -161,6 +173,9 @@ static int perform(pt_client *c, const char *method, const char *path, struct cu
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, c->timeout_s);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+    /* a stream sets an idle limit instead of a whole-request one */
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, out->sse ? 1L : 0L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, out->sse ? c->idle_s : 0L);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, list);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
@@ -181,16 +196,21 @@ static int perform(pt_client *c, const char *method, const char *path, struct cu
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, plain ? NULL : method);
     CURLcode rc = curl_easy_perform(h);
     curl_slist_free_all(list);
+    if (rc != CURLE_OK && out->sse) {   /* what a stream delivered before it broke is kept */
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &out->status);
+        trace_response(c, method, path, out, 1);
+    }
     if (rc == CURLE_ABORTED_BY_CALLBACK && c->aborted) {
         snprintf(c->err, sizeof c->err, "%s", c->aborted == 1 ? "interrupted" : "out of time");
         return -1;
     }
     if (rc != CURLE_OK) {
-        snprintf(c->err, sizeof c->err, "%s %.300s: %s", method, url, curl_easy_strerror(rc));
+        snprintf(c->err, sizeof c->err, "%s %.300s: %s", method, url,
+                 out->sse_failed ? "the event stream's reader stopped" : curl_easy_strerror(rc));
         return -1;
     }
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &out->status);
-    trace_response(c, method, path, out);
+    trace_response(c, method, path, out, 0);
     if (out->body && (strstr(out->content_type, "json") != NULL))
         out->json = json_loadb(out->body, out->len, 0, NULL);
     return 0;
@@ -217,6 +237,27 @@ int pt_client_request(pt_client *c, const char *method, const char *path, const 
         curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body ? len : 0));
     }
     return perform(c, method, path, list, out);
+}
+
+int pt_client_stream(pt_client *c, const char *path, pt_sse_parser *p, long idle_s, pt_client_resp *out)
+{
+    memset(out, 0, sizeof(*out));
+    reset_body(c->curl);
+    out->sse = p;
+    out->keep_body = c->trace[0] != '\0';
+    c->idle_s = idle_s > 0 ? idle_s : 60;
+    pt_sse_parser_restart(p);
+    char last[128];
+    struct curl_slist *list = curl_slist_append(NULL, "Accept: text/event-stream");
+    if (p->last_id[0]) {
+        snprintf(last, sizeof last, "Last-Event-ID: %s", p->last_id);
+        list = curl_slist_append(list, last);
+    }
+    long saved = c->timeout_s;
+    c->timeout_s = 0;
+    int rc = perform(c, "GET", path, list, out);
+    c->timeout_s = saved;
+    return rc;
 }
 
 int pt_client_post_json(pt_client *c, const char *path, const json_t *body, const char *const *headers,

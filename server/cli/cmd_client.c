@@ -1,17 +1,19 @@
 /* cmd_client.c — the CI commands, clients of a running server:
- *   packtrain submit --dataset FILE --config job.json [--wait [--timeout S] [--detach]]
- *   packtrain status JOB [--wait [--timeout S]]
+ *   packtrain submit --dataset FILE --config job.json [--wait|--follow [--timeout S] [--detach]]
+ *   packtrain status JOB [--wait|--follow [--timeout S]]
+ *   packtrain wait JOB [--follow] [--timeout S]
+ *   packtrain logs JOB [--lines N | --follow [--timeout S]]
  *   packtrain cancel JOB
  * The server is --server URL ($PACKTRAIN_SERVER, default
  * http://127.0.0.1:8080), the token --token T ($PACKTRAIN_TOKEN).  Options
  * are read by getopt_long: `--opt value` and `--opt=value` alike.
  *
- * stdout carries only what a script wants to capture (the job id, or with
- * --json the job document); progress and errors go to stderr.  While a job
- * is followed, its status is one line: redrawn in place on a terminal,
- * else printed when the state or the epoch changes.  The exit status says
- * what happened (EXIT_* below, printed by --help); a server restart is
- * ridden out (connection failures retried for --retry-for seconds). */
+ * stdout carries only what a script wants to capture (the job id, the log
+ * for `logs`, or with --json the job document, one JSON object per event
+ * with --follow); progress and errors go to stderr.  Following a job
+ * (client_wait.c, client_follow.c) ends with an exit status that says what
+ * happened (client_cmd.h, printed by --help); a server restart is ridden
+ * out (connection failures retried for --retry-for seconds). */
 #include "server/cli/commands.h"
 
 #include <getopt.h>
@@ -21,28 +23,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server/cli/client.h"
+#include "server/cli/client_cmd.h"
 
-#define WAIT_S 25
 #define DEFAULT_RETRY_S 300
-
-/* The exit statuses, one meaning each (documented in usage() and
- * docs/api.md). */
-enum {
-    EXIT_OK = 0,            /* done; with --wait: the job succeeded */
-    EXIT_JOB = 1,           /* the job ended without succeeding: failed, stopped or cancelled */
-    EXIT_USAGE = 2,         /* bad command line or configuration file */
-    EXIT_SERVER = 3,        /* the server cannot be reached, refused the token, or kept failing */
-    EXIT_REFUSED = 4,       /* the server refused the request (an invalid job, an unknown job...) */
-    EXIT_TIMEOUT = 5,       /* --timeout passed before the job ended */
-    EXIT_INTERRUPTED = 130  /* SIGINT or SIGTERM (128 + 2) */
-};
-
-typedef struct client_args {
-    const char *cmd, *server, *token, *dataset, *dataset_id, *config, *name, *format, *job, *idem;
-    int wait, skip_invalid, detach, json;
-    double retry_s, timeout_s;   /* timeout 0: none */
-} client_args;
 
 static volatile sig_atomic_t g_signal;
 
@@ -55,19 +38,32 @@ static void usage(FILE *out, const char *cmd)
 {
     if (!strcmp(cmd, "submit"))
         fprintf(out, "usage: packtrain submit (--dataset FILE | --dataset-id ID) --config job.json\n"
-                     "                        [--wait [--timeout S] [--detach]] [--json]\n"
+                     "                        [--wait | --follow] [--timeout S] [--detach] [--json]\n"
                      "                        [--server URL] [--token T] [--name NAME] [--format F]\n"
                      "                        [--skip-invalid] [--idempotency-key K] [--retry-for S]\n\n"
                      "Uploads the dataset (unless --dataset-id names one already uploaded; the same\n"
                      "file again is the dataset stored before), submits the job and prints its id on\n"
                      "stdout (--json: the job document).  With --wait, follows the job on stderr\n"
-                     "until it ends; Ctrl-C or --timeout cancel it then, unless --detach leaves it\n"
-                     "running.\n");
+                     "until it ends; --follow also prints its log there as it is written.  Ctrl-C\n"
+                     "or --timeout cancel the job then, unless --detach leaves it running.\n");
     else if (!strcmp(cmd, "status"))
-        fprintf(out, "usage: packtrain status JOB [--wait [--timeout S]] [--server URL] [--token T]\n"
-                     "                             [--retry-for S] [--json]\n\n"
-                     "Prints the job as JSON.  With --wait, follows it to its end first (Ctrl-C or\n"
-                     "--timeout stop the waiting, never the job).\n");
+        fprintf(out, "usage: packtrain status JOB [--wait | --follow] [--timeout S] [--server URL]\n"
+                     "                             [--token T] [--retry-for S] [--json]\n\n"
+                     "Prints the job as JSON.  With --wait, follows it to its end first, --follow\n"
+                     "with its log on stderr (Ctrl-C or --timeout stop the waiting, never the job).\n");
+    else if (!strcmp(cmd, "wait"))
+        fprintf(out, "usage: packtrain wait JOB [--follow] [--timeout S] [--server URL] [--token T]\n"
+                     "                           [--retry-for S] [--json]\n\n"
+                     "Follows the job to its end (--follow: with its log on stderr) and exits with\n"
+                     "its outcome; --json prints the final job document.  Ctrl-C or --timeout stop\n"
+                     "the waiting, never the job.\n");
+    else if (!strcmp(cmd, "logs"))
+        fprintf(out, "usage: packtrain logs JOB [--lines N | --follow [--timeout S]] [--server URL]\n"
+                     "                           [--token T] [--retry-for S] [--json]\n\n"
+                     "Prints the last N lines (default 200) of the job's log on stdout.  With\n"
+                     "--follow, prints the whole log and then each line as it is written, until the\n"
+                     "job ends, and exits with its outcome as `wait` does (--json: one JSON object\n"
+                     "per line: {\"event\":\"log\",\"id\":N,\"line\":...}, progress, end).\n");
     else
         fprintf(out, "usage: packtrain cancel JOB [--server URL] [--token T] [--json]\n\n"
                      "Asks the server to cancel the job (a running one checkpoints and stops) and\n"
@@ -75,12 +71,13 @@ static void usage(FILE *out, const char *cmd)
     fprintf(out, "\nThe server defaults to $PACKTRAIN_SERVER, else http://127.0.0.1:8080; the token\n"
                  "to $PACKTRAIN_TOKEN.  Options take their value as --opt value or --opt=value.\n\n"
                  "Exit status:\n"
-                 "  0    done (with --wait: the job succeeded)\n"
+                 "  0    done (following a job: it succeeded)\n"
                  "  1    the job ended without succeeding (failed, stopped or cancelled)\n"
                  "  2    usage error (command line, configuration file)\n"
                  "  3    the server cannot be reached, refused the token, or kept failing\n"
                  "  4    the server refused the request (an invalid job, an unknown job, ...)\n"
                  "  5    --timeout passed before the job ended\n"
+                 "  (--follow ends with the same statuses as --wait)\n"
                  "  130  interrupted (Ctrl-C or SIGTERM)\n");
 }
 
@@ -103,7 +100,7 @@ static int seconds_arg(const char *cmd, const char *opt, const char *v, double *
 }
 
 enum { OPT_SERVER = 256, OPT_TOKEN, OPT_RETRY, OPT_DATASET, OPT_DATASET_ID, OPT_CONFIG, OPT_NAME, OPT_FORMAT,
-       OPT_IDEM, OPT_SKIP, OPT_WAIT, OPT_TIMEOUT, OPT_DETACH, OPT_JSON };
+       OPT_IDEM, OPT_SKIP, OPT_WAIT, OPT_TIMEOUT, OPT_DETACH, OPT_JSON, OPT_FOLLOW, OPT_LINES };
 
 static int parse(int argc, char **argv, client_args *a)
 {
@@ -112,7 +109,10 @@ static int parse(int argc, char **argv, client_args *a)
     a->server = env_or("PACKTRAIN_SERVER", "http://127.0.0.1:8080");
     a->token = env_or("PACKTRAIN_TOKEN", NULL);
     a->retry_s = DEFAULT_RETRY_S;
-    int submit = !strcmp(a->cmd, "submit"), cancel = !strcmp(a->cmd, "cancel");
+    a->lines = 200;
+    int submit = !strcmp(a->cmd, "submit"), cancel = !strcmp(a->cmd, "cancel"), logs = !strcmp(a->cmd, "logs");
+    /* `wait` is `status --wait` that prints only the end */
+    a->wait = !strcmp(a->cmd, "wait");
     /* every command's options; those another command owns are refused below */
     static const struct option opts[] = {
         {"server", required_argument, NULL, OPT_SERVER},      {"token", required_argument, NULL, OPT_TOKEN},
@@ -122,15 +122,18 @@ static int parse(int argc, char **argv, client_args *a)
         {"idempotency-key", required_argument, NULL, OPT_IDEM}, {"skip-invalid", no_argument, NULL, OPT_SKIP},
         {"wait", no_argument, NULL, OPT_WAIT},                {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"detach", no_argument, NULL, OPT_DETACH},            {"json", no_argument, NULL, OPT_JSON},
+        {"follow", no_argument, NULL, OPT_FOLLOW},            {"lines", required_argument, NULL, OPT_LINES},
         {NULL, 0, NULL, 0}};
+    int lines_given = 0;
     optind = 0;   /* a fresh scan (the tests run several commands in one process) */
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
         int submit_only = c == OPT_DATASET || c == OPT_DATASET_ID || c == OPT_CONFIG || c == OPT_NAME ||
                           c == OPT_FORMAT || c == OPT_IDEM || c == OPT_SKIP || c == OPT_DETACH;
-        int wait_only = c == OPT_WAIT || c == OPT_TIMEOUT || c == OPT_RETRY;
-        if (c == '?' || (submit_only && !submit) || (wait_only && cancel)) {
+        int wait_only = c == OPT_WAIT || c == OPT_TIMEOUT || c == OPT_RETRY || c == OPT_FOLLOW;
+        if (c == '?' || (submit_only && !submit) || (wait_only && cancel) || (c == OPT_WAIT && logs) ||
+            (c == OPT_LINES && !logs)) {
             fprintf(stderr, "packtrain %s: unknown option '%s'\n", a->cmd, argv[optind - 1]);
             return -1;
         }
@@ -153,6 +156,17 @@ static int parse(int argc, char **argv, client_args *a)
         case OPT_WAIT: a->wait = 1; break;
         case OPT_DETACH: a->detach = 1; break;
         case OPT_JSON: a->json = 1; break;
+        case OPT_FOLLOW: a->follow = a->wait = 1; break;
+        case OPT_LINES: {
+            lines_given = 1;
+            char *end = NULL;
+            a->lines = strtol(optarg, &end, 10);
+            if (end == optarg || *end || a->lines < 1 || a->lines > 10000) {
+                fprintf(stderr, "packtrain logs: --lines must be a number of lines from 1 to 10000, got '%s'\n", optarg);
+                return -1;
+            }
+            break;
+        }
         }
     }
     for (int i = optind; i < argc; i++) {
@@ -164,7 +178,12 @@ static int parse(int argc, char **argv, client_args *a)
         }
     }
     if ((a->timeout_s > 0 || a->detach) && !a->wait) {
-        fprintf(stderr, "packtrain %s: --%s goes with --wait\n", a->cmd, a->detach ? "detach" : "timeout");
+        fprintf(stderr, "packtrain %s: --%s goes with --%s\n", a->cmd, a->detach ? "detach" : "timeout",
+                logs ? "follow" : "wait (or --follow)");
+        return -1;
+    }
+    if (lines_given && a->follow) {
+        fprintf(stderr, "packtrain logs: --follow prints the whole log; --lines goes without it\n");
         return -1;
     }
     if (submit && !a->config) {
@@ -180,246 +199,6 @@ static int parse(int argc, char **argv, client_args *a)
         return -1;
     }
     return 0;
-}
-
-/* The exit status of a request that got no useful answer: the transport
- * (EXIT_SERVER, or why it was given up), or the HTTP status. */
-static int transport_failed(const char *cmd, const pt_client *c)
-{
-    fprintf(stderr, "packtrain %s: %s\n", cmd, c->err);
-    if (c->aborted == 1) return EXIT_INTERRUPTED;
-    if (c->aborted == 2) return EXIT_TIMEOUT;
-    return EXIT_SERVER;
-}
-
-static int http_failed(const char *cmd, const char *what, const pt_client_resp *r)
-{
-    char msg[2048];
-    pt_client_describe_error(r, msg, sizeof msg);
-    fprintf(stderr, "packtrain %s: %s: %s\n", cmd, what, msg);
-    /* the token (401, 403) and the server's own failures are not the
-     * request's fault */
-    return r->status == 401 || r->status == 403 || r->status >= 500 ? EXIT_SERVER : EXIT_REFUSED;
-}
-
-/* ---- following a job ---------------------------------------------------------------- */
-
-static double num(const json_t *o, const char *key)
-{
-    const json_t *v = json_object_get(o, key);
-    return json_is_number(v) ? json_number_value(v) : -1;
-}
-
-/* The job's status line, without a newline. */
-static void status_line(const char *cmd, const json_t *job, char *buf, size_t cap)
-{
-    const char *id = json_string_value(json_object_get(job, "id"));
-    const char *state = json_string_value(json_object_get(job, "state"));
-    const json_t *training = json_object_get(json_object_get(job, "config"), "training");
-    size_t n = (size_t)snprintf(buf, cap, "packtrain %s: %s %-10s epoch %.0f", cmd, id ? id : "?",
-                                state ? state : "?", num(job, "epoch"));
-    if (n < cap && num(training, "epochs") > 0) n += (size_t)snprintf(buf + n, cap - n, "/%.0f", num(training, "epochs"));
-    if (n < cap) n += (size_t)snprintf(buf + n, cap - n, "  step %.0f  %.1f%%", num(job, "step"),
-                                       num(job, "progress_percent"));
-    if (n < cap && num(job, "best_val_mae") >= 0)
-        n += (size_t)snprintf(buf + n, cap - n, "  best val MAE %.5g", num(job, "best_val_mae"));
-    if (n < cap && num(job, "latest_graphs_per_s") >= 0)
-        snprintf(buf + n, cap - n, "  %.0f graphs/s", num(job, "latest_graphs_per_s"));
-}
-
-/* One status line: on a terminal redrawn in place (\r, erase to the end);
- * elsewhere (a CI log) printed only when the state or the epoch changed. */
-typedef struct status_view {
-    int tty, open;          /* open: a line is drawn without its newline */
-    char state[32];
-    double epoch;
-} status_view;
-
-static void status_show(status_view *v, const char *cmd, const json_t *job)
-{
-    char line[512];
-    status_line(cmd, job, line, sizeof line);
-    const char *state = json_string_value(json_object_get(job, "state"));
-    if (v->tty) {
-        fprintf(stderr, "\r%s\033[K", line);
-        v->open = 1;
-    } else if (strcmp(v->state, state ? state : "") || num(job, "epoch") != v->epoch) {
-        fprintf(stderr, "%s\n", line);
-    }
-    snprintf(v->state, sizeof v->state, "%s", state ? state : "");
-    v->epoch = num(job, "epoch");
-}
-
-/* Ends a line drawn in place before anything else is printed. */
-static void status_close(status_view *v)
-{
-    if (v->open) fputc('\n', stderr);
-    v->open = 0;
-}
-
-static int is_final(const char *state)
-{
-    return state && (!strcmp(state, "succeeded") || !strcmp(state, "failed") || !strcmp(state, "cancelled") ||
-                     !strcmp(state, "stopped"));
-}
-
-/* Long-polls the job until it ends; *final gets the last document.
- * Returns EXIT_OK, or why it stopped following (EXIT_INTERRUPTED,
- * EXIT_TIMEOUT, EXIT_SERVER, EXIT_REFUSED). */
-static int follow(pt_client *c, const client_args *a, const char *job, json_t **final)
-{
-    char path[256], inm[200] = "";
-    double down_since = 0;
-    status_view view = {.tty = isatty(2), .epoch = -2};
-    int rc = EXIT_OK;
-    if (a->timeout_s > 0) c->deadline = pt_client_now() + a->timeout_s;   /* --timeout counts the waiting */
-    for (;;) {
-        /* the long-poll never outlasts --timeout */
-        int wait = WAIT_S;
-        if (c->deadline > 0) {
-            double left = c->deadline - pt_client_now();
-            if (left < wait) wait = left > 1 ? (int)left : 1;
-        }
-        snprintf(path, sizeof path, "/v1/jobs/%s?wait=%d", job, wait);
-        c->timeout_s = wait + 30;
-        const char *headers[] = {inm[0] ? inm : NULL, NULL};
-        pt_client_resp r;
-        int sent = pt_client_request(c, "GET", path, headers, NULL, 0, &r);
-        if (sent != 0 && c->aborted) {
-            pt_client_resp_clear(&r);
-            rc = c->aborted == 1 ? EXIT_INTERRUPTED : EXIT_TIMEOUT;
-            break;
-        }
-        if (sent != 0 || r.status >= 500) {
-            status_close(&view);
-            if (down_since == 0) {
-                down_since = pt_client_now();
-                fprintf(stderr, "packtrain %s: %s; retrying for up to %.0f s\n", a->cmd,
-                        sent ? c->err : "the server answered an error", a->retry_s);
-            }
-            if (pt_client_now() - down_since > a->retry_s) {
-                if (sent == 0) http_failed(a->cmd, "cannot follow the job", &r);
-                else fprintf(stderr, "packtrain %s: giving up: %s\n", a->cmd, c->err);
-                pt_client_resp_clear(&r);
-                rc = EXIT_SERVER;
-                break;
-            }
-            pt_client_resp_clear(&r);
-            sleep(1);
-            continue;
-        }
-        if (down_since != 0) fprintf(stderr, "packtrain %s: the server answers again\n", a->cmd);
-        down_since = 0;
-        if (r.status == 304) {
-            pt_client_resp_clear(&r);
-            continue;
-        }
-        if (r.status != 200 || !json_is_object(r.json)) {
-            status_close(&view);
-            rc = http_failed(a->cmd, "cannot follow the job", &r);
-            pt_client_resp_clear(&r);
-            break;
-        }
-        if (r.etag[0]) snprintf(inm, sizeof inm, "If-None-Match: %s", r.etag);
-        status_show(&view, a->cmd, r.json);
-        if (is_final(json_string_value(json_object_get(r.json, "state")))) {
-            *final = json_incref(r.json);
-            pt_client_resp_clear(&r);
-            break;
-        }
-        pt_client_resp_clear(&r);
-    }
-    status_close(&view);
-    return rc;
-}
-
-/* The exit status of a finished job, with its story on stderr. */
-static int report_end(const client_args *a, const json_t *job)
-{
-    const char *id = json_string_value(json_object_get(job, "id"));
-    const char *state = json_string_value(json_object_get(job, "state"));
-    if (state && !strcmp(state, "succeeded")) {
-        /* the run's final errors (absent from a server that predates them),
-         * then the outcome, the last line as CI logs expect */
-        const json_t *res = json_object_get(job, "result");
-        const json_t *units = json_object_get(res, "units");
-        const char *eu = json_string_value(json_object_get(units, "test_mae"));
-        if (num(res, "test_mae") >= 0)
-            fprintf(stderr, "packtrain %s: %s test MAE %.6g%s%s, RMSE %.6g\n", a->cmd, id, num(res, "test_mae"),
-                    eu ? " " : "", eu ? eu : "", num(res, "test_rmse"));
-        /* a multi-task job: every target's test errors, in its units */
-        const char *key;
-        const json_t *h;
-        json_object_foreach((json_t *)json_object_get(res, "heads"), key, h) {
-            const char *u = json_string_value(json_object_get(json_object_get(units, "heads"), key));
-            fprintf(stderr, "packtrain %s: %s   %s: test MAE %.6g%s%s, RMSE %.6g\n", a->cmd, id, key,
-                    num(h, "test_mae"), u ? " " : "", u ? u : "", num(h, "test_rmse"));
-        }
-        if (num(res, "test_forces_mae") >= 0)
-            fprintf(stderr, "packtrain %s: %s forces: test MAE %.6g eV/Å, RMSE %.6g eV/Å (zero forces: MAE %.6g "
-                    "eV/Å)\n", a->cmd, id, num(res, "test_forces_mae"), num(res, "test_forces_rmse"),
-                    num(res, "test_forces_zero_mae"));
-        if (num(res, "test_stress_mae") >= 0)
-            fprintf(stderr, "packtrain %s: %s stress: test MAE %.6g eV/Å³\n", a->cmd, id, num(res, "test_stress_mae"));
-        fprintf(stderr, "packtrain %s: %s succeeded; best val MAE %.6g; model: %s/v1/jobs/%s/model\n", a->cmd, id,
-                num(job, "best_val_mae"), a->server, id);
-        return EXIT_OK;
-    }
-    const char *reason = json_string_value(json_object_get(job, "failure_reason"));
-    const json_t *tr = json_object_get(job, "transitions");
-    if (!reason && json_array_size(tr))
-        reason = json_string_value(json_object_get(json_array_get(tr, json_array_size(tr) - 1), "reason"));
-    const json_t *model = json_object_get(job, "model");
-    fprintf(stderr, "packtrain %s: %s %s: %s%s\n", a->cmd, id ? id : "?", state ? state : "ended",
-            reason ? reason : "no reason recorded",
-            json_is_true(json_object_get(model, "partial")) ? " (a partial model is kept)" : "");
-    return EXIT_JOB;
-}
-
-/* After Ctrl-C or --timeout: the job this command submitted is cancelled
- * (unless --detach); one it only watched keeps running.  Says which. */
-static int stop_following(pt_client *c, const client_args *a, const char *job, int why)
-{
-    const char *what = why == EXIT_TIMEOUT ? "--timeout passed" : "interrupted";
-    int owned = !strcmp(a->cmd, "submit");
-    if (!owned || a->detach) {
-        fprintf(stderr, "packtrain %s: %s; %s keeps running (packtrain status %s --wait follows it)\n", a->cmd,
-                what, job, job);
-        return why;
-    }
-    c->stop = NULL;   /* the cancel itself must go through */
-    c->deadline = 0;
-    c->timeout_s = 30;
-    char path[256];
-    snprintf(path, sizeof path, "/v1/jobs/%s/cancel", job);
-    pt_client_resp r;
-    if (pt_client_request(c, "POST", path, NULL, NULL, 0, &r) == 0 && (r.status == 200 || r.status == 202)) {
-        const char *state = json_string_value(json_object_get(r.json, "state"));
-        fprintf(stderr, "packtrain %s: %s; cancelled %s (now %s; --detach leaves a job running)\n", a->cmd, what,
-                job, state ? state : "?");
-    } else {
-        char msg[1024] = "";
-        if (r.status) pt_client_describe_error(&r, msg, sizeof msg);
-        fprintf(stderr, "packtrain %s: %s; could NOT cancel %s, it may still run: %s\n", a->cmd, what, job,
-                r.status ? msg : c->err);
-    }
-    pt_client_resp_clear(&r);
-    return why;
-}
-
-static int follow_and_report(pt_client *c, const client_args *a, const char *job)
-{
-    json_t *final = NULL;
-    int rc = follow(c, a, job, &final);
-    if (rc == EXIT_INTERRUPTED || rc == EXIT_TIMEOUT) return stop_following(c, a, job, rc);
-    if (rc != EXIT_OK) return rc;
-    rc = report_end(a, final);
-    if (a->json) {
-        json_dumpf(final, stdout, JSON_INDENT(2));
-        fputc('\n', stdout);
-    }
-    json_decref(final);
-    return rc;
 }
 
 /* ---- commands ---------------------------------------------------------------------------- */
@@ -444,7 +223,7 @@ static int upload_dataset(pt_client *c, const client_args *a, char *id, size_t c
     pt_client_resp r;
     c->timeout_s = 0;   /* a large file may take long */
     if (pt_client_upload(c, path, a->dataset, &r) != 0) {
-        if (c->aborted) return transport_failed("submit", c);
+        if (c->aborted) return pt_cli_transport_failed("submit", c);
         fprintf(stderr, "packtrain submit: cannot upload %s: %s\n", a->dataset, c->err);
         /* a file that cannot be read is the command line's fault */
         return access(a->dataset, R_OK) != 0 ? EXIT_USAGE : EXIT_SERVER;
@@ -452,7 +231,7 @@ static int upload_dataset(pt_client *c, const client_args *a, char *id, size_t c
     c->timeout_s = 120;
     const char *got = r.json ? json_string_value(json_object_get(r.json, "id")) : NULL;
     if ((r.status != 201 && r.status != 200) || !got) {
-        int failed = http_failed("submit", "the dataset was refused", &r);
+        int failed = pt_cli_http_failed("submit", "the dataset was refused", &r);
         pt_client_resp_clear(&r);
         return failed;
     }
@@ -490,10 +269,10 @@ static int run_submit(pt_client *c, const client_args *a)
     pt_client_resp r;
     int sent = pt_client_post_json(c, "/v1/jobs", job, headers, &r);
     json_decref(job);
-    if (sent != 0) return transport_failed("submit", c);
+    if (sent != 0) return pt_cli_transport_failed("submit", c);
     const char *id = r.json ? json_string_value(json_object_get(r.json, "id")) : NULL;
     if ((r.status != 201 && r.status != 200) || !id) {
-        int failed = http_failed("submit", "the job was refused", &r);
+        int failed = pt_cli_http_failed("submit", "the job was refused", &r);
         pt_client_resp_clear(&r);
         return failed;
     }
@@ -507,7 +286,7 @@ static int run_submit(pt_client *c, const client_args *a)
     fflush(stdout);
     pt_client_resp_clear(&r);
     fprintf(stderr, "packtrain submit: queued %s\n", job_id);
-    return a->wait ? follow_and_report(c, a, job_id) : EXIT_OK;
+    return a->wait ? pt_follow_job(c, a, job_id, stderr) : EXIT_OK;
 }
 
 /* METHOD /v1/jobs/ID[SUFFIX] without a body: EXIT_OK with *r a response of
@@ -518,9 +297,9 @@ static int job_call(pt_client *c, const char *cmd, const char *method, const cha
 {
     char path[256];
     snprintf(path, sizeof path, "/v1/jobs/%s%s", id, suffix);
-    if (pt_client_request(c, method, path, NULL, NULL, 0, r) != 0) return transport_failed(cmd, c);
+    if (pt_client_request(c, method, path, NULL, NULL, 0, r) != 0) return pt_cli_transport_failed(cmd, c);
     if ((r->status != ok1 && r->status != ok2) || !json_is_object(r->json)) {
-        int failed = http_failed(cmd, what, r);
+        int failed = pt_cli_http_failed(cmd, what, r);
         pt_client_resp_clear(r);
         return failed;
     }
@@ -529,11 +308,14 @@ static int job_call(pt_client *c, const char *cmd, const char *method, const cha
 
 static int run_status(pt_client *c, const client_args *a)
 {
+    /* `wait`, and --follow --json (whose output is the events), end with
+     * the final document only under --json */
+    if (!strcmp(a->cmd, "wait") || (a->follow && a->json)) return pt_follow_job(c, a, a->job, stderr);
     if (a->wait) {
         json_t *final = NULL;
-        int rc = follow(c, a, a->job, &final);
+        int rc = a->follow ? pt_follow_stream(c, a, a->job, stderr, &final) : pt_follow_wait(c, a, a->job, &final);
         json_decref(final);
-        if (rc == EXIT_INTERRUPTED || rc == EXIT_TIMEOUT) return stop_following(c, a, a->job, rc);
+        if (rc == EXIT_INTERRUPTED || rc == EXIT_TIMEOUT) return pt_follow_stop(c, a, a->job, rc);
         if (rc != EXIT_OK) return rc;
     }
     pt_client_resp r;
@@ -541,9 +323,49 @@ static int run_status(pt_client *c, const client_args *a)
     if (rc != EXIT_OK) return rc;
     json_dumpf(r.json, stdout, JSON_INDENT(2));
     fputc('\n', stdout);
-    rc = a->wait ? report_end(a, r.json) : EXIT_OK;
+    rc = a->wait ? pt_follow_report_end(a, r.json) : EXIT_OK;
     pt_client_resp_clear(&r);
     return rc;
+}
+
+/* A JSON string of a log line; bytes that are not UTF-8 become '?'. */
+static json_t *line_json(char *line)
+{
+    json_t *j = json_string(line);
+    if (j) return j;
+    for (char *p = line; *p; p++)
+        if ((unsigned char)*p >= 0x80) *p = '?';
+    return json_string(line);
+}
+
+/* The log's tail as text (--json: one {"event":"log","line":...} a line),
+ * or with --follow all of it as it is written, to the job's end. */
+static int run_logs(pt_client *c, const client_args *a)
+{
+    if (a->follow) return pt_follow_job(c, a, a->job, stdout);
+    char path[256];
+    snprintf(path, sizeof path, "/v1/jobs/%s/logs?lines=%ld", a->job, a->lines);
+    pt_client_resp r;
+    if (pt_client_request(c, "GET", path, NULL, NULL, 0, &r) != 0) return pt_cli_transport_failed("logs", c);
+    if (r.status != 200) {
+        int failed = pt_cli_http_failed("logs", "cannot read the log", &r);
+        pt_client_resp_clear(&r);
+        return failed;
+    }
+    if (!a->json) {
+        fwrite(r.body ? r.body : "", 1, r.len, stdout);
+    } else {
+        for (char *line = r.body, *next; line && *line; line = next) {
+            next = strchr(line, '\n');
+            if (next) *next++ = '\0';
+            json_t *o = json_pack("{s:s,s:o}", "event", "log", "line", line_json(line));
+            json_dumpf(o, stdout, JSON_COMPACT);
+            fputc('\n', stdout);
+            json_decref(o);
+        }
+    }
+    pt_client_resp_clear(&r);
+    return EXIT_OK;
 }
 
 static int run_cancel(pt_client *c, const client_args *a)
@@ -580,7 +402,7 @@ int pt_cmd_client(int argc, char **argv)
         return EXIT_USAGE;
     }
     /* Ctrl-C and SIGTERM end the waiting (the request in flight is given
-     * up within a second), then stop_following() says what became of the
+     * up within a second), then pt_follow_stop() says what became of the
      * job; without SA_RESTART so that a sleep() between retries ends too */
     struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
     sigemptyset(&sa.sa_mask);
@@ -588,8 +410,10 @@ int pt_cmd_client(int argc, char **argv)
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     c.stop = &g_signal;
-    int rc = !strcmp(a.cmd, "submit") ? run_submit(&c, &a) : !strcmp(a.cmd, "status") ? run_status(&c, &a)
-                                                                                         : run_cancel(&c, &a);
+    int rc = !strcmp(a.cmd, "submit")                                  ? run_submit(&c, &a)
+             : !strcmp(a.cmd, "status") || !strcmp(a.cmd, "wait") ? run_status(&c, &a)
+             : !strcmp(a.cmd, "logs")                             ? run_logs(&c, &a)
+                                                                  : run_cancel(&c, &a);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     pt_client_close(&c);

@@ -22,6 +22,8 @@ static const pt_command commands[] = {
     {"token", "create, list or revoke API tokens", pt_cmd_token},
     {"submit", "upload a dataset, submit a job, optionally wait for it (CI)", pt_cmd_client},
     {"status", "show a job of a server, optionally wait for its end", pt_cmd_client},
+    {"wait", "wait for a job of a server to end; exit with its outcome", pt_cmd_client},
+    {"logs", "print a job's log, or follow it as it is written", pt_cmd_client},
     {"cancel", "cancel a job on a server", pt_cmd_client},
     {"eval", "evaluate a model file on a dataset (predictions, loss, gradients)", pt_cmd_eval},
     {"bench", "training throughput of a job on the emulated IPU backend (JSON)", pt_cmd_bench},

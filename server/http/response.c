@@ -107,7 +107,7 @@ const char *pt_status_title(int status)
  * a message used to vanish from its problem document (found with
  * tests/fuzz/fuzz_xyz.c); now each byte that jansson does not take as (the
  * start of) a character becomes U+FFFD. */
-static json_t *json_string_lossy(const char *s)
+json_t *pt_json_string_lossy(const char *s)
 {
     json_t *j = json_string(s);
     if (j || !s) return j;
@@ -142,7 +142,7 @@ json_t *pt_problem_new(int status, const char *type, const char *detail)
     json_object_set_new(p, "type", json_string(type ? type : "about:blank"));
     json_object_set_new(p, "title", json_string(pt_status_title(status)));
     json_object_set_new(p, "status", json_integer(status));
-    if (detail) json_object_set_new(p, "detail", json_string_lossy(detail));
+    if (detail) json_object_set_new(p, "detail", pt_json_string_lossy(detail));
     return p;
 }
 
@@ -154,11 +154,11 @@ json_t *pt_errors_to_json(const pt_errors *errs)
         const pt_error *e = &errs->items[i];
         json_t *o = json_object();
         if (!o) break;
-        if (e->file[0]) json_object_set_new(o, "file", json_string_lossy(e->file));
+        if (e->file[0]) json_object_set_new(o, "file", pt_json_string_lossy(e->file));
         if (e->line > 0) json_object_set_new(o, "line", json_integer(e->line));
         if (e->row > 0) json_object_set_new(o, "row", json_integer(e->row));
-        if (e->field[0]) json_object_set_new(o, "field", json_string_lossy(e->field));
-        json_object_set_new(o, "message", json_string_lossy(e->message));
+        if (e->field[0]) json_object_set_new(o, "field", pt_json_string_lossy(e->field));
+        json_object_set_new(o, "message", pt_json_string_lossy(e->message));
         json_array_append_new(arr, o);
     }
     return arr;

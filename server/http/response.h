@@ -45,6 +45,10 @@ pt_response pt_problem_response(json_t *problem);
 /* A problem with detail from fmt; for a 5xx, server paths in it are
  * hidden (pt_text_hide_paths). */
 pt_response pt_problem(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A JSON string of s even when s is not valid UTF-8: each byte that does not
+ * start a character becomes U+FFFD (jansson's json_string would give NULL).
+ * NULL only when out of memory or s is NULL. */
+json_t *pt_json_string_lossy(const char *s);
 /* Replaces every absolute file path in text (a word starting with '/' and
  * holding at least two '/') by its last segment, in place, so what a client
  * reads names no server directory: "cannot open /srv/pt/jobs/j/x.st: short

@@ -59,11 +59,11 @@ static int writer_puts(pt_sse_writer *w, const char *s)
 
 int pt_sse_send(pt_sse_writer *w, uint64_t id, const char *event, const char *data)
 {
-    if (id <= w->last_id || id > PT_SSE_ID_MAX) return -1;
+    if ((id != 0 && id <= w->last_id) || id > PT_SSE_ID_MAX) return -1;
     if (event && (strpbrk(event, "\r\n") || !event[0])) return -1;
     size_t mark = w->len;
-    char line[64];
-    snprintf(line, sizeof line, "id: %" PRIu64 "\n", id);
+    char line[64] = "";
+    if (id != 0) snprintf(line, sizeof line, "id: %" PRIu64 "\n", id);
     int rc = writer_puts(w, line);
     if (event) rc |= writer_puts(w, "event: ") | writer_puts(w, event) | writer_puts(w, "\n");
     /* Each line of data is its own "data:" field; \r\n, \r and \n all end a line. */
@@ -80,7 +80,7 @@ int pt_sse_send(pt_sse_writer *w, uint64_t id, const char *event, const char *da
         w->len = mark;
         return -1;
     }
-    w->last_id = id;
+    if (id != 0) w->last_id = id;
     return 0;
 }
 

@@ -23,8 +23,10 @@ typedef struct pt_sse_writer pt_sse_writer;
 #define PT_SSE_ID_MAX ((1ull << 53) - 1)
 
 /* Appends one event.  `event` may be NULL (clients see type "message");
- * `data` may span lines.  -1 when id does not increase or passes
- * PT_SSE_ID_MAX, the event name holds a line break, or memory runs out. */
+ * `data` may span lines.  id 0 sends the event without an id (a client
+ * keeps the last one it saw: for snapshots a resumed stream sends afresh).
+ * -1 when a non-zero id does not increase or passes PT_SSE_ID_MAX, the event
+ * name holds a line break, or memory runs out. */
 int pt_sse_send(pt_sse_writer *w, uint64_t id, const char *event, const char *data);
 /* Same with the data serialized as compact JSON (borrowed). */
 int pt_sse_send_json(pt_sse_writer *w, uint64_t id, const char *event, const json_t *data);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_api_flow.sh — the service end to end with real worker processes: the
 # CI flow (`packtrain submit --wait` uploads, submits, follows, exits 0 on
-# success), what a finished job offers (metrics, events, logs, model),
+# success; --follow streams the job's log, across a server restart), what a
+# finished job offers (metrics, events, logs, model),
 # long-poll and ETag while a job trains, live SSE, cancel, pagination, a
 # job that fails (exit 1 with the reason), and a job trained on energies and
 # forces that learns them (issue 15's acceptance, short): on 240 EMT
@@ -181,6 +182,52 @@ expect "... and fails the build with packtrain's exit status (3: the token refus
 
 stop_server "$SERVER_PID" TERM
 expect "the server drains and stops" "$?" 0
+
+# --- --follow: the job's log as it is written, across a server restart -----------------------------
+# On a server of its own, restarted on the same port in the middle of a follow.
+F=$WORK/follow
+start_server "$F" --workers 1 || { finish; exit 1; }
+FPORT=$PORT
+"$PT" submit --server "$BASE" --dataset "$DEMO" --config "$WORK/job.json" --follow >"$WORK/fsub.out" 2>"$WORK/fsub.err"
+expect "submit --follow exits 0 when the job succeeds" "$?" 0
+FJOB=$(cat "$WORK/fsub.out")
+check "... prints the worker's log on stderr (its epochs)" grep -q "^packtrain worker $FJOB: epoch 2 done at step" \
+  "$WORK/fsub.err"
+check "... to its last line (the scheduler's note of the end)" grep -q '\[scheduler\] job succeeded' "$WORK/fsub.err"
+expect_match "... and ends with the outcome" "$(tail -1 "$WORK/fsub.err")" "^packtrain submit: $FJOB succeeded; best val MAE"
+FLONG=$("$PT" submit --server "$BASE" --dataset "$DEMO" --config "$WORK/long.json" 2>/dev/null)
+"$PT" logs "$FLONG" --follow --json --server "$BASE" >"$WORK/flog.out" 2>"$WORK/flog.err" &
+FPID=$!
+for _ in $(seq 1 300); do grep -q '"line":"packtrain worker [^"]*: epoch 2 done' "$WORK/flog.out" && break; sleep 0.1; done
+req GET "/v1/jobs/$FLONG"
+expect "logs --follow: the log's lines arrive while the job runs" \
+  "$(grep -c '"line":"packtrain worker [^"]*: epoch 2 done' "$WORK/flog.out"):$(jget "$BODY" 'j["state"]')" "1:running"
+BEFORE=$(grep -c '"event":"log"' "$WORK/flog.out")
+stop_server "$SERVER_PID" TERM
+sleep 1
+start_server "$F" --workers 1 --port "$FPORT" || { finish; exit 1; }
+expect "the server restarts on its port" "$PORT" "$FPORT"
+for _ in $(seq 1 300); do grep -q 'the stream resumed after byte' "$WORK/flog.err" && break; sleep 0.1; done
+check "... the follow reconnects and resumes after the last line it printed" \
+  grep -q "^packtrain logs: the stream resumed after byte [0-9]* of the log$" "$WORK/flog.err"
+for _ in $(seq 1 100); do [ "$(grep -c '"event":"log"' "$WORK/flog.out")" -gt $((BEFORE + 2)) ] && break; sleep 0.1; done
+"$PT" cancel "$FLONG" --server "$BASE" >/dev/null 2>&1
+wait $FPID
+expect "logs --follow exits 1 once the job is cancelled (it did not succeed)" "$?" 1
+expect "... every line of the log exactly once, in order, across the restart" "$("$PY" - "$WORK/flog.out" \
+  "$F/jobs/$FLONG/worker.log" <<'EOF'
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1], encoding="utf-8")]
+logs = [e for e in ev if e["event"] == "log"]
+text = "".join(e["line"] + "\n" for e in logs)
+ids = [e["id"] for e in logs]
+print(text == open(sys.argv[2], encoding="utf-8").read(), ids == sorted(set(ids)),
+      ids[-1] == len(text.encode()), ev[-1]["event"], ev[-1]["job"]["state"])
+EOF
+)" "True True True end stopped"
+check "... with progress events (the job) between them" grep -q '^{"event":"progress","job":{"id":"'"$FLONG"'"' \
+  "$WORK/flog.out"
+stop_server "$SERVER_PID" TERM
 
 # --- training.precision "bf16" ---------------------------------------------------------------------
 # On a server of its own, so the job counts above stay as they are.  Where

@@ -55,6 +55,7 @@ CONCEPTS = {
     "store": [{"store", "store_internal", "store_datasets", "store_events", "store_jobs", "store_lifecycle",
                "store_metrics", "store_schema", "store_tokens"}],
     "server/app": [{"app", "app_metrics", "app_progress", "app_sweep"}],
+    "server/cli": [{"client", "client_sse"}, {"client_cmd", "cmd_client", "client_wait", "client_follow"}],
     "server/sched": [{"scheduler", "scheduler_internal", "scheduler_memory", "scheduler_ops", "scheduler_worker",
                      "scheduler_claim"}],
 }

@@ -1,5 +1,7 @@
 /* test_client.c — the REST client (server/client.h) and the CI commands
- * (submit, status, cancel) against a real app without workers: transport
+ * (submit, status, wait, logs, cancel) against a real app without workers:
+ * the event stream parser and --follow (a job's log streamed, resumed after
+ * a given line, the end's exit status), transport
  * errors, uploads, problem descriptions with line numbers, and the exit
  * status contract: 0 done, 1 the job did not succeed, 2 usage, 3 the server
  * (unreachable), 4 the request refused, 5 --timeout, 130 interrupted (a real
@@ -13,6 +15,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "server/cli/client.h"
@@ -211,7 +214,7 @@ static void test_refusals(void **state)
     assert_non_null(strstr(slurp(out), "packtrain status: --server needs a value\n"));
     char *lone[] = {"status", "job_1", "--timeout", "5", NULL};
     assert_int_equal(run_cmd(out, 4, lone), 2);
-    assert_non_null(strstr(slurp(out), "packtrain status: --timeout goes with --wait\n"));
+    assert_non_null(strstr(slurp(out), "packtrain status: --timeout goes with --wait (or --follow)\n"));
     char *badtime[] = {"status", "job_1", "--wait", "--timeout=-1", NULL};
     assert_int_equal(run_cmd(out, 4, badtime), 2);
     assert_non_null(strstr(slurp(out), "packtrain status: --timeout must be seconds >= 0, got '-1'\n"));
@@ -337,6 +340,176 @@ static void test_interrupt(void **state)
     pt_store_job_clear(&j);
 }
 
+/* ---- the event stream parser and --follow -------------------------------------------------- */
+
+typedef struct seen {
+    int n;
+    char name[8][16], data[8][64], id[8][64];
+    const pt_sse_parser *p;
+} seen;
+
+static int collect(void *ud, const char *event, const char *data, size_t len)
+{
+    seen *s = ud;
+    assert_int_equal(strlen(data), len);
+    if (s->n < 8) {
+        snprintf(s->name[s->n], sizeof s->name[0], "%s", event);
+        snprintf(s->data[s->n], sizeof s->data[0], "%s", data);
+        snprintf(s->id[s->n], sizeof s->id[0], "%s", s->p->last_id);
+    }
+    s->n++;
+    return 0;
+}
+
+/* Any split of the bytes between two reads gives the same events: \r\n cut
+ * in two is one line end; an id counts once its event is dispatched, so
+ * the id of an event cut short is not where a reconnection resumes. */
+static void test_sse_parser(void **state)
+{
+    (void)state;
+    static const char text[] = ": hello\r\nretry: 100\r\n\r\nid: 7\nevent: log\ndata: {\"line\":\"a\"}\n\n"
+                               "data: one\rdata:two\r\rid: 9\r\nevent: end\r\ndata\r\n\r\nid: 12\ndata: cut";
+    size_t n = sizeof text - 1;
+    for (size_t cut = 0; cut <= n; cut++) {
+        seen s = {0};
+        pt_sse_parser p;
+        pt_sse_parser_init(&p, collect, &s);
+        s.p = &p;
+        assert_int_equal(pt_sse_parser_feed(&p, text, cut), 0);
+        assert_int_equal(pt_sse_parser_feed(&p, text + cut, n - cut), 0);
+        assert_int_equal(s.n, 3);
+        assert_string_equal(s.name[0], "log");
+        assert_string_equal(s.data[0], "{\"line\":\"a\"}");
+        assert_string_equal(s.id[0], "7");
+        assert_string_equal(s.name[1], "message");   /* no event field */
+        assert_string_equal(s.data[1], "one\ntwo");
+        assert_string_equal(s.id[1], "7");            /* an event without id keeps the last */
+        assert_string_equal(s.name[2], "end");
+        assert_string_equal(s.data[2], "");
+        assert_string_equal(s.id[2], "9");
+        assert_string_equal(p.last_id, "9");          /* not 12: that event never ended */
+        /* a new connection forgets the half-read event */
+        pt_sse_parser_restart(&p);
+        assert_int_equal(pt_sse_parser_feed(&p, "\n\nid: 13\nevent: log\ndata: b\n\n", 29), 0);
+        assert_int_equal(s.n, 4);
+        assert_string_equal(p.last_id, "13");
+        pt_sse_parser_close(&p);
+    }
+}
+
+static int stop_at_first(void *ud, const char *event, const char *data, size_t len)
+{
+    (void)event, (void)data, (void)len;
+    (*(int *)ud)++;
+    return 1;
+}
+
+/* A failed job with a log: `logs --follow` prints it whole (its last line
+ * without a newline too, bytes that are not UTF-8 as U+FFFD) and exits 1
+ * with the reason; --json gives one object per line, log ids being the
+ * byte offsets; the stream resumes after a given offset, answers 204 at the
+ * end of a final job's log and 400 past it. */
+static void test_follow(void **state)
+{
+    api_fx *fx = *state;
+    char out[300], ds[64], id[64], path[600];
+    snprintf(out, sizeof out, "%s/follow.txt", fx->dir);
+    assert_int_equal(fx_demo_dataset(fx, NULL, ds, sizeof ds), 0);
+    fx_cancel_queued(fx);
+    assert_int_equal(fx_job(fx, NULL, ds, id, sizeof id), 0);
+    fx_claim(fx, id);
+    assert_int_equal(pt_app_job_dir(&fx->app, id, path, sizeof path - 16), 0);
+    mkdir(path, 0755);
+    strcat(path, "/worker.log");
+    static const char log[] = "line one\nline two \xc3\xa9\nbad \xff byte\nlast without newline";
+    FILE *f = fopen(path, "w");
+    fputs(log, f);
+    fclose(f);
+    assert_int_equal(pt_store_job_transition(fx->db, NULL, id, PT_JOB_FAILED, "the loss became NaN", NULL),
+                     PT_STORE_OK);
+    pt_app_jobs_changed(&fx->app);
+    char server[160];
+    snprintf(server, sizeof server, "--server=%s", fx->base);
+
+    char *logs[] = {"logs", id, "--follow", server, NULL};
+    /* a second after its end the log is taken as whole (the scheduler's last
+     * note follows the final state): all of it comes in one go */
+    usleep(1100000);
+    assert_int_equal(run_cmd(out, 4, logs), 1);
+    const char *text = slurp(out);
+    assert_non_null(strstr(text, "line one\nline two \xc3\xa9\nbad \xef\xbf\xbd byte\nlast without newline\n"));
+    char want[200];
+    snprintf(want, sizeof want, "packtrain logs: %s failed: the loss became NaN\n", id);
+    assert_non_null(strstr(text, want));
+
+    char *json[] = {"logs", id, "--follow", "--json", server, NULL};
+    assert_int_equal(run_cmd(out, 5, json), 1);
+    text = slurp(out);
+    assert_non_null(strstr(text, "{\"event\":\"log\",\"id\":9,\"line\":\"line one\"}\n"));
+    assert_non_null(strstr(text, "{\"event\":\"log\",\"id\":21,\"line\":\"line two \xc3\xa9\"}\n"));
+    snprintf(want, sizeof want, "{\"event\":\"log\",\"id\":%zu,\"line\":\"last without newline\"}\n", sizeof log - 1);
+    assert_non_null(strstr(text, want));
+    assert_non_null(strstr(text, "{\"event\":\"end\",\"job\":{\"id\":\""));
+
+    char *wait[] = {"wait", id, "--follow", server, NULL};
+    assert_int_equal(run_cmd(out, 4, wait), 1);
+    char *status[] = {"status", id, "--follow", server, NULL};
+    assert_int_equal(run_cmd(out, 4, status), 1);
+    assert_non_null(strstr(slurp(out), "\"state\": \"failed\""));   /* status prints the job after */
+
+    /* resuming after "line one\n" (9 bytes): the next line comes first */
+    pt_client c;
+    assert_int_equal(pt_client_init(&c, fx->base, NULL), 0);
+    seen s = {0};
+    pt_sse_parser p;
+    pt_sse_parser_init(&p, collect, &s);
+    s.p = &p;
+    snprintf(p.last_id, sizeof p.last_id, "9");
+    char stream[128];
+    snprintf(stream, sizeof stream, "/v1/jobs/%s/logs/stream", id);
+    pt_client_resp r;
+    assert_int_equal(pt_client_stream(&c, stream, &p, 10, &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_true(s.n >= 3);
+    assert_string_equal(s.name[0], "log");
+    assert_string_equal(s.data[0], "{\"line\":\"line two \xc3\xa9\"}");
+    assert_string_equal(s.id[0], "21");
+    assert_string_equal(s.name[s.n - 1], "end");
+    snprintf(want, sizeof want, "%zu", sizeof log - 1);
+    assert_string_equal(p.last_id, want);
+    pt_client_resp_clear(&r);
+    /* at the end of a final job's log: 204, nothing more will come */
+    assert_int_equal(pt_client_stream(&c, stream, &p, 10, &r), 0);
+    assert_int_equal(r.status, 204);
+    pt_client_resp_clear(&r);
+    snprintf(p.last_id, sizeof p.last_id, "%zu", sizeof log);   /* one past */
+    assert_int_equal(pt_client_stream(&c, stream, &p, 10, &r), 0);
+    assert_int_equal(r.status, 400);
+    assert_non_null(strstr(r.body, "is after the end of the log"));
+    pt_client_resp_clear(&r);
+    /* a callback that stops the reader: a transport failure saying so */
+    int calls = 0;
+    pt_sse_parser stopper;
+    pt_sse_parser_init(&stopper, stop_at_first, &calls);
+    assert_int_equal(pt_client_stream(&c, stream, &stopper, 10, &r), -1);
+    assert_int_equal(calls, 1);
+    assert_non_null(strstr(c.err, "the event stream's reader stopped"));
+    pt_client_resp_clear(&r);
+    pt_sse_parser_close(&stopper);
+    pt_sse_parser_close(&p);
+    pt_client_close(&c);
+
+    /* an unknown job: 4; --lines goes without --follow: 2 */
+    char *unknown[] = {"logs", "job_0000000000000000", "--follow", server, NULL};
+    assert_int_equal(run_cmd(out, 4, unknown), 4);
+    assert_non_null(strstr(slurp(out), "packtrain logs: cannot follow the job: HTTP 404: "));
+    char *both[] = {"logs", id, "--follow", "--lines=3", server, NULL};
+    assert_int_equal(run_cmd(out, 5, both), 2);
+    char *tail[] = {"logs", id, "--lines", "2", server, NULL};
+    assert_int_equal(run_cmd(out, 5, tail), 0);
+    assert_string_equal(slurp(out), "bad \xff byte\nlast without newline");
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -349,6 +522,8 @@ int main(void)
         cmocka_unit_test(test_job_failed),
         cmocka_unit_test(test_timeout),
         cmocka_unit_test(test_interrupt),
+        cmocka_unit_test(test_sse_parser),
+        cmocka_unit_test(test_follow),
     };
     int rc = cmocka_run_group_tests_name("client", tests, setup, teardown);
     curl_global_cleanup();

@@ -59,7 +59,7 @@ static pt_response h_events(pt_request *req, void *ctx)
     return pt_sse_response(req, &cfg);
 }
 
-static int format_results[6];
+static int format_results[8];
 
 static int format_source(void *ctx, uint64_t after_id, pt_sse_writer *w)
 {
@@ -71,6 +71,9 @@ static int format_source(void *ctx, uint64_t after_id, pt_sse_writer *w)
     json_t *j = json_pack("{s:s}", "k", "v");
     format_results[3] = pt_sse_send_json(w, 5, "obj", j);
     json_decref(j);
+    /* id 0: an event without an id, which does not move the last id */
+    format_results[6] = pt_sse_send(w, 0, "snapshot", "s");
+    format_results[7] = pt_sse_send(w, 5, "again", "x");         /* still must pass 5 */
     format_results[4] = pt_sse_send(w, PT_SSE_ID_MAX + 1, "big", "x");   /* not exact in JavaScript */
     format_results[5] = pt_sse_send(w, PT_SSE_ID_MAX, "biggest", "x");
     return PT_SSE_DONE;
@@ -268,6 +271,7 @@ static void test_wire_format(void **state)
     assert_string_equal(r.body, ": stream open\n\n"
                                 "id: 1\ndata: a\ndata: b\ndata: c\ndata: d\n\n"
                                 "id: 5\nevent: obj\ndata: {\"k\":\"v\"}\n\n"
+                                "event: snapshot\ndata: s\n\n"
                                 "id: 9007199254740991\nevent: biggest\ndata: x\n\n");
     tc_free(&r);
     assert_int_equal(format_results[0], 0);
@@ -276,6 +280,8 @@ static void test_wire_format(void **state)
     assert_int_equal(format_results[3], 0);
     assert_int_equal(format_results[4], -1);
     assert_int_equal(format_results[5], 0);
+    assert_int_equal(format_results[6], 0);
+    assert_int_equal(format_results[7], -1);
 }
 
 int main(void)
