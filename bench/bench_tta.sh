@@ -20,7 +20,8 @@
 #                  PRECISION fp32, PACKS_PER_STEP read as molecules per
 #                  step), stopped at the target: what the recipe gives the
 #                  peer, so the table separates recipe from system (its
-#                  "vs same recipe" column).  Default: the lever recipe at
+#                  "vs same recipe" column: a peer run NAME is compared with
+#                  packtrain's NAME and PRECISION_NAME runs).  Default: the lever recipe at
 #                  16 molecules per step (8 packs hold ≈16).  PEER_VARIANTS=
 #                  (empty) skips it.
 #   PLOT=docs/tta_qm9.png  the curves (validation MAE against wall time,
@@ -70,7 +71,7 @@ pt_epochs=$((epochs + 5))
 # 2026-11-25 against 16 packs, 4 packs and cosines over 12 and 16 epochs
 lever="8:1e-3:cosine/694:14"
 variants=${VARIANTS-fp32:fp32:16:$lr:constant:$pt_epochs bf16:bf16:16:$lr:constant:$pt_epochs fp32_lever:fp32:$lever bf16_lever:bf16:$lever}
-peer_variants=${PEER_VARIANTS-fp32_lever:fp32:16:1e-3:cosine/694:14}
+peer_variants=${PEER_VARIANTS-lever:fp32:16:1e-3:cosine/694:14}
 plot=${PLOT:-docs/tta_qm9.png}
 src=../shared/data/qm9_13k.extxyz.gz
 key=energy_U0

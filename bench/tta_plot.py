@@ -36,7 +36,7 @@ def main():
     if not summary or not runs:
         sys.exit(f"tta_plot: {sys.argv[1]}: no bench_tta output (run lines and a summary)")
     cond, target = summary["conditions"], summary["target_val_mae"]
-    fig, ax = plt.subplots(figsize=(8, 4.8), dpi=110)
+    fig, ax = plt.subplots(figsize=(8, 6.6), dpi=110)
     for r in runs:
         s = r["seconds_to_target"]
         reached = (f"{s:.0f} s to target" if s else "target not reached") + (
@@ -73,7 +73,7 @@ def main():
                  f"OPENBLAS_CORETYPE={cond['OPENBLAS_CORETYPE']}, load {cond['load_average_start']}"
                  f" at start, {cond['date'][:16]}", fontsize=8.5)
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=7.5, loc="lower left")
+    ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1)
     fig.tight_layout()
     fig.savefig(sys.argv[2])
     fig.savefig(os.path.splitext(sys.argv[2])[0] + ".svg")

@@ -12,8 +12,9 @@ time to the target is bench_tta.sh's wall clock from launching the process
 to reading the first epoch line at or below the target (everything the
 process did before is in it); a peer run's is its own clock at the end of
 that epoch's validation.  speedup = reference peer's time / the run's;
-vs_same_recipe = the peer run of the same NAME's time / the run's (the
-system's share of the gain, the recipe being equal)."""
+vs_same_recipe = the time of the peer run of the same NAME (or of NAME
+less a PRECISION_ prefix: "lever" for fp32_lever and bf16_lever) / the
+run's (the system's share of the gain, the recipe being equal)."""
 import json
 import sys
 
@@ -65,8 +66,10 @@ def main():
     for n in pnames:
         ls = [json.loads(l) for l in open(f"{tmp}/peer_{n}.metrics")]
         ep = [l for l in ls if "epoch" in l]
-        sm = next(l for l in ls if l.get("summary"))
         run = json.load(open(f"{tmp}/peer_{n}.run"))
+        # no summary: the run was cut off (its epochs so far still count)
+        sm = next((l for l in ls if l.get("summary")), None) or {
+            "ranks": ref["ranks"], "lr": run["lr"], "graphs_per_step": run["molecules_per_step"]}
         t, e = reach(ep, target)
         r = {"side": "pytorch_ddp", "variant": n, "ranks": sm["ranks"], "lr": sm["lr"],
              "schedule": run["schedule"], "molecules_per_step": sm["graphs_per_step"],
@@ -89,7 +92,9 @@ def main():
         # (the epoch line's graphs/s is over its steps alone)
         off = [(b["seconds"] - a["seconds"]) - n_train / b["graphs_per_s"]
                for a, b in zip(ep, ep[1:]) if b["graphs_per_s"]]
-        same = prow.get(n)
+        # the peer run of the same recipe: the same NAME, or NAME less its
+        # precision prefix (fp32_lever and bf16_lever both match "lever")
+        same = prow.get(n) or prow.get(n.split("_", 1)[-1])
         # the curve on the same clock as the time to the target: from the
         # launch (the epoch lines count from pt_train_run's start; the
         # launch, dataset load and the poll's latency come before)
