@@ -15,7 +15,11 @@
  *   z[a] in 1..PT_Z_MAX, pos[3a..3a+2] in Å
  *   targets[k * n_structs + s] is numeric key k of structure s; NaN means
  *   "this structure has no such key" (parsers reject NaN/Inf values, so NaN is
- *   only ever absence). */
+ *   only ever absence);
+ *   atom_cols[c * n_atoms + a] is per-atom column c (an extended XYZ
+ *   Properties column of type R and width 1 other than the forces, e.g.
+ *   partial charges or per-atom energies) of atom a, NaN on the atoms of
+ *   structures without that column. */
 #ifndef PT_DATASET_H
 #define PT_DATASET_H
 
@@ -24,6 +28,7 @@
 
 #define PT_Z_MAX 99          /* embedding has 100 rows, row 0 = padding */
 #define PT_KEY_MAX 64        /* longest per-structure key name, with NUL */
+#define PT_ATOM_COLS_MAX 64  /* real per-atom columns kept besides z, pos, forces */
 
 enum { PT_PBC_A = 1, PT_PBC_B = 2, PT_PBC_C = 4, PT_PBC_ALL = 7 };
 
@@ -42,6 +47,9 @@ typedef struct pt_dataset {
     const uint8_t *pbc;            /* [n_structs] PT_PBC_* bits, or NULL: nothing periodic */
     const double *stress;          /* [n_structs * 9] row-major 3x3, eV/Å³, ASE's sign
                                     * (positive = tensile); NaN = absent; or NULL */
+    uint32_t n_atom_cols;          /* further per-atom columns (0 before .ptd version 4) */
+    const char (*atom_col_names)[PT_KEY_MAX]; /* [n_atom_cols] */
+    const float *atom_cols;        /* [n_atom_cols * n_atoms], column-major, NaN = absent */
 
     /* private: set by pt_dataset_open */
     void *map_base;
@@ -106,5 +114,8 @@ void pt_dataset_close(pt_dataset *ds);
 int pt_target_alias(const char *key, char alias[PT_KEY_MAX]);
 /* Index of target `key` in ds->target_names by that rule, -1 if absent. */
 int pt_dataset_find_target(const pt_dataset *ds, const char *key);
+/* Index of per-atom column `key` in ds->atom_col_names (exact name), -1 if
+ * absent. */
+int pt_dataset_find_atom_col(const pt_dataset *ds, const char *key);
 
 #endif

@@ -27,7 +27,7 @@
 
 const char *const pt_ptd_section_names[N_SECTIONS] = {
     "target_names", "atom_offset", "z", "pos", "forces", "source_line", "targets",
-    "cell", "pbc", "stress", "atoms_crc", "forces_crc", "chunks",
+    "cell", "pbc", "stress", "atoms_crc", "forces_crc", "chunks", "atom_names", "atom_cols",
 };
 
 const char pt_ptd_magic[8] = {'P', 'K', 'T', 'R', 'D', 'A', 'T', 'A'};
@@ -66,9 +66,11 @@ static int open_fail(pt_dataset *ds, char *err, size_t errlen, const char *path,
 /* Expected byte size of each section; 0 ok, -1 when the counts overflow.
  * The chunk table's size is free (a multiple of its entry). */
 static int expected_sizes(uint64_t n_structs, uint64_t n_atoms, uint64_t n_targets, uint32_t flags,
-                          uint64_t sizes[N_SECTIONS])
+                          uint32_t n_atom_cols, uint64_t sizes[N_SECTIONS])
 {
-    if (n_atoms > UINT64_MAX / 16 || n_targets > PT_PTD_MAX_TARGETS || n_structs > UINT32_MAX) return -1;
+    if (n_atoms > UINT64_MAX / 128 || n_targets > PT_PTD_MAX_TARGETS || n_structs > UINT32_MAX ||
+        n_atom_cols > PT_ATOM_COLS_MAX)
+        return -1;
     sizes[SEC_NAMES] = n_targets * PT_KEY_MAX;
     sizes[SEC_OFFSET] = (n_structs + 1) * 8;
     sizes[SEC_Z] = n_atoms;
@@ -82,6 +84,8 @@ static int expected_sizes(uint64_t n_structs, uint64_t n_atoms, uint64_t n_targe
     sizes[SEC_ATOMS_CRC] = n_structs * 4;
     sizes[SEC_FORCES_CRC] = flags & PTD_FLAG_FORCES ? n_structs * 4 : 0;
     sizes[SEC_CHUNKS] = UINT64_MAX;
+    sizes[SEC_ATOM_NAMES] = (uint64_t)n_atom_cols * PT_KEY_MAX;
+    sizes[SEC_ATOM_COLS] = (uint64_t)n_atom_cols * n_atoms * 4;
     return 0;
 }
 
@@ -264,7 +268,8 @@ static int map_file(pt_dataset *ds, int fd, unsigned open_flags, char *err, size
     if (version < 1 || version > PT_PTD_VERSION)
         return open_fail(ds, err, errlen, path, "unsupported .ptd version %u (this build reads versions 1 to %u)",
                          version, PT_PTD_VERSION);
-    const int n_sec = version == 1 ? N_SECTIONS_V1 : version == 2 ? N_SECTIONS_V2 : N_SECTIONS;
+    const int n_sec = version == 1 ? N_SECTIONS_V1 : version == 2 ? N_SECTIONS_V2
+                    : version == 3 ? N_SECTIONS_V3 : N_SECTIONS;
     const uint32_t hdr_bytes = PTD_HEADER_FOR(n_sec);
     const uint32_t known_flags = version == 1 ? PTD_FLAG_FORCES
                                               : PTD_FLAG_FORCES | PTD_FLAG_CELL | PTD_FLAG_STRESS;
@@ -277,8 +282,9 @@ static int map_file(pt_dataset *ds, int fd, unsigned open_flags, char *err, size
         return open_fail(ds, err, errlen, path, "header checksum mismatch (corrupt file)");
     uint64_t n_structs = ptd_get_u64(h, 24), n_atoms = ptd_get_u64(h, 32);
     uint32_t n_targets = ptd_get_u32(h, 40), flags = ptd_get_u32(h, 44);
+    uint32_t n_atom_cols = version >= 4 ? ptd_get_u32(h, PTD_OFF_ATOM_COLS) : 0;
     uint64_t want[N_SECTIONS];
-    if ((flags & ~known_flags) || expected_sizes(n_structs, n_atoms, n_targets, flags, want))
+    if ((flags & ~known_flags) || expected_sizes(n_structs, n_atoms, n_targets, flags, n_atom_cols, want))
         return open_fail(ds, err, errlen, path, "header counts out of range");
     const unsigned char *sec[N_SECTIONS] = {0};
     uint64_t chunk_table_bytes = 0;
@@ -325,6 +331,10 @@ static int map_file(pt_dataset *ds, int fd, unsigned open_flags, char *err, size
     for (uint32_t t = 0; t < n_targets; t++)
         if (!names[t][0] || !memchr(names[t], '\0', PT_KEY_MAX))
             return open_fail(ds, err, errlen, path, "target name %u is empty or not terminated", t);
+    const char (*atom_names)[PT_KEY_MAX] = (const char (*)[PT_KEY_MAX])sec[SEC_ATOM_NAMES];
+    for (uint32_t c = 0; c < n_atom_cols; c++)
+        if (!atom_names[c][0] || !memchr(atom_names[c], '\0', PT_KEY_MAX))
+            return open_fail(ds, err, errlen, path, "per-atom column name %u is empty or not terminated", c);
     uint64_t bad;
     if ((flags & PTD_FLAG_CELL) &&
         check_cells(sec[SEC_PBC], (const double *)sec[SEC_CELL], n_structs, &bad))
@@ -343,6 +353,9 @@ static int map_file(pt_dataset *ds, int fd, unsigned open_flags, char *err, size
     ds->cell = (flags & PTD_FLAG_CELL) ? (const double *)sec[SEC_CELL] : NULL;
     ds->pbc = (flags & PTD_FLAG_CELL) ? sec[SEC_PBC] : NULL;
     ds->stress = (flags & PTD_FLAG_STRESS) ? (const double *)sec[SEC_STRESS] : NULL;
+    ds->n_atom_cols = n_atom_cols;
+    ds->atom_col_names = n_atom_cols ? atom_names : NULL;
+    ds->atom_cols = n_atom_cols ? (const float *)sec[SEC_ATOM_COLS] : NULL;
     ds->atoms_crc = version >= 3 ? (const uint32_t *)sec[SEC_ATOMS_CRC] : NULL;
     ds->forces_crc = version >= 3 && (flags & PTD_FLAG_FORCES) ? (const uint32_t *)sec[SEC_FORCES_CRC] : NULL;
     ds->version = version;
@@ -395,6 +408,8 @@ void pt_dataset_release(const pt_dataset *ds, uint32_t first, uint32_t count)
     release_range(ds->z + a0, (size_t)n);
     release_range(ds->pos + 3 * a0, (size_t)(12 * n));
     if (ds->forces) release_range(ds->forces + 3 * a0, (size_t)(12 * n));
+    for (uint32_t c = 0; c < ds->n_atom_cols; c++)
+        release_range(ds->atom_cols + c * ds->n_atoms + a0, (size_t)(4 * n));
 }
 
 void pt_dataset_close(pt_dataset *ds)
@@ -407,6 +422,13 @@ static int find_exact(const pt_dataset *ds, const char *key)
 {
     for (uint32_t t = 0; t < ds->n_targets; t++)
         if (!strncmp(ds->target_names[t], key, PT_KEY_MAX)) return (int)t;
+    return -1;
+}
+
+int pt_dataset_find_atom_col(const pt_dataset *ds, const char *key)
+{
+    for (uint32_t c = 0; c < ds->n_atom_cols; c++)
+        if (!strncmp(ds->atom_col_names[c], key, PT_KEY_MAX)) return (int)c;
     return -1;
 }
 

@@ -22,21 +22,28 @@
  *            pbc           u8[n_structs] PT_PBC_* bits; empty with the cell
  *            stress        f64[9 n_structs] row-major, NaN = absent; or empty
  *                          (flag bit 2 clear)
- *          version 3 (written now) adds:
+ *          version 3 adds:
  *            atoms_crc     u32[n_structs] CRC-32 of a structure's z bytes then
  *                          its pos bytes
  *            forces_crc    u32[n_structs] CRC-32 of its forces bytes (NaN ones
  *                          too); empty without forces
  *            chunks        {u32 section, u32 0, u64 offset, u64 length}[]
- *          and stores z, pos and forces not as one range each but in chunks
+ *          version 4 (written now) adds:
+ *            atom_names    char[n_atom_cols][PT_KEY_MAX] (n_atom_cols is the
+ *                          header's u32 at byte 52, 0 before version 4)
+ *            atom_cols     f32[n_atom_cols * n_atoms] column-major, NaN =
+ *                          absent (contiguous, with its section CRC: checked
+ *                          whole at open, even a lazy one)
+ *          version 3 stores z, pos and forces not as one range each but in chunks
  *          listed by the chunk table, in order per column: every chunk but a
  *          column's last holds exactly 4 MiB, each starts at a multiple of
  *          64 KiB (the reader maps them back to back into one array); their
  *          section entries have offset 0, the column's size and CRC 0 — the
  *          per-structure CRCs stand for them, so a reader may check only the
  *          structures it reads (pt_dataset_open_ex, pt_dataset_verify).
- *   Versions 1 (the first seven sections: no cell, pbc, stress) and 2 (ten
- *   sections, each contiguous, with its CRC) are still read.
+ *   Versions 1 (the first seven sections: no cell, pbc, stress), 2 (ten
+ *   sections, each contiguous, with its CRC) and 3 (no further per-atom
+ *   columns) are still read.
  *
  * The writer puts the per-atom columns' chunks straight into the output
  * ("<out>.tmp" plus six random characters) as structures arrive, and
@@ -51,7 +58,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PT_PTD_VERSION 3      /* written; versions 1 to 3 are read */
+#include "engine/data/dataset.h"
+
+#define PT_PTD_VERSION 4      /* written; versions 1 to 4 are read */
 #define PT_PTD_MAX_TARGETS 256
 #define PT_PTD_ALIGN 64
 
@@ -78,6 +87,9 @@ typedef struct pt_ptd_record {
     uint32_t n_values;           /* numeric keys: target_idx[i] / values[i] */
     const uint32_t *target_idx;
     const double *values;
+    uint32_t n_atom_cols;        /* further per-atom columns, by name (dataset.h) */
+    const char (*atom_col_names)[PT_KEY_MAX];
+    const float *atom_vals;      /* [n_atom_cols * n_atoms], column-major */
 } pt_ptd_record;
 
 /* Appends one structure.  0 ok, -1 on an I/O error (see pt_ptd_writer_error). */

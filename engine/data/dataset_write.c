@@ -1,4 +1,4 @@
-/* dataset_write.c — writes .ptd files (version 3, dataset_file.h) while
+/* dataset_write.c — writes .ptd files (version 4, dataset_file.h) while
  * structures arrive.
  *
  * Why chunks: the per-atom columns are nearly all of a dataset (25 bytes an
@@ -62,10 +62,11 @@ struct pt_ptd_writer {
     int has_forces, has_cell, has_stress;
     uint32_t n_targets;
     char (*names)[PT_KEY_MAX];
+    ptd_atomcols atom_cols;      /* further per-atom columns (dataset_atomcols.c) */
     char err[256];
 };
 
-static FILE *temp_column(const char *out_path)
+FILE *ptd_temp_column(const char *out_path)
 {
     size_t n = strlen(out_path) + 16;
     char *name = malloc(n);
@@ -107,7 +108,7 @@ int pt_ptd_writer_open(pt_ptd_writer **out, const char *out_path, char *err, siz
     }
     static const int streamed[] = {SEC_OFFSET, SEC_LINE, SEC_TARGETS, SEC_ATOMS_CRC};
     for (size_t i = 0; i < sizeof streamed / sizeof streamed[0]; i++)
-        if (!(w->col[streamed[i]] = temp_column(out_path))) {
+        if (!(w->col[streamed[i]] = ptd_temp_column(out_path))) {
             set_err(err, errlen, "cannot create a temporary file next to %s: %s", out_path, strerror(errno));
             pt_ptd_writer_close(w);
             return -1;
@@ -232,7 +233,7 @@ static int write_repeated(FILE *f, const void *value, size_t size, uint64_t n)
 static int start_column(pt_ptd_writer *w, int sec, const void *fill, size_t size, uint64_t n_fill)
 {
     if (w->col[sec]) return 0;
-    w->col[sec] = temp_column(w->out_path);
+    w->col[sec] = ptd_temp_column(w->out_path);
     if (!w->col[sec] || write_repeated(w->col[sec], fill, size, n_fill) < 0)
         return writer_io_error(w, "writing temporary columns");
     return 0;
@@ -299,6 +300,10 @@ int pt_ptd_writer_add(pt_ptd_writer *w, const pt_ptd_record *rec)
         }
         forces_crc = (uint32_t)crc;
     }
+    if ((rec->n_atom_cols || w->atom_cols.n) &&
+        ptd_atomcols_append(&w->atom_cols, w->out_path, w->n_atoms, n_atoms, rec->n_atom_cols,
+                            rec->atom_col_names, rec->atom_vals, w->err, sizeof w->err) < 0)
+        return -1;
     uint64_t end = w->n_atoms + n_atoms;
     int ok = fwrite(&end, sizeof end, 1, w->col[SEC_OFFSET]) == 1 &&
              fwrite(&rec->source_line, sizeof rec->source_line, 1, w->col[SEC_LINE]) == 1 &&
@@ -457,7 +462,13 @@ int pt_ptd_writer_finish(pt_ptd_writer *w, char *err, size_t errlen)
         if (s == SEC_NAMES) sink_write(&k, w->names, (size_t)w->n_targets * PT_KEY_MAX);
         else if (s == SEC_TARGETS) sink_targets(&k, w, buf);
         else if (s == SEC_CHUNKS) sink_chunk_table(&k, w);
-        else sink_copy(&k, w->col[s], buf);
+        else if (s == SEC_ATOM_NAMES) {
+            sink_write(&k, w->atom_cols.names, (size_t)w->atom_cols.n * PT_KEY_MAX);
+        } else if (s == SEC_ATOM_COLS) {
+            for (uint32_t c = 0; c < w->atom_cols.n; c++) sink_copy(&k, w->atom_cols.col[c], buf);
+        } else {
+            sink_copy(&k, w->col[s], buf);
+        }
         ptd_put_u64(e, 8, offset);
         ptd_put_u64(e, 16, k.size);
         ptd_put_u32(e, 24, (uint32_t)k.crc);
@@ -473,6 +484,7 @@ int pt_ptd_writer_finish(pt_ptd_writer *w, char *err, size_t errlen)
     ptd_put_u32(hdr, 40, w->n_targets);
     ptd_put_u32(hdr, 44, (w->has_forces ? PTD_FLAG_FORCES : 0) | (w->has_cell ? PTD_FLAG_CELL : 0) |
                              (w->has_stress ? PTD_FLAG_STRESS : 0));
+    ptd_put_u32(hdr, PTD_OFF_ATOM_COLS, w->atom_cols.n);
     ptd_put_u32(hdr, PTD_OFF_CRC, (uint32_t)crc32_z(0L, hdr, sizeof hdr));
     int ok = !k.failed && pwrite_all(w->fd, hdr, sizeof hdr, 0) == 0 && fsync(w->fd) == 0;
     int saved = errno;
@@ -503,6 +515,7 @@ void pt_ptd_writer_close(pt_ptd_writer *w)
     if (w->fd >= 0) close(w->fd);
     if (w->tmp_path) unlink(w->tmp_path);
     for (int c = 0; c < 3; c++) free(w->atoms[c].buf);
+    ptd_atomcols_close(&w->atom_cols);
     free(w->chunks);
     free(w->tmp_path);
     free(w->names);

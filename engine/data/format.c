@@ -13,6 +13,7 @@ void pt_structure_reset(pt_structure *s, long line, pt_format format)
     s->valid = 1;
     s->n_atoms = 0;
     s->n_keys = 0;
+    s->n_atom_cols = 0;
     s->forces = NULL;
     s->has_cell = 0;
     s->pbc = 0;
@@ -46,8 +47,21 @@ int pt_structure_reserve(pt_structure *s, uint32_t n, int want_forces)
     return 0;
 }
 
+int pt_structure_reserve_values(pt_structure *s, uint32_t n_cols)
+{
+    if (n_cols == 0 || s->n_atoms <= s->cap_vals) return 0;
+    float *v = realloc(s->atom_vals, (size_t)s->n_atoms * PT_ATOM_COLS_MAX * sizeof(float));
+    if (!v) return -1;
+    s->atom_vals = v;
+    s->cap_vals = s->n_atoms;
+    return 0;
+}
+
 void pt_structure_free(pt_structure *s)
 {
+    free(s->atom_vals);
+    s->atom_vals = NULL;
+    s->cap_vals = 0;
     free(s->z);
     free(s->pos);
     free(s->forces_buf);

@@ -57,12 +57,18 @@ typedef struct pt_structure {
     double stress[9];      /* row-major 3x3, eV/Å³, ASE's sign convention */
     uint32_t n_keys;
     pt_key_value keys[PT_READER_MAX_KEYS];
+    /* Further real per-atom columns (dataset.h: atom_cols), by name: column
+     * c of atom a at atom_vals[c * n_atoms + a] */
+    uint32_t n_atom_cols;
+    char atom_col_names[PT_ATOM_COLS_MAX][PT_KEY_MAX];
+    float *atom_vals;
     uint64_t input_bytes;  /* bytes of the file read up to here (compressed for
                             * gzip), for progress reports; 0 when unknown */
 
     /* private: capacity of the arrays above, in atoms */
     uint32_t cap_atoms;
     float *forces_buf;
+    uint32_t cap_vals;     /* atoms atom_vals has room for, per column */
     void *xyz_cache;       /* xyz_read.c's last parsed Properties (malloc'ed, flat) */
 } pt_structure;
 
@@ -106,6 +112,8 @@ typedef enum pt_parse_status {
 void pt_structure_reset(pt_structure *s, long line, pt_format format);
 /* Makes room for n atoms in s (forces too when want_forces). -1 on OOM. */
 int pt_structure_reserve(pt_structure *s, uint32_t n, int want_forces);
+/* Makes room in atom_vals for n_cols columns of s->n_atoms values. -1 on OOM. */
+int pt_structure_reserve_values(pt_structure *s, uint32_t n_cols);
 /* Frees the buffers of s (not s itself). */
 void pt_structure_free(pt_structure *s);
 

@@ -148,6 +148,21 @@ static int map_keys(ingest_ctx *c, const pt_structure *s, uint32_t *n_values)
             bad = 1;
         }
     }
+    uint32_t new_cols = 0;
+    for (uint32_t i = 0; i < s->n_atom_cols; i++) {
+        if (!utf8_name(s->atom_col_names[i])) {
+            structure_error(c, s, "Properties", "per-atom column name is not UTF-8 text");
+            bad = 1;
+        }
+        uint32_t a = 0;
+        while (a < c->rep->n_atom_cols && strcmp(c->rep->atom_col_names[a], s->atom_col_names[i])) a++;
+        new_cols += a == c->rep->n_atom_cols;
+    }
+    if (c->rep->n_atom_cols + new_cols > PT_ATOM_COLS_MAX) {
+        structure_error(c, s, "Properties", "more than %d distinct real per-atom columns in the "
+                        "dataset", PT_ATOM_COLS_MAX);
+        bad = 1;
+    }
     for (int r = 0; r < c->opt->n_required_keys; r++) {
         const char *name = c->opt->required_keys[r];
         const pt_key_value *kv = find_key(s, name);
@@ -206,6 +221,13 @@ static void add_stats(ingest_ctx *c, const pt_structure *s, uint32_t n_values)
     if (s->n_atoms > rep->max_atoms) rep->max_atoms = s->n_atoms;
     if (grow_hist(rep, s->n_atoms) == 0) rep->atoms_hist[s->n_atoms]++;
     for (uint32_t a = 0; a < s->n_atoms; a++) rep->element_counts[s->z[a]]++;
+    for (uint32_t i = 0; i < s->n_atom_cols; i++) {   /* in the writer's order of first use */
+        uint32_t a = 0;
+        while (a < rep->n_atom_cols && strcmp(rep->atom_col_names[a], s->atom_col_names[i])) a++;
+        if (a == rep->n_atom_cols && a < PT_ATOM_COLS_MAX)
+            snprintf(rep->atom_col_names[rep->n_atom_cols++], PT_KEY_MAX, "%s", s->atom_col_names[i]);
+        if (a < PT_ATOM_COLS_MAX) rep->atom_col_structs[a]++;
+    }
     for (uint32_t i = 0; i < n_values; i++) {
         pt_ingest_key_stats *k = &rep->keys[c->idx[i]];
         double x = c->vals[i];
@@ -259,7 +281,9 @@ static int on_structure(void *ctx, const pt_structure *s)
                          .cell = s->has_cell ? s->cell : NULL, .pbc = s->pbc,
                          .stress = s->has_stress ? s->stress : NULL,
                          .source_line = (uint64_t)s->line, .n_values = n_values,
-                         .target_idx = c->idx, .values = c->vals};
+                         .target_idx = c->idx, .values = c->vals,
+                         .n_atom_cols = s->n_atom_cols, .atom_col_names = s->atom_col_names,
+                         .atom_vals = s->atom_vals};
     if (!c->rejected && pt_ptd_writer_add(c->w, &rec) < 0) {
         pt_errors_add(c->errs, "", 0, "", "%s", pt_ptd_writer_error(c->w));
         c->io_failed = 1;
@@ -377,7 +401,7 @@ static json_t *real_or_null(double v)
 json_t *pt_ingest_report_json(const pt_ingest_report *rep)
 {
     json_t *formats = json_object(), *hist = json_array(), *elements = json_object(), *targets = json_object();
-    json_t *pbc = json_object(), *labels = json_array();
+    json_t *pbc = json_object(), *labels = json_array(), *atom_cols = json_object();
     const uint64_t n_periodic = pt_ingest_report_periodic(rep);
     json_t *root = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:b,s:I,s:o,s:o,s:o,s:{s:i,s:i,s:o,s:o},s:o,s:o,s:f,s:f}",
                              "structures", (json_int_t)rep->n_structs, "seen", (json_int_t)rep->n_seen,
@@ -390,7 +414,10 @@ json_t *pt_ingest_report_json(const pt_ingest_report *rep)
                              "mean", real_or_null(rep->n_structs ? (double)rep->n_atoms / (double)rep->n_structs : NAN),
                              "histogram", hist, "elements", elements, "targets", targets,
                              "parse_seconds", rep->parse_seconds, "write_seconds", rep->write_seconds);
-    if (!root) return NULL;
+    if (!root) {
+        json_decref(atom_cols);
+        return NULL;
+    }
     for (unsigned b = 0; b <= PT_PBC_ALL; b++)
         if (rep->n_by_pbc[b]) {
             char key[6];
@@ -415,6 +442,10 @@ json_t *pt_ingest_report_json(const pt_ingest_report *rep)
                                       "mean", real_or_null(k->mean), "std", real_or_null(k->std),
                                       "min", real_or_null(k->min), "max", real_or_null(k->max)));
     }
+    for (uint32_t c = 0; c < rep->n_atom_cols; c++)
+        json_object_set_new(atom_cols, rep->atom_col_names[c],
+                            json_pack("{s:I}", "structures", (json_int_t)rep->atom_col_structs[c]));
+    json_object_set_new(root, "atom_columns", atom_cols);
     if (json_array_size(rep->ase_db)) json_object_set(root, "ase_db", rep->ase_db);
     return root;
 }

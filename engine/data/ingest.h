@@ -25,6 +25,9 @@
  *     label of structures periodic along a, b and c (xyz_comment.h);
  *   - when some structures have forces (or stress) and others not, the
  *     missing ones are NaN in the .ptd, like missing targets;
+ *   - extended XYZ per-atom columns of type R and width 1 besides the
+ *     forces (charges, per-atom energies) are kept by name as per-atom
+ *     columns (dataset.h atom_cols), NaN on structures without them;
  *   - an ASE database (.db, recognised by its SQLite header) is read by
  *     ase_db.c: its targets come from calculator columns, key-value pairs and
  *     the data dictionary ("data.KEY"), forces_key/stress_key choose its
@@ -95,6 +98,9 @@ typedef struct pt_ingest_report {
     uint64_t element_counts[PT_Z_MAX + 1];  /* atoms by Z */
     uint32_t n_keys;
     pt_ingest_key_stats *keys;       /* [n_keys], in .ptd target order */
+    uint32_t n_atom_cols;            /* further per-atom columns, in .ptd order (dataset.h) */
+    char atom_col_names[PT_ATOM_COLS_MAX][PT_KEY_MAX];
+    uint64_t atom_col_structs[PT_ATOM_COLS_MAX];  /* accepted structures that have each */
     int rejected;                    /* 1 when no output was written */
     const char *over_limit;          /* "bytes", "structures" or "atoms" when a limit stopped it */
     int stopped;                     /* should_stop said so */
@@ -122,6 +128,8 @@ uint64_t pt_ingest_report_periodic(const pt_ingest_report *rep);
  *  "pbc":{"T T F":n,...},"labels":["energy","forces","stress"] (those present;
  *  energy = a numeric key named "energy"),"formats":{...},"atoms_per_structure":{"min","max","mean","histogram":[[n,count],...]},
  *  "elements":{"H":n,...},"targets":{"key":{"count","mean","std","min","max"},...},
+ *  "atom_columns":{"name":{"structures":n},...} (further real per-atom
+ *  columns, e.g. partial charges; {} when none),
  *  "parse_seconds","write_seconds", and "ase_db":[...] when databases were
  *  read}; NULL on allocation failure. */
 json_t *pt_ingest_report_json(const pt_ingest_report *rep);

@@ -8,6 +8,7 @@
 #include "engine/data/xyz_comment.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,23 @@ static int parse_properties(pt_reader *r, long line, char *spec, pt_xyz_columns 
         else if (!strcmp(name, "Z")) role = PT_COL_Z, need = "I:1";
         else if (!strcmp(name, "pos") || !strcmp(name, "positions")) role = PT_COL_POS, need = "R:3";
         else if (!strcmp(name, "forces") || !strcmp(name, "force")) role = PT_COL_FORCES, need = "R:3";
+        if (!need && type[0] == 'R' && width == 1) {
+            if (ps->n_values == PT_ATOM_COLS_MAX || strlen(name) >= PT_KEY_MAX) {
+                pt_reader_error(r, line, "Properties", "malformed Properties '%s': column '%s' is "
+                                "one real per atom too many (at most %d are kept, names up to %d "
+                                "bytes)", shown, name, PT_ATOM_COLS_MAX, PT_KEY_MAX - 1);
+                return -1;
+            }
+            for (int v = 0; v < ps->n_values; v++)
+                if (!strcmp(ps->value_names[v], name)) {
+                    pt_reader_error(r, line, "Properties", "malformed Properties '%s': column '%s' "
+                                    "appears twice", shown, name);
+                    return -1;
+                }
+            role = PT_COL_VALUE;
+            ps->cols[ps->n_cols].value = ps->n_values;
+            snprintf(ps->value_names[ps->n_values++], PT_KEY_MAX, "%s", name);
+        }
         if (need && (type[0] != need[0] || width != need[2] - '0')) {
             pt_reader_error(r, line, "Properties", "malformed Properties '%s': column '%s' must be %s",
                             shown, name, need);
@@ -106,8 +124,9 @@ typedef struct props_cache {
 static int cached_properties(pt_reader *r, pt_structure *s, long line, char *value, pt_xyz_columns *ps)
 {
     props_cache *pc = s->xyz_cache;
-    if (pc && !strcmp(pc->text, value)) {
-        *ps = pc->spec;
+    if (pc && !strcmp(pc->text, value)) {   /* the names in use only: 64 of them are 4 KiB */
+        memcpy(ps, &pc->spec, offsetof(pt_xyz_columns, value_names) +
+                                  (size_t)pc->spec.n_values * PT_KEY_MAX);
         return 0;
     }
     size_t n = strlen(value);

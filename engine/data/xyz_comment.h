@@ -21,11 +21,17 @@
 
 #define PT_XYZ_MAX_COLUMNS 64
 
-typedef enum pt_xyz_role { PT_COL_SKIP, PT_COL_SPECIES, PT_COL_Z, PT_COL_POS, PT_COL_FORCES } pt_xyz_role;
+/* PT_COL_VALUE: a real scalar per atom (type R, width 1) other than the
+ * known roles, kept by name (dataset.h: atom_cols); other columns are
+ * skipped as ASE's own arrays (tags, masses, ...) are not labels here. */
+typedef enum pt_xyz_role {
+    PT_COL_SKIP, PT_COL_SPECIES, PT_COL_Z, PT_COL_POS, PT_COL_FORCES, PT_COL_VALUE
+} pt_xyz_role;
 
 typedef struct pt_xyz_column {
     pt_xyz_role role;
     int width;
+    int value;             /* PT_COL_VALUE: index into value_names */
 } pt_xyz_column;
 
 /* The atom-line layout declared by Properties=name:type:width:... */
@@ -34,6 +40,8 @@ typedef struct pt_xyz_columns {
     int n_cols;
     int total_width;
     int has_forces;
+    int n_values;          /* PT_COL_VALUE columns, in order */
+    char value_names[PT_ATOM_COLS_MAX][PT_KEY_MAX];
 } pt_xyz_columns;
 
 /* Parses the comment line (modified in place) of structure s into s's keys,

@@ -2,7 +2,8 @@
  * it); the extended XYZ comment line is xyz_comment.c's.
  *
  * Extended XYZ declares its per-atom columns in Properties=name:type:width:...
- * (species or Z, pos, optional forces, anything else skipped).  Plain XYZ
+ * (species or Z, pos, optional forces, real scalars per atom kept by name
+ * (partial charges, per-atom energies), anything else skipped).  Plain XYZ
  * treats the comment line as free text (nothing is taken from it; in
  * particular a lone number there is not guessed to be an energy) and reads
  * "symbol x y z" from each atom line, ignoring further columns as ASE does. */
@@ -72,6 +73,13 @@ static int parse_atom_line(pt_reader *r, pt_structure *s, const pt_xyz_columns *
             }
             continue;
         }
+        if (col->role == PT_COL_VALUE) {
+            float *dst = &s->atom_vals[(size_t)col->value * s->n_atoms + a];
+            int rc = pt_reader_next_float(r, &p, 0, ps->value_names[col->value], dst);
+            if (rc == 0) return columns_error(r, line, ps);
+            bad |= rc < 0;
+            continue;
+        }
         for (int k = 0; k < col->width; k++) {
             size_t n = pt_next_token(&p, &tok);
             if (n == 0) return columns_error(r, line, ps);
@@ -93,6 +101,14 @@ pt_parse_status pt_extxyz_parse(pt_reader *r, pt_structure *s, char *comment)
             return PT_PARSE_FATAL;
         }
         s->forces = s->forces_buf;
+    }
+    if (spec.n_values) {
+        if (pt_structure_reserve_values(s, (uint32_t)spec.n_values) < 0) {
+            pt_reader_error(r, s->line, "", "out of memory for %u atoms", s->n_atoms);
+            return PT_PARSE_FATAL;
+        }
+        s->n_atom_cols = (uint32_t)spec.n_values;
+        memcpy(s->atom_col_names, spec.value_names, (size_t)spec.n_values * PT_KEY_MAX);
     }
     for (uint32_t a = 0; a < s->n_atoms; a++) {
         char *line;

@@ -5,8 +5,11 @@
 
 For every structure: atomic numbers, positions (float32, as stored), cell
 (rows a, b, c), pbc, forces (float32), stress (ASE's Voigt form from the
-stored 3x3; absent exactly where ASE has none) and the energy target.  Reads
-the .ptd with the layout of engine/data/dataset_file.h (version 3: the
+stored 3x3; absent exactly where ASE has none), the energy target and every
+further per-atom column (float32; ASE puts known names such as energies or
+charges in the calculator's results, others in arrays; NaN where ASE has
+none).  Reads the .ptd with the layout of engine/data/dataset_file.h
+(version 4: the
 per-atom columns from their chunks, every structure's CRC-32s checked with
 Python's zlib).  Exit status 0 when everything matches; the first
 differences are printed."""
@@ -20,7 +23,7 @@ import numpy as np
 from ase.io import iread
 
 SECTIONS = ["target_names", "atom_offset", "z", "pos", "forces", "source_line", "targets",
-            "cell", "pbc", "stress", "atoms_crc", "forces_crc", "chunks"]
+            "cell", "pbc", "stress", "atoms_crc", "forces_crc", "chunks", "atom_names", "atom_cols"]
 CHUNKED = ("z", "pos", "forces")
 
 
@@ -28,9 +31,10 @@ def read_ptd(path):
     raw = open(path, "rb").read()
     assert raw[:8] == b"PKTRDATA", "not a .ptd"
     version, hdr, order, nsec = struct.unpack_from("<4I", raw, 8)
-    assert version == 3 and nsec == len(SECTIONS), f"version {version}, {nsec} sections"
+    assert version == 4 and nsec == len(SECTIONS), f"version {version}, {nsec} sections"
     n_structs, n_atoms = struct.unpack_from("<2Q", raw, 24)
     n_targets, flags = struct.unpack_from("<2I", raw, 40)
+    n_atom_cols = struct.unpack_from("<I", raw, 52)[0]
     sec = {}
     for k, name in enumerate(SECTIONS):
         off, size = struct.unpack_from("<QQ", raw, 56 + 32 * k + 8)
@@ -58,7 +62,10 @@ def read_ptd(path):
              targets=np.frombuffer(sec["targets"], np.float64).reshape(n_targets, n_structs),
              cell=np.frombuffer(sec["cell"], np.float64).reshape(-1, 3, 3) if flags & 2 else None,
              pbc=np.frombuffer(sec["pbc"], np.uint8) if flags & 2 else None,
-             stress=np.frombuffer(sec["stress"], np.float64).reshape(-1, 3, 3) if flags & 4 else None)
+             stress=np.frombuffer(sec["stress"], np.float64).reshape(-1, 3, 3) if flags & 4 else None,
+             atom_names=[sec["atom_names"][64 * c:64 * (c + 1)].split(b"\0")[0].decode()
+                         for c in range(n_atom_cols)],
+             atom_cols=np.frombuffer(sec["atom_cols"], np.float32).reshape(n_atom_cols, n_atoms))
     return d
 
 
@@ -96,6 +103,11 @@ def main():
             checks["no stress"] = st is None or np.isnan(st).all()
         if "energy" in res:
             checks["energy"] = e_key is not None and d["targets"][e_key, s] == res["energy"]
+        for c, name in enumerate(d["atom_names"]):
+            want = res.get(name, a.arrays.get(name))
+            got = d["atom_cols"][c][o0:o1]
+            checks[name] = (np.isnan(got).all() if want is None
+                            else np.array_equal(got, np.asarray(want).astype(np.float32)))
         failed = [k for k, ok in checks.items() if not ok]
         if failed:
             bad.append(s)

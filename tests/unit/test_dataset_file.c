@@ -44,10 +44,11 @@ static int pt_test_ingest(const char *src, const char *out)
 #define H_CRC 48
 #define H_ENTRIES 56
 #define H_FLAGS 44
-#define N_SECTIONS 13
+#define H_ATOM_COLS 52
+#define N_SECTIONS 15
 #define HEADER_BYTES (H_ENTRIES + N_SECTIONS * 32)
 enum { S_NAMES, S_OFFSET, S_Z, S_POS, S_FORCES, S_LINE, S_TARGETS, S_CELL, S_PBC, S_STRESS,
-       S_ATOMS_CRC, S_FORCES_CRC, S_CHUNKS };
+       S_ATOMS_CRC, S_FORCES_CRC, S_CHUNKS, S_ATOM_NAMES, S_ATOM_COLS };
 
 typedef struct fixture {
     char dir[64];
@@ -295,7 +296,8 @@ typedef enum corruption {
     C_TRUNCATE_HEADER, C_MAGIC, C_BYTE_ORDER, C_VERSION, C_LAYOUT, C_HEADER_CRC, C_COUNTS, C_ENTRY,
     C_TRUNCATE_SECTION, C_SECTION_SIZE, C_SECTION_CRC, C_ATOMS_CRC, C_FORCES_CRC, C_OFFSETS_SPAN,
     C_OFFSETS_ORDER, C_Z_RANGE, C_NAME, C_FLAGS, C_PBC_BITS, C_SINGULAR_CELL, C_NONFINITE_CELL,
-    C_CHUNK_ENTRY, C_CHUNK_PAST_END, C_CHUNK_SHORT, C_CHUNK_TABLE_SIZE,
+    C_CHUNK_ENTRY, C_CHUNK_PAST_END, C_CHUNK_SHORT, C_CHUNK_TABLE_SIZE, C_ATOM_COLS_COUNT,
+    C_ATOM_COLS_SIZE,
 } corruption;
 
 typedef struct corrupt_case {
@@ -312,7 +314,7 @@ static size_t corrupt(unsigned char *b, size_t n, corruption what)
     case C_TRUNCATE_HEADER: n = 100; break;
     case C_MAGIC: b[0] = 'X'; break;
     case C_BYTE_ORDER: u32 = 0x04030201u; memcpy(b + H_ORDER, &u32, 4); break;
-    case C_VERSION: u32 = 4; memcpy(b + H_VERSION, &u32, 4); break;
+    case C_VERSION: u32 = 5; memcpy(b + H_VERSION, &u32, 4); break;
     case C_LAYOUT: u32 = 999; memcpy(b + H_SIZE, &u32, 4); break;
     case C_HEADER_CRC: b[H_NATOMS] ^= 1; break;
     case C_COUNTS: u32 = 100000; memcpy(b + H_NTARGETS, &u32, 4); fix_crcs(b); break;
@@ -334,6 +336,8 @@ static size_t corrupt(unsigned char *b, size_t n, corruption what)
     case C_CHUNK_PAST_END: u64 = (uint64_t)1 << 40; memcpy(chunk_entry(b, 0) + 8, &u64, 8); fix_crcs(b); break;
     case C_CHUNK_SHORT: u64 = 5; memcpy(chunk_entry(b, 0) + 16, &u64, 8); fix_crcs(b); break;   /* z: 6 bytes */
     case C_CHUNK_TABLE_SIZE: u64 = 25; memcpy(b + H_ENTRIES + 32 * S_CHUNKS + 16, &u64, 8); fix_crcs(b); break;
+    case C_ATOM_COLS_COUNT: u32 = 65; memcpy(b + H_ATOM_COLS, &u32, 4); fix_crcs(b); break;
+    case C_ATOM_COLS_SIZE: u32 = 1; memcpy(b + H_ATOM_COLS, &u32, 4); fix_crcs(b); break;   /* sections empty */
     }
     return n;
 }
@@ -361,7 +365,9 @@ static void run_corrupt(void **state, const corrupt_case *k)
 CORRUPT(test_corrupt_truncated_header, C_TRUNCATE_HEADER, "file too short for a .ptd header (100 bytes; truncated?)")
 CORRUPT(test_corrupt_magic, C_MAGIC, "not a packtrain dataset (bad magic)")
 CORRUPT(test_corrupt_byte_order, C_BYTE_ORDER, "written with a different byte order")
-CORRUPT(test_corrupt_version, C_VERSION, "unsupported .ptd version 4 (this build reads versions 1 to 3)")
+CORRUPT(test_corrupt_version, C_VERSION, "unsupported .ptd version 5 (this build reads versions 1 to 4)")
+CORRUPT(test_corrupt_atom_cols_count, C_ATOM_COLS_COUNT, "header counts out of range")
+CORRUPT(test_corrupt_atom_cols_size, C_ATOM_COLS_SIZE, "section 'atom_names' has 0 bytes, expected 64")
 CORRUPT(test_corrupt_layout, C_LAYOUT, "unexpected header layout")
 CORRUPT(test_corrupt_header_crc, C_HEADER_CRC, "header checksum mismatch (corrupt file)")
 CORRUPT(test_corrupt_counts, C_COUNTS, "header counts out of range")
@@ -558,7 +564,7 @@ int main(void)
         T(test_round_trip_bit_exact), T(test_no_forces_means_null), T(test_close_without_finish_leaves_nothing),
         T(test_writer_error_no_directory), T(test_target_limit), T(test_open_missing_file),
         T(test_corrupt_truncated_header), T(test_corrupt_magic), T(test_corrupt_byte_order),
-        T(test_corrupt_version), T(test_corrupt_layout), T(test_corrupt_header_crc), T(test_corrupt_counts),
+        T(test_corrupt_version), T(test_corrupt_atom_cols_count), T(test_corrupt_atom_cols_size), T(test_corrupt_layout), T(test_corrupt_header_crc), T(test_corrupt_counts),
         T(test_corrupt_entry), T(test_corrupt_truncated_section), T(test_corrupt_section_size),
         T(test_corrupt_section_crc), T(test_corrupt_offsets_span), T(test_corrupt_offsets_order),
         T(test_corrupt_z_range), T(test_corrupt_name), T(test_corrupt_flags), T(test_corrupt_pbc_bits),
