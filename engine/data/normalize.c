@@ -132,3 +132,42 @@ int pt_norm_fit(pt_norm *nm, pt_norm_kind kind, int per_atom, const pt_dataset *
     free(y);
     return 0;
 }
+
+int pt_norm_fit_atoms(pt_norm *nm, pt_norm_kind kind, const pt_dataset *ds, uint32_t col,
+                      const uint32_t *ids, uint32_t n, pt_errors *errs)
+{
+    pt_norm_identity(nm, 0);
+    nm->kind = kind;
+    if (kind == PT_NORM_NONE) return 0;
+    if (kind == PT_NORM_ATOMREF) {   /* the job validator refuses it; a caller's bug else */
+        pt_errors_add(errs, NULL, 0, "training.normalize", "a per-atom column has no per-element "
+                      "sum to fit atomrefs on: use mean_std or none");
+        return -1;
+    }
+    const float *v = ds->atom_cols + (size_t)col * ds->n_atoms;
+    double mean = 0.0, m2 = 0.0, scale = 0.0;
+    uint64_t count = 0;
+    for (uint32_t i = 0; i < n; i++)   /* Welford over every atom of the structures */
+        for (uint64_t a = ds->atom_offset[ids[i]]; a < ds->atom_offset[ids[i] + 1]; a++) {
+            const double x = v[a];
+            if (isnan(x)) {
+                pt_errors_add(errs, NULL, ds->source_line ? (long)ds->source_line[ids[i]] : 0,
+                              ds->atom_col_names[col], "structure %u has no value for the per-atom "
+                              "target", ids[i]);
+                return -1;
+            }
+            const double d = x - mean;
+            mean += d / (double)++count;
+            m2 += d * (x - mean);
+            scale += fabs(x);
+        }
+    if (count == 0) {
+        pt_errors_add(errs, NULL, 0, "training.normalize", "no training atoms to fit on");
+        return -1;
+    }
+    scale /= (double)count;
+    nm->mean = mean;
+    const double sd = count > 1 ? sqrt(m2 / (double)(count - 1)) : 0.0;
+    nm->std = sd > 1e-9 * scale && isfinite(sd) ? sd : 1.0;   /* as pt_norm_fit */
+    return 0;
+}

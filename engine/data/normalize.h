@@ -52,6 +52,14 @@ void pt_norm_identity(pt_norm *nm, int per_atom);
 int pt_norm_fit(pt_norm *nm, pt_norm_kind kind, int per_atom, const pt_dataset *ds,
                 uint32_t key, const uint32_t *ids, uint32_t n, pt_errors *errs);
 
+/* An atom-level target's statistics: mean / std (sample) of per-atom column
+ * `col` (dataset.h atom_cols) over every atom of structures ids[0..n); the
+ * model predicts y_i = std * o_i + mean per atom.  Kinds none and mean_std
+ * (atomref has no per-element sum to fit).  Returns 0, or -1 with errs
+ * filled (an atom without a value, no atoms). */
+int pt_norm_fit_atoms(pt_norm *nm, pt_norm_kind kind, const pt_dataset *ds, uint32_t col,
+                      const uint32_t *ids, uint32_t n, pt_errors *errs);
+
 /* The part of structure s's prediction that does not come from the network:
  * Σ_i (mean + atomref[z_i]) per atom, or mean per structure. */
 double pt_norm_baseline(const pt_norm *nm, const pt_dataset *ds, uint32_t s);

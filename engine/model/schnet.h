@@ -395,6 +395,7 @@ typedef struct pt_schnet_loss_norm {
     double graphs;            /* real graphs */
     double force_components;  /* 3 × real atoms of graphs with graph_has_forces */
     double stress_components; /* 9 × real graphs with graph_has_stress and V > 0 */
+    double atoms;             /* real atoms (atom heads' n_k, pt_schnet_head_loss) */
 } pt_schnet_loss_norm;
 
 /* The three mean squared errors (unweighted) and the weighted total. */

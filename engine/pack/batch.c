@@ -47,21 +47,50 @@ void pt_batch_close(pt_batch *b)
     free(b->graph_has_stress);
     free(b->graph_volume);
     free(b->key_target);
+    free(b->atom_target);
     memset(b, 0, sizeof(*b));
 }
 
 int pt_batch_set_keys(pt_batch *b, const uint32_t *keys, int32_t n)
 {
+    return pt_batch_set_keys_atom(b, keys, NULL, n);
+}
+
+int pt_batch_set_keys_atom(pt_batch *b, const uint32_t *keys, const uint8_t *atom, int32_t n)
+{
     if (n < 0 || n > PT_BATCH_MAX_KEYS) return PT_BATCH_ELIMITS;
     free(b->key_target);
+    free(b->atom_target);
     b->key_target = NULL;
+    b->atom_target = NULL;
     b->n_keys = 0;
+    memset(b->key_atom, 0, sizeof b->key_atom);
     if (n == 0) return PT_BATCH_OK;
+    int any_atom = 0;
+    for (int32_t j = 0; atom && j < n; j++) any_atom |= atom[j] != 0;
     b->key_target = calloc((size_t)n * (size_t)b->cap_graphs, sizeof(double));
-    if (!b->key_target) return PT_BATCH_ENOMEM;
+    if (any_atom) b->atom_target = calloc((size_t)n * (size_t)b->cap_nodes, sizeof(double));
+    if (!b->key_target || (any_atom && !b->atom_target)) {
+        free(b->key_target);
+        b->key_target = NULL;
+        return PT_BATCH_ENOMEM;
+    }
     memcpy(b->key_index, keys, (size_t)n * sizeof(*keys));
+    for (int32_t j = 0; atom && j < n; j++) b->key_atom[j] = atom[j] != 0;
     b->n_keys = n;
     return PT_BATCH_OK;
+}
+
+/* Key j of structure s: its per-structure value (0 for a per-atom key, whose
+ * values are per node), and a per-atom key's values into atom_target from
+ * node slot n0. */
+static double fill_key(pt_batch *b, const pt_dataset *ds, int32_t j, uint32_t s, int32_t n0)
+{
+    if (!b->key_atom[j]) return ds->targets[(size_t)b->key_index[j] * ds->n_structs + s];
+    const float *col = ds->atom_cols + (size_t)b->key_index[j] * ds->n_atoms + ds->atom_offset[s];
+    double *dst = b->atom_target + (size_t)j * b->cap_nodes + n0;
+    for (uint32_t a = 0; a < pt_dataset_natoms(ds, s); a++) dst[a] = col[a];
+    return 0.0;
 }
 
 int pt_batch_init(pt_batch *b, pt_pack_limits limits, int32_t n_packs, float cutoff)
@@ -195,8 +224,7 @@ static void fill_pack(pt_batch *b, const pt_dataset *ds, const pt_graphs *g,
         b->target[graph0 + ng] =
             target_index < 0 ? 0.0 : ds->targets[(size_t)target_index * ds->n_structs + s];
         for (int32_t j = 0; j < b->n_keys; j++)
-            b->key_target[(size_t)j * b->cap_graphs + graph0 + ng] =
-                ds->targets[(size_t)b->key_index[j] * ds->n_structs + s];
+            b->key_target[(size_t)j * b->cap_graphs + graph0 + ng] = fill_key(b, ds, j, s, node0 + nn);
         fill_labels(b, ds, s, graph0 + ng, node0 + nn);
         nn += na;
     }
@@ -207,6 +235,9 @@ static void fill_pack(pt_batch *b, const pt_dataset *ds, const pt_graphs *g,
     for (int32_t a = nn; a < L.max_nodes; a++) b->node_graph[node0 + a] = -1;
     memset(b->node_force + 3 * (size_t)(node0 + nn), 0,
            3 * (size_t)(L.max_nodes - nn) * sizeof(float));
+    for (int32_t j = 0; b->atom_target && j < b->n_keys; j++)
+        memset(b->atom_target + (size_t)j * b->cap_nodes + node0 + nn, 0,
+               (size_t)(L.max_nodes - nn) * sizeof(double));
     const int32_t last = node0 + L.max_nodes - 1;
     for (int32_t e = ne; e < L.max_edges; e++) {
         b->edge_src[edge0 + e] = last;
@@ -238,7 +269,7 @@ static int fill_batch(pt_batch *b, const pt_dataset *ds, const pt_graphs *g, con
     if (!ids && (uint64_t)first + (uint64_t)n > packs->n_packs) return PT_BATCH_ERANGE;
     if (target_index >= 0 && (uint32_t)target_index >= ds->n_targets) return PT_BATCH_ETARGET;
     for (int32_t j = 0; j < b->n_keys; j++)
-        if (b->key_index[j] >= ds->n_targets) return PT_BATCH_ETARGET;
+        if (b->key_index[j] >= (b->key_atom[j] ? ds->n_atom_cols : ds->n_targets)) return PT_BATCH_ETARGET;
     for (int32_t p = 0; p < n; p++) {
         uint32_t k = ids ? ids[p] : first + (uint32_t)p;
         if (k >= packs->n_packs) return PT_BATCH_ERANGE;

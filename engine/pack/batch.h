@@ -77,8 +77,12 @@ typedef struct pt_batch {
     /* further per-structure keys (multi-task jobs; pt_batch_set_keys): key
      * j of graph slot g at key_target[j * cap_graphs + g], 0 on padding */
     int32_t n_keys;
-    uint32_t key_index[PT_BATCH_MAX_KEYS];  /* dataset keys */
+    uint32_t key_index[PT_BATCH_MAX_KEYS];  /* dataset keys (per-atom columns where key_atom) */
     double *key_target;      /* [n_keys * cap_graphs] or NULL */
+    /* per-atom keys (atom-level heads; pt_batch_set_keys_atom): key j of node
+     * slot i at atom_target[j * cap_nodes + i], 0 on padding nodes */
+    uint8_t key_atom[PT_BATCH_MAX_KEYS];    /* 1: key j is a per-atom column (dataset.h atom_cols) */
+    double *atom_target;     /* [n_keys * cap_nodes], or NULL when no key is per atom */
 } pt_batch;
 
 /* --- filling batches (batch.c) -------------------------------------------- */
@@ -123,6 +127,9 @@ void pt_batch_pack_sizes(const struct pt_dataset *ds, const struct pt_graphs *g,
  * PT_BATCH_OK, PT_BATCH_ELIMITS (n outside 0..PT_BATCH_MAX_KEYS) or
  * PT_BATCH_ENOMEM. */
 int pt_batch_set_keys(pt_batch *b, const uint32_t *keys, int32_t n);
+/* As pt_batch_set_keys, with keys[j] a per-atom column of the dataset where
+ * atom[j] is 1 (atom may be NULL: none); fills copy it into atom_target. */
+int pt_batch_set_keys_atom(pt_batch *b, const uint32_t *keys, const uint8_t *atom, int32_t n);
 void pt_batch_close(pt_batch *b);
 const char *pt_batch_strerror(int rc);
 

@@ -439,3 +439,12 @@ uint32_t pt_checkpoint_data_crc(const pt_dataset *ds, uint32_t key, int labels)
         crc = crc32_z(crc, (const Bytef *)ds->stress, ds->n_structs * 9 * sizeof(double));
     return (uint32_t)crc;
 }
+
+uint32_t pt_checkpoint_atom_col_crc(const pt_dataset *ds, uint32_t col)
+{
+    uLong crc = crc32_z(0L, Z_NULL, 0);
+    if (col < ds->n_atom_cols)
+        crc = crc32_z(crc, (const Bytef *)(ds->atom_cols + (size_t)col * ds->n_atoms),
+                      ds->n_atoms * sizeof(float));
+    return (uint32_t)crc;
+}

@@ -133,5 +133,7 @@ int pt_checkpoint_config_hash(const pt_job_config *cfg, char out[PT_CHECKPOINT_H
  * values of target column `key`; with `labels` (a forces job) the force and
  * stress labels too (without, the CRC of energy-only runs is unchanged). */
 uint32_t pt_checkpoint_data_crc(const pt_dataset *ds, uint32_t key, int labels);
+/* CRC-32 of per-atom column `col` (an atom-level target's labels). */
+uint32_t pt_checkpoint_atom_col_crc(const pt_dataset *ds, uint32_t col);
 
 #endif

@@ -64,6 +64,43 @@ static int oom(pt_errors *errs)
     return -1;
 }
 
+/* Atom-level target k: a per-atom column of the dataset (dataset.h
+ * atom_cols) on every atom.  Head 0 stays graph-level: the single-number
+ * metrics, the best-model choice and the forces hang on it. */
+static int find_atom_column(pt_train_plan *p, const pt_dataset *ds, const char *key, int k,
+                            const char *field, pt_errors *errs)
+{
+    if (k == 0) {
+        pt_errors_add(errs, NULL, 0, "targets[0].level", "the first target is the one the job's "
+                      "single-number metrics and best-model choice are built on and must be "
+                      "graph-level; list a graph-level target (e.g. the energy) before '%s'", key);
+        return -1;
+    }
+    int c = pt_dataset_find_atom_col(ds, key);
+    if (c < 0) {
+        char list[400] = "";
+        size_t n = 0;
+        for (uint32_t j = 0; j < ds->n_atom_cols && n < sizeof list; j++)
+            n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", j ? ", " : "",
+                                  ds->atom_col_names[j]);
+        pt_errors_add(errs, NULL, 0, field, "'%s' is not a per-atom column of this dataset; its "
+                      "per-atom columns: %s%s", key, ds->n_atom_cols ? list : "none",
+                      ds->version && ds->version < 4 ? " (it was ingested before datasets kept "
+                      "per-atom columns: upload it again)" : "");
+        return -1;
+    }
+    p->head_key[k] = (uint32_t)c;
+    const float *col = ds->atom_cols + (size_t)c * ds->n_atoms;
+    uint32_t missing = 0, first = 0;
+    for (uint32_t s = 0; s < ds->n_structs; s++)   /* NaN marks a whole structure's absence */
+        if (pt_dataset_natoms(ds, s) && isnan(col[ds->atom_offset[s]]) && !missing++) first = s;
+    if (!missing) return 0;
+    pt_errors_add(errs, NULL, ds->source_line ? (long)ds->source_line[first] : 0, field,
+                  "%u of %u structures have no per-atom '%s' column (the first is structure %u); "
+                  "ingest only structures that have it", missing, ds->n_structs, key, first);
+    return -1;
+}
+
 /* Target k of the job: a numeric key of the dataset on every structure
  * (graph level), or a per-atom column (atom level).  Errors are located at
  * "target" for a job of one target, "targets[k].key" for a list. */
@@ -74,14 +111,7 @@ static int find_target(pt_train_plan *p, const pt_job_config *cfg, const pt_data
     char field[40];
     if (cfg->n_targets) snprintf(field, sizeof field, "targets[%d].key", k);
     else snprintf(field, sizeof field, "target");
-    if (t.level == PT_JOB_LEVEL_ATOM) {
-        /* a dataset keeps species, positions and forces per atom (dataset.h) */
-        pt_errors_add(errs, NULL, 0, field, "'%s' is not a per-atom column of this dataset: the "
-                      "only per-atom labels a dataset keeps are forces%s; train '%s' as a graph "
-                      "target if it is a per-structure key", t.key,
-                      ds->forces ? "" : " (and it has none)", t.key);
-        return -1;
-    }
+    if (t.level == PT_JOB_LEVEL_ATOM) return find_atom_column(p, ds, t.key, k, field, errs);
     int key = pt_dataset_find_target(ds, t.key);
     if (key < 0) {
         char list[200] = "";
@@ -206,6 +236,7 @@ int pt_train_loss_resolve(pt_train_loss *out, const pt_job_config *cfg, const pt
     double others = 0.0;
     for (int k = 0; k < out->heads; k++) {
         out->head_weight[k] = k ? pt_job_config_target(cfg, k).weight : l->energy_weight;
+        out->head_atom[k] = pt_job_config_target(cfg, k).level == PT_JOB_LEVEL_ATOM;
         if (k) others += out->head_weight[k];
     }
     if (out->w.energy == 0.0 && !out->forces && others == 0.0) {

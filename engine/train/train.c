@@ -141,16 +141,22 @@ static int setup(pt_trainer *tr, const char *out_dir)
         tr->data_crc = pt_checkpoint_data_crc(tr->ds, p->target_key, p->loss.forces);
         /* a multi-task job's other targets are data it depends on too */
         for (int k = 1; k < p->n_heads; k++)
-            tr->data_crc = tr->data_crc * 31u + pt_checkpoint_data_crc(tr->ds, p->head_key[k], 0);
+            tr->data_crc = tr->data_crc * 31u +
+                           (p->loss.head_atom[k] ? pt_checkpoint_atom_col_crc(tr->ds, p->head_key[k])
+                                                 : pt_checkpoint_data_crc(tr->ds, p->head_key[k], 0));
     }
     if (open_outputs(tr, out_dir) != 0) return -1;
     set_threads(cfg);
     /* each target normalised on its own statistics, over the training part */
     for (int k = 0; k < p->n_heads; k++) {
         const pt_job_target t = pt_job_config_target(cfg, k);
-        if (pt_norm_fit(&tr->norm[k], t.normalize, t.readout == PT_JOB_READOUT_SUM, tr->ds,
-                        p->head_key[k], p->split.train, p->split.n_train, tr->errs) != 0)
-            return -1;
+        int rc = p->loss.head_atom[k]
+                     ? pt_norm_fit_atoms(&tr->norm[k], t.normalize, tr->ds, p->head_key[k],
+                                         p->split.train, p->split.n_train, tr->errs)
+                     : pt_norm_fit(&tr->norm[k], t.normalize, t.readout == PT_JOB_READOUT_SUM,
+                                   tr->ds, p->head_key[k], p->split.train, p->split.n_train,
+                                   tr->errs);
+        if (rc != 0) return -1;
     }
     if (pt_packer_epoch(&p->val_pk, cfg->training.seed, 0, &tr->val_packs) != 0 ||
         (p->split.n_test &&

@@ -23,7 +23,7 @@ int pt_train_batch_init(pt_batch *b, const pt_train_data *d, pt_pack_limits limi
     }
     /* a multi-task job's batches carry every target */
     if (rc == PT_BATCH_OK && d->loss.heads > 1)
-        rc = pt_batch_set_keys(b, d->head_key, d->loss.heads);
+        rc = pt_batch_set_keys_atom(b, d->head_key, d->loss.head_atom, d->loss.heads);
     if (rc != PT_BATCH_OK) {
         pt_errors_add(errs, NULL, 0, "", "batch of %d packs: %s", d->layout.micro_packs,
                       pt_batch_strerror(rc));

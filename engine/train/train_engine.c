@@ -27,10 +27,11 @@ static void local_close(void *self)
 void pt_train_loss_norm(const pt_train_data *d, const pt_packs *packs, const uint32_t *ids,
                         uint32_t n, pt_schnet_loss_norm *out)
 {
-    int64_t g = 0, fc = 0, sc = 0;
+    int64_t g = 0, fc = 0, sc = 0, at = 0;
     for (uint32_t i = 0; i < n; i++) {
         const uint32_t lo = packs->graph_offset[ids[i]], hi = packs->graph_offset[ids[i] + 1];
         g += hi - lo;
+        for (uint32_t q = lo; q < hi; q++) at += pt_dataset_natoms(d->ds, packs->graphs[q]);
         if (!d->loss.forces) continue;
         for (uint32_t q = lo; q < hi; q++) {
             const uint32_t s = packs->graphs[q];
@@ -39,7 +40,7 @@ void pt_train_loss_norm(const pt_train_data *d, const pt_packs *packs, const uin
         }
     }
     *out = (pt_schnet_loss_norm){.graphs = (double)g, .force_components = (double)fc,
-                                 .stress_components = (double)sc};
+                                 .stress_components = (double)sc, .atoms = (double)at};
 }
 
 double pt_step_stats_loss(const pt_step_stats *st, const pt_train_loss *loss)
@@ -131,7 +132,11 @@ static void residuals(const pt_batch *b, const pt_schnet_acts *a, residual_sums 
 }
 
 /* The other targets' terms of a multi-task job (head 0, the energy, is the
- * caller's): Σ_{k≥1} w_k SSE_k into heads_loss_sum, dL/dy of every head k ≥ 1. */
+ * caller's): dL/dy of every head k ≥ 1, a graph head's term w_k SSE_k / n_graphs,
+ * an atom head's w_k SSE_k / n_atoms (over the global batch).  heads_loss_sum
+ * collects each term times n_graphs, so that divided by the window's graphs
+ * (pt_step_stats_loss) it is the graph-weighted mean of the steps' terms, as
+ * loss_sum is for the energy. */
 static void other_heads_loss(const pt_train_data *d, const pt_schnet *m, pt_schnet_acts *a,
                              const pt_batch *b, const pt_schnet_loss_norm *norm,
                              pt_step_stats *st)
@@ -141,10 +146,15 @@ static void other_heads_loss(const pt_train_data *d, const pt_schnet *m, pt_schn
     double sse[PT_JOB_MAX_TARGETS];
     hl[0] = (pt_schnet_head_loss){.target = NULL};
     for (int k = 1; k < l->heads; k++)
-        hl[k] = (pt_schnet_head_loss){.target = b->key_target + (size_t)k * b->cap_graphs,
-                                      .weight = l->head_weight[k], .norm = norm->graphs};
+        hl[k] = l->head_atom[k]
+                    ? (pt_schnet_head_loss){.target = b->atom_target + (size_t)k * b->cap_nodes,
+                                            .weight = l->head_weight[k], .norm = norm->atoms}
+                    : (pt_schnet_head_loss){.target = b->key_target + (size_t)k * b->cap_graphs,
+                                            .weight = l->head_weight[k], .norm = norm->graphs};
     pt_schnet_loss_heads(m, a, b, hl, sse);
-    for (int k = 1; k < l->heads; k++) st->heads_loss_sum += l->head_weight[k] * sse[k];
+    for (int k = 1; k < l->heads; k++)
+        st->heads_loss_sum += l->head_weight[k] * sse[k] *
+                              (l->head_atom[k] && norm->atoms > 0 ? norm->graphs / norm->atoms : 1.0);
 }
 
 void pt_train_micro_forward(const pt_train_data *d, const pt_schnet *m, pt_schnet_acts *a,
@@ -263,6 +273,24 @@ void pt_evaluator_close(pt_evaluator *ev)
     memset(ev, 0, sizeof(*ev));
 }
 
+/* The atom heads' absolute and squared errors over the batch's real atoms,
+ * added to abs_sum[k] and sq_sum[k]; the real atoms to *n_atoms. */
+static void atom_head_errors(const pt_batch *b, const pt_schnet_acts *a, const pt_train_loss *l,
+                             double *abs_sum, double *sq_sum, int64_t *n_atoms)
+{
+    for (int h = 1; h < l->heads; h++) {
+        if (!l->head_atom[h]) continue;
+        const double *y = a->head[h].y, *t = b->atom_target + (size_t)h * b->cap_nodes;
+        for (int32_t i = 0; i < b->cap_nodes; i++) {
+            if (b->node_graph[i] < 0) continue;
+            const double e = y[i] - t[i];
+            abs_sum[h] += fabs(e);
+            sq_sum[h] += e * e;
+        }
+    }
+    *n_atoms += b->n_real_nodes;
+}
+
 /* Errors over the real graphs of all packs: the energy's in target units
  * (per structure), a forces job's forces and stress too, and the loss. */
 int pt_evaluate(pt_evaluator *ev, const pt_packs *packs, pt_eval_result *out, pt_errors *errs)
@@ -273,7 +301,7 @@ int pt_evaluate(pt_evaluator *ev, const pt_packs *packs, pt_eval_result *out, pt
     double abs_sum = 0.0, sq_sum = 0.0, per_atom_sq = 0.0;
     double h_abs[PT_JOB_MAX_TARGETS] = {0}, h_sq[PT_JOB_MAX_TARGETS] = {0};
     residual_sums r = {0};
-    int64_t n = 0;
+    int64_t n = 0, n_atoms = 0;
     for (uint32_t at = 0; at < packs->n_packs; at += b) {
         uint32_t k = packs->n_packs - at < b ? packs->n_packs - at : b;
         for (uint32_t i = 0; i < k; i++) ev->ids[i] = at + i;
@@ -287,12 +315,14 @@ int pt_evaluate(pt_evaluator *ev, const pt_packs *packs, pt_eval_result *out, pt
             per_atom_sq += ea * ea;
             n++;
             for (int h = 1; h < l->heads; h++) {
+                if (l->head_atom[h]) continue;
                 double eh = ev->acts.head[h].y[g] -
                             ev->batch.key_target[(size_t)h * ev->batch.cap_graphs + g];
                 h_abs[h] += fabs(eh);
                 h_sq[h] += eh * eh;
             }
         }
+        atom_head_errors(&ev->batch, &ev->acts, l, h_abs, h_sq, &n_atoms);
         if (l->forces) {
             pt_schnet_forces(d->model, &ev->acts, &ev->batch);
             residuals(&ev->batch, &ev->acts, &r);
@@ -318,10 +348,11 @@ int pt_evaluate(pt_evaluator *ev, const pt_packs *packs, pt_eval_result *out, pt
     if (l->w.forces > 0.0 && r.f_n) loss += l->w.forces * out->forces_mse;
     if (l->w.stress > 0.0 && r.s_n) loss += l->w.stress * out->stress_mse;
     out->head[0] = (pt_head_errors){.mae = out->mae, .rmse = out->rmse};
-    for (int h = 1; h < l->heads; h++) {
-        out->head[h] = (pt_head_errors){.mae = n ? h_abs[h] / (double)n : NAN,
-                                        .rmse = n ? sqrt(h_sq[h] / (double)n) : NAN};
-        loss += l->head_weight[h] * (n ? h_sq[h] / (double)n : NAN);
+    for (int h = 1; h < l->heads; h++) {   /* an atom head's errors are per atom */
+        const double nh = l->head_atom[h] ? (double)n_atoms : (double)n;
+        out->head[h] = (pt_head_errors){.mae = nh > 0 ? h_abs[h] / nh : NAN,
+                                        .rmse = nh > 0 ? sqrt(h_sq[h] / nh) : NAN};
+        loss += l->head_weight[h] * (nh > 0 ? h_sq[h] / nh : NAN);
     }
     out->loss = n ? loss : NAN;
     return 0;

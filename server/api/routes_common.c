@@ -142,12 +142,13 @@ static const char *const metric_units[][2] = {
 
 /* Units of the targets whose units are known: QM9's keys (its README:
  * energies and orbital energies in eV, mu in D, alpha in a0³, cv in
- * cal/(mol K), r2 in a0²) and the usual name of an energy. */
+ * cal/(mol K), r2 in a0²), the usual name of an energy, and ASE's names of
+ * per-atom energies and charges (atom-level targets; errors per atom). */
 static const char *const target_units[][2] = {
     {"energy", "eV"},       {"energy_U0", "eV"}, {"energy_U", "eV"}, {"enthalpy_H", "eV"},
     {"free_energy", "eV"},  {"homo", "eV"},      {"lumo", "eV"},     {"gap", "eV"},
     {"zpve", "eV"},         {"mu", "D"},         {"alpha", "a0³"},   {"cv", "cal/(mol K)"},
-    {"r2", "a0²"},
+    {"r2", "a0²"},          {"energies", "eV"},  {"charges", "e"},
 };
 
 const char *pt_api_target_unit(const char *key)

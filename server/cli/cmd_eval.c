@@ -13,9 +13,7 @@
  * create_graph=True).
  *
  * A model of named heads (engine/model/schnet.h) is evaluated on every head,
- * each against the dataset key it is named after, with
- * L = Σ_k w_k mean_g (y_k,g − t_k,g)² (--head-weight KEY=W, default 1; with
- * forces head 0 is the energy and its term is w_E's, as above).
+ * each against the dataset key it is named after (cmd_eval_heads.c).
  *
  * Structures go in file order into packs of up to --batch-graphs graphs, one
  * pack per batch, filled by the engine's batcher (engine/pack/batch.h) as
@@ -33,6 +31,7 @@
 #include "engine/data/dataset.h"
 #include "engine/graph/graph.h"
 #include "engine/model/schnet.h"
+#include "server/cli/cmd_eval_internal.h"
 #include "server/cli/commands.h"
 
 static const char usage_text[] =
@@ -80,18 +79,6 @@ static const char usage_text[] =
     "\n"
     "DATA is a .ptd, or any file `packtrain ingest` reads (ingested once into a cache).\n"
     "Exit status: 0 done, 1 failure (bad model, dataset, target or labels), 2 usage error.\n";
-
-typedef struct eval_args {
-    const char *model, *data, *target, *grads, *forces_key;
-    long n;
-    int batch_graphs;
-    int forces;                 /* --forces-weight or --stress-weight given */
-    pt_schnet_loss_weights w;
-    int n_head_weights;
-    char head_key[PT_SCHNET_MAX_HEADS][PT_SCHNET_KEY_MAX];
-    double head_weight[PT_SCHNET_MAX_HEADS];
-    int help;
-} eval_args;
 
 /* A loss weight: finite and >= 0. */
 static int parse_weight(const char *opt, const char *s, double *out)
@@ -242,25 +229,6 @@ static int write_grads(const char *path, const pt_schnet *m, const float *grads,
     return rc ? -1 : 0;
 }
 
-typedef struct eval_state {
-    pt_schnet model;
-    pt_dataset ds;
-    pt_graphs graphs;
-    pt_packs packs;
-    pt_batch batch;
-    pt_schnet_acts acts;
-    float *grads;
-    double *pred;
-    double *force;      /* [atoms of the n structures, 3] with --forces-weight */
-    double *stress;     /* [n, 9] */
-    /* a model of named heads: each head's dataset key, weight, targets of the
-     * batch's graph slots and predictions per structure */
-    uint32_t head_key[PT_SCHNET_MAX_HEADS];
-    pt_schnet_head_loss hl[PT_SCHNET_MAX_HEADS];
-    double *head_target[PT_SCHNET_MAX_HEADS];  /* [max_graphs] */
-    double *head_pred[PT_SCHNET_MAX_HEADS];    /* [n] */
-} eval_state;
-
 static void state_close(eval_state *st)
 {
     pt_schnet_acts_close(&st->acts);
@@ -273,50 +241,7 @@ static void state_close(eval_state *st)
     free(st->pred);
     free(st->force);
     free(st->stress);
-    for (int k = 0; k < PT_SCHNET_MAX_HEADS; k++) {
-        free(st->head_target[k]);
-        free(st->head_pred[k]);
-    }
-}
-
-/* Each named head's dataset key and weight; every --head-weight must name a
- * head.  Atom heads need per-atom labels, which a dataset holds only for
- * forces. */
-static int resolve_heads(const eval_args *a, eval_state *st, pt_errors *errs)
-{
-    const pt_schnet *m = &st->model;
-    for (int w = 0; w < a->n_head_weights; w++)
-        if (pt_schnet_find_head(m, a->head_key[w]) < 0)
-            pt_errors_add(errs, a->model, 0, "--head-weight", "the model has no head '%s'%s",
-                          a->head_key[w], m->cfg.n_heads ? "" : " (it has PyG's single head)");
-    for (int k = 0; m->cfg.n_heads && k < m->n_heads; k++) {
-        const char *key = m->head[k].key;
-        int t = pt_dataset_find_target(&st->ds, key);
-        if (m->head[k].level == PT_HEAD_ATOM)
-            pt_errors_add(errs, a->data, 0, key, "head %d predicts per atom; the dataset's only "
-                          "per-atom labels are forces", k);
-        else if (t < 0)
-            pt_errors_add(errs, a->data, 0, key, "head %d predicts '%s', which the dataset "
-                          "does not have", k, key);
-        st->head_key[k] = t < 0 ? 0 : (uint32_t)t;
-        st->hl[k].weight = 1.0;
-        for (int w = 0; w < a->n_head_weights; w++)
-            if (!strcmp(a->head_key[w], key)) st->hl[k].weight = a->head_weight[w];
-    }
-    return errs->total ? -1 : 0;
-}
-
-/* The batch's targets of every named head, by graph slot. */
-static void fill_head_targets(eval_state *st)
-{
-    const pt_batch *b = &st->batch;
-    for (int k = 0; k < st->model.n_heads; k++)
-        for (int32_t g = 0; g < b->cap_graphs; g++)
-            st->head_target[k][g] =
-                b->graph_id[g] < 0
-                    ? 0.0
-                    : st->ds.targets[(size_t)st->head_key[k] * st->ds.n_structs +
-                                     (size_t)b->graph_id[g]];
+    pt_eval_heads_close(st);
 }
 
 /* Structure s has force labels (NaN marks absence, as engine/pack/batch.c reads them). */
@@ -400,8 +325,7 @@ static int run(const eval_args *a, eval_state *st, pt_errors *errs)
     const char *forces_key = strcmp(a->forces_key, "forces") ? a->forces_key : NULL;
     if (pt_cli_dataset_open_keys("packtrain eval", a->data, forces_key, &st->ds, ptd, sizeof ptd, &ingested))
         return -1;
-    const int named = st->model.cfg.n_heads > 0, K = st->model.n_heads;
-    if (resolve_heads(a, st, errs)) return -1;
+    const int named = st->model.cfg.n_heads > 0;
     uint32_t key;
     if (choose_target(&st->ds, a->target ? a->target : named ? st->model.head[0].key : NULL,
                       &key))
@@ -413,6 +337,7 @@ static int run(const eval_args *a, eval_state *st, pt_errors *errs)
                 st->ds.n_structs);
         return -1;
     }
+    if (pt_eval_heads_resolve(a, st, n, errs)) return -1;
     /* a zero energy weight needs no energy labels */
     if (a->w.energy > 0.0)
         for (uint32_t s = 0; s < n; s++)
@@ -451,12 +376,7 @@ static int run(const eval_args *a, eval_state *st, pt_errors *errs)
         st->force = calloc(3 * st->ds.atom_offset[n], sizeof(double));
         st->stress = calloc(9 * (size_t)n, sizeof(double));
     }
-    for (int k = 0; named && k < K; k++) {
-        st->head_target[k] = calloc((size_t)lim.max_graphs, sizeof(double));
-        st->head_pred[k] = calloc(n, sizeof(double));
-        st->hl[k].norm = (double)n;
-        if (!st->head_target[k] || !st->head_pred[k]) st->pred = NULL;
-    }
+    if (named && pt_eval_heads_alloc(st, n, errs)) return -1;
     if (!st->pred || (a->grads && !st->grads) || (a->forces && (!st->force || !st->stress))) {
         pt_errors_add(errs, "", 0, "", "out of memory");
         return -1;
@@ -474,15 +394,7 @@ static int run(const eval_args *a, eval_state *st, pt_errors *errs)
         const double *y = pt_schnet_forward(&st->model, &st->acts, &st->batch);
         for (int32_t g = 0; g < st->batch.cap_graphs; g++)
             if (st->batch.graph_id[g] >= 0) st->pred[st->batch.graph_id[g]] = y[g];
-        if (named) {
-            fill_head_targets(st);
-            for (int h = 0; h < K; h++) {
-                st->hl[h].target = st->head_target[h];
-                for (int32_t g = 0; g < st->batch.cap_graphs; g++)
-                    if (st->batch.graph_id[g] >= 0)
-                        st->head_pred[h][st->batch.graph_id[g]] = st->acts.head[h].y[g];
-            }
-        }
+        if (named) pt_eval_heads_batch(st);
         if (named && !a->forces) {
             loss += pt_schnet_loss_heads(&st->model, &st->acts, &st->batch, st->hl, NULL);
             if (st->grads) pt_schnet_backward(&st->model, &st->acts, &st->batch, st->grads);
@@ -529,12 +441,7 @@ static int run(const eval_args *a, eval_state *st, pt_errors *errs)
             if (pt_dataset_pbc(&st->ds, s) == PT_PBC_ALL)
                 json_object_set_new(p, "stress", rows_json(st->stress + 9 * (size_t)s, 3));
         }
-        if (named) {
-            json_t *h = json_object();
-            for (int k = 0; k < K; k++)
-                json_object_set_new(h, st->model.head[k].key, json_real(st->head_pred[k][s]));
-            json_object_set_new(p, "heads", h);
-        }
+        if (named) json_object_set_new(p, "heads", pt_eval_heads_prediction(st, s));
         json_array_append_new(preds, p);
     }
     json_t *out = json_pack("{s:s,s:s,s:s,s:I,s:f}", "model", a->model, "data", a->data,
@@ -556,24 +463,7 @@ static int run(const eval_args *a, eval_state *st, pt_errors *errs)
                                                       a->w.stress, "energy_per_atom",
                                                       a->w.energy_per_atom));
     }
-    if (named) {
-        json_t *h = json_object();
-        for (int k = 0; k < K; k++) {
-            double ae = 0.0, se = 0.0;
-            for (uint32_t s = 0; s < n; s++) {
-                double r = st->head_pred[k][s] -
-                           st->ds.targets[(size_t)st->head_key[k] * st->ds.n_structs + s];
-                ae += fabs(r);
-                se += r * r;
-            }
-            /* head 0's weight is w_E when forces are trained */
-            double w = a->forces && k == 0 ? a->w.energy : st->hl[k].weight;
-            json_object_set_new(h, st->model.head[k].key,
-                                json_pack("{s:f,s:f,s:f,s:f}", "weight", w, "loss", se / n,
-                                          "mae", ae / n, "rmse", sqrt(se / n)));
-        }
-        json_object_set_new(out, "heads", h);
-    }
+    if (named) json_object_set_new(out, "heads", pt_eval_heads_summary(a, st, n));
     json_object_set_new(out, "predictions", preds);
     json_dumpf(out, stdout, JSON_COMPACT | JSON_REAL_PRECISION(17));
     printf("\n");

@@ -8,7 +8,8 @@
 # forces that learns them (issue 15's acceptance, short): on 240 EMT
 # structures (tests/data/emt_train_240.extxyz.gz) its test force MAE ends
 # well below the MAE of predicting zero forces, reported with units; and a
-# job of three targets (gap, homo, lumo) with every target's errors in the
+# job of three targets (gap, homo, lumo) and one of a per-atom target
+# (EMT per-atom energies) with every target's errors in the
 # result, metrics, events and CLI, and /predict answering every target.
 cd "$(dirname "$0")/../.." || exit 1
 source tests/integration/api_lib.sh
@@ -393,5 +394,54 @@ req POST /v1/jobs -H 'Content-Type: application/json' \
   --data "{\"dataset\": \"$(jget "$WORK/mstatus.out" 'j["dataset"]')\", \"targets\": [{\"key\": \"gap\"}, {\"key\": \"nope\"}]}"
 expect "a target the dataset lacks: 422 at targets[1].key" "$STATUS $(jget "$BODY" 'j["errors"][0]["field"]')" \
   "422 targets[1].key"
+stop_server "$SERVER_PID" TERM
+
+# --- a per-atom target (issue 20) -----------------------------------------------------------------
+# the EMT energy and ASE's per-atom EMT energies (tests/data/README.md): an
+# atom head's per-atom errors in the result, the metrics, the events and the
+# CLI; /predict answers one value per atom; a per-atom column the dataset
+# lacks is a 422 naming the columns it has.
+start_server "$WORK/atom" --workers 1 || { finish; exit 1; }
+cat >"$WORK/atom.json" <<'EOF'
+{"targets": [{"key": "energy"}, {"key": "energies", "level": "atom", "weight": 2}],
+ "model": {"hidden": 16, "filters": 16, "interactions": 1, "gaussians": 10, "cutoff": 5.0},
+ "batching": {"model_batch_size": 4},
+ "training": {"epochs": 3, "log_every": 2, "seed": 1, "loss": {"forces_weight": 0}},
+ "backend": {"threads": 1}}
+EOF
+AJOB=$("$PT" submit --server "$BASE" --dataset tests/data/emt_atom_energies_120.extxyz.gz \
+       --config "$WORK/atom.json" --wait 2>"$WORK/atom.err")
+rc=$?
+expect "a job with a per-atom target succeeds" "$rc" 0
+[ $rc -eq 0 ] || cat "$WORK/atom.err"
+expect "... submit prints the atom target's test MAE with its unit" \
+  "$(grep -cE "$AJOB   energies: test MAE [0-9.e+-]+ eV, RMSE" "$WORK/atom.err")" 1
+req GET "/v1/jobs/$AJOB"
+expect "... the stored config keeps the level" \
+  "$(jget "$BODY" '[(t["key"], t["level"], t["weight"]) for t in j["config"]["targets"]]')" \
+  '[["energy", "graph", 1.0], ["energies", "atom", 2.0]]'
+expect "... its result: the atom target's validation and test errors per atom" \
+  "$(jget "$BODY" 'all(0 < j["result"]["heads"]["energies"][m] < 1 for m in ("best_val_mae", "best_val_rmse", "test_mae", "test_rmse"))')" True
+expect "... with units" "$(jget "$BODY" 'j["result"]["units"]["heads"]')" '{"energy": "eV", "energies": "eV"}'
+DSID=$(jget "$BODY" 'j["dataset"]')
+req GET "/v1/datasets/$DSID"
+expect "... the dataset's report lists its per-atom column" \
+  "$(jget "$BODY" 'j["report"]["atom_columns"]')" '{"energies": {"structures": 120}}'
+req GET "/v1/jobs/$AJOB/metrics"
+expect "metrics: every epoch has the atom target's validation MAE and RMSE" \
+  "$(jget "$BODY" 'len(j["epochs"]) == 3 and all(e["heads"]["energies"]["val_mae"] > 0 for e in j["epochs"])')" True
+stream "/v1/jobs/$AJOB/events" 20 "$WORK/aevents"
+expect "events: epoch events carry the atom target" \
+  "$(grep '^event: epoch$' -A2 "$WORK/aevents" | grep -c '"energies":{"val_mae":[0-9.e+-]*,"val_rmse"')" 3
+zcat tests/data/emt_atom_energies_120.extxyz.gz | head -19 >"$WORK/one.extxyz"
+req POST "/v1/jobs/$AJOB/predict" --data-binary "@$WORK/one.extxyz"
+expect "predict: 200, the atom target one value per atom (17), the energy one number" \
+  "$STATUS $(jget "$BODY" '[len(p["heads"]["energies"]) for p in j["predictions"]], [type(p["heads"]["energy"]).__name__ for p in j["predictions"]]')" \
+  "200 ([17], ['float'])"
+req POST /v1/jobs -H 'Content-Type: application/json' \
+  --data "{\"dataset\": \"$DSID\", \"targets\": [{\"key\": \"energy\"}, {\"key\": \"charges\", \"level\": \"atom\"}]}"
+expect "a per-atom column the dataset lacks: 422 at targets[1].key naming its columns" \
+  "$STATUS $(jget "$BODY" 'j["errors"][0]["field"], j["errors"][0]["message"]')" \
+  "422 ('targets[1].key', \"'charges' is not a per-atom column of this dataset; its per-atom columns: energies\")"
 stop_server "$SERVER_PID" TERM
 finish

@@ -41,7 +41,8 @@ ROOMS = [
 # Concepts that span several files of one room: a cycle inside one of these
 # sets is one concept talking to itself (a private header and its users).
 CONCEPTS = {
-    "engine/data": [{"ase_db", "ase_db_rows", "ase_db_internal"}],
+    "engine/data": [{"ase_db", "ase_db_rows", "ase_db_internal"},
+                    {"dataset_file", "dataset_file_internal", "dataset_write", "dataset_atomcols"}],
     "engine/backend": [{"backend", "backend_step", "backend_internal", "backend_zero"}],
     "engine/train": [{"train", "train_ckpt", "train_engine", "train_batch", "train_metrics",
                       "train_internal"},

@@ -12,8 +12,10 @@ engine/model/schnet.h lays a model of named heads out.
           evaluates the first N structures of an extended-XYZ file, and
           compares every head's predictions, the loss
             L = sum_k w_k mean_g (y_k,g - t_k,g)^2
-          and its autograd gradient (float64) with `packtrain eval --grads`
-          (same --head-weight options).
+          (an atom head's mean over atoms i of (y_k,i - t_k,i)^2, its labels
+          a per-atom array of the file: ASE's calculator results such as
+          "energies" or its arrays) and its autograd gradient (float64)
+          with `packtrain eval --grads` (same --head-weight options).
 
 Tolerances as schnet_ref.py's energy cases: predictions to 1e-5 of each
 head's largest network contribution (mean and atomref excluded), the loss to
@@ -29,7 +31,7 @@ import torch
 from torch import nn
 
 from schnet_ref import (GaussianSmearing, InteractionBlock, ShiftedSoftplus, max_rel,
-                        radius_graph, st_read, st_write)
+                        periodic_graph, radius_graph, st_read, st_write)
 
 
 class Head(nn.Module):
@@ -138,24 +140,47 @@ def cmd_export(a):
     return 0
 
 
-def read_structs(path, n, keys):
+def read_structs(path, n, keys, atom_keys=()):
     from ase.io import read
     out = []
     for atoms in read(path, index=f":{n}"):
-        missing = [k for k in keys if k not in atoms.info]
-        if missing:
-            raise ValueError(f"{path}: structure {len(out)} has no key {missing[0]}")
+        res = atoms.calc.results if atoms.calc else {}
+        info = {**atoms.info, **{k: v for k, v in res.items() if k == "energy"}}
+        labels = {}
+        for k in keys:
+            if k in atom_keys:
+                v = res.get(k, atoms.arrays.get(k))
+                if v is None:
+                    raise ValueError(f"{path}: structure {len(out)} has no per-atom {k}")
+                labels[k] = [float(x) for x in v]
+            elif k in info:
+                labels[k] = float(info[k])
+            else:
+                raise ValueError(f"{path}: structure {len(out)} has no key {k}")
         out.append((atoms.numbers.tolist(), torch.tensor(atoms.positions, dtype=torch.float32),
-                    {k: float(atoms.info[k]) for k in keys}))
+                    labels, torch.tensor(atoms.cell.array, dtype=torch.float64),
+                    [bool(x) for x in atoms.pbc]))
     return out
+
+
+def graph(pos, cell, pbc, cutoff, max_neighbors):
+    """Edges and float32 distances: packtrain's radius graph for a molecule,
+    ASE's neighbour list with image shifts for a periodic structure
+    (d = |r_j + S·cell - r_i| in float64, rounded to float32)."""
+    if not any(pbc):
+        return radius_graph(pos, cutoff, max_neighbors)
+    s, d, shift = periodic_graph(pos, cell, pbc, cutoff, max_neighbors)
+    p = pos.double()
+    v = p[s] + torch.tensor(shift, dtype=torch.float64) @ cell - p[d]
+    return s, d, [float(x) for x in v.norm(dim=1)]
 
 
 def evaluate(m, structs, weights, dtype):
     m = m.to(dtype)
     m.zero_grad()
     z, src, dst, dist, batch, base = [], [], [], [], [], 0
-    for g, (zs, pos, _) in enumerate(structs):
-        s, d, w = radius_graph(pos, m.cutoff, m.max_num_neighbors)
+    for g, (zs, pos, _, cell, pbc) in enumerate(structs):
+        s, d, w = graph(pos, cell, pbc, m.cutoff, m.max_num_neighbors)
         src += [base + k for k in s]
         dst += [base + k for k in d]
         dist += [float(torch.tensor(x, dtype=torch.float32)) for x in w]
@@ -166,7 +191,10 @@ def evaluate(m, structs, weights, dtype):
           torch.tensor(batch), len(structs))
     loss = torch.zeros((), dtype=torch.float64)
     for k in m.keys:
-        t = torch.tensor([st[2][k] for st in structs], dtype=torch.float64)
+        if m.heads[k].level == "atom":
+            t = torch.tensor([x for st in structs for x in st[2][k]], dtype=torch.float64)
+        else:
+            t = torch.tensor([st[2][k] for st in structs], dtype=torch.float64)
         loss = loss + weights[k] * ((y[k].double() - t) ** 2).mean()
     loss.backward()
     grads = {n: p.grad.detach().double().reshape(-1) for n, p in m.named_parameters()}
@@ -180,7 +208,10 @@ def baseline(head, zlists):
         per_atom = torch.tensor([head.mean + (head.atomref.weight[z, 0].item()
                                               if head.atomref is not None else 0.0)
                                  for z in zs], dtype=torch.float64)
-        out.append(per_atom.mean() if head.readout == "mean" else per_atom.sum())
+        if head.level == "atom":
+            out += list(per_atom)
+        else:
+            out.append(per_atom.mean() if head.readout == "mean" else per_atom.sum())
     return torch.stack(out)
 
 
@@ -190,9 +221,8 @@ def cmd_check(a):
     for kv in a.head_weight or []:
         k, v = kv.split("=")
         weights[k] = float(v)
-    if any(m.heads[k].level == "atom" for k in m.keys):
-        raise SystemExit("heads_ref.py: atom heads need per-atom labels; this check has graph heads")
-    structs = read_structs(a.data, a.n, m.keys)
+    atom_keys = [k for k in m.keys if m.heads[k].level == "atom"]
+    structs = read_structs(a.data, a.n, m.keys, atom_keys)
     y64, loss64, g64 = evaluate(m, structs, weights, torch.float64)
     y32, _, g32 = evaluate(model_from_file(a.model), structs, weights, torch.float32)
     with open(a.eval_json) as f:
@@ -213,9 +243,12 @@ def cmd_check(a):
     if failed:
         print(f"{passed} passed, {failed} failed")
         return 1
-    zlists = [zs for zs, _, _ in structs]
+    zlists = [st[0] for st in structs]
     for k in m.keys:
-        yc = torch.tensor([p["heads"][k] for p in preds], dtype=torch.float64)
+        if k in atom_keys:   # one prediction per atom, in file order
+            yc = torch.tensor([x for p in preds for x in p["heads"][k]], dtype=torch.float64)
+        else:
+            yc = torch.tensor([p["heads"][k] for p in preds], dtype=torch.float64)
         scale = (y64[k] - baseline(m.heads[k], zlists)).abs().max().item()
         dy = (yc - y64[k]).abs().max().item()
         dy32 = (y32[k].double() - y64[k]).abs().max().item()

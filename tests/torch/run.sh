@@ -174,6 +174,14 @@ heads_case qm9_mu_alpha_cv_U0 "$root/tests/data/schnet_qm9_32.extxyz" 20 \
   --seed 8 \
   --heads mu/graph/mean/2.0/1.5/0,alpha/graph/add/8.0/2.0/1,cv/graph/add/3.0/1.0/0,energy_U0/graph/add/-400/10/1
 
+# a graph head and an atom head (issue 20): EMT energies and ASE's per-atom
+# EMT energies (tests/data/README.md); the atom head's term is the mean
+# over atoms, its predictions one per atom
+heads_case emt_energy_atom_energies "$root/tests/data/emt_atom_energies_120.extxyz.gz" 12 \
+  "--head-weight energies=3" \
+  --hidden 32 --filters 24 --interactions 2 --gaussians 16 --cutoff 5.0 --max-neighbors 12 \
+  --seed 9 --heads energy/graph/add/-0.2/0.4/0,energies/atom/add/0.15/0.3/0
+
 # packtrain writes the model this time; PyTorch must load it strictly
 echo "== trained_by_packtrain"
 cat >"$work/job.json" <<'EOF'

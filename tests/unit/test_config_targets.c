@@ -187,6 +187,8 @@ static uint8_t zs[NS * 3];
 static float pos[NS * 9];
 static double targets[3 * NS];
 static const char names[3][PT_KEY_MAX] = {"gap", "homo", "holey"};
+static float atom_cols[2 * NS * 3];
+static const char atom_names[2][PT_KEY_MAX] = {"charges", "partial"};
 
 static void make_dataset(pt_dataset *ds)
 {
@@ -209,6 +211,13 @@ static void make_dataset(pt_dataset *ds)
     ds->n_targets = 3;
     ds->target_names = names;
     ds->targets = targets;
+    for (int a = 0; a < NS * 3; a++) {   /* "partial" is missing on structure 4 */
+        atom_cols[a] = a % 3 ? 0.4f : -0.8f;
+        atom_cols[NS * 3 + a] = a / 3 == 4 ? NAN : 0.1f * (float)a;
+    }
+    ds->n_atom_cols = 2;
+    ds->atom_col_names = atom_names;
+    ds->atom_cols = atom_cols;
 }
 
 static int plan_of(const char *job, pt_errors *errs, pt_train_plan *p)
@@ -257,13 +266,45 @@ static void test_plan_errors_name_the_target(void **state)
                         "choose another target or ingest only structures that have it");
     assert_string_equal(errs.items[2].field, "targets[3].key");
     assert_string_equal(errs.items[2].message,
-                        "'q' is not a per-atom column of this dataset: the only per-atom labels "
-                        "a dataset keeps are forces (and it has none); train 'q' as a graph "
-                        "target if it is a per-structure key");
+                        "'q' is not a per-atom column of this dataset; its per-atom columns: "
+                        "charges, partial");
     pt_errors_close(&errs);
     /* the single target keeps its field name */
     assert_int_equal(plan_of("{\"target\":\"lumo\"}", &errs, &p), -1);
     assert_string_equal(errs.items[0].field, "target");
+    pt_errors_close(&errs);
+}
+
+/* Atom-level targets name per-atom columns (dataset.h atom_cols): found by
+ * name, refused where a structure lacks them (located) and as head 0. */
+static void test_plan_atom_targets(void **state)
+{
+    (void)state;
+    pt_train_plan p;
+    pt_errors errs;
+    assert_int_equal(plan_of("{\"targets\":[{\"key\":\"gap\"},{\"key\":\"charges\",\"level\":"
+                             "\"atom\",\"weight\":2}]}", &errs, &p), 0);
+    assert_int_equal(p.n_heads, 2);
+    assert_int_equal(p.head_key[1], 0);
+    assert_int_equal(p.loss.head_atom[0], 0);
+    assert_int_equal(p.loss.head_atom[1], 1);
+    assert_true(p.loss.head_weight[1] == 2.0);
+    pt_train_plan_close(&p);
+    pt_errors_close(&errs);
+    assert_int_equal(plan_of("{\"targets\":[{\"key\":\"gap\"},{\"key\":\"partial\",\"level\":"
+                             "\"atom\"}]}", &errs, &p), -1);
+    assert_int_equal(errs.total, 1);
+    assert_string_equal(errs.items[0].field, "targets[1].key");
+    assert_string_equal(errs.items[0].message,
+                        "1 of 12 structures have no per-atom 'partial' column (the first is "
+                        "structure 4); ingest only structures that have it");
+    pt_errors_close(&errs);
+    assert_int_equal(plan_of("{\"targets\":[{\"key\":\"charges\",\"level\":\"atom\"},"
+                             "{\"key\":\"gap\"}]}", &errs, &p), -1);
+    assert_int_equal(errs.total, 1);
+    assert_string_equal(errs.items[0].field, "targets[0].level");
+    assert_non_null(strstr(errs.items[0].message, "must be graph-level; list a graph-level "
+                                                  "target (e.g. the energy) before 'charges'"));
     pt_errors_close(&errs);
 }
 
@@ -276,6 +317,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_plan_resolves_every_target),
         cmocka_unit_test(test_plan_errors_name_the_target),
+        cmocka_unit_test(test_plan_atom_targets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
