@@ -429,6 +429,7 @@ int pt_app_start(pt_app *app, char *err, size_t errlen)
     hc.upload_dir = app->tmp_dir;
     hc.upload_max = app->opt.upload_max;
     hc.access_log = app->opt.access_log;
+    hc.cors_origins = app->opt.cors_origins;
     hc.prom = &app->prom;
     hc.heavy_threads = app->opt.limits.heavy_threads ? app->opt.limits.heavy_threads : 2;
     hc.heavy_queue = app->opt.limits.heavy_queue;

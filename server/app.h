@@ -80,6 +80,7 @@ typedef struct pt_app_options {
     unsigned http_threads;           /* default 4 */
     uint64_t upload_max;             /* dataset/predict body limit; default 2 GiB */
     const char *web_dir;             /* static files at /; NULL or missing dir: none */
+    const char *cors_origins;        /* CORS: allowed origins (comma-separated, "*"); NULL: off */
     const char *const *worker_argv;  /* NULL-terminated; default {this binary, "worker"} */
     double max_runtime_s;            /* per worker run when the job sets none; 0 = unlimited */
     double cancel_grace_s;           /* SIGTERM -> SIGKILL; 0 = scheduler default */

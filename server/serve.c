@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "server/api/routes.h"
+#include "server/http/cors.h"
 
 int pt_serve_is_loopback(const char *host)
 {
@@ -44,6 +45,10 @@ static void say_listening(const pt_app *app)
     if (!o->auth && !pt_serve_is_loopback(o->host))
         fprintf(stderr, "packtrain: warning: auth is off on a non-loopback address; anyone who can reach "
                         "it acts as owner '%s'\n", PT_APP_LOCAL_OWNER);
+    if (pt_cors_enabled(o->cors_origins))
+        fprintf(stderr, "packtrain: CORS on for %s%s\n", o->cors_origins,
+                o->auth ? "" : "; auth is off, so their pages can act here as owner '" PT_APP_LOCAL_OWNER
+                               "' from any visitor's browser (docs/api.md, CORS)");
 }
 
 int pt_serve_run(const pt_serve_options *o)

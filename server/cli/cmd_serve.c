@@ -35,6 +35,8 @@ static void usage(FILE *out)
             "                       the address is loopback).  Tokens: 'packtrain token create'\n"
             "  --demo               add a small demo dataset (QM9, 64 molecules) if it is missing\n"
             "  --web-dir DIR        dashboard files served at / (default web)\n"
+            "  --cors-origins LIST  origins whose pages' scripts may call the API, comma-separated,\n"
+            "                       * any ($PACKTRAIN_CORS_ORIGINS; default none: CORS off)\n"
             "  --threads N          HTTP worker threads (default 4)\n"
             "  --upload-max BYTES   largest dataset upload ($PACKTRAIN_UPLOAD_MAX, default 2 GiB)\n"
             "  --max-runtime S      default max_runtime_seconds of a job run (0 = none)\n"
@@ -143,6 +145,7 @@ static const text_flag text_flags[] = {
     {"--data-dir", "PACKTRAIN_DATA_DIR", offsetof(serve_args, data_dir)},
     {"--auth", "PACKTRAIN_AUTH", offsetof(serve_args, auth)},
     {"--web-dir", NULL, offsetof(serve_args, opt.web_dir)},
+    {"--cors-origins", "PACKTRAIN_CORS_ORIGINS", offsetof(serve_args, opt.cors_origins)},
     {"--worker-cmd", NULL, offsetof(serve_args, worker_cmd)},
     {"--access-log", NULL, offsetof(serve_args, access_log)},
     {"--port-file", NULL, offsetof(serve_args, port_file)},

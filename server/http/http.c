@@ -10,6 +10,7 @@
 #include "server/http/http.h"
 
 #include "server/http/access_log.h"
+#include "server/http/cors.h"
 #include "server/http/request_limits.h"
 
 #include <arpa/inet.h>
@@ -66,6 +67,7 @@ static enum MHD_Result send_response(pt_request *req, pt_response resp)
      * dashboard runs only its own scripts */
     MHD_add_response_header(resp.mhd, "X-Frame-Options", "DENY");
     MHD_add_response_header(resp.mhd, "Content-Security-Policy", PT_HTTP_CSP);
+    pt_cors_headers(((const pt_http *)req->server)->cfg.cors_origins, req, &resp);
     req->status = resp.status;
     req->queued_ns = now_ns();
     pt_conn_guard_busy(&((pt_http *)req->server)->guard, pt_conn_guard_entry(req->conn));
@@ -187,7 +189,7 @@ static int foreign_request(pt_http *h, pt_request *req, pt_response *resp)
         return -1;
     }
     v = pt_request_header(req, "Origin");
-    if (!v) return 0;
+    if (!v || pt_cors_origin_allowed(h->cfg.cors_origins, v)) return 0;   /* the operator's CORS list */
     host_part(v, host, sizeof host);
     if (strcmp(v, "null") != 0 && host_allowed(h, host)) return 0;
     *resp = pt_problem(403, "requests from another site's page (Origin '%.100s') are refused: without tokens "

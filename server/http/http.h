@@ -65,6 +65,8 @@ typedef struct pt_http_config {
     size_t json_max;            /* PT_BODY_JSON (and stray body) limit; default 1 MiB */
     FILE *access_log;           /* one line per request, and libmicrohttpd's errors; NULL: none */
     pt_prom *prom;              /* request count and latency metrics; NULL: none */
+    const char *cors_origins;   /* CORS (cors.h): allowed origins, comma-separated, "*" any;
+                                   NULL or "": off, no CORS headers (the default) */
 } pt_http_config;
 
 typedef struct pt_http {

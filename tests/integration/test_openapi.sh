@@ -6,7 +6,8 @@
 # it at /openapi.json, and the checker that holds every response of the API
 # suites to it (openapi_check.py) catches each kind of breach it claims to.
 # Also /metrics by `promtool check metrics` (test_api_flow.sh checks it again
-# while a job trains).
+# while a job trains), and optional CORS (--cors-origins): off by default,
+# and on, how it meets the browser checks of a server without tokens.
 # Which routes it lists is checked against the router in
 # tests/unit/test_routes_system.c.
 cd "$(dirname "$0")/../.." || exit 1
@@ -57,5 +58,61 @@ req OPTIONS /v1/jobs
 expect "OPTIONS: 204 with Allow (openapi_check holds it to the document)" "$STATUS:$(header Allow | tr -d " " | tr "," "\n" | sort | paste -sd,)" "204:GET,HEAD,POST"
 req POST /v1/nowhere
 expect "a path the document does not list: 404" "$STATUS" 404
+# bare METHOD PATH [curl args...]: as req, unrecorded: the 403 of the
+# browser checks is an HTTP-level answer outside the document's operations
+# (as in test_api_hardening.sh F9)
+bare() {
+  local method=$1 path=$2; shift 2
+  rm -f "$BODY"
+  STATUS=$(curl -s -o "$BODY" -D "$HEADERS" -w '%{http_code}' -X "$method" "$@" "$BASE$path")
+}
+req GET /healthz -H "Origin: http://127.0.0.1:$PORT"
+expect "CORS is off by default: no CORS header, no Vary" \
+  "$STATUS|$(header Access-Control-Allow-Origin)|$(header Vary)" "200||"
+bare POST /v1/jobs -H "Origin: https://app.example" -H "Content-Type: application/json" --data '{}'
+expect "... and, without tokens, another site's Origin is refused (issue 17's check)" \
+  "$STATUS|$(header Access-Control-Allow-Origin)" "403|"
 stop_server "$SERVER_PID" TERM
+
+# --- CORS, on for the origins given ---------------------------------------------------------------
+# A server without tokens (loopback), where the Origin check of issue 17
+# applies: a listed origin passes it, the others are refused as before.
+PACKTRAIN_CORS_ORIGINS="https://app.example, https://other.example:8443" start_server "$WORK/cors" --workers 0 \
+  || { finish; exit 1; }
+req GET /v1/jobs -H "Origin: https://app.example"
+expect "CORS: a listed Origin is answered, with itself as Access-Control-Allow-Origin" \
+  "$STATUS:$(header Access-Control-Allow-Origin)" "200:https://app.example"
+expect_match "... with the headers a script may read" "$(header Access-Control-Expose-Headers)" "^ETag, Location"
+expect "... and Vary: Origin" "$(header Vary)" "Origin"
+req POST /v1/jobs -H "Origin: https://other.example:8443" -H "Content-Type: application/json" --data '{}'
+expect "... a listed Origin passes the browser check of a server without tokens (the body is judged: 422)" \
+  "$STATUS:$(header Access-Control-Allow-Origin)" "422:https://other.example:8443"
+req POST /v1/jobs -H "Origin: https://app.example" -H "Content-Type: text/plain" --data '{}'
+expect "... JSON routes still take only application/json (415)" "$STATUS" 415
+bare POST /v1/jobs -H "Origin: https://evil.example" -H "Content-Type: application/json" --data '{}'
+expect "CORS: an Origin not listed is still refused (403), without Access-Control-Allow-Origin" \
+  "$STATUS:$(header Access-Control-Allow-Origin):$(header Vary)" "403::Origin"
+bare GET /v1/jobs -H "Origin: https://other.example"
+expect "... the port is part of the origin" "$STATUS" 403
+bare GET /v1/jobs -H "Host: evil.example" -H "Origin: https://app.example"
+expect "... and a foreign Host is refused whatever the Origin (DNS rebinding)" "$STATUS" 403
+req OPTIONS /v1/jobs -H "Origin: https://other.example:8443" -H "Access-Control-Request-Method: POST" \
+  -H "Access-Control-Request-Headers: Idempotency-Key, Content-Type"
+expect "CORS preflight: 204 with the path's methods" \
+  "$STATUS:$(header Access-Control-Allow-Methods | tr -d ' ' | tr ',' '\n' | sort | paste -sd,)" "204:GET,HEAD,POST"
+expect_match "... the headers a script may send" "$(header Access-Control-Allow-Headers)" "Content-Type, Idempotency-Key"
+expect "... for ten minutes" "$(header Access-Control-Max-Age)" 600
+req OPTIONS /v1/jobs -H "Origin: https://app.example"
+expect "an OPTIONS that is no preflight: only Allow, no Access-Control-Allow-Methods" \
+  "$STATUS:$(header Access-Control-Allow-Methods)" "204:"
+stop_server "$SERVER_PID" TERM
+start_server "$WORK/cors-any" --workers 0 --cors-origins '*' || { finish; exit 1; }
+req GET /v1/jobs -H "Origin: https://anywhere.example"
+expect "--cors-origins '*': any origin" "$STATUS:$(header Access-Control-Allow-Origin)" "200:https://anywhere.example"
+bare GET /v1/jobs -H "Origin: null"
+expect "... but not \"null\" (sandboxed frames, local files) unless listed" "$STATUS" 403
+stop_server "$SERVER_PID" TERM
+"$PT" serve --cors-origins >/dev/null 2>"$WORK/err"
+expect "serve --cors-origins without a value: usage error" "$?:$(head -1 "$WORK/err")" \
+  "2:packtrain serve: --cors-origins needs a value"
 finish

@@ -499,6 +499,15 @@ static void test_follow(void **state)
     pt_sse_parser_close(&p);
     pt_client_close(&c);
 
+    /* --timeout with --follow: 5, and a job only watched keeps running */
+    char queued[64];
+    assert_int_equal(fx_job(fx, NULL, ds, queued, sizeof queued), 0);
+    char *slow[] = {"logs", queued, "--follow", "--timeout=1", server, NULL};
+    assert_int_equal(run_cmd(out, 5, slow), 5);
+    snprintf(want, sizeof want, "packtrain logs: --timeout passed; %s keeps running", queued);
+    assert_non_null(strstr(slurp(out), want));
+    fx_cancel_queued(fx);
+
     /* an unknown job: 4; --lines goes without --follow: 2 */
     char *unknown[] = {"logs", "job_0000000000000000", "--follow", server, NULL};
     assert_int_equal(run_cmd(out, 4, unknown), 4);
