@@ -458,7 +458,7 @@ rm -f "$R/filler"
 check "... room again: the job resumes and succeeds" wait_state "$JOB8" succeeded 120
 expect_match "... having gone back to the queue, saying why and what it resumes from (no server path)" \
   "$(jget "$BODY" '[t["reason"] for t in j["transitions"] if t["to"] == "queued" and "disk" in t["reason"]][0]')" \
-  "^the server's disk is full \((training failed: )?ckpt-[0-9]+\.safetensors\.partial: cannot write: No space left on device\); queued again: retry 1 of 2 resumes from checkpoint step [0-9]+ once the data directory has room$"
+  "^the server's disk is full \((training failed: )?[^/ ]+: cannot write: No space left on device\); queued again: retry 1 of 2 resumes from checkpoint step [0-9]+ once the data directory has room$"
 check "... from the checkpoint written before the disk filled (worker.log)" grep -q "starting attempt 2, resuming from" "$R/jobs/$JOB8/worker.log"
 STEPS=$(jget "$BODY" 'j["step"]')
 req GET "/v1/jobs/$JOB8/metrics?max_points=10000"
