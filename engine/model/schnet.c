@@ -403,14 +403,8 @@ static void block_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch 
 
     pt_linear_forward(k->x, a->h[t], w->conv_lin1_w, NULL, N, H, F, 0.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
-    /* filter network over the rows; biases ride in the products */
-    pt_linear_forward(k->s1, a->e, w->mlp0_w, w->mlp0_b, U, G, F, 0.0f, prec);
-    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
-    pt_ssp_forward(k->s1, k->sig1, NULL, U, F);
-    pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
-    pt_linear_forward(k->p, k->s1, w->mlp2_w, w->mlp2_b, U, F, F, 0.0f, prec);
-    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
-    pt_filter_cutoff_forward(k->w, k->p, a->cut, U, F);
+    /* filter network over the rows, in cache-sized chunks */
+    pt_schnet_filter_forward(w, k, a, U, G, F, sw);
     if (a->mode >= PT_SCHNET_FORCES) pt_schnet_filter_deriv(m, a, t, sw);
     pt_cfconv_forward(k->m, k->w, a->row, k->x, b->edge_src, b->dst_offset, N, F);
     pt_lap(sw, PT_SCHNET_OP_CFCONV);
@@ -549,13 +543,7 @@ static void block_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch
     pt_cfconv_backward(a->dx, a->dp, a->dm, k->x, k->w, a->cut, a->row, a->first, b->edge_src,
                        b->dst_offset, N, F);
     pt_lap(sw, PT_SCHNET_OP_CFCONV);
-    pt_linear_backward(a->ds1, dw->mlp2_w, dw->mlp2_b, a->dp, k->s1, w->mlp2_w, U, F, F, 0.0f,
-                       prec);
-    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
-    pt_ssp_backward(a->ds1, dw->mlp0_b, k->sig1, U, F);
-    pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
-    pt_linear_backward(NULL, dw->mlp0_w, NULL, a->ds1, a->e, w->mlp0_w, U, G, F, 0.0f, prec);
-    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    pt_schnet_filter_backward(w, dw, k, a, U, G, F, sw);
     pt_linear_backward(a->dh, dw->conv_lin1_w, NULL, a->dx, a->h[t], w->conv_lin1_w, N, H, F,
                        1.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);

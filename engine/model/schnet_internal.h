@@ -37,6 +37,16 @@ static inline void pt_lap(pt_stopwatch *sw, pt_schnet_op op)
  * a->block[t].wd (and s1' into the second half of s1 when training). */
 void pt_schnet_filter_deriv(const pt_schnet *m, pt_schnet_acts *a, int t, pt_stopwatch *sw);
 
+/* Block t's filter network over the U filter rows, in cache-sized chunks
+ * (schnet_filter.c): forward s1, σ1 = ssp(A1 e + a1), P = A2 s1 + a2,
+ * W = P ⊙ C; backward from a->dp: ds1 into a->ds1, and ACCUMULATES the
+ * gradients of A1, a1, A2, a2 into dw. */
+void pt_schnet_filter_forward(const pt_schnet_block *w, pt_schnet_block_acts *k,
+                              const pt_schnet_acts *a, int U, int G, int F, pt_stopwatch *sw);
+void pt_schnet_filter_backward(const pt_schnet_block *w, pt_schnet_block *dw,
+                               const pt_schnet_block_acts *k, pt_schnet_acts *a, int U, int G,
+                               int F, pt_stopwatch *sw);
+
 /* Head k's backward from its dy (schnet.c): ACCUMULATES its parameter
  * gradients into d and sets dh = beta·dh + ∂L_k/∂h_T ([N,H]). */
 void pt_schnet_head_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b, int k,

@@ -27,15 +27,15 @@
  * enough that the float part stays accurate, long enough to vectorise. */
 #define PT_SUM_BLOCK 16
 
-/* db[k] += Σ_r m[r,k], in float blocks of PT_SUM_BLOCK rows gathered in a
- * double total (see PT_OPS_MAX_WIDTH in schnet_ops.h). */
-static inline __attribute__((always_inline)) void pt_column_sums_add(float *restrict db,
-                                                                     const float *restrict m,
-                                                                     int n, int c)
+/* total[k] += Σ_r m[r,k], in float blocks of PT_SUM_BLOCK rows, each block
+ * added to the double total; calls on consecutive runs of rows whose
+ * lengths are multiples of PT_SUM_BLOCK give the bits of one call over all
+ * of them (schnet_filter.c's chunks). */
+static inline __attribute__((always_inline)) void pt_column_sums_total(double *restrict total,
+                                                                       const float *restrict m,
+                                                                       int n, int c)
 {
-    double total[PT_OPS_MAX_WIDTH];
     float part[PT_OPS_MAX_WIDTH];
-    for (int k = 0; k < c; k++) total[k] = 0.0;
     for (int r0 = 0; r0 < n; r0 += PT_SUM_BLOCK) {
         int r1 = r0 + PT_SUM_BLOCK < n ? r0 + PT_SUM_BLOCK : n;
         for (int k = 0; k < c; k++) part[k] = 0.0f;
@@ -45,6 +45,17 @@ static inline __attribute__((always_inline)) void pt_column_sums_add(float *rest
         }
         for (int k = 0; k < c; k++) total[k] += part[k];
     }
+}
+
+/* db[k] += Σ_r m[r,k], in float blocks of PT_SUM_BLOCK rows gathered in a
+ * double total (see PT_OPS_MAX_WIDTH in schnet_ops.h). */
+static inline __attribute__((always_inline)) void pt_column_sums_add(float *restrict db,
+                                                                     const float *restrict m,
+                                                                     int n, int c)
+{
+    double total[PT_OPS_MAX_WIDTH];
+    for (int k = 0; k < c; k++) total[k] = 0.0;
+    pt_column_sums_total(total, m, n, c);
     for (int k = 0; k < c; k++) db[k] += (float)total[k];
 }
 

@@ -1,0 +1,107 @@
+/* schnet_filter.c — block t's filter network over the batch's filter rows
+ * (issue 18 item 3), forward and backward, in cache-sized chunks of rows:
+ *
+ *   forward   s1 = ssp(A1 e + a1), σ1 = ssp'(·);  P = A2 s1 + a2;  W = P ⊙ C
+ *   backward  given dP:  ds1 = (dP A2) ⊙ σ1;  dA2 += dPᵀ s1, da2 += Σ dP;
+ *             dA1 += ds1ᵀ e,  da1 += Σ ds1   (e is data: no gradient)
+ *
+ * Each step reads the previous one's output, so over the whole batch at once
+ * every op streams its [rows, F] arrays through memory: a water batch has
+ * ~20,000 rows, 8 MB per array, far beyond L2.  Run over PT_FILTER_CHUNK rows
+ * at a time, a chunk's e, s1, σ1, P and W (≈330 KB) stay in L2 from the first
+ * product to the cutoff multiply, so each edge row is brought in once per
+ * pass (the products themselves keep their operands in L1 through their own
+ * blocking, sgemm_kernels.h).
+ *
+ * Same bits as the whole-batch sequence of ops (tests/unit/test_schnet_filter.c):
+ * the forward is row by row (every element of a product is one chain over
+ * its own row's inputs); in the backward the weight gradients are chains
+ * over rows in ascending order that the own kernels keep across calls
+ * (beta = 1 continues a chain exactly), and the bias gradients' float
+ * blocks of PT_SUM_BLOCK rows are gathered in one double total across the
+ * chunks as pt_column_sums_add does in one call (a chunk is a multiple of
+ * both block lengths).  That holds for the own kernels; OpenBLAS and the
+ * bf16 kernel block a product's rows and its reduction their own way (a
+ * chunk's rows can round differently from the same rows in a whole batch:
+ * measured), so where the policy gives a product of the filter network to
+ * OpenBLAS (PACKTRAIN_SGEMM=openblas, OpenBLAS's own AVX-512 kernel sets)
+ * or the precision is bf16, the whole-batch sequence runs, as before. */
+#include <string.h>
+
+#include "engine/model/schnet_internal.h"
+#include "engine/model/schnet_ops_internal.h"
+#include "engine/model/sgemm_kernels.h"
+
+/* Rows per chunk: a multiple of PT_SGEMM_KC (64, the own TN kernel's pass)
+ * and of 4·PT_SUM_BLOCK (pt_ssp_backward's block).  256 rows × (25 + 3·100)
+ * floats ≈ 330 KB. */
+#define PT_FILTER_CHUNK 256
+
+/* 1 when the chunks give the whole-batch bits: fp32, and every product of
+ * the filter network on the own kernels (see the file comment). */
+static int chunked(pt_precision prec, int G, int F)
+{
+    const int r = PT_FILTER_CHUNK;
+    return prec == PT_PRECISION_FP32 &&
+           pt_sgemm_choice(CblasNoTrans, CblasTrans, r, F, G) != PT_SGEMM_OPENBLAS &&
+           pt_sgemm_choice(CblasNoTrans, CblasTrans, r, F, F) != PT_SGEMM_OPENBLAS &&
+           pt_sgemm_choice(CblasNoTrans, CblasNoTrans, r, F, F) != PT_SGEMM_OPENBLAS &&
+           pt_sgemm_choice(CblasTrans, CblasNoTrans, F, F, r) != PT_SGEMM_OPENBLAS &&
+           pt_sgemm_choice(CblasTrans, CblasNoTrans, F, G, r) != PT_SGEMM_OPENBLAS;
+}
+
+void pt_schnet_filter_forward(const pt_schnet_block *w, pt_schnet_block_acts *k,
+                              const pt_schnet_acts *a, int U, int G, int F, pt_stopwatch *sw)
+{
+    const pt_precision prec = a->precision;
+    const int chunk = chunked(prec, G, F) ? PT_FILTER_CHUNK : (U > 0 ? U : 1);
+    for (int r0 = 0; r0 < U; r0 += chunk) {
+        const int n = U - r0 < chunk ? U - r0 : chunk;
+        const size_t o = (size_t)r0 * (size_t)F;
+        pt_linear_forward(k->s1 + o, a->e + (size_t)r0 * G, w->mlp0_w, w->mlp0_b, n, G, F, 0.0f,
+                          prec);
+        pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+        pt_ssp_forward(k->s1 + o, k->sig1 + o, NULL, n, F);
+        pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
+        pt_linear_forward(k->p + o, k->s1 + o, w->mlp2_w, w->mlp2_b, n, F, F, 0.0f, prec);
+        pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+        pt_filter_cutoff_forward(k->w + o, k->p + o, a->cut + r0, n, F);
+        pt_lap(sw, PT_SCHNET_OP_CFCONV);
+    }
+}
+
+void pt_schnet_filter_backward(const pt_schnet_block *w, pt_schnet_block *dw,
+                               const pt_schnet_block_acts *k, pt_schnet_acts *a, int U, int G,
+                               int F, pt_stopwatch *sw)
+{
+    const pt_precision prec = a->precision;
+    if (!chunked(prec, G, F)) {
+        pt_linear_backward(a->ds1, dw->mlp2_w, dw->mlp2_b, a->dp, k->s1, w->mlp2_w, U, F, F,
+                           0.0f, prec);
+        pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+        pt_ssp_backward(a->ds1, dw->mlp0_b, k->sig1, U, F);
+        pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
+        pt_linear_backward(NULL, dw->mlp0_w, NULL, a->ds1, a->e, w->mlp0_w, U, G, F, 0.0f, prec);
+        pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+        return;
+    }
+    /* da2's double total across the chunks, as pt_column_sums_add keeps it
+     * over one call's rows (F ≤ PT_OPS_MAX_WIDTH: pt_schnet_config_check) */
+    double total[PT_OPS_MAX_WIDTH];
+    for (int c = 0; c < F; c++) total[c] = 0.0;
+    for (int r0 = 0; r0 < U; r0 += PT_FILTER_CHUNK) {
+        const int n = U - r0 < PT_FILTER_CHUNK ? U - r0 : PT_FILTER_CHUNK;
+        const size_t o = (size_t)r0 * (size_t)F;
+        const float *dp = a->dp + o;
+        float *ds1 = a->ds1 + o;
+        pt_linear_backward_weight(dw->mlp2_w, NULL, dp, k->s1 + o, n, 0, F, F, prec);
+        pt_linear_backward_input(ds1, dp, w->mlp2_w, n, F, F, 0.0f, prec);
+        pt_column_sums_total(total, dp, n, F);
+        pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+        pt_ssp_backward(ds1, dw->mlp0_b, k->sig1 + o, n, F);
+        pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
+        pt_linear_backward_weight(dw->mlp0_w, NULL, ds1, a->e + (size_t)r0 * G, n, 0, G, F, prec);
+        pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    }
+    for (int c = 0; c < F; c++) dw->mlp2_b[c] += (float)total[c];
+}

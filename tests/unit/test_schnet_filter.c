@@ -1,0 +1,221 @@
+/* test_schnet_filter.c — the filter network in cache-sized chunks of rows
+ * (engine/model/schnet_filter.c) against the whole-batch sequence of ops it
+ * replaced (the reference: pt_linear_forward, pt_ssp_forward,
+ * pt_filter_cutoff_forward, pt_linear_backward, pt_ssp_backward over all U
+ * rows at once):
+ *   - forward s1, σ1, P, W and backward ds1, dA1, da1, dA2, da2 equal the
+ *     reference bit for bit, for U below one chunk, at one chunk, and over
+ *     several chunks with a ragged last one; on the policy's kernels
+ *     (chunked), on the AVX2 kernel forced (chunked), on OpenBLAS forced
+ *     and in bf16 (both whole-batch: OpenBLAS rounds a chunk's rows
+ *     differently from the same rows in a whole batch);
+ *   - gradients accumulate (+=) onto what dw held, as the reference does;
+ *   - the policy gives the filter network's products to the own kernels
+ *     here (so the first case above tests the chunked path). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/model/schnet_internal.h"
+#include "engine/model/sgemm_kernels.h"
+
+enum { G = 25, F = 100 };
+
+static uint64_t lcg = 0x2545f4914f6cdd1dull;
+
+static float rnd(void)
+{
+    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((lcg >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
+}
+
+static float *arr(size_t n, float scale)
+{
+    float *p = malloc(sizeof(float) * (n ? n : 1));
+    assert_non_null(p);
+    for (size_t i = 0; i < n; i++) p[i] = scale * rnd();
+    return p;
+}
+
+static float *copy(const float *src, size_t n)
+{
+    float *p = malloc(sizeof(float) * (n ? n : 1));
+    assert_non_null(p);
+    memcpy(p, src, sizeof(float) * n);
+    return p;
+}
+
+/* Everything one block's filter network reads and writes. */
+typedef struct side {
+    pt_schnet_block w, dw;
+    pt_schnet_block_acts k;
+    pt_schnet_acts a;
+} side;
+
+static void side_init(side *s, const side *from, int U)
+{
+    memset(s, 0, sizeof *s);
+    const size_t rf = (size_t)U * F;
+    if (!from) {
+        s->w.mlp0_w = arr((size_t)F * G, 0.3f);
+        s->w.mlp0_b = arr(F, 0.1f);
+        s->w.mlp2_w = arr((size_t)F * F, 0.1f);
+        s->w.mlp2_b = arr(F, 0.1f);
+        s->dw.mlp0_w = arr((size_t)F * G, 0.01f); /* accumulated onto */
+        s->dw.mlp0_b = arr(F, 0.01f);
+        s->dw.mlp2_w = arr((size_t)F * F, 0.01f);
+        s->dw.mlp2_b = arr(F, 0.01f);
+        s->a.e = arr((size_t)U * G, 1.0f);
+        s->a.cut = arr(U, 1.0f);
+        s->a.dp = arr(rf, 1.0f);
+    } else {
+        s->w = from->w; /* read only: shared */
+        s->dw.mlp0_w = copy(from->dw.mlp0_w, (size_t)F * G);
+        s->dw.mlp0_b = copy(from->dw.mlp0_b, F);
+        s->dw.mlp2_w = copy(from->dw.mlp2_w, (size_t)F * F);
+        s->dw.mlp2_b = copy(from->dw.mlp2_b, F);
+        s->a.e = copy(from->a.e, (size_t)U * G);
+        s->a.cut = copy(from->a.cut, U);
+        s->a.dp = copy(from->a.dp, rf);
+    }
+    s->k.s1 = arr(rf, 0.0f);
+    s->k.sig1 = arr(rf, 0.0f);
+    s->k.p = arr(rf, 0.0f);
+    s->k.w = arr(rf, 0.0f);
+    s->a.ds1 = arr(rf, 0.0f);
+}
+
+static void side_free(side *s, int owner)
+{
+    if (owner) {
+        free(s->w.mlp0_w), free(s->w.mlp0_b), free(s->w.mlp2_w), free(s->w.mlp2_b);
+    }
+    free(s->dw.mlp0_w), free(s->dw.mlp0_b), free(s->dw.mlp2_w), free(s->dw.mlp2_b);
+    free(s->a.e), free(s->a.cut), free(s->a.dp), free(s->a.ds1);
+    free(s->k.s1), free(s->k.sig1), free(s->k.p), free(s->k.w);
+}
+
+/* The whole-batch sequence the chunks replaced (schnet.c before). */
+static void reference(side *s, int U)
+{
+    const pt_precision prec = s->a.precision;
+    pt_linear_forward(s->k.s1, s->a.e, s->w.mlp0_w, s->w.mlp0_b, U, G, F, 0.0f, prec);
+    pt_ssp_forward(s->k.s1, s->k.sig1, NULL, U, F);
+    pt_linear_forward(s->k.p, s->k.s1, s->w.mlp2_w, s->w.mlp2_b, U, F, F, 0.0f, prec);
+    pt_filter_cutoff_forward(s->k.w, s->k.p, s->a.cut, U, F);
+    pt_linear_backward(s->a.ds1, s->dw.mlp2_w, s->dw.mlp2_b, s->a.dp, s->k.s1, s->w.mlp2_w, U, F,
+                       F, 0.0f, prec);
+    pt_ssp_backward(s->a.ds1, s->dw.mlp0_b, s->k.sig1, U, F);
+    pt_linear_backward(NULL, s->dw.mlp0_w, NULL, s->a.ds1, s->a.e, s->w.mlp0_w, U, G, F, 0.0f,
+                       prec);
+}
+
+static void chunked(side *s, int U)
+{
+    pt_stopwatch sw;
+    pt_stopwatch_start(&sw, NULL);
+    pt_schnet_filter_forward(&s->w, &s->k, &s->a, U, G, F, &sw);
+    pt_schnet_filter_backward(&s->w, &s->dw, &s->k, &s->a, U, G, F, &sw);
+}
+
+#define SAME(x, y, n) assert_memory_equal((x), (y), sizeof(float) * (size_t)(n))
+
+static void check(int U, pt_precision prec)
+{
+    side r, c;
+    side_init(&r, NULL, U);
+    side_init(&c, &r, U);
+    r.a.precision = c.a.precision = prec;
+    reference(&r, U);
+    chunked(&c, U);
+    const size_t rf = (size_t)U * F;
+    SAME(c.k.s1, r.k.s1, rf);
+    SAME(c.k.sig1, r.k.sig1, rf);
+    SAME(c.k.p, r.k.p, rf);
+    SAME(c.k.w, r.k.w, rf);
+    SAME(c.a.ds1, r.a.ds1, rf);
+    SAME(c.dw.mlp2_w, r.dw.mlp2_w, F * F);
+    SAME(c.dw.mlp2_b, r.dw.mlp2_b, F);
+    SAME(c.dw.mlp0_w, r.dw.mlp0_w, F * G);
+    SAME(c.dw.mlp0_b, r.dw.mlp0_b, F);
+    side_free(&c, 0);
+    side_free(&r, 1);
+}
+
+static const int sizes[] = {1, 37, 256, 700, 1100};
+
+static void check_sizes(pt_precision prec)
+{
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) check(sizes[i], prec);
+}
+
+static void test_policy(void **state)
+{
+    (void)state;
+    pt_sgemm_force(PT_SGEMM_AUTO);
+    /* with an own kernel on this CPU and OpenBLAS on a non-AVX-512 set (the
+     * unit tests pin Haswell), the filter network's products run on the
+     * own kernels: the chunked path is what test_policy_kernels compares */
+    if ((pt_sgemm_supported(PT_SGEMM_AVX512) || pt_sgemm_supported(PT_SGEMM_AVX2)) &&
+        !pt_sgemm_openblas_avx512()) {
+        assert_int_not_equal(pt_sgemm_choice(CblasNoTrans, CblasTrans, 256, F, G),
+                             PT_SGEMM_OPENBLAS);
+        assert_int_not_equal(pt_sgemm_choice(CblasNoTrans, CblasNoTrans, 256, F, F),
+                             PT_SGEMM_OPENBLAS);
+        assert_int_not_equal(pt_sgemm_choice(CblasTrans, CblasNoTrans, F, F, 256),
+                             PT_SGEMM_OPENBLAS);
+        assert_int_not_equal(pt_sgemm_choice(CblasTrans, CblasNoTrans, F, G, 256),
+                             PT_SGEMM_OPENBLAS);
+    }
+}
+
+static void test_policy_kernels(void **state)
+{
+    (void)state;
+    pt_sgemm_force(PT_SGEMM_AUTO);
+    check_sizes(PT_PRECISION_FP32);
+}
+
+static void test_avx2(void **state)
+{
+    (void)state;
+    if (!pt_sgemm_supported(PT_SGEMM_AVX2)) {
+        assert_int_equal(pt_sgemm_run(PT_SGEMM_AVX2, CblasNoTrans, CblasNoTrans, 1, 1, 1, NULL, 1,
+                                      NULL, 1, 0.0f, NULL, 1),
+                         -1);
+        return;
+    }
+    pt_sgemm_force(PT_SGEMM_AVX2);
+    check_sizes(PT_PRECISION_FP32);
+    pt_sgemm_force(PT_SGEMM_AUTO);
+}
+
+static void test_openblas(void **state)
+{
+    (void)state;
+    pt_sgemm_force(PT_SGEMM_OPENBLAS);
+    check_sizes(PT_PRECISION_FP32);
+    pt_sgemm_force(PT_SGEMM_AUTO);
+}
+
+static void test_bf16(void **state)
+{
+    (void)state;
+    check_sizes(PT_PRECISION_BF16);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_policy),
+        cmocka_unit_test(test_policy_kernels),
+        cmocka_unit_test(test_avx2),
+        cmocka_unit_test(test_openblas),
+        cmocka_unit_test(test_bf16),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
