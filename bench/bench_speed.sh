@@ -7,6 +7,11 @@
 #   ROUNDS=2        rounds; each runs every packtrain case and the peer's
 #                   layouts back to back, so both sides see the same load
 #   PEER_STEPS=20   timed steps per peer run (best 5-step window kept)
+#   FORCES=emt      then energy+forces training (issue 18's third case) by
+#                   bench/bench_train_forces.sh with these rounds: packtrain
+#                   in its layouts against the peer's 1 thread, all threads
+#                   and DDP, each reported, the ratio best against best
+#                   (FORCES=emt,water for both of its cases; FORCES= skips)
 #
 # For seed 000's SchNet (H=F=100, T=4, G=25, cutoff 6 Å, 32 neighbours, sum
 # readout) on the QM9 subset (LPFHP and tuple packing) and on the water
@@ -377,3 +382,12 @@ for r in rows:
 print("ratio: packtrain's best over the peer's best layout (best against best); "
       "ratio_range in the JSON: worst packtrain run / best peer .. best packtrain / worst peer run")
 PY
+
+# energy + forces: the same per-layout peer comparison, by the script that
+# owns it (create_graph=True peer, periodic graphs), in this run's window
+forces=${FORCES-emt}
+if [ -n "$forces" ] && [ $have_torch = 1 ]; then
+  echo
+  echo "energy + forces (bench/bench_train_forces.sh, CASES=$forces, ROUNDS=$rounds):"
+  ROUNDS=$rounds CASES=$forces bench/bench_train_forces.sh "$bin"
+fi
