@@ -20,6 +20,7 @@ status=0
 run ingest bench/bench_ingest.sh "$bin" ${QUICK:+--quick} || status=1
 run ase_db bench/bench_ase_db.sh "$bin" || status=1
 run packing bench/packing_table.sh "$bin" || status=1
+run packing_cache bench/bench_packing_cache.sh "$bin" || status=1
 run neighbors bench/neighbors_vs_ase.sh "$bin" "$bdir" || status=1
 run speed bench/bench_speed.sh "$bin" "$bdir" || status=1
 run kernels bench/bench_kernels.sh "$bin" "$bdir" || status=1
