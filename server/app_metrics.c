@@ -224,10 +224,12 @@ int pt_app_metrics_init(pt_app *app, char *err, size_t errlen)
                                               "latest epoch, eV/Å (jobs trained on forces).", "job");
     app->m_job_target_val_mae = pt_prom_gauge(p, "packtrain_job_target_val_mae",
                                               "Validation MAE of each target of a running multi-task job at "
-                                              "its latest epoch (the target's units).", "job,target");
+                                              "its latest epoch (the target's units; per atom for an atom-level "
+                                              "target).", "job,target");
     app->m_job_target_val_rmse = pt_prom_gauge(p, "packtrain_job_target_val_rmse",
                                                "Validation RMSE of each target of a running multi-task job at "
-                                               "its latest epoch (the target's units).", "job,target");
+                                               "its latest epoch (the target's units; per atom for an "
+                                               "atom-level target).", "job,target");
     if (!info || !app->m_jobs || !app->m_slots || !app->m_active || !app->m_spawned || !app->m_crashed ||
         !app->m_graphs || !app->m_job_rate || !app->m_job_loss || !app->m_job_progress || !app->m_job_epoch ||
         !app->m_job_val_mae || !app->m_job_val_forces_mae || !app->m_job_target_val_mae ||

@@ -25,7 +25,9 @@ static const char usage_text[] =
     "Lattice, pbc and stress; plain XYZ; or the original QM9 per-molecule files;\n"
     "any of them gzip-compressed; or an ASE database .db) and writes a checked\n"
     "binary dataset for training.  Every numeric key of a comment line becomes a\n"
-    "target; forces, cells and stress are kept.  In an ASE database every\n"
+    "target; forces, cells and stress are kept, and so is every further real\n"
+    "per-atom column of extended XYZ (Properties type R, width 1: charges,\n"
+    "per-atom energies), by name, for atom-level targets.  In an ASE database every\n"
     "per-structure number is a target: calculator columns (energy), key-value pairs\n"
     "(by key) and data entries (data.KEY); the report lists every candidate.\n"
     "\n"
@@ -117,6 +119,13 @@ static void print_report(const pt_ingest_report *rep, const char *out)
         const pt_ingest_key_stats *k = &rep->keys[t];
         printf("%-24s %8llu %16.8g %16.8g %16.8g %16.8g\n", k->name, (unsigned long long)k->count,
                k->mean, k->std, k->min, k->max);
+    }
+    if (rep->n_atom_cols) {   /* the labels an atom-level target can name */
+        printf("per-atom   ");
+        for (uint32_t c = 0; c < rep->n_atom_cols; c++)
+            printf("%s %s (%llu structures)", c ? "," : "", rep->atom_col_names[c],
+                   (unsigned long long)rep->atom_col_structs[c]);
+        printf("\n");
     }
     printf("time        parse %.3f s, write %.3f s\n", rep->parse_seconds, rep->write_seconds);
     if (!rep->rejected) printf("wrote       %s\n", out);

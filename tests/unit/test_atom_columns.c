@@ -20,7 +20,10 @@
 
 #include "engine/data/dataset.h"
 #include "engine/data/ingest.h"
+#include "server/cli/commands.h"
+#include "tests/unit/cmd_fixture.h"
 #include "tests/unit/ingest_test_util.h"
+#include "tests/unit/tmp_fixture.h"
 
 #define EMT_ATOM "tests/data/emt_atom_energies_120.extxyz.gz"
 
@@ -308,6 +311,26 @@ static void test_reads_version_3(void **state)
     pt_errors_close(&errs);
 }
 
+/* `packtrain ingest` names the per-atom columns it kept (and says nothing
+ * of them for a file without). */
+static void test_cli_summary(void **state)
+{
+    (void)state;
+    char dir[64], out_ptd[128], *out, *err;
+    assert_int_equal(tfx_mkdtemp(dir, sizeof dir, "test_atom_columns_cli"), 0);
+    snprintf(out_ptd, sizeof out_ptd, "%s/o.ptd", dir);
+    assert_int_equal(cfx_run(pt_cmd_ingest, "ingest", dir, &out, &err, EMT_ATOM, "--out", out_ptd, NULL), 0);
+    assert_non_null(strstr(out, "\nper-atom    energies (120 structures)\n"));
+    free(out);
+    free(err);
+    assert_int_equal(cfx_run(pt_cmd_ingest, "ingest", dir, &out, &err, "tests/data/ptd_v2_mixed.extxyz",
+                             "--out", out_ptd, NULL), 0);
+    assert_null(strstr(out, "per-atom"));
+    free(out);
+    free(err);
+    tfx_rmtree(dir);
+}
+
 #define E(c) cmocka_unit_test_prestate(itu_run_case, (void *)&c)
 
 int main(void)
@@ -322,6 +345,7 @@ int main(void)
         cmocka_unit_test(test_ingest_too_many_columns_overall),
         cmocka_unit_test(test_emt_per_atom_energies),
         cmocka_unit_test(test_reads_version_3),
+        cmocka_unit_test(test_cli_summary),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
