@@ -38,6 +38,7 @@ BENCH_DIR="$bdir" run zero bench/bench_zero.sh "$bin" || status=1
 run bf16 bench/bench_bf16.sh "$bdir/bench_bf16" || status=1
 run precision bench/bench_precision.sh "$bin" || status=1
 run multitask bench/bench_multitask.sh "$bin" ${QUICK:+2} || status=1
+run atom_head bench/bench_atom_head.sh "$bin" ${QUICK:+2 500} || status=1
 [ -x bench/bench_mpi.sh ] && { run mpi bench/bench_mpi.sh "$bin" || status=1; }
 run api_load bench/api_load.sh "$bin" || status=1
 exit $status
