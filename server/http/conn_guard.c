@@ -37,13 +37,8 @@ static void set_stage(pt_conn_guard *g, pt_conn_entry *e, pt_conn_stage stage)
     }
 }
 
-static void cut(pt_conn_guard *g, pt_conn_entry *e, int64_t now)
+static void log_cut(pt_conn_guard *g, const pt_conn_entry *e, int64_t now)
 {
-    e->cut = 1;
-    shutdown(e->fd, SHUT_RDWR);
-    if (e->stage == PT_CONN_HEADERS) g->cut_headers++;
-    else g->cut_body++;
-    if (!g->log) return;
     if (e->stage == PT_CONN_HEADERS)
         fprintf(g->log, "connection from %s closed: its request headers were not complete within %.1f s\n",
                 e->client, (double)g->header_ms / 1000);
@@ -53,6 +48,18 @@ static void cut(pt_conn_guard *g, pt_conn_entry *e, int64_t now)
                 (double)g->header_ms / 1000, (unsigned long long)g->min_rate);
     fflush(g->log);
 }
+
+static void cut(pt_conn_guard *g, pt_conn_entry *e, int64_t now)
+{
+    /* Count and log before the shutdown: whoever sees the socket close (a test, the client)
+     * must find the cut already recorded. */
+    e->cut = 1;
+    if (e->stage == PT_CONN_HEADERS) g->cut_headers++;
+    else g->cut_body++;
+    if (g->log) log_cut(g, e, now);
+    shutdown(e->fd, SHUT_RDWR);
+}
+
 
 static void *guard_main(void *arg)
 {

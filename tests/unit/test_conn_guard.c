@@ -11,6 +11,7 @@
 
 #include <arpa/inet.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -59,8 +60,12 @@ static void test_header_deadline_cuts(void **state)
     int64_t ms = ms_until_closed(sv[1], 10000);
     assert_true(ms >= 250);   /* not before its deadline (clock granularity aside) */
     assert_true(ms >= 0);     /* and cut, not left open */
-    assert_int_equal(e->cut, 1);
-    assert_int_equal(g.cut_headers, 1);
+    pthread_mutex_lock(&g.mu);   /* the guard thread writes these under its lock */
+    int cut = e->cut;
+    uint64_t cut_headers = g.cut_headers;
+    pthread_mutex_unlock(&g.mu);
+    assert_int_equal(cut, 1);
+    assert_int_equal(cut_headers, 1);
     pt_conn_guard_end(&g, e);
     pt_conn_guard_close(&g);
     close(sv[0]);
@@ -103,7 +108,10 @@ static void test_unknown_length_owes_the_floor_rate(void **state)
     pt_conn_guard_received(&g, e, 500);   /* 500 B buy 0.5 s */
     assert_int_equal(e->deadline_ms, since + 700);
     assert_true(ms_until_closed(sv[1], 10000) >= 0);
-    assert_int_equal(g.cut_body, 1);
+    pthread_mutex_lock(&g.mu);
+    uint64_t cut_body = g.cut_body;
+    pthread_mutex_unlock(&g.mu);
+    assert_int_equal(cut_body, 1);
     pt_conn_guard_end(&g, e);
     pt_conn_guard_close(&g);
     close(sv[0]);
