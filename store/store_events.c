@@ -109,29 +109,7 @@ static int read_epochs(pt_store *s, const char *job_id, int64_t after, pt_store_
 {
     sqlite3_stmt *st = NULL;
     int rc = bind_after(s, SQL_EPOCHS_AFTER, job_id, after, &st);
-    size_t cap = 0;
-    int step = SQLITE_DONE, oom = 0;
-    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
-        void *items = out->items;
-        rc = pt_store_list_grow(s, &items, &cap, out->n, sizeof(*out->items), 16, "events");
-        out->items = items;
-        if (rc) break;
-        pt_store_epoch_metric *m = &out->items[out->n++];
-        memset(m, 0, sizeof(*m));
-        m->epoch = sqlite3_column_int64(st, 0);
-        m->step = sqlite3_column_int64(st, 1);
-        m->train_loss = pt_store_col_double(st, 2);
-        m->train_mae = pt_store_col_double(st, 3);
-        m->val_loss = pt_store_col_double(st, 4);
-        m->val_mae = pt_store_col_double(st, 5);
-        m->graphs_per_s = pt_store_col_double(st, 6);
-        m->seconds = pt_store_col_double(st, 7);
-        m->at = sqlite3_column_int64(st, 8);
-        m->json = pt_store_col_dup(st, 9, &oom);
-        m->event_id = sqlite3_column_int64(st, 10);
-    }
-    if (!rc && step != SQLITE_DONE) rc = pt_store_fail_sql(s, step, "read epoch metrics");
-    if (!rc && oom) rc = pt_store_fail(s, PT_STORE_IO, "events: out of memory");
+    if (!rc) rc = pt_store_epoch_rows_read(s, st, out, "events");
     if (st) sqlite3_reset(st);
     return rc;
 }

@@ -34,6 +34,8 @@ int pt_store_fail(pt_store *s, int status, const char *fmt, ...)
  * with *items untouched. */
 int pt_store_list_grow(pt_store *s, void **items, size_t *cap, size_t n, size_t elem_size,
                        size_t first, const char *what);
+/* The rows of an epoch-metrics query (eleven columns, store_metrics.c's order) appended to out. */
+int pt_store_epoch_rows_read(pt_store *s, sqlite3_stmt *st, pt_store_epoch_series *out, const char *what);
 /* Maps an SQLite result code to a status, message "what: sqlite's message". */
 int pt_store_fail_sql(pt_store *s, int rc, const char *what);
 

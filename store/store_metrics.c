@@ -380,20 +380,19 @@ int pt_store_steps_last(pt_store *s, const char *owner, const char *job_id, pt_s
     return rc;
 }
 
-static int read_epochs(pt_store *s, const char *job_id, pt_store_epoch_series *out)
+/* The rows of an epoch query (SQL_EPOCHS_READ, or store_events.c's SQL_EPOCHS_AFTER: both select
+ * the same eleven columns in this order) appended to out; the statement is stepped, not reset. */
+int pt_store_epoch_rows_read(pt_store *s, sqlite3_stmt *st, pt_store_epoch_series *out, const char *what)
 {
-    sqlite3_stmt *st = NULL;
-    int rc = pt_store_stmt(s, SQL_EPOCHS_READ, &st);
-    if (rc) return rc;
-    pt_store_bind_text(st, 1, job_id);
     size_t cap = 0;
-    int step = SQLITE_DONE, oom = 0;
-    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+    int rc = 0, step = SQLITE_DONE, oom = 0;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
         void *items = out->items;
-        rc = pt_store_list_grow(s, &items, &cap, out->n, sizeof(*out->items), 16, "metrics");
+        rc = pt_store_list_grow(s, &items, &cap, out->n, sizeof(*out->items), 16, what);
         out->items = items;
-        if (rc) break;
+        if (rc) return rc;
         pt_store_epoch_metric *m = &out->items[out->n++];
+        memset(m, 0, sizeof(*m));
         m->epoch = sqlite3_column_int64(st, 0);
         m->step = sqlite3_column_int64(st, 1);
         m->train_loss = pt_store_col_double(st, 2);
@@ -406,8 +405,18 @@ static int read_epochs(pt_store *s, const char *job_id, pt_store_epoch_series *o
         m->json = pt_store_col_dup(st, 9, &oom);
         m->event_id = sqlite3_column_int64(st, 10);
     }
-    if (!rc && step != SQLITE_DONE) rc = pt_store_fail_sql(s, step, "read epoch metrics");
-    if (!rc && oom) rc = pt_store_fail(s, PT_STORE_IO, "metrics: out of memory");
+    if (step != SQLITE_DONE) return pt_store_fail_sql(s, step, "read epoch metrics");
+    if (oom) return pt_store_fail(s, PT_STORE_IO, "%s: out of memory", what);
+    return 0;
+}
+
+static int read_epochs(pt_store *s, const char *job_id, pt_store_epoch_series *out)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = pt_store_stmt(s, SQL_EPOCHS_READ, &st);
+    if (rc) return rc;
+    pt_store_bind_text(st, 1, job_id);
+    rc = pt_store_epoch_rows_read(s, st, out, "metrics");
     sqlite3_reset(st);
     return rc;
 }
