@@ -1,5 +1,6 @@
-/* schnet_internal.h — what schnet.c (energy) and schnet_forces.c (forces,
- * stress, training on them) share: the profile's stopwatch, and the part of
+/* schnet_internal.h — what schnet.c (energy), schnet_block.c (an
+ * interaction block) and schnet_forces.c (forces, stress, training on them)
+ * share: the profile's stopwatch, and the part of
  * the forward pass that only arenas of mode ≥ FORCES run, and a head's
  * backward. */
 #ifndef PT_SCHNET_INTERNAL_H
@@ -46,6 +47,14 @@ void pt_schnet_filter_forward(const pt_schnet_block *w, pt_schnet_block_acts *k,
 void pt_schnet_filter_backward(const pt_schnet_block *w, pt_schnet_block *dw,
                                const pt_schnet_block_acts *k, pt_schnet_acts *a, int U, int G,
                                int F, pt_stopwatch *sw);
+
+/* Interaction block t (schnet_block.c): forward from a->h[t] to a->h[t+1];
+ * backward from a->dh = dL/dh_{t+1} to dL/dh_t in place, ACCUMULATING the
+ * block's gradients into d. */
+void pt_schnet_block_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b, int t,
+                             pt_stopwatch *sw);
+void pt_schnet_block_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b, int t,
+                              pt_schnet_params *d, pt_stopwatch *sw);
 
 /* Head k's backward from its dy (schnet.c): ACCUMULATES its parameter
  * gradients into d and sets dh = beta·dh + ∂L_k/∂h_T ([N,H]). */

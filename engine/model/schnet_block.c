@@ -1,0 +1,80 @@
+/* schnet_block.c — interaction block t of SchNet, forward and backward
+ * (the equations are schnet.c's; schnet.c runs the blocks in turn):
+ *
+ *   forward   x = L1 h_t;  W = filter(e) ⊙ C (schnet_filter.c);
+ *             m_i = Σ_{j→i} x_j ⊙ W_ij;  u = ssp(L2 m + c2);  h_{t+1} = h_t + L3 u + c3
+ *   backward  from dh = dL/dh_{t+1} (in place to dL/dh_t: the residual path
+ *             is the identity) through L3, ssp, L2, the convolution, the
+ *             filter network and L1, accumulating the block's gradients.
+ *
+ * Node products run over the whole batch ([N,H]·[H,F] …); the edge part
+ * (filter network and convolution) over the filter rows (engine/edge_rows.h). */
+#include "engine/model/schnet_internal.h"
+
+/* h_{t+1} = h_t + c3 row by row, before the product adds L3 u (one pass
+ * instead of a copy and a bias pass). */
+static void residual_init(float *restrict out, const float *restrict in,
+                          const float *restrict bias, int n, int c)
+{
+    for (int r = 0; r < n; r++)
+        for (int k = 0; k < c; k++)
+            out[(size_t)r * c + k] = in[(size_t)r * c + k] + bias[k];
+}
+
+void pt_schnet_block_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b, int t,
+                             pt_stopwatch *sw)
+{
+    const pt_schnet_config *c = &m->cfg;
+    const pt_schnet_block *w = &m->params.block[t];
+    pt_schnet_block_acts *k = &a->block[t];
+    const int N = b->cap_nodes, H = c->hidden, F = c->filters, G = c->gaussians;
+    const int U = a->n_rows;
+    const pt_precision prec = a->precision;
+
+    pt_linear_forward(k->x, a->h[t], w->conv_lin1_w, NULL, N, H, F, 0.0f, prec);
+    pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
+    /* filter network over the rows, in cache-sized chunks */
+    pt_schnet_filter_forward(w, k, a, U, G, F, sw);
+    if (a->mode >= PT_SCHNET_FORCES) pt_schnet_filter_deriv(m, a, t, sw);
+    pt_cfconv_forward(k->m, k->w, a->row, k->x, b->edge_src, b->dst_offset, N, F);
+    pt_lap(sw, PT_SCHNET_OP_CFCONV);
+    pt_linear_forward(k->u, k->m, w->conv_lin2_w, w->conv_lin2_b, N, F, H, 0.0f, prec);
+    pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_ssp_forward(k->u, k->sig2, NULL, N, H);
+    pt_lap(sw, PT_SCHNET_OP_NODE_SSP);
+    residual_init(a->h[t + 1], a->h[t], w->lin_b, N, H);
+    pt_lap(sw, PT_SCHNET_OP_OTHER);
+    pt_linear_forward(a->h[t + 1], k->u, w->lin_w, NULL, N, H, H, 1.0f, prec);
+    pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
+}
+
+/* dh holds dL/dh_{t+1} on entry and dL/dh_t on return (in place: the
+ * residual path is the identity). */
+void pt_schnet_block_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b, int t,
+                              pt_schnet_params *d, pt_stopwatch *sw)
+{
+    const pt_schnet_config *c = &m->cfg;
+    const pt_schnet_block *w = &m->params.block[t];
+    pt_schnet_block *dw = &d->block[t];
+    pt_schnet_block_acts *k = &a->block[t];
+    const int N = b->cap_nodes, H = c->hidden, F = c->filters, G = c->gaussians;
+    const int U = a->n_rows;
+    const pt_precision prec = a->precision;
+
+    pt_linear_backward(a->du, dw->lin_w, dw->lin_b, a->dh, k->u, w->lin_w, N, H, H, 0.0f, prec);
+    pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
+    pt_ssp_backward(a->du, dw->conv_lin2_b, k->sig2, N, H);
+    pt_lap(sw, PT_SCHNET_OP_NODE_SSP);
+    pt_linear_backward(a->dm, dw->conv_lin2_w, NULL, a->du, k->m, w->conv_lin2_w, N, F, H, 0.0f,
+                       prec);
+    pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
+    /* dm → dx and dP (per filter row, cutoff included); then the filter
+     * network: A2, a2 → ssp → A1, a1; e needs no gradient */
+    pt_cfconv_backward(a->dx, a->dp, a->dm, k->x, k->w, a->cut, a->row, a->first, b->edge_src,
+                       b->dst_offset, N, F);
+    pt_lap(sw, PT_SCHNET_OP_CFCONV);
+    pt_schnet_filter_backward(w, dw, k, a, U, G, F, sw);
+    pt_linear_backward(a->dh, dw->conv_lin1_w, NULL, a->dx, a->h[t], w->conv_lin1_w, N, H, F,
+                       1.0f, prec);
+    pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
+}
