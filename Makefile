@@ -132,6 +132,10 @@ $(BUILD)/engine/model/bf16_avx512.o: CFLAGS += -Wno-unknown-pragmas -mavx512f -m
 $(BUILD)/engine/model/sgemm_avx512.o: CFLAGS += -Wno-unknown-pragmas -mavx512f
 $(BUILD)/engine/model/sgemm_avx2.o: CFLAGS += -Wno-unknown-pragmas -mavx2 -mfma
 endif
+# Adam's update vectorises its sqrtf only when the call need not set errno
+# (its argument, Adam's v, is never negative); gcc 12 drops the option when
+# it comes from a pragma on a target_clones function (engine/train/optim.c).
+$(BUILD)/engine/train/optim.o: CFLAGS += -fno-math-errno
 
 $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)

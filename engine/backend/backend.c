@@ -203,7 +203,9 @@ int pt_backend_open(pt_grad_engine *eng, const pt_train_data *data, pt_errors *e
     eng->compute = pt_backend_compute;
     eng->phases = backend_phases;
     eng->close = backend_close;
-    if (be->stage > 0) eng->update = pt_backend_update;
+    /* stage 0: the update split over the replicas when they are the whole group */
+    if (be->stage > 0 || (be->R > 1 && be->group_R == be->R && be->group_first == 0))
+        eng->update = pt_backend_update;
     if (threads_start(be, errs)) goto fail;
     return 0;
 fail:

@@ -26,7 +26,9 @@
  *                          ZeRO: Adam state (1), + gradients (2), +
  *                          parameters (3) sharded over the replicas, Adam
  *                          state streamed from host memory (backend_zero.h);
- *                          at stage >= 1 the engine has an `update`
+ *                          at stage >= 1, and at stage 0 with R > 1
+ *                          replicas in one process (each updates its
+ *                          shard in place), the engine has an `update`
  *   threads                cores to use (0 = all): one OpenBLAS thread per
  *                          replica when R > 1 (OpenBLAS's thread count is
  *                          process-wide and its threaded GEMM serialises

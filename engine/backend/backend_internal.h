@@ -114,7 +114,7 @@ struct pt_backend {
     float *grads_in;           /* stage 0-1 gradient (full, reduced) for UPDATE / SUMSQ */
 };
 
-/* The engine's update (train.h) at stage >= 1: backend_zero.c. */
+/* The engine's update (train.h) at stage >= 1 and the split stage 0: backend_zero.c. */
 int pt_backend_update(void *self, pt_optim *opt, float *grads, double lr, double clip,
                       pt_errors *errs);
 

@@ -154,7 +154,9 @@ static float *grad_shard(pt_backend_replica *rep)
 
 static float *param_shard(pt_backend_replica *rep)
 {
-    return rep->be->stage == 3 ? rep->shard : rep->params + rep->lo;
+    pt_backend *be = rep->be;
+    if (be->stage == 0) return be->d->model->params_memory + rep->lo;   /* shared */
+    return be->stage == 3 ? rep->shard : rep->params + rep->lo;
 }
 
 /* Adam on the shard; with offload, m and v pass through the staging buffers
@@ -180,8 +182,9 @@ static void update_shard(pt_backend_replica *rep)
             memcpy(hv, rep->stage_v, k * sizeof(float));
         }
     }
-    /* the updated shard to the host copy (evaluation, checkpoints, gathers) */
-    memcpy(be->d->model->params_memory + rep->lo, p, len * sizeof(float));
+    /* the updated shard to the host copy (evaluation, checkpoints, gathers);
+     * stage 0 updated the host copy in place */
+    if (be->stage > 0) memcpy(be->d->model->params_memory + rep->lo, p, len * sizeof(float));
 }
 
 void pt_zero_run_task(pt_backend_replica *rep, pt_zero_task task)
@@ -352,12 +355,26 @@ void pt_backend_zero_gather(const pt_grad_engine *eng)
     be->params_fresh = 1;
 }
 
-/* The engine's update (train.h) on one process: the group is its replicas. */
+/* The engine's update (train.h) on one process: the group is its replicas.
+ * Stage 0 (R > 1): the replicas share the host's parameters and the loop's
+ * m and v, so each updates its shard of them in place, the update split R
+ * ways instead of run by the loop's thread alone while the replicas wait;
+ * the clipping stays the loop's own serial pt_grad_clip, so the result has
+ * the bits of the loop's pt_optim_step. */
 int pt_backend_update(void *self, pt_optim *opt, float *grads, double lr, double clip,
                       pt_errors *errs)
 {
     (void)errs;
     pt_backend *be = self;
+    if (be->stage == 0) {
+        if (clip > 0) pt_grad_clip(grads, be->n_params, clip);
+        be->opt = opt;
+        be->grads_in = grads;
+        be->clip_coef = 1.0f;
+        be->coeffs = pt_optim_begin(opt, lr);
+        pt_backend_dispatch(be, PT_TASK_UPDATE);
+        return 0;
+    }
     pt_grad_engine eng = {.self = be, .kind = PT_BACKEND_KIND};
     float coef = 1.0f;
     if (clip > 0) coef = pt_grad_clip_coef(sqrt(pt_backend_zero_sumsq(&eng, grads)), clip);

@@ -10,7 +10,11 @@
  * ranges of schnet.h's layer events: embedding, each interaction block, head.
  *
  *   stage 0  every replica holds parameters, gradient stack and Adam state
- *            in full; all-reduce; the training loop updates (the default).
+ *            in full; all-reduce (the default).  With R > 1 replicas in
+ *            one process (their parameters and Adam state are the host's
+ *            own) each replica updates its shard in place, the same
+ *            per-element arithmetic as the loop's serial update; else
+ *            the training loop updates.
  *   stage 1  + Adam's m and v sharded: after the all-reduce each replica
  *            updates only its shard of the parameters (pt_optim_update), writes
  *            it to the host copy, then the parameters are all-gathered into

@@ -5,23 +5,10 @@
 #ifndef PT_SCHNET_OPS_INTERNAL_H
 #define PT_SCHNET_OPS_INTERNAL_H
 
+#include "engine/core/simd.h"
 #include "engine/model/schnet_ops.h"
 
-/* The elementwise kernels are built twice — for the build's instruction set
- * (x86-64-v3, AVX2) and for x86-64-v4 (AVX-512) — and the dynamic loader
- * picks one for the CPU it runs on (gcc's target_clones: an ifunc).  The
- * release build stays portable while an AVX-512 CPU runs 16 lanes per
- * instruction instead of 8.  Both clones perform the same operations in the
- * same order on each element (vector width only changes how many elements
- * go at once; every sum over rows keeps its row order), so a result does not
- * depend on the clone taken.  Not with clang (make fuzz builds with it):
- * clang 14 names a clone set's ifunc "NAME.ifunc", so calls from other files
- * do not link; there the build's instruction set alone is used. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define PT_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "default")))
-#else
-#define PT_SIMD_CLONES
-#endif
+/* The elementwise kernels are built for AVX-512 and AVX2 (engine/core/simd.h). */
 
 /* Rows in a float block before the block joins the double total: short
  * enough that the float part stays accurate, long enough to vectorise. */

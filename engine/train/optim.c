@@ -1,9 +1,18 @@
-/* optim.c — Adam / AdamW over a flat buffer, torch.optim semantics; see optim.h. */
+/* optim.c — Adam / AdamW over a flat buffer, torch.optim semantics; see optim.h.
+ *
+ * The update is one pass over four arrays, vectorised (AVX-512 or AVX2
+ * clones, engine/core/simd.h).  gcc vectorises sqrtf only when it need not
+ * set errno: the Makefile builds this file with -fno-math-errno (the
+ * argument, Adam's v, is never negative).  Every operation stays IEEE-exact
+ * as written — vsqrtps and vdivps round like sqrtf and '/', contraction is
+ * off (-std=c11) — so every clone gives the bits of the scalar loop. */
 #include "engine/train/optim.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "engine/core/simd.h"
 
 pt_optim_params pt_optim_defaults(pt_optim_kind kind)
 {
@@ -87,11 +96,14 @@ pt_optim_coeffs pt_optim_begin(pt_optim *opt, double lr)
     };
 }
 
-void pt_optim_update(const pt_optim *opt, const pt_optim_coeffs *c, float *restrict param,
-                     const float *restrict grad, float *restrict m, float *restrict v,
-                     size_t first, size_t n)
+/* The loop of pt_optim_update; scale NULL means every element decays (s = 1,
+ * which the compiler folds: x·1 and 1 + (decay − 1) are exact). */
+static inline __attribute__((always_inline)) void adam_run(const pt_optim_coeffs *c,
+                                                           float *restrict param,
+                                                           const float *restrict grad,
+                                                           float *restrict m, float *restrict v,
+                                                           const float *restrict scale, size_t n)
 {
-    const float *scale = opt->decay_scale ? opt->decay_scale + first : NULL;
     const float b1 = c->b1, b2 = c->b2, one_b1 = c->one_b1, one_b2 = c->one_b2;
     const float step_size = c->step_size, inv_bc2_sqrt = c->inv_bc2_sqrt, eps = c->eps;
     const float l2 = c->l2, decay = c->decay;
@@ -99,11 +111,21 @@ void pt_optim_update(const pt_optim *opt, const pt_optim_coeffs *c, float *restr
         float s = scale ? scale[i] : 1.0f;
         float theta = param[i] * (1.0f + s * (decay - 1.0f));
         float g = grad[i] + s * l2 * param[i];
-        m[i] = b1 * m[i] + one_b1 * g;
-        v[i] = b2 * v[i] + one_b2 * g * g;
-        float denom = sqrtf(v[i]) * inv_bc2_sqrt + eps;
-        param[i] = theta - step_size * m[i] / denom;
+        float mi = b1 * m[i] + one_b1 * g;
+        float vi = b2 * v[i] + one_b2 * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        float denom = sqrtf(vi) * inv_bc2_sqrt + eps;
+        param[i] = theta - step_size * mi / denom;
     }
+}
+
+PT_SIMD_CLONES
+void pt_optim_update(const pt_optim *opt, const pt_optim_coeffs *c, float *param,
+                     const float *grad, float *m, float *v, size_t first, size_t n)
+{
+    if (opt->decay_scale) adam_run(c, param, grad, m, v, opt->decay_scale + first, n);
+    else adam_run(c, param, grad, m, v, NULL, n);
 }
 
 void pt_optim_step(pt_optim *opt, float *param, const float *grad, double lr)

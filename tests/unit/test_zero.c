@@ -45,6 +45,7 @@ typedef struct run_opts {
     int R, A, b, stage, offload;
     double clip;
     int steps;
+    int serial;   /* the loop's own clip + pt_optim_step even where the engine updates */
 } run_opts;
 
 /* Trains `steps` optimizer steps over epoch 0's packs from the initial
@@ -60,7 +61,8 @@ static float *train(const run_opts *o, double *curve, pt_backend_stats *bs)
     reset_params();
     pt_grad_engine eng;
     open_ok(&eng, &d);
-    assert_true((eng.update != NULL) == (o->stage > 0));
+    /* stage 0 splits the update over R > 1 replicas (backend_zero.h) */
+    assert_true((eng.update != NULL) == (o->stage > 0 || o->R > 1));
     size_t n = F.model.n_params;
     float *g = malloc(n * sizeof(float));
     pt_optim_params op = pt_optim_defaults(PT_OPTIM_ADAMW);
@@ -80,7 +82,7 @@ static float *train(const run_opts *o, double *curve, pt_backend_stats *bs)
         pt_step_stats st;
         assert_int_equal(eng.compute(eng.self, &F.packs, ids + first, cnt, NULL, g, &st, &errs), 0);
         curve[s] = st.loss_sum;
-        if (eng.update) {
+        if (eng.update && !o->serial) {
             assert_int_equal(eng.update(eng.self, &opt, g, 1e-3, o->clip, &errs), 0);
         } else {
             if (o->clip > 0) pt_grad_clip(g, n, o->clip);
@@ -102,6 +104,32 @@ static float *train(const run_opts *o, double *curve, pt_backend_stats *bs)
 }
 
 enum { STEPS = 12 };
+
+/* Stage 0's update split over the replicas: the bits of the loop's serial
+ * update, with and without clipping, uneven shards included. */
+static void test_stage0_split_update_is_serial_bits(void **state)
+{
+    (void)state;
+    const size_t n = F.model.n_params;
+    static const int layouts[][3] = {{2, 1, 2}, {3, 1, 1}, {4, 2, 1}};
+    for (size_t k = 0; k < sizeof layouts / sizeof *layouts; k++) {
+        for (int clip = 0; clip <= 1; clip++) {
+            const int *l = layouts[k];
+            double ref_curve[STEPS], curve[STEPS];
+            run_opts o = {.R = l[0], .A = l[1], .b = l[2], .stage = 0, .steps = STEPS,
+                          .clip = clip ? 0.05 : 0.0, .serial = 1};
+            float *ref = train(&o, ref_curve, NULL);
+            o.serial = 0;
+            float *p = train(&o, curve, NULL);
+            if (memcmp(p, ref, n * sizeof(float)) != 0)
+                fail_msg("R=%d A=%d b=%d clip %d: split update differs from the serial one "
+                         "(relative %g)", l[0], l[1], l[2], clip, rel_diff(p, ref, n));
+            assert_memory_equal(curve, ref_curve, sizeof curve);
+            free(p);
+            free(ref);
+        }
+    }
+}
 
 /* Stage 1 at any split, stages 2-3 with A = 1: the bits of stage 0. */
 static void test_same_bits_where_order_is_kept(void **state)
@@ -383,6 +411,7 @@ static void test_config_rules(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stage0_split_update_is_serial_bits),
         cmocka_unit_test(test_same_bits_where_order_is_kept),
         cmocka_unit_test(test_accumulation_within_rounding),
         cmocka_unit_test(test_clipping),
