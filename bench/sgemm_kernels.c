@@ -2,7 +2,7 @@
  * (engine/model/sgemm_kernels.h) on the model's real products, one thread,
  * so the policy "own kernel where it wins" rests on a measurement.
  *
- *   sgemm_kernels U N [SECONDS]
+ *   sgemm_kernels U N [SECONDS [IMPLS]]
  *
  * U: filter rows of a micro-batch, N: its node slots (bench_speed.sh and
  * schnet_profile print both).  The products of one training step of seed
@@ -17,18 +17,25 @@
  * "k", "impl", "gflops"}, then per implementation the step-weighted rate
  * {"impl", "weighted_gflops"} (each product weighted by how often a step
  * runs it: T = 4 blocks, 3 node layers per block), "auto" being what the
- * policy picks per product.  Prints the OpenBLAS kernel set in use. */
+ * policy picks per product.  IMPLS (default "openblas,avx512,avx2,auto")
+ * restricts the implementations, for quicker before/after comparisons.  Prints the OpenBLAS kernel set in use. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "engine/model/sgemm_kernels.h"
 
+/* The thread's CPU time, not the wall clock: on a shared machine the
+ * thread is descheduled for whole slices, which a wall clock counts as the
+ * kernel's time (rates moved 1.5x between runs at load 4-6); CPU time
+ * counts only the slices the product ran in.  What the load still costs
+ * (caches shared with other processes) is left in. */
 static double now(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -51,7 +58,7 @@ typedef struct op {
 int main(int argc, char **argv)
 {
     if (argc < 3 || atoi(argv[1]) <= 0 || atoi(argv[2]) <= 0) {
-        fprintf(stderr, "usage: sgemm_kernels U N [SECONDS]\n");
+        fprintf(stderr, "usage: sgemm_kernels U N [SECONDS [IMPLS]]\n");
         return 2;
     }
     int U = atoi(argv[1]), N = atoi(argv[2]);
@@ -74,6 +81,9 @@ int main(int argc, char **argv)
     const int n_ops = (int)(sizeof ops / sizeof ops[0]);
     const pt_sgemm_impl impls[] = {PT_SGEMM_OPENBLAS, PT_SGEMM_AVX512, PT_SGEMM_AVX2, PT_SGEMM_AUTO};
     const int n_impls = 4, rounds = 7;
+    const char *only = argc > 4 ? argv[4] : "openblas,avx512,avx2,auto";
+    int on[4];
+    for (int i = 0; i < n_impls; i++) on[i] = strstr(only, pt_sgemm_impl_name(impls[i])) != NULL;
     size_t big = (size_t)(U > N ? U : N) * 100;
     float *a = filled(big), *b = filled(big), *c = filled(big);
     double best[4][16] = {{0}};
@@ -88,7 +98,7 @@ int main(int argc, char **argv)
             for (int i = 0; i < n_impls; i++) {
                 const op *p = &ops[o];
                 pt_sgemm_impl im = impls[i];
-                if (!pt_sgemm_supported(im)) continue;
+                if (!on[i] || !pt_sgemm_supported(im)) continue;
                 int lda = p->ta == CblasTrans ? p->m : p->k, ldb = p->tb == CblasTrans ? p->k : p->n;
                 pt_sgemm_impl want = im == PT_SGEMM_AUTO ? pt_sgemm_choice(p->ta, p->tb, p->m, p->n,
                                                                            p->k) : im;
@@ -109,6 +119,7 @@ int main(int argc, char **argv)
                 if (rate > best[i][o]) best[i][o] = rate;
             }
     for (int i = 0; i < n_impls; i++) {
+        if (!on[i]) continue;
         if (!pt_sgemm_supported(impls[i])) {
             printf("{\"impl\":\"%s\",\"supported\":false}\n", pt_sgemm_impl_name(impls[i]));
             continue;

@@ -24,6 +24,11 @@
  * beta·C.  The accumulators are named variables (acc<row><vector>), not an array:
  * gcc keeps an array of vectors in memory and spills it on every step.
  * With rb and nv constant (SK(block)'s switch) every guard below folds. */
+/* B's vectors are loaded once per step into registers: without the empty asm
+ * gcc folds each load into every FMA that uses it (a memory operand), so a
+ * 3 x 7 tile issued 24 loads per 21 FMAs and the two load ports, not the
+ * FMA pipes, set the rate. */
+#define SK_REG(x) __asm__("" : "+v"(x))
 #define SK_V7(X, i) X(i, 0) X(i, 1) X(i, 2) X(i, 3) X(i, 4) X(i, 5) X(i, 6)
 #define SK_IV(X) SK_V7(X, 0) SK_V7(X, 1) SK_V7(X, 2) SK_V7(X, 3) SK_V7(X, 4) SK_V7(X, 5)
 #define SK_I(X) X(0) X(1) X(2) X(3) X(4) X(5)
@@ -40,7 +45,9 @@
 /* B rows are packed with a stride of whole vectors (sgemm_kernels.c), so
  * the last vector is read whole: its extra lanes only feed accumulator
  * lanes that are never stored. */
-#define SK_LOADB(v) V b##v = (v) < nv ? VLOADU(bp + (v) * VW) : VZERO();
+#define SK_LOADB(v)                                                                      \
+    V b##v = (v) < nv ? VLOADU(bp + (v) * VW) : VZERO();                                 \
+    if ((v) < nv) SK_REG(b##v);
 /* one broadcast at a time, each used by its row's FMAs at once, so that
  * only one A value is live (the AVX2 tile has no register to spare) */
 #define SK_FMA(i, v) if ((v) < nv) acc##i##v = VFMA(ai, b##v, acc##i##v);
@@ -81,10 +88,14 @@ static inline __attribute__((always_inline)) void SK(tile)(int rb, int nv, MASK_
         break;
 #define SK_ROW(R) SK_NV_CASES(R)
 
-/* One tile with run-time (rb, nv) dispatched to its constant-bound copy. */
-static void SK(block)(int rb, int nv, MASK_T last, int k, const float *a, long ars, long aps,
-                      const float *b, long ldb, float beta, const float *bias, float *c,
-                      long ldc)
+/* One tile with run-time (rb, nv) dispatched to its constant-bound copy.
+ * Not inlined into the loops over tiles: there their pointers and counters
+ * crowded the registers, and gcc spilled one of B's vectors to the stack in
+ * the innermost loop (a store and three reloads per step). */
+static __attribute__((noinline)) void SK(block)(int rb, int nv, MASK_T last, int k,
+                                                const float *a, long ars, long aps,
+                                                const float *b, long ldb, float beta,
+                                                const float *bias, float *c, long ldc)
 {
     switch (rb * 16 + nv) {
         SK_ROW(1)
