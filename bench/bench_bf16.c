@@ -16,7 +16,10 @@
  *           (what training in bf16 mode calls; conversion included)
  *   bf16    pt_bf16_gemm: operands already bf16
  * Every measurement is the best of 3 rounds of ≥ 40 ms, the rounds of the
- * three implementations interleaved.  One JSON object per line; "blas_core"
+ * three implementations interleaved.  "*_gflops" are per second of wall
+ * clock; "*_cpu_gflops" per second of CPU time of the process (all its
+ * threads), which a shared, loaded machine disturbs far less (at 1 thread
+ * they are the same number on a quiet machine).  One JSON object per line; "blas_core"
  * names the kernel OpenBLAS picked (OPENBLAS_CORETYPE overrides it, see
  * bench_bf16.sh). */
 #include <cblas.h>
@@ -28,12 +31,14 @@
 
 char *openblas_get_corename(void); /* exported by OpenBLAS, not in cblas.h */
 
-static double now(void)
+static double clock_s(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+static double now(void) { return clock_s(CLOCK_MONOTONIC); }
 
 static float *filled(size_t n, unsigned salt)
 {
@@ -83,21 +88,24 @@ static void run_once(const product *p, int impl)
     }
 }
 
-/* GFLOP/s of one round of at least 40 ms */
-static double round_rate(const product *p, int impl)
+/* GFLOP/s of one round of at least 40 ms, per wall second and per CPU second */
+static double round_rate(const product *p, int impl, double *cpu_rate)
 {
     run_once(p, impl); /* warm caches and the allocator */
     long reps = 0;
-    double t0 = now(), t = t0;
+    double t0 = now(), t = t0, c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
     while (t - t0 < 0.04) {
         run_once(p, impl);
         reps++;
         t = now();
     }
-    return 2.0 * p->m * p->n * p->k * (double)reps / (t - t0) * 1e-9;
+    double flops = 2.0 * p->m * p->n * p->k * (double)reps;
+    *cpu_rate = flops / (clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) * 1e-9;
+    return flops / (t - t0) * 1e-9;
 }
 
-static void bench_shape(int rows, int in, int out, int threads, double *flops, double *secs)
+static void bench_shape(int rows, int in, int out, int threads, double *flops, double *secs,
+                        double *cpu_secs)
 {
     size_t nx = (size_t)rows * in, ny = (size_t)rows * out, nw = (size_t)out * in;
     float *x = filled(nx, 1), *dy = filled(ny, 2), *w = filled(nw, 3);
@@ -110,22 +118,26 @@ static void bench_shape(int rows, int in, int out, int threads, double *flops, d
         {"dW", CblasTrans, CblasNoTrans, out, in, rows, out, in, dy, x, dy16, x16, c},
     };
     for (int i = 0; i < 3; i++) {
-        double best[IMPLS] = {0};
+        double best[IMPLS] = {0}, best_cpu[IMPLS] = {0};
         for (int round = 0; round < 3; round++)
             for (int impl = 0; impl < IMPLS; impl++) {
-                double r = round_rate(&ps[i], impl);
+                double rc, r = round_rate(&ps[i], impl, &rc);
                 if (r > best[impl]) best[impl] = r;
+                if (rc > best_cpu[impl]) best_cpu[impl] = rc;
             }
         double f = 2.0 * ps[i].m * ps[i].n * ps[i].k;
         for (int impl = 0; impl < IMPLS; impl++) {
             flops[impl] += f;
             secs[impl] += f / (best[impl] * 1e9);
+            cpu_secs[impl] += f / (best_cpu[impl] * 1e9);
         }
         printf("{\"shape\":\"%dx%d->%d\",\"product\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,"
                "\"threads\":%d,\"sgemm_gflops\":%.1f,\"bf16s_gflops\":%.1f,\"bf16_gflops\":%.1f,"
-               "\"bf16s_vs_sgemm\":%.2f,\"bf16_vs_sgemm\":%.2f}\n",
+               "\"bf16s_vs_sgemm\":%.2f,\"bf16_vs_sgemm\":%.2f,\"sgemm_cpu_gflops\":%.1f,"
+               "\"bf16s_cpu_gflops\":%.1f,\"bf16_cpu_gflops\":%.1f}\n",
                rows, in, out, ps[i].name, ps[i].m, ps[i].n, ps[i].k, threads, best[SGEMM],
-               best[BF16S], best[BF16], best[BF16S] / best[SGEMM], best[BF16] / best[SGEMM]);
+               best[BF16S], best[BF16], best[BF16S] / best[SGEMM], best[BF16] / best[SGEMM],
+               best_cpu[SGEMM], best_cpu[BF16S], best_cpu[BF16]);
         fflush(stdout);
     }
     free(x); free(dy); free(w); free(c); free(x16); free(dy16); free(w16);
@@ -153,13 +165,14 @@ int main(int argc, char **argv)
         int threads = threads_list[t] < 1 ? 1 : threads_list[t];
         openblas_set_num_threads(threads);
         pt_bf16_set_threads(threads);
-        double flops[IMPLS] = {0}, secs[IMPLS] = {0};
+        double flops[IMPLS] = {0}, secs[IMPLS] = {0}, cpu_secs[IMPLS] = {0};
         for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
-            bench_shape(shapes[s][0], shapes[s][1], shapes[s][2], threads, flops, secs);
+            bench_shape(shapes[s][0], shapes[s][1], shapes[s][2], threads, flops, secs, cpu_secs);
         printf("{\"shape\":\"all\",\"threads\":%d,\"blas_core\":\"%s\"", threads,
                openblas_get_corename());
         for (int impl = 0; impl < IMPLS; impl++)
-            printf(",\"%s_gflops\":%.1f", IMPL_NAME[impl], flops[impl] / secs[impl] * 1e-9);
+            printf(",\"%s_gflops\":%.1f,\"%s_cpu_gflops\":%.1f", IMPL_NAME[impl],
+                   flops[impl] / secs[impl] * 1e-9, IMPL_NAME[impl], flops[impl] / cpu_secs[impl] * 1e-9);
         printf(",\"bf16s_vs_sgemm\":%.2f,\"bf16_vs_sgemm\":%.2f}\n",
                secs[SGEMM] / secs[BF16S], secs[SGEMM] / secs[BF16]);
     }

@@ -246,6 +246,12 @@ static void scale_c(float *c, int ldc, int m, int n, float beta)
     }
 }
 
+/* every row of C = bias: the C that pt_bf16_sgemm_bias's product adds to */
+static void fill_bias(float *c, int ldc, int m, int n, const float *bias)
+{
+    for (int i = 0; i < m; i++) memcpy(c + (size_t)i * ldc, bias, (size_t)n * sizeof(float));
+}
+
 /* Scalar packing, same layout as pt_bf16_avx512_pack_b: for the portable
  * kernel's pt_bf16_packed and as the test of the AVX-512 packer. */
 static void pack_b_portable(const pt_bf16_job *job)
@@ -406,6 +412,13 @@ static int job_init(pt_bf16_job *job, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, in
 static int run(pt_bf16_job *job, const pt_bf16_packed *pb)
 {
     if (job->m == 0 || job->n == 0) return PT_BF16_OK;
+    if (job->bias && (job->k == 0 || job->alpha == 0.0f ||
+                      pt_bf16_kernel_active() == PT_BF16_KERNEL_PORTABLE)) {
+        /* C = bias, then C += product: what the kernel's bias mode computes */
+        fill_bias(job->c, job->ldc, job->m, job->n, job->bias);
+        job->bias = NULL;
+        job->beta = 1.0f;
+    }
     if (job->k == 0 || job->alpha == 0.0f) {
         scale_c(job->c, job->ldc, job->m, job->n, job->beta);
         return PT_BF16_OK;
@@ -431,6 +444,18 @@ int pt_bf16_sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, f
     pt_bf16_job job;
     int rc = job_init(&job, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, 1);
     return rc ? rc : run(&job, NULL);
+}
+
+int pt_bf16_sgemm_bias(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
+                       const float *a, int lda, const float *b, int ldb, const float *bias,
+                       float *c, int ldc)
+{
+    pt_bf16_job job;
+    int rc = job_init(&job, ta, tb, m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc, 1);
+    if (rc) return rc;
+    if (m > 0 && n > 0 && !bias) return PT_BF16_ENULL;
+    job.bias = bias;
+    return run(&job, NULL);
 }
 
 /* --- packed B ------------------------------------------------------------- */

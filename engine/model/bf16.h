@@ -103,6 +103,14 @@ int pt_bf16_sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, f
                   const float *a, int lda, const float *b, int ldb, float beta, float *c,
                   int ldc);
 
+/* C = alpha · op(A) · op(B) + bias, bias[n] added to every row (a Linear
+ * layer's forward; C is not read): the same bits as filling each row of C
+ * with bias and calling pt_bf16_sgemm with beta = 1, without that pass over
+ * C.  bias NULL (with m, n > 0) is PT_BF16_ENULL. */
+int pt_bf16_sgemm_bias(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
+                       const float *a, int lda, const float *b, int ldb, const float *bias,
+                       float *c, int ldc);
+
 /* op(B) packed once and reused: the weights of a layer, re-packed after each
  * optimizer step with pt_bf16_pack_update (no allocation). */
 typedef struct pt_bf16_packed {

@@ -43,6 +43,23 @@ static inline __m512i round16(__m512i u)
     return _mm512_mask_mov_epi32(r, nan, quiet);
 }
 
+/* 16 fp32 lanes rounded to bf16 (16 × 16 bits).  vcvtneps2bf16 rounds to
+ * nearest even and quiets NaN exactly as pt_bf16_round_bits does (checked on
+ * all 2^32 inputs), except that it reads fp32 subnormals as zero, where
+ * pt_bf16_round_bits rounds them (up to bf16's smallest normal for the
+ * largest ones): a vector holding a subnormal takes the integer path, so the
+ * bits are always pt_bf16_round_bits'. */
+static inline __m256i round16h(__m512 x)
+{
+    const __m512i u = _mm512_castps_si512(x);
+    const __m512i abs = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+    /* 1 ≤ |x| bits ≤ 0x007fffff ⇔ subnormal */
+    const __mmask16 sub = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(abs, _mm512_set1_epi32(1)),
+                                                  _mm512_set1_epi32(0x007fffff));
+    if (__builtin_expect(sub != 0, 0)) return _mm512_cvtepi32_epi16(round16(u));
+    return (__m256i)_mm512_cvtneps_pbh(x);
+}
+
 /* Masked loads and stores cost several times a plain one on the Zen 5 this
  * was measured on (the packing loops ran 2× slower), so the full-width case
  * takes plain instructions and only a row's tail is masked. */
@@ -57,12 +74,17 @@ static inline void store_ps(float *p, __mmask16 m, __m512 x)
     else _mm512_mask_storeu_ps(p, m, x);
 }
 
-/* Up to 16 consecutive elements (lanes outside m read as 0) as bf16 bits. */
+/* Up to 16 consecutive elements (lanes outside m read as 0) as bf16. */
+static inline __m256i load16h(const void *src, int f32, __mmask16 m)
+{
+    if (f32) return round16h(load_ps(m, src));
+    return m == 0xffff ? _mm256_loadu_si256(src) : _mm256_maskz_loadu_epi16(m, src);
+}
+
+/* The same, one bf16 in the low half of each 32-bit lane. */
 static inline __m512i load16(const void *src, int f32, __mmask16 m)
 {
-    if (f32) return round16(_mm512_castps_si512(load_ps(m, src)));
-    __m256i h = m == 0xffff ? _mm256_loadu_si256(src) : _mm256_maskz_loadu_epi16(m, src);
-    return _mm512_cvtepu16_epi32(h);
+    return _mm512_cvtepu16_epi32(load16h(src, f32, m));
 }
 
 /* mask of the first `count` lanes; count ≤ 0 (the zero padding) gives none */
@@ -77,8 +99,7 @@ static void convert_run(uint16_t *dst, const void *src, int f32, int count, int 
 {
     size_t size = f32 ? sizeof(float) : sizeof(uint16_t);
     for (int j = 0; j < padded; j += 16) {
-        __m512i v = load16((const char *)src + (size_t)j * size, f32, lanes(count - j));
-        __m256i h = _mm512_cvtepi32_epi16(v);
+        __m256i h = load16h((const char *)src + (size_t)j * size, f32, lanes(count - j));
         if (padded - j >= 16) _mm256_storeu_si256((__m256i *)(dst + j), h);
         else _mm256_mask_storeu_epi16(dst + j, lanes(padded - j), h);
     }
@@ -101,33 +122,28 @@ static void interleave_run(uint32_t *dst, const void *lo, const void *hi, int f3
     }
 }
 
-static inline uint16_t scalar_bits(const void *p, int f32)
-{
-    if (f32) {
-        uint32_t u;
-        memcpy(&u, p, sizeof(u));
-        return pt_bf16_round_bits(u);
-    }
-    uint16_t h;
-    memcpy(&h, p, sizeof(h));
-    return h;
-}
-
 /* op(B) stored transposed (the weights W[out][in] of a Linear): column col of
- * op(B) is row col of the source, so each pair is two adjacent elements. */
+ * op(B) is row col of the source, so pair p is two adjacent elements, and a
+ * source row rounded to bf16 in place is already its column of pairs; 16
+ * pairs at a time are rounded in vectors, then stored down the column. */
 static void pack_b_transposed(const pt_bf16_job *job, int p_begin, int p_end)
 {
     const pt_bf16_operand *b = &job->b;
+    const size_t size = b->f32 ? sizeof(float) : sizeof(uint16_t);
+    uint32_t pairs[16];
     for (int col = 0; col < job->n; col++) {
         int panel = col / NP, width = job->n - panel * NP < NP ? job->n - panel * NP : NP;
         int wp = (width + 15) / 16 * 16;
         uint32_t *dst = job->bp + (size_t)panel * job->kp * NP + (size_t)(col % NP);
-        for (int p = p_begin; p < p_end; p++) {
-            uint32_t lo = scalar_bits(elem_at(b, (size_t)col, (size_t)2 * p), b->f32);
-            uint32_t hi = 2 * p + 1 < job->k
-                              ? scalar_bits(elem_at(b, (size_t)col, (size_t)2 * p + 1), b->f32)
-                              : 0;
-            dst[(size_t)p * wp] = lo | hi << 16;
+        const char *row = elem_at(b, (size_t)col, 0);
+        for (int p0 = p_begin; p0 < p_end; p0 += 16) {
+            int k0 = 2 * p0;
+            __m256i lo = load16h(row + (size_t)k0 * size, b->f32, lanes(job->k - k0));
+            __m256i hi = load16h(row + (size_t)(k0 + 16) * size, b->f32, lanes(job->k - k0 - 16));
+            __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+            _mm512_storeu_si512(pairs, both);
+            int count = p_end - p0 < 16 ? p_end - p0 : 16;
+            for (int i = 0; i < count; i++) dst[(size_t)(p0 + i) * wp] = pairs[i];
         }
     }
     /* the last panel's padding columns */
@@ -197,7 +213,8 @@ typedef struct tile {
     int ldc, mr;
     __mmask16 last; /* valid lanes of the last 16 columns */
     float alpha, beta;
-    int mode;       /* 0: C = αacc, 1: C = αacc + βC, 2: C = αacc + C */
+    const float *bias; /* mode 3: this tile's first column's bias */
+    int mode; /* 0: C = αacc, 1: C = αacc + βC, 2: C = αacc + C, 3: C = αacc + bias */
 } tile;
 
 /* The micro-kernel: 6 × nv accumulators live in registers for the whole k
@@ -245,6 +262,8 @@ static inline __attribute__((always_inline)) void tile_run(const tile *t, const 
                 x = _mm512_mul_ps(va, acc[r][v]);
             else if (mode == 1)
                 x = _mm512_fmadd_ps(va, acc[r][v], _mm512_mul_ps(vb, load_ps(m, c + 16 * v)));
+            else if (mode == 3)
+                x = _mm512_fmadd_ps(va, acc[r][v], load_ps(m, t->bias + 16 * v));
             else
                 x = _mm512_fmadd_ps(va, acc[r][v], load_ps(m, c + 16 * v));
             store_ps(c + 16 * v, m, x);
@@ -271,7 +290,7 @@ void pt_bf16_avx512_rows(const pt_bf16_job *job, int i_begin, int i_end, uint32_
         t.ldc = job->ldc;
         t.alpha = job->alpha;
         t.beta = job->beta;
-        t.mode = pc > 0 ? 2 : job->beta != 0.0f ? 1 : 0;
+        t.mode = pc > 0 ? 2 : job->bias ? 3 : job->beta != 0.0f ? 1 : 0;
         for (int ic = i_begin; ic < i_end; ic += MC) {
             int mc = i_end - ic < MC ? i_end - ic : MC;
             int mcp = (mc + MR - 1) / MR * MR;
@@ -280,6 +299,7 @@ void pt_bf16_avx512_rows(const pt_bf16_job *job, int i_begin, int i_end, uint32_
                 int width = job->n - n0 < NP ? job->n - n0 : NP, nv = (width + 15) / 16;
                 t.b = job->bp + (size_t)(n0 / NP) * job->kp * NP + (size_t)(pc / 2) * 16 * nv;
                 t.last = lanes(width - 16 * (nv - 1));
+                t.bias = job->bias ? job->bias + n0 : NULL;
                 for (int ir = 0; ir < mc; ir += MR) {
                     t.a = apack + ir * t.sr;
                     t.mr = mc - ir < MR ? mc - ir : MR;

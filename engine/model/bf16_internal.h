@@ -32,6 +32,7 @@ typedef struct pt_bf16_job {
     float alpha, beta;
     pt_bf16_operand a, b;
     uint32_t *bp;          /* packed B, pt_bf16_packed_pairs(k, n) entries */
+    const float *bias;     /* n floats added to every row of C (then beta = 0), or NULL */
     float *c;
     int ldc;
 } pt_bf16_job;
