@@ -406,11 +406,28 @@ stop_server "$SERVER_PID" TERM
 # --- item 8: the disk fills up while a job writes its checkpoints --------------------------------------
 # A 16 MB disk of the server's own; once the job has a checkpoint, a filler
 # file takes every free byte (written through /proc/PID/root, which reaches
-# the server's private mount, or the plain mount where that is the fallback).
+# the server's private mount, or the plain mount where that is the fallback)
+# and keeps taking whatever is freed (keep_full): the server goes on writing
+# and freeing its own files (the store's write-ahead log, the worker's
+# partial checkpoint), and on a loaded machine those frees came after a
+# one-off fill, so the disk had room again and a worker was started on it.
 # The worker's next checkpoint finds no space, and so do the store's commits:
 # the job goes back to the queue (recorded once the store takes writes
 # again), is not started while the disk is below --min-free, and resumes from
-# its last checkpoint once the filler is gone.
+# its last checkpoint once the filler is gone.  Every wait here is for the
+# condition it names, with deadlines far above a quiet run's (about 5 s in all).
+until_true() { # SECONDS COMMAND...: runs COMMAND every 0.05 s until it succeeds; 1 after SECONDS
+  local deadline=$((SECONDS + $1)); shift
+  until "$@"; do [ $SECONDS -lt $deadline ] || return 1; sleep 0.05; done
+}
+keep_full() { # FILE STOP: appends to FILE whenever its disk has a free byte, until STOP exists
+  while [ ! -e "$2" ]; do cat /dev/zero >>"$1" 2>/dev/null; sleep 0.05; done
+}
+disk_full() { "$PY" -c 'import os, sys; sys.exit(os.statvfs(sys.argv[1]).f_bavail != 0)' "$1"; }
+worker_of() { pgrep -f -- "--job [j]${1#j}"; }
+has_worker() { worker_of "$1" >/dev/null; }
+no_worker_of() { ! has_worker "$1"; }
+checkpoints() { ls "$1" 2>/dev/null | grep -c '^ckpt-.*safetensors$'; }
 D=$WORK/f8
 small_disk_server "$D" 16m --workers 1 --min-free 1000000 || { finish; exit 1; }
 req POST "/v1/datasets?name=demo" --data-binary @"$DEMO"
@@ -422,19 +439,19 @@ R=/proc/$SERVER_PID/root$D
 # The job takes well under a second: the worker runs in slices of 10 ms
 # (SIGSTOP/SIGCONT) until its first checkpoint is on disk, and stays stopped
 # while the disk is filled.
-for _ in $(seq 1 500); do pgrep -f -- "--job $JOB8" >/dev/null && break; sleep 0.02; done
-W=$(pgrep -f -- "--job $JOB8")
+check "item 8: the job's worker starts" until_true 120 has_worker "$JOB8"
+W=$(worker_of "$JOB8")
 kill -STOP $W
-for _ in $(seq 1 3000); do
-  [ "$(ls "$R/jobs/$JOB8/checkpoints" 2>/dev/null | grep -c '^ckpt-.*safetensors$')" -ge 1 ] && break
+deadline=$((SECONDS + 300))
+while [ "$(checkpoints "$R/jobs/$JOB8/checkpoints")" -lt 1 ] && [ $SECONDS -lt $deadline ]; do
   kill -CONT $W; sleep 0.01; kill -STOP $W
 done
-check "item 8: the job has written a checkpoint" test "$(ls "$R/jobs/$JOB8/checkpoints" | grep -c '^ckpt-.*safetensors$')" -ge 1
+check "... and writes a checkpoint" test "$(checkpoints "$R/jobs/$JOB8/checkpoints")" -ge 1
 dd if=/dev/zero of="$R/filler" bs=64k 2>/dev/null
+keep_full "$R/filler" "$WORK/filler.stop" & FILLER_PID=$!
+check "... then the disk is full" until_true 60 disk_full "$R"
 kill -CONT $W
-check "... then the disk is full" "$PY" -c 'import os, sys; assert os.statvfs(sys.argv[1]).f_bavail == 0' "$R"
-for _ in $(seq 1 300); do pgrep -f -- "--job $JOB8" >/dev/null || break; sleep 0.1; done
-check "... and the worker has ended on it" test -z "$(pgrep -f -- "--job $JOB8")"
+check "... and the worker has ended on it" until_true 300 no_worker_of "$JOB8"
 req GET /healthz
 expect "... the server keeps serving: /healthz 200" "$STATUS" 200
 req GET "/v1/jobs/$JOB8"
@@ -451,11 +468,14 @@ for n in names:
         b = f.read()
     h = int.from_bytes(b[:8], "little")
     assert len(b) > 8 + h, n' "$R/jobs/$JOB8/checkpoints"
-sleep 2
-req GET "/v1/jobs/$JOB8"
-expect "... while the disk stays full no worker is started for it" "$(pgrep -f -- "--job $JOB8" | wc -l)" 0
+# The scheduler says so when a free slot finds no room; only then does "no
+# worker" mean it declined to start one.
+check "... while the disk stays full the scheduler holds the queued job back (server log)" \
+  until_true 300 grep -q "queued jobs wait until there is room: the data directory has" "$D.log"
+expect "... and no worker is started for it" "$(worker_of "$JOB8" | wc -l)" 0
+touch "$WORK/filler.stop"; wait $FILLER_PID
 rm -f "$R/filler"
-check "... room again: the job resumes and succeeds" wait_state "$JOB8" succeeded 120
+check "... room again: the job resumes and succeeds" wait_state "$JOB8" succeeded 300
 expect_match "... having gone back to the queue, saying why and what it resumes from (no server path)" \
   "$(jget "$BODY" '[t["reason"] for t in j["transitions"] if t["to"] == "queued" and "disk" in t["reason"]][0]')" \
   "^the server's disk is full \((training failed: )?[^/ ]+: cannot write: No space left on device\); queued again: retry 1 of 2 resumes from checkpoint step [0-9]+ once the data directory has room$"
