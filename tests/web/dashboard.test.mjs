@@ -42,6 +42,10 @@ async function check(name, page, fn) {
   } catch (e) {
     failed++;
     console.log(`FAIL ${name}: ${e.message.split('\n')[0]}`);
+    // Playwright's call log says what an action was waiting for (visible,
+    // enabled, stable, hit by the pointer): the last lines explain a timeout.
+    const log = e.message.split('\n').slice(1).filter(l => l.trim() && !/^=+/.test(l.trim()));
+    for (const line of log.slice(-8)) console.log(`     ${line.trim()}`);
     const shot = join(opt.out, `FAIL-${name.replace(/[^\w]+/g, '-').slice(0, 60)}.png`);
     await page?.screenshot({ path: shot, fullPage: true }).catch(() => {});
   }
