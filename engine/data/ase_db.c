@@ -348,7 +348,7 @@ static int apply_distance_unit(ase_db *a, const json_t *md, json_t *units)
 /* The unit a role needs, as powers of (length, energy). */
 static int role_dims(int role, int *length, int *energy)
 {
-    *length = role == ROLE_FORCES ? -1 : role == ROLE_STRESS ? -3 : 0;
+    *length = role == ROLE_FORCES ? -1 : role == ROLE_STRESS ? -3 : 0;   /* targets, atom columns: 0 */
     *energy = 1;
     return role != ROLE_NONE;
 }
@@ -393,7 +393,7 @@ static int apply_property_units(ase_db *a, const json_t *md, json_t *units)
             if (u.unitless) json_object_set_new(entry, "note", json_string("no unit: values kept as stored"));
             continue;
         }
-        if (e->role == ROLE_TARGET && !pt_ase_unit_is(&u, 0, 1)) {   /* not an energy: kept as is */
+        if ((e->role == ROLE_TARGET || e->role == ROLE_ATOM) && !pt_ase_unit_is(&u, 0, 1)) {   /* not an energy: kept as is */
             json_object_set_new(entry, "note", json_string("not an energy: values kept as stored"));
             continue;
         }
@@ -482,11 +482,41 @@ static void choose_targets(ase_db *a)
     }
 }
 
+/* Real arrays of one value per atom, (n,) or (n, 1), become per-atom columns
+ * by name, as extended XYZ keeps R:1 columns (calculator charges, magmoms,
+ * data entries such as per-atom energies).  So does a name per atom in most
+ * of its rows whose array size changes from row to row; a row where it does
+ * not fit is then an error there (a bad shape).  One size everywhere that
+ * matches the atom count only in some rows (a dipole in the 3-atom rows) is
+ * not per atom, nor is the calculator's dipole, nor an integer array (tags).
+ * Before choose_targets: (1,) in a 1-atom row also fits as a number. */
+static void choose_atom_columns(ase_db *a)
+{
+    for (uint32_t c = 0; c < a->n_cands; c++) {
+        ase_cand *e = &a->cands[c];
+        if (e->role != ROLE_NONE || !e->fits[FIT_ATOM_SCALAR]) continue;
+        if (e->source == SRC_CALC && !strcmp(e->name, "dipole")) continue;
+        int mostly = e->kind == K_MIXED && 2 * e->fits[FIT_ATOM_SCALAR] > e->rows && e->count_varies;
+        if (e->kind != K_ATOM_SCALAR && !mostly) continue;
+        if (e->int_atom_rows == e->fits[FIT_ATOM_SCALAR]) {
+            snprintf(e->note, sizeof e->note, "not stored: integers per atom are not a label (extended XYZ "
+                     "keeps real columns only)");
+            continue;
+        }
+        if (strlen(e->name) >= PT_KEY_MAX) {
+            snprintf(e->note, sizeof e->note, "not stored: per-atom column names are at most %d characters",
+                     PT_KEY_MAX - 1);
+            continue;
+        }
+        e->role = ROLE_ATOM;
+    }
+}
+
 /* ---- the description ----------------------------------------------------- */
 
 static void describe(const ase_db *a, json_t *info, json_t *metadata, json_t *units)
 {
-    static const char *const role_names[] = {NULL, "target", "forces", "stress"};
+    static const char *const role_names[] = {NULL, "target", "forces", "stress", "atom column"};
     json_t *cands = json_array();
     for (uint32_t c = 0; c < a->n_cands; c++) {
         const ase_cand *e = &a->cands[c];
@@ -535,6 +565,7 @@ static int prepare(ase_db *a, const char *path, json_t **metadata, json_t *units
     if (choose(a, a->opt->forces_key, "forces", FIT_VEC3, ROLE_FORCES, "forces_key", &a->forces) < 0 ||
         choose(a, a->opt->stress_key, "stress", FIT_STRESS, ROLE_STRESS, "stress_key", &a->stress) < 0)
         return -1;
+    choose_atom_columns(a);
     choose_targets(a);
     if (*metadata && (apply_distance_unit(a, *metadata, units) < 0 || apply_property_units(a, *metadata, units) < 0))
         return -1;

@@ -13,7 +13,12 @@
  *   - the row's data dictionary (SchNetPack keeps energy and forces there),
  *     named "data.KEY" ("data.a.b" when nested).
  * Every per-structure scalar (a number, or an array of one element such as
- * SchNetPack's energy of shape (1,)) becomes a target column under its name.
+ * SchNetPack's energy of shape (1,)) becomes a target column under its name,
+ * and every real array of one value per atom ((n,) or (n, 1): calculator
+ * charges and magmoms, data.energies) a per-atom column (format.h
+ * atom_vals), as extended XYZ keeps its R:1 columns; which names qualify is
+ * ase_db.c's choose_atom_columns.  The systems table's own per-atom inputs
+ * (initial_charges, initial_magmoms, masses, momenta, tags) are not read.
  * One per-atom 3-vector becomes the forces and one 3x3 / Voigt-6 array the
  * stress; which, is chosen by name (forces_key, stress_key) with this rule:
  *

@@ -28,7 +28,8 @@ enum ase_fit { FIT_SCALAR, FIT_VEC3, FIT_STRESS, FIT_ATOM_SCALAR, N_FIT };
 
 /* What a name is over all rows, decided after the survey. */
 enum ase_kind { K_SCALAR, K_VEC3, K_STRESS, K_ATOM_SCALAR, K_MIXED, K_TEXT, K_OTHER };
-enum ase_role { ROLE_NONE, ROLE_TARGET, ROLE_FORCES, ROLE_STRESS };
+/* ROLE_ATOM: a per-atom column of the dataset (dataset.h atom_cols). */
+enum ase_role { ROLE_NONE, ROLE_TARGET, ROLE_FORCES, ROLE_STRESS, ROLE_ATOM };
 
 typedef struct ase_cand {
     char name[PT_ASE_PATH_MAX];    /* "energy", "my_key", "data.forces" */
@@ -36,6 +37,9 @@ typedef struct ase_cand {
     uint64_t rows;                 /* rows that have it */
     uint64_t fits[N_FIT];          /* rows where it fits each reading */
     uint64_t text;                 /* rows where it is a string, boolean or null */
+    uint64_t int_atom_rows;        /* rows where it fits per atom but holds integers */
+    uint64_t first_count;          /* elements of its first array, 0 before one */
+    int count_varies;              /* its arrays do not all hold as many elements */
     char example[160];             /* what it was in a row where it fit no reading */
     long example_row;
     int kind, role;

@@ -36,7 +36,9 @@ unsigned pt_ase_fits(const pt_ase_value *v, uint64_t n_atoms)
     const pt_ase_array *a = &v->array;
     unsigned f = 0;
     if (a->count == 1 && a->ndim <= 1) f |= 1u << FIT_SCALAR;
-    if (a->ndim == 1 && a->shape[0] == n_atoms) f |= 1u << FIT_ATOM_SCALAR;
+    /* one value per atom: (n,) or a column (n, 1), as extended XYZ's R:1 */
+    if ((a->ndim == 1 || (a->ndim == 2 && a->shape[1] == 1)) && a->shape[0] == n_atoms)
+        f |= 1u << FIT_ATOM_SCALAR;
     if (a->ndim == 2 && a->shape[0] == n_atoms && a->shape[1] == 3) f |= 1u << FIT_VEC3;
     if ((a->ndim == 1 && (a->count == 6 || a->count == 9)) ||
         (a->ndim == 2 && ((a->shape[0] == 3 && a->shape[1] == 3) || (a->shape[0] == 1 && a->shape[1] == 6))) ||
@@ -250,6 +252,12 @@ static int survey_leaf(ase_db *a, void *ctx, const char *name, int source, const
     unsigned f = pt_ase_fits(v, r->n_atoms);
     for (int i = 0; i < N_FIT; i++) e->fits[i] += (f >> i) & 1;
     if (v->kind == PT_ASE_TEXT) e->text++;
+    if (v->kind == PT_ASE_ARRAY) {
+        if ((f & (1u << FIT_ATOM_SCALAR)) && v->array.dtype >= PT_ASE_DT_I64 && v->array.dtype <= PT_ASE_DT_U8)
+            e->int_atom_rows++;
+        if (!e->first_count) e->first_count = v->array.count ? v->array.count : UINT64_MAX;
+        else if (e->first_count != (v->array.count ? v->array.count : UINT64_MAX)) e->count_varies = 1;
+    }
     else if (!f && !e->example[0]) {
         describe_value(v, e->example, sizeof e->example);
         e->example_row = r->id;
@@ -366,6 +374,31 @@ static void add_stress(ase_db *a, build *b, const ase_cand *e, const pt_ase_valu
     b->s->has_stress = 1;
 }
 
+/* One value per atom as column `name` of the structure (format.h atom_vals),
+ * the way extended XYZ keeps a real R:1 column. */
+static void add_atom_col(ase_db *a, build *b, const ase_cand *e, const pt_ase_value *v)
+{
+    pt_structure *s = b->s;
+    if (s->n_atom_cols == PT_ATOM_COLS_MAX) {
+        bad(a, b, e->name, "the row has more than %d per-atom columns", PT_ATOM_COLS_MAX);
+        return;
+    }
+    if (pt_structure_reserve_values(s, s->n_atom_cols + 1) < 0) {
+        bad(a, b, e->name, "out of memory");
+        return;
+    }
+    float *dst = s->atom_vals + (size_t)s->n_atom_cols * s->n_atoms;
+    for (uint32_t i = 0; i < s->n_atoms; i++) {
+        double x = pt_ase_array_get(&v->array, i) * e->factor;
+        dst[i] = (float)x;
+        if (!isfinite(dst[i])) {
+            bad(a, b, e->name, "atom %u: NaN or Inf value (%g)", i + 1, pt_ase_array_get(&v->array, i));
+            return;
+        }
+    }
+    snprintf(s->atom_col_names[s->n_atom_cols++], PT_KEY_MAX, "%.*s", PT_KEY_MAX - 1, e->name);
+}
+
 static int row_leaf(ase_db *a, void *ctx, const char *name, int source, const pt_ase_value *v)
 {
     build *b = ctx;
@@ -393,6 +426,12 @@ static int row_leaf(ase_db *a, void *ctx, const char *name, int source, const pt
                 b->s->n_atoms);
         else if (v->kind == PT_ASE_ARRAY) bad(a, b, name, "%s, not per-atom 3-vectors (%u, 3)", what, b->s->n_atoms);
         else bad(a, b, name, "%s", what);
+        break;
+    case ROLE_ATOM:
+        if (f & (1u << FIT_ATOM_SCALAR)) add_atom_col(a, b, e, v);
+        else bad(a, b, name, "%s here, not one value per atom (the row has %u atoms: shape (%u,) or (%u, 1)), "
+                 "as in %llu other rows", what, b->s->n_atoms, b->s->n_atoms, b->s->n_atoms,
+                 (unsigned long long)e->fits[FIT_ATOM_SCALAR]);
         break;
     case ROLE_STRESS:
         if (f & (1u << FIT_STRESS)) add_stress(a, b, e, v);

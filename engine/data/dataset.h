@@ -114,8 +114,8 @@ void pt_dataset_close(pt_dataset *ds);
 int pt_target_alias(const char *key, char alias[PT_KEY_MAX]);
 /* Index of target `key` in ds->target_names by that rule, -1 if absent. */
 int pt_dataset_find_target(const pt_dataset *ds, const char *key);
-/* Index of per-atom column `key` in ds->atom_col_names (exact name), -1 if
- * absent. */
+/* Index of per-atom column `key` in ds->atom_col_names by the same rule
+ * (as written, else "data.KEY": an ASE database's data entry), -1 if absent. */
 int pt_dataset_find_atom_col(const pt_dataset *ds, const char *key);
 
 #endif

@@ -425,11 +425,19 @@ static int find_exact(const pt_dataset *ds, const char *key)
     return -1;
 }
 
-int pt_dataset_find_atom_col(const pt_dataset *ds, const char *key)
+static int find_atom_exact(const pt_dataset *ds, const char *key)
 {
     for (uint32_t c = 0; c < ds->n_atom_cols; c++)
         if (!strncmp(ds->atom_col_names[c], key, PT_KEY_MAX)) return (int)c;
     return -1;
+}
+
+int pt_dataset_find_atom_col(const pt_dataset *ds, const char *key)
+{
+    int c = find_atom_exact(ds, key);
+    char alias[PT_KEY_MAX];
+    if (c < 0 && pt_target_alias(key, alias)) c = find_atom_exact(ds, alias);
+    return c;
 }
 
 int pt_target_alias(const char *key, char alias[PT_KEY_MAX])

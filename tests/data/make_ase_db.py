@@ -2,8 +2,9 @@
 """make_ase_db.py — the ASE databases of the ASE-db reader's tests.
 
 Run from the repository root with Debian's Python (it has python3-ase):
-    /usr/bin/python3 tests/data/make_ase_db.py
-It rewrites every tests/data/ase_db_* file; the output is deterministic
+    /usr/bin/python3 tests/data/make_ase_db.py [NAME...]
+It rewrites every tests/data/ase_db_* file (or only those named, e.g.
+ase_db_atomcols.db ase_db_atomcols_bad.db); the output is deterministic
 except for ASE's row timestamps, unique ids and user names, which the reader
 does not use.
 
@@ -28,6 +29,16 @@ One database per place real databases keep their labels:
   ase_db_units.db       SchNetPack metadata in kcal/mol, kcal/mol/Bohr and Bohr
                         (values converted from the reference by ase.units)
 n_waters is a key-value pair in every database.
+
+Per-atom columns (issue 20), the same 10 structures:
+  ase_db_atomcols.db    calculator charges (n,); data {"energies": (n,) that
+                        sum to the energy, "q": (n, 1), "site": {"spin": (n,)}
+                        on the periodic rows only, "tags": int64 (n,)}
+  ase_db_atomcols.extxyz  the same as extended XYZ columns charge (ASE's
+                        name for charges), energies, q, spin (R:1) and tags
+                        (I:1), written by ASE; the
+                        database is written from it read back
+  ase_db_atomcols_bad.db  bad shapes of data.energies (see test_ase_db_atomcols.c)
 
 And the bad inputs (see tests/unit/test_ase_db.c for what each row holds):
   ase_db_bad.db, ase_db_empty.db
@@ -222,6 +233,73 @@ def write_bad(images):
     con.close()
 
 
+def atom_arrays(a, i):
+    """Deterministic per-atom labels of structure i: energies summing to its
+    energy, charges, q, and spin on the periodic ones."""
+    n = len(a)
+    e = labels(a)[0]
+    out = {"energies": e / n + 0.01 * (np.arange(n) - (n - 1) / 2),
+           "charges": 0.1 * (a.numbers - a.numbers.mean()),
+           "q": 0.01 * a.positions[:, 0] + 0.001 * i,
+           "tags": np.arange(n, dtype=np.int64) % 3}
+    if a.pbc.any():
+        out["spin"] = np.where(np.arange(n) % 2 == 0, 0.5, -0.5)
+    return out
+
+
+def write_atomcols(images):
+    """The extended XYZ with per-atom columns, and the database written from
+    it read back (both then hold the text's decimals)."""
+    ref = os.path.join(HERE, "ase_db_atomcols.extxyz")
+    out = []
+    for i, a in enumerate(images):
+        b = a.copy()
+        b.calc = None
+        b.info = {"energy": labels(a)[0]}
+        for k, v in atom_arrays(a, i).items():
+            b.set_array(k, v)
+        out.append(b)
+    ase.io.write(ref, out, format="extxyz")
+    back = ase.io.read(ref, index=":")
+    with ase.db.connect(fresh("ase_db_atomcols.db")) as db:
+        for a in back:
+            b = a.copy()
+            for k in ("initial_charges", "energies", "q", "tags", "spin", "forces"):
+                if k in b.arrays:
+                    del b.arrays[k]
+            b.info = {}
+            # ASE writes an array named charges as the column "charge" and
+            # reads it back as initial_charges: here the calculator's charges
+            b.calc = SinglePointCalculator(b, energy=a.info["energy"], forces=a.arrays["forces"],
+                                           charges=a.arrays["initial_charges"])
+            data = {"energies": a.arrays["energies"], "q": a.arrays["q"].reshape(-1, 1),
+                    "tags": a.arrays["tags"].astype(np.int64)}
+            if "spin" in a.arrays:
+                data["site"] = {"spin": a.arrays["spin"]}
+            db.write(b, data=data)
+
+
+def write_atomcols_bad(images):
+    """data.energies in bad shapes; dip, a 3-vector in every row (per atom
+    only by coincidence in the 3-atom rows), and int tags are not columns."""
+    from ase.build import molecule
+    h2o = molecule("H2O")
+    slab = [a for a in images if a.pbc.any() and len(a) == 13][0]
+    with ase.db.connect(fresh("ase_db_atomcols_bad.db")) as db:
+        def put(a, energies):
+            b = bare(a)
+            b.calc = SinglePointCalculator(b, energy=-1.0)
+            db.write(b, data={"energies": energies, "dip": np.array([0.1, 0.2, 0.3]),
+                              "tags": np.zeros(len(a), dtype=np.int64)})
+
+        put(h2o, np.array([-0.5, -0.25, -0.25]))            # 1 good
+        put(h2o, np.zeros(4))                               # 2 four values for 3 atoms
+        put(h2o, np.array([-0.5, np.nan, -0.25]))           # 3 NaN at atom 2
+        put(h2o, np.zeros((3, 2)))                          # 4 two values per atom
+        put(slab, np.linspace(-1.0, 1.0, 13))               # 5 good
+        put(h2o, np.array([[-0.5], [-0.25], [-0.25]]))      # 6 good, shape (3, 1)
+
+
 def write_empty():
     db = ase.db.connect(fresh("ase_db_empty.db"))
     db.count()   # creates the tables
@@ -234,16 +312,20 @@ def main():
         warnings.simplefilter("ignore")
         ase.io.write(ref, images, format="extxyz")
     images = ase.io.read(ref, index=":")
-    write_calc(images)
-    write_kv(images)
-    write_schnetpack("ase_db_schnetpack.db", images)
-    write_schnetpack("ase_db_v8.db", images, version8=True)
-    write_named(images)
-    write_units(images)
-    write_bad(images)
-    write_empty()
+    writers = {"ase_db_calc.db": lambda: write_calc(images), "ase_db_kv.db": lambda: write_kv(images),
+               "ase_db_schnetpack.db": lambda: write_schnetpack("ase_db_schnetpack.db", images),
+               "ase_db_v8.db": lambda: write_schnetpack("ase_db_v8.db", images, version8=True),
+               "ase_db_named.db": lambda: write_named(images), "ase_db_units.db": lambda: write_units(images),
+               "ase_db_bad.db": lambda: write_bad(images), "ase_db_empty.db": write_empty,
+               "ase_db_atomcols.db": lambda: write_atomcols(images),
+               "ase_db_atomcols_bad.db": lambda: write_atomcols_bad(images)}
+    wanted = sys.argv[1:] or list(writers)
+    for name in wanted:
+        if name not in writers:
+            raise SystemExit("make_ase_db.py: no database named %s (known: %s)" % (name, ", ".join(writers)))
+        writers[name]()
     for name in sorted(os.listdir(HERE)):   # 1 KiB pages: the same tables in a third of the bytes
-        if name.startswith("ase_db_") and name.endswith(".db"):
+        if name in wanted:
             con = sqlite3.connect(os.path.join(HERE, name))
             con.execute("PRAGMA page_size = 1024")
             con.execute("VACUUM")
