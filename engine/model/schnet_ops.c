@@ -28,42 +28,50 @@
 #include "engine/model/sgemm_kernels.h"
 
 /* exp(−a) for a ≥ 0.  Range reduction a = n ln2 − r with |r| ≤ ln2/2 (ln2 in
- * two parts so n·ln2 is exact), Cephes' degree-6 polynomial for e^r, and 2^n
- * built from its exponent bits.  a is clamped at 87 so 2^n stays a normal
- * float; e^−87 ≈ 1.6e−38 is 0 for every use here. */
+ * two parts so n·ln2 is exact), e^r = 1 + r + r²·P(r) with P a degree-4
+ * minimax fit (relative error 3.1e−9 on [−ln2/2, ln2/2], a Lawson-weighted
+ * least-squares fit: one degree below Cephes' polynomial for the same
+ * float accuracy), and 2^n built from its exponent bits.  n comes out of
+ * the rounding itself: x·log2 e + 1.5·2^23 (one fused multiply-add) holds
+ * round(x·log2 e) in its low mantissa bits, so no float→int conversion.
+ * a is clamped at 87 so 2^n stays a normal float; e^−87 ≈ 1.6e−38 is 0 for
+ * every use here. */
 static inline float exp_neg(float a)
 {
+    const float magic = 12582912.0f;   /* 1.5·2^23, bits 0x4B400000 */
     float x = -(a < 87.0f ? a : 87.0f);
-    float fn = x * 1.44269504088896341f;
-    fn = (fn + 12582912.0f) - 12582912.0f; /* round to nearest: 1.5·2^23 trick */
+    float big = x * 1.44269504088896341f + magic;
+    float fn = big - magic;
     float r = x - fn * 0.693359375f;
     r = r - fn * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
+    float p = 1.381461276e-3f;
+    p = p * r + 8.368710056e-3f;
+    p = p * r + 4.166838899e-2f;
+    p = p * r + 1.666652113e-1f;
+    p = p * r + 4.999999404e-1f;
     p = p * r * r + r + 1.0f;
-    union { int32_t i; float f; } scale = {.i = ((int32_t)fn + 127) << 23};
-    return p * scale.f;
+    int32_t bits;
+    memcpy(&bits, &big, sizeof bits);
+    int32_t e = (bits - 0x4B400000 + 127) << 23;   /* (n + 127) << 23, n in [−126, 0] */
+    float scale;
+    memcpy(&scale, &e, sizeof scale);
+    return p * scale;
 }
 
 /* log(1 + t) for t in [0, 1] from s = t/(2+t) ≤ 1/3 (the caller divides):
- * log1p(t) = 2 atanh(s) = 2s (1 + s²/3 + s⁴/5 + …); the first omitted term
- * is below (1/9)^7/15 ≈ 1.4e−8, under float's half ulp.  No cancellation for
- * small t, which is where softplus(−|x|) lives. */
-static inline float log1p_series(float s)
+ * log1p(t) = 2 atanh(s) = 2s·Q(s²), Q(z) = 1 + z/3 + z²/5 + … replaced by
+ * its degree-4 minimax fit on z ≤ 1/9 (relative error 4.5e−9, below float's
+ * half ulp: the series needed degree 6 for that), the factor 2 folded into
+ * the coefficients.  No cancellation for small t, which is where
+ * softplus(−|x|) lives.  Returns 2·Q(s²); the caller multiplies by s. */
+static inline float log1p_twice_q(float s)
 {
     float z = s * s;
-    float p = 1.0f / 13.0f;
-    p = p * z + 1.0f / 11.0f;
-    p = p * z + 1.0f / 9.0f;
-    p = p * z + 1.0f / 7.0f;
-    p = p * z + 1.0f / 5.0f;
-    p = p * z + 1.0f / 3.0f;
-    p = p * z + 1.0f;
-    return 2.0f * s * p;
+    float q = 2.801199257e-1f;
+    q = q * z + 2.800180316e-1f;
+    q = q * z + 4.002152681e-1f;
+    q = q * z + 6.666641831e-1f;
+    return q * z + 2.0f;
 }
 
 /* Row-major C = op(A)·op(B) + beta·C in the requested arithmetic.  The bf16
@@ -147,19 +155,24 @@ void pt_linear_backward(float *din, float *dw, float *db, const float *dout,
     if (din) pt_linear_backward_input(din, dout, w, n, in_dim, out_dim, din_beta, prec);
 }
 
-/* One element of the shifted softplus and its derivative; the sigmoid comes
- * from the same exponential: σ(v) = 1/(1+e^−v) for v ≥ 0 and e^v/(1+e^v)
- * below. */
+/* One element of the shifted softplus and its derivative from one
+ * exponential t = e^−|v|: σ(v) = 1/(1+t) for v ≥ 0 and t/(1+t) below;
+ * ssp(v) = log1p(t) + max(v, 0) − ln 2 with log1p(t) = s·2Q(s²), s = t/(2+t).
+ * Two divisions (one vector instruction each, on the divider, beside the
+ * multiply-add pipes) instead of one division and four products to share
+ * it: the multiply pipes are what limits this loop.  A NaN input gives a
+ * NaN output (max written so it propagates), so a diverged pre-activation
+ * is not hidden as −ln 2.  Error against double: tests/unit/test_schnet_ops.c
+ * (test_ssp_dense_sweep). */
 static inline __attribute__((always_inline)) float ssp_one(float v, float *sig)
 {
     const float ln2 = (float)PT_LN2;
     float t = exp_neg(fabsf(v));
-    float pos = v > 0.0f ? v : 0.0f;
-    /* one division for both 1/(1+t) and t/(2+t) */
-    float r = 1.0f / ((1.0f + t) * (2.0f + t));
-    float inv = (2.0f + t) * r;
-    *sig = inv * (v >= 0.0f ? 1.0f : t);
-    return log1p_series(t * (1.0f + t) * r) + pos - ln2;
+    float inv = 1.0f / (1.0f + t);
+    float s = t / (2.0f + t);
+    *sig = v >= 0.0f ? inv : t * inv;
+    float c = (v <= 0.0f ? 0.0f : v) - ln2;
+    return s * log1p_twice_q(s) + c;
 }
 
 static inline __attribute__((always_inline)) void ssp_row(float *restrict x,
@@ -209,6 +222,32 @@ void pt_ssp_backward(float *d, float *db, const float *sig, int n, int c)
     }
 }
 
+/* C(d) = ½(cos(π d/r_c) + 1) = cos²(π x/2), x = d/r_c, for d < r_c, else 0.
+ * In float with polynomials instead of double cos (which took two thirds of
+ * the basis' time): C = 1 + Σ a_k x^2k for x ≤ ½ and C = w² Σ b_k w^2k =
+ * sin²(π w/2) with w = (r_c − d)/r_c for x > ½ (degree-5 minimax fits in x²
+ * and w², relative errors 1.7e−10 and 7.9e−10): near the cutoff C is small
+ * and w is formed without cancellation (r_c − d is exact there), so C keeps
+ * its relative accuracy all the way to r_c.  C(0) = 1 and C = 0 from r_c on,
+ * exactly. */
+static inline __attribute__((always_inline)) float cosine_cutoff(float d, float rc)
+{
+    float x = d / rc, w = (rc - d) / rc;
+    float x2 = x * x, w2 = w * w;
+    float cx = 1.174651086e-1f + x2 * -1.219115779e-2f;
+    cx = -6.676055193e-1f + x2 * cx;
+    cx = 2.029354572f + x2 * cx;
+    cx = -2.467401028f + x2 * cx;
+    cx = 1.0f + x2 * cx;
+    float cw = -1.175343320e-1f + w2 * 1.230787858e-2f;
+    cw = 6.676195264e-1f + w2 * cw;
+    cw = -2.029355764f + w2 * cw;
+    cw = 2.467401028f + w2 * cw;
+    cw = w2 * cw;
+    float c = d <= 0.5f * rc ? cx : cw;
+    return d < rc ? c : 0.0f;
+}
+
 PT_SIMD_CLONES
 void pt_edge_basis_forward(float *e, float *cut, const float *dist, int n_edges,
                            int n_gauss, float cutoff)
@@ -218,19 +257,23 @@ void pt_edge_basis_forward(float *e, float *cut, const float *dist, int n_edges,
     float step = cutoff / (float)(n_gauss - 1);
     double spacing = (double)step;
     float gamma = (float)(-0.5 / (spacing * spacing));
-    const double pi = 3.14159265358979323846;
-    for (int k = 0; k < n_edges; k++) {
-        const float d = dist[k];
-        float *restrict row = e + (size_t)k * n_gauss;
-        for (int g = 0; g < n_gauss; g++) {
-            float diff = d - step * (float)g;
-            row[g] = exp_neg(-gamma * diff * diff);
+    /* Two passes per block of rows: the differences d − μ_g row by row
+     * (cheap, 25 columns), then the exponentials over the block as one flat
+     * run — a row of 25 is one full vector plus a remainder, and the
+     * remainder's exponentials ran at a fraction of the vector rate. */
+    enum { BLOCK = 64 };
+    for (int k0 = 0; k0 < n_edges; k0 += BLOCK) {
+        const int k1 = k0 + BLOCK < n_edges ? k0 + BLOCK : n_edges;
+        for (int k = k0; k < k1; k++) {
+            const float d = dist[k];
+            float *restrict row = e + (size_t)k * n_gauss;
+            for (int g = 0; g < n_gauss; g++) row[g] = d - step * (float)g;
         }
+        float *restrict blk = e + (size_t)k0 * n_gauss;
+        const size_t len = (size_t)(k1 - k0) * (size_t)n_gauss;
+        for (size_t i = 0; i < len; i++) blk[i] = exp_neg(-gamma * blk[i] * blk[i]);
     }
-    for (int k = 0; k < n_edges; k++) {
-        double d = (double)dist[k];
-        cut[k] = d < cutoff ? (float)(0.5 * (cos(pi * d / (double)cutoff) + 1.0)) : 0.0f;
-    }
+    for (int k = 0; k < n_edges; k++) cut[k] = cosine_cutoff(dist[k], cutoff);
 }
 
 /* W_u = P_u · C_u is a row scale; one kernel (pt_rows_scale, with its
