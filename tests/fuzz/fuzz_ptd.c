@@ -1,14 +1,15 @@
 /* fuzz_ptd.c — the .ptd reader (dataset_file.c) on arbitrary bytes, as
  * `packtrain train/eval/pack` take a DATA.ptd from the user.  A .ptd
- * carries CRC-32s of its header and of every section, and version 3 one per
- * structure for its atoms and forces, so nearly every mutation stops at the
- * first checksum.  The first input byte is a mode:
+ * carries CRC-32s of its header and of every section, and versions 3 and 4
+ * one per structure for its atoms and forces, so nearly every mutation stops
+ * at the first checksum.  The first input byte is a mode:
  *   bit 0  the harness rewrites every checksum of the rest to match (the
  *          layout of dataset_file_internal.h; the per-structure ones of
- *          version 3 from a lazy open, which checks all but the per-atom
- *          data), so mutations reach the checks behind them: section bounds
- *          and sizes, the chunk table, atom offsets, atomic numbers, target
- *          names, cells;
+ *          versions 3 and 4 from a lazy open, which checks all but the
+ *          per-atom data), so mutations reach the checks behind them: section
+ *          bounds and sizes, the chunk table, atom offsets, atomic numbers,
+ *          target names, cells, version 4's per-atom column names and
+ *          columns (seed v4_atom_columns_lazy);
  *   bit 1  the file is opened lazily (PT_DATASET_OPEN_LAZY, as training
  *          does) and its structures checked with pt_dataset_verify.
  * A dataset that opens (and verifies) is read whole, as neighbour search,
@@ -40,7 +41,7 @@ static void fix_checksums(uint8_t *f, size_t size)
     put32(f + PTD_OFF_CRC, (uint32_t)crc32_z(0L, f, hdr));
 }
 
-/* Version 3's per-structure CRCs, computed as the writer does from the
+/* The per-structure CRCs (versions 3 and 4), computed as the writer does from the
  * atoms a lazy open maps, written into the sections that hold them. */
 static void fix_structure_crcs(uint8_t *f, size_t size)
 {
@@ -91,6 +92,14 @@ static void read_all(const pt_dataset *ds)
     for (uint32_t t = 0; t < ds->n_targets; t++) {
         FUZZ_CHECK(memchr(ds->target_names[t], '\0', PT_KEY_MAX) != NULL);
         FUZZ_CHECK(pt_dataset_find_target(ds, ds->target_names[t]) >= 0);
+    }
+    /* per-atom columns (version 4): named, one value per atom (NaN = absent) */
+    FUZZ_CHECK(ds->n_atom_cols <= PT_ATOM_COLS_MAX);
+    FUZZ_CHECK(ds->version >= 4 || ds->n_atom_cols == 0);
+    for (uint32_t c = 0; c < ds->n_atom_cols; c++) {
+        FUZZ_CHECK(memchr(ds->atom_col_names[c], '\0', PT_KEY_MAX) != NULL);
+        FUZZ_CHECK(pt_dataset_find_atom_col(ds, ds->atom_col_names[c]) >= 0);
+        for (uint64_t a = 0; a < ds->n_atoms; a++) sink += ds->atom_cols[c * ds->n_atoms + a];
     }
     (void)sink;
 }

@@ -198,9 +198,12 @@ put("ase_rows", "minimal_schema", rec(25, b"\x02") + rec(1, i32(6)) + rec(2, f64
     + rec(14, '{"e": NaN}'))
 
 # ---- .ptd files (fuzz_ptd.c: mode byte, file) ------------------------------
-# Versions 1 and 2 from the sample files of tests/data; version 3 (what
-# ingest writes now: chunks at 64 KiB boundaries, so ~260 KB even for three
-# structures) written by bin/packtrain, with bit 1 set (lazy open + verify).
+# Versions 1 and 2 from the sample files of tests/data; versions 3 and 4
+# (what ingest writes now: chunks at 64 KiB boundaries, so ~260 KB even for
+# three structures) written by bin/packtrain, with bit 1 set (lazy open +
+# verify).  The version-4 seed has per-atom columns: ASE's per-atom EMT
+# energies on two slabs, a charge column on one of them only, and a plain
+# molecule without either (NaN there).
 for version, name in ((1, "ptd_v1_mixed.ptd"), (2, "ptd_v2_mixed.ptd")):
     ptd = open(os.path.join(DATA, name), "rb").read()
     put("ptd", "v%d_mixed" % version, b"\x01" + ptd)
@@ -209,14 +212,27 @@ for version, name in ((1, "ptd_v1_mixed.ptd"), (2, "ptd_v2_mixed.ptd")):
 packtrain = os.path.join(ROOT, "bin", "packtrain")
 if os.access(packtrain, os.X_OK):
     tmp = tempfile.mkdtemp()
-    src = os.path.join(tmp, "p.extxyz")
-    with open(src, "w") as f:
-        f.write(bulk + structures("schnet_emt_6.extxyz", 1) + plain)
-    if os.system("%s ingest %s --out %s/p.ptd >/dev/null 2>&1" % (packtrain, src, tmp)) == 0:
-        put("ptd", "v3_periodic_forces_lazy", b"\x03" + open(os.path.join(tmp, "p.ptd"), "rb").read())
+    # The version-3 seed was written by the ingest of its day; ingest writes
+    # version 4 now, so the checked-in file is kept (version 3 still loads).
+    if not os.path.exists(os.path.join(OUT, "ptd", "v3_periodic_forces_lazy")):
+        sys.exit("make_seeds.py: tests/fuzz/corpus/ptd/v3_periodic_forces_lazy is missing (git checkout it)")
+    two = structures("emt_atom_energies_120.extxyz.gz", 2).split("\n")
+    # a second real column on the first slab only: charge:R:1 after energies
+    n0 = int(two[0])
+    two[1] = two[1].replace("energies:R:1", "energies:R:1:charge:R:1")
+    for k in range(n0):
+        two[2 + k] += " %.3f" % (0.1 * (k % 3) - 0.1)
+    src4 = os.path.join(tmp, "cols.extxyz")
+    with open(src4, "w") as f:
+        f.write("\n".join(two) + plain)
+    if os.system("%s ingest %s --out %s/c.ptd >/dev/null 2>&1" % (packtrain, src4, tmp)) != 0:
+        sys.exit("make_seeds.py: bin/packtrain could not ingest the version-4 seed's structures")
+    ptd = open(os.path.join(tmp, "c.ptd"), "rb").read()
+    assert struct.unpack("<I", ptd[8:12])[0] == 4, "the version-4 seed is not version 4"
+    put("ptd", "v4_atom_columns_lazy", b"\x03" + ptd)
     shutil.rmtree(tmp)
 else:
-    sys.exit("make_seeds.py: build bin/packtrain first (make), it writes the v3 .ptd seed")
+    sys.exit("make_seeds.py: build bin/packtrain first (make), it writes the version-4 .ptd seed")
 
 # ---- safetensors model files ----------------------------------------------
 def safetensors(tensors, meta):
