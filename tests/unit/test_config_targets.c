@@ -220,6 +220,14 @@ static void make_dataset(pt_dataset *ds)
     ds->atom_cols = atom_cols;
 }
 
+static int plan_on(const char *job, const pt_dataset *ds, pt_errors *errs, pt_train_plan *p)
+{
+    pt_job_config cfg;
+    pt_errors_init(errs, 0);
+    if (pt_job_config_parse(&cfg, job, strlen(job), "job.json", errs) != 0) return -2;
+    return pt_train_plan_init(p, &cfg, ds, PT_PLAN_COUNT_EDGES, 1, errs);
+}
+
 static int plan_of(const char *job, pt_errors *errs, pt_train_plan *p)
 {
     pt_dataset ds;
@@ -299,12 +307,47 @@ static void test_plan_atom_targets(void **state)
                         "1 of 12 structures have no per-atom 'partial' column (the first is "
                         "structure 4); ingest only structures that have it");
     pt_errors_close(&errs);
+    /* a per-atom first target: why not, and what to write instead (the
+     * dataset's graph-level keys), whole within a message's bytes */
     assert_int_equal(plan_of("{\"targets\":[{\"key\":\"charges\",\"level\":\"atom\"},"
                              "{\"key\":\"gap\"}]}", &errs, &p), -1);
     assert_int_equal(errs.total, 1);
     assert_string_equal(errs.items[0].field, "targets[0].level");
-    assert_non_null(strstr(errs.items[0].message, "must be graph-level; list a graph-level "
-                                                  "target (e.g. the energy) before 'charges'"));
+    assert_string_equal(errs.items[0].message,
+                        "'charges' is per atom; the first target must be graph-level (the job's "
+                        "val_mae, best model and forces are its): put one of gap, homo, holey first, "
+                        "e.g. [{\"key\":\"gap\"},{\"key\":\"charges\",\"level\":\"atom\"}]");
+    pt_errors_close(&errs);
+    /* long keys: as many as the message holds whole, the example kept */
+    static const char many[8][PT_KEY_MAX] = {"rotational_constant_a", "rotational_constant_b",
+                                             "rotational_constant_c", "dipole_moment", "e", "f", "g", "h"};
+    pt_dataset ds;
+    make_dataset(&ds);
+    ds.n_targets = 1;
+    ds.target_names = many;
+    assert_int_equal(plan_on("{\"targets\":[{\"key\":\"charges\",\"level\":\"atom\"}]}", &ds, &errs, &p), -1);
+    assert_non_null(strstr(errs.items[0].message, "put one of rotational_constant_a first, e.g. "
+                                                  "[{\"key\":\"rotational_constant_a\"},{\"key\":\"charges\","
+                                                  "\"level\":\"atom\"}]"));
+    pt_errors_close(&errs);
+    ds.n_targets = 8;
+    double eight[8 * NS];
+    for (int i = 0; i < 8 * NS; i++) eight[i] = 1.0;
+    ds.targets = eight;
+    assert_int_equal(plan_on("{\"targets\":[{\"key\":\"partial\",\"level\":\"atom\"}]}", &ds, &errs, &p), -1);
+    const char *m = errs.items[0].message;
+    assert_non_null(strstr(m, "put one of rotational_constant_a, rotational_constant_b, ... first"));
+    assert_true(strlen(m) < PT_ERR_MSG_MAX - 1);   /* not cut by the message's size */
+    assert_non_null(strstr(m, "{\"key\":\"partial\",\"level\":\"atom\"}]"));
+    pt_errors_close(&errs);
+    /* a dataset of per-atom labels only: nothing to list first */
+    ds.n_targets = 0;
+    assert_int_equal(plan_on("{\"targets\":[{\"key\":\"charges\",\"level\":\"atom\"}]}", &ds, &errs, &p), -1);
+    assert_string_equal(errs.items[0].field, "targets[0].level");
+    assert_string_equal(errs.items[0].message,
+                        "'charges' is per atom; the first target must be graph-level (the job's "
+                        "val_mae, best model and forces are its), and this dataset has no "
+                        "graph-level key: ingest structures with one (e.g. energy) and list it first");
     pt_errors_close(&errs);
 }
 
