@@ -129,6 +129,47 @@ static void temp_out(char *out, size_t n)
     close(fd);
 }
 
+/* Ingests `text` (or the file `path` when text is NULL) into a fresh
+ * temporary .ptd and opens it (flags of pt_dataset_open_ex); the file is
+ * unlinked once mapped. */
+static void ingest_open(const char *text, const char *path, unsigned flags, pt_dataset *ds)
+{
+    char out[64], err[512];
+    temp_out(out, sizeof out);
+    pt_ingest_report rep;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    if (text) {
+        assert_int_equal(ingest_text(text, out, &rep, &errs), 0);
+    } else {
+        pt_ingest_options o;
+        pt_ingest_options_init(&o);
+        assert_int_equal(pt_ingest_files(&path, 1, out, &o, &rep, &errs), 0);
+    }
+    pt_ingest_report_close(&rep);
+    pt_errors_close(&errs);
+    assert_int_equal(pt_dataset_open_ex(ds, out, flags, err, sizeof err), 0);
+    unlink(out);
+}
+
+/* Bad input rejects the whole ingest with the error located at the file's
+ * display name, line and field; nothing is written. */
+static void expect_ingest_refused(const char *text, long line, const char *field, const char *msg)
+{
+    char out[64];
+    temp_out(out, sizeof out);
+    unlink(out);
+    pt_ingest_report rep;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    assert_int_equal(ingest_text(text, out, &rep, &errs), -1);
+    assert_true(itu_has_error(&errs, line, field, msg));
+    assert_string_equal(errs.items[0].file, ITU_NAME);
+    assert_int_equal(access(out, F_OK), -1);
+    pt_ingest_report_close(&rep);
+    pt_errors_close(&errs);
+}
+
 /* Round trip: both columns stored column-major; the second structure has
  * no "charges", so its atom is NaN there; the report counts structures per
  * column; find_atom_col finds exact names only. */
@@ -172,43 +213,21 @@ static void test_late_column_backfilled(void **state)
     (void)state;
     static const char text[] = "1\nenergy=1\nH 0 0 0\n"
                                "2\nProperties=species:S:1:pos:R:3:q:R:1 energy=2\nH 0 0 0 1.5\nH 0 0 1 -2\n";
-    char out[64];
-    temp_out(out, sizeof out);
-    pt_ingest_report rep;
-    pt_errors errs;
-    pt_errors_init(&errs, 0);
-    assert_int_equal(ingest_text(text, out, &rep, &errs), 0);
-    pt_ingest_report_close(&rep);
     pt_dataset ds;
-    char err[512];
-    assert_int_equal(pt_dataset_open_ex(&ds, out, PT_DATASET_OPEN_LAZY, err, sizeof err), 0);
-    unlink(out);
+    ingest_open(text, NULL, PT_DATASET_OPEN_LAZY, &ds);
     assert_int_equal(ds.n_atom_cols, 1);
     assert_true(isnan(ds.atom_cols[0]) && ds.atom_cols[1] == 1.5f && ds.atom_cols[2] == -2.0f);
     pt_dataset_release(&ds, 0, ds.n_structs);   /* gives pages back; the values stay readable */
     assert_true(ds.atom_cols[1] == 1.5f);
     pt_dataset_close(&ds);
-    pt_errors_close(&errs);
 }
 
-/* Bad input rejects the whole ingest with the error located; nothing is
- * written. */
+/* A value that is not a number on a later structure */
 static void test_ingest_rejects_bad_value(void **state)
 {
     (void)state;
-    char out[64];
-    temp_out(out, sizeof out);
-    unlink(out);
-    pt_ingest_report rep;
-    pt_errors errs;
-    pt_errors_init(&errs, 0);
-    assert_int_equal(ingest_text(TWO "1\nProperties=species:S:1:pos:R:3:energies:R:1\nH 1 1 1 x\n", out,
-                                 &rep, &errs), -1);
-    assert_true(itu_has_error(&errs, 10, "energies", "not a number: 'x'"));
-    assert_string_equal(errs.items[0].file, ITU_NAME);
-    assert_int_equal(access(out, F_OK), -1);
-    pt_ingest_report_close(&rep);
-    pt_errors_close(&errs);
+    expect_ingest_refused(TWO "1\nProperties=species:S:1:pos:R:3:energies:R:1\nH 1 1 1 x\n", 10, "energies",
+                          "not a number: 'x'");
 }
 
 /* More distinct columns over the file than a dataset keeps: located at the
@@ -221,16 +240,7 @@ static void test_ingest_too_many_columns_overall(void **state)
     for (int c = 0; c < 65; c++)   /* each structure a column of its own */
         n += (size_t)snprintf(text + n, sizeof text - n,
                               "1\nProperties=species:S:1:pos:R:3:c%d:R:1 energy=1\nH 0 0 0 1\n", c);
-    char out[64];
-    temp_out(out, sizeof out);
-    unlink(out);
-    pt_ingest_report rep;
-    pt_errors errs;
-    pt_errors_init(&errs, 0);
-    assert_int_equal(ingest_text(text, out, &rep, &errs), -1);
-    assert_true(itu_has_error(&errs, 193, "Properties", "more than 64 distinct real per-atom columns"));
-    pt_ingest_report_close(&rep);
-    pt_errors_close(&errs);
+    expect_ingest_refused(text, 193, "Properties", "more than 64 distinct real per-atom columns");
 }
 
 /* The EMT test file (tests/data/README): per-atom energies sum to each
@@ -238,20 +248,8 @@ static void test_ingest_too_many_columns_overall(void **state)
 static void test_emt_per_atom_energies(void **state)
 {
     (void)state;
-    char out[64];
-    temp_out(out, sizeof out);
-    pt_ingest_options o;
-    pt_ingest_options_init(&o);
-    pt_ingest_report rep;
-    pt_errors errs;
-    pt_errors_init(&errs, 0);
-    const char *in[1] = {EMT_ATOM};
-    assert_int_equal(pt_ingest_files(in, 1, out, &o, &rep, &errs), 0);
-    pt_ingest_report_close(&rep);
     pt_dataset ds;
-    char err[512];
-    assert_int_equal(pt_dataset_open(&ds, out, err, sizeof err), 0);
-    unlink(out);
+    ingest_open(NULL, EMT_ATOM, 0, &ds);
     assert_int_equal(ds.n_structs, 120);
     int c = pt_dataset_find_atom_col(&ds, "energies"), t = pt_dataset_find_target(&ds, "energy");
     assert_true(c >= 0 && t >= 0);
@@ -263,7 +261,6 @@ static void test_emt_per_atom_energies(void **state)
         assert_true(fabs(sum - ds.targets[(size_t)t * ds.n_structs + s]) < 1e-4 * (1 + fabs(sum)));
     }
     pt_dataset_close(&ds);
-    pt_errors_close(&errs);
 }
 
 /* A version-3 file (the layout before per-atom columns: thirteen sections)

@@ -26,43 +26,15 @@
 #include "engine/run/run.h"
 #include "engine/train/train.h"
 #include "engine/train/train_internal.h"
-#include "tests/unit/tmp_fixture.h"
-
-#define MAX_LINES 512
+#include "tests/unit/train_fixture.h"
 
 static pt_dataset qm9;
 static char tmpdir[] = "/tmp/pt_test_train_" "XX" "XX" "XX"; /* mkdtemp pattern */
 
-typedef struct recorder {
-    int n;
-    pt_train_metrics m[MAX_LINES];
-    int stop_after;          /* should_stop answers 1 from this call on; 0 = never */
-    int polls;
-} recorder;
-
-static void record(void *user, const pt_train_metrics *m, const char *json)
-{
-    (void)json;
-    recorder *r = user;
-    if (r->n < MAX_LINES) r->m[r->n++] = *m;
-}
-
-static int stop_when_told(void *user)
-{
-    recorder *r = user;
-    return r->stop_after && ++r->polls >= r->stop_after;
-}
-
 static int setup(void **state)
 {
     (void)state;
-    if (!mkdtemp(tmpdir)) return -1;
-    char ptd[256];
-    snprintf(ptd, sizeof ptd, "%s/qm9.ptd", tmpdir);
-    int rc = tfx_ingest("tests/data/train_qm9_400.extxyz.gz", ptd);
-    if (rc != 0) return -1;
-    char err[512];
-    return pt_dataset_open(&qm9, ptd, err, sizeof err);
+    return trf_open_ingested(tmpdir, "tests/data/train_qm9_400.extxyz.gz", &qm9);
 }
 
 static int teardown(void **state)
@@ -90,19 +62,9 @@ static void small_config(pt_job_config *cfg)
     cfg->backend.threads = 1;
 }
 
-static int run(const pt_job_config *cfg, const char *out, recorder *rec, pt_train_result *res)
+static int run(const pt_job_config *cfg, const char *out, trf_recorder *rec, pt_train_result *res)
 {
-    pt_errors errs;
-    pt_errors_init(&errs, 0);
-    pt_train_options opt = {.user = rec, .on_metrics = record, .should_stop = stop_when_told};
-    int rc = pt_run_train(cfg, &qm9, out, &opt, res, &errs);
-    if (rc != 0) {
-        char buf[600];
-        pt_errors_first(&errs, buf, sizeof buf);
-        fprintf(stderr, "training failed: %s\n", buf);
-    }
-    pt_errors_close(&errs);
-    return rc;
+    return trf_run(cfg, &qm9, out, rec, res);
 }
 
 /* Over 15 epochs the training loss must fall by at least 5x from the first
@@ -115,7 +77,7 @@ static void test_loss_falls(void **state)
     pt_job_config cfg;
     small_config(&cfg);
     cfg.training.epochs = 15;
-    recorder *rec = calloc(1, sizeof *rec);
+    trf_recorder *rec = calloc(1, sizeof *rec);
     pt_train_result res;
     assert_int_equal(run(&cfg, NULL, rec, &res), 0);
     assert_int_equal(res.epochs, 15);
@@ -147,7 +109,7 @@ static void test_deterministic(void **state)
     small_config(&cfg);
     cfg.training.epochs = 1;
     cfg.training.log_every = 1;
-    recorder *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    trf_recorder *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
     pt_train_result ra, rb;
     assert_int_equal(run(&cfg, NULL, a, &ra), 0);
     assert_int_equal(run(&cfg, NULL, b, &rb), 0);
@@ -160,7 +122,7 @@ static void test_deterministic(void **state)
     /* and another seed trains differently */
     cfg.training.seed = 4;
     pt_train_result rc;
-    recorder *c = calloc(1, sizeof *c);
+    trf_recorder *c = calloc(1, sizeof *c);
     assert_int_equal(run(&cfg, NULL, c, &rc), 0);
     assert_true(c->m[0].loss != a->m[0].loss);
     free(a);
@@ -168,33 +130,14 @@ static void test_deterministic(void **state)
     free(c);
 }
 
-/* R=2 replicas x A=2 accumulation x b=2 packs consume the same 8 packs per
- * step as R=A=1 with b=8: the updates agree up to float summation order. */
+/* The global batch (train_fixture.h): split into replicas and
+ * micro-batches, the updates agree up to float summation order. */
 static void test_global_batch_invariance(void **state)
 {
     (void)state;
-    pt_job_config one, split;
-    small_config(&one);
-    one.training.epochs = 1;
-    one.training.max_steps = 6;
-    one.training.log_every = 1;
-    one.batching.model_batch_size = 8;
-    split = one;
-    split.batching.model_batch_size = 2;
-    split.backend.replication_factor = 2;
-    split.backend.gradient_accumulation = 2;
-    recorder *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
-    pt_train_result ra, rb;
-    assert_int_equal(run(&one, NULL, a, &ra), 0);
-    assert_int_equal(run(&split, NULL, b, &rb), 0);
-    assert_int_equal(ra.steps, 6);
-    assert_int_equal(rb.steps, 6);
-    for (int i = 0; i < a->n; i++) {
-        assert_string_equal(a->m[i].kind, b->m[i].kind);
-        assert_float_equal(a->m[i].loss, b->m[i].loss, 1e-5 * fabs(a->m[i].loss));
-    }
-    free(a);
-    free(b);
+    pt_job_config cfg;
+    small_config(&cfg);
+    trf_check_global_batch_invariance(&cfg, &qm9);
 }
 
 static void test_max_steps_and_outputs(void **state)
@@ -206,7 +149,7 @@ static void test_max_steps_and_outputs(void **state)
     cfg.training.log_every = 3;
     char out[300];
     snprintf(out, sizeof out, "%s/run", tmpdir);
-    recorder *rec = calloc(1, sizeof *rec);
+    trf_recorder *rec = calloc(1, sizeof *rec);
     pt_train_result res;
     assert_int_equal(run(&cfg, out, rec, &res), 0);
     assert_int_equal(res.steps, 7);
@@ -267,7 +210,7 @@ static void test_early_stopping(void **state)
     small_config(&cfg);
     cfg.training.lr = 1e-9;
     cfg.training.early_stopping_patience = 2;
-    recorder *rec = calloc(1, sizeof *rec);
+    trf_recorder *rec = calloc(1, sizeof *rec);
     pt_train_result res;
     assert_int_equal(run(&cfg, NULL, rec, &res), 0);
     assert_string_equal(res.stop_reason, "early_stopping");
@@ -280,7 +223,7 @@ static void test_cancel_between_steps(void **state)
     (void)state;
     pt_job_config cfg;
     small_config(&cfg);
-    recorder *rec = calloc(1, sizeof *rec);
+    trf_recorder *rec = calloc(1, sizeof *rec);
     rec->stop_after = 4;
     pt_train_result res;
     assert_int_equal(run(&cfg, NULL, rec, &res), 0);
@@ -303,10 +246,10 @@ static void test_phase_times(void **state)
     cfg.training.max_steps = 8;
     cfg.training.log_every = 4;
     for (int local = 0; local < 2; local++) {
-        recorder *rec = calloc(1, sizeof *rec);
+        trf_recorder *rec = calloc(1, sizeof *rec);
         pt_errors errs;
         pt_errors_init(&errs, 0);
-        pt_train_options opt = {.user = rec, .on_metrics = record,
+        pt_train_options opt = {.user = rec, .on_metrics = trf_record,
                                 .engine_open = local ? pt_grad_engine_open_local : NULL};
         pt_train_result res;
         assert_int_equal(pt_run_train(&cfg, &qm9, NULL, &opt, &res, &errs), 0);
@@ -334,10 +277,10 @@ static void test_phase_times(void **state)
 
 /* The first epoch of cfg in fp32 and in bf16, with the default engine or
  * the local one: the recorded lines of each into a and b. */
-static void run_both_precisions(pt_job_config *cfg, int local, recorder *a, recorder *b,
+static void run_both_precisions(pt_job_config *cfg, int local, trf_recorder *a, trf_recorder *b,
                                 pt_train_result *ra, pt_train_result *rb)
 {
-    pt_train_options opt = {.on_metrics = record,
+    pt_train_options opt = {.on_metrics = trf_record,
                             .engine_open = local ? pt_grad_engine_open_local : NULL};
     pt_errors errs;
     pt_errors_init(&errs, 0);
@@ -384,7 +327,7 @@ static void test_precision_reaches_every_pass(void **state)
         return;
     }
     for (int local = 0; local < 2; local++) {
-        recorder *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+        trf_recorder *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
         pt_train_result ra, rb;
         run_both_precisions(&cfg, local, a, b, &ra, &rb);
         assert_int_equal(a->n, b->n);

@@ -25,9 +25,7 @@
 #include "engine/run/run.h"
 #include "engine/train/config.h"
 #include "engine/train/train.h"
-#include "tests/unit/tmp_fixture.h"
-
-#define MAX_LINES 256
+#include "tests/unit/train_fixture.h"
 
 static pt_dataset emt;
 static int col;   /* "energies" */
@@ -36,12 +34,7 @@ static char tmpdir[] = "/tmp/pt_test_atom_heads_" "XX" "XX" "XX";
 static int setup(void **state)
 {
     (void)state;
-    if (!mkdtemp(tmpdir)) return -1;
-    char ptd[256];
-    snprintf(ptd, sizeof ptd, "%s/emt.ptd", tmpdir);
-    if (tfx_ingest("tests/data/emt_atom_energies_120.extxyz.gz", ptd) != 0) return -1;
-    char err[512];
-    if (pt_dataset_open(&emt, ptd, err, sizeof err) != 0) return -1;
+    if (trf_open_ingested(tmpdir, "tests/data/emt_atom_energies_120.extxyz.gz", &emt) != 0) return -1;
     col = pt_dataset_find_atom_col(&emt, "energies");
     return col < 0 ? -1 : 0;
 }
@@ -147,20 +140,6 @@ static void test_norm_fit_atoms(void **state)
     free(copy);
 }
 
-typedef struct recorder {
-    int n;
-    pt_train_metrics m[MAX_LINES];
-    char json[MAX_LINES][1024];
-} recorder;
-
-static void record(void *user, const pt_train_metrics *m, const char *json)
-{
-    recorder *r = user;
-    if (r->n >= MAX_LINES) return;
-    r->m[r->n] = *m;
-    snprintf(r->json[r->n++], sizeof r->json[0], "%s", json);
-}
-
 static void atom_config(pt_job_config *cfg)
 {
     pt_errors errs;
@@ -176,19 +155,9 @@ static void atom_config(pt_job_config *cfg)
     pt_errors_close(&errs);
 }
 
-static int run(const pt_job_config *cfg, recorder *rec, pt_train_result *res)
+static int run(const pt_job_config *cfg, trf_recorder *rec, pt_train_result *res)
 {
-    pt_errors errs;
-    pt_errors_init(&errs, 0);
-    pt_train_options opt = {.user = rec, .on_metrics = record};
-    int rc = pt_run_train(cfg, &emt, NULL, &opt, res, &errs);
-    if (rc != 0) {
-        char buf[600];
-        pt_errors_first(&errs, buf, sizeof buf);
-        fprintf(stderr, "training failed: %s\n", buf);
-    }
-    pt_errors_close(&errs);
-    return rc;
+    return trf_run(cfg, &emt, NULL, rec, res);
 }
 
 /* 15 epochs (measured: per-atom val RMSE 0.304 -> 0.204 eV, the column's
@@ -198,7 +167,7 @@ static void test_atom_head_learns(void **state)
     (void)state;
     pt_job_config cfg;
     atom_config(&cfg);
-    recorder *rec = calloc(1, sizeof *rec);
+    trf_recorder *rec = calloc(1, sizeof *rec);
     pt_train_result res;
     assert_int_equal(run(&cfg, rec, &res), 0);
     double first = NAN, best = INFINITY;
@@ -224,31 +193,14 @@ static void test_atom_head_learns(void **state)
     free(rec);
 }
 
-/* R=2 x A=2 x b=2 and b=8 consume the same 8 packs per step: the losses
- * agree up to float summation order, so the atom term is normalised by the
- * global batch's atoms, not a micro-batch's. */
+/* The global batch (train_fixture.h) with an atom head: its term is
+ * normalised by the global batch's atoms, not a micro-batch's. */
 static void test_global_batch_invariance(void **state)
 {
     (void)state;
-    pt_job_config one, split;
-    atom_config(&one);
-    one.training.epochs = 1;
-    one.training.max_steps = 6;
-    one.training.log_every = 1;
-    one.batching.model_batch_size = 8;
-    split = one;
-    split.batching.model_batch_size = 2;
-    split.backend.replication_factor = 2;
-    split.backend.gradient_accumulation = 2;
-    recorder *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
-    pt_train_result ra, rb;
-    assert_int_equal(run(&one, a, &ra), 0);
-    assert_int_equal(run(&split, b, &rb), 0);
-    assert_int_equal(a->n, b->n);
-    for (int i = 0; i < a->n; i++)
-        assert_float_equal(a->m[i].loss, b->m[i].loss, 1e-5 * fabs(a->m[i].loss));
-    free(a);
-    free(b);
+    pt_job_config cfg;
+    atom_config(&cfg);
+    trf_check_global_batch_invariance(&cfg, &emt);
 }
 
 int main(void)

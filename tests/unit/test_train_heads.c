@@ -17,41 +17,19 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/data/ingest.h"
 #include "engine/model/schnet.h"
 #include "engine/run/run.h"
 #include "engine/train/config.h"
 #include "engine/train/train.h"
-#include "tests/unit/tmp_fixture.h"
-
-#define MAX_LINES 256
+#include "tests/unit/train_fixture.h"
 
 static pt_dataset qm9;
 static char tmpdir[] = "/tmp/pt_test_train_heads_" "XX" "XX" "XX";
 
-typedef struct recorder {
-    int n;
-    pt_train_metrics m[MAX_LINES];
-    char json[MAX_LINES][1024];
-} recorder;
-
-static void record(void *user, const pt_train_metrics *m, const char *json)
-{
-    recorder *r = user;
-    if (r->n >= MAX_LINES) return;
-    r->m[r->n] = *m;
-    snprintf(r->json[r->n++], sizeof r->json[0], "%s", json);
-}
-
 static int setup(void **state)
 {
     (void)state;
-    if (!mkdtemp(tmpdir)) return -1;
-    char ptd[256];
-    snprintf(ptd, sizeof ptd, "%s/qm9.ptd", tmpdir);
-    if (tfx_ingest("tests/data/train_qm9_400.extxyz.gz", ptd) != 0) return -1;
-    char err[512];
-    return pt_dataset_open(&qm9, ptd, err, sizeof err);
+    return trf_open_ingested(tmpdir, "tests/data/train_qm9_400.extxyz.gz", &qm9);
 }
 
 static int teardown(void **state)
@@ -78,19 +56,9 @@ static void heads_config(pt_job_config *cfg)
     pt_errors_close(&errs);
 }
 
-static int run(const pt_job_config *cfg, const char *out, recorder *rec, pt_train_result *res)
+static int run(const pt_job_config *cfg, const char *out, trf_recorder *rec, pt_train_result *res)
 {
-    pt_errors errs;
-    pt_errors_init(&errs, 0);
-    pt_train_options opt = {.user = rec, .on_metrics = record};
-    int rc = pt_run_train(cfg, &qm9, out, &opt, res, &errs);
-    if (rc != 0) {
-        char buf[600];
-        pt_errors_first(&errs, buf, sizeof buf);
-        fprintf(stderr, "training failed: %s\n", buf);
-    }
-    pt_errors_close(&errs);
-    return rc;
+    return trf_run(cfg, &qm9, out, rec, res);
 }
 
 /* Each target's validation MAE at its best epoch beats its first epoch's by
@@ -103,7 +71,7 @@ static void test_every_target_learns(void **state)
     (void)state;
     pt_job_config cfg;
     heads_config(&cfg);
-    recorder *rec = calloc(1, sizeof *rec);
+    trf_recorder *rec = calloc(1, sizeof *rec);
     pt_train_result res;
     assert_int_equal(run(&cfg, NULL, rec, &res), 0);
     double first[3] = {NAN, NAN, NAN}, best[3] = {INFINITY, INFINITY, INFINITY};
@@ -144,30 +112,14 @@ static void test_every_target_learns(void **state)
     free(rec);
 }
 
-/* R=2 x A=2 x b=2 and b=8 consume the same 8 packs per step: the losses of
- * every head, summed with their weights, agree up to float summation order. */
+/* The global batch (train_fixture.h) with several heads: the losses of
+ * every head, summed with their weights, agree up to summation order. */
 static void test_global_batch_invariance(void **state)
 {
     (void)state;
-    pt_job_config one, split;
-    heads_config(&one);
-    one.training.epochs = 1;
-    one.training.max_steps = 6;
-    one.training.log_every = 1;
-    one.batching.model_batch_size = 8;
-    split = one;
-    split.batching.model_batch_size = 2;
-    split.backend.replication_factor = 2;
-    split.backend.gradient_accumulation = 2;
-    recorder *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
-    pt_train_result ra, rb;
-    assert_int_equal(run(&one, NULL, a, &ra), 0);
-    assert_int_equal(run(&split, NULL, b, &rb), 0);
-    assert_int_equal(a->n, b->n);
-    for (int i = 0; i < a->n; i++)
-        assert_float_equal(a->m[i].loss, b->m[i].loss, 1e-5 * fabs(a->m[i].loss));
-    free(a);
-    free(b);
+    pt_job_config cfg;
+    heads_config(&cfg);
+    trf_check_global_batch_invariance(&cfg, &qm9);
 }
 
 /* The file holds a head per target; a target of weight 0 is never trained:
@@ -181,7 +133,7 @@ static void test_zero_weight_target_and_model_file(void **state)
     cfg.training.epochs = 2;
     char out[300];
     snprintf(out, sizeof out, "%s/zero", tmpdir);
-    recorder *rec = calloc(1, sizeof *rec);
+    trf_recorder *rec = calloc(1, sizeof *rec);
     pt_train_result res;
     assert_int_equal(run(&cfg, out, rec, &res), 0);
     char path[400];
@@ -231,7 +183,7 @@ static void test_one_element_list_trains_as_the_single_target(void **state)
     assert_int_equal(pt_job_config_parse(&a, ja, strlen(ja), "a.json", &errs), 0);
     b = a;
     b.n_targets = 0;   /* the same job written with "target": "gap" */
-    recorder *ra = calloc(1, sizeof *ra), *rb = calloc(1, sizeof *rb);
+    trf_recorder *ra = calloc(1, sizeof *ra), *rb = calloc(1, sizeof *rb);
     pt_train_result xa, xb;
     assert_int_equal(run(&a, NULL, ra, &xa), 0);
     assert_int_equal(run(&b, NULL, rb, &xb), 0);
@@ -248,7 +200,7 @@ static void test_one_element_list_trains_as_the_single_target(void **state)
  * same lines as a straight run, every target's errors and the weighted
  * loss included, bit for bit, and the same kept model and result. */
 typedef struct stopper {
-    recorder *rec;
+    trf_recorder *rec;
     int64_t stop_at, steps;
     char ckpt[4400];
 } stopper;
@@ -256,7 +208,7 @@ typedef struct stopper {
 static void stop_record(void *user, const pt_train_metrics *m, const char *json)
 {
     stopper *s = user;
-    record(s->rec, m, json);
+    trf_record(s->rec, m, json);
 }
 
 static int stop_when(void *user)
@@ -294,7 +246,7 @@ static void test_resume_bit_for_bit(void **state)
     char a[300], b[300];
     snprintf(a, sizeof a, "%s/straight", tmpdir);
     snprintf(b, sizeof b, "%s/stopped", tmpdir);
-    recorder *ra = calloc(1, sizeof *ra), *rb = calloc(1, sizeof *rb);
+    trf_recorder *ra = calloc(1, sizeof *ra), *rb = calloc(1, sizeof *rb);
     stopper sa = {.rec = ra}, sb = {.rec = rb, .stop_at = 5};
     pt_train_result xa, xb1, xb2;
     assert_int_equal(run_stoppable(&cfg, a, &sa, NULL, &xa), 0);
@@ -336,7 +288,7 @@ static void test_zero_stage3_same_bits(void **state)
     s0.backend.replication_factor = 2;
     s3 = s0;
     s3.backend.zero_stage = 3;
-    recorder *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    trf_recorder *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
     pt_train_result ra, rb;
     assert_int_equal(run(&s0, NULL, a, &ra), 0);
     assert_int_equal(run(&s3, NULL, b, &rb), 0);
