@@ -58,18 +58,12 @@ req OPTIONS /v1/jobs
 expect "OPTIONS: 204 with Allow (openapi_check holds it to the document)" "$STATUS:$(header Allow | tr -d " " | tr "," "\n" | sort | paste -sd,)" "204:GET,HEAD,POST"
 req POST /v1/nowhere
 expect "a path the document does not list: 404" "$STATUS" 404
-# bare METHOD PATH [curl args...]: as req, unrecorded: the 403 of the
-# browser checks is an HTTP-level answer outside the document's operations
-# (as in test_api_hardening.sh F9)
-bare() {
-  local method=$1 path=$2; shift 2
-  rm -f "$BODY"
-  STATUS=$(curl -s -o "$BODY" -D "$HEADERS" -w '%{http_code}' -X "$method" "$@" "$BASE$path")
-}
+# The 403s of the browser checks below are recorded like every answer and
+# held to the document (its Forbidden response, on every operation).
 req GET /healthz -H "Origin: http://127.0.0.1:$PORT"
 expect "CORS is off by default: no CORS header, no Vary" \
   "$STATUS|$(header Access-Control-Allow-Origin)|$(header Vary)" "200||"
-bare POST /v1/jobs -H "Origin: https://app.example" -H "Content-Type: application/json" --data '{}'
+req POST /v1/jobs -H "Origin: https://app.example" -H "Content-Type: application/json" --data '{}'
 expect "... and, without tokens, another site's Origin is refused (issue 17's check)" \
   "$STATUS|$(header Access-Control-Allow-Origin)" "403|"
 stop_server "$SERVER_PID" TERM
@@ -89,12 +83,12 @@ expect "... a listed Origin passes the browser check of a server without tokens 
   "$STATUS:$(header Access-Control-Allow-Origin)" "422:https://other.example:8443"
 req POST /v1/jobs -H "Origin: https://app.example" -H "Content-Type: text/plain" --data '{}'
 expect "... JSON routes still take only application/json (415)" "$STATUS" 415
-bare POST /v1/jobs -H "Origin: https://evil.example" -H "Content-Type: application/json" --data '{}'
+req POST /v1/jobs -H "Origin: https://evil.example" -H "Content-Type: application/json" --data '{}'
 expect "CORS: an Origin not listed is still refused (403), without Access-Control-Allow-Origin" \
   "$STATUS:$(header Access-Control-Allow-Origin):$(header Vary)" "403::Origin"
-bare GET /v1/jobs -H "Origin: https://other.example"
+req GET /v1/jobs -H "Origin: https://other.example"
 expect "... the port is part of the origin" "$STATUS" 403
-bare GET /v1/jobs -H "Host: evil.example" -H "Origin: https://app.example"
+req GET /v1/jobs -H "Host: evil.example" -H "Origin: https://app.example"
 expect "... and a foreign Host is refused whatever the Origin (DNS rebinding)" "$STATUS" 403
 req OPTIONS /v1/jobs -H "Origin: https://other.example:8443" -H "Access-Control-Request-Method: POST" \
   -H "Access-Control-Request-Headers: Idempotency-Key, Content-Type"
@@ -109,7 +103,7 @@ stop_server "$SERVER_PID" TERM
 start_server "$WORK/cors-any" --workers 0 --cors-origins '*' || { finish; exit 1; }
 req GET /v1/jobs -H "Origin: https://anywhere.example"
 expect "--cors-origins '*': any origin" "$STATUS:$(header Access-Control-Allow-Origin)" "200:https://anywhere.example"
-bare GET /v1/jobs -H "Origin: null"
+req GET /v1/jobs -H "Origin: null"
 expect "... but not \"null\" (sandboxed frames, local files) unless listed" "$STATUS" 403
 stop_server "$SERVER_PID" TERM
 "$PT" serve --cors-origins >/dev/null 2>"$WORK/err"
