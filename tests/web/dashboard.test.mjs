@@ -334,14 +334,21 @@ async function main() {
     await waitState(page, 'running', 60e3);
     await list.goto(`${opt.base}/#/jobs`);
     const row = list.locator(`#jobs-table tr[data-job="${state.jobB}"]`);
-    await until('the list to show it running', async () => (await row.getAttribute('data-state')) === 'running', 15e3);
-    await page.click('#cancel-job');
+    await until('the list to show it running', async () => (await row.getAttribute('data-state')) === 'running', 30e3);
+    // The list, opened last, is the tab in front; a click waits for its
+    // target to be stable over animation frames, which a tab behind gets
+    // late or not at all (this click timed out once at load 13).  The job's
+    // tab comes to the front for it, the list goes on following the job from
+    // behind (it reads its stream, not frames) and is brought back after.
+    await page.bringToFront();
+    await page.click('#cancel-job', { timeout: 60e3 });
     await waitState(page, 'stopped', 60e3);
     assert(await page.locator('#cancel-job').isDisabled(), 'cancel is still enabled');
     assert(/cancelling[\s\S]*stopped/.test(await text(page, '#transitions')), 'transitions lack cancelling → stopped');
     assert(/stopped \(cancelled\)/.test(await text(page, '.summary')), 'the page does not say why the job stopped');
-    await until('the list to follow without a reload', async () => (await row.getAttribute('data-state')) === 'stopped', 15e3);
+    await until('the list to follow without a reload', async () => (await row.getAttribute('data-state')) === 'stopped', 30e3);
     await page.screenshot({ path: join(opt.out, 'job-cancelled.png') });
+    await list.bringToFront();
   });
 
   await check('a job trained on forces shows its force chart, with units on every axis and value', page, async () => {
