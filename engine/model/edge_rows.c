@@ -61,3 +61,10 @@ int32_t pt_edge_rows_identity(int32_t *row, uint8_t *first, float *row_dist, con
     }
     return n_edges;
 }
+
+void pt_edge_rows_last(int32_t *last, const int32_t *row, const int32_t *dst_offset, int n_nodes)
+{
+    for (int32_t i = 0; i < n_nodes; i++)
+        for (int32_t k = dst_offset[i]; k < dst_offset[i + 1]; k++)
+            if (row[k] >= 0) last[row[k]] = i;
+}

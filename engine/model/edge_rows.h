@@ -51,4 +51,13 @@ int32_t pt_edge_rows_build(int32_t *row, uint8_t *first, float *row_dist, const 
 int32_t pt_edge_rows_identity(int32_t *row, uint8_t *first, float *row_dist, const float *dist,
                               int32_t n_edges);
 
+/* last[u] = the receiver of the last edge (in CSR order) using row u, for
+ * the n_rows rows of a table from either function above.  A pass that
+ * walks the receivers in order has row u's every edge behind it once it has
+ * passed receiver last[u] (schnet_edges.c: the backward's dP rows are then
+ * complete).  Since rows are numbered in order of first use, every row a
+ * receiver i uses is below the row count of receivers 0..i. */
+void pt_edge_rows_last(int32_t *last, const int32_t *row, const int32_t *dst_offset,
+                       int n_nodes);
+
 #endif

@@ -375,6 +375,7 @@ void pt_schnet_prepare_edges(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
                     : pt_edge_rows_build(a->row, a->first, a->row_dist, b->edge_src,
                                          b->dst_offset, b->edge_dist, b->edge_vec, b->cap_nodes,
                                          m->cfg.cutoff);
+    pt_edge_rows_last(a->row_last, a->row, b->dst_offset, b->cap_nodes);
     pt_edge_basis_forward(a->e, a->cut, a->row_dist, a->n_rows, m->cfg.gaussians,
                           m->cfg.cutoff);
     if (a->mode >= PT_SCHNET_FORCES)

@@ -213,6 +213,7 @@ typedef struct pt_schnet_acts {
     int32_t n_rows;
     int32_t *row;                    /* [E] edge → filter row, −1 = no message */
     uint8_t *first;                  /* [E] 1: the row's first edge */
+    int32_t *row_last;               /* [E] receiver of each row's last edge */
     float *row_dist;                 /* [E] distance of each row */
     float *e, *cut;                  /* [rows,G] Gaussians, [rows] cosine cutoff */
     float *h[PT_SCHNET_MAX_INTERACTIONS + 1]; /* [N,H] input of block t; h[T] feeds the head */

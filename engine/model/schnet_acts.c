@@ -33,6 +33,7 @@ static void acts_layout(pt_schnet_acts *a, const pt_schnet_config *c, carver *cv
     const size_t pair = train ? 2 : 1; /* arrays with a second (tangent or bar) half */
     a->row = carve(cv, E * sizeof(int32_t));
     a->first = carve(cv, E);
+    a->row_last = carve(cv, E * sizeof(int32_t));
     a->row_dist = carve(cv, E * fs);
     a->e = carve(cv, pair * E * G * fs);
     a->cut = carve(cv, E * fs);

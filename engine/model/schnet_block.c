@@ -33,11 +33,16 @@ void pt_schnet_block_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
 
     pt_linear_forward(k->x, a->h[t], w->conv_lin1_w, NULL, N, H, F, 0.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
-    /* filter network over the rows, in cache-sized chunks */
-    pt_schnet_filter_forward(w, k, a, U, G, F, sw);
-    if (a->mode >= PT_SCHNET_FORCES) pt_schnet_filter_deriv(m, a, t, sw);
-    pt_cfconv_forward(k->m, k->w, a->row, k->x, b->edge_src, b->dst_offset, N, F);
-    pt_lap(sw, PT_SCHNET_OP_CFCONV);
+    if (a->mode == PT_SCHNET_ENERGY) {
+        /* filter network and convolution chunk by chunk (schnet_edges.c) */
+        pt_schnet_edges_forward(w, k, a, b, G, F, sw);
+    } else {
+        /* W' needs the whole batch's P and s1 (schnet_forces.c) */
+        pt_schnet_filter_forward(w, k, a, U, G, F, sw);
+        pt_schnet_filter_deriv(m, a, t, sw);
+        pt_cfconv_forward(k->m, k->w, a->row, k->x, b->edge_src, b->dst_offset, N, F);
+        pt_lap(sw, PT_SCHNET_OP_CFCONV);
+    }
     pt_linear_forward(k->u, k->m, w->conv_lin2_w, w->conv_lin2_b, N, F, H, 0.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
     pt_ssp_forward(k->u, k->sig2, NULL, N, H);
@@ -58,7 +63,6 @@ void pt_schnet_block_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_ba
     pt_schnet_block *dw = &d->block[t];
     pt_schnet_block_acts *k = &a->block[t];
     const int N = b->cap_nodes, H = c->hidden, F = c->filters, G = c->gaussians;
-    const int U = a->n_rows;
     const pt_precision prec = a->precision;
 
     pt_linear_backward(a->du, dw->lin_w, dw->lin_b, a->dh, k->u, w->lin_w, N, H, H, 0.0f, prec);
@@ -68,12 +72,9 @@ void pt_schnet_block_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_ba
     pt_linear_backward(a->dm, dw->conv_lin2_w, NULL, a->du, k->m, w->conv_lin2_w, N, F, H, 0.0f,
                        prec);
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
-    /* dm → dx and dP (per filter row, cutoff included); then the filter
-     * network: A2, a2 → ssp → A1, a1; e needs no gradient */
-    pt_cfconv_backward(a->dx, a->dp, a->dm, k->x, k->w, a->cut, a->row, a->first, b->edge_src,
-                       b->dst_offset, N, F);
-    pt_lap(sw, PT_SCHNET_OP_CFCONV);
-    pt_schnet_filter_backward(w, dw, k, a, U, G, F, sw);
+    /* dm → dx and dP (per filter row, cutoff included), then the filter
+     * network: A2, a2 → ssp → A1, a1 (e needs no gradient), chunk by chunk */
+    pt_schnet_edges_backward(w, dw, k, a, b, G, F, sw);
     pt_linear_backward(a->dh, dw->conv_lin1_w, NULL, a->dx, a->h[t], w->conv_lin1_w, N, H, F,
                        1.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);

@@ -25,7 +25,10 @@
  * chunk's rows can round differently from the same rows in a whole batch:
  * measured), so where the policy gives a product of the filter network to
  * OpenBLAS (PACKTRAIN_SGEMM=openblas, OpenBLAS's own AVX-512 kernel sets)
- * or the precision is bf16, the whole-batch sequence runs, as before. */
+ * or the precision is bf16, the whole-batch sequence runs, as before.
+ * The pieces (one chunk of each pass) are what schnet_edges.c interleaves
+ * with the convolution; the two functions over all U rows below run the
+ * chunks one after the other. */
 #include <string.h>
 
 #include "engine/model/schnet_internal.h"
@@ -50,58 +53,70 @@ static int chunked(pt_precision prec, int G, int F)
            pt_sgemm_choice(CblasTrans, CblasNoTrans, F, G, r) != PT_SGEMM_OPENBLAS;
 }
 
+int pt_schnet_filter_chunk(pt_precision prec, int G, int F, int U)
+{
+    return chunked(prec, G, F) ? PT_FILTER_CHUNK : (U > 0 ? U : 1);
+}
+
+void pt_schnet_filter_forward_rows(const pt_schnet_block *w, pt_schnet_block_acts *k,
+                                   const pt_schnet_acts *a, int r0, int n, int G, int F,
+                                   pt_stopwatch *sw)
+{
+    const pt_precision prec = a->precision;
+    const size_t o = (size_t)r0 * (size_t)F;
+    pt_linear_forward(k->s1 + o, a->e + (size_t)r0 * G, w->mlp0_w, w->mlp0_b, n, G, F, 0.0f,
+                      prec);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    pt_ssp_forward(k->s1 + o, k->sig1 + o, NULL, n, F);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
+    pt_linear_forward(k->p + o, k->s1 + o, w->mlp2_w, w->mlp2_b, n, F, F, 0.0f, prec);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    pt_filter_cutoff_forward(k->w + o, k->p + o, a->cut + r0, n, F);
+    pt_lap(sw, PT_SCHNET_OP_CFCONV);
+}
+
+/* One chunk of the backward from its dP rows dp ([n,F]), ds1 into ds1
+ * ([n,F]); both where the chunk's rows are in a->dp and a->ds1, or in
+ * windows of them (schnet_edges.c).  da2's float blocks go to a double total the
+ * caller keeps across the chunks and adds to da2 at the end, as
+ * pt_column_sums_add keeps it over one call's rows (so one chunk of all U
+ * rows is pt_linear_backward's sequence, bit for bit). */
+void pt_schnet_filter_backward_rows(const pt_schnet_block *w, pt_schnet_block *dw,
+                                    const pt_schnet_block_acts *k, const pt_schnet_acts *a,
+                                    int r0, int n, int G, int F, const float *dp, float *ds1,
+                                    double *total, pt_stopwatch *sw)
+{
+    const pt_precision prec = a->precision;
+    const size_t o = (size_t)r0 * (size_t)F;
+    pt_linear_backward_weight(dw->mlp2_w, NULL, dp, k->s1 + o, n, 0, F, F, prec);
+    pt_linear_backward_input(ds1, dp, w->mlp2_w, n, F, F, 0.0f, prec);
+    pt_column_sums_total(total, dp, n, F);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    pt_ssp_backward(ds1, dw->mlp0_b, k->sig1 + o, n, F);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
+    pt_linear_backward_weight(dw->mlp0_w, NULL, ds1, a->e + (size_t)r0 * G, n, 0, G, F, prec);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+}
+
 void pt_schnet_filter_forward(const pt_schnet_block *w, pt_schnet_block_acts *k,
                               const pt_schnet_acts *a, int U, int G, int F, pt_stopwatch *sw)
 {
-    const pt_precision prec = a->precision;
-    const int chunk = chunked(prec, G, F) ? PT_FILTER_CHUNK : (U > 0 ? U : 1);
-    for (int r0 = 0; r0 < U; r0 += chunk) {
-        const int n = U - r0 < chunk ? U - r0 : chunk;
-        const size_t o = (size_t)r0 * (size_t)F;
-        pt_linear_forward(k->s1 + o, a->e + (size_t)r0 * G, w->mlp0_w, w->mlp0_b, n, G, F, 0.0f,
-                          prec);
-        pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
-        pt_ssp_forward(k->s1 + o, k->sig1 + o, NULL, n, F);
-        pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
-        pt_linear_forward(k->p + o, k->s1 + o, w->mlp2_w, w->mlp2_b, n, F, F, 0.0f, prec);
-        pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
-        pt_filter_cutoff_forward(k->w + o, k->p + o, a->cut + r0, n, F);
-        pt_lap(sw, PT_SCHNET_OP_CFCONV);
-    }
+    const int chunk = pt_schnet_filter_chunk(a->precision, G, F, U);
+    for (int r0 = 0; r0 < U; r0 += chunk)
+        pt_schnet_filter_forward_rows(w, k, a, r0, U - r0 < chunk ? U - r0 : chunk, G, F, sw);
 }
 
 void pt_schnet_filter_backward(const pt_schnet_block *w, pt_schnet_block *dw,
                                const pt_schnet_block_acts *k, pt_schnet_acts *a, int U, int G,
                                int F, pt_stopwatch *sw)
 {
-    const pt_precision prec = a->precision;
-    if (!chunked(prec, G, F)) {
-        pt_linear_backward(a->ds1, dw->mlp2_w, dw->mlp2_b, a->dp, k->s1, w->mlp2_w, U, F, F,
-                           0.0f, prec);
-        pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
-        pt_ssp_backward(a->ds1, dw->mlp0_b, k->sig1, U, F);
-        pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
-        pt_linear_backward(NULL, dw->mlp0_w, NULL, a->ds1, a->e, w->mlp0_w, U, G, F, 0.0f, prec);
-        pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
-        return;
-    }
-    /* da2's double total across the chunks, as pt_column_sums_add keeps it
-     * over one call's rows (F ≤ PT_OPS_MAX_WIDTH: pt_schnet_config_check) */
+    /* F ≤ PT_OPS_MAX_WIDTH: pt_schnet_config_check */
     double total[PT_OPS_MAX_WIDTH];
     for (int c = 0; c < F; c++) total[c] = 0.0;
-    for (int r0 = 0; r0 < U; r0 += PT_FILTER_CHUNK) {
-        const int n = U - r0 < PT_FILTER_CHUNK ? U - r0 : PT_FILTER_CHUNK;
-        const size_t o = (size_t)r0 * (size_t)F;
-        const float *dp = a->dp + o;
-        float *ds1 = a->ds1 + o;
-        pt_linear_backward_weight(dw->mlp2_w, NULL, dp, k->s1 + o, n, 0, F, F, prec);
-        pt_linear_backward_input(ds1, dp, w->mlp2_w, n, F, F, 0.0f, prec);
-        pt_column_sums_total(total, dp, n, F);
-        pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
-        pt_ssp_backward(ds1, dw->mlp0_b, k->sig1 + o, n, F);
-        pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
-        pt_linear_backward_weight(dw->mlp0_w, NULL, ds1, a->e + (size_t)r0 * G, n, 0, G, F, prec);
-        pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
-    }
+    const int chunk = pt_schnet_filter_chunk(a->precision, G, F, U);
+    for (int r0 = 0; r0 < U; r0 += chunk)
+        pt_schnet_filter_backward_rows(w, dw, k, a, r0, U - r0 < chunk ? U - r0 : chunk, G, F,
+                                       a->dp + (size_t)r0 * F, a->ds1 + (size_t)r0 * F, total,
+                                       sw);
     for (int c = 0; c < F; c++) dw->mlp2_b[c] += (float)total[c];
 }

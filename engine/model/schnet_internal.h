@@ -47,6 +47,35 @@ void pt_schnet_filter_forward(const pt_schnet_block *w, pt_schnet_block_acts *k,
 void pt_schnet_filter_backward(const pt_schnet_block *w, pt_schnet_block *dw,
                                const pt_schnet_block_acts *k, pt_schnet_acts *a, int U, int G,
                                int F, pt_stopwatch *sw);
+/* Their pieces: rows per chunk for the arena's precision (PT_FILTER_CHUNK,
+ * or all U rows where chunks would change the bits), and one chunk of rows
+ * r0 .. r0+n of each pass; the backward reads the chunk's dP rows from dp
+ * ([n,F]), writes its ds1 to ds1 ([n,F]) and adds da2's blocks to total[F] (a double per column, zeroed by
+ * the caller before the first chunk and added to da2 after the last). */
+int pt_schnet_filter_chunk(pt_precision prec, int G, int F, int U);
+void pt_schnet_filter_forward_rows(const pt_schnet_block *w, pt_schnet_block_acts *k,
+                                   const pt_schnet_acts *a, int r0, int n, int G, int F,
+                                   pt_stopwatch *sw);
+void pt_schnet_filter_backward_rows(const pt_schnet_block *w, pt_schnet_block *dw,
+                                    const pt_schnet_block_acts *k, const pt_schnet_acts *a,
+                                    int r0, int n, int G, int F, const float *dp, float *ds1,
+                                    double *total, pt_stopwatch *sw);
+
+/* Block t's edge part as one pass over the filter rows (schnet_edges.c):
+ * each chunk of the filter network followed by the convolution of the
+ * receivers it completes, so W and dP are read back from L2.
+ *   forward   W (as pt_schnet_filter_forward), then m = cfconv(x, W);
+ *   backward  from a->dm: dx into a->dx, then the filter network's
+ *             gradients as pt_schnet_filter_backward; a->dp and a->ds1 are
+ *             scratch (dP in a window of the rows in flight, ds1 one
+ *             chunk's).
+ * The bits of the whole-batch sequence (filter, then convolution). */
+void pt_schnet_edges_forward(const pt_schnet_block *w, pt_schnet_block_acts *k,
+                             const pt_schnet_acts *a, const pt_batch *b, int G, int F,
+                             pt_stopwatch *sw);
+void pt_schnet_edges_backward(const pt_schnet_block *w, pt_schnet_block *dw,
+                              const pt_schnet_block_acts *k, pt_schnet_acts *a,
+                              const pt_batch *b, int G, int F, pt_stopwatch *sw);
 
 /* Interaction block t (schnet_block.c): forward from a->h[t] to a->h[t+1];
  * backward from a->dh = dL/dh_{t+1} to dL/dh_t in place, ACCUMULATING the

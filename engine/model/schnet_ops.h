@@ -86,6 +86,20 @@ void pt_cfconv_forward(float *m, const float *w, const int32_t *row, const float
 void pt_cfconv_backward(float *dx, float *dp, const float *dm, const float *x, const float *w,
                         const float *cut, const int32_t *row, const uint8_t *first,
                         const int32_t *src, const int32_t *dst_offset, int n_nodes, int f);
+/* The two over receivers i0 ≤ i < i1 only (m rows i0..i1 written; dx is
+ * added to, not zeroed: the caller zeroes it once), for a pass that
+ * convolves the batch in pieces as their filter rows are ready
+ * (schnet_edges.c).  Consecutive ranges covering 0..n_nodes in ascending
+ * order give the bits of the whole-batch call: every sum runs in the same
+ * edge order.  ring > 0: dP row u is kept in dp row u mod ring (a window of
+ * the rows in flight that stays in cache); 0: in dp row u. */
+void pt_cfconv_forward_range(float *m, const float *w, const int32_t *row, const float *x,
+                             const int32_t *src, const int32_t *dst_offset, int i0, int i1,
+                             int f);
+void pt_cfconv_backward_range(float *dx, float *dp, const float *dm, const float *x,
+                              const float *w, const float *cut, const int32_t *row,
+                              const uint8_t *first, const int32_t *src,
+                              const int32_t *dst_offset, int i0, int i1, int f, int32_t ring);
 
 /* h[i] = table[z_i]  (row 0 is the padding row) */
 void pt_embedding_forward(float *h, const float *table, const uint8_t *z, int n, int dim);

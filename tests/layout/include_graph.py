@@ -52,7 +52,7 @@ CONCEPTS = {
     "engine/graph": [{"neighbors", "neighbors_internal", "neighbors_pbc"}],
     "engine/model": [{"bf16", "bf16_internal", "bf16_avx512"},
                      {"schnet", "schnet_internal", "schnet_forces", "schnet_layers", "schnet_acts",
-                      "schnet_filter", "schnet_block"},
+                      "schnet_filter", "schnet_block", "schnet_edges"},
                      {"schnet_ops", "schnet_ops_internal", "schnet_ops_forces"}],
     "store": [{"store", "store_internal", "store_datasets", "store_events", "store_jobs", "store_lifecycle",
                "store_metrics", "store_schema", "store_tokens"}],

@@ -1,0 +1,127 @@
+/* schnet_edges.c — an interaction block's edge part (filter network, cutoff
+ * and convolution) as one pass over the filter rows that keeps W and dP in
+ * L2 (issue 18):
+ *
+ *   forward   for each chunk of rows: s1, P, W = P ⊙ C (schnet_filter.c),
+ *             then m_i = Σ_{k→i} x[src_k] ⊙ W[row_k] for every receiver i
+ *             whose rows are now all computed;
+ *   backward  for each chunk of rows: dx[src_k] += dm_i ⊙ W[row_k] and
+ *             dP[row_k] (+)= dm_i ⊙ x[src_k] · C for the receivers up to the
+ *             last one using a row of the chunk, then the chunk's filter
+ *             backward from dP.
+ *
+ * Run one after the other over a whole batch, the filter network writes W
+ * (water: ~20,000 rows × 100 floats = 8 MB per block) and the convolution
+ * reads it back from memory, and the backward does the same with dP.  Here
+ * a chunk's W is read by the convolution right after it is written, and
+ * the rows a receiver shares with an earlier one (the reverse of a bond)
+ * were written one structure back at most: edges never leave a structure,
+ * so what the convolution reads stays within one structure's rows and
+ * nodes (water: ~1,000 rows, 400 KB).
+ *
+ * dP is kept in a window of the rows in flight (dp_ring) and ds1 in one
+ * chunk's scratch, so the backward writes neither to an 8 MB array that
+ * the caches would have to write back and fetch again.
+ *
+ * Which receivers a chunk completes follows from edge_rows.h's numbering:
+ * rows are numbered in order of first use in receiver order, so receiver i
+ * uses no row at or above the count of rows that receivers 0..i created; in
+ * the backward, row u has all its edges behind it once receiver
+ * row_last[u] is done.
+ *
+ * Bits: the same as the whole-batch sequence (tests/unit/test_schnet_edges.c).
+ * The filter chunks are schnet_filter.c's; the convolution runs receiver by
+ * receiver in ascending order whatever the pieces, so each m_i, each dx_j
+ * (summed over its edges in receiver order) and each dP row (first edge
+ * writes, the other adds) is formed by the same operations in the same
+ * order. */
+#include <string.h>
+
+#include "engine/model/schnet_internal.h"
+
+/* The first receiver from i on that uses a row at or above r1 (n: none). */
+static int ready_until(const int32_t *row, const int32_t *dst_offset, int i, int n, int32_t r1)
+{
+    for (; i < n; i++)
+        for (int32_t k = dst_offset[i]; k < dst_offset[i + 1]; k++)
+            if (row[k] >= r1) return i;
+    return n;
+}
+
+void pt_schnet_edges_forward(const pt_schnet_block *w, pt_schnet_block_acts *k,
+                             const pt_schnet_acts *a, const pt_batch *b, int G, int F,
+                             pt_stopwatch *sw)
+{
+    const int U = a->n_rows, N = b->cap_nodes;
+    const int chunk = pt_schnet_filter_chunk(a->precision, G, F, U);
+    int i = 0; /* receivers below i are convolved */
+    for (int r0 = 0; r0 < U; r0 += chunk) {
+        const int n = U - r0 < chunk ? U - r0 : chunk;
+        pt_schnet_filter_forward_rows(w, k, a, r0, n, G, F, sw);
+        const int i1 = ready_until(a->row, b->dst_offset, i, N, r0 + n);
+        pt_cfconv_forward_range(k->m, k->w, a->row, k->x, b->edge_src, b->dst_offset, i, i1, F);
+        pt_lap(sw, PT_SCHNET_OP_CFCONV);
+        i = i1;
+    }
+    /* receivers without rows (padding nodes; every row when U = 0) */
+    pt_cfconv_forward_range(k->m, k->w, a->row, k->x, b->edge_src, b->dst_offset, i, N, F);
+    pt_lap(sw, PT_SCHNET_OP_CFCONV);
+}
+
+/* The dP rows in flight: when the backward reaches the chunk at r0, rows
+ * below r0 are consumed and the receivers up to the last one using a row
+ * of the chunk have written the rows below `made`.  Returns the smallest
+ * multiple of the chunk that holds [r0, made) for every chunk (so a chunk's
+ * rows are contiguous in it), or 0 when that is not below U (then dP row u
+ * stays at row u). */
+static int32_t dp_ring(const pt_schnet_acts *a, const pt_batch *b, int chunk)
+{
+    const int U = a->n_rows, N = b->cap_nodes;
+    int32_t made = 0, need = 0;
+    int i = 0, last = -1;
+    for (int r0 = 0; r0 < U; r0 += chunk) {
+        const int r1 = U - r0 < chunk ? U : r0 + chunk;
+        for (int u = r0; u < r1; u++)
+            if (a->row_last[u] > last) last = a->row_last[u];
+        for (; i <= last && i < N; i++)
+            for (int32_t k = b->dst_offset[i]; k < b->dst_offset[i + 1]; k++) made += a->first[k];
+        if (made - r0 > need) need = made - r0;
+    }
+    const int32_t ring = (need + chunk - 1) / chunk * chunk;
+    return ring < U ? ring : 0;
+}
+
+void pt_schnet_edges_backward(const pt_schnet_block *w, pt_schnet_block *dw,
+                              const pt_schnet_block_acts *k, pt_schnet_acts *a,
+                              const pt_batch *b, int G, int F, pt_stopwatch *sw)
+{
+    const int U = a->n_rows, N = b->cap_nodes;
+    const int chunk = pt_schnet_filter_chunk(a->precision, G, F, U);
+    /* dP in a window of the rows in flight (water: ~1,300 rows), so its
+     * lines are reused in cache instead of streaming 8 MB through memory */
+    const int32_t ring = dp_ring(a, b, chunk);
+    /* da2's double total across the chunks (F ≤ PT_OPS_MAX_WIDTH:
+     * pt_schnet_config_check) */
+    double total[PT_OPS_MAX_WIDTH];
+    for (int c = 0; c < F; c++) total[c] = 0.0;
+    memset(a->dx, 0, (size_t)N * (size_t)F * sizeof(float));
+    int i = 0;     /* receivers below i are done */
+    int last = -1; /* the last receiver using a row below r0 + n */
+    for (int r0 = 0; r0 < U; r0 += chunk) {
+        const int n = U - r0 < chunk ? U - r0 : chunk;
+        for (int u = r0; u < r0 + n; u++)
+            if (a->row_last[u] > last) last = a->row_last[u];
+        if (last + 1 > i) {
+            pt_cfconv_backward_range(a->dx, a->dp, a->dm, k->x, k->w, a->cut, a->row, a->first,
+                                     b->edge_src, b->dst_offset, i, last + 1, F, ring);
+            i = last + 1;
+        }
+        pt_lap(sw, PT_SCHNET_OP_CFCONV);
+        /* ds1 lives one chunk: the first rows of a->ds1 stay in L2 */
+        const float *dp = a->dp + (size_t)(ring > 0 ? r0 % ring : r0) * F;
+        pt_schnet_filter_backward_rows(w, dw, k, a, r0, n, G, F, dp, a->ds1, total, sw);
+    }
+    for (int c = 0; c < F; c++) dw->mlp2_b[c] += (float)total[c];
+    /* the receivers after the last one with rows add nothing (their edges
+     * carry no message): dx stays as it is */
+}

@@ -1,0 +1,329 @@
+/* test_schnet_edges.c — an interaction block's edge part as one pipeline
+ * (engine/model/schnet_edges.c: each filter chunk followed by the
+ * convolution of the receivers it completes) against the unfused
+ * whole-batch sequence it replaced (pt_schnet_filter_forward, then
+ * pt_cfconv_forward; pt_cfconv_backward, then pt_schnet_filter_backward),
+ * bit for bit, on real batches: 8 LPFHP packs (seed 000's shapes: H = F =
+ * 100, G = 25, 6 Å, 32 neighbours) of
+ *   - QM9 molecules (tests/data/backend_qm9_240.extxyz.gz): padding edges,
+ *     every bond two-sided;
+ *   - water clusters (tests/data/ingest_water_slice.extxyz.gz): neighbour
+ *     lists truncated at 32, so some bonds are one-sided (a row per edge);
+ *   - periodic EMT cells (tests/data/emt_train_240.extxyz.gz): bonds to
+ *     images, an atom bonded to its own images;
+ * each checked to really have those features and several chunks of rows.
+ * Compared: s1, σ1, W, m (forward); dx and the four filter gradients
+ * accumulated onto non-zero values (backward; dP and ds1 are scratch: dP
+ * in a window of the rows in flight, ds1 one chunk's); outputs and scratch
+ * the pipeline must write are poisoned first.  On the policy's kernels and the
+ * AVX2 kernel forced (chunks of 256 rows), OpenBLAS forced and bf16 (one
+ * chunk of all rows), and on the static-shape table (a row per edge slot,
+ * padding included).  Also: row_last (edge_rows.h) is the receiver of each
+ * row's last edge, and a whole step on an energy arena (pipeline) and on a
+ * forces arena (its forward unfused) predicts the same bits. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/data/ingest.h"
+#include "engine/graph/graph.h"
+#include "engine/model/edge_rows.h"
+#include "engine/model/schnet_internal.h"
+#include "engine/model/sgemm_kernels.h"
+#include "engine/pack/batch.h"
+#include "engine/pack/packing.h"
+
+/* ---- a real batch: ingest, neighbour graphs, LPFHP packs, 8 of them ------- */
+
+typedef struct data {
+    char ptd[64];
+    pt_dataset ds;
+    pt_graphs g;
+    pt_packer packer;
+    pt_packs packs;
+    pt_batch b;
+    pt_schnet m;
+    uint32_t *natoms, *nedges, *ids;
+} data;
+
+static void data_open(data *d, const char *src, const char *target)
+{
+    memset(d, 0, sizeof *d);
+    snprintf(d->ptd, sizeof d->ptd, "/tmp/pt-test-edges-%ld.ptd", (long)getpid());
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    pt_ingest_options opt;
+    pt_ingest_options_init(&opt);
+    pt_ingest_report rep;
+    assert_int_equal(pt_ingest_files(&src, 1, d->ptd, &opt, &rep, &errs), 0);
+    pt_ingest_report_close(&rep);
+    char err[256];
+    assert_int_equal(pt_dataset_open(&d->ds, d->ptd, err, sizeof err), 0);
+    unlink(d->ptd);
+    const int key = pt_dataset_find_target(&d->ds, target);
+    assert_true(key >= 0);
+    pt_schnet_config mc = pt_schnet_config_default();
+    pt_graph_params gp = {mc.cutoff, mc.max_neighbors, PT_GRAPH_RADIUS};
+    assert_int_equal(pt_graphs_build(&d->g, &d->ds, &gp, &errs), 0);
+    const uint32_t n = d->ds.n_structs;
+    d->natoms = malloc(n * sizeof(uint32_t));
+    d->nedges = malloc(n * sizeof(uint32_t));
+    d->ids = malloc(n * sizeof(uint32_t));
+    assert_true(d->natoms && d->nedges && d->ids);
+    for (uint32_t s = 0; s < n; s++) {
+        d->natoms[s] = pt_dataset_natoms(&d->ds, s);
+        d->nedges[s] = pt_graphs_nedges(&d->g, s);
+        d->ids[s] = s;
+    }
+    pt_pack_request req = {.method = PT_PACK_LPFHP};
+    assert_int_equal(pt_packer_init(&d->packer, &req, d->natoms, d->nedges, n, d->ids, n, &errs),
+                     0);
+    assert_int_equal(pt_packer_epoch(&d->packer, 7, 0, &d->packs), 0);
+    assert_true(d->packs.n_packs >= 8);
+    assert_int_equal(pt_batch_init(&d->b, d->packer.limits, 8, mc.cutoff), PT_BATCH_OK);
+    assert_int_equal(pt_batch_fill(&d->b, &d->ds, &d->g, &d->packs, 0, 8, key), PT_BATCH_OK);
+    assert_int_equal(pt_schnet_init(&d->m, &mc, &errs), 0);
+    pt_schnet_init_weights(&d->m, 5);
+    pt_errors_close(&errs);
+}
+
+static void data_close(data *d)
+{
+    pt_schnet_close(&d->m);
+    pt_batch_close(&d->b);
+    pt_packs_close(&d->packs);
+    pt_packer_close(&d->packer);
+    pt_graphs_close(&d->g);
+    pt_dataset_close(&d->ds);
+    free(d->natoms), free(d->nedges), free(d->ids);
+}
+
+/* ---- helpers --------------------------------------------------------------- */
+
+static uint64_t lcg = 0x9e3779b97f4a7c15ull;
+
+static float rnd(void)
+{
+    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((lcg >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
+}
+
+static void fill(float *p, size_t n, float scale)
+{
+    for (size_t i = 0; i < n; i++) p[i] = scale * rnd();
+}
+
+static float *copy_of(const float *p, size_t n)
+{
+    float *q = malloc(sizeof(float) * (n ? n : 1));
+    assert_non_null(q);
+    memcpy(q, p, sizeof(float) * n);
+    return q;
+}
+
+#define SAME(x, y, n) assert_memory_equal((x), (y), sizeof(float) * (size_t)(n))
+
+/* A block's filter gradients: four tensors in one buffer. */
+typedef struct grads {
+    float buf[100 * 25 + 100 + 100 * 100 + 100];
+    pt_schnet_block dw;
+} grads;
+
+static void grads_init(grads *g, int G, int F, const grads *from)
+{
+    g->dw.mlp0_w = g->buf;
+    g->dw.mlp0_b = g->dw.mlp0_w + F * G;
+    g->dw.mlp2_w = g->dw.mlp0_b + F;
+    g->dw.mlp2_b = g->dw.mlp2_w + F * F;
+    if (from) memcpy(g->buf, from->buf, sizeof g->buf);
+    else fill(g->buf, sizeof g->buf / sizeof(float), 0.01f); /* accumulated onto */
+}
+
+/* The batch's table, and what it has: padding edges, one-sided bonds
+ * (a row used by one edge of two real atoms), rows over several chunks. */
+typedef struct features {
+    int pad_edges, one_sided, rows;
+} features;
+
+static features table_features(const pt_schnet_acts *a, const pt_batch *b)
+{
+    features f = {0, 0, a->n_rows};
+    int *uses = calloc((size_t)a->n_rows + 1, sizeof(int));
+    assert_non_null(uses);
+    for (int k = 0; k < b->cap_edges; k++) {
+        if (a->row[k] < 0) f.pad_edges++;
+        else uses[a->row[k]]++;
+    }
+    for (int u = 0; u < a->n_rows; u++) f.one_sided += uses[u] == 1;
+    free(uses);
+    /* row_last: the receiver of each row's last edge */
+    for (int i = 0; i < b->cap_nodes; i++)
+        for (int32_t k = b->dst_offset[i]; k < b->dst_offset[i + 1]; k++)
+            if (a->row[k] >= 0) assert_true(a->row_last[a->row[k]] >= i);
+    for (int i = 0; i < b->cap_nodes; i++)
+        for (int32_t k = b->dst_offset[i]; k < b->dst_offset[i + 1]; k++)
+            if (a->row[k] >= 0 && a->row_last[a->row[k]] == i) a->row_last[a->row[k]] = -1 - i;
+    for (int u = 0; u < a->n_rows; u++) { /* each row's last receiver was one of its own */
+        assert_true(a->row_last[u] < 0);
+        a->row_last[u] = -1 - a->row_last[u];
+    }
+    return f;
+}
+
+/* ---- the block-level comparison -------------------------------------------- */
+
+/* ring: the pipeline must have kept dP in a window of rows (the chunked
+ * path on a batch whose bonds stay within a few chunks), seen as dp's last
+ * row still poisoned */
+static void compare_block(data *d, pt_precision prec, int static_shapes, int ring)
+{
+    pt_schnet *m = &d->m;
+    const pt_batch *b = &d->b;
+    pt_schnet_acts a;
+    assert_int_equal(pt_schnet_acts_init(&a, m, b->cap_nodes, b->cap_edges, b->cap_graphs, NULL),
+                     0);
+    a.precision = prec;
+    a.static_shapes = static_shapes;
+    pt_schnet_prepare_edges(m, &a, b);
+    const int N = b->cap_nodes, U = a.n_rows, F = m->cfg.filters, G = m->cfg.gaussians;
+    const size_t nf = (size_t)N * F, uf = (size_t)U * F;
+    const pt_schnet_block *w = &m->params.block[0];
+    pt_schnet_block_acts *k = &a.block[0];
+    fill(k->x, nf, 1.0f);
+    fill(a.dm, nf, 1.0f);
+    pt_stopwatch sw;
+    pt_stopwatch_start(&sw, NULL);
+
+    /* the unfused sequence */
+    grads gr, gf;
+    grads_init(&gr, G, F, NULL);
+    grads_init(&gf, G, F, &gr);
+    pt_schnet_filter_forward(w, k, &a, U, G, F, &sw);
+    pt_cfconv_forward(k->m, k->w, a.row, k->x, b->edge_src, b->dst_offset, N, F);
+    pt_cfconv_backward(a.dx, a.dp, a.dm, k->x, k->w, a.cut, a.row, a.first, b->edge_src,
+                       b->dst_offset, N, F);
+    pt_schnet_filter_backward(w, &gr.dw, k, &a, U, G, F, &sw);
+    float *s1 = copy_of(k->s1, uf), *sig1 = copy_of(k->sig1, uf), *W = copy_of(k->w, uf);
+    float *mm = copy_of(k->m, nf), *dx = copy_of(a.dx, nf);
+
+    /* the pipeline, on poisoned outputs */
+    memset(k->s1, 0xff, uf * sizeof(float));
+    memset(k->sig1, 0xff, uf * sizeof(float));
+    memset(k->w, 0xff, uf * sizeof(float));
+    memset(k->m, 0xff, nf * sizeof(float));
+    memset(a.dx, 0xff, nf * sizeof(float));
+    memset(a.dp, 0xff, uf * sizeof(float));
+    memset(a.ds1, 0xff, uf * sizeof(float));
+    pt_schnet_edges_forward(w, k, &a, b, G, F, &sw);
+    SAME(k->s1, s1, uf);
+    SAME(k->sig1, sig1, uf);
+    SAME(k->w, W, uf);
+    SAME(k->m, mm, nf);
+    pt_schnet_edges_backward(w, &gf.dw, k, &a, b, G, F, &sw);
+    SAME(a.dx, dx, nf);
+    SAME(gf.buf, gr.buf, sizeof gr.buf / sizeof(float));
+    if (ring) {
+        const uint32_t *last_row = (const uint32_t *)(a.dp + uf - F);
+        for (int c = 0; c < F; c++) assert_int_equal(last_row[c], 0xffffffffu);
+    }
+    free(s1), free(sig1), free(W), free(mm), free(dx);
+    pt_schnet_acts_close(&a);
+}
+
+static void check_data(const char *src, const char *target, int want_one_sided)
+{
+    data d;
+    data_open(&d, src, target);
+    pt_schnet_acts a;
+    assert_int_equal(pt_schnet_acts_init(&a, &d.m, d.b.cap_nodes, d.b.cap_edges, d.b.cap_graphs,
+                                         NULL),
+                     0);
+    pt_schnet_prepare_edges(&d.m, &a, &d.b);
+    features f = table_features(&a, &d.b);
+    print_message("%s: %d edge slots, %d rows, %d padding edges, %d one-sided rows\n", src,
+                  d.b.cap_edges, f.rows, f.pad_edges, f.one_sided);
+    pt_schnet_acts_close(&a);
+    assert_true(f.pad_edges > 0);
+    assert_true(f.rows > 4 * 256); /* several chunks, a ragged last one or not */
+    if (want_one_sided) assert_true(f.one_sided > 0);
+
+    pt_sgemm_force(PT_SGEMM_AUTO);
+    compare_block(&d, PT_PRECISION_FP32, 0, 1);
+    compare_block(&d, PT_PRECISION_FP32, 1, 1);
+    compare_block(&d, PT_PRECISION_BF16, 0, 0);
+    if (pt_sgemm_supported(PT_SGEMM_AVX2)) {
+        pt_sgemm_force(PT_SGEMM_AVX2);
+        compare_block(&d, PT_PRECISION_FP32, 0, 1);
+    }
+    pt_sgemm_force(PT_SGEMM_OPENBLAS);
+    compare_block(&d, PT_PRECISION_FP32, 0, 0);
+    pt_sgemm_force(PT_SGEMM_AUTO);
+    data_close(&d);
+}
+
+static void test_qm9(void **state)
+{
+    (void)state;
+    check_data("tests/data/backend_qm9_240.extxyz.gz", "energy_U0", 0);
+}
+
+static void test_water(void **state)
+{
+    (void)state;
+    check_data("tests/data/ingest_water_slice.extxyz.gz", "energy", 1);
+}
+
+static void test_periodic(void **state)
+{
+    (void)state;
+    check_data("tests/data/emt_train_240.extxyz.gz", "energy", 1);
+}
+
+/* A whole forward on an energy arena (the pipeline) and on a forces arena
+ * (filter network, its d-derivative, then the convolution, unfused): the
+ * same predictions bit for bit, on water. */
+static void test_step_arenas(void **state)
+{
+    (void)state;
+    data d;
+    data_open(&d, "tests/data/ingest_water_slice.extxyz.gz", "energy");
+    const pt_batch *b = &d.b;
+    pt_schnet_acts e, f;
+    assert_int_equal(pt_schnet_acts_init_mode(&e, &d.m, b->cap_nodes, b->cap_edges,
+                                              b->cap_graphs, PT_SCHNET_ENERGY, NULL),
+                     0);
+    assert_int_equal(pt_schnet_acts_init_mode(&f, &d.m, b->cap_nodes, b->cap_edges,
+                                              b->cap_graphs, PT_SCHNET_FORCES, NULL),
+                     0);
+    const double *ye = pt_schnet_forward(&d.m, &e, b);
+    const double *yf = pt_schnet_forward(&d.m, &f, b);
+    int real = 0;
+    for (int g = 0; g < b->cap_graphs; g++) {
+        real += b->graph_id[g] >= 0;
+        assert_memory_equal(&ye[g], &yf[g], sizeof(double));
+    }
+    assert_true(real > 8);
+    for (int t = 0; t < d.m.cfg.interactions; t++)
+        SAME(e.block[t].m, f.block[t].m, (size_t)b->cap_nodes * d.m.cfg.filters);
+    pt_schnet_acts_close(&e);
+    pt_schnet_acts_close(&f);
+    data_close(&d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_qm9),
+        cmocka_unit_test(test_water),
+        cmocka_unit_test(test_periodic),
+        cmocka_unit_test(test_step_arenas),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
