@@ -37,7 +37,8 @@ void pt_schnet_block_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
         /* filter network and convolution chunk by chunk (schnet_edges.c) */
         pt_schnet_edges_forward(w, k, a, b, G, F, sw);
     } else {
-        /* W' needs the whole batch's P and s1 (schnet_forces.c) */
+        /* W' (schnet_forces.c) is computed over all rows at once, so the
+         * convolution follows the whole filter network here */
         pt_schnet_filter_forward(w, k, a, U, G, F, sw);
         pt_schnet_filter_deriv(m, a, t, sw);
         pt_cfconv_forward(k->m, k->w, a->row, k->x, b->edge_src, b->dst_offset, N, F);
