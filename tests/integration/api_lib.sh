@@ -36,6 +36,12 @@ cleanup() {
     kill -KILL "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
   done
+  # a worker this suite stopped (SIGSTOP) and, having stopped early, did not
+  # continue: it outlives its server; only if it still is one of this suite's
+  # (its command line names $WORK), never a process that reused the pid
+  if [ -n "${PAUSED:-}" ] && cat "/proc/$PAUSED/cmdline" 2>/dev/null | tr '\0' ' ' | grep -qF -- "$WORK/"; then
+    kill -KILL "$PAUSED" 2>/dev/null
+  fi
   # tmpfs mounts a test made as root where user namespaces are refused
   for m in "${SMALL_MOUNTS[@]}"; do umount "$m" 2>/dev/null; done
   rm -rf "$WORK"
