@@ -131,16 +131,22 @@ static int keep(void *ctx, const pt_structure *s)
     return 0;
 }
 
+/* Reads a database into k, its description appended to infos. */
+static void read_cols(const char *path, cols *k, json_t *infos, pt_errors *errs)
+{
+    memset(k, 0, sizeof *k);
+    pt_errors_init(errs, 0);
+    pt_read_options o = {.format = PT_FORMAT_AUTO, .max_atoms = 1000, .info = infos};
+    assert_int_equal(pt_ase_db_read(path, &o, keep, k, errs), 0);
+}
+
 static void test_bad_shapes(void **state)
 {
     (void)state;
     cols k;
-    memset(&k, 0, sizeof k);
     json_t *infos = json_array();
     pt_errors errs;
-    pt_errors_init(&errs, 0);
-    pt_read_options o = {.format = PT_FORMAT_AUTO, .max_atoms = 1000, .info = infos};
-    assert_int_equal(pt_ase_db_read(BAD, &o, keep, &k, &errs), 0);
+    read_cols(BAD, &k, infos, &errs);
     assert_true(adb_has_error(&errs, 2, "data.energies",
                               "an array of shape (4,) here, not one value per atom (the row has 3 atoms: shape (3,) "
                               "or (3, 1)), as in 4 other rows"));
@@ -201,12 +207,9 @@ static void test_units_and_kinds(void **state)
     sqlite3_close(db);
 
     cols k;
-    memset(&k, 0, sizeof k);
     json_t *infos = json_array();
     pt_errors errs;
-    pt_errors_init(&errs, 0);
-    pt_read_options o = {.format = PT_FORMAT_AUTO, .max_atoms = 1000, .info = infos};
-    assert_int_equal(pt_ase_db_read(p, &o, keep, &k, &errs), 0);
+    read_cols(p, &k, infos, &errs);
     if (errs.total) itu_print_errors(&errs);
     assert_int_equal(errs.total, 0);
     assert_int_equal(k.n_valid, 2);
