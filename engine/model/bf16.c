@@ -362,20 +362,31 @@ static int run_avx512(pt_bf16_job *job, int b_packed)
     if (threads < 1) threads = 1;
 
     size_t b_bytes = 0;
+    /* one thread packs B one K block at a time, just before the block's
+     * tiles read it (it stays in L2: a weight gradient's B is a whole batch
+     * of activations, megabytes packed up front and read back from memory);
+     * threads share one B packed up front */
+    const int blocked = !b_packed && threads == 1;
     if (!b_packed) {
         b_bytes = pt_bf16_packed_pairs(job->k, job->n) * sizeof(uint32_t);
         if (b_bytes > PT_BF16_MAX_PACK) return PT_BF16_ETOOBIG;
+        if (blocked)
+            b_bytes = pt_bf16_packed_pairs(job->k < PT_BF16_KC ? job->k : PT_BF16_KC, job->n) *
+                      sizeof(uint32_t);
         b_bytes = (b_bytes + 63) / 64 * 64;
     }
     size_t abytes = PT_BF16_APACK_PAIRS * sizeof(uint32_t);
     char *mem = scratch_get(b_bytes + abytes * (size_t)threads);
     if (!mem) return PT_BF16_ENOMEM;
-    if (!b_packed) job->bp = (uint32_t *)mem;
+    if (blocked)
+        job->bblock = (uint32_t *)mem;
+    else if (!b_packed)
+        job->bp = (uint32_t *)mem;
     uint32_t *apack = (uint32_t *)(mem + b_bytes);
     worker w[MAX_THREADS];
     for (int i = 0; i < threads; i++)
         w[i] = (worker){.job = job, .apack = apack + (size_t)i * PT_BF16_APACK_PAIRS};
-    if (!b_packed) {
+    if (!b_packed && !blocked) {
         /* packing B is worth splitting only when B is big (dW = dYᵀ·X) */
         int packers = (size_t)job->kp * job->n >= 65536 ? threads : 1;
         for (int i = 0; i < packers; i++) w[i].pack_phase = 1;

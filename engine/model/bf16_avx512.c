@@ -122,35 +122,69 @@ static void interleave_run(uint32_t *dst, const void *lo, const void *hi, int f3
     }
 }
 
+/* 16 × 16 uint32 transposed in registers: r[i] lane j ↔ r[j] lane i.
+ * Pairs of rows interleave their 32-bit, then 64-bit elements (each 128-bit
+ * lane then holds a 4 × 4 block), and two rounds of 128-bit lane shuffles
+ * gather the blocks: 64 shuffles for 256 elements. */
+static inline void transpose16(__m512i r[16])
+{
+    __m512i t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);     /* column 4L + 0 of rows i..i+3 */
+        u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]); /* 4L + 1 */
+        u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int c = 0; c < 4; c++) {
+        /* u[c], u[4+c], u[8+c], u[12+c]: column 4L + c of rows 0-3, 4-7, 8-11, 12-15 */
+        __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x88);  /* lanes 0, 2 */
+        __m512i v1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xdd);  /* lanes 1, 3 */
+        __m512i w0 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x88);
+        __m512i w1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xdd);
+        r[c] = _mm512_shuffle_i32x4(v0, w0, 0x88);      /* column c */
+        r[4 + c] = _mm512_shuffle_i32x4(v1, w1, 0x88);  /* column 4 + c */
+        r[8 + c] = _mm512_shuffle_i32x4(v0, w0, 0xdd);  /* column 8 + c */
+        r[12 + c] = _mm512_shuffle_i32x4(v1, w1, 0xdd); /* column 12 + c */
+    }
+}
+
 /* op(B) stored transposed (the weights W[out][in] of a Linear): column col of
  * op(B) is row col of the source, so pair p is two adjacent elements, and a
- * source row rounded to bf16 in place is already its column of pairs; 16
- * pairs at a time are rounded in vectors, then stored down the column. */
+ * source row rounded to bf16 in place is already its column of pairs.  16
+ * columns × 16 pairs are rounded in vectors, transposed in registers and
+ * stored as 16 rows of a panel; columns past n (the last panel's padding up
+ * to a multiple of 16) are zeros. */
 static void pack_b_transposed(const pt_bf16_job *job, int p_begin, int p_end)
 {
     const pt_bf16_operand *b = &job->b;
     const size_t size = b->f32 ? sizeof(float) : sizeof(uint16_t);
-    uint32_t pairs[16];
-    for (int col = 0; col < job->n; col++) {
-        int panel = col / NP, width = job->n - panel * NP < NP ? job->n - panel * NP : NP;
+    for (int c0 = 0; c0 < job->n; c0 += 16) {
+        int panel = c0 / NP, width = job->n - panel * NP < NP ? job->n - panel * NP : NP;
         int wp = (width + 15) / 16 * 16;
-        uint32_t *dst = job->bp + (size_t)panel * job->kp * NP + (size_t)(col % NP);
-        const char *row = elem_at(b, (size_t)col, 0);
+        uint32_t *dst = job->bp + (size_t)panel * job->kp * NP + (size_t)(c0 % NP);
         for (int p0 = p_begin; p0 < p_end; p0 += 16) {
-            int k0 = 2 * p0;
-            __m256i lo = load16h(row + (size_t)k0 * size, b->f32, lanes(job->k - k0));
-            __m256i hi = load16h(row + (size_t)(k0 + 16) * size, b->f32, lanes(job->k - k0 - 16));
-            __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-            _mm512_storeu_si512(pairs, both);
+            const int k0 = 2 * p0;
+            __m512i r[16];
+            for (int i = 0; i < 16; i++) {
+                if (c0 + i >= job->n) {
+                    r[i] = _mm512_setzero_si512();
+                    continue;
+                }
+                const char *row = elem_at(b, (size_t)(c0 + i), (size_t)k0);
+                __m256i lo = load16h(row, b->f32, lanes(job->k - k0));
+                __m256i hi = load16h(row + 16 * size, b->f32, lanes(job->k - k0 - 16));
+                r[i] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+            }
+            transpose16(r);
             int count = p_end - p0 < 16 ? p_end - p0 : 16;
-            for (int i = 0; i < count; i++) dst[(size_t)(p0 + i) * wp] = pairs[i];
+            for (int j = 0; j < count; j++)
+                _mm512_storeu_si512(dst + (size_t)(p0 + j) * wp, r[j]);
         }
     }
-    /* the last panel's padding columns */
-    int last = (job->n - 1) / NP, width = job->n - last * NP, wp = (width + 15) / 16 * 16;
-    uint32_t *panel = job->bp + (size_t)last * job->kp * NP;
-    for (int p = p_begin; p < p_end; p++)
-        for (int col = width; col < wp; col++) panel[(size_t)p * wp + col] = 0;
 }
 
 void pt_bf16_avx512_pack_b(const pt_bf16_job *job, int p_begin, int p_end)
@@ -285,6 +319,23 @@ void pt_bf16_avx512_rows(const pt_bf16_job *job, int i_begin, int i_end, uint32_
 {
     for (int pc = 0; pc < job->k; pc += KC) {
         int kc = job->k - pc < KC ? job->k - pc : KC;
+        /* B's panels: pair rows [pc/2, pc/2 + kc/2) of the whole packed B
+         * (panel stride kp), or this block alone packed now (stride kpb) */
+        const uint32_t *bp = job->bp;
+        int kpb = job->kp, pair0 = pc / 2;
+        if (job->bblock) {
+            pt_bf16_job sub = *job;
+            sub.k = kc;
+            sub.kp = (kc + 1) / 2;
+            sub.bp = job->bblock;
+            sub.bblock = NULL;
+            sub.b.p = job->b.trans ? elem_at(&job->b, 0, (size_t)pc)
+                                   : elem_at(&job->b, (size_t)pc, 0);
+            pt_bf16_avx512_pack_b(&sub, 0, sub.kp);
+            bp = job->bblock;
+            kpb = sub.kp;
+            pair0 = 0;
+        }
         tile t;
         t.kp = (kc + 1) / 2;
         t.ldc = job->ldc;
@@ -297,7 +348,7 @@ void pt_bf16_avx512_rows(const pt_bf16_job *job, int i_begin, int i_end, uint32_
             pack_a(job, apack, ic, mc, mcp, pc, kc, &t.sp, &t.sr);
             for (int n0 = 0; n0 < job->n; n0 += NP) {
                 int width = job->n - n0 < NP ? job->n - n0 : NP, nv = (width + 15) / 16;
-                t.b = job->bp + (size_t)(n0 / NP) * job->kp * NP + (size_t)(pc / 2) * 16 * nv;
+                t.b = bp + (size_t)(n0 / NP) * kpb * NP + (size_t)pair0 * 16 * nv;
                 t.last = lanes(width - 16 * (nv - 1));
                 t.bias = job->bias ? job->bias + n0 : NULL;
                 for (int ir = 0; ir < mc; ir += MR) {

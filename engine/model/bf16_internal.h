@@ -32,6 +32,9 @@ typedef struct pt_bf16_job {
     float alpha, beta;
     pt_bf16_operand a, b;
     uint32_t *bp;          /* packed B, pt_bf16_packed_pairs(k, n) entries */
+    uint32_t *bblock;      /* set: B is packed here one K block at a time by
+                              pt_bf16_avx512_rows (one thread; bp unused),
+                              pt_bf16_packed_pairs(min(k, PT_BF16_KC), n) entries */
     const float *bias;     /* n floats added to every row of C (then beta = 0), or NULL */
     float *c;
     int ldc;
@@ -50,8 +53,9 @@ static inline size_t pt_bf16_packed_pairs(int k, int n)
 /* Packs pair rows [p_begin, p_end) of op(B) into job->bp (all panels).  Only
  * after pt_cpu_has_bf16(). */
 void pt_bf16_avx512_pack_b(const pt_bf16_job *job, int p_begin, int p_end);
-/* Computes rows [i_begin, i_end) of C from job->bp; apack has
- * PT_BF16_APACK_PAIRS entries.  Only after pt_cpu_has_bf16(). */
+/* Computes rows [i_begin, i_end) of C from job->bp (or packing each K
+ * block of B into job->bblock first); apack has PT_BF16_APACK_PAIRS
+ * entries.  Only after pt_cpu_has_bf16(). */
 void pt_bf16_avx512_rows(const pt_bf16_job *job, int i_begin, int i_end, uint32_t *apack);
 
 /* fp32 → bf16, round to nearest even, NaN kept quiet (shared by both files). */

@@ -13,8 +13,10 @@
  *     ±0, subnormals that round to zero and up to the smallest normal, and
  *     the largest finite values, in every packer (A as stored and
  *     transposed, B as stored and transposed);
- *   - the vector packer of a transposed B (a Linear's weights) writes the
- *     layout of the scalar one, pairs past 16 and odd k included;
+ *   - the vector packer of a transposed B (a Linear's weights: 16 × 16
+ *     blocks transposed in registers) writes the layout of the scalar one,
+ *     pairs past 16, odd k and ragged columns included, and split over two
+ *     threads at an odd pair row gives the bits of one;
  *   - a reduction split into calls of whole K blocks (PT_BF16_KC) with
  *     beta = 1 gives the bits of one call: what lets the filter network run
  *     in chunks of rows in bf16 (engine/model/schnet_filter.c). */
@@ -286,6 +288,32 @@ static void test_reduction_in_chunks(void **state)
     pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO);
 }
 
+/* A transposed B big enough to be packed by two threads (pair rows split
+ * at an arbitrary row, not a multiple of 16) gives the bits of one thread. */
+static void test_transposed_b_packed_by_threads(void **state)
+{
+    (void)state;
+    if (!pt_cpu_has_bf16()) skip();
+    pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
+    const int m = 50, n = 100, k = 2 * 1337 + 1; /* kp·n ≥ 65536: packing is split */
+    float *a = arr((size_t)m * k), *b = arr((size_t)n * k), *c1 = arr((size_t)m * n);
+    float *c2 = malloc((size_t)m * n * sizeof(float));
+    assert_non_null(c2);
+    memcpy(c2, c1, (size_t)m * n * sizeof(float));
+    pt_bf16_set_threads(1);
+    assert_int_equal(pt_bf16_sgemm(CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, k, b, k, 0.5f, c1,
+                                   n),
+                     PT_BF16_OK);
+    pt_bf16_set_threads(2);
+    assert_int_equal(pt_bf16_sgemm(CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, k, b, k, 0.5f, c2,
+                                   n),
+                     PT_BF16_OK);
+    pt_bf16_set_threads(1);
+    assert_memory_equal(c1, c2, (size_t)m * n * sizeof(float));
+    free(a), free(b), free(c1), free(c2);
+    pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -295,6 +323,7 @@ int main(void)
         cmocka_unit_test(test_rounding_special_values),
         cmocka_unit_test(test_packers_agree_wide),
         cmocka_unit_test(test_reduction_in_chunks),
+        cmocka_unit_test(test_transposed_b_packed_by_threads),
     };
     return cmocka_run_group_tests_name("bf16_bias", tests, NULL, NULL);
 }
