@@ -20,17 +20,20 @@
  * (beta = 1 continues a chain exactly), and the bias gradients' float
  * blocks of PT_SUM_BLOCK rows are gathered in one double total across the
  * chunks as pt_column_sums_add does in one call (a chunk is a multiple of
- * both block lengths).  That holds for the own kernels; OpenBLAS and the
- * bf16 kernel block a product's rows and its reduction their own way (a
- * chunk's rows can round differently from the same rows in a whole batch:
+ * both block lengths).  That holds for the own kernels and for the bf16
+ * kernel (its reduction blocks of PT_BF16_KC rows divide a chunk);
+ * OpenBLAS blocks a product's rows and its reduction its own way (a chunk's
+ * rows can round differently from the same rows in a whole batch:
  * measured), so where the policy gives a product of the filter network to
  * OpenBLAS (PACKTRAIN_SGEMM=openblas, OpenBLAS's own AVX-512 kernel sets)
- * or the precision is bf16, the whole-batch sequence runs, as before.
+ * or bf16 runs on its portable path (cblas_sgemm), the whole-batch sequence
+ * runs.
  * The pieces (one chunk of each pass) are what schnet_edges.c interleaves
  * with the convolution; the two functions over all U rows below run the
  * chunks one after the other. */
 #include <string.h>
 
+#include "engine/model/bf16.h"
 #include "engine/model/schnet_internal.h"
 #include "engine/model/schnet_ops_internal.h"
 #include "engine/model/sgemm_kernels.h"
@@ -41,10 +44,15 @@
 #define PT_FILTER_CHUNK 256
 
 /* 1 when the chunks give the whole-batch bits: fp32, and every product of
- * the filter network on the own kernels (see the file comment). */
+ * the filter network on the own kernels (see the file comment); or bf16 on
+ * the AVX512-BF16 kernel, whose chains restart every PT_BF16_KC rows of a
+ * reduction and continue across calls with beta = 1 (bf16.h), so chunks of
+ * whole K blocks round as the whole batch does. */
 static int chunked(pt_precision prec, int G, int F)
 {
     const int r = PT_FILTER_CHUNK;
+    if (prec == PT_PRECISION_BF16)
+        return r % PT_BF16_KC == 0 && pt_bf16_kernel_active() == PT_BF16_KERNEL_AVX512;
     return prec == PT_PRECISION_FP32 &&
            pt_sgemm_choice(CblasNoTrans, CblasTrans, r, F, G) != PT_SGEMM_OPENBLAS &&
            pt_sgemm_choice(CblasNoTrans, CblasTrans, r, F, F) != PT_SGEMM_OPENBLAS &&

@@ -16,7 +16,7 @@
  * accumulated onto non-zero values (backward; dP and ds1 are scratch: dP
  * in a window of the rows in flight, ds1 one chunk's); outputs and scratch
  * the pipeline must write are poisoned first.  On the policy's kernels and the
- * AVX2 kernel forced (chunks of 256 rows), OpenBLAS forced and bf16 (one
+ * AVX2 kernel forced and bf16 (chunks of 256 rows), OpenBLAS forced (one
  * chunk of all rows), and on the static-shape table (a row per edge slot,
  * padding included).  Also: row_last (edge_rows.h) is the receiver of each
  * row's last edge, and a whole step on an energy arena (pipeline) and on a
@@ -34,6 +34,7 @@
 
 #include "engine/data/ingest.h"
 #include "engine/graph/graph.h"
+#include "engine/model/bf16.h"
 #include "engine/model/edge_rows.h"
 #include "engine/model/schnet_internal.h"
 #include "engine/model/sgemm_kernels.h"
@@ -257,7 +258,7 @@ static void check_data(const char *src, const char *target, int want_one_sided)
     pt_sgemm_force(PT_SGEMM_AUTO);
     compare_block(&d, PT_PRECISION_FP32, 0, 1);
     compare_block(&d, PT_PRECISION_FP32, 1, 1);
-    compare_block(&d, PT_PRECISION_BF16, 0, 0);
+    compare_block(&d, PT_PRECISION_BF16, 0, pt_cpu_has_bf16());
     if (pt_sgemm_supported(PT_SGEMM_AVX2)) {
         pt_sgemm_force(PT_SGEMM_AVX2);
         compare_block(&d, PT_PRECISION_FP32, 0, 1);

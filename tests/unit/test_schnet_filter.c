@@ -6,9 +6,9 @@
  *   - forward s1, σ1, P, W and backward ds1, dA1, da1, dA2, da2 equal the
  *     reference bit for bit, for U below one chunk, at one chunk, and over
  *     several chunks with a ragged last one; on the policy's kernels
- *     (chunked), on the AVX2 kernel forced (chunked), on OpenBLAS forced
- *     and in bf16 (both whole-batch: OpenBLAS rounds a chunk's rows
- *     differently from the same rows in a whole batch);
+ *     (chunked), on the AVX2 kernel forced (chunked), in bf16 (chunked on
+ *     the AVX512-BF16 kernel) and on OpenBLAS forced (whole-batch: OpenBLAS
+ *     rounds a chunk's rows differently from the same rows in a whole batch);
  *   - gradients accumulate (+=) onto what dw held, as the reference does;
  *   - the policy gives the filter network's products to the own kernels
  *     here (so the first case above tests the chunked path). */
