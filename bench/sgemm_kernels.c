@@ -53,6 +53,7 @@ typedef struct op {
     int m, n, k;
     float beta;
     int per_step;   /* times a training step runs it */
+    int weights;    /* distinct B operands it cycles through (below) */
 } op;
 
 int main(int argc, char **argv)
@@ -65,18 +66,18 @@ int main(int argc, char **argv)
     double secs = argc > 3 ? atof(argv[3]) : 1.0;
     openblas_set_num_threads(1);
     const op ops[] = {
-        {"filter1_fwd", CblasNoTrans, CblasTrans, U, 100, 25, 1.0f, 4},
-        {"filter1_dw", CblasTrans, CblasNoTrans, 100, 25, U, 1.0f, 4},
-        {"filter2_fwd", CblasNoTrans, CblasTrans, U, 100, 100, 1.0f, 4},
-        {"filter2_din", CblasNoTrans, CblasNoTrans, U, 100, 100, 0.0f, 4},
-        {"filter2_dw", CblasTrans, CblasNoTrans, 100, 100, U, 1.0f, 4},
-        {"node_fwd", CblasNoTrans, CblasTrans, N, 100, 100, 1.0f, 12},
-        {"node_din", CblasNoTrans, CblasNoTrans, N, 100, 100, 0.0f, 12},
-        {"node_dw", CblasTrans, CblasNoTrans, 100, 100, N, 1.0f, 12},
-        {"head1_fwd", CblasNoTrans, CblasTrans, N, 50, 100, 1.0f, 1},
-        {"head1_din", CblasNoTrans, CblasNoTrans, N, 100, 50, 0.0f, 1},
-        {"head1_dw", CblasTrans, CblasNoTrans, 50, 100, N, 1.0f, 1},
-        {"head2_fwd", CblasNoTrans, CblasTrans, N, 1, 50, 1.0f, 1},
+        {"filter1_fwd", CblasNoTrans, CblasTrans, U, 100, 25, 1.0f, 4, 1},
+        {"filter1_dw", CblasTrans, CblasNoTrans, 100, 25, U, 1.0f, 4, 1},
+        {"filter2_fwd", CblasNoTrans, CblasTrans, U, 100, 100, 1.0f, 4, 1},
+        {"filter2_din", CblasNoTrans, CblasNoTrans, U, 100, 100, 0.0f, 4, 1},
+        {"filter2_dw", CblasTrans, CblasNoTrans, 100, 100, U, 1.0f, 4, 1},
+        {"node_fwd", CblasNoTrans, CblasTrans, N, 100, 100, 1.0f, 12, 3},
+        {"node_din", CblasNoTrans, CblasNoTrans, N, 100, 100, 0.0f, 12, 3},
+        {"node_dw", CblasTrans, CblasNoTrans, 100, 100, N, 1.0f, 12, 3},
+        {"head1_fwd", CblasNoTrans, CblasTrans, N, 50, 100, 1.0f, 1, 3},
+        {"head1_din", CblasNoTrans, CblasNoTrans, N, 100, 50, 0.0f, 1, 3},
+        {"head1_dw", CblasTrans, CblasNoTrans, 50, 100, N, 1.0f, 1, 3},
+        {"head2_fwd", CblasNoTrans, CblasTrans, N, 1, 50, 1.0f, 1, 3},
     };
     const int n_ops = (int)(sizeof ops / sizeof ops[0]);
     const pt_sgemm_impl impls[] = {PT_SGEMM_OPENBLAS, PT_SGEMM_AVX512, PT_SGEMM_AVX2, PT_SGEMM_AUTO};
@@ -85,7 +86,13 @@ int main(int argc, char **argv)
     int on[4];
     for (int i = 0; i < n_impls; i++) on[i] = strstr(only, pt_sgemm_impl_name(impls[i])) != NULL;
     size_t big = (size_t)(U > N ? U : N) * 100;
-    float *a = filled(big), *b = filled(big), *c = filled(big);
+    /* B: a node layer's weight is one of 12 a step runs in turn, so the own
+     * NT kernel's cache of transposed weights (sgemm_kernels.c) never holds
+     * it when it comes back: node and head products cycle through three
+     * distinct B (more than that cache keeps), the filter products, whose
+     * two weights run over every chunk of a batch in a row, use one */
+    const size_t bstride = (size_t)PT_SGEMM_MAX_DIM * PT_SGEMM_MAX_DIM;
+    float *a = filled(big), *b = filled(big + 2 * bstride), *c = filled(big);
     double best[4][16] = {{0}};
     pt_sgemm_impl used[4][16];
     printf("{\"openblas_core\":\"%s\",\"U\":%d,\"N\":%d,\"rounds\":%d}\n",
@@ -108,9 +115,12 @@ int main(int argc, char **argv)
                                                                             : PT_SGEMM_OPENBLAS;
                 used[i][o] = use;
                 long reps = 0;
+                int turn = 0;
                 double t0 = now(), t = t0;
                 while (t - t0 < secs / rounds) {
-                    pt_sgemm_run(use, p->ta, p->tb, p->m, p->n, p->k, a, lda, b, ldb, p->beta, c,
+                    const float *bw = b + (p->weights > 1 ? (size_t)turn * bstride : 0);
+                    turn = (turn + 1) % p->weights;
+                    pt_sgemm_run(use, p->ta, p->tb, p->m, p->n, p->k, a, lda, bw, ldb, p->beta, c,
                                  p->n);
                     reps++;
                     t = now();

@@ -42,11 +42,12 @@
         V x = (v) == nv - 1 ? VLOADM(cp, last) : VLOADU(cp);                             \
         acc##i##v = beta == 1.0f ? x : VMUL(vb, x);                                      \
     }
-/* B rows are packed with a stride of whole vectors (sgemm_kernels.c), so
- * the last vector is read whole: its extra lanes only feed accumulator
- * lanes that are never stored. */
+/* The last vector of a row of B is read masked: TN reads B as the caller
+ * has it, where a whole vector would run past the end of the last row. */
 #define SK_LOADB(v)                                                                      \
-    V b##v = (v) < nv ? VLOADU(bp + (v) * VW) : VZERO();                                 \
+    V b##v = (v) < nv - 1    ? VLOADU(bp + (v) * VW)                                     \
+             : (v) == nv - 1 ? VLOADM(bp + (v) * VW, last)                               \
+                             : VZERO();                                                  \
     if ((v) < nv) SK_REG(b##v);
 /* one broadcast at a time, each used by its row's FMAs at once, so that
  * only one A value is live (the AVX2 tile has no register to spare) */
@@ -125,12 +126,16 @@ static void SK(tiles)(int m, int n, int k, const float *a, long ars, long aps, l
                       long ldc)
 {
     const int panel = VW * NVMAX;
+    /* row blocks of RB, but a remainder just over RB is split in two halves
+     * (100 rows with RB 3: 32 × 3 + 2 + 2, not 33 × 3 + 1): a one-row tile
+     * loads B for a single FMA per vector */
     for (int j0 = 0; j0 < n; j0 += panel) {
         int w = n - j0 < panel ? n - j0 : panel;
         int nv = (w + VW - 1) / VW;
         MASK_T last = MASK(w - (nv - 1) * VW);
-        for (int i0 = 0; i0 < m; i0 += RB) {
-            int rb = m - i0 < RB ? m - i0 : RB;
+        for (int i0 = 0, rb; i0 < m; i0 += rb) {
+            int rem = m - i0;
+            rb = rem <= RB ? rem : rem < 2 * RB ? (rem + 1) / 2 : RB;
             SK(block)(rb, nv, last, k, a + (long)i0 * a_row_step, ars, aps, b + j0, ldb, beta,
                       bias ? bias + j0 : NULL, c + (long)i0 * ldc + j0, ldc);
         }
@@ -139,24 +144,19 @@ static void SK(tiles)(int m, int n, int k, const float *a, long ars, long aps, l
 
 /* NN: C[m,n] = A[m,k] B[k,n] + beta C, or + bias[n] on every row when bias
  * is not NULL (the chains then start from the bias instead of C; bias
- * padded to whole vectors), the reduction in passes of
- * PT_SGEMM_KC so that a pass's rows of B stay in L1 while every row block of
- * A walks them (the partial sums round-trip through C: the chain per
- * element, and so the result, is unchanged).  B is the dispatcher's packed
- * copy: rows 64-byte aligned (ldb a multiple of 16), so no load splits a
- * cache line. */
+ * padded to whole vectors), in one pass over k (≤ PT_SGEMM_MAX_DIM): with
+ * B's vectors in registers, passes of 64 rows of B (for L1) cost more in
+ * C's round trips than they saved (filter 100 → 100 products 4% slower).
+ * B is the dispatcher's packed copy: rows 64-byte aligned (ldb a multiple
+ * of 16). */
 void SK(nn)(int m, int n, int k, const float *a, int lda, const float *b, int ldb, float beta,
             const float *bias, float *c, int ldc)
 {
-    for (int p0 = 0; p0 < k; p0 += PT_SGEMM_KC) {
-        int kc = k - p0 < PT_SGEMM_KC ? k - p0 : PT_SGEMM_KC;
-        SK(tiles)(m, n, kc, a + p0, lda, 1, lda, b + (long)p0 * ldb, ldb, p0 == 0 ? beta : 1.0f,
-                  p0 == 0 ? bias : NULL, c, ldc);
-    }
+    SK(tiles)(m, n, k, a, lda, 1, lda, b, ldb, beta, bias, c, ldc);
 }
 
 /* TN: C[m,n] = A[k,m]ᵀ B[k,n] + beta C for one pass of k ≤ PT_SGEMM_KC rows
- * (the dispatcher packs each pass's B rows and chains the passes). */
+ * (the dispatcher chains the passes); B as the caller has it. */
 void SK(tn)(int m, int n, int k, const float *a, int lda, const float *b, int ldb, float beta,
             float *c, int ldc)
 {

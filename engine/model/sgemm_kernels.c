@@ -130,13 +130,58 @@ static void scalar(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, 
 
 /* --- dispatch -------------------------------------------------------------- */
 
-/* B packed with rows 64-byte aligned (stride a multiple of 16 floats), per
- * thread so that replicas never share it: NT's B transposed to [k][n], NN's
- * B copied, TN's B one pass of PT_SGEMM_KC rows at a time.  Unaligned rows
- * (a 100-float row starts 16 bytes off a cache line) make most vector loads
- * split two lines: the kernels ran at half speed on them. */
+/* NN's B copied with rows 64-byte aligned (stride a multiple of 16 floats),
+ * per thread so that replicas never share it.  Unaligned rows (a 100-float
+ * row starts 16 bytes off a cache line) make most vector loads split two
+ * lines.  (TN reads its B in place: there B is the long operand, the copy
+ * cost more than the split loads, with B's vectors held in registers.) */
 static _Thread_local float bpack[PT_SGEMM_MAX_DIM * PT_SGEMM_MAX_DIM]
     __attribute__((aligned(64)));
+
+/* NT's B transposed to [k][n] the same way, cached: the filter network runs
+ * the same two weights over every 256-row chunk of a batch
+ * (schnet_filter.c), and the scalar transpose of a 100 × 100 weight took
+ * ≈ 3 µs against ≈ 22 µs for a chunk's product.  An entry is reused only
+ * when the weight is bit for bit the one it was made from (memcmp against
+ * the entry's copy: the optimizer updates weights in place, at the same
+ * address), so a hit gives exactly what a fresh transpose would. */
+typedef struct nt_entry {
+    float packed[PT_SGEMM_MAX_DIM * PT_SGEMM_MAX_DIM] __attribute__((aligned(64)));
+    float src[PT_SGEMM_MAX_DIM * PT_SGEMM_MAX_DIM];   /* B as it was, rows of k */
+    const float *b;
+    int n, k, valid;
+} nt_entry;
+#define NT_ENTRIES 2
+static _Thread_local nt_entry nt_cache[NT_ENTRIES];
+static _Thread_local int nt_next;
+
+/* B[n,k] (row stride ldb) transposed with rows of ldp: a cached entry's
+ * packed copy, made if the weight changed or is not in the cache. */
+static const float *nt_packed(const float *b, int n, int k, int ldb, int ldp)
+{
+    nt_entry *e = NULL;
+    for (int i = 0; i < NT_ENTRIES && !e; i++)
+        if (nt_cache[i].valid && nt_cache[i].b == b && nt_cache[i].n == n && nt_cache[i].k == k)
+            e = &nt_cache[i];
+    if (e) {
+        int same = 1;
+        for (int j = 0; j < n && same; j++)
+            same = !memcmp(e->src + (long)j * k, b + (long)j * ldb, sizeof(float) * k);
+        if (same) return e->packed;
+    } else {
+        e = &nt_cache[nt_next];
+        nt_next = (nt_next + 1) % NT_ENTRIES;
+    }
+    for (int j = 0; j < n; j++) {
+        memcpy(e->src + (long)j * k, b + (long)j * ldb, sizeof(float) * k);
+        for (int p = 0; p < k; p++) e->packed[p * ldp + j] = b[(long)j * ldb + p];
+    }
+    e->b = b;
+    e->n = n;
+    e->k = k;
+    e->valid = 1;
+    return e->packed;
+}
 
 /* C transposed, for narrow weight gradients (below); a bias padded to whole
  * vectors. */
@@ -171,17 +216,15 @@ static void run_vec(int avx512, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, i
     if (ta == CblasTrans) {
         for (int r0 = 0; r0 < k; r0 += PT_SGEMM_KC) {
             int kc = k - r0 < PT_SGEMM_KC ? k - r0 : PT_SGEMM_KC;
-            for (int r = 0; r < kc; r++)
-                memcpy(bpack + (long)r * ldp, b + (long)(r0 + r) * ldb, sizeof(float) * n);
             (avx512 ? pt_sgemm_avx512_tn : pt_sgemm_avx2_tn)(m, n, kc, a + (long)r0 * lda, lda,
-                                                             bpack, ldp,
+                                                             b + (long)r0 * ldb, ldb,
                                                              r0 == 0 ? beta : 1.0f, c, ldc);
         }
         return;
     }
+    const float *bp = bpack;
     if (tb == CblasTrans)
-        for (int j = 0; j < n; j++)
-            for (int p = 0; p < k; p++) bpack[p * ldp + j] = b[(long)j * ldb + p];
+        bp = nt_packed(b, n, k, ldb, ldp);
     else
         for (int p = 0; p < k; p++)
             memcpy(bpack + (long)p * ldp, b + (long)p * ldb, sizeof(float) * n);
@@ -189,8 +232,7 @@ static void run_vec(int avx512, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, i
         memcpy(biaspad, bias, sizeof(float) * n);
         bias = biaspad;
     }
-    (avx512 ? pt_sgemm_avx512_nn : pt_sgemm_avx2_nn)(m, n, k, a, lda, bpack, ldp, beta, bias, c,
-                                                     ldc);
+    (avx512 ? pt_sgemm_avx512_nn : pt_sgemm_avx2_nn)(m, n, k, a, lda, bp, ldp, beta, bias, c, ldc);
 }
 
 int pt_sgemm_run(pt_sgemm_impl impl, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,

@@ -19,8 +19,10 @@
  * order and blocking) elements differ by float rounding: |Δ| ≤ k·2⁻²³·Σ|a·b|
  * per element, checked there at k·2⁻²⁴·4.
  *
- * The kernels allocate nothing: NT transposes B into a per-thread buffer of
- * PT_SGEMM_MAX_DIM² floats (64 KiB of thread-local storage). */
+ * The kernels allocate nothing: they pack B into per-thread buffers
+ * (thread-local storage, ≈ 0.6 MiB a thread: NN's copy, NT's transposes of
+ * the last two weights with the copies they were made from, for reuse while
+ * the weight is bit for bit unchanged). */
 #ifndef PT_SGEMM_KERNELS_H
 #define PT_SGEMM_KERNELS_H
 

@@ -1,9 +1,9 @@
 /* sgemm_kernels_internal.h — the per-instruction-set entry points behind
  * sgemm_kernels.c (sgemm_avx512.c, sgemm_avx2.c; bodies in sgemm_body.h).
  * Arguments as cblas_sgemm's row-major NN and TN products with alpha = 1;
- * sizes positive and leading dimensions valid (the dispatcher checks); B
- * packed by the dispatcher with 64-byte aligned rows; TN takes one pass of
- * k ≤ PT_SGEMM_KC rows; NN's bias (NULL: none) is padded to whole vectors
+ * sizes positive and leading dimensions valid (the dispatcher checks); NN's
+ * B packed by the dispatcher with 64-byte aligned rows, TN's B the caller's;
+ * TN takes one pass of k ≤ PT_SGEMM_KC rows; NN's bias (NULL: none) is padded to whole vectors
  * and replaces beta·C as the start of every chain. */
 #ifndef PT_SGEMM_KERNELS_INTERNAL_H
 #define PT_SGEMM_KERNELS_INTERNAL_H

@@ -13,7 +13,13 @@
  *   - refusals (TT, too wide, short leading dimensions, negative sizes),
  *     k = 0, the policy, pt_sgemm_force, the PACKTRAIN_SGEMM variable (in a
  *     child process: it is read once), and two threads at once (NT's
- *     per-thread transpose buffer).
+ *     per-thread transpose buffer);
+ *   - NT's cache of transposed weights never serves a stale one (a weight
+ *     changed in place, several weights in turn, another shape);
+ *   - a weight gradient in chunks of rows (TN, beta = 1 after the first)
+ *     equals one call over all rows, bit for bit.
+ * Row counts cover the tile remainders (m mod 3 and mod 6, one to five
+ * rows past a whole number of tiles).
  * On a CPU without AVX-512 (or AVX2) the corresponding checks assert that
  * the kernel is refused instead (-1), so no check is skipped. */
 #include <stdarg.h>
@@ -170,7 +176,7 @@ static void sweep(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, const int (*shapes)[3]
 static const int rows_shapes[][3] = {
     {37, 100, 25}, {37, 100, 100}, {29, 50, 100}, {13, 100, 50}, {1, 1, 1}, {5, 7, 3},
     {6, 8, 9}, {7, 15, 16}, {4, 16, 17}, {9, 17, 31}, {3, 33, 64}, {11, 112, 128},
-    {2, 113, 127}, {8, 128, 1}, {1, 100, 100},
+    {2, 113, 127}, {8, 128, 1}, {1, 100, 100}, {10, 100, 100}, {16, 100, 25}, {14, 64, 7},
 };
 
 static void test_nt_matches_reference(void **state)
@@ -192,7 +198,7 @@ static void test_tn_matches_reference(void **state)
     (void)state;
     static const int shapes[][3] = {
         {100, 25, 300}, {100, 100, 129}, {50, 100, 128}, {1, 50, 127}, {7, 17, 5},
-        {128, 113, 40}, {3, 1, 260}, {100, 100, 1},
+        {128, 113, 40}, {3, 1, 260}, {100, 100, 1}, {4, 100, 70}, {10, 64, 65}, {25, 100, 64},
     };
     sweep(CblasTrans, CblasNoTrans, shapes, sizeof shapes / sizeof shapes[0]);
 }
@@ -389,6 +395,94 @@ static void test_policy_follows_openblas(void **state)
     else unsetenv("OPENBLAS_CORETYPE");
 }
 
+/* NT's cache of transposed weights: a weight changed in place (first,
+ * middle or last element; the optimizer keeps its address), three weights
+ * in turn (more than the cache keeps), the same address with another
+ * shape: every call equals the scalar reference of the weight as it is. */
+static void check_nt_now(const prob *p)
+{
+    float *ref = run(p, PT_SGEMM_SCALAR);
+    assert_non_null(ref);
+    const pt_sgemm_impl vec[] = {PT_SGEMM_AVX512, PT_SGEMM_AVX2};
+    for (int v = 0; v < 2; v++) {
+        float *c = run(p, vec[v]);
+        if (!pt_sgemm_supported(vec[v])) {
+            assert_null(c);
+            continue;
+        }
+        assert_non_null(c);
+        if (memcmp(c, ref, sizeof(float) * (size_t)p->m * p->ldc))
+            fail_msg("%s NT %dx%dx%d: a stale transposed weight", pt_sgemm_impl_name(vec[v]),
+                     p->m, p->n, p->k);
+        free(c);
+    }
+    free(ref);
+}
+
+static void test_nt_weight_cache(void **state)
+{
+    (void)state;
+    prob w[3];
+    for (int i = 0; i < 3; i++) w[i] = make(CblasNoTrans, CblasTrans, 10, 100, 25 + i, 3, 0.0f);
+    check_nt_now(&w[0]);
+    check_nt_now(&w[0]);   /* the cached transpose */
+    const long last = (long)(w[0].n - 1) * w[0].ldb + w[0].k - 1;
+    const long at[] = {0, last / 2, last};
+    for (int i = 0; i < 3; i++) {
+        w[0].b[at[i]] += 1.0f;   /* an optimizer step, in place */
+        check_nt_now(&w[0]);
+    }
+    for (int r = 0; r < 7; r++) check_nt_now(&w[r % 3]);
+    /* the same weight buffer read as another shape */
+    prob other = w[1];
+    other.n = 25;
+    other.k = 26;
+    other.ldb = 26;
+    other.ldc = 100;
+    check_nt_now(&other);
+    check_nt_now(&w[1]);
+    for (int i = 0; i < 3; i++) drop(&w[i]);
+}
+
+/* A weight gradient over chunks of rows (schnet_filter.c): TN continued
+ * with beta = 1 over the next rows gives the bits of one call over all rows,
+ * in every own kernel (each element is one chain over the rows in order),
+ * for chunks that are and are not multiples of the 64-row pass, and for the
+ * narrow gradient computed as its transpose. */
+static void test_tn_chunks(void **state)
+{
+    (void)state;
+    static const int shapes[][2] = {{100, 100}, {100, 25}, {50, 100}, {7, 33}};
+    static const int chunks[] = {64, 100, 1, 256};
+    const pt_sgemm_impl own[] = {PT_SGEMM_SCALAR, PT_SGEMM_AVX512, PT_SGEMM_AVX2};
+    const int rows = 300;
+    for (int s = 0; s < 4; s++)
+        for (int ci = 0; ci < 4; ci++)
+            for (int i = 0; i < 3; i++) {
+                if (!pt_sgemm_supported(own[i])) continue;   /* refusals: the sweeps */
+                prob p = make(CblasTrans, CblasNoTrans, shapes[s][0], shapes[s][1], rows, 1,
+                              1.0f);
+                float *whole = run(&p, own[i]);
+                assert_non_null(whole);
+                float *c = malloc(sizeof(float) * (size_t)p.m * p.ldc);
+                assert_non_null(c);
+                memcpy(c, p.c0, sizeof(float) * (size_t)p.m * p.ldc);
+                for (int r0 = 0; r0 < rows; r0 += chunks[ci]) {
+                    int n = rows - r0 < chunks[ci] ? rows - r0 : chunks[ci];
+                    assert_int_equal(pt_sgemm_run(own[i], CblasTrans, CblasNoTrans, p.m, p.n, n,
+                                                  p.a + (long)r0 * p.lda, p.lda,
+                                                  p.b + (long)r0 * p.ldb, p.ldb, 1.0f, c, p.ldc),
+                                     0);
+                }
+                if (memcmp(c, whole, sizeof(float) * (size_t)p.m * p.ldc))
+                    fail_msg("%s TN %dx%d over %d rows in chunks of %d differs from one call",
+                             pt_sgemm_impl_name(own[i]), p.m, p.n, rows, chunks[ci]);
+                free(c);
+                free(whole);
+                drop(&p);
+            }
+}
+
 /* Two threads at once, NT (the per-thread transpose) with different B. */
 static void *thread_nt(void *arg)
 {
@@ -436,6 +530,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_policy),
         cmocka_unit_test(test_environment_override),
         cmocka_unit_test(test_policy_follows_openblas),
+        cmocka_unit_test(test_nt_weight_cache),
+        cmocka_unit_test(test_tn_chunks),
         cmocka_unit_test(test_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
