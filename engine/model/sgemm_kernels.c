@@ -102,10 +102,12 @@ pt_sgemm_impl pt_sgemm_choice(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int
     if (!shape_ok(ta, tb, m, n, k, lda, ldb, n)) return PT_SGEMM_OPENBLAS;
     if (want != PT_SGEMM_AUTO && pt_sgemm_supported(want)) return want;
     /* the policy: narrow rows (a readout column) leave most lanes empty;
-     * OpenBLAS's own AVX-512 kernels are as fast as ours on these shapes */
-    if (n < 16 || g_blas_avx512) return PT_SGEMM_OPENBLAS;
+     * the own AVX-512 kernel beats OpenBLAS's AVX-512 sets too (SkylakeX
+     * 202 against 222 GF/s step-weighted, docs/performance.md), and gives
+     * the same bits whatever kernel set OpenBLAS runs */
+    if (n < 16) return PT_SGEMM_OPENBLAS;
     if (g_avx512) return PT_SGEMM_AVX512;
-    if (g_avx2) return PT_SGEMM_AVX2;
+    if (g_avx2 && !g_blas_avx512) return PT_SGEMM_AVX2;
     return PT_SGEMM_OPENBLAS;
 }
 

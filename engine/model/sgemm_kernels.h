@@ -46,8 +46,9 @@ typedef enum pt_sgemm_impl {
  * leading dimensions).
  * Policy (measured with bench/sgemm_kernels.c, docs/performance.md): the
  * widest own kernel the CPU runs (AVX-512, else AVX2 + FMA) for n ≥ 16 and
- * the size limits above, unless OpenBLAS itself runs AVX-512 kernels (as
- * fast as ours on these shapes); OpenBLAS otherwise.  PACKTRAIN_SGEMM=openblas |
+ * the size limits above, whatever kernel set OpenBLAS runs (the own AVX-512
+ * kernel is faster than OpenBLAS's AVX-512 sets on these shapes too);
+ * OpenBLAS otherwise.  PACKTRAIN_SGEMM=openblas |
  * avx512 | avx2 | auto in the environment (read once) forces a choice for
  * comparisons; a kernel the CPU lacks falls back to the policy. */
 int pt_sgemm_small(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const float *a,
