@@ -25,9 +25,8 @@
  * OpenBLAS blocks a product's rows and its reduction its own way (a chunk's
  * rows can round differently from the same rows in a whole batch:
  * measured), so where the policy gives a product of the filter network to
- * OpenBLAS (PACKTRAIN_SGEMM=openblas, OpenBLAS's own AVX-512 kernel sets)
- * or bf16 runs on its portable path (cblas_sgemm), the whole-batch sequence
- * runs.
+ * OpenBLAS (PACKTRAIN_SGEMM=openblas, or a CPU without AVX2 + FMA) or bf16
+ * runs on its portable path (cblas_sgemm), the whole-batch sequence runs.
  * The pieces (one chunk of each pass) are what schnet_edges.c interleaves
  * with the convolution; the two functions over all U rows below run the
  * chunks one after the other. */
