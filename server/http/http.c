@@ -11,6 +11,7 @@
 
 #include "server/http/access_log.h"
 #include "server/http/cors.h"
+#include "server/http/mhd_panic.h"
 #include "server/http/request_limits.h"
 
 #include <arpa/inet.h>
@@ -482,6 +483,14 @@ static void init_undo(pt_http *h)
     pt_conn_guard_close(&h->guard);
 }
 
+/* While stopping, new connections are closed at once.  Not MHD_quiesce_daemon:
+ * with a worker pool and epoll it races the workers to MHD_PANIC (test_http_stop.c). */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    (void)addr, (void)addrlen;
+    return __atomic_load_n(&((pt_http *)cls)->stopping, __ATOMIC_SEQ_CST) ? MHD_NO : MHD_YES;
+}
+
 int pt_http_init(pt_http *h, const pt_http_config *cfg, pt_router *router, char *err, size_t errlen)
 {
     memset(h, 0, sizeof(*h));
@@ -530,8 +539,9 @@ int pt_http_init(pt_http *h, const pt_http_config *cfg, pt_router *router, char 
         int any = IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)&addr)->sin6_addr);
         flags |= any ? MHD_USE_DUAL_STACK : MHD_USE_IPv6;
     }
+    pt_mhd_panic_install();
     h->starting = 1;
-    h->daemon = MHD_start_daemon(flags, (uint16_t)h->cfg.port, NULL, NULL, on_request, h,
+    h->daemon = MHD_start_daemon(flags, (uint16_t)h->cfg.port, on_accept, h, on_request, h,
                                  MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h,
                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                                  MHD_OPTION_THREAD_POOL_SIZE, h->cfg.threads,
@@ -572,7 +582,7 @@ unsigned pt_http_port(const pt_http *h)
 void pt_http_close(pt_http *h)
 {
     if (!h->daemon) return;
-    MHD_socket listen_fd = MHD_quiesce_daemon(h->daemon);
+    __atomic_store_n(&h->stopping, 1, __ATOMIC_SEQ_CST);
     /* Parked long-polls answer now and event streams end, so they count as
      * finished work rather than holding the shutdown for their full timeout. */
     pt_waitset_drain(&h->waitset);
@@ -586,9 +596,8 @@ void pt_http_close(pt_http *h)
     pt_offload_close(&h->offload);
     int64_t flush = pt_clock_ms() + 1000;
     while (__atomic_load_n(&h->active, __ATOMIC_SEQ_CST) > 0 && pt_clock_ms() < flush) usleep(2000);
-    MHD_stop_daemon(h->daemon);
+    MHD_stop_daemon(h->daemon);   /* closes the listen socket too */
     h->daemon = NULL;
-    if (listen_fd != MHD_INVALID_SOCKET) close(listen_fd);
     pt_waitset_close(&h->waitset);
     pt_conn_guard_close(&h->guard);
 }

@@ -81,6 +81,7 @@ typedef struct pt_http {
     unsigned port;
     long active;                /* requests begun and not completed (atomic) */
     int starting;
+    int stopping;               /* pt_http_close began: new connections are closed (atomic) */
     char start_error[256];      /* libmicrohttpd's message while starting */
     pt_prom_metric *m_requests, *m_latency, *m_in_flight;
 } pt_http;
@@ -89,7 +90,7 @@ void pt_http_config_defaults(pt_http_config *cfg);
 /* Binds and starts the worker threads; -1 with a message on failure. */
 int pt_http_init(pt_http *h, const pt_http_config *cfg, pt_router *router, char *err, size_t errlen);
 unsigned pt_http_port(const pt_http *h);
-/* Stops accepting connections, ends waits and event streams, answers heavy
+/* Closes new connections from now on, ends waits and event streams, answers heavy
  * requests still queued with 503, lets running requests finish until
  * stop_grace_ms (heavy ones are then cancelled: pt_request_cancelled, and
  * answer 503), then stops the daemon. */
