@@ -7,7 +7,7 @@
  * to code compiled with -ffast-math, which the project does not use, so the
  * small polynomial kernels below (Cody-Waite reduction with a minimax e^r,
  * a minimax atanh form of log1p, a polynomial cosine cutoff) keep those
- * loops vectorised within ~4 u (u = 2^−24; test_schnet_ops' dense sweeps). */
+ * loops vectorised within ~4 u (u = 2^−24; test_schnet_ops_sweep.c). */
 /* Floating-point traps are never enabled in packtrain; telling gcc so lets it
  * if-convert the selects (clamp, sign of x) in the exp/softplus loops, which it
  * otherwise refuses to vectorise because a speculated multiply "might trap".
@@ -168,7 +168,7 @@ void pt_linear_backward(float *din, float *dw, float *db, const float *dout,
  * multiply-add pipes) instead of one division and four products to share
  * it: the multiply pipes are what limits this loop.  A NaN input gives a
  * NaN output (max written so it propagates), so a diverged pre-activation
- * is not hidden as −ln 2.  Error against double: tests/unit/test_schnet_ops.c
+ * is not hidden as −ln 2.  Error against double: tests/unit/test_schnet_ops_sweep.c
  * (test_ssp_dense_sweep). */
 static inline __attribute__((always_inline)) float ssp_one(float v, float *sig)
 {
