@@ -13,6 +13,7 @@
 #include "server/http/cors.h"
 #include "server/http/mhd_panic.h"
 #include "server/http/request_limits.h"
+#include "server/http/same_origin.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,7 +21,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -151,53 +151,6 @@ static enum MHD_Result run_handler(pt_http *h, pt_request *req)
     }
 }
 
-/* --- browser-facing checks (issue 17 F9) ------------------------------------------------ */
-
-/* The host of "host", "host:port", "[v6]:port" or "scheme://host[:port]/..."
- * into out; "" when there is none. */
-static void host_part(const char *v, char *out, size_t cap)
-{
-    const char *p = strstr(v, "://");
-    p = p ? p + 3 : v;
-    size_t n;
-    if (*p == '[') {
-        p++;
-        n = strcspn(p, "]");
-    } else {
-        n = strcspn(p, ":/");
-    }
-    snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), p);
-}
-
-static int host_allowed(const pt_http *h, const char *host)
-{
-    if (!strcasecmp(host, "localhost") || !strncmp(host, "127.", 4) || !strcmp(host, "::1")) return 1;
-    if (!strcasecmp(host, h->bind_address)) return 1;
-    return h->cfg.host_name && h->cfg.host_name[0] && !strcasecmp(host, h->cfg.host_name);
-}
-
-/* 0, or -1 with *resp a 403: a Host another name points here (a rebinding
- * page would read and cancel), or an Origin of another site (its page
- * would upload and submit, "simple" requests need no preflight). */
-static int foreign_request(pt_http *h, pt_request *req, pt_response *resp)
-{
-    char host[256];
-    const char *v = pt_request_header(req, MHD_HTTP_HEADER_HOST);
-    host_part(v ? v : "", host, sizeof host);
-    if (!host_allowed(h, host)) {
-        *resp = pt_problem(403, "Host '%.100s' is not this server's name: without tokens (auth off) only "
-                           "loopback names and the server's own address are answered", v ? v : "");
-        return -1;
-    }
-    v = pt_request_header(req, "Origin");
-    if (!v || pt_cors_origin_allowed(h->cfg.cors_origins, v)) return 0;   /* the operator's CORS list */
-    host_part(v, host, sizeof host);
-    if (strcmp(v, "null") != 0 && host_allowed(h, host)) return 0;
-    *resp = pt_problem(403, "requests from another site's page (Origin '%.100s') are refused: without tokens "
-                       "(auth off) only this server's own pages may call it", v);
-    return -1;
-}
-
 /* --- the phases of a request -------------------------------------------------------- */
 
 static uint64_t body_limit(const pt_http *h, const pt_route *route)
@@ -211,7 +164,14 @@ static int request_route(pt_http *h, pt_request *req, pt_response *resp)
 {
     char err[256];
     if (pt_request_too_long(req, h->cfg.max_target_bytes, h->cfg.max_header_bytes, resp) != 0) return -1;
-    if (h->cfg.same_origin_only && foreign_request(h, req, resp) != 0) return -1;
+    if (h->cfg.same_origin_only) {
+        pt_same_origin names = {h->bind_address, h->cfg.host_name, h->cfg.cors_origins};
+        if (pt_same_origin_check(&names, pt_request_header(req, MHD_HTTP_HEADER_HOST),
+                                 pt_request_header(req, "Origin"), err, sizeof err) != 0) {
+            *resp = pt_problem(403, "%s", err);
+            return -1;
+        }
+    }
     if (pt_request_parse(req, err, sizeof err) != 0) {
         *resp = pt_problem(400, "%s", err);
         return -1;
