@@ -130,7 +130,7 @@ int pt_checkpoint_tensors_get(const pt_checkpoint *ck, const pt_checkpoint_tenso
 int pt_checkpoint_config_hash(const pt_job_config *cfg, char out[PT_CHECKPOINT_HASH_HEX + 1]);
 
 /* CRC-32 identifying the training data: atomic numbers, positions and the
- * values of target column `key`; with `labels` (a forces job) the force and
+ * values of target column `key` (none when key >= ds->n_targets); with `labels` (a forces job) the force and
  * stress labels too (without, the CRC of energy-only runs is unchanged). */
 uint32_t pt_checkpoint_data_crc(const pt_dataset *ds, uint32_t key, int labels);
 /* CRC-32 of per-atom column `col` (an atom-level target's labels). */

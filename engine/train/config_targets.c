@@ -144,10 +144,16 @@ void pt_cfg_parse_targets(parse_ctx *c, const json_t *root, pt_job_config *cfg)
              "targets[0].weight (%g); leave energy_weight out, or give it the same value, got %g",
              cfg->targets[0].key, cfg->targets[0].weight, l->energy_weight);
     l->energy_weight = cfg->targets[0].weight;
+    /* a per-atom first target (charges, magnetic moments, ...) is trained on
+     * its own per-atom errors: no energy, so no forces, stress or energy form */
     if (cfg->targets[0].level == PT_JOB_LEVEL_ATOM &&
         (l->forces_weight > 0.0 || l->stress_weight > 0.0))
         fail(c, "targets[0]", "level", "forces and stress are -d/dr of the first target, which "
              "must then be a graph-level energy, not per atom");
+    if (cfg->targets[0].level == PT_JOB_LEVEL_ATOM && l->energy == PT_JOB_ENERGY_PER_ATOM)
+        fail(c, "training.loss", "energy", "\"per_atom\" divides a structure's energy error by "
+             "its atoms; the first target '%s' is per atom already (its loss is the mean over "
+             "atoms): leave energy out", cfg->targets[0].key);
     int any = l->forces_weight != 0.0 || l->stress_weight != 0.0;
     for (size_t i = 0; i < n; i++) any |= cfg->targets[i].weight > 0.0;
     if (!any)

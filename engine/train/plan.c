@@ -64,44 +64,13 @@ static int oom(pt_errors *errs)
     return -1;
 }
 
-/* Why a job cannot start with an atom-level target, and what to write
- * instead: the dataset's graph-level keys, or that it has none. */
-static void first_target_is_atom(const pt_dataset *ds, const char *key, pt_errors *errs)
-{
-    if (!ds->n_targets) {
-        pt_errors_add(errs, NULL, 0, "targets[0].level", "'%s' is per atom; the first target must be "
-                      "graph-level (the job's val_mae, best model and forces are its), and this "
-                      "dataset has no graph-level key: ingest structures with one (e.g. energy) and "
-                      "list it first", key);
-        return;
-    }
-    /* as many of the dataset's keys as the message holds whole (PT_ERR_MSG_MAX) */
-    char keys[PT_ERR_MSG_MAX] = "", msg[2 * PT_ERR_MSG_MAX], fit[2 * PT_ERR_MSG_MAX] = "";
-    size_t n = 0;
-    for (uint32_t t = 0; t < ds->n_targets && n < sizeof keys; t++) {
-        n += (size_t)snprintf(keys + n, sizeof keys - n, "%s%s", t ? ", " : "", ds->target_names[t]);
-        snprintf(msg, sizeof msg, "'%s' is per atom; the first target must be graph-level (the job's "
-                 "val_mae, best model and forces are its): put one of %s%s first, e.g. "
-                 "[{\"key\":\"%s\"},{\"key\":\"%s\",\"level\":\"atom\"}]", key, keys,
-                 t + 1 < ds->n_targets ? ", ..." : "", ds->target_names[0], key);
-        if (fit[0] && strlen(msg) >= PT_ERR_MSG_MAX - 1) break;
-        snprintf(fit, sizeof fit, "%s", msg);
-    }
-    pt_errors_add(errs, NULL, 0, "targets[0].level", "%s", fit);
-}
-
 /* Atom-level target k: a per-atom column of the dataset (dataset.h
- * atom_cols) on every atom.  Head 0 stays graph-level: the single-number
- * metrics, the best-model choice and the forces hang on it, and the
- * model's loss of head 0 is a per-structure one (engine/model), so a job of
- * per-atom targets only is refused with what to write instead. */
+ * atom_cols) on every atom.  Any target may be one, the first too: a job of
+ * per-atom targets only (charges, magnetic moments) is trained and measured
+ * per atom (train_engine.c). */
 static int find_atom_column(pt_train_plan *p, const pt_dataset *ds, const char *key, int k,
                             const char *field, pt_errors *errs)
 {
-    if (k == 0) {
-        first_target_is_atom(ds, key, errs);
-        return -1;
-    }
     int c = pt_dataset_find_atom_col(ds, key);
     if (c < 0) {
         char list[400] = "";
@@ -251,8 +220,12 @@ int pt_train_loss_resolve(pt_train_loss *out, const pt_job_config *cfg, const pt
                       "label on a cell periodic along a, b and c (extended XYZ 'stress' with "
                       "pbc=\"T T T\"); set it to 0", l->stress_weight, ds->n_structs);
     if (errs->total != before) return -1;
-    double wf = l->forces_weight == PT_JOB_WEIGHT_AUTO ? (out->with_forces ? 1.0 : 0.0)
-                                                       : l->forces_weight;
+    /* forces are -d/dr of a graph-level first target (the energy): a per-atom
+     * first target has none, so "auto" is 0 whatever labels the data holds
+     * (a weight above 0 is the configuration's 422, config_targets.c) */
+    const int atom0 = pt_job_config_target(cfg, 0).level == PT_JOB_LEVEL_ATOM;
+    double wf = l->forces_weight == PT_JOB_WEIGHT_AUTO
+                    ? (out->with_forces && !atom0 ? 1.0 : 0.0) : l->forces_weight;
     out->w = (pt_schnet_loss_weights){.energy = l->energy_weight, .forces = wf,
                                       .stress = l->stress_weight};
     out->forces = wf > 0.0 || l->stress_weight > 0.0;

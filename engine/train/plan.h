@@ -117,7 +117,8 @@ typedef struct pt_train_loss {
     pt_schnet_loss_weights w;   /* weights and the energy term's form (head 0's) */
     int32_t heads;              /* K: the job's targets (1 for a job of `target`) */
     double head_weight[PT_JOB_MAX_TARGETS]; /* w_k; head_weight[0] = w.energy */
-    uint8_t head_atom[PT_JOB_MAX_TARGETS];  /* 1: head k is atom-level (never head 0) */
+    uint8_t head_atom[PT_JOB_MAX_TARGETS];  /* 1: head k is atom-level (head 0 too: then
+                                               w.energy weighs its per-atom MSE) */
     int forces;                 /* 1: steps and evaluations compute forces (and stress):
                                    w.forces or w.stress above 0 */
     uint32_t with_forces;       /* structures with force labels */
@@ -149,7 +150,8 @@ int pt_train_has_forces(const pt_dataset *ds, uint32_t s);
 int pt_train_has_stress(const pt_dataset *ds, uint32_t s);
 
 typedef struct pt_train_plan {
-    uint32_t target_key;           /* index into ds->targets: head_key[0] */
+    uint32_t target_key;           /* head_key[0]: into ds->targets, or ds->atom_cols
+                                      when loss.head_atom[0] */
     int32_t n_heads;               /* the job's targets, one head each */
     uint32_t head_key[PT_JOB_MAX_TARGETS]; /* [n_heads] their indices into ds->targets,
                                             * an atom head's into ds->atom_cols */

@@ -4,6 +4,7 @@
  * layout training and eval see. */
 #include "engine/train/predict.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,7 @@ int pt_predict_dataset_ex(pt_prediction *p, const char *model_path, const pt_dat
      * the model's full-precision answer, as PyG would give it */
     if (pt_schnet_acts_init(&acts, &m, b.cap_nodes, b.cap_edges, b.cap_graphs, errs) != 0) goto done;
     p->n_heads = m.cfg.n_heads;
+    const int atom0 = m.head[0].level == PT_HEAD_ATOM;
     for (int k = 0; k < p->n_heads; k++) {
         snprintf(p->head_key[k], sizeof p->head_key[k], "%s", m.head[k].key);
         p->head_atom[k] = m.head[k].level == PT_HEAD_ATOM;
@@ -79,8 +81,8 @@ int pt_predict_dataset_ex(pt_prediction *p, const char *model_path, const pt_dat
         }
         if (pt_schnet_batch_check(&m, &acts, &b, errs) != 0) goto done;
         const double *y = pt_schnet_forward(&m, &acts, &b);
-        for (int32_t s = 0; s < b.cap_graphs; s++)
-            if (b.graph_id[s] >= 0) p->y[b.graph_id[s]] = y[s];
+        for (int32_t s = 0; s < b.cap_graphs; s++)   /* a per-atom head 0: head_y[0] */
+            if (b.graph_id[s] >= 0) p->y[b.graph_id[s]] = atom0 ? NAN : y[s];
         for (int h = 0; h < p->n_heads; h++) {
             const double *yk = acts.head[h].y;
             if (!p->head_atom[h]) {

@@ -22,7 +22,9 @@
 
 typedef struct pt_prediction {
     uint32_t n;        /* structures */
-    double *y;         /* [n] head 0's (the single head's) */
+    double *y;         /* [n] head 0's (the single head's); NaN when head 0 is
+                        * per atom (a job whose first target is per atom):
+                        * its predictions are head_y[0] */
     /* a model of named heads (engine/model/schnet.h): every head's, by its
      * key; graph heads [n], atom heads [atoms of the dataset] */
     int32_t n_heads;   /* 0 for PyG's single head */

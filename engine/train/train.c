@@ -138,7 +138,12 @@ static int setup(pt_trainer *tr, const char *out_dir)
         return -1;
     tr->res->split_moved = p->split_moved;
     if (out_dir || tr->resuming) {
-        tr->data_crc = pt_checkpoint_data_crc(tr->ds, p->target_key, p->loss.forces);
+        /* the structures and the first target's labels: a per-atom first
+         * target's column (UINT32_MAX: no per-structure key) */
+        tr->data_crc = p->loss.head_atom[0]
+                           ? pt_checkpoint_data_crc(tr->ds, UINT32_MAX, 0) * 31u +
+                                 pt_checkpoint_atom_col_crc(tr->ds, p->head_key[0])
+                           : pt_checkpoint_data_crc(tr->ds, p->target_key, p->loss.forces);
         /* a multi-task job's other targets are data it depends on too */
         for (int k = 1; k < p->n_heads; k++)
             tr->data_crc = tr->data_crc * 31u +

@@ -37,7 +37,9 @@
  * (training.loss; for an energy-only job the mean squared error in target
  * units²) over the real graphs of the steps since the previous step line (on
  * epoch lines: over the whole epoch, equal to train_loss); val_mae and
- * val_rmse are the energy's (target units, per structure).  A forces job's
+ * val_rmse are the energy's (target units, per structure; a job whose first
+ * target is per atom: that target's, per atom, and its loss that target's
+ * weighted per-atom MSE).  A forces job's
  * lines add "loss_energy","loss_forces" (and "loss_stress" when stress is
  * trained): the loss's parts, and epoch lines "val_loss" (what the best
  * model, the plateau schedule and early stopping follow: the energy MSE for
@@ -104,7 +106,7 @@ typedef struct pt_train_data {
     const pt_job_config *cfg;
     const pt_dataset *ds;
     const pt_graphs *graphs;
-    uint32_t target_key;        /* index into ds->targets */
+    uint32_t target_key;        /* head_key[0] (into ds->atom_cols when loss.head_atom[0]) */
     const uint32_t *head_key;   /* [loss.heads] each target's index into ds->targets */
     const pt_schnet *model;
     pt_pack_limits limits;      /* per pack */

@@ -21,8 +21,9 @@ int pt_train_batch_init(pt_batch *b, const pt_train_data *d, pt_pack_limits limi
                       d->layout.micro_packs, limits.max_nodes, limits.max_edges, limits.max_graphs);
         return -1;
     }
-    /* a multi-task job's batches carry every target */
-    if (rc == PT_BATCH_OK && d->loss.heads > 1)
+    /* a multi-task job's batches carry every target, a per-atom first
+     * target's too (the batch's per-structure `target` then stays 0) */
+    if (rc == PT_BATCH_OK && (d->loss.heads > 1 || d->loss.head_atom[0]))
         rc = pt_batch_set_keys_atom(b, d->head_key, d->loss.head_atom, d->loss.heads);
     if (rc != PT_BATCH_OK) {
         pt_errors_add(errs, NULL, 0, "", "batch of %d packs: %s", d->layout.micro_packs,
@@ -40,7 +41,8 @@ int pt_train_fill(pt_batch *b, const pt_train_data *d, const pt_packs *packs,
         pt_errors_add(errs, NULL, 0, "", "%u packs do not fit a batch of %d", n, b->n_packs);
         return -1;
     }
-    int rc = pt_batch_fill_ids(b, d->ds, d->graphs, packs, ids, (int32_t)n, (int)d->target_key);
+    const int target = d->loss.head_atom[0] ? -1 : (int)d->target_key;
+    int rc = pt_batch_fill_ids(b, d->ds, d->graphs, packs, ids, (int32_t)n, target);
     if (rc == PT_BATCH_OK) return 0;
     if (rc == PT_BATCH_ENODES || rc == PT_BATCH_EEDGES || rc == PT_BATCH_EGRAPHS) {
         /* name the first offending pack: a packer bug or packs of another run */

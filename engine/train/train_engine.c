@@ -131,30 +131,32 @@ static void residuals(const pt_batch *b, const pt_schnet_acts *a, residual_sums 
     }
 }
 
-/* The other targets' terms of a multi-task job (head 0, the energy, is the
- * caller's): dL/dy of every head k ≥ 1, a graph head's term w_k SSE_k / n_graphs,
- * an atom head's w_k SSE_k / n_atoms (over the global batch).  heads_loss_sum
- * collects each term times n_graphs, so that divided by the window's graphs
- * (pt_step_stats_loss) it is the graph-weighted mean of the steps' terms, as
- * loss_sum is for the energy. */
-static void other_heads_loss(const pt_train_data *d, const pt_schnet *m, pt_schnet_acts *a,
-                             const pt_batch *b, const pt_schnet_loss_norm *norm,
-                             pt_step_stats *st)
+/* The heads' terms of a multi-task job, pt_schnet_loss_heads: head 0's
+ * when it is per atom (a graph head 0, the energy, is the caller's), and
+ * every head k >= 1's.  A graph head's term is w_k SSE_k / n_graphs, an
+ * atom head's w_k SSE_k / n_atoms (over the global batch).  Each term is
+ * collected times n_graphs, so that divided by the window's graphs
+ * (pt_step_stats_loss) it is the graph-weighted mean of the steps' terms:
+ * head 0's unweighted into loss_sum (as the energy's MSE), the others'
+ * weighted into heads_loss_sum. */
+static void heads_loss(const pt_train_data *d, const pt_schnet *m, pt_schnet_acts *a,
+                       const pt_batch *b, const pt_schnet_loss_norm *norm, pt_step_stats *st)
 {
     const pt_train_loss *l = &d->loss;
     pt_schnet_head_loss hl[PT_JOB_MAX_TARGETS];
     double sse[PT_JOB_MAX_TARGETS];
-    hl[0] = (pt_schnet_head_loss){.target = NULL};
-    for (int k = 1; k < l->heads; k++)
+    for (int k = 0; k < l->heads; k++)
         hl[k] = l->head_atom[k]
                     ? (pt_schnet_head_loss){.target = b->atom_target + (size_t)k * b->cap_nodes,
                                             .weight = l->head_weight[k], .norm = norm->atoms}
                     : (pt_schnet_head_loss){.target = b->key_target + (size_t)k * b->cap_graphs,
                                             .weight = l->head_weight[k], .norm = norm->graphs};
+    if (!l->head_atom[0]) hl[0] = (pt_schnet_head_loss){.target = NULL};
     pt_schnet_loss_heads(m, a, b, hl, sse);
+    const double per_atom = norm->atoms > 0 ? norm->graphs / norm->atoms : 1.0;
+    if (l->head_atom[0]) st->loss_sum += sse[0] * per_atom;
     for (int k = 1; k < l->heads; k++)
-        st->heads_loss_sum += l->head_weight[k] * sse[k] *
-                              (l->head_atom[k] && norm->atoms > 0 ? norm->graphs / norm->atoms : 1.0);
+        st->heads_loss_sum += l->head_weight[k] * sse[k] * (l->head_atom[k] ? per_atom : 1.0);
 }
 
 void pt_train_micro_forward(const pt_train_data *d, const pt_schnet *m, pt_schnet_acts *a,
@@ -163,7 +165,12 @@ void pt_train_micro_forward(const pt_train_data *d, const pt_schnet *m, pt_schne
 {
     const pt_train_loss *l = &d->loss;
     pt_schnet_forward(m, a, b);
-    if (l->heads > 1) other_heads_loss(d, m, a, b, norm, st);
+    /* a per-atom first target has no energy: its term is heads_loss's */
+    if (l->heads > 1 || l->head_atom[0]) heads_loss(d, m, a, b, norm, st);
+    if (l->head_atom[0]) {
+        pt_step_stats_add_batch(st, b, a);
+        return;
+    }
     if (plain_energy_loss(l)) {
         st->loss_sum += pt_schnet_loss(m, a, b, norm->graphs) * norm->graphs;
     } else {
@@ -273,12 +280,13 @@ void pt_evaluator_close(pt_evaluator *ev)
     memset(ev, 0, sizeof(*ev));
 }
 
-/* The atom heads' absolute and squared errors over the batch's real atoms,
- * added to abs_sum[k] and sq_sum[k]; the real atoms to *n_atoms. */
+/* The atom heads' (head 0's too) absolute and squared errors over the
+ * batch's real atoms, added to abs_sum[k] and sq_sum[k]; the real atoms to
+ * *n_atoms. */
 static void atom_head_errors(const pt_batch *b, const pt_schnet_acts *a, const pt_train_loss *l,
                              double *abs_sum, double *sq_sum, int64_t *n_atoms)
 {
-    for (int h = 1; h < l->heads; h++) {
+    for (int h = 0; h < l->heads; h++) {
         if (!l->head_atom[h]) continue;
         const double *y = a->head[h].y, *t = b->atom_target + (size_t)h * b->cap_nodes;
         for (int32_t i = 0; i < b->cap_nodes; i++) {
@@ -291,8 +299,9 @@ static void atom_head_errors(const pt_batch *b, const pt_schnet_acts *a, const p
     *n_atoms += b->n_real_nodes;
 }
 
-/* Errors over the real graphs of all packs: the energy's in target units
- * (per structure), a forces job's forces and stress too, and the loss. */
+/* Errors over the real graphs of all packs: the first target's in target
+ * units (per structure; per atom when it is per atom), a forces job's
+ * forces and stress too, every target's, and the loss. */
 int pt_evaluate(pt_evaluator *ev, const pt_packs *packs, pt_eval_result *out, pt_errors *errs)
 {
     const pt_train_data *d = ev->d;
@@ -309,11 +318,13 @@ int pt_evaluate(pt_evaluator *ev, const pt_packs *packs, pt_eval_result *out, pt
         const double *y = pt_schnet_forward(d->model, &ev->acts, &ev->batch);
         for (int32_t g = 0; g < ev->batch.cap_graphs; g++) {
             if (ev->batch.graph_id[g] < 0) continue;
-            double e = y[g] - ev->batch.target[g], ea = e / (double)ev->batch.graph_natoms[g];
-            abs_sum += fabs(e);
-            sq_sum += e * e;
-            per_atom_sq += ea * ea;
             n++;
+            if (!l->head_atom[0]) {   /* else y is per atom: atom_head_errors */
+                double e = y[g] - ev->batch.target[g], ea = e / (double)ev->batch.graph_natoms[g];
+                abs_sum += fabs(e);
+                sq_sum += e * e;
+                per_atom_sq += ea * ea;
+            }
             for (int h = 1; h < l->heads; h++) {
                 if (l->head_atom[h]) continue;
                 double eh = ev->acts.head[h].y[g] -
@@ -329,8 +340,13 @@ int pt_evaluate(pt_evaluator *ev, const pt_packs *packs, pt_eval_result *out, pt
         }
     }
     *out = (pt_eval_result){.n = n, .force_components = r.f_n, .stress_components = r.s_n};
-    out->mae = n ? abs_sum / (double)n : NAN;
-    out->mse = n ? sq_sum / (double)n : NAN;
+    const int64_t n_first = l->head_atom[0] ? n_atoms : n;   /* per atom, or per structure */
+    if (l->head_atom[0]) {
+        abs_sum = h_abs[0];
+        sq_sum = h_sq[0];
+    }
+    out->mae = n_first ? abs_sum / (double)n_first : NAN;
+    out->mse = n_first ? sq_sum / (double)n_first : NAN;
     out->rmse = sqrt(out->mse);
     const double fn = (double)r.f_n, sn = (double)r.s_n;
     out->forces_mae = r.f_n ? r.f_abs / fn : NAN;

@@ -51,7 +51,8 @@ void pt_train_micro_backward(const pt_train_data *d, const pt_schnet *m, pt_schn
 
 typedef struct pt_eval_result {
     int64_t n;             /* real graphs evaluated */
-    double mae, rmse, mse; /* energy, target units per structure; NaN when n = 0 */
+    double mae, rmse, mse; /* the first target's (the energy), target units per structure
+                              (per atom for a per-atom first target); NaN when none */
     double loss;           /* the training loss (training.loss) over these structures:
                               mse for an energy-only job of the default loss */
     /* forces jobs; NaN when there is nothing to compare */

@@ -71,25 +71,32 @@ static int find_model(pt_app *app, pt_request *req, const char *id, char *model,
     return 0;
 }
 
+/* Structure s's per-atom values of y (indexed by the dataset's atoms). */
+static json_t *atom_values(const pt_dataset *ds, const double *y, uint32_t s)
+{
+    json_t *v = json_array();
+    for (uint64_t a = ds->atom_offset[s]; v && a < ds->atom_offset[s + 1]; a++)
+        json_array_append_new(v, json_real(y[a]));
+    return v;
+}
+
 /* where: "line" (text formats) or "row" (an ASE database): what source_line holds */
 static json_t *predictions_json(const char *id, const char *target, const pt_dataset *ds, const pt_prediction *p,
                                 double seconds, const char *where)
 {
     json_t *arr = json_array();
     for (uint32_t s = 0; arr && s < p->n; s++) {
-        json_t *o = json_pack("{s:I,s:f}", "index", (json_int_t)s, "prediction", p->y[s]);
+        /* the first target's: a number, or one per atom when it is per atom */
+        json_t *o = json_pack("{s:I,s:o}", "index", (json_int_t)s, "prediction",
+                              p->n_heads && p->head_atom[0] ? atom_values(ds, p->head_y[0], s)
+                                                            : json_real(p->y[s]));
         if (o && ds->source_line) json_object_set_new(o, where, json_integer((json_int_t)ds->source_line[s]));
         /* a multi-task model: every target (an atom target: one value per atom) */
         json_t *heads = p->n_heads ? json_object() : NULL;
         for (int k = 0; heads && k < p->n_heads; k++) {
             json_t *v;
-            if (p->head_atom[k]) {
-                v = json_array();
-                for (uint64_t a = ds->atom_offset[s]; v && a < ds->atom_offset[s + 1]; a++)
-                    json_array_append_new(v, json_real(p->head_y[k][a]));
-            } else {
-                v = json_real(p->head_y[k][s]);
-            }
+            if (p->head_atom[k]) v = atom_values(ds, p->head_y[k], s);
+            else v = json_real(p->head_y[k][s]);
             json_object_set_new(heads, p->head_key[k], v);
         }
         if (o && heads) json_object_set_new(o, "heads", heads);

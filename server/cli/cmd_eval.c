@@ -58,6 +58,9 @@ static const char usage_text[] =
     "has a head for: each prediction adds \"heads\" {KEY: value}, the output adds\n"
     "\"heads\" {KEY: {\"weight\",\"loss\",\"mae\",\"rmse\"}}, and\n"
     "  loss = sum over heads of w_k mean (y_k - t_k)^2   (+ the force terms)\n"
+    "A model whose head 0 is per atom (a job whose first target is per atom) has no\n"
+    "energy: \"prediction\" and \"target\" are that head's per-atom arrays and \"mae\",\n"
+    "\"rmse\" its errors per atom.\n"
     "\n"
     "  --target KEY        energy key (default: the dataset's only key; for a model of\n"
     "                      named heads, head 0's key)\n"
@@ -326,9 +329,17 @@ static int run(const eval_args *a, eval_state *st, pt_errors *errs)
     if (pt_cli_dataset_open_keys("packtrain eval", a->data, forces_key, &st->ds, ptd, sizeof ptd, &ingested))
         return -1;
     const int named = st->model.cfg.n_heads > 0;
-    uint32_t key;
-    if (choose_target(&st->ds, a->target ? a->target : named ? st->model.head[0].key : NULL,
-                      &key))
+    /* head 0 per atom: no per-structure key; its labels are the per-atom
+     * column named after it (cmd_eval_heads.c) */
+    const int atom0 = named && st->model.head[0].level == PT_HEAD_ATOM;
+    uint32_t key = UINT32_MAX;
+    if (atom0 && a->target) {
+        fprintf(stderr, "packtrain eval: --target: the model's first head '%s' is per atom; its "
+                "labels are the dataset's per-atom column of that name\n", st->model.head[0].key);
+        return -1;
+    }
+    if (!atom0 && choose_target(&st->ds, a->target ? a->target : named ? st->model.head[0].key
+                                                                       : NULL, &key))
         return -1;
     uint32_t n = st->ds.n_structs;
     if (a->n > 0 && (uint64_t)a->n < n) n = (uint32_t)a->n;
@@ -339,7 +350,7 @@ static int run(const eval_args *a, eval_state *st, pt_errors *errs)
     }
     if (pt_eval_heads_resolve(a, st, n, errs)) return -1;
     /* a zero energy weight needs no energy labels */
-    if (a->w.energy > 0.0)
+    if (a->w.energy > 0.0 && !atom0)
         for (uint32_t s = 0; s < n; s++)
             if (isnan(st->ds.targets[(size_t)key * st->ds.n_structs + s]))
                 pt_errors_add(errs, a->data,
@@ -385,14 +396,15 @@ static int run(const eval_args *a, eval_state *st, pt_errors *errs)
     double loss = 0.0;
     pt_schnet_loss_parts parts = {0};
     for (uint32_t k = 0; k < st->packs.n_packs; k++) {
-        rc = pt_batch_fill(&st->batch, &st->ds, &st->graphs, &st->packs, k, 1, (int)key);
+        rc = pt_batch_fill(&st->batch, &st->ds, &st->graphs, &st->packs, k, 1,
+                           atom0 ? -1 : (int)key);
         if (rc != PT_BATCH_OK) {
             pt_errors_add(errs, a->data, 0, "", "%s", pt_batch_strerror(rc));
             return -1;
         }
         if (pt_schnet_batch_check(&st->model, &st->acts, &st->batch, errs)) return -1;
         const double *y = pt_schnet_forward(&st->model, &st->acts, &st->batch);
-        for (int32_t g = 0; g < st->batch.cap_graphs; g++)
+        for (int32_t g = 0; g < st->batch.cap_graphs && !atom0; g++)
             if (st->batch.graph_id[g] >= 0) st->pred[st->batch.graph_id[g]] = y[g];
         if (named) pt_eval_heads_batch(st);
         if (named && !a->forces) {
@@ -422,6 +434,14 @@ static int run(const eval_args *a, eval_state *st, pt_errors *errs)
     double mae = 0.0, sse = 0.0, fmae = 0.0, fsse = 0.0;
     json_t *preds = json_array();
     for (uint32_t s = 0; s < n; s++) {
+        if (atom0) {   /* head 0's per-atom values and labels */
+            json_t *p = json_pack("{s:I,s:o,s:o}", "index", (json_int_t)s, "prediction",
+                                  pt_eval_heads_atoms(st, 0, s, 0), "target",
+                                  pt_eval_heads_atoms(st, 0, s, 1));
+            json_object_set_new(p, "heads", pt_eval_heads_prediction(st, s));
+            json_array_append_new(preds, p);
+            continue;
+        }
         double t = st->ds.targets[(size_t)key * st->ds.n_structs + s];
         mae += fabs(st->pred[s] - t);
         sse += (st->pred[s] - t) * (st->pred[s] - t);
@@ -445,11 +465,15 @@ static int run(const eval_args *a, eval_state *st, pt_errors *errs)
         json_array_append_new(preds, p);
     }
     json_t *out = json_pack("{s:s,s:s,s:s,s:I,s:f}", "model", a->model, "data", a->data,
-                            "target", st->ds.target_names[key], "n", (json_int_t)n, "loss", loss);
+                            "target", atom0 ? st->model.head[0].key : st->ds.target_names[key],
+                            "n", (json_int_t)n, "loss", loss);
+    mae /= n;
+    double rmse = sqrt(sse / n);
+    if (atom0) pt_eval_heads_errors(st, 0, n, &mae, &rmse);   /* per atom */
     /* energy metrics: the mean over structures with an energy label */
-    json_object_set_new(out, "mae", a->w.energy > 0.0 || !a->forces ? json_real(mae / n)
+    json_object_set_new(out, "mae", a->w.energy > 0.0 || !a->forces ? json_real(mae)
                                                                       : json_null());
-    json_object_set_new(out, "rmse", a->w.energy > 0.0 || !a->forces ? json_real(sqrt(sse / n))
+    json_object_set_new(out, "rmse", a->w.energy > 0.0 || !a->forces ? json_real(rmse)
                                                                        : json_null());
     if (a->forces) {
         double nf = norm.force_components;

@@ -106,40 +106,57 @@ void pt_eval_heads_batch(eval_state *st)
     }
 }
 
+json_t *pt_eval_heads_atoms(const eval_state *st, int k, uint32_t s, int labels)
+{
+    const pt_dataset *ds = &st->ds;
+    const float *col = ds->atom_cols + (size_t)st->head_key[k] * ds->n_atoms;
+    json_t *v = json_array();
+    for (uint64_t a = ds->atom_offset[s]; a < ds->atom_offset[s + 1]; a++)
+        json_array_append_new(v, json_real(labels ? (double)col[a] : st->head_pred[k][a]));
+    return v;
+}
+
 json_t *pt_eval_heads_prediction(const eval_state *st, uint32_t s)
 {
     json_t *h = json_object();
-    for (int k = 0; k < st->model.n_heads; k++) {
-        json_t *v;
-        if (st->head_atom[k]) {
-            v = json_array();
-            for (uint64_t a = st->ds.atom_offset[s]; a < st->ds.atom_offset[s + 1]; a++)
-                json_array_append_new(v, json_real(st->head_pred[k][a]));
-        } else {
-            v = json_real(st->head_pred[k][s]);
-        }
-        json_object_set_new(h, st->model.head[k].key, v);
-    }
+    for (int k = 0; k < st->model.n_heads; k++)
+        json_object_set_new(h, st->model.head[k].key,
+                            st->head_atom[k] ? pt_eval_heads_atoms(st, k, s, 0)
+                                             : json_real(st->head_pred[k][s]));
     return h;
+}
+
+/* Σ|r| and Σr² of head k over the first n structures' labels; the count. */
+static double head_sums(const eval_state *st, int k, uint32_t n, double *ae, double *se)
+{
+    const pt_dataset *ds = &st->ds;
+    const uint64_t count = st->head_atom[k] ? ds->atom_offset[n] : n;
+    *ae = *se = 0.0;
+    for (uint64_t j = 0; j < count; j++) {
+        const double t = st->head_atom[k]
+                             ? ds->atom_cols[(size_t)st->head_key[k] * ds->n_atoms + j]
+                             : ds->targets[(size_t)st->head_key[k] * ds->n_structs + j];
+        const double r = st->head_pred[k][j] - t;
+        *ae += fabs(r);
+        *se += r * r;
+    }
+    return (double)count;
+}
+
+void pt_eval_heads_errors(const eval_state *st, int k, uint32_t n, double *mae, double *rmse)
+{
+    double ae, se, c = head_sums(st, k, n, &ae, &se);
+    *mae = ae / c;
+    *rmse = sqrt(se / c);
 }
 
 json_t *pt_eval_heads_summary(const eval_args *a, const eval_state *st, uint32_t n)
 {
-    const pt_dataset *ds = &st->ds;
     json_t *h = json_object();
     for (int k = 0; k < st->model.n_heads; k++) {
-        double ae = 0.0, se = 0.0;
-        const uint64_t count = st->head_atom[k] ? ds->atom_offset[n] : n;
-        for (uint64_t j = 0; j < count; j++) {
-            const double t = st->head_atom[k]
-                                 ? ds->atom_cols[(size_t)st->head_key[k] * ds->n_atoms + j]
-                                 : ds->targets[(size_t)st->head_key[k] * ds->n_structs + j];
-            const double r = st->head_pred[k][j] - t;
-            ae += fabs(r);
-            se += r * r;
-        }
+        double ae, se, c = head_sums(st, k, n, &ae, &se);
         /* head 0's weight is w_E when forces are trained */
-        const double w = a->forces && k == 0 ? a->w.energy : st->hl[k].weight, c = (double)count;
+        const double w = a->forces && k == 0 ? a->w.energy : st->hl[k].weight;
         json_object_set_new(h, st->model.head[k].key,
                             json_pack("{s:s,s:f,s:f,s:f,s:f}", "level",
                                       st->head_atom[k] ? "atom" : "graph", "weight", w, "loss",

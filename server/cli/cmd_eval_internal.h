@@ -63,6 +63,12 @@ json_t *pt_eval_heads_prediction(const eval_state *st, uint32_t s);
 /* {KEY: {"weight","loss","mae","rmse"}} over the n structures (an atom
  * head's over their atoms). */
 json_t *pt_eval_heads_summary(const eval_args *a, const eval_state *st, uint32_t n);
+/* Head k's MAE and RMSE over the first n structures (per atom for an atom
+ * head), against the dataset's labels. */
+void pt_eval_heads_errors(const eval_state *st, int k, uint32_t n, double *mae, double *rmse);
+/* Atom head k's values for structure s as a JSON array: its predictions, or
+ * with `labels` the dataset's column. */
+json_t *pt_eval_heads_atoms(const eval_state *st, int k, uint32_t s, int labels);
 void pt_eval_heads_close(eval_state *st);
 
 #endif

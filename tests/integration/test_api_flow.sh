@@ -8,8 +8,8 @@
 # forces that learns them (issue 15's acceptance, short): on 240 EMT
 # structures (tests/data/emt_train_240.extxyz.gz) its test force MAE ends
 # well below the MAE of predicting zero forces, reported with units; and a
-# job of three targets (gap, homo, lumo) and one of a per-atom target
-# (EMT per-atom energies) with every target's errors in the
+# job of three targets (gap, homo, lumo), one of a per-atom target
+# (EMT per-atom energies) and one of that per-atom target alone, with every target's errors in the
 # result, metrics, events and CLI, and /predict answering every target.
 cd "$(dirname "$0")/../.." || exit 1
 source tests/integration/api_lib.sh
@@ -443,5 +443,31 @@ req POST /v1/jobs -H 'Content-Type: application/json' \
 expect "a per-atom column the dataset lacks: 422 at targets[1].key naming its columns" \
   "$STATUS $(jget "$BODY" 'j["errors"][0]["field"], j["errors"][0]["message"]')" \
   "422 ('targets[1].key', \"'charges' is not a per-atom column of this dataset; its per-atom columns: energies\")"
+# a job of the per-atom target alone (no energy: per-atom charges or magnetic
+# moments are trained so): "auto" forces are 0 on data with forces, its own
+# errors are per atom, /predict's prediction is one value per atom
+sed 's/{"key": "energy"}, //; s/"loss": {"forces_weight": 0}/"lr": 0.003/' "$WORK/atom.json" >"$WORK/atom1.json"
+A1JOB=$("$PT" submit --server "$BASE" --dataset-id "$DSID" --config "$WORK/atom1.json" --wait \
+        2>"$WORK/atom1.err")
+rc=$?
+expect "a job of only a per-atom target succeeds" "$rc" 0
+[ $rc -eq 0 ] || cat "$WORK/atom1.err"
+req GET "/v1/jobs/$A1JOB"
+expect "... its config: one atom target, forces weight auto" \
+  "$(jget "$BODY" '[(t["key"], t["level"]) for t in j["config"]["targets"]], j["config"]["training"]["loss"]["forces_weight"]')" \
+  "([('energies', 'atom')], 'auto')"
+expect "... its result: test and validation errors per atom (below the column's 0.31 eV spread)" \
+  "$(jget "$BODY" 'all(0 < j["result"][m] < 0.31 for m in ("best_val_mae", "best_val_rmse", "test_mae", "test_rmse")) and "best_val_forces_mae" not in j["result"]')" True
+req GET "/v1/jobs/$A1JOB/metrics"
+expect "... metrics: every epoch's val_mae, no force terms" \
+  "$(jget "$BODY" 'len(j["epochs"]) == 3 and all(e["val_mae"] > 0 and "val_forces_mae" not in e for e in j["epochs"])')" True
+req POST "/v1/jobs/$A1JOB/predict" --data-binary "@$WORK/one.extxyz"
+expect "... predict: the prediction is one value per atom (17), the same as heads" \
+  "$STATUS $(jget "$BODY" '[len(p["prediction"]) for p in j["predictions"]], all(p["prediction"] == p["heads"]["energies"] for p in j["predictions"]), j["target"]')" \
+  "200 ([17], True, 'energies')"
+req POST /v1/jobs -H 'Content-Type: application/json' \
+  --data "{\"dataset\": \"$DSID\", \"targets\": [{\"key\": \"energies\", \"level\": \"atom\"}], \"training\": {\"loss\": {\"forces_weight\": 1}}}"
+expect "... with forces: 422 at targets[0].level (forces are -d/dr of an energy)" \
+  "$STATUS $(jget "$BODY" 'j["errors"][0]["field"]')" "422 targets[0].level"
 stop_server "$SERVER_PID" TERM
 finish

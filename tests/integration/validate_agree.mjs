@@ -90,6 +90,8 @@ for (const t of [[], {}, 'gap', [{ key: 'gap' }], [{ key: 'gap' }, { key: 'gap' 
 cases.push({ target: 'gap', targets: [{ key: 'gap' }] });
 cases.push(body([['targets', [{ key: 'a', weight: 0 }, { key: 'b', weight: 0 }]], ['training.loss', { forces_weight: 0 }]]));
 cases.push(body([['targets', [{ key: 'q', level: 'atom' }, { key: 'e' }]], ['training.loss', { forces_weight: 1 }]]));
+cases.push(body([['targets', [{ key: 'q', level: 'atom' }]], ['training.loss', { energy: 'per_atom' }]]));
+cases.push(body([['targets', [{ key: 'q', level: 'atom' }]], ['training.loss', { energy: 'total', forces_weight: 0 }]]));
 cases.push(body([['targets', [{ key: 'gap' }, { key: 'homo' }]], ['model.readout', 'mean']]));
 cases.push(body([['targets', [{ key: 'gap' }]], ['training.normalize', 'mean_std'], ['model.readout', 'mean']]));
 cases.push({ dataset: 7 });

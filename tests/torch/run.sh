@@ -182,6 +182,16 @@ heads_case emt_energy_atom_energies "$root/tests/data/emt_atom_energies_120.extx
   --hidden 32 --filters 24 --interactions 2 --gaussians 16 --cutoff 5.0 --max-neighbors 12 \
   --seed 9 --heads energy/graph/add/-0.2/0.4/0,energies/atom/add/0.15/0.3/0
 
+# a per-atom first target (no energy): an atom head alone, and an atom head
+# before a graph head; head 0's term is the mean over atoms
+heads_case emt_atom_energies_only "$root/tests/data/emt_atom_energies_120.extxyz.gz" 12 "" \
+  --hidden 32 --filters 24 --interactions 2 --gaussians 16 --cutoff 5.0 --max-neighbors 12 \
+  --seed 10 --heads energies/atom/add/0.15/0.3/0
+heads_case emt_atom_first_then_energy "$root/tests/data/emt_atom_energies_120.extxyz.gz" 12 \
+  "--head-weight energy=0.5" \
+  --hidden 32 --filters 24 --interactions 2 --gaussians 16 --cutoff 5.0 --max-neighbors 12 \
+  --seed 11 --heads energies/atom/add/0.15/0.3/0,energy/graph/add/-0.2/0.4/0
+
 # packtrain writes the model this time; PyTorch must load it strictly
 echo "== trained_by_packtrain"
 cat >"$work/job.json" <<'EOF'

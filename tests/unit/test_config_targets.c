@@ -284,7 +284,8 @@ static void test_plan_errors_name_the_target(void **state)
 }
 
 /* Atom-level targets name per-atom columns (dataset.h atom_cols): found by
- * name, refused where a structure lacks them (located) and as head 0. */
+ * name, refused where a structure lacks them (located); the first target
+ * may be one. */
 static void test_plan_atom_targets(void **state)
 {
     (void)state;
@@ -307,47 +308,71 @@ static void test_plan_atom_targets(void **state)
                         "1 of 12 structures have no per-atom 'partial' column (the first is "
                         "structure 4); ingest only structures that have it");
     pt_errors_close(&errs);
-    /* a per-atom first target: why not, and what to write instead (the
-     * dataset's graph-level keys), whole within a message's bytes */
-    assert_int_equal(plan_of("{\"targets\":[{\"key\":\"charges\",\"level\":\"atom\"},"
-                             "{\"key\":\"gap\"}]}", &errs, &p), -1);
-    assert_int_equal(errs.total, 1);
-    assert_string_equal(errs.items[0].field, "targets[0].level");
-    assert_string_equal(errs.items[0].message,
-                        "'charges' is per atom; the first target must be graph-level (the job's "
-                        "val_mae, best model and forces are its): put one of gap, homo, holey first, "
-                        "e.g. [{\"key\":\"gap\"},{\"key\":\"charges\",\"level\":\"atom\"}]");
-    pt_errors_close(&errs);
-    /* long keys: as many as the message holds whole, the example kept */
-    static const char many[8][PT_KEY_MAX] = {"rotational_constant_a", "rotational_constant_b",
-                                             "rotational_constant_c", "dipole_moment", "e", "f", "g", "h"};
+    /* a per-atom first target: its column on every structure (located
+     * otherwise), no forces even on data with force labels ("auto" is 0),
+     * and a dataset of per-atom labels only is enough */
     pt_dataset ds;
     make_dataset(&ds);
-    ds.n_targets = 1;
-    ds.target_names = many;
-    assert_int_equal(plan_on("{\"targets\":[{\"key\":\"charges\",\"level\":\"atom\"}]}", &ds, &errs, &p), -1);
-    assert_non_null(strstr(errs.items[0].message, "put one of rotational_constant_a first, e.g. "
-                                                  "[{\"key\":\"rotational_constant_a\"},{\"key\":\"charges\","
-                                                  "\"level\":\"atom\"}]"));
-    pt_errors_close(&errs);
-    ds.n_targets = 8;
-    double eight[8 * NS];
-    for (int i = 0; i < 8 * NS; i++) eight[i] = 1.0;
-    ds.targets = eight;
-    assert_int_equal(plan_on("{\"targets\":[{\"key\":\"partial\",\"level\":\"atom\"}]}", &ds, &errs, &p), -1);
-    const char *m = errs.items[0].message;
-    assert_non_null(strstr(m, "put one of rotational_constant_a, rotational_constant_b, ... first"));
-    assert_true(strlen(m) < PT_ERR_MSG_MAX - 1);   /* not cut by the message's size */
-    assert_non_null(strstr(m, "{\"key\":\"partial\",\"level\":\"atom\"}]"));
-    pt_errors_close(&errs);
-    /* a dataset of per-atom labels only: nothing to list first */
     ds.n_targets = 0;
-    assert_int_equal(plan_on("{\"targets\":[{\"key\":\"charges\",\"level\":\"atom\"}]}", &ds, &errs, &p), -1);
-    assert_string_equal(errs.items[0].field, "targets[0].level");
-    assert_string_equal(errs.items[0].message,
-                        "'charges' is per atom; the first target must be graph-level (the job's "
-                        "val_mae, best model and forces are its), and this dataset has no "
-                        "graph-level key: ingest structures with one (e.g. energy) and list it first");
+    float forces[NS * 9];
+    for (int i = 0; i < NS * 9; i++) forces[i] = 0.01f * (float)(i % 7);
+    ds.forces = forces;
+    assert_int_equal(plan_on("{\"targets\":[{\"key\":\"charges\",\"level\":\"atom\","
+                             "\"weight\":0.5}]}", &ds, &errs, &p), 0);
+    assert_int_equal(p.n_heads, 1);
+    assert_int_equal(p.head_key[0], 0);
+    assert_int_equal(p.target_key, 0);
+    assert_int_equal(p.loss.head_atom[0], 1);
+    assert_int_equal(p.loss.with_forces, NS);
+    assert_int_equal(p.loss.forces, 0);
+    assert_true(p.loss.w.forces == 0.0 && p.loss.w.stress == 0.0 && !p.loss.w.energy_per_atom);
+    assert_true(p.loss.w.energy == 0.5 && p.loss.head_weight[0] == 0.5);
+    pt_train_plan_close(&p);
+    pt_errors_close(&errs);
+    assert_int_equal(plan_of("{\"targets\":[{\"key\":\"charges\",\"level\":\"atom\"},"
+                             "{\"key\":\"gap\"}]}", &errs, &p), 0);
+    assert_int_equal(p.loss.head_atom[0], 1);
+    assert_int_equal(p.loss.head_atom[1], 0);
+    assert_int_equal(p.head_key[1], 0);
+    pt_train_plan_close(&p);
+    pt_errors_close(&errs);
+    assert_int_equal(plan_of("{\"targets\":[{\"key\":\"partial\",\"level\":\"atom\"}]}",
+                             &errs, &p), -1);
+    assert_int_equal(errs.total, 1);
+    assert_string_equal(errs.items[0].field, "targets[0].key");
+    assert_non_null(strstr(errs.items[0].message, "have no per-atom 'partial' column"));
+    pt_errors_close(&errs);
+    assert_int_equal(plan_of("{\"targets\":[{\"key\":\"gap\",\"level\":\"atom\"}]}",
+                             &errs, &p), -1);
+    assert_string_equal(errs.items[0].field, "targets[0].key");
+    assert_string_equal(errs.items[0].message, "'gap' is not a per-atom column of this dataset; "
+                                               "its per-atom columns: charges, partial");
+    pt_errors_close(&errs);
+}
+
+/* What a per-atom first target refuses in the configuration: forces,
+ * stress (-d/dr of an energy it is not) and the energy's per-atom form. */
+static void test_atom_first_target_config(void **state)
+{
+    (void)state;
+    expect_one_error("{\"targets\":[{\"key\":\"q\",\"level\":\"atom\"}],"
+                     "\"training\":{\"loss\":{\"forces_weight\":1}}}", "targets[0].level",
+                     "forces and stress are -d/dr of the first target, which must then be a "
+                     "graph-level energy, not per atom");
+    expect_one_error("{\"targets\":[{\"key\":\"q\",\"level\":\"atom\"}],"
+                     "\"training\":{\"loss\":{\"energy\":\"per_atom\"}}}",
+                     "training.loss.energy",
+                     "\"per_atom\" divides a structure's energy error by its atoms; the first "
+                     "target 'q' is per atom already (its loss is the mean over atoms): leave "
+                     "energy out");
+    pt_job_config cfg;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    static const char ok[] = "{\"targets\":[{\"key\":\"q\",\"level\":\"atom\"}],"
+                             "\"training\":{\"loss\":{\"energy\":\"total\",\"forces_weight\":0}}}";
+    assert_int_equal(pt_job_config_parse(&cfg, ok, strlen(ok), "job.json", &errs), 0);
+    assert_int_equal(cfg.targets[0].level, PT_JOB_LEVEL_ATOM);
+    assert_int_equal(pt_job_config_multi_head(&cfg), 1);
     pt_errors_close(&errs);
 }
 
@@ -361,6 +386,7 @@ int main(void)
         cmocka_unit_test(test_plan_resolves_every_target),
         cmocka_unit_test(test_plan_errors_name_the_target),
         cmocka_unit_test(test_plan_atom_targets),
+        cmocka_unit_test(test_atom_first_target_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -234,6 +234,9 @@ function validateTargets(body, value, add) {
   const fw = weight(loss?.forces_weight, true), sw = weight(loss?.stress_weight, false);
   if (kept[0].level === 'atom' && (fw > 0 || sw > 0))
     add('targets[0].level', 'forces and stress are -d/dr of the first target, which must then be a graph-level energy, not per atom');
+  if (kept[0].level === 'atom' && loss?.energy === 'per_atom')
+    add('training.loss.energy', `"per_atom" divides a structure's energy error by its atoms; the first target '${kept[0].key}' ` +
+        'is per atom already (its loss is the mean over atoms): leave energy out');
   if (fw === 0 && sw === 0 && kept.every(t => t.weight <= 0))
     add('targets', "every target's weight is 0 and training.loss trains no forces or stress: nothing would be trained");
 }
