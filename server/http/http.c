@@ -441,6 +441,7 @@ static void init_undo(pt_http *h)
     pt_offload_stop(&h->offload, 0);
     pt_offload_close(&h->offload);
     pt_conn_guard_close(&h->guard);
+    if (h->cfg.access_log) pt_mhd_panic_log_release(fileno(h->cfg.access_log));
 }
 
 /* While stopping, new connections are closed at once.  Not MHD_quiesce_daemon:
@@ -500,6 +501,8 @@ int pt_http_init(pt_http *h, const pt_http_config *cfg, pt_router *router, char 
         flags |= any ? MHD_USE_DUAL_STACK : MHD_USE_IPv6;
     }
     pt_mhd_panic_install();
+    /* a panic's message reaches the operator's log, not only stderr */
+    if (h->cfg.access_log) pt_mhd_panic_log(fileno(h->cfg.access_log));
     h->starting = 1;
     h->daemon = MHD_start_daemon(flags, (uint16_t)h->cfg.port, on_accept, h, on_request, h,
                                  MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h,
@@ -558,6 +561,7 @@ void pt_http_close(pt_http *h)
     while (__atomic_load_n(&h->active, __ATOMIC_SEQ_CST) > 0 && pt_clock_ms() < flush) usleep(2000);
     MHD_stop_daemon(h->daemon);   /* closes the listen socket too */
     h->daemon = NULL;
+    if (h->cfg.access_log) pt_mhd_panic_log_release(fileno(h->cfg.access_log));
     pt_waitset_close(&h->waitset);
     pt_conn_guard_close(&h->guard);
 }

@@ -12,7 +12,8 @@
  * the listen socket.  It can also fail one removal, to make a real panic.
  *
  * Whatever might abort runs in a forked child, so a panic is a failed test
- * with the panic's message, not a dead test binary. */
+ * with the panic's message, not a dead test binary.  The panic's message
+ * goes to stderr and to the access log (--access-log FILE). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -71,6 +72,8 @@ static pt_response h_slow(pt_request *req, void *ctx)
     return pt_response_empty(204);
 }
 
+static FILE *g_access_log;   /* the next start()'s --access-log, or NULL */
+
 static int start(tc_server *s, unsigned threads, unsigned max_connections)
 {
     pt_router_init(&s->router);
@@ -85,6 +88,7 @@ static int start(tc_server *s, unsigned threads, unsigned max_connections)
     pt_http_config_defaults(&cfg);
     cfg.threads = threads;
     if (max_connections) cfg.max_connections = max_connections;
+    cfg.access_log = g_access_log;
     return tc_server_start(s, &cfg);
 }
 
@@ -329,12 +333,97 @@ static void test_panic_says_where(void **state)
     assert_non_null(strstr(m, "Failed to remove listen FD from epoll set"));
 }
 
+/* With --access-log FILE the message reaches that file too (the operator's
+ * log; stderr may go nowhere), after the lines logged before it, in the
+ * log's form (a timestamp first). */
+static char g_log_path[] = "/tmp/pt_test_panic_log_" "XX" "XX" "XX";
+
+static int panic_logged_child(void)
+{
+    g_access_log = fopen(g_log_path, "a");
+    if (!g_access_log) return 13;
+    tc_server s;
+    if (start(&s, 1, 1) != 0) return 10;
+    if (one_get(pt_http_port(&s.http), "/ping", 204) != 1) return 14;
+    /* the request's line is written when it completes: wait for it */
+    for (int i = 0; i < 5000; i++) {
+        FILE *f = fopen(g_log_path, "r");
+        char line[512] = "";
+        int seen = f && fgets(line, sizeof line, f) && strstr(line, "\"GET /ping\" 204");
+        if (f) fclose(f);
+        if (seen) break;
+        usleep(1000);
+    }
+    __atomic_store_n(&g_fail_fd, listen_fd(&s), __ATOMIC_SEQ_CST);
+    int fd = connect_to(pt_http_port(&s.http));
+    if (fd < 0) return 11;
+    sleep(5);
+    return 12;   /* no panic */
+}
+
+/* A server that had a log and stopped leaves no stale descriptor behind:
+ * the next one's panic (without a log) is not written to the old file. */
+static int panic_after_logged_server_child(void)
+{
+    g_access_log = fopen(g_log_path, "a");
+    if (!g_access_log) return 13;
+    tc_server s;
+    if (start(&s, 1, 0) != 0) return 10;
+    stop(&s);
+    g_access_log = NULL;
+    if (start(&s, 1, 1) != 0) return 10;
+    __atomic_store_n(&g_fail_fd, listen_fd(&s), __ATOMIC_SEQ_CST);
+    int fd = connect_to(pt_http_port(&s.http));
+    if (fd < 0) return 11;
+    sleep(5);
+    return 12;
+}
+
+static void read_file(const char *path, char *out, size_t cap)
+{
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(out, 1, cap - 1, f) : 0;
+    out[n] = '\0';
+    if (f) fclose(f);
+}
+
+static void test_panic_reaches_the_access_log(void **state)
+{
+    (void)state;
+    int tmp = mkstemp(g_log_path);
+    assert_true(tmp >= 0);
+    close(tmp);
+    char err[1024], log[4096];
+    int status = in_child(panic_logged_child, err, sizeof err);
+    read_file(g_log_path, log, sizeof log);
+    if (!WIFSIGNALED(status))
+        fail_msg("no panic: child exited %d, stderr: %s, log: %s", WEXITSTATUS(status), err, log);
+    assert_int_equal(WTERMSIG(status), SIGABRT);
+    assert_non_null(strstr(err, "packtrain: libmicrohttpd panic at "));   /* stderr still */
+    const char *get = strstr(log, "\"GET /ping\" 204"), *m = strstr(log, "Z packtrain: libmicrohttpd panic at ");
+    if (!get || !m) fail_msg("the log lacks the request or the panic: %s", log);
+    assert_true(get < m);
+    assert_non_null(strstr(m, "daemon.c:"));
+    assert_non_null(strstr(m, "Failed to remove listen FD from epoll set"));
+    assert_true(m >= log + 24 && m[-24] == '\n' && m[-19] == '-' && m[-13] == 'T');  /* 2026-11-26T03:10:00.123Z */
+    assert_int_equal(log[strlen(log) - 1], '\n');
+
+    assert_int_equal(truncate(g_log_path, 0), 0);
+    status = in_child(panic_after_logged_server_child, err, sizeof err);
+    read_file(g_log_path, log, sizeof log);
+    if (!WIFSIGNALED(status)) fail_msg("no panic: child exited %d, stderr: %s", WEXITSTATUS(status), err);
+    assert_non_null(strstr(err, "packtrain: libmicrohttpd panic at "));
+    if (strstr(log, "panic")) fail_msg("a stopped server's log got the next one's panic: %s", log);
+    unlink(g_log_path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stop_with_clients_connecting),
         cmocka_unit_test(test_new_connections_closed_while_stopping),
         cmocka_unit_test(test_panic_says_where),
+        cmocka_unit_test(test_panic_reaches_the_access_log),
     };
     return cmocka_run_group_tests(tests, tc_global_setup, tc_global_teardown);
 }
