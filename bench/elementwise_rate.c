@@ -6,7 +6,8 @@
  *   adam       pt_optim_update over SchNet seed 000's 186,801 parameters
  *              (Adam, one decay-exempt range as the trainer makes) against
  *              the same per-element float arithmetic in a loop gcc is told
- *              not to vectorise (the update before it was vectorised);
+ *              not to vectorise (tests/ref/adam_ref.h, test_optim's oracle:
+ *              the update before it was vectorised);
  *   ssp        pt_ssp_forward (value and σ) over a filter chunk of 256 × 100
  *              inputs spread over [−12, 12] against a loop over glibc's
  *              scalar expf/log1pf (σ = 1/(1 + e^−v));
@@ -24,6 +25,7 @@
 
 #include "engine/model/schnet_ops.h"
 #include "engine/train/optim.h"
+#include "tests/ref/adam_ref.h"
 
 static double cpu_now(void)
 {
@@ -43,21 +45,6 @@ static float *floats(size_t n)
 }
 
 /* ---- the scalar sides --------------------------------------------------------- */
-
-__attribute__((noinline, optimize("no-tree-vectorize"))) static void
-adam_scalar(const pt_optim_coeffs *c, const float *scale, float *param, const float *grad,
-            float *m, float *v, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        float s = scale ? scale[i] : 1.0f;
-        float theta = param[i] * (1.0f + s * (c->decay - 1.0f));
-        float g = grad[i] + s * c->l2 * param[i];
-        m[i] = c->b1 * m[i] + c->one_b1 * g;
-        v[i] = c->b2 * v[i] + c->one_b2 * g * g;
-        float denom = sqrtf(v[i]) * c->inv_bc2_sqrt + c->eps;
-        param[i] = theta - c->step_size * m[i] / denom;
-    }
-}
 
 __attribute__((noinline)) static void ssp_scalar(float *x, float *sig, size_t n)
 {
@@ -130,7 +117,7 @@ int main(int argc, char **argv)
         double t1 = cpu_now();
         for (int k = 0; k < calls; k++) {
             pt_optim_coeffs c = pt_optim_begin(&opt, 1e-4);
-            adam_scalar(&c, opt.decay_scale, param, grad, m2, v2, n);
+            pt_ref_adam_update(&c, opt.decay_scale, param, grad, m2, v2, n);
         }
         double t2 = cpu_now();
         record(&lib, (t1 - t0) / calls);

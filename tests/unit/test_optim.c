@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "engine/train/optim.h"
+#include "tests/ref/adam_ref.h"
 
 static const float theta0[4] = {0.5f, -1.0f, 2.0f, 0.0f};
 static const float G[3][4] = {
@@ -188,22 +189,6 @@ static void test_empty_buffer(void **state)
     pt_optim_close(&opt);
 }
 
-/* The update as optim.h states it, one element at a time in scalar float:
- * the vectorised clones (AVX-512 / AVX2) must give these bits exactly. */
-static void scalar_update(const pt_optim_coeffs *c, const float *scale, float *param,
-                          const float *grad, float *m, float *v, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        volatile float s = scale ? scale[i] : 1.0f;   /* volatile: keep it scalar */
-        float theta = param[i] * (1.0f + s * (c->decay - 1.0f));
-        float g = grad[i] + s * c->l2 * param[i];
-        m[i] = c->b1 * m[i] + c->one_b1 * g;
-        v[i] = c->b2 * v[i] + c->one_b2 * g * g;
-        float denom = sqrtf(v[i]) * c->inv_bc2_sqrt + c->eps;
-        param[i] = theta - c->step_size * m[i] / denom;
-    }
-}
-
 static uint32_t lcg(uint32_t *s)
 {
     *s = *s * 1664525u + 1013904223u;
@@ -241,8 +226,8 @@ static void test_vectorised_update_is_scalar_bits(void **state)
                     if (t == 3) g[n / 2] = 0.0f;
                     pt_optim_coeffs c = pt_optim_begin(&opt, 1e-3 * (t + 1));
                     pt_optim_update(&opt, &c, pa + 3, g + 3, opt.m + 3, opt.v + 3, 3, n - 3);
-                    scalar_update(&c, opt.decay_scale ? opt.decay_scale + 3 : NULL, pb + 3, g + 3,
-                                  mb + 3, vb + 3, n - 3);
+                    pt_ref_adam_update(&c, opt.decay_scale ? opt.decay_scale + 3 : NULL, pb + 3,
+                                       g + 3, mb + 3, vb + 3, n - 3);
                     assert_memory_equal(pa, pb, n * sizeof(float));
                     assert_memory_equal(opt.m, mb, n * sizeof(float));
                     assert_memory_equal(opt.v, vb, n * sizeof(float));
