@@ -149,24 +149,12 @@ typedef struct fx_batch {
     int32_t first_node[FX_MAXS];  /* its first node slot */
 } fx_batch;
 
+/* The fixture's batch is allocated field by field below (zeroed first), as
+ * pt_batch_init would: pt_batch_close frees it, so a field batch.h adds is
+ * freed here too. */
 FX_FN void fx_batch_free(fx_batch *fb)
 {
-    pt_batch *b = &fb->b;
-    free(b->z);
-    free(b->node_graph);
-    free(b->edge_src);
-    free(b->edge_dst);
-    free(b->edge_dist);
-    free(b->dst_offset);
-    free(b->graph_id);
-    free(b->graph_natoms);
-    free(b->target);
-    free(b->edge_vec);
-    free(b->node_force);
-    free(b->graph_has_forces);
-    free(b->graph_stress);
-    free(b->graph_has_stress);
-    free(b->graph_volume);
+    pt_batch_close(&fb->b);
 }
 
 /* Structure k into pack pack_of[k] (−1: left out), as batch.h lays packs out. */
