@@ -51,21 +51,17 @@ int pt_allreduce_init(pt_allreduce *ar, int n_ranks, size_t n,
     ar->n_ranks = n_ranks;
     ar->n = n;
     ar->chunk = PT_ALLREDUCE_CHUNK;
-    int rc = pthread_barrier_init(&ar->barrier, NULL, (unsigned)n_ranks);
-    if (rc) {
-        pt_errors_add(errs, "", 0, "allreduce", "cannot create a barrier for %d ranks: %s",
-                      n_ranks, strerror(rc));
+    if (pt_spin_barrier_init(&ar->barrier, (uint32_t)n_ranks, errs)) {
         free(ar->segments);
         memset(ar, 0, sizeof(*ar));
         return -1;
     }
-    ar->barrier_ready = 1;
     return 0;
 }
 
 void pt_allreduce_close(pt_allreduce *ar)
 {
-    if (ar->barrier_ready) pthread_barrier_destroy(&ar->barrier);
+    pt_spin_barrier_close(&ar->barrier);
     free(ar->segments);
     memset(ar, 0, sizeof(*ar));
 }
@@ -104,7 +100,7 @@ void pt_allreduce_run(pt_allreduce *ar, int rank, float *const *bufs, float *out
 {
     const int R = ar->n_ranks;
     /* every replica's buffer must be final before anyone reads it */
-    pthread_barrier_wait(&ar->barrier);
+    pt_spin_barrier_wait(&ar->barrier);
     for (size_t s = 0; s < ar->n_segments; s++) {
         const pt_allreduce_segment *g = &ar->segments[s];
         size_t lo = g->offset + g->len * (size_t)rank / (size_t)R;
@@ -113,7 +109,7 @@ void pt_allreduce_run(pt_allreduce *ar, int rank, float *const *bufs, float *out
             size_t e = c + ar->chunk < hi ? c + ar->chunk : hi;
             reduce_range(R, bufs, out, c, e);
         }
-        pthread_barrier_wait(&ar->barrier);
+        pt_spin_barrier_wait(&ar->barrier);
     }
 }
 

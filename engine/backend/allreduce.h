@@ -25,6 +25,7 @@
 #include <pthread.h>
 #include <stddef.h>
 
+#include "engine/backend/spinwait.h"
 #include "engine/core/errors.h"
 
 typedef struct pt_allreduce_segment {
@@ -38,8 +39,7 @@ typedef struct pt_allreduce {
     size_t n_segments;
     pt_allreduce_segment *segments; /* [n_segments], tiling [0, n) in order */
     size_t chunk;                   /* floats reduced through all tree levels at once */
-    pthread_barrier_t barrier;
-    int barrier_ready;
+    pt_spin_barrier barrier;
 } pt_allreduce;
 
 /* Floats per chunk: 16 KiB per buffer, so the R rows of a chunk stay in L2. */

@@ -125,9 +125,10 @@ static int allreduce_init(pt_backend *be, pt_errors *errs)
     return rc;
 }
 
+/* Replica 0 runs on the calling thread (pt_backend_dispatch): threads for 1..R-1. */
 static int threads_start(pt_backend *be, pt_errors *errs)
 {
-    for (int r = 0; r < be->R; r++) {
+    for (int r = 1; r < be->R; r++) {
         int rc = pthread_create(&be->reps[r].thread, NULL, pt_backend_replica_main, &be->reps[r]);
         if (rc) {
             pt_errors_add(errs, "", 0, "backend", "cannot start replica thread %d of %d: %s",
@@ -219,7 +220,7 @@ static void backend_close(void *self)
     pt_backend *be = self;
     if (!be) return;
     pthread_mutex_lock(&be->mu);
-    be->stop = 1;
+    atomic_store_explicit(&be->stop, 1, memory_order_release);
     pthread_cond_broadcast(&be->go);
     pthread_mutex_unlock(&be->mu);
     for (int r = 0; be->reps && r < be->R; r++)

@@ -12,6 +12,7 @@
 #include "engine/backend/backend.h"
 #include "engine/backend/loader.h"
 #include "engine/backend/backend_zero.h"
+#include "engine/backend/spinwait.h"
 #include "engine/core/phase.h"
 #include "engine/train/train_internal.h"
 
@@ -74,12 +75,15 @@ struct pt_backend {
     int32_t n_slots;
     uint32_t *identity;        /* [b] 0..b-1: a slot's packs in order */
 
-    /* dispatch: the host bumps `generation`, replicas run one step each */
+    /* dispatch: the host bumps `generation` and runs replica 0 itself;
+     * replicas 1..R-1 (threads) run the task and count themselves in
+     * `finished`.  Changed under mu; read without it by the spinning
+     * waiters (spinwait.h). */
     pthread_mutex_t mu;
     pthread_cond_t go, fin;
-    uint64_t generation;
-    int32_t finished;
-    int stop;
+    _Atomic uint64_t generation;
+    _Atomic int32_t finished;
+    _Atomic int stop;
     uint64_t step_base;        /* seq of job (replica 0, micro-batch 0) */
     pt_schnet_loss_norm norm;  /* the step's loss denominators */
     float *out;                /* gradient output of the step */
@@ -104,7 +108,7 @@ struct pt_backend {
     int32_t n_layers;
     size_t layer_off[PT_ZERO_LAYERS(PT_SCHNET_MAX_INTERACTIONS) + 1];
     size_t max_layer;
-    pthread_barrier_t zbar;    /* the layer reduce-scatter's, and the update's */
+    pt_spin_barrier zbar;      /* the layer reduce-scatter's, and the update's */
     int zbar_ready;
     int params_fresh;          /* the replicas' parameters equal the host copy */
     pt_zero_task task;         /* what the next dispatch runs */
@@ -118,7 +122,8 @@ struct pt_backend {
 int pt_backend_update(void *self, pt_optim *opt, float *grads, double lr, double clip,
                       pt_errors *errs);
 
-/* Wakes the replicas on `task` and waits for all of them (backend_step.c). */
+/* Runs `task` on every replica: wakes replicas 1..R-1, runs replica 0 on
+ * the calling thread, waits for the others (backend_step.c). */
 void pt_backend_dispatch(pt_backend *be, pt_zero_task task);
 
 /* backend_step.c */

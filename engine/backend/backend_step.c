@@ -2,10 +2,11 @@
  *
  * Host side (the training loop's thread, in pt_backend_compute): check the
  * step's packs against the predicted stream, submit the jobs of the current
- * host call (D steps) plus prefetch to the loader, wake the R replica
- * threads, wait for them, merge their statistics.
+ * host call (D steps) plus prefetch to the loader, wake replica threads
+ * 1..R-1, run replica 0 itself, wait for the others, merge their statistics.
  *
- * Replica side (pt_backend_replica_main): for each of its A micro-batches,
+ * Replica side (replica 0 on the host, pt_backend_replica_main for the
+ * others): for each of its A micro-batches,
  * take the filled batch from the loader, forward, loss, backward into a fresh
  * buffer of the pairwise accumulation stack; then the all-reduce writes the
  * step's gradient into the loop's buffer.
@@ -260,24 +261,51 @@ static void replica_step(pt_backend_replica *rep)
     pt_phase_lap(&clk, &rep->phases, PT_PHASE_ALLREDUCE);
 }
 
+static void replica_run(pt_backend_replica *rep, pt_zero_task task)
+{
+    if (task == PT_TASK_COMPUTE) replica_step(rep);
+    else pt_zero_run_task(rep, task);
+}
+
+typedef struct gen_wait {
+    const pt_backend *be;
+    uint64_t seen;
+} gen_wait;
+
+static int woken(const void *arg)
+{
+    const gen_wait *w = arg;
+    return atomic_load_explicit(&w->be->stop, memory_order_acquire) ||
+           atomic_load_explicit(&w->be->generation, memory_order_acquire) != w->seen;
+}
+
+static int all_finished(const void *arg)
+{
+    const pt_backend *be = arg;
+    return atomic_load_explicit(&be->finished, memory_order_acquire) >= be->R - 1;
+}
+
+/* Replicas 1..R-1: wait for a generation (spinning first: the next
+ * dispatch usually follows within microseconds), run its task, count in. */
 void *pt_backend_replica_main(void *arg)
 {
     pt_backend_replica *rep = arg;
     pt_backend *be = rep->be;
-    uint64_t seen = 0;
-    pthread_mutex_lock(&be->mu);
+    gen_wait w = {be, 0};
     for (;;) {
-        while (!be->stop && be->generation == seen) pthread_cond_wait(&be->go, &be->mu);
-        if (be->stop) break;
-        seen = be->generation;
-        pt_zero_task task = be->task;
-        pthread_mutex_unlock(&be->mu);
-        if (task == PT_TASK_COMPUTE) replica_step(rep);
-        else pt_zero_run_task(rep, task);
+        if (!pt_spin_until(woken, &w)) {
+            pthread_mutex_lock(&be->mu);
+            while (!woken(&w)) pthread_cond_wait(&be->go, &be->mu);
+            pthread_mutex_unlock(&be->mu);
+        }
+        if (atomic_load_explicit(&be->stop, memory_order_acquire)) break;
+        w.seen = atomic_load_explicit(&be->generation, memory_order_acquire);
+        replica_run(rep, be->task);
         pthread_mutex_lock(&be->mu);
-        if (++be->finished == be->R) pthread_cond_signal(&be->fin);
+        if (atomic_fetch_add_explicit(&be->finished, 1, memory_order_acq_rel) + 1 == be->R - 1)
+            pthread_cond_signal(&be->fin);
+        pthread_mutex_unlock(&be->mu);
     }
-    pthread_mutex_unlock(&be->mu);
     return NULL;
 }
 
@@ -287,10 +315,16 @@ void pt_backend_dispatch(pt_backend *be, pt_zero_task task)
 {
     pthread_mutex_lock(&be->mu);
     be->task = task;
-    be->finished = 0;
-    be->generation++;
+    atomic_store_explicit(&be->finished, 0, memory_order_relaxed);
+    /* release: a spinning replica that sees the generation sees the task */
+    atomic_fetch_add_explicit(&be->generation, 1, memory_order_release);
     pthread_cond_broadcast(&be->go);
-    while (be->finished < be->R) pthread_cond_wait(&be->fin, &be->mu);
+    pthread_mutex_unlock(&be->mu);
+    /* replica 0 is the host thread: one thread fewer to wake and to wait for */
+    replica_run(&be->reps[0], task);
+    if (pt_spin_until(all_finished, be)) return;
+    pthread_mutex_lock(&be->mu);
+    while (!all_finished(be)) pthread_cond_wait(&be->fin, &be->mu);
     pthread_mutex_unlock(&be->mu);
 }
 

@@ -99,11 +99,11 @@ static void reduce_layer(pt_backend_replica *rep, int L)
 {
     pt_backend *be = rep->be;
     const size_t off = be->layer_off[L], end = be->layer_off[L + 1];
-    pthread_barrier_wait(&be->zbar);
+    pt_spin_barrier_wait(&be->zbar);
     size_t x0 = rep->lo > off ? rep->lo : off;
     size_t x1 = rep->hi < end ? rep->hi : end;
     if (x0 < x1) pt_allreduce_tree(be->R, be->bufs, x0 - off, rep->gtop + (x0 - rep->lo), x1 - x0);
-    pthread_barrier_wait(&be->zbar);
+    pt_spin_barrier_wait(&be->zbar);
 }
 
 static void layer_hook(void *user, pt_schnet_layer_event ev, int L, pt_schnet_params *grad)
@@ -246,12 +246,7 @@ int pt_zero_open(pt_backend *be, pt_errors *errs)
         pt_zero_replica_prepare(rep);
     }
     if (be->stage == 0) return 0;
-    int rc = pthread_barrier_init(&be->zbar, NULL, (unsigned)be->R);
-    if (rc) {
-        pt_errors_add(errs, "", 0, "backend", "cannot create a barrier for %d replicas: %s", be->R,
-                      strerror(rc));
-        return -1;
-    }
+    if (pt_spin_barrier_init(&be->zbar, (uint32_t)be->R, errs)) return -1;
     be->zbar_ready = 1;
     for (int r = 0; r < be->R; r++) {
         pt_backend_replica *rep = &be->reps[r];
@@ -298,7 +293,7 @@ void pt_zero_close(pt_backend *be)
         free(rep->stage_m);
         free(rep->stage_v);
     }
-    if (be->zbar_ready) pthread_barrier_destroy(&be->zbar);
+    if (be->zbar_ready) pt_spin_barrier_close(&be->zbar);
     be->zbar_ready = 0;
     free(be->shard_lo);
     be->shard_lo = NULL;
