@@ -131,6 +131,8 @@ $(BUILD)/engine/model/schnet_ops.o $(BUILD)/engine/model/schnet_ops_forces.o: \
 $(BUILD)/engine/model/bf16_avx512.o: CFLAGS += -Wno-unknown-pragmas -mavx512f -mavx512bf16 -mavx512bw -mavx512vl
 $(BUILD)/engine/model/sgemm_avx512.o: CFLAGS += -Wno-unknown-pragmas -mavx512f
 $(BUILD)/engine/model/sgemm_avx2.o: CFLAGS += -Wno-unknown-pragmas -mavx2 -mfma
+$(BUILD)/engine/model/cfconv_avx512.o: CFLAGS += -Wno-unknown-pragmas -mavx512f
+$(BUILD)/engine/model/cfconv_avx2.o: CFLAGS += -Wno-unknown-pragmas -mavx2 -mfma
 endif
 # Adam's update vectorises its sqrtf only when the call need not set errno
 # (its argument, Adam's v, is never negative); gcc 12 drops the option when

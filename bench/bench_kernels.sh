@@ -4,7 +4,8 @@
 # real products, at both OpenBLAS kernel sets: the environment's
 # OPENBLAS_CORETYPE (Haswell here: AVX2) and OpenBLAS's own choice (the
 # variable unset: Cooperlake, AVX-512, on this CPU).  The evidence behind the
-# policy in sgemm_kernels.h.
+# policy in sgemm_kernels.h.  Then bench/cfconv_rate: the convolution's
+# kernels (engine/model/cfconv_kernels.h) per edge against their bound.
 #
 # The shapes are those of seed 000's SchNet in bench_speed.sh's layout (one
 # replica per core, 16 LPFHP packs per step in all): U filter rows and N node
@@ -25,7 +26,7 @@ bdir=${2:-build/bench}
 secs=${3:-2}
 cores=$(nproc)
 py=/usr/bin/python3
-for prog in schnet_profile sgemm_kernels; do
+for prog in schnet_profile sgemm_kernels cfconv_rate; do
   [ -x "$bdir/$prog" ] || { echo "bench_kernels: $bdir/$prog missing: run 'make bench'" >&2; exit 2; }
 done
 tmp=$(mktemp -d)
@@ -73,4 +74,8 @@ print(json.dumps({"bench": "kernels", "data": sys.argv[2], "openblas_core": head
                   "U": head["U"], "N": head["N"], "weighted_gflops": tot, "load_average": float(load)}))
 PY
   done
+  # the convolution's implementations, ns per edge against the bound
+  # (engine/model/cfconv_kernels.h), on the same batch shapes
+  echo "cfconv ($ds, load $(cut -d' ' -f1 /proc/loadavg)):"
+  "$bdir/cfconv_rate" "$tmp/$ds.ptd" 5
 done

@@ -289,68 +289,7 @@ void pt_filter_cutoff_forward(float *w, const float *p, const float *cut, int n_
     pt_rows_scale(w, p, cut, n_rows, f);
 }
 
-PT_SIMD_CLONES
-void pt_cfconv_forward_range(float *m, const float *w, const int32_t *row, const float *x,
-                             const int32_t *src, const int32_t *dst_offset, int i0, int i1,
-                             int f)
-{
-    for (int i = i0; i < i1; i++) {
-        float *restrict mi = m + (size_t)i * f;
-        memset(mi, 0, (size_t)f * sizeof(float));
-        for (int32_t k = dst_offset[i]; k < dst_offset[i + 1]; k++) {
-            if (row[k] < 0) continue;
-            const float *restrict xj = x + (size_t)src[k] * f;
-            const float *restrict wk = w + (size_t)row[k] * f;
-            for (int c = 0; c < f; c++) mi[c] += xj[c] * wk[c];
-        }
-    }
-}
-
-void pt_cfconv_forward(float *m, const float *w, const int32_t *row, const float *x,
-                       const int32_t *src, const int32_t *dst_offset, int n_nodes, int f)
-{
-    pt_cfconv_forward_range(m, w, row, x, src, dst_offset, 0, n_nodes, f);
-}
-
-PT_SIMD_CLONES
-void pt_cfconv_backward_range(float *dx, float *dp, const float *dm, const float *x,
-                              const float *w, const float *cut, const int32_t *row,
-                              const uint8_t *first, const int32_t *src,
-                              const int32_t *dst_offset, int i0, int i1, int f, int32_t ring)
-{
-    for (int i = i0; i < i1; i++) {
-        const float *restrict dmi = dm + (size_t)i * f;
-        for (int32_t k = dst_offset[i]; k < dst_offset[i + 1]; k++) {
-            const int32_t u = row[k];
-            if (u < 0) continue;
-            const float *restrict xj = x + (size_t)src[k] * f;
-            float *restrict dxj = dx + (size_t)src[k] * f;
-            const float *restrict wu = w + (size_t)u * f;
-            float *restrict dpu = dp + (size_t)(ring > 0 ? u % ring : u) * f;
-            const float cu = cut[u];
-            /* the row's first edge writes its gradient, later ones add */
-            if (first[k])
-                for (int c = 0; c < f; c++) {
-                    dpu[c] = dmi[c] * xj[c] * cu;
-                    dxj[c] += dmi[c] * wu[c];
-                }
-            else
-                for (int c = 0; c < f; c++) {
-                    dpu[c] += dmi[c] * xj[c] * cu;
-                    dxj[c] += dmi[c] * wu[c];
-                }
-        }
-    }
-}
-
-void pt_cfconv_backward(float *dx, float *dp, const float *dm, const float *x, const float *w,
-                        const float *cut, const int32_t *row, const uint8_t *first,
-                        const int32_t *src, const int32_t *dst_offset, int n_nodes, int f)
-{
-    memset(dx, 0, (size_t)n_nodes * f * sizeof(float));
-    pt_cfconv_backward_range(dx, dp, dm, x, w, cut, row, first, src, dst_offset, 0, n_nodes, f,
-                             0);
-}
+/* The convolution (pt_cfconv_*) is in cfconv_kernels.c. */
 
 void pt_embedding_forward(float *h, const float *table, const uint8_t *z, int n, int dim)
 {

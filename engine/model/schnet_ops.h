@@ -75,7 +75,8 @@ void pt_filter_cutoff_forward(float *w, const float *p, const float *cut, int n_
 /* Continuous-filter convolution over CSR receivers, with the filter read
  * through the edge → row table (row[k] < 0: edge k carries nothing):
  *   m_i = Σ_{k: dst_k = i, row_k ≥ 0} x[src_k] ⊙ W[row_k]
- * m has n_nodes rows; every row is written. */
+ * m has n_nodes rows; every row is written.  Implementations (AVX-512,
+ * AVX2, generic; same bits) and their bound: engine/model/cfconv_kernels.h. */
 void pt_cfconv_forward(float *m, const float *w, const int32_t *row, const float *x,
                        const int32_t *src, const int32_t *dst_offset, int n_nodes, int f);
 /* Given dm, the gradients of the convolution and of the cutoff together:

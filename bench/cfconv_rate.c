@@ -1,0 +1,209 @@
+/* cfconv_rate.c — CPU time per edge of the continuous-filter convolution
+ * (engine/model/cfconv_kernels.h) on a real batch, each implementation
+ * against the others and the bound, measured in the same run.
+ *
+ *   cfconv_rate DATA.ptd [ROUNDS]
+ * builds the batch the training step sees (8 LPFHP packs, seed 000's model
+ * shapes: F = 100, 6 Å, 32 neighbours, the deduplicated filter rows of
+ * edge_rows.h), random x, W, dm and cutoffs, and times pt_cfconv_forward_range
+ * and pt_cfconv_backward_range pack by pack, each pack's W and dP rows read
+ * once just before (untimed), as the pipeline of schnet_edges.c leaves them
+ * in cache.  Prints one JSON object per implementation (generic, avx2,
+ * avx512 where the CPU has them): ns and cycles per real edge (edges with a
+ * row) of the forward and the backward, and the bound of cfconv_kernels.h
+ * in cycles (forward 7 from L1 / 12.5 with W from L2, backward 14 / 25).
+ * Cycles come from the clock measured here (a chain of dependent integer
+ * adds, one per cycle).  Thread CPU time (CLOCK_THREAD_CPUTIME_ID), so a
+ * loaded machine's time slicing is not counted; implementations run
+ * interleaved, ROUNDS rounds (default 5), best round each. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/core/errors.h"
+#include "engine/data/dataset.h"
+#include "engine/graph/graph.h"
+#include "engine/model/cfconv_kernels.h"
+#include "engine/model/edge_rows.h"
+#include "engine/model/schnet_ops.h"
+#include "engine/pack/batch.h"
+#include "engine/pack/packing.h"
+
+enum { F = 100, PACKS = 8 };
+
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *alloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "cfconv_rate: out of memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+static float *randoms(size_t n, unsigned seed)
+{
+    float *p = alloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        p[i] = (float)(seed >> 8) / 16777216.0f - 0.5f;
+    }
+    return p;
+}
+
+/* Cycles per second: 2e8 dependent integer adds take one cycle each. */
+static double clock_hz(void)
+{
+    double best = 0.0;
+    for (int r = 0; r < 3; r++) {
+        unsigned long x = 0, n = 200000000ul;
+        double t0 = cpu_now();
+        for (unsigned long i = 0; i < n; i++) __asm__ volatile("add $1, %0" : "+r"(x));
+        double hz = (double)n / (cpu_now() - t0);
+        if (hz > best) best = hz;
+    }
+    return best;
+}
+
+/* Reads rows [r0, r1) of a (the pipeline leaves them in cache). */
+static float touch(const float *a, int32_t r0, int32_t r1)
+{
+    float s = 0.0f;
+    for (size_t i = (size_t)r0 * F; i < (size_t)r1 * F; i++) s += a[i];
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: cfconv_rate DATA.ptd [ROUNDS]\n");
+        return 2;
+    }
+    const int rounds = argc > 2 ? atoi(argv[2]) : 5;
+    if (rounds < 1) {
+        fprintf(stderr, "cfconv_rate: ROUNDS must be >= 1\n");
+        return 2;
+    }
+    char err[256];
+    pt_dataset ds;
+    memset(&ds, 0, sizeof ds);
+    if (pt_dataset_open(&ds, argv[1], err, sizeof err)) {
+        fprintf(stderr, "cfconv_rate: %s\n", err);
+        return 1;
+    }
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    const float cutoff = 6.0f;
+    pt_graph_params gp = {cutoff, 32, PT_GRAPH_RADIUS};
+    pt_graphs g;
+    const uint32_t n = ds.n_structs;
+    uint32_t *natoms = alloc(n * sizeof(uint32_t)), *nedges = alloc(n * sizeof(uint32_t));
+    uint32_t *ids = alloc(n * sizeof(uint32_t));
+    pt_packer packer;
+    pt_packs packs;
+    pt_batch b;
+    memset(&g, 0, sizeof g);
+    memset(&packer, 0, sizeof packer);
+    memset(&packs, 0, sizeof packs);
+    memset(&b, 0, sizeof b);
+    pt_pack_request req = {.method = PT_PACK_LPFHP};
+    int ok = pt_graphs_build(&g, &ds, &gp, &errs) == 0;
+    for (uint32_t s = 0; ok && s < n; s++) {
+        natoms[s] = pt_dataset_natoms(&ds, s);
+        nedges[s] = pt_graphs_nedges(&g, s);
+        ids[s] = s;
+    }
+    ok = ok && pt_packer_init(&packer, &req, natoms, nedges, n, ids, n, &errs) == 0 &&
+         pt_packer_epoch(&packer, 7, 0, &packs) == 0 && packs.n_packs >= PACKS &&
+         pt_batch_init(&b, packer.limits, PACKS, cutoff) == PT_BATCH_OK &&
+         pt_batch_fill(&b, &ds, &g, &packs, 0, PACKS, 0) == PT_BATCH_OK;
+    if (!ok) {
+        fprintf(stderr, "cfconv_rate: cannot build %d packs of %s\n", PACKS, argv[1]);
+        return 1;
+    }
+    const int N = b.cap_nodes, E = b.cap_edges;
+    int32_t *row = alloc((size_t)E * sizeof(int32_t));
+    uint8_t *first = alloc((size_t)E);
+    float *row_dist = alloc((size_t)E * sizeof(float));
+    const int32_t U = pt_edge_rows_build(row, first, row_dist, b.edge_src, b.dst_offset,
+                                         b.edge_dist, b.edge_vec, N, cutoff);
+    long real = 0;
+    for (int k = 0; k < E; k++) real += row[k] >= 0;
+    float *x = randoms((size_t)N * F, 1), *w = randoms((size_t)U * F, 2);
+    float *dm = randoms((size_t)N * F, 3), *cut = randoms((size_t)U, 4);
+    float *m = alloc((size_t)N * F * sizeof(float)), *dx = alloc((size_t)N * F * sizeof(float));
+    float *dp = alloc((size_t)U * F * sizeof(float));
+    /* each pack's receivers and the rows they use (rows are numbered in
+     * receiver order, so a pack's rows are one range) */
+    int i_at[PACKS + 1];
+    int32_t r_at[PACKS + 1];
+    for (int p = 0; p <= PACKS; p++) {
+        i_at[p] = (int)((long)N * p / PACKS);
+        r_at[p] = p == PACKS ? U : 0;
+    }
+    for (int p = 1; p < PACKS; p++)
+        for (int32_t k = b.dst_offset[i_at[p]]; k < E && r_at[p] == 0; k++)
+            if (row[k] >= 0) r_at[p] = row[k];
+    for (int p = PACKS - 1; p > 0; p--)
+        if (r_at[p] == 0) r_at[p] = r_at[p + 1];
+
+    const double hz = clock_hz();
+    const pt_cfconv_impl impls[] = {PT_CFCONV_GENERIC, PT_CFCONV_AVX2, PT_CFCONV_AVX512};
+    enum { NI = sizeof impls / sizeof impls[0] };
+    double best_f[NI], best_b[NI];
+    float sink = 0.0f;
+    for (int ii = 0; ii < NI; ii++) best_f[ii] = best_b[ii] = 1e30;
+    for (int r = 0; r < rounds; r++)
+        for (int ii = 0; ii < NI; ii++) {
+            if (!pt_cfconv_supported(impls[ii])) continue;
+            pt_cfconv_force(impls[ii]);
+            double tf = 0.0, tb = 0.0;
+            memset(dx, 0, (size_t)N * F * sizeof(float));
+            for (int p = 0; p < PACKS; p++) {
+                sink += touch(w, r_at[p], r_at[p + 1]);
+                double t0 = cpu_now();
+                pt_cfconv_forward_range(m, w, row, x, b.edge_src, b.dst_offset, i_at[p],
+                                        i_at[p + 1], F);
+                tf += cpu_now() - t0;
+                sink += touch(dp, r_at[p], r_at[p + 1]) + touch(w, r_at[p], r_at[p + 1]);
+                t0 = cpu_now();
+                pt_cfconv_backward_range(dx, dp, dm, x, w, cut, row, first, b.edge_src,
+                                         b.dst_offset, i_at[p], i_at[p + 1], F, 0);
+                tb += cpu_now() - t0;
+            }
+            if (tf < best_f[ii]) best_f[ii] = tf;
+            if (tb < best_b[ii]) best_b[ii] = tb;
+            sink += m[N / 2 * F] + dx[N / 3 * F];
+        }
+    pt_cfconv_force(PT_CFCONV_AUTO);
+    const double gen_f = best_f[0], gen_b = best_b[0];
+    for (int ii = 0; ii < NI; ii++) {
+        if (!pt_cfconv_supported(impls[ii])) continue;
+        const double nf = best_f[ii] / (double)real * 1e9, nb = best_b[ii] / (double)real * 1e9;
+        printf("{\"impl\":\"%s\",\"data\":\"%s\",\"edges\":%ld,\"rows\":%d,\"ghz\":%.2f,"
+               "\"fwd_ns_per_edge\":%.2f,\"bwd_ns_per_edge\":%.2f,"
+               "\"fwd_cycles\":%.1f,\"bwd_cycles\":%.1f,"
+               "\"bound_cycles\":{\"fwd_l1\":7,\"fwd_l2\":12.5,\"bwd_l1\":14,\"bwd_l2\":25},"
+               "\"speedup_vs_generic\":{\"fwd\":%.2f,\"bwd\":%.2f}}\n",
+               pt_cfconv_impl_name(impls[ii]), argv[1], real, (int)U, hz * 1e-9, nf, nb,
+               nf * hz * 1e-9, nb * hz * 1e-9, gen_f / best_f[ii], gen_b / best_b[ii]);
+    }
+    if (sink == 12345.0f) printf("#\n");   /* keeps the reads */
+    free(row), free(first), free(row_dist), free(x), free(w), free(dm), free(cut);
+    free(m), free(dx), free(dp), free(natoms), free(nedges), free(ids);
+    pt_batch_close(&b);
+    pt_packs_close(&packs);
+    pt_packer_close(&packer);
+    pt_graphs_close(&g);
+    pt_dataset_close(&ds);
+    pt_errors_close(&errs);
+    return 0;
+}

@@ -1,0 +1,144 @@
+/* cfconv_body.h — the convolution's register-resident kernels, written once
+ * and compiled per instruction set: cfconv_avx512.c and cfconv_avx2.c each
+ * define the macros below and include this file (no guard on purpose).
+ * Operations and numerics: cfconv_kernels.h; arguments: schnet_ops.h's
+ * pt_cfconv_forward_range / pt_cfconv_backward_range.
+ *
+ * The caller defines:
+ *   CK(name)        the symbol prefix (pt_cfconv_avx512_##name)
+ *   V, MASK_T       the vector and lane-mask types; VW lanes per vector
+ *   NVMAX           vectors of a panel (≤ 8: NVMAX accumulators + temporaries
+ *                   must fit the register file)
+ *   VZERO() VSET1(x) VLOADU(p) VLOADM(p, m) VSTOREU(p, v) VSTOREM(p, m, v)
+ *   VFMA(a, b, c) = a·b + c fused   VMUL(a, b)   MASK(n) (first n lanes)
+ *
+ * A row of f floats is cut into panels of at most NVMAX vectors (balanced:
+ * f = 100 is one panel of 7 zmm, or 7 + 6 ymm); each panel walks a
+ * receiver's edges with its slice of m_i (forward) or dm_i (backward) in
+ * named registers — gcc keeps an array of vectors in memory — and only the
+ * last vector of the last panel is masked.  Panels are instantiated per
+ * (vector count, tail) through a switch, so every guard below folds.  Each
+ * element still sees its edges in CSR order, one panel at a time, so the
+ * panel cut changes no bits. */
+
+#define CK_V8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+/* vector v of a panel row at p: whole, or masked when it is the tail */
+#define CK_LD(p, v) ((tail && (v) == nv - 1) ? VLOADM((p) + (v) * VW, last) : VLOADU((p) + (v) * VW))
+#define CK_ST(p, v, x)                                                                   \
+    do {                                                                                 \
+        if (tail && (v) == nv - 1)                                                       \
+            VSTOREM((p) + (v) * VW, last, (x));                                          \
+        else                                                                             \
+            VSTOREU((p) + (v) * VW, (x));                                                \
+    } while (0)
+
+/* m_i[panel] = Σ_k x_j ⊙ W_u over receiver i's edges, i0 ≤ i < i1; m, w, x
+ * already offset to the panel's first column, f the row stride. */
+static inline __attribute__((always_inline)) void CK(fwd_panel)(
+    const int nv, const int tail, const MASK_T last, float *m, const float *w,
+    const int32_t *row, const float *x, const int32_t *src, const int32_t *off, int i0, int i1,
+    long f)
+{
+    for (int i = i0; i < i1; i++) {
+#define CK_ZERO(v) V a##v = VZERO();
+        CK_V8(CK_ZERO)
+        for (int32_t k = off[i]; k < off[i + 1]; k++) {
+            const int32_t u = row[k];
+            if (u < 0) continue;
+            const float *xp = x + src[k] * f, *wp = w + u * f;
+#define CK_FMA(v) if ((v) < nv) a##v = VFMA(CK_LD(xp, v), CK_LD(wp, v), a##v);
+            CK_V8(CK_FMA)
+        }
+        float *mp = m + i * f;
+#define CK_STORE(v) if ((v) < nv) CK_ST(mp, v, a##v);
+        CK_V8(CK_STORE)
+    }
+}
+
+/* dP_u (=|+=) (dm_i ⊙ x_j)·C_u and dx_j += dm_i ⊙ W_u over receiver i's
+ * edges, i0 ≤ i < i1, dm_i's panel in registers; array pointers offset to
+ * the panel's first column (cut, row, first, src, off are not). */
+static inline __attribute__((always_inline)) void CK(bwd_panel)(
+    const int nv, const int tail, const MASK_T last, float *dx, float *dp, const float *dm,
+    const float *x, const float *w, const float *cut, const int32_t *row, const uint8_t *first,
+    const int32_t *src, const int32_t *off, int i0, int i1, long f, int32_t ring)
+{
+    for (int i = i0; i < i1; i++) {
+        const float *dmp = dm + i * f;
+#define CK_DM(v) const V d##v = (v) < nv ? CK_LD(dmp, v) : VZERO();
+        CK_V8(CK_DM)
+        for (int32_t k = off[i]; k < off[i + 1]; k++) {
+            const int32_t u = row[k];
+            if (u < 0) continue;
+            const long j = src[k] * f;
+            const float *xp = x + j, *wp = w + u * f;
+            float *dxp = dx + j, *dpp = dp + (ring > 0 ? u % ring : u) * f;
+            const V cu = VSET1(cut[u]);
+            /* the row's first edge writes its gradient, later ones add */
+#define CK_DX(v) CK_ST(dxp, v, VFMA(d##v, CK_LD(wp, v), CK_LD(dxp, v)));
+#define CK_BW_FIRST(v)                                                                   \
+    if ((v) < nv) {                                                                      \
+        CK_ST(dpp, v, VMUL(VMUL(d##v, CK_LD(xp, v)), cu));                               \
+        CK_DX(v)                                                                         \
+    }
+#define CK_BW_ADD(v)                                                                     \
+    if ((v) < nv) {                                                                      \
+        CK_ST(dpp, v, VFMA(VMUL(d##v, CK_LD(xp, v)), cu, CK_LD(dpp, v)));                \
+        CK_DX(v)                                                                         \
+    }
+            if (first[k]) {
+                CK_V8(CK_BW_FIRST)
+            } else {
+                CK_V8(CK_BW_ADD)
+            }
+        }
+    }
+}
+
+/* The panels of a row: count and the vectors of panel p (balanced). */
+static inline int CK(panels)(int nvec)
+{
+    return (nvec + NVMAX - 1) / NVMAX;
+}
+
+#define CK_CASES(CALL)                                                                   \
+    CK_CASE(CALL, 1) CK_CASE(CALL, 2) CK_CASE(CALL, 3) CK_CASE(CALL, 4)                  \
+    CK_CASE(CALL, 5) CK_CASE(CALL, 6) CK_CASE(CALL, 7) CK_CASE(CALL, 8)
+#define CK_CASE(CALL, n)                                                                 \
+    case 2 * (n): if ((n) <= NVMAX) CALL((n), 0); break;                                 \
+    case 2 * (n) + 1: if ((n) <= NVMAX) CALL((n), 1); break;
+
+void CK(forward)(float *m, const float *w, const int32_t *row, const float *x,
+                 const int32_t *src, const int32_t *off, int i0, int i1, int f)
+{
+    if (f <= 0 || i0 >= i1) return;
+    const int nvec = (f + VW - 1) / VW, npan = CK(panels)(nvec);
+    for (int p = 0, v0 = 0; p < npan; p++) {
+        const int nv = (nvec - v0 + npan - p - 1) / (npan - p);
+        const int tail = p == npan - 1 && f % VW != 0;
+        const MASK_T last = MASK(tail ? f % VW : VW);
+        const long c0 = (long)v0 * VW;
+#define CK_FWD(n, t) CK(fwd_panel)((n), (t), last, m + c0, w + c0, row, x + c0, src, off, i0, i1, f)
+        switch (2 * nv + tail) { CK_CASES(CK_FWD) default: break; }
+        v0 += nv;
+    }
+}
+
+void CK(backward)(float *dx, float *dp, const float *dm, const float *x, const float *w,
+                  const float *cut, const int32_t *row, const uint8_t *first,
+                  const int32_t *src, const int32_t *off, int i0, int i1, int f, int32_t ring)
+{
+    if (f <= 0 || i0 >= i1) return;
+    const int nvec = (f + VW - 1) / VW, npan = CK(panels)(nvec);
+    for (int p = 0, v0 = 0; p < npan; p++) {
+        const int nv = (nvec - v0 + npan - p - 1) / (npan - p);
+        const int tail = p == npan - 1 && f % VW != 0;
+        const MASK_T last = MASK(tail ? f % VW : VW);
+        const long c0 = (long)v0 * VW;
+#define CK_BWD(n, t)                                                                     \
+    CK(bwd_panel)((n), (t), last, dx + c0, dp + c0, dm + c0, x + c0, w + c0, cut, row, first, \
+                  src, off, i0, i1, f, ring)
+        switch (2 * nv + tail) { CK_CASES(CK_BWD) default: break; }
+        v0 += nv;
+    }
+}

@@ -1,0 +1,61 @@
+/* cfconv_kernels.h — which implementation runs the continuous-filter
+ * convolution (pt_cfconv_forward_range / pt_cfconv_backward_range of
+ * schnet_ops.h, and the whole-batch pt_cfconv_forward / pt_cfconv_backward):
+ * register-resident kernels for AVX-512 and for AVX2 + FMA, chosen at run
+ * time like the sgemm kernels (sgemm_kernels.h), and the generic loops
+ * (PT_SIMD_CLONES) for CPUs with neither.
+ *
+ * Numerics: per element the same operations in the same order whatever the
+ * implementation, so the results are bit for bit those of the scalar
+ * reference (tests/unit/test_cfconv_kernels.c):
+ *   m_i   = 0, then m_i = fma(x_j, W_u, m_i) over i's edges in CSR order;
+ *   dP_u  = (dm_i · x_j) · C_u for the row's first edge, then
+ *           dP_u = fma(dm_i · x_j, C_u, dP_u) for the others;
+ *   dx_j  = fma(dm_i, W_u, dx_j) over the edges in receiver order.
+ *
+ * The bound (per real edge, F = 100 floats; a Zen 5 core here at ~4.2 GHz:
+ * 2 FMA pipes, 2 vector loads and 1 vector store per cycle from L1, at most
+ * 64 B per cycle from L2, ~14 cycles L2 latency; L1 48 KB, L2 1 MB):
+ *   forward   reads x_j and W_u (800 B: 14 vector loads, the 7th of each
+ *             masked to 4 lanes), 7 FMAs; m_i in 7 registers, stored once
+ *             per receiver.  From L1: 7 cycles (loads).  But W_u comes from
+ *             L2 (a structure's rows, ~400 KB for water, exceed L1) and so
+ *             does part of x (a water pack's x is 141 × 400 B = 56 KB):
+ *             400-800 B at 64 B per cycle, 6-12.5 cycles.
+ *   backward  reads x_j, W_u, dx_j, dP_u (not on the row's first edge),
+ *             writes dx_j and dP_u: 28 loads + 14 stores, 21 multiplies
+ *             or FMAs, dm_i in 7 registers.  From L1: 14 cycles (stores);
+ *             with W_u and dP_u from L2, 25 cycles.
+ * So ≈ 3 ns forward and 6 ns backward per edge at best.  The generic loops
+ * keep m_i in memory: each edge's FMA reloads what the previous edge stored
+ * (line-split vectors: a 100-float row starts 16 B off a cache line).
+ * bench/cfconv_rate.c prints the measured ns and cycles per edge of each
+ * implementation against these bounds.  */
+#ifndef PT_CFCONV_KERNELS_H
+#define PT_CFCONV_KERNELS_H
+
+typedef enum pt_cfconv_impl {
+    PT_CFCONV_AUTO = 0,   /* the widest kernel the CPU runs */
+    PT_CFCONV_GENERIC,    /* the PT_SIMD_CLONES loops (m_i in memory) */
+    PT_CFCONV_AVX512,
+    PT_CFCONV_AVX2        /* AVX2 + FMA */
+} pt_cfconv_impl;
+
+/* 1 when this CPU (and OS) can run impl; AUTO and GENERIC always. */
+int pt_cfconv_supported(pt_cfconv_impl impl);
+
+/* What runs now: AVX512 where the CPU has it, else AVX2 + FMA, else
+ * GENERIC; PACKTRAIN_CFCONV=generic | avx512 | avx2 | auto in the
+ * environment (read once) or pt_cfconv_force choose another, and a kernel
+ * the CPU lacks falls back to the policy. */
+pt_cfconv_impl pt_cfconv_choice(void);
+
+/* Forces impl for every later call of the process (AUTO restores the
+ * policy and the environment's choice); tests and benches compare
+ * implementations with it in one binary.  Not for use while a step runs. */
+void pt_cfconv_force(pt_cfconv_impl impl);
+
+/* "auto", "generic", "avx512", "avx2". */
+const char *pt_cfconv_impl_name(pt_cfconv_impl impl);
+
+#endif

@@ -1,0 +1,23 @@
+/* cfconv_kernels_internal.h — the per-instruction-set entry points behind
+ * cfconv_kernels.c (cfconv_avx512.c, cfconv_avx2.c; bodies in
+ * cfconv_body.h).  Arguments and results exactly as schnet_ops.h's
+ * pt_cfconv_forward_range and pt_cfconv_backward_range. */
+#ifndef PT_CFCONV_KERNELS_INTERNAL_H
+#define PT_CFCONV_KERNELS_INTERNAL_H
+
+#include <stdint.h>
+
+void pt_cfconv_avx512_forward(float *m, const float *w, const int32_t *row, const float *x,
+                              const int32_t *src, const int32_t *off, int i0, int i1, int f);
+void pt_cfconv_avx512_backward(float *dx, float *dp, const float *dm, const float *x,
+                               const float *w, const float *cut, const int32_t *row,
+                               const uint8_t *first, const int32_t *src, const int32_t *off,
+                               int i0, int i1, int f, int32_t ring);
+void pt_cfconv_avx2_forward(float *m, const float *w, const int32_t *row, const float *x,
+                            const int32_t *src, const int32_t *off, int i0, int i1, int f);
+void pt_cfconv_avx2_backward(float *dx, float *dp, const float *dm, const float *x,
+                             const float *w, const float *cut, const int32_t *row,
+                             const uint8_t *first, const int32_t *src, const int32_t *off,
+                             int i0, int i1, int f, int32_t ring);
+
+#endif
