@@ -49,14 +49,18 @@ static inline __m512i round16(__m512i u)
  * pt_bf16_round_bits rounds them (up to bf16's smallest normal for the
  * largest ones): a vector holding a subnormal takes the integer path, so the
  * bits are always pt_bf16_round_bits'. */
+/* lanes of x that are fp32 subnormals: 1 ≤ |x| bits ≤ 0x007fffff */
+static inline __mmask16 subnormals(__m512 x)
+{
+    const __m512i abs = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff));
+    return _mm512_cmplt_epu32_mask(_mm512_sub_epi32(abs, _mm512_set1_epi32(1)),
+                                   _mm512_set1_epi32(0x007fffff));
+}
+
 static inline __m256i round16h(__m512 x)
 {
-    const __m512i u = _mm512_castps_si512(x);
-    const __m512i abs = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
-    /* 1 ≤ |x| bits ≤ 0x007fffff ⇔ subnormal */
-    const __mmask16 sub = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(abs, _mm512_set1_epi32(1)),
-                                                  _mm512_set1_epi32(0x007fffff));
-    if (__builtin_expect(sub != 0, 0)) return _mm512_cvtepi32_epi16(round16(u));
+    if (__builtin_expect(subnormals(x) != 0, 0))
+        return _mm512_cvtepi32_epi16(round16(_mm512_castps_si512(x)));
     return (__m256i)_mm512_cvtneps_pbh(x);
 }
 
@@ -105,13 +109,53 @@ static void convert_run(uint16_t *dst, const void *src, int f32, int count, int 
     }
 }
 
+/* dst[0, count) = bf16 of the fp32 run src[0, count): rows of A that lie
+ * back to back in the source and in the packed block (lda = kc, kc even)
+ * are one run, converted in whole vectors with no per-row tail (a 100-wide
+ * row is 6¼ vectors: its masked tail and loop cost as much as the rest). */
+static void convert_flat(uint16_t *dst, const float *src, size_t count)
+{
+    size_t j = 0;
+    for (; j + 64 <= count; j += 64) {
+        __m256i h0 = round16h(_mm512_loadu_ps(src + j));
+        __m256i h1 = round16h(_mm512_loadu_ps(src + j + 16));
+        __m256i h2 = round16h(_mm512_loadu_ps(src + j + 32));
+        __m256i h3 = round16h(_mm512_loadu_ps(src + j + 48));
+        _mm256_storeu_si256((__m256i *)(dst + j), h0);
+        _mm256_storeu_si256((__m256i *)(dst + j + 16), h1);
+        _mm256_storeu_si256((__m256i *)(dst + j + 32), h2);
+        _mm256_storeu_si256((__m256i *)(dst + j + 48), h3);
+    }
+    for (; j < count; j += 16) {
+        __mmask16 m = lanes((int)(count - j < 16 ? count - j : 16));
+        _mm256_mask_storeu_epi16(dst + j, m, round16h(load_ps(m, src + j)));
+    }
+}
+
 /* dst[j] = bf16(lo[j]) | bf16(hi[j]) << 16 for j < count, 0 up to padded;
  * hi NULL reads as zeros (the pad of an odd k). */
 static void interleave_run(uint32_t *dst, const void *lo, const void *hi, int f32, int count,
                            int padded)
 {
     size_t size = f32 ? sizeof(float) : sizeof(uint16_t);
-    for (int j = 0; j < padded; j += 16) {
+    int j = 0;
+    if (f32 && hi) {
+        /* whole vectors of two fp32 rows: one vcvtne2ps2bf16 rounds both
+         * (words 0-15 from lo, 16-31 from hi) and one word permutation
+         * interleaves them (word 2i ← i, 2i + 1 ← 16 + i); a vector holding
+         * a subnormal takes the path below, as round16h does */
+        const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10,
+                                             25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3,
+                                             18, 2, 17, 1, 16, 0);
+        const float *l32 = lo, *h32 = hi;
+        for (; j + 16 <= count; j += 16) {
+            __m512 l = _mm512_loadu_ps(l32 + j), h = _mm512_loadu_ps(h32 + j);
+            if (__builtin_expect((subnormals(l) | subnormals(h)) != 0, 0)) break;
+            __m512i both = (__m512i)_mm512_cvtne2ps_pbh(h, l);
+            _mm512_storeu_si512(dst + j, _mm512_permutexvar_epi16(idx, both));
+        }
+    }
+    for (; j < padded; j += 16) {
         __mmask16 m = lanes(count - j);
         size_t off = (size_t)j * size;
         __m512i l = load16((const char *)lo + off, f32, m);
@@ -215,6 +259,34 @@ static void pack_a(const pt_bf16_job *job, uint32_t *ap, int ic, int mc, int mcp
 {
     const pt_bf16_operand *a = &job->a;
     int pairs = (kc + 1) / 2;
+    if (!a->trans && a->f32 && 2 * pairs == kc && a->ld == kc) {
+        convert_flat((uint16_t *)ap, elem_at(a, (size_t)ic, (size_t)pc), (size_t)mc * kc);
+        memset(ap + (size_t)mc * pairs, 0, (size_t)(mcp - mc) * pairs * sizeof(uint32_t));
+        *sp = 1;
+        *sr = pairs;
+        return;
+    }
+    if (!a->trans && a->f32 && kc > 16 && kc <= 32) {
+        /* the Gaussian basis (k = 25): two vectors a row, the second masked,
+         * its lanes past kc read as 0 (the pad of an odd k); the masks are
+         * the same for every row, so the loop carries no per-row tail */
+        const __mmask16 tail = lanes(kc - 16), out = lanes(2 * pairs - 16);
+        for (int r = 0; r < mc; r++) {
+            const float *src = elem_at(a, (size_t)(ic + r), (size_t)pc);
+            uint16_t *dst = (uint16_t *)(ap + (size_t)r * pairs);
+            __m512 x0 = _mm512_loadu_ps(src), x1 = _mm512_maskz_loadu_ps(tail, src + 16);
+            if (__builtin_expect((subnormals(x0) | subnormals(x1)) != 0, 0)) {
+                convert_run(dst, src, 1, kc, 2 * pairs);
+                continue;
+            }
+            _mm256_storeu_si256((__m256i *)dst, (__m256i)_mm512_cvtneps_pbh(x0));
+            _mm256_mask_storeu_epi16(dst + 16, out, (__m256i)_mm512_cvtneps_pbh(x1));
+        }
+        memset(ap + (size_t)mc * pairs, 0, (size_t)(mcp - mc) * pairs * sizeof(uint32_t));
+        *sp = 1;
+        *sr = pairs;
+        return;
+    }
     if (!a->trans) {
         for (int r = 0; r < mcp; r++) {
             uint16_t *dst = (uint16_t *)(ap + (size_t)r * pairs);
