@@ -3,7 +3,8 @@
  * test_mpi_backend.c after <cmocka.h>): a 240-molecule QM9 slice (every 53rd
  * molecule of the shared subset) ingested into a temporary .ptd, its
  * neighbour graphs, LPFHP packs of epoch 0, a small seeded SchNet, and
- * helpers to open the backend with a given split.  A test file may define
+ * helpers to open the backend with a given split, and to compare gradients
+ * (rel_diff, adam_update).  A test file may define
  * BFX_DATA, BFX_TARGET, BFX_CUTOFF and BFX_MAX_NEIGHBORS before including
  * it for other data (test_backend_forces.c: the EMT slice, energies and
  * forces, every neighbour within 4 Å). */
@@ -153,6 +154,34 @@ __attribute__((unused)) static pt_train_data data_for(pt_job_config *cfg, int R,
                                              &errs), 0);
     pt_errors_close(&errs);
     return d;
+}
+
+/* ||a - ref|| / ||ref|| over n floats (in double). */
+__attribute__((unused)) static double rel_diff(const float *a, const float *ref, size_t n)
+{
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)ref[i];
+        num += d * d;
+        den += (double)ref[i] * (double)ref[i];
+    }
+    return sqrt(num / den);
+}
+
+/* Adam's first update from the fixture's initial parameters with gradient
+ * g (malloc'ed, caller frees): what a gradient difference does to a step. */
+__attribute__((unused)) static float *adam_update(const float *g)
+{
+    size_t n = F.model.n_params;
+    pt_optim_params p = pt_optim_defaults(PT_OPTIM_ADAM);
+    pt_optim opt;
+    assert_int_equal(pt_optim_init(&opt, &p, n), 0);
+    float *theta = malloc(n * sizeof(float));
+    memcpy(theta, F.init_params, n * sizeof(float));
+    pt_optim_step(&opt, theta, g, 1e-3);
+    for (size_t i = 0; i < n; i++) theta[i] -= F.init_params[i];
+    pt_optim_close(&opt);
+    return theta;
 }
 
 __attribute__((unused)) static void open_ok(pt_grad_engine *eng, const pt_train_data *d)

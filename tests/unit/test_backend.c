@@ -48,32 +48,6 @@ static float *grad_of(int R, int A, int b, uint32_t first, uint32_t n, pt_step_s
     return g;
 }
 
-static double rel_diff(const float *a, const float *ref, size_t n)
-{
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)a[i] - (double)ref[i];
-        num += d * d;
-        den += (double)ref[i] * (double)ref[i];
-    }
-    return sqrt(num / den);
-}
-
-/* Adam's first update from the initial parameters with gradient g. */
-static float *adam_update(const float *g)
-{
-    size_t n = F.model.n_params;
-    pt_optim_params p = pt_optim_defaults(PT_OPTIM_ADAM);
-    pt_optim opt;
-    assert_int_equal(pt_optim_init(&opt, &p, n), 0);
-    float *theta = malloc(n * sizeof(float));
-    memcpy(theta, F.init_params, n * sizeof(float));
-    pt_optim_step(&opt, theta, g, 1e-3);
-    for (size_t i = 0; i < n; i++) theta[i] -= F.init_params[i];
-    pt_optim_close(&opt);
-    return theta;
-}
-
 /* ---- invariants -------------------------------------------------------------- */
 
 static void test_splits_give_one_batch_gradient(void **state)

@@ -88,31 +88,6 @@ static float *grad_of(int R, int A, int b, uint32_t first, uint32_t n, pt_step_s
     return grad_of_v(R, A, b, first, n, st, (variant){0, PT_PRECISION_FP32});
 }
 
-static double rel_diff(const float *a, const float *ref, size_t n)
-{
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)a[i] - (double)ref[i];
-        num += d * d;
-        den += (double)ref[i] * (double)ref[i];
-    }
-    return sqrt(num / den);
-}
-
-static float *adam_update(const float *g)
-{
-    size_t n = F.model.n_params;
-    pt_optim_params p = pt_optim_defaults(PT_OPTIM_ADAM);
-    pt_optim opt;
-    assert_int_equal(pt_optim_init(&opt, &p, n), 0);
-    float *theta = malloc(n * sizeof(float));
-    memcpy(theta, F.init_params, n * sizeof(float));
-    pt_optim_step(&opt, theta, g, 1e-3);
-    for (size_t i = 0; i < n; i++) theta[i] -= F.init_params[i];
-    pt_optim_close(&opt);
-    return theta;
-}
-
 static void assert_stats_close(const pt_step_stats *a, const pt_step_stats *b, double tol)
 {
     assert_int_equal(a->graphs, b->graphs);

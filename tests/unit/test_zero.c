@@ -30,17 +30,6 @@ static void reset_params(void)
     memcpy(F.model.params_memory, F.init_params, F.model.n_params * sizeof(float));
 }
 
-static double rel_diff(const float *a, const float *ref, size_t n)
-{
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)a[i] - (double)ref[i];
-        num += d * d;
-        den += (double)ref[i] * (double)ref[i];
-    }
-    return sqrt(num / den);
-}
-
 typedef struct run_opts {
     int R, A, b, stage, offload;
     double clip;
