@@ -337,7 +337,8 @@ static int start_scheduler(pt_app *app, char *err, size_t errlen)
     return 0;
 }
 
-/* Everything pt_app_init and pt_app_start set up, after a failure. */
+/* Everything pt_app_init and pt_app_start set up: after a failure, and at
+ * the end of pt_app_close (HTTP stopped and jobs drained first). */
 static void release(pt_app *app, int pool_ready)
 {
     if (app->has_sched) pt_scheduler_close(&app->sched);
@@ -464,21 +465,9 @@ void pt_app_close(pt_app *app)
     if (app->closed) return;
     app->closed = 1;
     if (app->http_started) pt_http_close(&app->http);
-    if (app->has_sched) {
+    /* running jobs get their grace before the scheduler closes */
+    if (app->has_sched)
         pt_scheduler_drain(&app->sched, app->opt.cancel_grace_s > 0 ? app->opt.cancel_grace_s
                                                                     : PT_SCHEDULER_DEFAULT_GRACE_S);
-        pt_scheduler_close(&app->sched);
-    }
-    if (app->has_web) pt_static_close(&app->web);
-    pt_router_close(&app->router);
-    pt_prom_close(&app->prom);
-    pt_app_metrics_close(app);
-    pt_store_pool_close(&app->pool);
-    pt_watch_close(&app->jobs_watch);
-    pt_watch_close(&app->datasets_watch);
-    pt_app_tasks_close(&app->tasks);
-    free_worker_argv(app);
-    if (app->lock_fd >= 0) close(app->lock_fd);
-    app->lock_fd = -1;
-    pthread_mutex_destroy(&app->quota_mu);
+    release(app, 1);
 }

@@ -145,6 +145,17 @@ json_t *pt_api_metric_units(json_t *const *objs, size_t n);
 /* ... with, for a multi-task job (objs with "heads"), "heads": {KEY: unit}
  * for the targets whose unit is known (pt_api_target_unit). */
 
+/* The engine's progress of the app's task `id` (an upload's ingest, a
+ * packing report) for the app's registry (pt_app_task_progress), at most
+ * every 0.2 s; ts holds what the sink points to and must outlive its use:
+ *   pt_api_task_sink ts;
+ *   pt_progress sink = pt_api_task_progress(&ts, app, id); */
+typedef struct pt_api_task_sink {
+    pt_app *app;
+    const char *id;
+} pt_api_task_sink;
+pt_progress pt_api_task_progress(pt_api_task_sink *ts, pt_app *app, const char *id);
+
 /* The unit of a target key when known (QM9's keys, "energy"), else NULL. */
 const char *pt_api_target_unit(const char *key);
 

@@ -284,3 +284,15 @@ json_t *pt_api_job_json(const pt_app *app, const pt_store_job *j, const pt_store
     }
     return o;
 }
+
+static void on_task_progress(void *user, const pt_progress_info *info)
+{
+    const pt_api_task_sink *t = user;
+    pt_app_task_progress(t->app, t->id, info);
+}
+
+pt_progress pt_api_task_progress(pt_api_task_sink *ts, pt_app *app, const char *id)
+{
+    *ts = (pt_api_task_sink){app, id};
+    return (pt_progress){.fn = on_task_progress, .user = ts, .every = 0.2};
+}

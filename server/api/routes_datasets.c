@@ -55,17 +55,6 @@ static const char *detected_format(const pt_ingest_report *rep, pt_format asked)
 }
 
 /* The engine's progress of one task, to the app's registry. */
-typedef struct task_sink {
-    pt_app *app;
-    const char *id;
-} task_sink;
-
-static void on_progress(void *user, const pt_progress_info *info)
-{
-    const task_sink *t = user;
-    pt_app_task_progress(t->app, t->id, info);
-}
-
 static int import_to(pt_app *app, pt_store *s, const char *src, const pt_dataset_import *imp,
                      pt_store_dataset *row, pt_errors *errs, int *status, pt_response *quota);
 
@@ -112,8 +101,8 @@ static int import_to(pt_app *app, pt_store *s, const char *src, const pt_dataset
     io.forces_key = imp->forces_key;
     io.stress_key = imp->stress_key;
     io.display_name = imp->name;
-    task_sink ts = {app, row.id};
-    pt_progress sink = {.fn = on_progress, .user = &ts, .every = 0.2};
+    pt_api_task_sink ts;
+    pt_progress sink = pt_api_task_progress(&ts, app, row.id);
     io.progress = &sink;
     const pt_app_limits *lim = &app->opt.limits;
     io.max_bytes = lim->upload_decompressed_bytes;

@@ -36,17 +36,6 @@
 
 #define LIMIT_MAX 1000000
 
-typedef struct task_sink {
-    pt_app *app;
-    const char *id;
-} task_sink;
-
-static void on_progress(void *user, const pt_progress_info *info)
-{
-    const task_sink *t = user;
-    pt_app_task_progress(t->app, t->id, info);
-}
-
 /* A real query parameter in [min, max]; `def` when absent. */
 static double query_real(pt_request *req, const char *name, double def, double min, double max)
 {
@@ -230,8 +219,8 @@ pt_response pt_api_dataset_packing(pt_request *req, void *ctx)
     pt_pack_report rep;
     int fatal = 0;
     pt_app_task_begin(app, id, pt_app_owner(req), name, "count_edges");
-    task_sink ts = {app, id};
-    pt_progress sink = {.fn = on_progress, .user = &ts, .every = 0.2};
+    pt_api_task_sink ts;
+    pt_progress sink = pt_api_task_progress(&ts, app, id);
     int ok = plan(req, &ds, &pr, &gp, &rep, &sink, &errs, &fatal) == 0;
     char first[256] = "";
     if (!ok) pt_errors_first(&errs, first, sizeof first);
