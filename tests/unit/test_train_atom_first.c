@@ -5,8 +5,10 @@
  * column with no energy and no forces ("auto" is 0), its single-number
  * errors (val_mae, test_mae) are per atom and are those of the model file
  * it saves (recomputed here from pt_predict_dataset's per-atom
- * predictions), a graph target after it is trained too, and the global
- * batch is invariant to its split into replicas and micro-batches. */
+ * predictions), a graph target after it is trained too, a resumed run ends
+ * with the bits of an unbroken one (its checkpoints identify the per-atom
+ * column as the data), and the global batch is invariant to its split into
+ * replicas and micro-batches. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -182,6 +184,63 @@ static void test_atom_first_then_graph(void **state)
     free(rec);
 }
 
+/* A run stopped mid-way and resumed from its checkpoint ends with the bits
+ * of one that never stopped; the checkpoint names the per-atom column as
+ * the run's data: the same structures with one label moved are refused. */
+static int resume_run(const pt_job_config *cfg, const pt_dataset *ds, const char *out,
+                      const char *resume, trf_recorder *rec, pt_train_result *res, pt_errors *errs)
+{
+    pt_train_options opt = {.user = rec, .on_metrics = trf_record,
+                            .should_stop = trf_stop_when_told, .resume_path = resume};
+    return pt_run_train(cfg, ds, out, &opt, res, errs);
+}
+
+static void test_resume_is_bit_exact_and_checks_the_column(void **state)
+{
+    (void)state;
+    pt_job_config cfg;
+    config_of(&cfg, only, 3);
+    char whole[300], parts[300];
+    snprintf(whole, sizeof whole, "%s/whole", tmpdir);
+    snprintf(parts, sizeof parts, "%s/parts", tmpdir);
+    trf_recorder *rec = calloc(1, sizeof *rec);
+    pt_train_result ref, res;
+    assert_int_equal(trf_run(&cfg, &emt, whole, rec, &ref), 0);
+    memset(rec, 0, sizeof *rec);
+    rec->stop_after = (int)(ref.steps / 2);   /* mid-way through */
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    assert_int_equal(resume_run(&cfg, &emt, parts, NULL, rec, &res, &errs), 0);
+    assert_string_equal(res.stop_reason, "cancelled");
+    assert_true(res.steps < ref.steps && res.last_checkpoint[0]);
+    char ckpt[sizeof res.last_checkpoint];
+    snprintf(ckpt, sizeof ckpt, "%s", res.last_checkpoint);
+    /* one per-atom label moved: other data */
+    pt_dataset moved = emt;
+    float *copy = malloc(emt.n_atoms * sizeof(float));
+    memcpy(copy, emt.atom_cols + (size_t)col * emt.n_atoms, emt.n_atoms * sizeof(float));
+    copy[5] += 0.25f;
+    float *cols = malloc((size_t)emt.n_atom_cols * emt.n_atoms * sizeof(float));
+    memcpy(cols, emt.atom_cols, (size_t)emt.n_atom_cols * emt.n_atoms * sizeof(float));
+    memcpy(cols + (size_t)col * emt.n_atoms, copy, emt.n_atoms * sizeof(float));
+    moved.atom_cols = cols;
+    memset(rec, 0, sizeof *rec);
+    assert_int_equal(resume_run(&cfg, &moved, parts, ckpt, rec, &res, &errs), -1);
+    assert_string_equal(errs.items[0].field, "data_crc32");
+    assert_non_null(strstr(errs.items[0].message, "the checkpoint was made on other data"));
+    pt_errors_close(&errs);
+    free(cols);
+    free(copy);
+    pt_errors_init(&errs, 0);
+    memset(rec, 0, sizeof *rec);
+    assert_int_equal(resume_run(&cfg, &emt, parts, ckpt, rec, &res, &errs), 0);
+    assert_int_equal(res.steps, ref.steps);
+    assert_true(res.best_val_mae == ref.best_val_mae && res.test_mae == ref.test_mae &&
+                res.test_rmse == ref.test_rmse && res.last_loss == ref.last_loss);
+    pt_errors_close(&errs);
+    free(rec);
+}
+
 static void test_global_batch_invariance(void **state)
 {
     (void)state;
@@ -196,6 +255,7 @@ int main(void)
         cmocka_unit_test(test_atom_only_job_learns),
         cmocka_unit_test(test_errors_are_per_atom_of_the_saved_model),
         cmocka_unit_test(test_atom_first_then_graph),
+        cmocka_unit_test(test_resume_is_bit_exact_and_checks_the_column),
         cmocka_unit_test(test_global_batch_invariance),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
