@@ -64,6 +64,16 @@ static int oom(pt_errors *errs)
     return -1;
 }
 
+/* The n names as "a, b, c" in out (as many as cap holds), or "none". */
+static const char *key_list(char *out, size_t cap, const char (*names)[PT_KEY_MAX], uint32_t n)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (uint32_t j = 0; j < n && len < cap; j++)
+        len += (size_t)snprintf(out + len, cap - len, "%s%s", j ? ", " : "", names[j]);
+    return n ? out : "none";
+}
+
 /* Atom-level target k: a per-atom column of the dataset (dataset.h
  * atom_cols) on every atom.  Any target may be one, the first too: a job of
  * per-atom targets only (charges, magnetic moments) is trained and measured
@@ -73,13 +83,10 @@ static int find_atom_column(pt_train_plan *p, const pt_dataset *ds, const char *
 {
     int c = pt_dataset_find_atom_col(ds, key);
     if (c < 0) {
-        char list[400] = "";
-        size_t n = 0;
-        for (uint32_t j = 0; j < ds->n_atom_cols && n < sizeof list; j++)
-            n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", j ? ", " : "",
-                                  ds->atom_col_names[j]);
+        char list[400];
         pt_errors_add(errs, NULL, 0, field, "'%s' is not a per-atom column of this dataset; its "
-                      "per-atom columns: %s%s", key, ds->n_atom_cols ? list : "none",
+                      "per-atom columns: %s%s", key,
+                      key_list(list, sizeof list, ds->atom_col_names, ds->n_atom_cols),
                       ds->version && ds->version < 4 ? " (it was ingested before datasets kept "
                       "per-atom columns: upload it again)" : "");
         return -1;
@@ -109,13 +116,9 @@ static int find_target(pt_train_plan *p, const pt_job_config *cfg, const pt_data
     if (t.level == PT_JOB_LEVEL_ATOM) return find_atom_column(p, ds, t.key, k, field, errs);
     int key = pt_dataset_find_target(ds, t.key);
     if (key < 0) {
-        char list[200] = "";
-        size_t n = 0;
-        for (uint32_t j = 0; j < ds->n_targets && n < sizeof list; j++)
-            n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", j ? ", " : "",
-                                  ds->target_names[j]);
+        char list[200];
         pt_errors_add(errs, NULL, 0, field, "the dataset has no numeric key '%s'; its keys: %s",
-                      t.key, ds->n_targets ? list : "none");
+                      t.key, key_list(list, sizeof list, ds->target_names, ds->n_targets));
         return -1;
     }
     p->head_key[k] = (uint32_t)key;
