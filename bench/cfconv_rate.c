@@ -12,6 +12,14 @@
  * avx512 where the CPU has them): ns and cycles per real edge (edges with a
  * row) of the forward and the backward, and the bound of cfconv_kernels.h
  * in cycles (forward 7 from L1 / 12.5 with W from L2, backward 14 / 25).
+ * Then "pipeline": the edge pass of schnet_edges.c itself on block 0 of
+ * seed 000's model (filter chunks each followed by the convolution of the
+ * receivers they complete, then the backward), per implementation: the
+ * convolution's ns per edge from the profile's laps (wall clock, but each
+ * lap lasts microseconds, and the best round is kept), forward and
+ * forward + backward, and "edge_pass_cpu_ms", the thread CPU time of the
+ * whole pass (filter network included: the same work for every
+ * implementation, so differences are the convolution's).
  * Cycles come from the clock measured here (a chain of dependent integer
  * adds, one per cycle).  Thread CPU time (CLOCK_THREAD_CPUTIME_ID), so a
  * loaded machine's time slicing is not counted; implementations run
@@ -26,6 +34,7 @@
 #include "engine/graph/graph.h"
 #include "engine/model/cfconv_kernels.h"
 #include "engine/model/edge_rows.h"
+#include "engine/model/schnet_internal.h"
 #include "engine/model/schnet_ops.h"
 #include "engine/pack/batch.h"
 #include "engine/pack/packing.h"
@@ -79,6 +88,65 @@ static float touch(const float *a, int32_t r0, int32_t r1)
     float s = 0.0f;
     for (size_t i = (size_t)r0 * F; i < (size_t)r1 * F; i++) s += a[i];
     return s;
+}
+
+/* The pipeline itself (schnet_edges.c: filter chunks, each followed by
+ * the convolution of the receivers it completes, and the backward) on
+ * block 0 of seed 000's model: the convolution's wall time from the
+ * profile's laps (µs each, so a loaded machine rarely preempts one; best
+ * round) and the CPU time of the whole edge pass (filter network
+ * included, the same work for every implementation). */
+static void pipeline(const pt_batch *b, int rounds, const pt_cfconv_impl *impls, int ni,
+                     double *conv, double *conv_f, double *whole)
+{
+    pt_schnet_config mc = pt_schnet_config_default();
+    pt_schnet model;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    pt_schnet_acts a;
+    if (pt_schnet_init(&model, &mc, &errs) ||
+        pt_schnet_acts_init(&a, &model, b->cap_nodes, b->cap_edges, b->cap_graphs, &errs)) {
+        fprintf(stderr, "cfconv_rate: cannot build the model\n");
+        exit(1);
+    }
+    pt_schnet_init_weights(&model, 5);
+    pt_schnet_prepare_edges(&model, &a, b);
+    const int N = b->cap_nodes, G = mc.gaussians;
+    const pt_schnet_block *w = &model.params.block[0];
+    pt_schnet_block_acts *k = &a.block[0];
+    float *x = randoms((size_t)N * F, 5), *dm = randoms((size_t)N * F, 6);
+    memcpy(k->x, x, (size_t)N * F * sizeof(float));
+    memcpy(a.dm, dm, (size_t)N * F * sizeof(float));
+    float *gbuf = calloc((size_t)F * G + F + (size_t)F * F + F, sizeof(float));
+    if (!gbuf) exit(1);
+    pt_schnet_block dw = {0};
+    dw.mlp0_w = gbuf;
+    dw.mlp0_b = dw.mlp0_w + F * G;
+    dw.mlp2_w = dw.mlp0_b + F;
+    dw.mlp2_b = dw.mlp2_w + F * F;
+    for (int ii = 0; ii < ni; ii++) conv[ii] = conv_f[ii] = whole[ii] = 1e30;
+    for (int r = 0; r < rounds; r++)
+        for (int ii = 0; ii < ni; ii++) {
+            if (!pt_cfconv_supported(impls[ii])) continue;
+            pt_cfconv_force(impls[ii]);
+            pt_schnet_profile prof;
+            memset(&prof, 0, sizeof prof);
+            pt_stopwatch sw;
+            double t0 = cpu_now();
+            pt_stopwatch_start(&sw, &prof);
+            pt_schnet_edges_forward(w, k, &a, b, G, F, &sw);
+            const double cf = prof.seconds[PT_SCHNET_OP_CFCONV];
+            pt_schnet_edges_backward(w, &dw, k, &a, b, G, F, &sw);
+            const double t = cpu_now() - t0, c = prof.seconds[PT_SCHNET_OP_CFCONV];
+            if (c < conv[ii]) conv[ii] = c;
+            if (cf < conv_f[ii]) conv_f[ii] = cf;
+            if (t < whole[ii]) whole[ii] = t;
+        }
+    pt_cfconv_force(PT_CFCONV_AUTO);
+    free(x), free(dm), free(gbuf);
+    pt_schnet_acts_close(&a);
+    pt_schnet_close(&model);
+    pt_errors_close(&errs);
 }
 
 int main(int argc, char **argv)
@@ -184,6 +252,8 @@ int main(int argc, char **argv)
             sink += m[N / 2 * F] + dx[N / 3 * F];
         }
     pt_cfconv_force(PT_CFCONV_AUTO);
+    double pipe_conv[NI], pipe_fwd[NI], pipe_whole[NI];
+    pipeline(&b, rounds, impls, NI, pipe_conv, pipe_fwd, pipe_whole);
     const double gen_f = best_f[0], gen_b = best_b[0];
     for (int ii = 0; ii < NI; ii++) {
         if (!pt_cfconv_supported(impls[ii])) continue;
@@ -192,9 +262,13 @@ int main(int argc, char **argv)
                "\"fwd_ns_per_edge\":%.2f,\"bwd_ns_per_edge\":%.2f,"
                "\"fwd_cycles\":%.1f,\"bwd_cycles\":%.1f,"
                "\"bound_cycles\":{\"fwd_l1\":7,\"fwd_l2\":12.5,\"bwd_l1\":14,\"bwd_l2\":25},"
-               "\"speedup_vs_generic\":{\"fwd\":%.2f,\"bwd\":%.2f}}\n",
+               "\"speedup_vs_generic\":{\"fwd\":%.2f,\"bwd\":%.2f},"
+               "\"pipeline\":{\"cfconv_ns_per_edge\":%.2f,\"fwd_ns_per_edge\":%.2f,"
+               "\"edge_pass_cpu_ms\":%.3f}}\n",
                pt_cfconv_impl_name(impls[ii]), argv[1], real, (int)U, hz * 1e-9, nf, nb,
-               nf * hz * 1e-9, nb * hz * 1e-9, gen_f / best_f[ii], gen_b / best_b[ii]);
+               nf * hz * 1e-9, nb * hz * 1e-9, gen_f / best_f[ii], gen_b / best_b[ii],
+               pipe_conv[ii] / (double)real * 1e9, pipe_fwd[ii] / (double)real * 1e9,
+               pipe_whole[ii] * 1e3);
     }
     if (sink == 12345.0f) printf("#\n");   /* keeps the reads */
     free(row), free(first), free(row_dist), free(x), free(w), free(dm), free(cut);

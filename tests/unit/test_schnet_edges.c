@@ -15,7 +15,9 @@
  * Compared: s1, σ1, W, m (forward); dx and the four filter gradients
  * accumulated onto non-zero values (backward; dP and ds1 are scratch: dP
  * in a window of the rows in flight, ds1 one chunk's); outputs and scratch
- * the pipeline must write are poisoned first.  On the policy's kernels and the
+ * the pipeline must write are poisoned first.  The unfused sequence's
+ * convolution runs the generic loops, the pipeline's the policy's kernel
+ * (AVX-512 or AVX2, cfconv_kernels.h).  On the policy's kernels and the
  * AVX2 kernel forced and bf16 (chunks of 256 rows), OpenBLAS forced (one
  * chunk of all rows), and on the static-shape table (a row per edge slot,
  * padding included).  Also: row_last (edge_rows.h) is the receiver of each
@@ -35,6 +37,7 @@
 #include "engine/data/ingest.h"
 #include "engine/graph/graph.h"
 #include "engine/model/bf16.h"
+#include "engine/model/cfconv_kernels.h"
 #include "engine/model/edge_rows.h"
 #include "engine/model/schnet_internal.h"
 #include "engine/model/sgemm_kernels.h"
@@ -207,9 +210,13 @@ static void compare_block(data *d, pt_precision prec, int static_shapes, int rin
     grads_init(&gr, G, F, NULL);
     grads_init(&gf, G, F, &gr);
     pt_schnet_filter_forward(w, k, &a, U, G, F, &sw);
+    /* the convolution by the generic loops here, the policy's kernel in
+     * the pipeline: the same bits on real batches too */
+    pt_cfconv_force(PT_CFCONV_GENERIC);
     pt_cfconv_forward(k->m, k->w, a.row, k->x, b->edge_src, b->dst_offset, N, F);
     pt_cfconv_backward(a.dx, a.dp, a.dm, k->x, k->w, a.cut, a.row, a.first, b->edge_src,
                        b->dst_offset, N, F);
+    pt_cfconv_force(PT_CFCONV_AUTO);
     pt_schnet_filter_backward(w, &gr.dw, k, &a, U, G, F, &sw);
     float *s1 = copy_of(k->s1, uf), *sig1 = copy_of(k->sig1, uf), *W = copy_of(k->w, uf);
     float *mm = copy_of(k->m, nf), *dx = copy_of(a.dx, nf);
