@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/train/balance.h"
 #include "engine/model/bf16.h"
 #include "engine/train/train_internal.h"
 
@@ -432,7 +433,10 @@ static int run_epochs(pt_trainer *tr)
 {
     const pt_job_training *t = &tr->cfg->training;
     for (int32_t epoch = tr->start_epoch; epoch < t->epochs; epoch++) {
-        if (pt_packer_epoch(&tr->plan.train_pk, t->seed, (uint32_t)epoch, &tr->packs) != 0) {
+        /* the epoch's packs, each step's micro-batches balanced by edges (balance.h) */
+        if (pt_packer_epoch(&tr->plan.train_pk, t->seed, (uint32_t)epoch, &tr->packs) != 0 ||
+            pt_packs_balance(&tr->packs, tr->plan.nedges, (uint32_t)tr->global_packs,
+                             (uint32_t)tr->plan.layout.micro_packs) != 0) {
             pt_errors_add(tr->errs, NULL, 0, "", "out of memory");
             return -1;
         }
