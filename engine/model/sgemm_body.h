@@ -13,7 +13,10 @@
  *   SK_NV_CASES(R) SK_CASE(R, 1) … SK_CASE(R, NVMAX): the tiles of a row count
  *
  * A tile is rb ≤ RB rows of C times nv ≤ NVMAX vectors of columns, the last
- * vector masked to the columns that exist.  Tiles are instantiated for each
+ * vector masked to the columns that exist when the panel is not whole
+ * (`full` says it is: AVX2's masked load and store, vmaskmovps, cost more
+ * than plain ones, and a 100-column row is six whole 16-column panels of
+ * the AVX2 tile and one of 4).  Tiles are instantiated for each
  * (rb, nv) pair through a switch so that every loop below has constant
  * bounds and the accumulators live in registers. */
 
@@ -39,7 +42,7 @@
         acc##i##v = VLOADU(bias + (v) * VW);                                             \
     else if ((i) < rb && (v) < nv && beta != 0.0f) {                                     \
         const float *cp = c + (i) * ldc + (v) * VW;                                      \
-        V x = (v) == nv - 1 ? VLOADM(cp, last) : VLOADU(cp);                             \
+        V x = (v) == nv - 1 && !full ? VLOADM(cp, last) : VLOADU(cp);                    \
         acc##i##v = beta == 1.0f ? x : VMUL(vb, x);                                      \
     }
 /* B's rows are read in whole vectors: the last vector's extra lanes only
@@ -66,16 +69,45 @@
 #define SK_STORE(i, v)                                                                   \
     if ((i) < rb && (v) < nv) {                                                          \
         float *cp = c + (i) * ldc + (v) * VW;                                            \
-        if ((v) == nv - 1)                                                               \
+        if ((v) == nv - 1 && !full)                                                      \
             VSTOREM(cp, last, acc##i##v);                                                \
         else                                                                             \
             VSTOREU(cp, acc##i##v);                                                      \
     }
 
-static inline __attribute__((always_inline)) void SK(tile)(int rb, int nv, MASK_T last, int k,
+/* The fused epilogues (sgemm_kernels.h) on the accumulators as they are
+ * stored: one multiply per vector, no pass over C.  mp, sp, xp: the tile's
+ * rows of mul, scale and aux (NULL when the epilogue has none). */
+#define SK_STORE_EPI(i, v)                                                               \
+    if ((i) < rb && (v) < nv) {                                                          \
+        const long o = (i) * ldc + (v) * VW;                                             \
+        V x = acc##i##v;                                                                 \
+        if (mp)                                                                          \
+            x = VMUL(x, (v) == nv - 1 && !full ? VLOADM(mp + o, last) : VLOADU(mp + o)); \
+        if (sp) {                                                                        \
+            V y = VMUL(x, VSET1(sp[i]));                                                 \
+            if (xp) {                                                                    \
+                if ((v) == nv - 1 && !full)                                              \
+                    VSTOREM(xp + o, last, y);                                            \
+                else                                                                     \
+                    VSTOREU(xp + o, y);                                                  \
+            } else {                                                                     \
+                x = y;                                                                   \
+            }                                                                            \
+        }                                                                                \
+        if ((v) == nv - 1 && !full)                                                      \
+            VSTOREM(c + o, last, x);                                                     \
+        else                                                                             \
+            VSTOREU(c + o, x);                                                           \
+    }
+
+static inline __attribute__((always_inline)) void SK(tile)(int rb, int nv, MASK_T last, int full,
+                                                           int k,
                                                            const float *a, long ars, long aps,
                                                            const float *b, long ldb, float beta,
-                                                           const float *bias, float *c, long ldc)
+                                                           const float *bias, float *c, long ldc,
+                                                           const pt_sgemm_epilogue *epi, long r0,
+                                                           long j0)
 {
     const V vb = VSET1(beta);
     SK_IV(SK_DECL)
@@ -97,12 +129,20 @@ static inline __attribute__((always_inline)) void SK(tile)(int rb, int nv, MASK_
         SK_V(SK_LOADB_TAIL)
         SK_I(SK_ROW_FMA)
     }
-    SK_IV(SK_STORE)
+    if (epi) {
+        const int kind = epi->kind;
+        const float *mp = kind == PT_SGEMM_EPI_MUL ? epi->mul + r0 * ldc + j0 : NULL;
+        const float *sp = kind == PT_SGEMM_EPI_ROW_SCALE ? epi->scale + r0 : NULL;
+        float *xp = sp && epi->aux ? epi->aux + r0 * ldc + j0 : NULL;
+        SK_IV(SK_STORE_EPI)
+    } else {
+        SK_IV(SK_STORE)
+    }
 }
 
 #define SK_CASE(R, N)                                                                    \
     case (R) * 16 + (N):                                                                 \
-        SK(tile)(R, N, last, k, a, ars, aps, b, ldb, beta, bias, c, ldc);                \
+        SK(tile)(R, N, last, full, k, a, ars, aps, b, ldb, beta, bias, c, ldc, epi, r0, j0); \
         break;
 #define SK_ROW(R) SK_NV_CASES(R)
 
@@ -110,10 +150,11 @@ static inline __attribute__((always_inline)) void SK(tile)(int rb, int nv, MASK_
  * Not inlined into the loops over tiles: there their pointers and counters
  * crowded the registers, and gcc spilled one of B's vectors to the stack in
  * the innermost loop (a store and three reloads per step). */
-static __attribute__((noinline)) void SK(block)(int rb, int nv, MASK_T last, int k,
+static __attribute__((noinline)) void SK(block)(int rb, int nv, MASK_T last, int full, int k,
                                                 const float *a, long ars, long aps,
                                                 const float *b, long ldb, float beta,
-                                                const float *bias, float *c, long ldc)
+                                                const float *bias, float *c, long ldc,
+                                                const pt_sgemm_epilogue *epi, long r0, long j0)
 {
     switch (rb * 16 + nv) {
         SK_ROW(1)
@@ -140,7 +181,7 @@ static __attribute__((noinline)) void SK(block)(int rb, int nv, MASK_T last, int
 /* Every tile of C[m, n]: column panels of NVMAX vectors, row blocks of RB. */
 static void SK(tiles)(int m, int n, int k, const float *a, long ars, long aps, long a_row_step,
                       const float *b, long ldb, float beta, const float *bias, float *c,
-                      long ldc)
+                      long ldc, const pt_sgemm_epilogue *epi)
 {
     const int panel = VW * NVMAX;
     /* row blocks of RB, but a remainder just over RB is split in two halves
@@ -153,8 +194,9 @@ static void SK(tiles)(int m, int n, int k, const float *a, long ars, long aps, l
         for (int i0 = 0, rb; i0 < m; i0 += rb) {
             int rem = m - i0;
             rb = rem <= RB ? rem : rem < 2 * RB ? (rem + 1) / 2 : RB;
-            SK(block)(rb, nv, last, k, a + (long)i0 * a_row_step, ars, aps, b + j0, ldb, beta,
-                      bias ? bias + j0 : NULL, c + (long)i0 * ldc + j0, ldc);
+            SK(block)(rb, nv, last, w == nv * VW, k, a + (long)i0 * a_row_step, ars, aps, b + j0,
+                      ldb, beta, bias ? bias + j0 : NULL, c + (long)i0 * ldc + j0, ldc, epi, i0,
+                      j0);
         }
     }
 }
@@ -167,9 +209,9 @@ static void SK(tiles)(int m, int n, int k, const float *a, long ars, long aps, l
  * B is the dispatcher's packed copy: rows 64-byte aligned (ldb a multiple
  * of 16). */
 void SK(nn)(int m, int n, int k, const float *a, int lda, const float *b, int ldb, float beta,
-            const float *bias, float *c, int ldc)
+            const float *bias, float *c, int ldc, const pt_sgemm_epilogue *epi)
 {
-    SK(tiles)(m, n, k, a, lda, 1, lda, b, ldb, beta, bias, c, ldc);
+    SK(tiles)(m, n, k, a, lda, 1, lda, b, ldb, beta, bias, c, ldc, epi);
 }
 
 /* TN: C[m,n] = A[k,m]ᵀ B[k,n] + beta C for one pass of k ≤ PT_SGEMM_KC rows
@@ -177,7 +219,7 @@ void SK(nn)(int m, int n, int k, const float *a, int lda, const float *b, int ld
 void SK(tn)(int m, int n, int k, const float *a, int lda, const float *b, int ldb, float beta,
             float *c, int ldc)
 {
-    SK(tiles)(m, n, k, a, 1, lda, 1, b, ldb, beta, NULL, c, ldc);
+    SK(tiles)(m, n, k, a, 1, lda, 1, b, ldb, beta, NULL, c, ldc, NULL);
 }
 
 #undef SK_CASE
@@ -194,3 +236,4 @@ void SK(tn)(int m, int n, int k, const float *a, int lda, const float *b, int ld
 #undef SK_ROW_FMA
 #undef SK_FMA
 #undef SK_STORE
+#undef SK_STORE_EPI

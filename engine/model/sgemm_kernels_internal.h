@@ -4,9 +4,12 @@
  * sizes positive and leading dimensions valid (the dispatcher checks); NN's
  * B packed by the dispatcher with 64-byte aligned rows, TN's B the caller's;
  * TN takes one pass of k ≤ PT_SGEMM_KC rows; NN's bias (NULL: none) is padded to whole vectors
- * and replaces beta·C as the start of every chain. */
+ * and replaces beta·C as the start of every chain; NN's epi (NULL: none) is
+ * applied to each tile as it is stored (sgemm_kernels.h). */
 #ifndef PT_SGEMM_KERNELS_INTERNAL_H
 #define PT_SGEMM_KERNELS_INTERNAL_H
+
+#include "engine/model/sgemm_kernels.h"
 
 /* Rows of the reduction per pass: a pass of B (PT_SGEMM_KC × ≤ 128 floats,
  * 32 KiB) stays in L1 while every tile of C walks it.  Measured at 32, 48,
@@ -14,11 +17,13 @@
 #define PT_SGEMM_KC 64
 
 void pt_sgemm_avx512_nn(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
-                        float beta, const float *bias, float *c, int ldc);
+                        float beta, const float *bias, float *c, int ldc,
+                        const pt_sgemm_epilogue *epi);
 void pt_sgemm_avx512_tn(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                         float beta, float *c, int ldc);
 void pt_sgemm_avx2_nn(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
-                      float beta, const float *bias, float *c, int ldc);
+                      float beta, const float *bias, float *c, int ldc,
+                      const pt_sgemm_epilogue *epi);
 void pt_sgemm_avx2_tn(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                       float beta, float *c, int ldc);
 
