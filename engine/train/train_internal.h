@@ -39,7 +39,9 @@ pt_schnet_mode pt_train_eval_mode(const pt_train_data *d);
  * loss with the step's denominators, its sums added to st; then the
  * backward, ACCUMULATING into grads.  An energy-only job of the default
  * loss runs pt_schnet_loss, as every job did before training.loss existed;
- * another energy-only loss runs pt_schnet_loss_forces on the energy arena.
+ * another energy-only loss runs pt_schnet_loss_forces on the energy arena; a
+ * job whose first target is per atom runs only pt_schnet_loss_heads (no
+ * energy, no forces).
  * m is the model computing (d->model, or a replica's own copy under ZeRO);
  * grads may be NULL when a->on_layer places every layer's gradient (ZeRO
  * stages 2-3, energy and forces jobs alike: engine/model/schnet.h). */
