@@ -217,8 +217,9 @@ int pt_app_metrics_init(pt_app *app, char *err, size_t errlen)
                                         "Fraction of a running job's planned optimizer steps done.", "job");
     app->m_job_epoch = pt_prom_gauge(p, "packtrain_job_epoch", "Epoch a running job is in.", "job");
     app->m_job_val_mae = pt_prom_gauge(p, "packtrain_job_val_mae",
-                                       "Validation MAE of a running job's energy target at its latest epoch "
-                                       "(target units; eV for jobs trained on forces).", "job");
+                                       "Validation MAE of a running job's (first) target at its latest epoch "
+                                       "(target units; eV for jobs trained on forces; per atom when the "
+                                       "first target is per atom).", "job");
     app->m_job_val_forces_mae = pt_prom_gauge(p, "packtrain_job_val_forces_mae_ev_per_angstrom",
                                               "Validation MAE of a running job's force components at its "
                                               "latest epoch, eV/Å (jobs trained on forces).", "job");
