@@ -1,19 +1,18 @@
-/* bf16.c — bf16 conversions, CPU detection, and the product entry points:
- * argument checks, the split of one product over threads, the portable path
- * for CPUs without AVX512-BF16, and the scalar reference of the kernel's
- * arithmetic.  The kernel itself is in bf16_avx512.c; see bf16.h. */
+/* bf16.c — the product entry points: argument checks, the split of one
+ * product over threads, the portable path for CPUs without AVX512-BF16, and
+ * the scalar reference of the kernel's arithmetic.  The kernel itself is in
+ * bf16_avx512.c, conversions, CPU detection and settings in bf16_cpu.c,
+ * packed weights kept across calls in bf16_cache.c; see bf16.h. */
 #include "engine/model/bf16.h"
 #include "engine/model/bf16_internal.h"
 
-#include <cpuid.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_THREADS 64
+
 /* below this many multiply-adds per thread, starting a thread costs more than it saves */
 #define MIN_WORK_PER_THREAD (2 * 1000 * 1000)
 
@@ -31,6 +30,9 @@ const char *pt_bf16_strerror(int code)
     case PT_BF16_ENOMEM: return "bf16 gemm: out of memory for the packed operands";
     case PT_BF16_ENOCPU: return "bf16 gemm: this CPU has no AVX512-BF16";
     case PT_BF16_EPACKED: return "bf16 gemm: packed B is not initialised";
+    case PT_BF16_EFUSED:
+        return "bf16 gemm: this epilogue needs the AVX512-BF16 kernel, 1 <= k <= 256, alpha != 0, "
+               "ldc = n for map, and C or a bias when C is not kept";
     default: return "bf16 gemm: unknown error";
     }
 }
@@ -85,135 +87,6 @@ static void *scratch_get(size_t bytes)
     }
     return s->p;
 }
-
-/* --- conversions ---------------------------------------------------------- */
-
-pt_bf16 pt_bf16_from_float(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof(u));
-    return pt_bf16_round_bits(u);
-}
-
-float pt_bf16_to_float(pt_bf16 h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &u, sizeof(x));
-    return x;
-}
-
-void pt_bf16_from_floats(pt_bf16 *dst, const float *src, size_t n)
-{
-    for (size_t i = 0; i < n; i++) dst[i] = pt_bf16_from_float(src[i]);
-}
-
-void pt_bf16_to_floats(float *dst, const pt_bf16 *src, size_t n)
-{
-    for (size_t i = 0; i < n; i++) dst[i] = pt_bf16_to_float(src[i]);
-}
-
-/* --- CPU support ---------------------------------------------------------- */
-
-static pt_cpu_features g_cpu;
-static pthread_once_t g_cpu_once = PTHREAD_ONCE_INIT;
-
-/* XCR0 bits 1, 2 (SSE, AVX) and 5, 6, 7 (opmask, ZMM0-15 upper, ZMM16-31):
- * without all of them the OS does not save AVX-512 registers on a switch. */
-#define XCR0_AVX512 0xe6u
-
-static void cpu_detect(void)
-{
-    unsigned a, b, c, d;
-    pt_cpu_features f = {0};
-    if (__get_cpuid(1, &a, &b, &c, &d) && (c >> 27 & 1u)) { /* OSXSAVE */
-        unsigned lo, hi;
-        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-        f.os_avx512 = (lo & XCR0_AVX512) == XCR0_AVX512;
-    }
-    if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
-        f.avx512f = b >> 16 & 1u;
-        f.avx512bw = b >> 30 & 1u;
-        f.avx512vl = b >> 31 & 1u;
-        f.amx_bf16 = d >> 22 & 1u;
-        unsigned max_sub = a;
-        if (max_sub >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512bf16 = a >> 5 & 1u;
-    }
-    const char *hide = getenv("PACKTRAIN_CPU_HIDE_BF16");
-    if (hide && *hide && strcmp(hide, "0") != 0) {
-        f.hidden = 1;
-        f.avx512bf16 = 0;
-    }
-    g_cpu = f;
-}
-
-void pt_cpu_features_get(pt_cpu_features *f)
-{
-    pthread_once(&g_cpu_once, cpu_detect);
-    *f = g_cpu;
-}
-
-int pt_bf16_cpu_explain(const pt_cpu_features *f, char *buf, size_t len)
-{
-    char lacks[128] = "";
-    const struct { int have; const char *name; } need[] = {
-        {f->avx512f, "avx512f"},     {f->avx512bw, "avx512bw"},
-        {f->avx512vl, "avx512vl"},   {f->avx512bf16, "avx512_bf16"},
-        {f->os_avx512, "OS support for AVX-512 state"},
-    };
-    for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
-        if (need[i].have) continue;
-        size_t used = strlen(lacks);
-        snprintf(lacks + used, sizeof(lacks) - used, "%s%s", used ? ", " : "", need[i].name);
-    }
-    if (!lacks[0]) {
-        if (len) buf[0] = '\0';
-        return 1;
-    }
-    snprintf(buf, len,
-             "training.precision \"bf16\" needs a CPU with AVX512-BF16; this CPU lacks %s%s"
-             " - use \"fp32\"",
-             lacks, f->hidden ? " (hidden by PACKTRAIN_CPU_HIDE_BF16)" : "");
-    return 0;
-}
-
-int pt_cpu_has_bf16(void)
-{
-    pt_cpu_features f;
-    pt_cpu_features_get(&f);
-    char unused[1];
-    return pt_bf16_cpu_explain(&f, unused, sizeof(unused));
-}
-
-/* --- settings ------------------------------------------------------------- */
-
-static atomic_int g_kernel = PT_BF16_KERNEL_AUTO;
-static atomic_int g_threads = 1;
-
-int pt_bf16_set_kernel(pt_bf16_kernel kernel)
-{
-    if (kernel == PT_BF16_KERNEL_AVX512 && !pt_cpu_has_bf16()) return PT_BF16_ENOCPU;
-    if (kernel != PT_BF16_KERNEL_AUTO && kernel != PT_BF16_KERNEL_AVX512 &&
-        kernel != PT_BF16_KERNEL_PORTABLE)
-        kernel = PT_BF16_KERNEL_AUTO;
-    atomic_store(&g_kernel, (int)kernel);
-    return PT_BF16_OK;
-}
-
-pt_bf16_kernel pt_bf16_kernel_active(void)
-{
-    int k = atomic_load(&g_kernel);
-    if (k == PT_BF16_KERNEL_AUTO)
-        return pt_cpu_has_bf16() ? PT_BF16_KERNEL_AVX512 : PT_BF16_KERNEL_PORTABLE;
-    return (pt_bf16_kernel)k;
-}
-
-void pt_bf16_set_threads(int threads)
-{
-    atomic_store(&g_threads, threads < 1 ? 1 : threads > MAX_THREADS ? MAX_THREADS : threads);
-}
-
-int pt_bf16_get_threads(void) { return atomic_load(&g_threads); }
 
 /* --- operands ------------------------------------------------------------- */
 
@@ -319,6 +192,8 @@ static void *worker_main(void *arg)
     const worker *w = arg;
     if (w->pack_phase)
         pt_bf16_avx512_pack_b(w->job, w->begin, w->end);
+    else if (pt_bf16_job_fused(w->job))
+        pt_bf16_avx512_rows_fused(w->job, w->begin, w->end, w->apack);
     else
         pt_bf16_avx512_rows(w->job, w->begin, w->end, w->apack);
     return NULL;
@@ -328,8 +203,8 @@ static void *worker_main(void *arg)
  * started has its share run here instead, so the product always completes. */
 static void run_workers(worker *w, int count)
 {
-    pthread_t tid[MAX_THREADS];
-    int started[MAX_THREADS] = {0};
+    pthread_t tid[PT_BF16_MAX_THREADS];
+    int started[PT_BF16_MAX_THREADS] = {0};
     for (int i = 1; i < count; i++) started[i] = !pthread_create(&tid[i], NULL, worker_main, &w[i]);
     worker_main(&w[0]);
     for (int i = 1; i < count; i++) {
@@ -376,6 +251,8 @@ static int run_avx512(pt_bf16_job *job, int b_packed)
         b_bytes = (b_bytes + 63) / 64 * 64;
     }
     size_t abytes = PT_BF16_APACK_PAIRS * sizeof(uint32_t);
+    if (pt_bf16_job_fused(job))
+        abytes = (abytes + PT_BF16_BAND_FLOATS(job->n) * sizeof(float) + 63) / 64 * 64;
     char *mem = scratch_get(b_bytes + abytes * (size_t)threads);
     if (!mem) return PT_BF16_ENOMEM;
     if (blocked)
@@ -383,9 +260,9 @@ static int run_avx512(pt_bf16_job *job, int b_packed)
     else if (!b_packed)
         job->bp = (uint32_t *)mem;
     uint32_t *apack = (uint32_t *)(mem + b_bytes);
-    worker w[MAX_THREADS];
+    worker w[PT_BF16_MAX_THREADS];
     for (int i = 0; i < threads; i++)
-        w[i] = (worker){.job = job, .apack = apack + (size_t)i * PT_BF16_APACK_PAIRS};
+        w[i] = (worker){.job = job, .apack = (uint32_t *)((char *)apack + (size_t)i * abytes)};
     if (!b_packed && !blocked) {
         /* packing B is worth splitting only when B is big (dW = dYᵀ·X) */
         int packers = (size_t)job->kp * job->n >= 65536 ? threads : 1;
@@ -397,100 +274,6 @@ static int run_avx512(pt_bf16_job *job, int b_packed)
     split_range(w, threads, job->m, PT_BF16_MR);
     run_workers(w, threads);
     return PT_BF16_OK;
-}
-
-/* --- packed weights, cached per thread ------------------------------------
- * The filter network multiplies every 256-row chunk of a batch by the same
- * two weights (engine/model/schnet_filter.c), so packing op(B) afresh on each
- * call (rounding, a 16 × 16 transpose per block) repeated the same work ~80
- * times per block and step: ≈ 8% of the bf16 products' time on water.  A
- * packed weight is kept per calling thread (replicas never share it) and
- * reused only while its fp32 source is bit for bit the one it was packed
- * from (memcmp against the entry's copy: the optimizer updates weights in
- * place, at the same address), so a hit gives exactly the bits a fresh
- * packing would.  Only products whose op(A) is not transposed use it: in the
- * model those are a Linear layer's forward (X·Wᵀ) and input gradient (dY·W),
- * whose B is the weight; a weight gradient's B (dYᵀ·X) is activations that
- * change with every call. */
-#define WCACHE_ENTRIES 4
-#define WCACHE_DIM 128 /* k and n of a cached weight */
-
-typedef struct wentry {
-    uint32_t packed[(WCACHE_DIM / 2) * WCACHE_DIM];
-    float src[WCACHE_DIM * WCACHE_DIM]; /* op(B) as stored, rows of `width` */
-    const void *b;
-    int k, n, ld, trans, valid;
-    unsigned long used;
-} wentry;
-
-typedef struct wcache {
-    wentry e[WCACHE_ENTRIES];
-    unsigned long clock;
-} wcache;
-
-static pthread_key_t wcache_key;
-static pthread_once_t wcache_once = PTHREAD_ONCE_INIT;
-static int wcache_key_ok;
-
-static void wcache_key_make(void) { wcache_key_ok = pthread_key_create(&wcache_key, free) == 0; }
-
-static wcache *wcache_get(void)
-{
-    pthread_once(&wcache_once, wcache_key_make);
-    if (!wcache_key_ok) return NULL;
-    wcache *w = pthread_getspecific(wcache_key);
-    if (!w) {
-        w = aligned_alloc(64, (sizeof(*w) + 63) / 64 * 64);
-        if (!w) return NULL;
-        memset(w, 0, sizeof(*w));
-        if (pthread_setspecific(wcache_key, w)) {
-            free(w);
-            return NULL;
-        }
-    }
-    return w;
-}
-
-/* The packed op(B) of job (fp32, AVX-512 kernel), from the cache or packed
- * into it now; NULL when B is not cacheable (then the caller packs it). */
-static const uint32_t *weight_packed(const pt_bf16_job *job)
-{
-    if (!job->b.f32 || job->a.trans || job->k > WCACHE_DIM || job->n > WCACHE_DIM) return NULL;
-    wcache *w = wcache_get();
-    if (!w) return NULL;
-    const pt_bf16_operand *b = &job->b;
-    const int rows = b->trans ? job->n : job->k, width = b->trans ? job->k : job->n;
-    const float *src = b->p;
-    wentry *e = NULL, *old = &w->e[0];
-    for (int i = 0; i < WCACHE_ENTRIES; i++) {
-        wentry *x = &w->e[i];
-        if (x->valid && x->b == b->p && x->k == job->k && x->n == job->n && x->ld == b->ld &&
-            x->trans == b->trans) {
-            e = x;
-            break;
-        }
-        if (!x->valid || x->used < old->used) old = x;
-    }
-    int same = e != NULL;
-    for (int r = 0; r < rows && same; r++)
-        same = !memcmp(e->src + (size_t)r * width, src + (size_t)r * b->ld,
-                       (size_t)width * sizeof(float));
-    if (!e) e = old;
-    e->used = ++w->clock;
-    if (same) return e->packed;
-    for (int r = 0; r < rows; r++)
-        memcpy(e->src + (size_t)r * width, src + (size_t)r * b->ld, (size_t)width * sizeof(float));
-    pt_bf16_job pack = *job;
-    pack.bp = e->packed;
-    pack.bblock = NULL;
-    pt_bf16_avx512_pack_b(&pack, 0, pack.kp);
-    e->b = b->p;
-    e->k = job->k;
-    e->n = job->n;
-    e->ld = b->ld;
-    e->trans = b->trans;
-    e->valid = 1;
-    return e->packed;
 }
 
 /* --- entry points ---------------------------------------------------------- */
@@ -533,7 +316,7 @@ static int run(pt_bf16_job *job, const pt_bf16_packed *pb)
         job->bp = pb->data;
         return run_avx512(job, 1);
     }
-    const uint32_t *cached = weight_packed(job);
+    const uint32_t *cached = pt_bf16_weight_packed(job);
     if (cached) job->bp = (uint32_t *)cached;
     return run_avx512(job, cached != NULL);
 }
@@ -565,6 +348,43 @@ int pt_bf16_sgemm_bias(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int
     if (rc) return rc;
     if (m > 0 && n > 0 && !bias) return PT_BF16_ENULL;
     job.bias = bias;
+    return run(&job, NULL);
+}
+
+int pt_bf16_gemm_ex(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
+                    const void *a, int a_bf16, int lda, const void *b, int b_bf16, int ldb,
+                    float beta, float *c, int ldc, const pt_bf16_epilogue *epi)
+{
+    static const pt_bf16_epilogue none = {0};
+    if (!epi) epi = &none;
+    const int fused = epi->row_scale || epi->map || epi->h;
+    /* c may be NULL when only the bf16 copy is kept: checked below, so give
+     * job_init a stand-in that passes its NULL check */
+    float stand_in;
+    pt_bf16_job job;
+    int rc = job_init(&job, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta,
+                      c || !epi->h ? c : &stand_in, ldc, 1);
+    if (rc) return rc;
+    job.a.f32 = !a_bf16;
+    job.b.f32 = !b_bf16;
+    if (m == 0 || n == 0) return PT_BF16_OK;
+    if (fused) {
+        if (pt_bf16_kernel_active() != PT_BF16_KERNEL_AVX512 || k < 1 || k > PT_BF16_KC ||
+            alpha == 0.0f || (epi->map && c && ldc != n) ||
+            (!c && !epi->bias && beta != 0.0f) || (epi->h && epi->ldh < n))
+            return PT_BF16_EFUSED;
+        if ((epi->map && !epi->aux)) return PT_BF16_ENULL;
+        job.c = c;
+        job.row_scale = epi->row_scale;
+        job.map = epi->map;
+        job.aux = epi->aux;
+        job.h = epi->h;
+        job.ldh = epi->ldh;
+    }
+    if (epi->bias) {
+        job.bias = epi->bias;
+        job.beta = 0.0f;
+    }
     return run(&job, NULL);
 }
 

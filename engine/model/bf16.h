@@ -39,7 +39,8 @@ enum {
     PT_BF16_ETOOBIG = -7,  /* packed operand would exceed PT_BF16_MAX_PACK */
     PT_BF16_ENOMEM = -8,
     PT_BF16_ENOCPU = -9,   /* the AVX512-BF16 kernel was forced on a CPU without it */
-    PT_BF16_EPACKED = -10  /* packed B not initialised */
+    PT_BF16_EPACKED = -10, /* packed B not initialised */
+    PT_BF16_EFUSED = -11   /* an epilogue pt_bf16_gemm_ex cannot fuse here (see there) */
 };
 const char *pt_bf16_strerror(int code);
 
@@ -110,6 +111,35 @@ int pt_bf16_sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, f
 int pt_bf16_sgemm_bias(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
                        const float *a, int lda, const float *b, int ldb, const float *bias,
                        float *c, int ldc);
+
+/* --- fused products (the filter network's, engine/model/schnet_filter.c) ---
+ * One product whose operands may each be fp32 (rounded while packed) or
+ * already bf16, and whose stores do the next elementwise step while the
+ * rows are in registers or L1, so the model writes each edge row once:
+ *   C = alpha · op(A) · op(B) + (bias ? bias : beta · C)      as pt_bf16_sgemm(_bias)
+ *   then, per finished row r:  C[r] *= row_scale[r]           (row_scale set)
+ *                              map(C[r..], aux[r..], NULL, rows, n)   (map set)
+ *                              h[r] = bf16(C[r])              (h set)
+ * with the bits of running those steps one after the other over all of C
+ * (each is elementwise; map is called on bands of whole rows, aux rows of
+ * n floats, ld n).  With h set, c may be NULL: the fp32 rows then live in a
+ * per-thread band and only their bf16 copy is kept.  row_scale, map and h
+ * need k ≤ PT_BF16_KC (one reduction block: the epilogue follows the last
+ * block), ldc = n where map is set, and the AVX512-BF16 kernel
+ * (PT_BF16_EFUSED otherwise; the caller runs the unfused steps). */
+typedef void (*pt_bf16_map)(float *x, float *aux, const float *bias, int rows, int n);
+typedef struct pt_bf16_epilogue {
+    const float *bias;      /* n floats added to every row (beta then unused), or NULL */
+    const float *row_scale; /* m floats, or NULL */
+    pt_bf16_map map;        /* e.g. pt_ssp_forward with aux = σ, or NULL */
+    float *aux;
+    pt_bf16 *h;             /* bf16 copy of C, rows of ldh, or NULL */
+    int ldh;
+} pt_bf16_epilogue;
+/* a_bf16 / b_bf16: the operand is pt_bf16, else float.  epi may be NULL. */
+int pt_bf16_gemm_ex(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
+                    const void *a, int a_bf16, int lda, const void *b, int b_bf16, int ldb,
+                    float beta, float *c, int ldc, const pt_bf16_epilogue *epi);
 
 /* op(B) packed once and reused: the weights of a layer, re-packed after each
  * optimizer step with pt_bf16_pack_update (no allocation). */

@@ -140,7 +140,7 @@ static void interleave_run(uint32_t *dst, const void *lo, const void *hi, int f3
     size_t size = f32 ? sizeof(float) : sizeof(uint16_t);
     int j = 0;
     if (f32 && hi) {
-        /* whole vectors of two fp32 rows: one vcvtne2ps2bf16 rounds both
+        /* 16 lanes of two fp32 rows: one vcvtne2ps2bf16 rounds both
          * (words 0-15 from lo, 16-31 from hi) and one word permutation
          * interleaves them (word 2i ← i, 2i + 1 ← 16 + i); a vector holding
          * a subnormal takes the path below, as round16h does */
@@ -148,11 +148,14 @@ static void interleave_run(uint32_t *dst, const void *lo, const void *hi, int f3
                                              25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3,
                                              18, 2, 17, 1, 16, 0);
         const float *l32 = lo, *h32 = hi;
-        for (; j + 16 <= count; j += 16) {
-            __m512 l = _mm512_loadu_ps(l32 + j), h = _mm512_loadu_ps(h32 + j);
+        for (; j < padded; j += 16) {
+            /* lanes past count read as 0 (the padding) */
+            const __mmask16 m = lanes(count - j);
+            __m512 l = load_ps(m, l32 + j), h = load_ps(m, h32 + j);
             if (__builtin_expect((subnormals(l) | subnormals(h)) != 0, 0)) break;
-            __m512i both = (__m512i)_mm512_cvtne2ps_pbh(h, l);
-            _mm512_storeu_si512(dst + j, _mm512_permutexvar_epi16(idx, both));
+            __m512i pair = _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(h, l));
+            if (padded - j >= 16) _mm512_storeu_si512(dst + j, pair);
+            else _mm512_mask_storeu_epi32(dst + j, lanes(padded - j), pair);
         }
     }
     for (; j < padded; j += 16) {
@@ -320,6 +323,7 @@ typedef struct tile {
     __mmask16 last; /* valid lanes of the last 16 columns */
     float alpha, beta;
     const float *bias; /* mode 3: this tile's first column's bias */
+    const float *scale; /* then C[r] *= scale[r] (the fused epilogue), or NULL */
     int mode; /* 0: C = αacc, 1: C = αacc + βC, 2: C = αacc + C, 3: C = αacc + bias */
 } tile;
 
@@ -356,10 +360,14 @@ static inline __attribute__((always_inline)) void tile_run(const tile *t, const 
     const size_t ldc = (size_t)t->ldc;
     const __mmask16 last = t->last;
     float *const c0 = t->c;
+    const float *const scale = t->scale;
 #pragma GCC unroll 6
     for (int r = 0; r < MR; r++) {
         if (r >= mr) break;
         float *c = c0 + r * ldc;
+        /* the stored value times the row's scale: what a pass over the
+         * stored C would compute */
+        const __m512 vs = _mm512_set1_ps(scale ? scale[r] : 1.0f);
 #pragma GCC unroll 4
         for (int v = 0; v < nv; v++) {
             __mmask16 m = v == nv - 1 ? last : (__mmask16)0xffff;
@@ -372,6 +380,7 @@ static inline __attribute__((always_inline)) void tile_run(const tile *t, const 
                 x = _mm512_fmadd_ps(va, acc[r][v], load_ps(m, t->bias + 16 * v));
             else
                 x = _mm512_fmadd_ps(va, acc[r][v], load_ps(m, c + 16 * v));
+            if (scale) x = _mm512_mul_ps(x, vs);
             store_ps(c + 16 * v, m, x);
         }
     }
@@ -423,6 +432,7 @@ void pt_bf16_avx512_rows(const pt_bf16_job *job, int i_begin, int i_end, uint32_
                 t.b = bp + (size_t)(n0 / NP) * kpb * NP + (size_t)pair0 * 16 * nv;
                 t.last = lanes(width - 16 * (nv - 1));
                 t.bias = job->bias ? job->bias + n0 : NULL;
+                t.scale = NULL;
                 for (int ir = 0; ir < mc; ir += MR) {
                     t.a = apack + ir * t.sr;
                     t.mr = mc - ir < MR ? mc - ir : MR;
@@ -432,4 +442,87 @@ void pt_bf16_avx512_rows(const pt_bf16_job *job, int i_begin, int i_end, uint32_
             }
         }
     }
+}
+
+/* The fused epilogue (pt_bf16_gemm_ex, k ≤ KC: one reduction block): the
+ * tiles of a band of MR rows sweep every panel of B (a whole B of k ≤ 256
+ * and n ≤ 128 is ≤ 64 KB, L1/L2-resident), then the band — still in L1 —
+ * gets map and its bf16 copy.  A stored as is in bf16 with even k and lda
+ * (the previous layer's bf16 copy) is read in place: its rows already are
+ * the packed layout; only a last band of fewer than MR rows is copied (the
+ * micro-kernel reads all MR rows). */
+static void rows_fused(const pt_bf16_job *job, int i_begin, int i_end, uint32_t *apack)
+{
+    const int kc = job->k, pairs = (kc + 1) / 2, n = job->n;
+    const uint32_t *bp = job->bp;
+    if (job->bblock) {
+        pt_bf16_job sub = *job;
+        sub.bp = job->bblock;
+        sub.bblock = NULL;
+        pt_bf16_avx512_pack_b(&sub, 0, sub.kp);
+        bp = job->bblock;
+    }
+    float *band = (float *)(apack + PT_BF16_APACK_PAIRS);
+    const int inplace = !job->a.trans && !job->a.f32 && kc % 2 == 0 && job->a.ld % 2 == 0;
+    const size_t lda = (size_t)job->a.ld;
+    float *const cbase = job->c;
+    const int ldc = cbase ? job->ldc : n;
+    tile t;
+    t.kp = pairs;
+    t.ldc = ldc;
+    t.alpha = job->alpha;
+    t.beta = job->beta;
+    t.mode = job->bias ? 3 : job->beta != 0.0f ? 1 : 0;
+    for (int ic = i_begin; ic < i_end; ic += MC) {
+        int mc = i_end - ic < MC ? i_end - ic : MC;
+        int mcp = (mc + MR - 1) / MR * MR;
+        if (!inplace) pack_a(job, apack, ic, mc, mcp, 0, kc, &t.sp, &t.sr);
+        for (int ir = 0; ir < mc; ir += MR) {
+            const int row = ic + ir;
+            t.mr = mc - ir < MR ? mc - ir : MR;
+            if (!inplace) {
+                t.a = apack + ir * t.sr;
+            } else if (t.mr == MR) {
+                t.a = (const uint32_t *)((const uint16_t *)job->a.p + (size_t)row * lda);
+                t.sp = 1;
+                t.sr = (ptrdiff_t)(lda / 2);
+            } else {
+                for (int r = 0; r < MR; r++) {
+                    if (r < t.mr)
+                        memcpy(apack + (size_t)r * pairs,
+                               (const uint16_t *)job->a.p + (size_t)(row + r) * lda,
+                               (size_t)pairs * sizeof(uint32_t));
+                    else
+                        memset(apack + (size_t)r * pairs, 0, (size_t)pairs * sizeof(uint32_t));
+                }
+                t.a = apack;
+                t.sp = 1;
+                t.sr = pairs;
+            }
+            float *crow = cbase ? cbase + (size_t)row * ldc : band;
+            t.scale = job->row_scale ? job->row_scale + row : NULL;
+            for (int n0 = 0; n0 < n; n0 += NP) {
+                int width = n - n0 < NP ? n - n0 : NP, nv = (width + 15) / 16;
+                t.b = bp + (size_t)(n0 / NP) * job->kp * NP;
+                t.last = lanes(width - 16 * (nv - 1));
+                t.bias = job->bias ? job->bias + n0 : NULL;
+                t.c = crow + n0;
+                tile_fn[nv](&t);
+            }
+            if (job->map) job->map(crow, job->aux + (size_t)row * n, NULL, t.mr, n);
+            if (job->h) {
+                pt_bf16 *h = job->h + (size_t)row * job->ldh;
+                if (ldc == n && job->ldh == n)
+                    convert_flat(h, crow, (size_t)t.mr * n);
+                else
+                    for (int r = 0; r < t.mr; r++)
+                        convert_run(h + (size_t)r * job->ldh, crow + (size_t)r * ldc, 1, n, n);
+            }
+        }
+    }
+}
+
+void pt_bf16_avx512_rows_fused(const pt_bf16_job *job, int i_begin, int i_end, uint32_t *apack)
+{
+    rows_fused(job, i_begin, i_end, apack);
 }

@@ -18,6 +18,7 @@
 #define PT_BF16_MR 6   /* rows of C per micro-kernel: 6 × 4 zmm accumulators */
 #define PT_BF16_NP 64  /* columns per B panel (4 zmm of 16 fp32) */
 #define PT_BF16_MC 240 /* rows of A per packed block (≈120 KB, stays in L2) */
+#define PT_BF16_MAX_THREADS 64 /* pt_bf16_set_threads' bound */
 
 /* One matrix operand as the caller stored it. */
 typedef struct pt_bf16_operand {
@@ -38,7 +39,21 @@ typedef struct pt_bf16_job {
     const float *bias;     /* n floats added to every row of C (then beta = 0), or NULL */
     float *c;
     int ldc;
+    /* the epilogue of pt_bf16_gemm_ex (k ≤ PT_BF16_KC): C[r] *= row_scale[r],
+     * then map over bands of rows, then h = bf16(C); c NULL: C's rows live
+     * in each worker's band (PT_BF16_MR · n floats) */
+    const float *row_scale;
+    pt_bf16_map map;
+    float *aux;
+    pt_bf16 *h;
+    int ldh;
 } pt_bf16_job;
+
+/* 1 when rows of C need the band epilogue (pt_bf16_avx512_rows' fused loop) */
+static inline int pt_bf16_job_fused(const pt_bf16_job *job)
+{
+    return job->map != NULL || job->h != NULL || job->row_scale != NULL;
+}
 
 static inline size_t pt_bf16_packed_pairs(int k, int n)
 {
@@ -57,6 +72,17 @@ void pt_bf16_avx512_pack_b(const pt_bf16_job *job, int p_begin, int p_end);
  * block of B into job->bblock first); apack has PT_BF16_APACK_PAIRS
  * entries.  Only after pt_cpu_has_bf16(). */
 void pt_bf16_avx512_rows(const pt_bf16_job *job, int i_begin, int i_end, uint32_t *apack);
+/* The same for a job with the fused epilogue (pt_bf16_job_fused, k ≤
+ * PT_BF16_KC); apack then has PT_BF16_APACK_PAIRS entries followed by
+ * PT_BF16_BAND_FLOATS(n) floats. */
+void pt_bf16_avx512_rows_fused(const pt_bf16_job *job, int i_begin, int i_end, uint32_t *apack);
+/* op(B) of job packed from the calling thread's cache of weights, packing
+ * it there first if it is not cached or changed (bf16_cache.c); NULL when
+ * job's B is not a cacheable weight (the caller packs it). */
+const uint32_t *pt_bf16_weight_packed(const pt_bf16_job *job);
+
+/* floats of one worker's band of C rows (the fused epilogue with c NULL) */
+#define PT_BF16_BAND_FLOATS(n) ((size_t)PT_BF16_MR * (size_t)(n))
 
 /* fp32 → bf16, round to nearest even, NaN kept quiet (shared by both files). */
 static inline uint16_t pt_bf16_round_bits(uint32_t u)

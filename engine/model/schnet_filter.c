@@ -65,12 +65,60 @@ int pt_schnet_filter_chunk(pt_precision prec, int G, int F, int U)
     return chunked(prec, G, F) ? PT_FILTER_CHUNK : (U > 0 ? U : 1);
 }
 
+/* bf16 training of the energy on the AVX512-BF16 kernel: s1 is kept only
+ * as bf16, in s1's memory (rows of F halfs: pt_schnet_s1_bf16), because
+ * the only readers of s1 are the two bf16 products (P = A2 s1 + a2, dA2 +=
+ * dPᵀ s1), which would round it anyway; the forces' passes read s1 in fp32
+ * and keep the unfused sequence.  The first product's stores then apply a1,
+ * the shifted softplus (the same pt_ssp_forward, on bands of rows still in
+ * L1) and round to bf16; the second's add a2 and the cutoff (W = P ⊙ C, when
+ * P is W's own array); the same bits as the unfused sequence
+ * (tests/unit/test_schnet_filter.c), a third of the forward's row traffic. */
+static int s1_in_bf16(const pt_schnet_acts *a)
+{
+    return a->precision == PT_PRECISION_BF16 && a->mode == PT_SCHNET_ENERGY &&
+           pt_bf16_kernel_active() == PT_BF16_KERNEL_AVX512;
+}
+
+pt_bf16 *pt_schnet_s1_bf16(const pt_schnet_block_acts *k, const pt_schnet_acts *a)
+{
+    return s1_in_bf16(a) ? (pt_bf16 *)k->s1 : NULL;
+}
+
+static void forward_rows_bf16(const pt_schnet_block *w, pt_schnet_block_acts *k,
+                              const pt_schnet_acts *a, int r0, int n, int G, int F,
+                              pt_stopwatch *sw)
+{
+    const size_t o = (size_t)r0 * (size_t)F;
+    pt_bf16 *s1h = (pt_bf16 *)k->s1 + o;
+    const pt_bf16_epilogue ssp = {.bias = w->mlp0_b, .map = pt_ssp_forward, .aux = k->sig1 + o,
+                                  .h = s1h, .ldh = F};
+    pt_bf16_check(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, n, F, G, 1.0f, a->e + (size_t)r0 * G,
+                                  0, G, w->mlp0_w, 0, G, 0.0f, NULL, F, &ssp),
+                  n, F, G);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    const int in_place = k->p == k->w;
+    const pt_bf16_epilogue cut = {.bias = w->mlp2_b, .row_scale = in_place ? a->cut + r0 : NULL};
+    pt_bf16_check(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, n, F, F, 1.0f, s1h, 1, F, w->mlp2_w,
+                                  0, F, 0.0f, k->p + o, F, &cut),
+                  n, F, F);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    if (!in_place) {
+        pt_filter_cutoff_forward(k->w + o, k->p + o, a->cut + r0, n, F);
+        pt_lap(sw, PT_SCHNET_OP_CFCONV);
+    }
+}
+
 void pt_schnet_filter_forward_rows(const pt_schnet_block *w, pt_schnet_block_acts *k,
                                    const pt_schnet_acts *a, int r0, int n, int G, int F,
                                    pt_stopwatch *sw)
 {
     const pt_precision prec = a->precision;
     const size_t o = (size_t)r0 * (size_t)F;
+    if (s1_in_bf16(a)) {
+        forward_rows_bf16(w, k, a, r0, n, G, F, sw);
+        return;
+    }
     pt_linear_forward(k->s1 + o, a->e + (size_t)r0 * G, w->mlp0_w, w->mlp0_b, n, G, F, 0.0f,
                       prec);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
@@ -107,7 +155,12 @@ void pt_schnet_filter_backward_rows(const pt_schnet_block *w, pt_schnet_block *d
 {
     const pt_precision prec = a->precision;
     const size_t o = (size_t)r0 * (size_t)F;
-    pt_linear_backward_weight(dw->mlp2_w, NULL, dp, k->s1 + o, n, 0, F, F, prec);
+    if (s1_in_bf16(a))
+        pt_bf16_check(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, F, F, n, 1.0f, dp, 0, F,
+                                      (const pt_bf16 *)k->s1 + o, 1, F, 1.0f, dw->mlp2_w, F, NULL),
+                      F, F, n);
+    else
+        pt_linear_backward_weight(dw->mlp2_w, NULL, dp, k->s1 + o, n, 0, F, F, prec);
     /* fp32 on the own kernels: ds1 = (dP A2) ⊙ σ1 as the product stores it */
     const pt_sgemm_epilogue dssp = {.kind = PT_SGEMM_EPI_MUL, .mul = k->sig1 + o};
     const int fused = prec == PT_PRECISION_FP32 &&

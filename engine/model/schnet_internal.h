@@ -8,6 +8,7 @@
 
 #include <time.h>
 
+#include "engine/model/bf16.h"
 #include "engine/model/schnet.h"
 
 /* A stopwatch that charges the time since its last lap to an op; free when
@@ -53,6 +54,10 @@ void pt_schnet_filter_backward(const pt_schnet_block *w, pt_schnet_block *dw,
  * ([n,F]), writes its ds1 to ds1 ([n,F]) and adds da2's blocks to total[F] (a double per column, zeroed by
  * the caller before the first chunk and added to da2 after the last). */
 int pt_schnet_filter_chunk(pt_precision prec, int G, int F, int U);
+/* Block k's s1 as bf16 rows of F (in s1's memory) when the filter keeps it
+ * only so (bf16 energy on the AVX512-BF16 kernel, schnet_filter.c), else
+ * NULL (s1 is fp32). */
+pt_bf16 *pt_schnet_s1_bf16(const pt_schnet_block_acts *k, const pt_schnet_acts *a);
 void pt_schnet_filter_forward_rows(const pt_schnet_block *w, pt_schnet_block_acts *k,
                                    const pt_schnet_acts *a, int r0, int n, int G, int F,
                                    pt_stopwatch *sw);

@@ -80,23 +80,22 @@ static inline float log1p_twice_q(float s)
     return q * z + 2.0f;
 }
 
-/* Row-major C = op(A)·op(B) + beta·C in the requested arithmetic.  The bf16
- * kernel fails only on arguments the ops never pass (negative sizes, short
- * leading dimensions) or when its scratch cannot be allocated on the first
- * step; training cannot continue either way, so that is fatal. */
-static void bf16_check(int rc, int m, int n, int k)
+/* schnet_ops_internal.h */
+void pt_bf16_check(int rc, int m, int n, int k)
 {
     if (!rc) return;
     fprintf(stderr, "packtrain: %s (%d x %d x %d)\n", pt_bf16_strerror(rc), m, n, k);
     abort();
 }
 
+/* Row-major C = op(A)·op(B) + beta·C in the requested arithmetic. */
 static void gemm(pt_precision prec, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
                  const float *a, int lda, const float *b, int ldb, float beta, float *c,
                  int ldc)
 {
     if (prec == PT_PRECISION_BF16) {
-        bf16_check(pt_bf16_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc), m, n, k);
+        pt_bf16_check(pt_bf16_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc), m, n,
+                      k);
         return;
     }
     /* fp32: the model's skinny shapes go to the own kernels where they beat
@@ -116,9 +115,9 @@ void pt_linear_forward(float *out, const float *in, const float *w, const float 
         return;
     /* bf16: the bias is added as C is stored (the same bits), no fill pass */
     if (b && beta == 0.0f && prec == PT_PRECISION_BF16) {
-        bf16_check(pt_bf16_sgemm_bias(CblasNoTrans, CblasTrans, n, out_dim, in_dim, 1.0f, in,
-                                      in_dim, w, in_dim, b, out, out_dim),
-                   n, out_dim, in_dim);
+        pt_bf16_check(pt_bf16_sgemm_bias(CblasNoTrans, CblasTrans, n, out_dim, in_dim, 1.0f, in,
+                                         in_dim, w, in_dim, b, out, out_dim),
+                      n, out_dim, in_dim);
         return;
     }
     if (b) {

@@ -10,6 +10,12 @@
 
 /* The elementwise kernels are built for AVX-512 and AVX2 (engine/core/simd.h). */
 
+/* A bf16 product's return code: the kernel fails only on arguments the ops
+ * never pass or when its scratch cannot be allocated on the first step;
+ * training cannot continue either way, so a failure prints the code's
+ * message with the shape (m x n x k) and aborts. */
+void pt_bf16_check(int rc, int m, int n, int k);
+
 /* Rows in a float block before the block joins the double total: short
  * enough that the float part stays accurate, long enough to vectorise. */
 #define PT_SUM_BLOCK 16

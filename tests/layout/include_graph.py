@@ -50,7 +50,7 @@ CONCEPTS = {
                       "config_json"}],
     "engine/mpi": [{"mpi_backend", "mpi_internal", "mpi_plan", "mpi_world", "mpi_run"}],
     "engine/graph": [{"neighbors", "neighbors_internal", "neighbors_pbc"}],
-    "engine/model": [{"bf16", "bf16_internal", "bf16_avx512"},
+    "engine/model": [{"bf16", "bf16_internal", "bf16_avx512", "bf16_cache", "bf16_cpu"},
                      {"sgemm_kernels", "sgemm_kernels_internal", "sgemm_avx512", "sgemm_avx2"},
                      {"schnet", "schnet_internal", "schnet_forces", "schnet_layers", "schnet_acts",
                       "schnet_filter", "schnet_block", "schnet_edges"},

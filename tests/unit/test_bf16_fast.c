@@ -15,7 +15,14 @@
  *     value and one that does not), after more weights than the cache holds,
  *     with the same address read under another shape, leading dimension or
  *     transpose, and split over two threads, equals a product on freshly
- *     rounded operands. */
+ *     rounded operands;
+ *   - pt_bf16_gemm_ex with fp32 and bf16 operands in every combination and
+ *     its fused epilogues (bias + shifted softplus + bf16 copy with C not
+ *     kept, bias + row scale, row scale + copy, map alone) equals the
+ *     unfused sequence (product, scale, pt_ssp_forward, rounding) for row
+ *     counts off the 6-row tile, one row, odd k, k = 256, n past one panel,
+ *     bf16 A read in place, and split over two threads; what it cannot fuse
+ *     is refused with its code, C untouched. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -25,6 +32,7 @@
 #include <string.h>
 
 #include "engine/model/bf16.h"
+#include "engine/model/schnet_ops.h"
 
 static uint64_t lcg = 0x2545f4914f6cdd1dull;
 
@@ -183,12 +191,195 @@ static void test_cached_weights_follow_changes(void **state)
     pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO);
 }
 
+/* --- pt_bf16_gemm_ex: mixed operands and the fused epilogue ------------- */
+
+/* The unfused sequence: the product on fp32 copies of the operands (the
+ * bf16 ones widened exactly), then C[r] *= scale[r], map, rounding. */
+static void unfused(int ta, int tb, int m, int n, int k, const float *a, int lda, const float *b,
+                    int ldb, const pt_bf16_epilogue *e, float beta, float *c, float *aux,
+                    pt_bf16 *h)
+{
+    if (e->bias)
+        assert_int_equal(pt_bf16_sgemm_bias(tr(ta), tr(tb), m, n, k, 1.0f, a, lda, b, ldb,
+                                            e->bias, c, n),
+                         PT_BF16_OK);
+    else
+        assert_int_equal(pt_bf16_sgemm(tr(ta), tr(tb), m, n, k, 1.0f, a, lda, b, ldb, beta, c, n),
+                         PT_BF16_OK);
+    for (int r = 0; r < m && e->row_scale; r++)
+        for (int j = 0; j < n; j++) c[(size_t)r * n + j] *= e->row_scale[r];
+    if (e->map) e->map(c, aux, NULL, m, n);
+    if (h) pt_bf16_from_floats(h, c, (size_t)m * n);
+}
+
+static void test_gemm_ex_fused_equals_unfused(void **state)
+{
+    (void)state;
+    if (!pt_cpu_has_bf16()) skip();
+    pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
+    const int shapes[][3] = {{1, 1, 1},   {7, 17, 2},    {37, 100, 25}, {256, 100, 100},
+                             {241, 128, 256}, {13, 65, 31}, {700, 100, 100}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int variant = 0; variant < 16; variant++) {
+            const int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+            const int a16 = variant & 1, b16 = variant >> 1 & 1, keep_c = variant >> 2 & 1;
+            const int tb = variant >> 3 & 1, ta = 0; /* the fused products: X·Wᵀ, dY·W */
+            const int lda = k, ldb = tb ? k : n;
+            const size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
+            float *a = arr(na), *b = arr(nb), *bias = arr((size_t)n), *scale = arr((size_t)m);
+            float *c0 = arr(nc), *aux0 = arr(nc), *cf = arr(nc), *auxf = arr(nc);
+            pt_bf16 *a_h = malloc(na * sizeof(pt_bf16)), *b_h = malloc(nb * sizeof(pt_bf16));
+            pt_bf16 *h0 = malloc(nc * sizeof(pt_bf16)), *hf = malloc(nc * sizeof(pt_bf16));
+            assert_true(a_h && b_h && h0 && hf);
+            pt_bf16_from_floats(a_h, a, na);
+            pt_bf16_from_floats(b_h, b, nb);
+            /* the fp32 operands hold the bf16 values, so both calls see the same numbers */
+            pt_bf16_to_floats(a, a_h, na);
+            pt_bf16_to_floats(b, b_h, nb);
+            const pt_bf16_epilogue eps[] = {
+                {.bias = bias, .map = pt_ssp_forward, .aux = auxf, .h = hf, .ldh = n},
+                {.bias = bias, .row_scale = scale},
+                {.row_scale = scale, .h = hf, .ldh = n},
+                {.map = pt_ssp_forward, .aux = auxf},
+            };
+            for (size_t ei = 0; ei < sizeof eps / sizeof eps[0]; ei++) {
+                const pt_bf16_epilogue *e = &eps[ei];
+                const int c_kept = keep_c || !e->h;
+                const float beta = e->bias || !c_kept ? 0.0f : 0.5f;
+                float *cu = arr(nc), *auxu = arr(nc);
+                memcpy(cu, c0, nc * sizeof(float));
+                memcpy(cf, c0, nc * sizeof(float));
+                memset(h0, 0, nc * sizeof(pt_bf16));
+                memset(hf, 0, nc * sizeof(pt_bf16));
+                unfused(ta, tb, m, n, k, a, lda, b, ldb, e, beta, cu, auxu, e->h ? h0 : NULL);
+                int rc = pt_bf16_gemm_ex(tr(ta), tr(tb), m, n, k, 1.0f, a16 ? (void *)a_h : a,
+                                         a16, lda, b16 ? (void *)b_h : b, b16, ldb, beta,
+                                         c_kept ? cf : NULL, n, e);
+                assert_int_equal(rc, PT_BF16_OK);
+                if (c_kept && memcmp(cf, cu, nc * sizeof(float)) != 0)
+                    fail_msg("gemm_ex m=%d n=%d k=%d variant=%d epilogue=%zu: C differs", m, n,
+                             k, variant, ei);
+                if (e->map && memcmp(auxf, auxu, nc * sizeof(float)) != 0)
+                    fail_msg("gemm_ex m=%d n=%d k=%d variant=%d epilogue=%zu: aux differs", m, n,
+                             k, variant, ei);
+                if (e->h && memcmp(hf, h0, nc * sizeof(pt_bf16)) != 0)
+                    fail_msg("gemm_ex m=%d n=%d k=%d variant=%d epilogue=%zu: bf16 copy differs",
+                             m, n, k, variant, ei);
+                free(cu), free(auxu);
+            }
+            /* no epilogue, A transposed (a weight gradient with bf16 B) */
+            float *cu = arr(nc), *cg = malloc(nc * sizeof(float));
+            assert_non_null(cg);
+            memcpy(cg, cu, nc * sizeof(float));
+            float *at = arr(na);
+            pt_bf16 *at_h = malloc(na * sizeof(pt_bf16));
+            assert_non_null(at_h);
+            pt_bf16_from_floats(at_h, at, na);
+            pt_bf16_to_floats(at, at_h, na);
+            assert_int_equal(pt_bf16_sgemm(CblasTrans, tr(tb), m, n, k, 1.0f, at, m, b, ldb, 1.0f,
+                                           cu, n),
+                             PT_BF16_OK);
+            assert_int_equal(pt_bf16_gemm_ex(CblasTrans, tr(tb), m, n, k, 1.0f,
+                                             a16 ? (void *)at_h : at, a16, m,
+                                             b16 ? (void *)b_h : b, b16, ldb, 1.0f, cg, n, NULL),
+                             PT_BF16_OK);
+            assert_memory_equal(cg, cu, nc * sizeof(float));
+            free(cu), free(cg), free(at), free(at_h);
+            free(a), free(b), free(bias), free(scale), free(c0), free(aux0), free(cf), free(auxf);
+            free(a_h), free(b_h), free(h0), free(hf);
+        }
+    /* split over two threads: each worker's rows get their epilogue */
+    pt_bf16_set_threads(2);
+    {
+        const int m = 1000, n = 100, k = 100;
+        float *a = arr((size_t)m * k), *b = arr((size_t)n * k), *bias = arr(n);
+        float *cu = arr((size_t)m * n), *auxu = arr((size_t)m * n), *auxf = arr((size_t)m * n);
+        pt_bf16 *hu = malloc((size_t)m * n * sizeof(pt_bf16));
+        pt_bf16 *hf = malloc((size_t)m * n * sizeof(pt_bf16));
+        assert_true(hu && hf);
+        const pt_bf16_epilogue e = {.bias = bias, .map = pt_ssp_forward, .aux = auxf, .h = hf,
+                                    .ldh = n};
+        unfused(0, 1, m, n, k, a, k, b, k, &e, 0.0f, cu, auxu, hu);
+        assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, 0, k, b, 0,
+                                         k, 0.0f, NULL, n, &e),
+                         PT_BF16_OK);
+        assert_memory_equal(hf, hu, (size_t)m * n * sizeof(pt_bf16));
+        assert_memory_equal(auxf, auxu, (size_t)m * n * sizeof(float));
+        free(a), free(b), free(bias), free(cu), free(auxu), free(auxf), free(hu), free(hf);
+    }
+    pt_bf16_set_threads(1);
+    pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO);
+}
+
+/* What the fused epilogue cannot do is refused with PT_BF16_EFUSED (or
+ * ENULL), C untouched, and the message says what it needs. */
+static void test_gemm_ex_refusals(void **state)
+{
+    (void)state;
+    float a[300 * 2], b[300 * 2], c[4] = {1, 2, 3, 4}, aux[4], scale[2] = {1, 1};
+    pt_bf16 h[4];
+    for (int i = 0; i < 600; i++) a[i] = b[i] = 0.5f;
+    const pt_bf16_epilogue with_h = {.h = h, .ldh = 2}, with_scale = {.row_scale = scale};
+    const pt_bf16_epilogue map_no_aux = {.map = pt_ssp_forward};
+    const pt_bf16_epilogue map_aux = {.map = pt_ssp_forward, .aux = aux};
+    const pt_bf16_epilogue short_h = {.h = h, .ldh = 1};
+    const float keep[4] = {1, 2, 3, 4};
+    if (pt_cpu_has_bf16()) pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
+    if (pt_cpu_has_bf16()) {
+        /* k past one reduction block */
+        assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, 2, 2, 257, 1.0f, a, 0, 257,
+                                         b, 0, 2, 0.0f, c, 2, &with_scale),
+                         PT_BF16_EFUSED);
+        /* k = 0, alpha = 0 */
+        assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, 2, 2, 0, 1.0f, a, 0, 1, b, 0,
+                                         2, 0.0f, c, 2, &with_scale),
+                         PT_BF16_EFUSED);
+        assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, 2, 2, 2, 0.0f, a, 0, 2, b, 0,
+                                         2, 0.0f, c, 2, &with_scale),
+                         PT_BF16_EFUSED);
+        /* map needs ldc = n */
+        assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, 1, 2, 2, 1.0f, a, 0, 2, b, 0,
+                                         2, 0.0f, c, 3, &map_aux),
+                         PT_BF16_EFUSED);
+        /* C not kept, beta != 0 and no bias: nothing to add beta·C to */
+        assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, a, 0, 2, b, 0,
+                                         2, 1.0f, NULL, 2, &with_h),
+                         PT_BF16_EFUSED);
+        /* the bf16 copy's rows shorter than n */
+        assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, a, 0, 2, b, 0,
+                                         2, 0.0f, c, 2, &short_h),
+                         PT_BF16_EFUSED);
+        /* map without aux */
+        assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, a, 0, 2, b, 0,
+                                         2, 0.0f, c, 2, &map_no_aux),
+                         PT_BF16_ENULL);
+    }
+    /* C NULL without a bf16 copy */
+    assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, a, 0, 2, b, 0, 2,
+                                     0.0f, NULL, 2, &with_scale),
+                     PT_BF16_ENULL);
+    /* the portable kernel fuses nothing */
+    pt_bf16_set_kernel(PT_BF16_KERNEL_PORTABLE);
+    assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, a, 0, 2, b, 0, 2,
+                                     0.0f, c, 2, &with_scale),
+                     PT_BF16_EFUSED);
+    pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO);
+    assert_memory_equal(c, keep, sizeof keep);
+    assert_non_null(strstr(pt_bf16_strerror(PT_BF16_EFUSED), "AVX512-BF16"));
+    /* bad shapes are the plain products' errors */
+    assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, -1, 2, 2, 1.0f, a, 0, 2, b, 0,
+                                     2, 0.0f, c, 2, NULL),
+                     PT_BF16_EDIM);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_contiguous_rows_of_a),
         cmocka_unit_test(test_interleaved_pairs_of_rows),
         cmocka_unit_test(test_cached_weights_follow_changes),
+        cmocka_unit_test(test_gemm_ex_fused_equals_unfused),
+        cmocka_unit_test(test_gemm_ex_refusals),
     };
     return cmocka_run_group_tests_name("bf16_fast", tests, NULL, NULL);
 }

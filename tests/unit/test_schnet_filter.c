@@ -9,6 +9,11 @@
  *     (chunked), on the AVX2 kernel forced (chunked), in bf16 (chunked on
  *     the AVX512-BF16 kernel) and on OpenBLAS forced (whole-batch: OpenBLAS
  *     rounds a chunk's rows differently from the same rows in a whole batch);
+ *   - in bf16 on the AVX512-BF16 kernel s1 is kept only as bf16 (the
+ *     reference's s1 rounded) and the first product's stores apply a1, the
+ *     shifted softplus and the rounding, the second's a2 and, when P is W's
+ *     own array, the cutoff: still the reference's bits, also split over
+ *     two threads; the portable bf16 path keeps fp32 s1;
  *   - gradients accumulate (+=) onto what dw held, as the reference does;
  *   - the policy gives the filter network's products to the own kernels
  *     here (so the first case above tests the chunked path). */
@@ -124,19 +129,37 @@ static void chunked(side *s, int U)
 
 #define SAME(x, y, n) assert_memory_equal((x), (y), sizeof(float) * (size_t)(n))
 
-static void check(int U, pt_precision prec)
+/* alias: the chunks' P is W's own array (the energy arena's layout, where
+ * bf16 applies the cutoff as P is stored); the reference keeps both. */
+static void check_alias(int U, pt_precision prec, int alias)
 {
     side r, c;
     side_init(&r, NULL, U);
     side_init(&c, &r, U);
     r.a.precision = c.a.precision = prec;
+    float *own_p = c.k.p;
+    if (alias) c.k.p = c.k.w;
     reference(&r, U);
     chunked(&c, U);
     const size_t rf = (size_t)U * F;
-    SAME(c.k.s1, r.k.s1, rf);
+    const pt_bf16 *s1h = pt_schnet_s1_bf16(&c.k, &c.a);
+    if (s1h) {
+        /* bf16 on the AVX512-BF16 kernel keeps s1 only as bf16: the
+         * reference's s1 rounded, and all else the same bits */
+        pt_bf16 *want = malloc(rf * sizeof(pt_bf16));
+        assert_non_null(want);
+        pt_bf16_from_floats(want, r.k.s1, rf);
+        assert_memory_equal(s1h, want, rf * sizeof(pt_bf16));
+        free(want);
+    } else {
+        assert_true(prec == PT_PRECISION_FP32 ||
+                    pt_bf16_kernel_active() != PT_BF16_KERNEL_AVX512);
+        SAME(c.k.s1, r.k.s1, rf);
+    }
     SAME(c.k.sig1, r.k.sig1, rf);
-    SAME(c.k.p, r.k.p, rf);
+    if (!alias) SAME(c.k.p, r.k.p, rf);
     SAME(c.k.w, r.k.w, rf);
+    c.k.p = own_p;
     SAME(c.a.ds1, r.a.ds1, rf);
     SAME(c.dw.mlp2_w, r.dw.mlp2_w, F * F);
     SAME(c.dw.mlp2_b, r.dw.mlp2_b, F);
@@ -145,6 +168,8 @@ static void check(int U, pt_precision prec)
     side_free(&c, 0);
     side_free(&r, 1);
 }
+
+static void check(int U, pt_precision prec) { check_alias(U, prec, 0); }
 
 static const int sizes[] = {1, 37, 256, 700, 1100};
 
@@ -206,6 +231,24 @@ static void test_bf16(void **state)
 {
     (void)state;
     check_sizes(PT_PRECISION_BF16);
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        check_alias(sizes[i], PT_PRECISION_BF16, 1);
+}
+
+/* The fused bf16 products split over two threads (a 256-row chunk is
+ * enough work for two) and the portable path (whole batch, s1 in fp32):
+ * the reference's bits. */
+static void test_bf16_threads_and_portable(void **state)
+{
+    (void)state;
+    pt_bf16_set_threads(2);
+    check_alias(700, PT_PRECISION_BF16, 1);
+    check_alias(37, PT_PRECISION_BF16, 0);
+    pt_bf16_set_threads(1);
+    pt_bf16_set_kernel(PT_BF16_KERNEL_PORTABLE);
+    check_alias(700, PT_PRECISION_BF16, 1);
+    check_alias(37, PT_PRECISION_BF16, 0);
+    pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO);
 }
 
 int main(void)
@@ -216,6 +259,7 @@ int main(void)
         cmocka_unit_test(test_avx2),
         cmocka_unit_test(test_openblas),
         cmocka_unit_test(test_bf16),
+        cmocka_unit_test(test_bf16_threads_and_portable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
