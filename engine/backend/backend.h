@@ -5,8 +5,9 @@
  * memory plan.  Uses engine/train (the pt_grad_engine contract, batches,
  * the layout) and below; knows no MPI, no CLI, no server.
  *
- *   replication_factor R   R replica threads, each with its own activation
- *                          arena and gradient buffers (one IPU each)
+ *   replication_factor R   R replicas, each with its own activation arena
+ *                          and gradient buffers (one IPU each): replica 0 on
+ *                          the calling thread, 1..R-1 on threads of their own
  *   gradient_accumulation A  each replica accumulates A micro-batches of b
  *                          packs, as a pairwise tree, before the reduction
  *   device_iterations D    one host call hands the replicas the batches of

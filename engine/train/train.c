@@ -181,6 +181,8 @@ static int setup(pt_trainer *tr, const char *out_dir)
     tr->global_packs = pt_train_layout_global_packs(&p->layout);
     if (engine_for(tr)(&tr->engine, &tr->data, tr->errs) != 0) return -1;
     if (pt_evaluator_init(&tr->val_eval, &tr->data, p->val_pk.limits, tr->errs) != 0) return -1;
+    /* the epoch's validation on every core of the process (train_eval.c) */
+    if (pt_evaluator_split(&tr->val_eval, p->layout.threads - 1, tr->errs) != 0) return -1;
     if (p->split.n_test &&
         pt_evaluator_init(&tr->test_eval, &tr->data, p->test_pk.limits, tr->errs) != 0)
         return -1;

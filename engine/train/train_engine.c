@@ -274,6 +274,7 @@ int pt_evaluator_init(pt_evaluator *ev, const pt_train_data *d, pt_pack_limits l
 
 void pt_evaluator_close(pt_evaluator *ev)
 {
+    pt_evaluator_split_close(ev);
     pt_train_batch_close(&ev->batch);
     pt_schnet_acts_close(&ev->acts);
     free(ev->ids);
@@ -307,24 +308,22 @@ int pt_evaluate(pt_evaluator *ev, const pt_packs *packs, pt_eval_result *out, pt
     const pt_train_data *d = ev->d;
     const pt_train_loss *l = &d->loss;
     const uint32_t b = (uint32_t)d->layout.micro_packs;
-    double abs_sum = 0.0, sq_sum = 0.0, per_atom_sq = 0.0;
+    pt_eval_sums s = {0};
     double h_abs[PT_JOB_MAX_TARGETS] = {0}, h_sq[PT_JOB_MAX_TARGETS] = {0};
     residual_sums r = {0};
-    int64_t n = 0, n_atoms = 0;
-    for (uint32_t at = 0; at < packs->n_packs; at += b) {
+    /* one energy head: over the cores, same sums (train_eval.c) */
+    if (ev->n_workers > 0 && pt_evaluate_split(ev, packs, &s, errs) != 0) return -1;
+    for (uint32_t at = 0; ev->n_workers == 0 && at < packs->n_packs; at += b) {
         uint32_t k = packs->n_packs - at < b ? packs->n_packs - at : b;
         for (uint32_t i = 0; i < k; i++) ev->ids[i] = at + i;
         if (pt_train_fill(&ev->batch, d, packs, ev->ids, k, errs) != 0) return -1;
         const double *y = pt_schnet_forward(d->model, &ev->acts, &ev->batch);
         for (int32_t g = 0; g < ev->batch.cap_graphs; g++) {
             if (ev->batch.graph_id[g] < 0) continue;
-            n++;
-            if (!l->head_atom[0]) {   /* else y is per atom: atom_head_errors */
-                double e = y[g] - ev->batch.target[g], ea = e / (double)ev->batch.graph_natoms[g];
-                abs_sum += fabs(e);
-                sq_sum += e * e;
-                per_atom_sq += ea * ea;
-            }
+            s.n++;
+            /* else y is per atom: atom_head_errors */
+            if (!l->head_atom[0])
+                pt_eval_sums_energy(&s, y[g], ev->batch.target[g], ev->batch.graph_natoms[g]);
             for (int h = 1; h < l->heads; h++) {
                 if (l->head_atom[h]) continue;
                 double eh = ev->acts.head[h].y[g] -
@@ -333,12 +332,14 @@ int pt_evaluate(pt_evaluator *ev, const pt_packs *packs, pt_eval_result *out, pt
                 h_sq[h] += eh * eh;
             }
         }
-        atom_head_errors(&ev->batch, &ev->acts, l, h_abs, h_sq, &n_atoms);
+        atom_head_errors(&ev->batch, &ev->acts, l, h_abs, h_sq, &s.n_atoms);
         if (l->forces) {
             pt_schnet_forces(d->model, &ev->acts, &ev->batch);
             residuals(&ev->batch, &ev->acts, &r);
         }
     }
+    const int64_t n = s.n, n_atoms = s.n_atoms;
+    double abs_sum = s.abs, sq_sum = s.sq, per_atom_sq = s.per_atom_sq;
     *out = (pt_eval_result){.n = n, .force_components = r.f_n, .stress_components = r.s_n};
     const int64_t n_first = l->head_atom[0] ? n_atoms : n;   /* per atom, or per structure */
     if (l->head_atom[0]) {

@@ -5,6 +5,7 @@
 #ifndef PT_TRAIN_INTERNAL_H
 #define PT_TRAIN_INTERNAL_H
 
+#include <math.h>
 #include <stdio.h>
 
 #include "engine/train/checkpoint.h"
@@ -66,12 +67,30 @@ typedef struct pt_eval_result {
     pt_head_errors head[PT_JOB_MAX_TARGETS];
 } pt_eval_result;
 
+typedef struct pt_eval_worker pt_eval_worker;
+
 typedef struct pt_evaluator {
     const pt_train_data *d;
     pt_batch batch;
     pt_schnet_acts acts;
     uint32_t *ids;         /* [micro_packs] scratch */
+    pt_eval_worker *workers;   /* [n_workers] helper threads' batches (train_eval.c) */
+    int n_workers;
 } pt_evaluator;
+
+/* The energy errors' sums of an evaluation pass, graph by graph in pack order. */
+typedef struct pt_eval_sums {
+    double abs, sq, per_atom_sq;
+    int64_t n, n_atoms;
+} pt_eval_sums;
+
+static inline void pt_eval_sums_energy(pt_eval_sums *s, double y, double target, int32_t natoms)
+{
+    const double e = y - target, ea = e / (double)natoms;
+    s->abs += fabs(e);
+    s->sq += e * e;
+    s->per_atom_sq += ea * ea;
+}
 
 int pt_evaluator_init(pt_evaluator *ev, const pt_train_data *d, pt_pack_limits limits,
                       pt_errors *errs);
@@ -79,6 +98,16 @@ void pt_evaluator_close(pt_evaluator *ev);
 
 /* Forward over every pack of `packs` with the model's current parameters. */
 int pt_evaluate(pt_evaluator *ev, const pt_packs *packs, pt_eval_result *out, pt_errors *errs);
+
+/* train_eval.c: `extra` helper threads for ev's passes, each with a batch and
+ * an arena of ev's shape, when the job's evaluation is one graph-level
+ * energy head (pt_eval_split_eligible; otherwise nothing is done).  The
+ * split pass adds the serial pass's sums, bit for bit. */
+int pt_eval_split_eligible(const pt_train_data *d);
+int pt_evaluator_split(pt_evaluator *ev, int extra, pt_errors *errs);
+void pt_evaluator_split_close(pt_evaluator *ev);
+int pt_evaluate_split(pt_evaluator *ev, const pt_packs *packs, pt_eval_sums *sums,
+                      pt_errors *errs);
 
 /* --- the trainer (train.c, train_ckpt.c) -------------------------------- */
 

@@ -45,7 +45,7 @@ CONCEPTS = {
                     {"dataset_file", "dataset_file_internal", "dataset_write", "dataset_atomcols"}],
     "engine/backend": [{"backend", "backend_step", "backend_internal", "backend_zero"}],
     "engine/train": [{"train", "train_ckpt", "train_engine", "train_batch", "train_metrics",
-                      "train_internal"},
+                      "train_internal", "train_eval"},
                      {"config", "config_internal", "config_targets", "config_read", "config_training",
                       "config_json"}],
     "engine/mpi": [{"mpi_backend", "mpi_internal", "mpi_plan", "mpi_world", "mpi_run"}],
