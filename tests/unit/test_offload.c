@@ -118,6 +118,15 @@ static void client_start(client *c, tc_server *s, const char *path, long timeout
     assert_int_equal(pthread_create(&c->thread, NULL, client_main, c), 0);
 }
 
+/* Until the heavy handler has started n times (a request counted by
+ * wait_busy may still sit in the queue: the worker thread picks it up when
+ * it is scheduled, which under load can take a while); fails after 5 s. */
+static void wait_started(int n)
+{
+    for (int i = 0; i < 1000 && atomic_load(&g_started) != n; i++) usleep(5000);
+    assert_int_equal(atomic_load(&g_started), n);
+}
+
 /* Until the pool holds n requests (running or queued); fails after 5 s. */
 static void wait_busy(tc_server *s, unsigned n)
 {
@@ -144,6 +153,7 @@ static void test_full_pool_refuses_and_cheap_routes_answer(void **state)
     client a, b;
     client_start(&a, s, "/heavy", 0);
     wait_busy(s, 1);
+    wait_started(1);
     client_start(&b, s, "/heavy", 0);
     wait_busy(s, 2);   /* one running, one queued: the pool (1) and its queue (1) are full */
     char url[256];
@@ -201,6 +211,7 @@ static void test_stop_answers_running_and_queued(void **state)
     client a, b;
     client_start(&a, s, "/heavy", 0);
     wait_busy(s, 1);
+    wait_started(1);   /* a runs (not merely queued), so the stop must cancel it */
     client_start(&b, s, "/heavy", 0);
     wait_busy(s, 2);
     pt_http_close(&s->http);   /* grace 0.3 s; the running work never ends by itself */
