@@ -395,7 +395,7 @@ static void head_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *
     pt_linear_forward(o->q, a->h[m->cfg.interactions], p->lin1_w, p->lin1_b, N, H, H2, 0.0f,
                       a->precision);
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
-    pt_ssp_forward(o->q, o->sig4, NULL, N, H2);
+    pt_ssp_forward(o->q, pt_schnet_keep_sig(a, o->sig4), NULL, N, H2);
     pt_lap(sw, PT_SCHNET_OP_NODE_SSP);
     pt_linear_forward(o->o, o->q, p->lin2_w, p->lin2_b, N, H2, 1, 0.0f, a->precision);
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);

@@ -207,6 +207,12 @@ typedef struct pt_schnet_acts {
     pt_precision precision;          /* of the products; FP32 after init */
     int32_t static_shapes;           /* 1: filter rows = edge slots (no sharing,
                                       * padding computed); 0 after init */
+    int32_t no_grad;                 /* 1: no backward follows these forwards
+                                      * (evaluation, prediction): an ENERGY arena's
+                                      * forward skips the shifted softplus' sigmoids,
+                                      * which only a backward reads (the same
+                                      * outputs; pt_schnet_backward after such a
+                                      * forward is not allowed); 0 after init */
     void *memory;                    /* the arena: everything below points into it */
     size_t bytes;
     /* filter rows (engine/edge_rows.h): the filter network runs over

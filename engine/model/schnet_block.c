@@ -46,7 +46,7 @@ void pt_schnet_block_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
     }
     pt_linear_forward(k->u, k->m, w->conv_lin2_w, w->conv_lin2_b, N, F, H, 0.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
-    pt_ssp_forward(k->u, k->sig2, NULL, N, H);
+    pt_ssp_forward(k->u, pt_schnet_keep_sig(a, k->sig2), NULL, N, H);
     pt_lap(sw, PT_SCHNET_OP_NODE_SSP);
     residual_init(a->h[t + 1], a->h[t], w->lin_b, N, H);
     pt_lap(sw, PT_SCHNET_OP_OTHER);

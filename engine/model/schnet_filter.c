@@ -122,7 +122,7 @@ void pt_schnet_filter_forward_rows(const pt_schnet_block *w, pt_schnet_block_act
     pt_linear_forward(k->s1 + o, a->e + (size_t)r0 * G, w->mlp0_w, w->mlp0_b, n, G, F, 0.0f,
                       prec);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
-    pt_ssp_forward(k->s1 + o, k->sig1 + o, NULL, n, F);
+    pt_ssp_forward(k->s1 + o, pt_schnet_keep_sig(a, k->sig1 + o), NULL, n, F);
     pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
     /* fp32 on the own kernels: the cutoff is the product's epilogue
      * (sgemm_kernels.h), so W is written once and not read back for it; the

@@ -39,6 +39,14 @@ static inline void pt_lap(pt_stopwatch *sw, pt_schnet_op op)
  * a->block[t].wd (and s1' into the second half of s1 when training). */
 void pt_schnet_filter_deriv(const pt_schnet *m, pt_schnet_acts *a, int t, pt_stopwatch *sw);
 
+/* Where a forward's shifted softplus keeps its sigmoid: sig, or NULL (not
+ * computed) when no backward will read it (pt_schnet_acts.no_grad, energy
+ * only: the force passes read σ1 for W' and the second backward). */
+static inline float *pt_schnet_keep_sig(const pt_schnet_acts *a, float *sig)
+{
+    return a->no_grad && a->mode == PT_SCHNET_ENERGY ? NULL : sig;
+}
+
 /* Block t's filter network over the U filter rows, in cache-sized chunks
  * (schnet_filter.c): forward s1, σ1 = ssp(A1 e + a1), P = A2 s1 + a2,
  * W = P ⊙ C; backward from a->dp: ds1 into a->ds1, and ACCUMULATES the

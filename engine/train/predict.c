@@ -57,6 +57,7 @@ int pt_predict_dataset_ex(pt_prediction *p, const char *model_path, const pt_dat
      * the job trained under: the saved weights are fp32, and predictions are
      * the model's full-precision answer, as PyG would give it */
     if (pt_schnet_acts_init(&acts, &m, b.cap_nodes, b.cap_edges, b.cap_graphs, errs) != 0) goto done;
+    acts.no_grad = 1;   /* forwards only: no sigmoids for a backward */
     p->n_heads = m.cfg.n_heads;
     const int atom0 = m.head[0].level == PT_HEAD_ATOM;
     for (int k = 0; k < p->n_heads; k++) {

@@ -269,6 +269,7 @@ int pt_evaluator_init(pt_evaluator *ev, const pt_train_data *d, pt_pack_limits l
      * numbers are bf16 numbers (a finished model's predictions are fp32,
      * engine/train/predict.c) */
     ev->acts.precision = d->cfg->training.precision;
+    ev->acts.no_grad = 1;   /* forwards only: no sigmoids for a backward */
     return 0;
 }
 

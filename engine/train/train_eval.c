@@ -57,6 +57,7 @@ int pt_evaluator_split(pt_evaluator *ev, int extra, pt_errors *errs)
                                      k->batch.cap_graphs, pt_train_eval_mode(d), errs) != 0)
             return -1;
         k->acts.precision = ev->acts.precision;
+        k->acts.no_grad = ev->acts.no_grad;
     }
     return 0;
 }

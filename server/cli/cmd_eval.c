@@ -381,6 +381,7 @@ static int run(const eval_args *a, eval_state *st, pt_errors *errs)
     if (pt_schnet_acts_init_mode(&st->acts, &st->model, lim.max_nodes, lim.max_edges,
                                  lim.max_graphs, mode, errs))
         return -1;
+    st->acts.no_grad = !a->grads;   /* no backward without --grads */
     st->pred = calloc(n, sizeof(double));
     if (a->grads) st->grads = calloc(st->model.n_params, sizeof(float));
     if (a->forces) {

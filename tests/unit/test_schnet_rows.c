@@ -9,6 +9,8 @@
  *     reference of schnet_fixture.h (which runs the filter network on every
  *     directed edge, as PyG does), also when some bonds cannot share a row;
  *   - the shifted softplus without a bias is the one with a zero bias;
+ *   - a forward that takes no gradient (no_grad) predicts the same bits and
+ *     writes none of the sigmoids;
  *   - the optional profile charges time to every kind of work and counts
  *     passes, and names its ops. */
 #include <stdarg.h>
@@ -235,6 +237,39 @@ static void test_ssp_without_bias(void **state)
     assert_true(fabsf(x2[5] - (100.0f - (float)PT_LN2)) < 1e-5f && s2[5] == 1.0f);
 }
 
+/* no_grad: the same predictions, bit for bit, and the sigmoids (σ1 of every
+ * block, σ2, the head's σ4) left as they were: not computed. */
+static void test_no_grad_forward(void **state)
+{
+    (void)state;
+    fixture fx;
+    fixture_open(&fx, PT_READOUT_SUM);
+    const int G = fx.hb.b.cap_graphs, T = fx.m.cfg.interactions;
+    const size_t E = (size_t)fx.a.cap_edges, N = (size_t)fx.a.cap_nodes;
+    const size_t F = (size_t)fx.m.cfg.filters, H = (size_t)fx.m.cfg.hidden;
+    assert_true(G <= 64);
+    double ref[64], got[64];
+    memcpy(ref, pt_schnet_forward(&fx.m, &fx.a, &fx.hb.b), sizeof(double) * G);
+    for (int t = 0; t < T; t++) {
+        memset(fx.a.block[t].sig1, 0xff, E * F * sizeof(float));
+        memset(fx.a.block[t].sig2, 0xff, N * H * sizeof(float));
+    }
+    memset(fx.a.head[0].sig4, 0xff, N * (H / 2) * sizeof(float));
+    fx.a.no_grad = 1;
+    memcpy(got, pt_schnet_forward(&fx.m, &fx.a, &fx.hb.b), sizeof(double) * G);
+    assert_memory_equal(got, ref, sizeof(double) * G);
+    uint8_t *b;
+    for (int t = 0; t < T; t++) {
+        b = (uint8_t *)fx.a.block[t].sig1;
+        for (size_t i = 0; i < E * F * sizeof(float); i++) assert_int_equal(b[i], 0xff);
+        b = (uint8_t *)fx.a.block[t].sig2;
+        for (size_t i = 0; i < N * H * sizeof(float); i++) assert_int_equal(b[i], 0xff);
+    }
+    b = (uint8_t *)fx.a.head[0].sig4;
+    for (size_t i = 0; i < N * (H / 2) * sizeof(float); i++) assert_int_equal(b[i], 0xff);
+    fixture_close(&fx);
+}
+
 /* ---- profile ---------------------------------------------------------------- */
 
 static void test_profile_charges_every_op(void **state)
@@ -283,6 +318,7 @@ int main(void)
         cmocka_unit_test(test_rows_mean_readout),
         cmocka_unit_test(test_rows_static_shapes),
         cmocka_unit_test(test_ssp_without_bias),
+        cmocka_unit_test(test_no_grad_forward),
         cmocka_unit_test(test_profile_charges_every_op),
         cmocka_unit_test(test_op_names),
     };
