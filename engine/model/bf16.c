@@ -192,7 +192,8 @@ static void *worker_main(void *arg)
     const worker *w = arg;
     if (w->pack_phase)
         pt_bf16_avx512_pack_b(w->job, w->begin, w->end);
-    else if (pt_bf16_job_fused(w->job))
+    else if (pt_bf16_job_fused(w->job) ||
+             (pt_bf16_a_in_place(w->job) && w->job->k <= PT_BF16_KC))
         pt_bf16_avx512_rows_fused(w->job, w->begin, w->end, w->apack);
     else
         pt_bf16_avx512_rows(w->job, w->begin, w->end, w->apack);

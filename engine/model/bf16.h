@@ -112,6 +112,12 @@ int pt_bf16_sgemm_bias(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int
                        const float *a, int lda, const float *b, int ldb, const float *bias,
                        float *c, int ldc);
 
+/* Whether the model's bf16 steps use the fused products below (default 1).
+ * Off, they run the unfused sequence of ops, which gives the same bits: a
+ * switch for tests that compare the two and for diagnosis. */
+void pt_bf16_set_fusion(int on);
+int pt_bf16_fusion(void);
+
 /* --- fused products (the filter network's, engine/model/schnet_filter.c) ---
  * One product whose operands may each be fp32 (rounded while packed) or
  * already bf16, and whose stores do the next elementwise step while the

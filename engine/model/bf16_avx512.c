@@ -463,7 +463,7 @@ static void rows_fused(const pt_bf16_job *job, int i_begin, int i_end, uint32_t 
         bp = job->bblock;
     }
     float *band = (float *)(apack + PT_BF16_APACK_PAIRS);
-    const int inplace = !job->a.trans && !job->a.f32 && kc % 2 == 0 && job->a.ld % 2 == 0;
+    const int inplace = pt_bf16_a_in_place(job);
     const size_t lda = (size_t)job->a.ld;
     float *const cbase = job->c;
     const int ldc = cbase ? job->ldc : n;

@@ -141,5 +141,11 @@ void pt_bf16_set_threads(int threads)
     atomic_store(&g_threads, threads < 1 ? 1 : threads);
 }
 
+static atomic_int g_fusion = 1;
+
+void pt_bf16_set_fusion(int on) { atomic_store(&g_fusion, on != 0); }
+
+int pt_bf16_fusion(void) { return atomic_load(&g_fusion); }
+
 int pt_bf16_get_threads(void) { return atomic_load(&g_threads); }
 

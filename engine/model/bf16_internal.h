@@ -49,6 +49,13 @@ typedef struct pt_bf16_job {
     int ldh;
 } pt_bf16_job;
 
+/* 1 when op(A) is bf16 rows already in the packed layout (k, lda even):
+ * read in place by the banded loop (pt_bf16_avx512_rows_fused) */
+static inline int pt_bf16_a_in_place(const pt_bf16_job *job)
+{
+    return !job->a.trans && !job->a.f32 && job->k % 2 == 0 && job->a.ld % 2 == 0;
+}
+
 /* 1 when rows of C need the band epilogue (pt_bf16_avx512_rows' fused loop) */
 static inline int pt_bf16_job_fused(const pt_bf16_job *job)
 {
@@ -73,8 +80,9 @@ void pt_bf16_avx512_pack_b(const pt_bf16_job *job, int p_begin, int p_end);
  * entries.  Only after pt_cpu_has_bf16(). */
 void pt_bf16_avx512_rows(const pt_bf16_job *job, int i_begin, int i_end, uint32_t *apack);
 /* The same for a job with the fused epilogue (pt_bf16_job_fused, k ≤
- * PT_BF16_KC); apack then has PT_BF16_APACK_PAIRS entries followed by
- * PT_BF16_BAND_FLOATS(n) floats. */
+ * PT_BF16_KC; apack then has PT_BF16_APACK_PAIRS entries followed by
+ * PT_BF16_BAND_FLOATS(n) floats), or with an A read in place
+ * (pt_bf16_a_in_place, k ≤ PT_BF16_KC). */
 void pt_bf16_avx512_rows_fused(const pt_bf16_job *job, int i_begin, int i_end, uint32_t *apack);
 /* op(B) of job packed from the calling thread's cache of weights, packing
  * it there first if it is not cached or changed (bf16_cache.c); NULL when

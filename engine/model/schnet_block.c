@@ -8,8 +8,11 @@
  *             filter network and L1, accumulating the block's gradients.
  *
  * Node products run over the whole batch ([N,H]·[H,F] …); the edge part
- * (filter network and convolution) over the filter rows (engine/edge_rows.h). */
+ * (filter network and convolution) over the filter rows (engine/edge_rows.h).
+ * bf16 energy steps fuse the second node product with c2 and the shifted
+ * softplus and keep u only as bf16 (pt_schnet_bf16_fused). */
 #include "engine/model/schnet_internal.h"
+#include "engine/model/schnet_ops_internal.h"
 
 /* h_{t+1} = h_t + c3 row by row, before the product adds L3 u (one pass
  * instead of a copy and a bias pass). */
@@ -44,6 +47,25 @@ void pt_schnet_block_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
         pt_cfconv_forward(k->m, k->w, a->row, k->x, b->edge_src, b->dst_offset, N, F);
         pt_lap(sw, PT_SCHNET_OP_CFCONV);
     }
+    if (pt_schnet_bf16_fused(a)) {
+        /* bf16: u = ssp(L2 m + c2) as the product stores it, kept only as
+         * bf16 in u's memory (its readers, L3's products, round it anyway;
+         * schnet_internal.h) */
+        pt_bf16 *uh = (pt_bf16 *)k->u;
+        const pt_bf16_epilogue ssp = {.bias = w->conv_lin2_b, .map = pt_ssp_forward,
+                                      .aux = k->sig2, .h = uh, .ldh = H};
+        pt_bf16_check(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, N, H, F, 1.0f, k->m, 0, F,
+                                      w->conv_lin2_w, 0, F, 0.0f, NULL, H, &ssp),
+                      N, H, F);
+        pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
+        residual_init(a->h[t + 1], a->h[t], w->lin_b, N, H);
+        pt_lap(sw, PT_SCHNET_OP_OTHER);
+        pt_bf16_check(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, N, H, H, 1.0f, uh, 1, H,
+                                      w->lin_w, 0, H, 1.0f, a->h[t + 1], H, NULL),
+                      N, H, H);
+        pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
+        return;
+    }
     pt_linear_forward(k->u, k->m, w->conv_lin2_w, w->conv_lin2_b, N, F, H, 0.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
     pt_ssp_forward(k->u, pt_schnet_keep_sig(a, k->sig2), NULL, N, H);
@@ -66,7 +88,17 @@ void pt_schnet_block_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_ba
     const int N = b->cap_nodes, H = c->hidden, F = c->filters, G = c->gaussians;
     const pt_precision prec = a->precision;
 
-    pt_linear_backward(a->du, dw->lin_w, dw->lin_b, a->dh, k->u, w->lin_w, N, H, H, 0.0f, prec);
+    if (pt_schnet_bf16_fused(a)) {
+        /* pt_linear_backward's sequence with u read as the bf16 the forward kept */
+        pt_bf16_check(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, H, H, N, 1.0f, a->dh, 0, H,
+                                      (const pt_bf16 *)k->u, 1, H, 1.0f, dw->lin_w, H, NULL),
+                      H, H, N);
+        pt_column_sums_add(dw->lin_b, a->dh, N, H);
+        pt_linear_backward_input(a->du, a->dh, w->lin_w, N, H, H, 0.0f, prec);
+    } else {
+        pt_linear_backward(a->du, dw->lin_w, dw->lin_b, a->dh, k->u, w->lin_w, N, H, H, 0.0f,
+                           prec);
+    }
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
     pt_ssp_backward(a->du, dw->conv_lin2_b, k->sig2, N, H);
     pt_lap(sw, PT_SCHNET_OP_NODE_SSP);

@@ -72,17 +72,18 @@ int pt_schnet_filter_chunk(pt_precision prec, int G, int F, int U)
  * and keep the unfused sequence.  The first product's stores then apply a1,
  * the shifted softplus (the same pt_ssp_forward, on bands of rows still in
  * L1) and round to bf16; the second's add a2 and the cutoff (W = P ⊙ C, when
- * P is W's own array); the same bits as the unfused sequence
- * (tests/unit/test_schnet_filter.c), a third of the forward's row traffic. */
-static int s1_in_bf16(const pt_schnet_acts *a)
+ * P is W's own array).  The same bits as the unfused sequence (tests/unit/
+ * test_schnet_filter.c; a whole step: test_schnet_bf16.c, pt_bf16_fusion
+ * off), a third of the forward's row traffic. */
+int pt_schnet_bf16_fused(const pt_schnet_acts *a)
 {
     return a->precision == PT_PRECISION_BF16 && a->mode == PT_SCHNET_ENERGY &&
-           pt_bf16_kernel_active() == PT_BF16_KERNEL_AVX512;
+           pt_bf16_kernel_active() == PT_BF16_KERNEL_AVX512 && pt_bf16_fusion();
 }
 
 pt_bf16 *pt_schnet_s1_bf16(const pt_schnet_block_acts *k, const pt_schnet_acts *a)
 {
-    return s1_in_bf16(a) ? (pt_bf16 *)k->s1 : NULL;
+    return pt_schnet_bf16_fused(a) ? (pt_bf16 *)k->s1 : NULL;
 }
 
 static void forward_rows_bf16(const pt_schnet_block *w, pt_schnet_block_acts *k,
@@ -115,7 +116,7 @@ void pt_schnet_filter_forward_rows(const pt_schnet_block *w, pt_schnet_block_act
 {
     const pt_precision prec = a->precision;
     const size_t o = (size_t)r0 * (size_t)F;
-    if (s1_in_bf16(a)) {
+    if (pt_schnet_bf16_fused(a)) {
         forward_rows_bf16(w, k, a, r0, n, G, F, sw);
         return;
     }
@@ -155,13 +156,15 @@ void pt_schnet_filter_backward_rows(const pt_schnet_block *w, pt_schnet_block *d
 {
     const pt_precision prec = a->precision;
     const size_t o = (size_t)r0 * (size_t)F;
-    if (s1_in_bf16(a))
+    if (pt_schnet_bf16_fused(a))
         pt_bf16_check(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, F, F, n, 1.0f, dp, 0, F,
                                       (const pt_bf16 *)k->s1 + o, 1, F, 1.0f, dw->mlp2_w, F, NULL),
                       F, F, n);
     else
         pt_linear_backward_weight(dw->mlp2_w, NULL, dp, k->s1 + o, n, 0, F, F, prec);
-    /* fp32 on the own kernels: ds1 = (dP A2) ⊙ σ1 as the product stores it */
+    /* fp32 on the own kernels: ds1 = (dP A2) ⊙ σ1 as the product stores it
+     * (in bf16 the same fusion measured no faster than the pass below: the
+     * chunk's ds1 is in L2 either way) */
     const pt_sgemm_epilogue dssp = {.kind = PT_SGEMM_EPI_MUL, .mul = k->sig1 + o};
     const int fused = prec == PT_PRECISION_FP32 &&
                       pt_sgemm_small_fused(CblasNoTrans, CblasNoTrans, n, F, F, dp, F, w->mlp2_w,

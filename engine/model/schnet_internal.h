@@ -62,9 +62,14 @@ void pt_schnet_filter_backward(const pt_schnet_block *w, pt_schnet_block *dw,
  * ([n,F]), writes its ds1 to ds1 ([n,F]) and adds da2's blocks to total[F] (a double per column, zeroed by
  * the caller before the first chunk and added to da2 after the last). */
 int pt_schnet_filter_chunk(pt_precision prec, int G, int F, int U);
+/* 1 when bf16 steps fuse (energy mode, the AVX512-BF16 kernel,
+ * pt_bf16_fusion): then s1 and u are kept only as bf16, in their own memory
+ * (the products that read them round them anyway), and the products apply
+ * bias, shifted softplus and cutoff as they store (schnet_filter.c,
+ * schnet_block.c); the same bits as the unfused sequence. */
+int pt_schnet_bf16_fused(const pt_schnet_acts *a);
 /* Block k's s1 as bf16 rows of F (in s1's memory) when the filter keeps it
- * only so (bf16 energy on the AVX512-BF16 kernel, schnet_filter.c), else
- * NULL (s1 is fp32). */
+ * only so (pt_schnet_bf16_fused), else NULL (s1 is fp32). */
 pt_bf16 *pt_schnet_s1_bf16(const pt_schnet_block_acts *k, const pt_schnet_acts *a);
 void pt_schnet_filter_forward_rows(const pt_schnet_block *w, pt_schnet_block_acts *k,
                                    const pt_schnet_acts *a, int r0, int n, int G, int F,

@@ -20,7 +20,8 @@
  * than 1e-5 relative (fp32 run twice is bit-identical).  A bf16 step on a
  * CPU without AVX512-BF16 takes the portable path (rounded operands through
  * sgemm): the same numbers up to accumulation order, so the test runs on any
- * x86-64. */
+ * x86-64.  The fused bf16 step (pt_schnet_bf16_fused) equals the unfused one
+ * bit for bit. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -31,6 +32,7 @@
 #include "engine/model/bf16.h"
 #include "engine/data/normalize.h"
 #include "engine/model/schnet.h"
+#include "engine/model/schnet_internal.h"
 #include "tests/unit/backend_fixture.h"
 
 typedef struct step {
@@ -172,11 +174,37 @@ static void test_bf16_kernels_agree(void **state)
     step_free(&p);
 }
 
+/* The fused bf16 step (the filter's and the node's products applying bias,
+ * shifted softplus and cutoff as they store, s1 and u kept only as bf16)
+ * gives the bits of the unfused sequence of ops: predictions, loss and every
+ * gradient. */
+static void test_bf16_fused_step_equals_unfused(void **state)
+{
+    (void)state;
+    if (!pt_cpu_has_bf16()) {
+        skip();
+        return;
+    }
+    acts.precision = PT_PRECISION_BF16;
+    assert_int_equal(pt_schnet_bf16_fused(&acts), 1);
+    step f = run(PT_PRECISION_BF16);
+    pt_bf16_set_fusion(0);
+    assert_int_equal(pt_schnet_bf16_fused(&acts), 0);
+    step u = run(PT_PRECISION_BF16);
+    pt_bf16_set_fusion(1);
+    assert_memory_equal(f.y, u.y, sizeof(double) * (size_t)batch.cap_graphs);
+    assert_memory_equal(&f.loss, &u.loss, sizeof f.loss);
+    assert_memory_equal(f.grads, u.grads, sizeof(float) * big.n_params);
+    step_free(&f);
+    step_free(&u);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bf16_step_against_fp32),
         cmocka_unit_test(test_bf16_kernels_agree),
+        cmocka_unit_test(test_bf16_fused_step_equals_unfused),
     };
     return cmocka_run_group_tests_name("schnet_bf16", tests, setup_big, teardown_big);
 }
