@@ -374,7 +374,6 @@ int pt_bf16_gemm_ex(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
             alpha == 0.0f || (epi->map && c && ldc != n) ||
             (!c && !epi->bias && beta != 0.0f) || (epi->h && epi->ldh < n))
             return PT_BF16_EFUSED;
-        if ((epi->map && !epi->aux)) return PT_BF16_ENULL;
         job.c = c;
         job.row_scale = epi->row_scale;
         job.map = epi->map;

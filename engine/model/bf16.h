@@ -138,7 +138,7 @@ typedef struct pt_bf16_epilogue {
     const float *bias;      /* n floats added to every row (beta then unused), or NULL */
     const float *row_scale; /* m floats, or NULL */
     pt_bf16_map map;        /* e.g. pt_ssp_forward with aux = σ, or NULL */
-    float *aux;
+    float *aux;             /* NULL is passed on to map (σ not kept) */
     pt_bf16 *h;             /* bf16 copy of C, rows of ldh, or NULL */
     int ldh;
 } pt_bf16_epilogue;

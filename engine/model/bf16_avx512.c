@@ -509,7 +509,8 @@ static void rows_fused(const pt_bf16_job *job, int i_begin, int i_end, uint32_t 
                 t.c = crow + n0;
                 tile_fn[nv](&t);
             }
-            if (job->map) job->map(crow, job->aux + (size_t)row * n, NULL, t.mr, n);
+            if (job->map)
+                job->map(crow, job->aux ? job->aux + (size_t)row * n : NULL, NULL, t.mr, n);
             if (job->h) {
                 pt_bf16 *h = job->h + (size_t)row * job->ldh;
                 if (ldc == n && job->ldh == n)

@@ -53,7 +53,7 @@ void pt_schnet_block_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
          * schnet_internal.h) */
         pt_bf16 *uh = (pt_bf16 *)k->u;
         const pt_bf16_epilogue ssp = {.bias = w->conv_lin2_b, .map = pt_ssp_forward,
-                                      .aux = k->sig2, .h = uh, .ldh = H};
+                                      .aux = pt_schnet_keep_sig(a, k->sig2), .h = uh, .ldh = H};
         pt_bf16_check(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, N, H, F, 1.0f, k->m, 0, F,
                                       w->conv_lin2_w, 0, F, 0.0f, NULL, H, &ssp),
                       N, H, F);

@@ -92,8 +92,8 @@ static void forward_rows_bf16(const pt_schnet_block *w, pt_schnet_block_acts *k,
 {
     const size_t o = (size_t)r0 * (size_t)F;
     pt_bf16 *s1h = (pt_bf16 *)k->s1 + o;
-    const pt_bf16_epilogue ssp = {.bias = w->mlp0_b, .map = pt_ssp_forward, .aux = k->sig1 + o,
-                                  .h = s1h, .ldh = F};
+    const pt_bf16_epilogue ssp = {.bias = w->mlp0_b, .map = pt_ssp_forward,
+                                  .aux = pt_schnet_keep_sig(a, k->sig1 + o), .h = s1h, .ldh = F};
     pt_bf16_check(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, n, F, G, 1.0f, a->e + (size_t)r0 * G,
                                   0, G, w->mlp0_w, 0, G, 0.0f, NULL, F, &ssp),
                   n, F, G);

@@ -349,10 +349,16 @@ static void test_gemm_ex_refusals(void **state)
         assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, a, 0, 2, b, 0,
                                          2, 0.0f, c, 2, &short_h),
                          PT_BF16_EFUSED);
-        /* map without aux */
+        /* map without aux is passed NULL (the ssp's value alone): not a refusal */
+        float cm[4], cu[4];
         assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, a, 0, 2, b, 0,
-                                         2, 0.0f, c, 2, &map_no_aux),
-                         PT_BF16_ENULL);
+                                         2, 0.0f, cm, 2, &map_no_aux),
+                         PT_BF16_OK);
+        assert_int_equal(pt_bf16_sgemm(CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, a, 2, b, 2,
+                                       0.0f, cu, 2),
+                         PT_BF16_OK);
+        pt_ssp_forward(cu, NULL, NULL, 2, 2);
+        assert_memory_equal(cm, cu, sizeof cu);
     }
     /* C NULL without a bf16 copy */
     assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, a, 0, 2, b, 0, 2,

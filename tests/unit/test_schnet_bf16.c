@@ -195,6 +195,20 @@ static void test_bf16_fused_step_equals_unfused(void **state)
     assert_memory_equal(f.y, u.y, sizeof(double) * (size_t)batch.cap_graphs);
     assert_memory_equal(&f.loss, &u.loss, sizeof f.loss);
     assert_memory_equal(f.grads, u.grads, sizeof(float) * big.n_params);
+    /* a forward that takes no gradient: the same predictions, and the fused
+     * products write neither sigma (poisoned before, unchanged after) */
+    const size_t s1n = (size_t)acts.n_rows * big.cfg.filters;
+    const size_t s2n = (size_t)batch.cap_nodes * big.cfg.hidden;
+    memset(acts.block[0].sig1, 0xff, s1n * sizeof(float));
+    memset(acts.block[0].sig2, 0xff, s2n * sizeof(float));
+    acts.no_grad = 1;
+    const double *y = pt_schnet_forward(&big, &acts, &batch);
+    acts.no_grad = 0;
+    assert_memory_equal(y, f.y, sizeof(double) * (size_t)batch.cap_graphs);
+    for (size_t i = 0; i < s1n; i++)
+        assert_int_equal(((const uint32_t *)acts.block[0].sig1)[i], 0xffffffffu);
+    for (size_t i = 0; i < s2n; i++)
+        assert_int_equal(((const uint32_t *)acts.block[0].sig2)[i], 0xffffffffu);
     step_free(&f);
     step_free(&u);
 }
