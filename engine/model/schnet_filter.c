@@ -125,22 +125,15 @@ void pt_schnet_filter_forward_rows(const pt_schnet_block *w, pt_schnet_block_act
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
     pt_ssp_forward(k->s1 + o, pt_schnet_keep_sig(a, k->sig1 + o), NULL, n, F);
     pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
-    /* fp32 on the own kernels: the cutoff is the product's epilogue
-     * (sgemm_kernels.h), so W is written once and not read back for it; the
-     * profile books it with the products.  P is kept apart only where it is
-     * not W's own array (forces). */
-    const pt_sgemm_epilogue cut = {.kind = PT_SGEMM_EPI_ROW_SCALE, .scale = a->cut + r0,
-                                   .aux = k->w != k->p ? k->w + o : NULL};
-    if (prec != PT_PRECISION_FP32 ||
-        !pt_sgemm_small_fused(CblasNoTrans, CblasTrans, n, F, F, k->s1 + o, F, w->mlp2_w, F,
-                              0.0f, w->mlp2_b, k->p + o, F, &cut)) {
-        pt_linear_forward(k->p + o, k->s1 + o, w->mlp2_w, w->mlp2_b, n, F, F, 0.0f, prec);
-        pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
-        pt_filter_cutoff_forward(k->w + o, k->p + o, a->cut + r0, n, F);
-        pt_lap(sw, PT_SCHNET_OP_CFCONV);
-    } else {
-        pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
-    }
+    /* The cutoff stays a pass: as the product's epilogue (sgemm_kernels.h:
+     * ROW_SCALE) the same bits cost more in this pipeline than the pass
+     * (water fp32 schnet_profile 43.7-44.5 -> 46.4-46.6 ms a step with it and
+     * the ssp backward's MUL, load 1.4-1.6), though 1-2% less in
+     * bench/sgemm_epilogue's isolated chunks. */
+    pt_linear_forward(k->p + o, k->s1 + o, w->mlp2_w, w->mlp2_b, n, F, F, 0.0f, prec);
+    pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    pt_filter_cutoff_forward(k->w + o, k->p + o, a->cut + r0, n, F);
+    pt_lap(sw, PT_SCHNET_OP_CFCONV);
 }
 
 /* One chunk of the backward from its dP rows dp ([n,F]), ds1 into ds1
@@ -162,17 +155,13 @@ void pt_schnet_filter_backward_rows(const pt_schnet_block *w, pt_schnet_block *d
                       F, F, n);
     else
         pt_linear_backward_weight(dw->mlp2_w, NULL, dp, k->s1 + o, n, 0, F, F, prec);
-    /* fp32 on the own kernels: ds1 = (dP A2) ⊙ σ1 as the product stores it
-     * (in bf16 the same fusion measured no faster than the pass below: the
-     * chunk's ds1 is in L2 either way) */
-    const pt_sgemm_epilogue dssp = {.kind = PT_SGEMM_EPI_MUL, .mul = k->sig1 + o};
-    const int fused = prec == PT_PRECISION_FP32 &&
-                      pt_sgemm_small_fused(CblasNoTrans, CblasNoTrans, n, F, F, dp, F, w->mlp2_w,
-                                           F, 0.0f, NULL, ds1, F, &dssp);
-    if (!fused) pt_linear_backward_input(ds1, dp, w->mlp2_w, n, F, F, 0.0f, prec);
+    /* ds1 = (dP A2) ⊙ σ1 as a pass: the MUL epilogue of the fp32 kernels
+     * cost more in this pipeline (see the forward), and in bf16 the same
+     * fusion measured no faster (the chunk's ds1 is in L2 either way) */
+    pt_linear_backward_input(ds1, dp, w->mlp2_w, n, F, F, 0.0f, prec);
     pt_column_sums_total(total, dp, n, F);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
-    pt_ssp_backward(ds1, dw->mlp0_b, fused ? NULL : k->sig1 + o, n, F);
+    pt_ssp_backward(ds1, dw->mlp0_b, k->sig1 + o, n, F);
     pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
     pt_linear_backward_weight(dw->mlp0_w, NULL, ds1, a->e + (size_t)r0 * G, n, 0, G, F, prec);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);

@@ -84,7 +84,12 @@ int pt_sgemm_bias_run(pt_sgemm_impl impl, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb
  *   ROW_SCALE  W[i,:] = C[i,:] · scale[i] into aux, C kept; or, aux NULL,
  *              into C itself (the filter's cutoff, pt_rows_scale);
  *   MUL        C ← C ⊙ mul (the shifted softplus' backward, d ⊙ σ).
- * aux and mul are [m, ldc] like C.  (The shifted softplus itself is not
+ * aux and mul are [m, ldc] like C.  The model does not call them: in the
+ * filter pipeline (schnet_filter.c) they made water's fp32 step 2-3 ms
+ * slower than the two passes they replace (schnet_profile, load 1.5),
+ * though 1-2% faster in bench/sgemm_epilogue's isolated chunks; they stay
+ * for that comparison and the bf16-style fusions it measures.  (The shifted
+ * softplus itself is not
  * one: it is bound by the multiply-add pipes the product also uses, and
  * its pass over a chunk already reads L2, so run on each tile it was
  * slower, 0.83x: bench/sgemm_epilogue.c's first version.) */
