@@ -26,6 +26,7 @@
 #include "engine/train/config.h"
 #include "engine/data/dataset.h"
 #include "engine/model/schnet.h"
+#include "engine/model/schnet_internal.h"
 #include "engine/train/train.h"
 #include "engine/train/train_internal.h"
 
@@ -177,15 +178,20 @@ int main(int argc, char **argv)
     double outside = measured > 1 ? pe->outside_s / (double)(measured - 1) : 0.0;
     double step = pe->compute_s / (double)measured + outside;
     double gps = (double)pe->graphs / (step * (double)measured);
+    /* the rows per filter-network call (schnet_filter.c's chunks; given no
+     * rows it answers 1 when the filter runs over the whole micro-batch) */
+    const int chunk = pt_schnet_filter_chunk(cfg.training.precision, cfg.model.gaussians,
+                                             cfg.model.filters, 0);
     printf("{\"openblas_core\":\"%s\",\"threads\":%d,\"steps\":%ld,\"graphs_per_s\":%.1f,"
            "\"ms_per_step\":%.3f,\"graphs_per_step\":%.2f,\"micro_packs\":%d,"
            "\"max_nodes\":%d,\"max_edges\":%d,\"precision\":\"%s\","
-           "\"filter_rows_per_edge_slot\":%.3f,\"ms\":{",
+           "\"filter_rows_per_edge_slot\":%.3f,\"filter_chunk\":%d,\"ms\":{",
            openblas_get_corename(), cfg.backend.threads, measured, gps, step * 1e3,
            (double)pe->graphs / (double)measured, cfg.batching.model_batch_size,
            res.limits.max_nodes, res.limits.max_edges,
            cfg.training.precision == PT_PRECISION_BF16 ? "bf16" : "fp32",
-           pe->edge_slots ? (double)pe->rows / (double)pe->edge_slots : 0.0);
+           pe->edge_slots ? (double)pe->rows / (double)pe->edge_slots : 0.0,
+           chunk > 1 ? chunk : 0);
     double parts[PT_SCHNET_OP_COUNT + 2];
     for (int k = 0; k < PT_SCHNET_OP_COUNT; k++)
         parts[k] = pe->prof.seconds[k] / (double)measured;

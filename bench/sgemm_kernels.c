@@ -2,7 +2,7 @@
  * (engine/model/sgemm_kernels.h) on the model's real products, one thread,
  * so the policy "own kernel where it wins" rests on a measurement.
  *
- *   sgemm_kernels U N [SECONDS [IMPLS]]
+ *   sgemm_kernels U N [SECONDS [IMPLS [CHUNK]]]
  *
  * U: filter rows of a micro-batch, N: its node slots (bench_speed.sh and
  * schnet_profile print both).  The products of one training step of seed
@@ -18,7 +18,14 @@
  * {"impl", "weighted_gflops"} (each product weighted by how often a step
  * runs it: T = 4 blocks, 3 node layers per block), "auto" being what the
  * policy picks per product.  IMPLS (default "openblas,avx512,avx2,auto")
- * restricts the implementations, for quicker before/after comparisons.  Prints the OpenBLAS kernel set in use. */
+ * restricts the implementations, for quicker before/after comparisons.
+ * CHUNK (< U): the filter products run as training runs them when its
+ * edge pipeline cuts the U rows into chunks (schnet_filter.c; schnet_profile
+ * prints "filter_chunk"): each measured on CHUNK rows (the weight gradient
+ * accumulating with beta = 1, as across chunks) and weighted by its U rows'
+ * FLOPs.  Small chunks stay in L2 and can run faster than the whole batch,
+ * so the best GEMM rate is the better of both (bench_speed.sh runs both).
+ * Prints the OpenBLAS kernel set in use. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,31 +60,40 @@ typedef struct op {
     int m, n, k;
     float beta;
     int per_step;   /* times a training step runs it */
+    double scale;   /* of its rows (m, or k of a TN) a step runs per measured call: U / CHUNK */
     int weights;    /* distinct B operands it cycles through (below) */
 } op;
 
 int main(int argc, char **argv)
 {
     if (argc < 3 || atoi(argv[1]) <= 0 || atoi(argv[2]) <= 0) {
-        fprintf(stderr, "usage: sgemm_kernels U N [SECONDS [IMPLS]]\n");
+        fprintf(stderr, "usage: sgemm_kernels U N [SECONDS [IMPLS [CHUNK]]]\n");
         return 2;
     }
     int U = atoi(argv[1]), N = atoi(argv[2]);
     double secs = argc > 3 ? atof(argv[3]) : 1.0;
+    const int chunk = argc > 5 ? atoi(argv[5]) : 0;
+    if (argc > 5 && chunk <= 0) {
+        fprintf(stderr, "sgemm_kernels: CHUNK must be a positive row count, not '%s'\n", argv[5]);
+        return 2;
+    }
+    /* R: the rows a filter product runs on per call, sU: how many such calls a step makes */
+    const int R = chunk > 0 && chunk < U ? chunk : U;
+    const double sU = (double)U / (double)R;
     openblas_set_num_threads(1);
     const op ops[] = {
-        {"filter1_fwd", CblasNoTrans, CblasTrans, U, 100, 25, 1.0f, 4, 1},
-        {"filter1_dw", CblasTrans, CblasNoTrans, 100, 25, U, 1.0f, 4, 1},
-        {"filter2_fwd", CblasNoTrans, CblasTrans, U, 100, 100, 1.0f, 4, 1},
-        {"filter2_din", CblasNoTrans, CblasNoTrans, U, 100, 100, 0.0f, 4, 1},
-        {"filter2_dw", CblasTrans, CblasNoTrans, 100, 100, U, 1.0f, 4, 1},
-        {"node_fwd", CblasNoTrans, CblasTrans, N, 100, 100, 1.0f, 12, 3},
-        {"node_din", CblasNoTrans, CblasNoTrans, N, 100, 100, 0.0f, 12, 3},
-        {"node_dw", CblasTrans, CblasNoTrans, 100, 100, N, 1.0f, 12, 3},
-        {"head1_fwd", CblasNoTrans, CblasTrans, N, 50, 100, 1.0f, 1, 3},
-        {"head1_din", CblasNoTrans, CblasNoTrans, N, 100, 50, 0.0f, 1, 3},
-        {"head1_dw", CblasTrans, CblasNoTrans, 50, 100, N, 1.0f, 1, 3},
-        {"head2_fwd", CblasNoTrans, CblasTrans, N, 1, 50, 1.0f, 1, 3},
+        {"filter1_fwd", CblasNoTrans, CblasTrans, R, 100, 25, 1.0f, 4, sU, 1},
+        {"filter1_dw", CblasTrans, CblasNoTrans, 100, 25, R, 1.0f, 4, sU, 1},
+        {"filter2_fwd", CblasNoTrans, CblasTrans, R, 100, 100, 1.0f, 4, sU, 1},
+        {"filter2_din", CblasNoTrans, CblasNoTrans, R, 100, 100, 0.0f, 4, sU, 1},
+        {"filter2_dw", CblasTrans, CblasNoTrans, 100, 100, R, 1.0f, 4, sU, 1},
+        {"node_fwd", CblasNoTrans, CblasTrans, N, 100, 100, 1.0f, 12, 1.0, 3},
+        {"node_din", CblasNoTrans, CblasNoTrans, N, 100, 100, 0.0f, 12, 1.0, 3},
+        {"node_dw", CblasTrans, CblasNoTrans, 100, 100, N, 1.0f, 12, 1.0, 3},
+        {"head1_fwd", CblasNoTrans, CblasTrans, N, 50, 100, 1.0f, 1, 1.0, 3},
+        {"head1_din", CblasNoTrans, CblasNoTrans, N, 100, 50, 0.0f, 1, 1.0, 3},
+        {"head1_dw", CblasTrans, CblasNoTrans, 50, 100, N, 1.0f, 1, 1.0, 3},
+        {"head2_fwd", CblasNoTrans, CblasTrans, N, 1, 50, 1.0f, 1, 1.0, 3},
     };
     const int n_ops = (int)(sizeof ops / sizeof ops[0]);
     const pt_sgemm_impl impls[] = {PT_SGEMM_OPENBLAS, PT_SGEMM_AVX512, PT_SGEMM_AVX2, PT_SGEMM_AUTO};
@@ -95,8 +111,8 @@ int main(int argc, char **argv)
     float *a = filled(big), *b = filled(big + 2 * bstride), *c = filled(big);
     double best[4][16] = {{0}};
     pt_sgemm_impl used[4][16];
-    printf("{\"openblas_core\":\"%s\",\"U\":%d,\"N\":%d,\"rounds\":%d}\n",
-           openblas_get_corename(), U, N, rounds);
+    printf("{\"openblas_core\":\"%s\",\"U\":%d,\"N\":%d,\"filter_rows_per_call\":%d,"
+           "\"rounds\":%d}\n", openblas_get_corename(), U, N, R, rounds);
     /* rounds of every (product, implementation) pair, interleaved, the best
      * round kept: on a shared machine a pair's rate moves with the load, and
      * interleaving gives every pair the same chances */
@@ -137,7 +153,7 @@ int main(int argc, char **argv)
         double flops_w = 0.0, secs_w = 0.0;
         for (int o = 0; o < n_ops; o++) {
             const op *p = &ops[o];
-            double f = 2.0 * p->m * p->n * p->k * p->per_step;
+            double f = 2.0 * p->m * p->n * p->k * p->per_step * p->scale;
             flops_w += f;
             secs_w += f / best[i][o];
             printf("{\"op\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,\"impl\":\"%s\",\"ran\":\"%s\","
