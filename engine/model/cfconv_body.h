@@ -1,16 +1,17 @@
 /* cfconv_body.h — the convolution's register-resident kernels, written once
  * and compiled per instruction set: cfconv_avx512.c and cfconv_avx2.c each
- * define the macros below and include this file (no guard on purpose).
+ * define the macros below (the vector vocabulary by including vec_avx512.h /
+ * vec_avx2.h) and include this file (no guard on purpose).
  * Operations and numerics: cfconv_kernels.h; arguments: schnet_ops.h's
  * pt_cfconv_forward_range / pt_cfconv_backward_range.
  *
  * The caller defines:
  *   CK(name)        the symbol prefix (pt_cfconv_avx512_##name)
- *   V, MASK_T       the vector and lane-mask types; VW lanes per vector
+ *   V, MASK_T       the vector and lane-mask types; VW lanes per vector (vec_*.h)
  *   NVMAX           vectors of a panel (≤ 8: NVMAX accumulators + temporaries
  *                   must fit the register file)
  *   VZERO() VSET1(x) VLOADU(p) VLOADM(p, m) VSTOREU(p, v) VSTOREM(p, m, v)
- *   VFMA(a, b, c) = a·b + c fused   VMUL(a, b)   MASK(n) (first n lanes)
+ *   VFMA(a, b, c) = a·b + c fused   VMUL(a, b)   MASK(n) (first n lanes) (vec_*.h)
  *
  * A row of f floats is cut into panels of at most NVMAX vectors (balanced:
  * f = 100 is one panel of 7 zmm, or 7 + 6 ymm); each panel walks a

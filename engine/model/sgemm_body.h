@@ -1,15 +1,15 @@
 /* sgemm_body.h — the register-blocked product kernels, written once and
  * compiled per instruction set: sgemm_avx512.c and sgemm_avx2.c each define
- * the vector macros below and include this file (it has no guard on
- * purpose).  See sgemm_kernels.h for the layouts and the numerics.
+ * the macros below (the vector vocabulary by including vec_avx512.h /
+ * vec_avx2.h) and include this file (it has no guard on purpose).  See sgemm_kernels.h for the layouts and the numerics.
  *
  * The caller defines:
  *   SK(name)       the symbol prefix (pt_sgemm_avx512_##name)
- *   V, MASK_T      the vector and lane-mask types; VW lanes per vector
+ *   V, MASK_T      the vector and lane-mask types; VW lanes per vector (vec_*.h)
  *   RB, NVMAX      rows and vectors of a register tile (RB·NVMAX + NVMAX + 1
  *                  vector registers must fit the file)
  *   VZERO() VSET1(x) VLOADU(p) VLOADM(p, m) VSTOREU(p, v) VSTOREM(p, m, v)
- *   VFMA(a, b, c) = a·b + c fused   VMUL(a, b)   MASK(n) (first n lanes)
+ *   VFMA(a, b, c) = a·b + c fused   VMUL(a, b)   MASK(n) (first n lanes) (vec_*.h)
  *   SK_NV_CASES(R) SK_CASE(R, 1) … SK_CASE(R, NVMAX): the tiles of a row count
  *
  * A tile is rb ≤ RB rows of C times nv ≤ NVMAX vectors of columns, the last
