@@ -31,21 +31,8 @@
 
 #include "engine/model/bf16.h"
 
-static uint64_t lcg = 0x9e3779b97f4a7c15ull;
-
-static float rnd(void)
-{
-    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((lcg >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
-}
-
-static float *arr(size_t n)
-{
-    float *p = malloc(sizeof(float) * (n ? n : 1));
-    assert_non_null(p);
-    for (size_t i = 0; i < n; i++) p[i] = rnd();
-    return p;
-}
+#define PT_TEST_SEED 0x9e3779b97f4a7c15ull
+#include "tests/unit/rand_fixture.h"
 
 static float bits_float(uint32_t u)
 {
@@ -74,7 +61,7 @@ static void bias_check(int reference)
             const int lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = n + 2;
             const size_t na = (size_t)(ta ? k : m) * lda, nb = (size_t)(tb ? n : k) * ldb;
             const size_t nc = (size_t)m * ldc;
-            float *a = arr(na), *b = arr(nb), *bias = arr((size_t)n), *c0 = arr(nc);
+            float *a = rnd_floats(na, 1.0f), *b = rnd_floats(nb, 1.0f), *bias = rnd_floats((size_t)n, 1.0f), *c0 = rnd_floats(nc, 1.0f);
             float *cb = malloc(nc * sizeof(float)), *cf = malloc(nc * sizeof(float));
             float *cr = malloc(nc * sizeof(float));
             pt_bf16 *a16 = malloc(na * sizeof(pt_bf16)), *b16 = malloc(nb * sizeof(pt_bf16));
@@ -196,7 +183,7 @@ static void test_rounding_special_values(void **state)
             const int ta = t & 1, tb = t >> 1, m = sh[s].m, n = sh[s].n, k = sh[s].k;
             const int lda = ta ? m : k, ldb = tb ? k : n;
             const size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
-            float *a = arr(na), *b = arr(nb), *c32 = arr(nc), *c16 = malloc(nc * sizeof(float));
+            float *a = rnd_floats(na, 1.0f), *b = rnd_floats(nb, 1.0f), *c32 = rnd_floats(nc, 1.0f), *c16 = malloc(nc * sizeof(float));
             pt_bf16 *a16 = malloc(na * sizeof(pt_bf16)), *b16 = malloc(nb * sizeof(pt_bf16));
             assert_true(c16 && a16 && b16);
             /* a few special values each, spread so most rows stay finite */
@@ -239,7 +226,7 @@ static void test_packers_agree_wide(void **state)
             for (int tb = 0; tb < 2; tb++) {
                 const int k = ks[ki], n = ns[ni], ldb = (tb ? k : n) + 1;
                 const size_t nb = (size_t)(tb ? n : k) * ldb;
-                float *b = arr(nb);
+                float *b = rnd_floats(nb, 1.0f);
                 for (size_t i = 0; i < NSPECIAL; i++) b[(i * 37) % nb] = bits_float(SPECIAL[i]);
                 pt_bf16_packed pv, ps;
                 pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
@@ -268,7 +255,7 @@ static void test_reduction_in_chunks(void **state)
     for (int w = 0; w < 3; w++) {
         const int out = widths[w][0], in = widths[w][1];
         const size_t nc = (size_t)out * in;
-        float *dy = arr((size_t)U * out), *x = arr((size_t)U * in), *c1 = arr(nc);
+        float *dy = rnd_floats((size_t)U * out, 1.0f), *x = rnd_floats((size_t)U * in, 1.0f), *c1 = rnd_floats(nc, 1.0f);
         float *c2 = malloc(nc * sizeof(float));
         assert_non_null(c2);
         memcpy(c2, c1, nc * sizeof(float));
@@ -296,7 +283,7 @@ static void test_transposed_b_packed_by_threads(void **state)
     if (!pt_cpu_has_bf16()) skip();
     pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
     const int m = 50, n = 100, k = 2 * 1337 + 1; /* kp·n ≥ 65536: packing is split */
-    float *a = arr((size_t)m * k), *b = arr((size_t)n * k), *c1 = arr((size_t)m * n);
+    float *a = rnd_floats((size_t)m * k, 1.0f), *b = rnd_floats((size_t)n * k, 1.0f), *c1 = rnd_floats((size_t)m * n, 1.0f);
     float *c2 = malloc((size_t)m * n * sizeof(float));
     assert_non_null(c2);
     memcpy(c2, c1, (size_t)m * n * sizeof(float));

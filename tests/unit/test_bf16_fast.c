@@ -34,21 +34,8 @@
 #include "engine/model/bf16.h"
 #include "engine/model/schnet_ops.h"
 
-static uint64_t lcg = 0x2545f4914f6cdd1dull;
-
-static float rnd(void)
-{
-    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((lcg >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
-}
-
-static float *arr(size_t n)
-{
-    float *p = malloc(sizeof(float) * (n ? n : 1));
-    assert_non_null(p);
-    for (size_t i = 0; i < n; i++) p[i] = rnd();
-    return p;
-}
+#define PT_TEST_SEED 0x2545f4914f6cdd1dull
+#include "tests/unit/rand_fixture.h"
 
 static float bits_float(uint32_t u)
 {
@@ -81,7 +68,7 @@ static void check_same(int ta, int tb, int m, int n, int k, int lda, int ldb, fl
 {
     const size_t na = (size_t)(ta ? k : m) * lda, nb = (size_t)(tb ? n : k) * ldb;
     const size_t nc = (size_t)m * n;
-    float *c32 = arr(nc), *c16 = malloc(nc * sizeof(float)), *cr = malloc(nc * sizeof(float));
+    float *c32 = rnd_floats(nc, 1.0f), *c16 = malloc(nc * sizeof(float)), *cr = malloc(nc * sizeof(float));
     pt_bf16 *a16 = malloc(na * sizeof(pt_bf16)), *b16 = malloc(nb * sizeof(pt_bf16));
     assert_true(c16 && cr && a16 && b16);
     memcpy(c16, c32, nc * sizeof(float));
@@ -113,7 +100,7 @@ static void test_contiguous_rows_of_a(void **state)
         for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
             for (int tb = 0; tb < 2; tb++) {
                 const int m = ms[mi], k = ks[ki], n = 100;
-                float *a = arr((size_t)m * k), *b = arr((size_t)n * k);
+                float *a = rnd_floats((size_t)m * k, 1.0f), *b = rnd_floats((size_t)n * k, 1.0f);
                 sprinkle(a, (size_t)m * k, (size_t)m * k / 2);
                 check_same(0, tb, m, n, k, k, tb ? k : n, mi % 2 ? 1.0f : 0.0f, a, b);
                 free(a), free(b);
@@ -132,7 +119,7 @@ static void test_interleaved_pairs_of_rows(void **state)
         for (int at = 0; at < 3; at++) {
             const int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
             const size_t na = (size_t)k * m, nb = (size_t)k * n;
-            float *a = arr(na), *b = arr(nb);
+            float *a = rnd_floats(na, 1.0f), *b = rnd_floats(nb, 1.0f);
             /* a subnormal vector at a row's start, inside one, at the end */
             size_t where[] = {0, na / 2 + 3, na > 16 ? na - 16 : 0};
             sprinkle(a, na, where[at]);
@@ -149,7 +136,7 @@ static void test_interleaved_pairs_of_rows(void **state)
 static void weight_products(float *w, int out, int in, int ldw)
 {
     const int rows = 37;
-    float *x = arr((size_t)rows * in), *dy = arr((size_t)rows * out);
+    float *x = rnd_floats((size_t)rows * in, 1.0f), *dy = rnd_floats((size_t)rows * out, 1.0f);
     check_same(0, 1, rows, out, in, in, ldw, 0.0f, x, w);
     check_same(0, 0, rows, in, out, out, ldw, 1.0f, dy, w);
     free(x), free(dy);
@@ -163,7 +150,7 @@ static void test_cached_weights_follow_changes(void **state)
     enum { NW = 6 }; /* more weights than the cache keeps */
     const int out = 100, in = 25;
     float *w[NW];
-    for (int i = 0; i < NW; i++) w[i] = arr((size_t)out * 100);
+    for (int i = 0; i < NW; i++) w[i] = rnd_floats((size_t)out * 100, 1.0f);
     for (int round = 0; round < 3; round++)
         for (int i = 0; i < NW; i++) {
             weight_products(w[i], out, in, in);
@@ -182,7 +169,7 @@ static void test_cached_weights_follow_changes(void **state)
     weight_products(w[0], 100, 100, 100);
     /* split over two threads: every thread reads the caller's packed copy */
     pt_bf16_set_threads(2);
-    float *x = arr((size_t)2000 * 100);
+    float *x = rnd_floats((size_t)2000 * 100, 1.0f);
     check_same(0, 1, 2000, 100, 100, 100, 100, 0.0f, x, w[1]);
     check_same(0, 1, 2000, 100, 100, 100, 100, 0.0f, x, w[1]);
     pt_bf16_set_threads(1);
@@ -226,8 +213,8 @@ static void test_gemm_ex_fused_equals_unfused(void **state)
             const int tb = variant >> 3 & 1, ta = 0; /* the fused products: X·Wᵀ, dY·W */
             const int lda = k, ldb = tb ? k : n;
             const size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
-            float *a = arr(na), *b = arr(nb), *bias = arr((size_t)n), *scale = arr((size_t)m);
-            float *c0 = arr(nc), *aux0 = arr(nc), *cf = arr(nc), *auxf = arr(nc);
+            float *a = rnd_floats(na, 1.0f), *b = rnd_floats(nb, 1.0f), *bias = rnd_floats((size_t)n, 1.0f), *scale = rnd_floats((size_t)m, 1.0f);
+            float *c0 = rnd_floats(nc, 1.0f), *aux0 = rnd_floats(nc, 1.0f), *cf = rnd_floats(nc, 1.0f), *auxf = rnd_floats(nc, 1.0f);
             pt_bf16 *a_h = malloc(na * sizeof(pt_bf16)), *b_h = malloc(nb * sizeof(pt_bf16));
             pt_bf16 *h0 = malloc(nc * sizeof(pt_bf16)), *hf = malloc(nc * sizeof(pt_bf16));
             assert_true(a_h && b_h && h0 && hf);
@@ -246,7 +233,7 @@ static void test_gemm_ex_fused_equals_unfused(void **state)
                 const pt_bf16_epilogue *e = &eps[ei];
                 const int c_kept = keep_c || !e->h;
                 const float beta = e->bias || !c_kept ? 0.0f : 0.5f;
-                float *cu = arr(nc), *auxu = arr(nc);
+                float *cu = rnd_floats(nc, 1.0f), *auxu = rnd_floats(nc, 1.0f);
                 memcpy(cu, c0, nc * sizeof(float));
                 memcpy(cf, c0, nc * sizeof(float));
                 memset(h0, 0, nc * sizeof(pt_bf16));
@@ -268,10 +255,10 @@ static void test_gemm_ex_fused_equals_unfused(void **state)
                 free(cu), free(auxu);
             }
             /* no epilogue, A transposed (a weight gradient with bf16 B) */
-            float *cu = arr(nc), *cg = malloc(nc * sizeof(float));
+            float *cu = rnd_floats(nc, 1.0f), *cg = malloc(nc * sizeof(float));
             assert_non_null(cg);
             memcpy(cg, cu, nc * sizeof(float));
-            float *at = arr(na);
+            float *at = rnd_floats(na, 1.0f);
             pt_bf16 *at_h = malloc(na * sizeof(pt_bf16));
             assert_non_null(at_h);
             pt_bf16_from_floats(at_h, at, na);
@@ -292,8 +279,8 @@ static void test_gemm_ex_fused_equals_unfused(void **state)
     pt_bf16_set_threads(2);
     {
         const int m = 1000, n = 100, k = 100;
-        float *a = arr((size_t)m * k), *b = arr((size_t)n * k), *bias = arr(n);
-        float *cu = arr((size_t)m * n), *auxu = arr((size_t)m * n), *auxf = arr((size_t)m * n);
+        float *a = rnd_floats((size_t)m * k, 1.0f), *b = rnd_floats((size_t)n * k, 1.0f), *bias = rnd_floats(n, 1.0f);
+        float *cu = rnd_floats((size_t)m * n, 1.0f), *auxu = rnd_floats((size_t)m * n, 1.0f), *auxf = rnd_floats((size_t)m * n, 1.0f);
         pt_bf16 *hu = malloc((size_t)m * n * sizeof(pt_bf16));
         pt_bf16 *hf = malloc((size_t)m * n * sizeof(pt_bf16));
         assert_true(hu && hf);

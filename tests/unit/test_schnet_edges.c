@@ -111,25 +111,12 @@ static void data_close(data *d)
 
 /* ---- helpers --------------------------------------------------------------- */
 
-static uint64_t lcg = 0x9e3779b97f4a7c15ull;
-
-static float rnd(void)
-{
-    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((lcg >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
-}
+#define PT_TEST_SEED 0x9e3779b97f4a7c15ull
+#include "tests/unit/rand_fixture.h"
 
 static void fill(float *p, size_t n, float scale)
 {
     for (size_t i = 0; i < n; i++) p[i] = scale * rnd();
-}
-
-static float *copy_of(const float *p, size_t n)
-{
-    float *q = malloc(sizeof(float) * (n ? n : 1));
-    assert_non_null(q);
-    memcpy(q, p, sizeof(float) * n);
-    return q;
 }
 
 #define SAME(x, y, n) assert_memory_equal((x), (y), sizeof(float) * (size_t)(n))
@@ -218,8 +205,8 @@ static void compare_block(data *d, pt_precision prec, int static_shapes, int rin
                        b->dst_offset, N, F);
     pt_cfconv_force(PT_CFCONV_AUTO);
     pt_schnet_filter_backward(w, &gr.dw, k, &a, U, G, F, &sw);
-    float *s1 = copy_of(k->s1, uf), *sig1 = copy_of(k->sig1, uf), *W = copy_of(k->w, uf);
-    float *mm = copy_of(k->m, nf), *dx = copy_of(a.dx, nf);
+    float *s1 = floats_copy(k->s1, uf), *sig1 = floats_copy(k->sig1, uf), *W = floats_copy(k->w, uf);
+    float *mm = floats_copy(k->m, nf), *dx = floats_copy(a.dx, nf);
 
     /* the pipeline, on poisoned outputs */
     memset(k->s1, 0xff, uf * sizeof(float));

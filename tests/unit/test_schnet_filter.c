@@ -30,29 +30,8 @@
 
 enum { G = 25, F = 100 };
 
-static uint64_t lcg = 0x2545f4914f6cdd1dull;
-
-static float rnd(void)
-{
-    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((lcg >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
-}
-
-static float *arr(size_t n, float scale)
-{
-    float *p = malloc(sizeof(float) * (n ? n : 1));
-    assert_non_null(p);
-    for (size_t i = 0; i < n; i++) p[i] = scale * rnd();
-    return p;
-}
-
-static float *copy(const float *src, size_t n)
-{
-    float *p = malloc(sizeof(float) * (n ? n : 1));
-    assert_non_null(p);
-    memcpy(p, src, sizeof(float) * n);
-    return p;
-}
+#define PT_TEST_SEED 0x2545f4914f6cdd1dull
+#include "tests/unit/rand_fixture.h"
 
 /* Everything one block's filter network reads and writes. */
 typedef struct side {
@@ -66,32 +45,32 @@ static void side_init(side *s, const side *from, int U)
     memset(s, 0, sizeof *s);
     const size_t rf = (size_t)U * F;
     if (!from) {
-        s->w.mlp0_w = arr((size_t)F * G, 0.3f);
-        s->w.mlp0_b = arr(F, 0.1f);
-        s->w.mlp2_w = arr((size_t)F * F, 0.1f);
-        s->w.mlp2_b = arr(F, 0.1f);
-        s->dw.mlp0_w = arr((size_t)F * G, 0.01f); /* accumulated onto */
-        s->dw.mlp0_b = arr(F, 0.01f);
-        s->dw.mlp2_w = arr((size_t)F * F, 0.01f);
-        s->dw.mlp2_b = arr(F, 0.01f);
-        s->a.e = arr((size_t)U * G, 1.0f);
-        s->a.cut = arr(U, 1.0f);
-        s->a.dp = arr(rf, 1.0f);
+        s->w.mlp0_w = rnd_floats((size_t)F * G, 0.3f);
+        s->w.mlp0_b = rnd_floats(F, 0.1f);
+        s->w.mlp2_w = rnd_floats((size_t)F * F, 0.1f);
+        s->w.mlp2_b = rnd_floats(F, 0.1f);
+        s->dw.mlp0_w = rnd_floats((size_t)F * G, 0.01f); /* accumulated onto */
+        s->dw.mlp0_b = rnd_floats(F, 0.01f);
+        s->dw.mlp2_w = rnd_floats((size_t)F * F, 0.01f);
+        s->dw.mlp2_b = rnd_floats(F, 0.01f);
+        s->a.e = rnd_floats((size_t)U * G, 1.0f);
+        s->a.cut = rnd_floats(U, 1.0f);
+        s->a.dp = rnd_floats(rf, 1.0f);
     } else {
         s->w = from->w; /* read only: shared */
-        s->dw.mlp0_w = copy(from->dw.mlp0_w, (size_t)F * G);
-        s->dw.mlp0_b = copy(from->dw.mlp0_b, F);
-        s->dw.mlp2_w = copy(from->dw.mlp2_w, (size_t)F * F);
-        s->dw.mlp2_b = copy(from->dw.mlp2_b, F);
-        s->a.e = copy(from->a.e, (size_t)U * G);
-        s->a.cut = copy(from->a.cut, U);
-        s->a.dp = copy(from->a.dp, rf);
+        s->dw.mlp0_w = floats_copy(from->dw.mlp0_w, (size_t)F * G);
+        s->dw.mlp0_b = floats_copy(from->dw.mlp0_b, F);
+        s->dw.mlp2_w = floats_copy(from->dw.mlp2_w, (size_t)F * F);
+        s->dw.mlp2_b = floats_copy(from->dw.mlp2_b, F);
+        s->a.e = floats_copy(from->a.e, (size_t)U * G);
+        s->a.cut = floats_copy(from->a.cut, U);
+        s->a.dp = floats_copy(from->a.dp, rf);
     }
-    s->k.s1 = arr(rf, 0.0f);
-    s->k.sig1 = arr(rf, 0.0f);
-    s->k.p = arr(rf, 0.0f);
-    s->k.w = arr(rf, 0.0f);
-    s->a.ds1 = arr(rf, 0.0f);
+    s->k.s1 = rnd_floats(rf, 0.0f);
+    s->k.sig1 = rnd_floats(rf, 0.0f);
+    s->k.p = rnd_floats(rf, 0.0f);
+    s->k.w = rnd_floats(rf, 0.0f);
+    s->a.ds1 = rnd_floats(rf, 0.0f);
 }
 
 static void side_free(side *s, int owner)

@@ -29,29 +29,8 @@
 #include "engine/model/schnet_ops.h"
 #include "engine/model/sgemm_kernels.h"
 
-static uint64_t lcg = 0x2545f4914f6cdd1dull;
-
-static float rnd(void)
-{
-    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((lcg >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
-}
-
-static float *arr(size_t n, float scale)
-{
-    float *p = malloc(sizeof(float) * (n ? n : 1));
-    assert_non_null(p);
-    for (size_t i = 0; i < n; i++) p[i] = scale * rnd();
-    return p;
-}
-
-static float *dup(const float *p, size_t n)
-{
-    float *q = malloc(sizeof(float) * (n ? n : 1));
-    assert_non_null(q);
-    memcpy(q, p, sizeof(float) * n);
-    return q;
-}
+#define PT_TEST_SEED 0x2545f4914f6cdd1dull
+#include "tests/unit/rand_fixture.h"
 
 typedef struct prob {
     CBLAS_TRANSPOSE tb;
@@ -66,13 +45,13 @@ static prob make(CBLAS_TRANSPOSE tb, int m, int n, int k, int pad)
     prob p = {tb, m, n, k, k1 + pad, (tb == CblasTrans ? k1 : n) + pad, n + pad,
               NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     const int brows = tb == CblasTrans ? n : k;
-    p.a = arr((size_t)m * p.lda, 1.0f);
-    p.b = arr((size_t)brows * p.ldb, 3.0f);
-    p.bias = arr((size_t)n, 30.0f);
-    p.c0 = arr((size_t)m * p.ldc, 1.0f);
-    p.aux0 = arr((size_t)m * p.ldc, 1.0f);
-    p.scale = arr((size_t)m, 1.0f);
-    p.mul = arr((size_t)m * p.ldc, 1.0f);
+    p.a = rnd_floats((size_t)m * p.lda, 1.0f);
+    p.b = rnd_floats((size_t)brows * p.ldb, 3.0f);
+    p.bias = rnd_floats((size_t)n, 30.0f);
+    p.c0 = rnd_floats((size_t)m * p.ldc, 1.0f);
+    p.aux0 = rnd_floats((size_t)m * p.ldc, 1.0f);
+    p.scale = rnd_floats((size_t)m, 1.0f);
+    p.mul = rnd_floats((size_t)m * p.ldc, 1.0f);
     return p;
 }
 
@@ -135,8 +114,8 @@ static void check(const prob *p)
     for (size_t v = 0; v < sizeof impls / sizeof impls[0]; v++)
         for (int kind = 0; kind < N_EPI; kind++)
             for (int with_bias = 0; with_bias <= 1; with_bias++) {
-                float *c = dup(p->c0, len), *aux = dup(p->aux0, len);
-                float *uc = dup(p->c0, len), *uaux = dup(p->aux0, len);
+                float *c = floats_copy(p->c0, len), *aux = floats_copy(p->aux0, len);
+                float *uc = floats_copy(p->c0, len), *uaux = floats_copy(p->aux0, len);
                 pt_sgemm_epilogue e = epilogue(p, kind, aux);
                 int rc = pt_sgemm_fused_run(impls[v], CblasNoTrans, p->tb, p->m, p->n, p->k,
                                             p->a, p->lda, p->b, p->ldb, 0.0f,
@@ -192,8 +171,8 @@ static void test_policy_entry(void **state)
     (void)state;
     prob p = make(CblasTrans, 40, 100, 25, 0);
     const size_t len = (size_t)p.m * p.ldc;
-    float *c = dup(p.c0, len), *aux = dup(p.aux0, len), *uc = dup(p.c0, len),
-          *uaux = dup(p.aux0, len);
+    float *c = floats_copy(p.c0, len), *aux = floats_copy(p.aux0, len), *uc = floats_copy(p.c0, len),
+          *uaux = floats_copy(p.aux0, len);
     pt_sgemm_epilogue e = epilogue(&p, SCALE_AUX, aux);
     pt_sgemm_force(PT_SGEMM_AUTO);
     int own = pt_sgemm_choice(CblasNoTrans, CblasTrans, p.m, p.n, p.k) != PT_SGEMM_OPENBLAS;
@@ -262,12 +241,12 @@ static void test_ssp_entry_points(void **state)
 {
     (void)state;
     enum { R = 300, C = 100 };
-    float *x = arr((size_t)R * C, 40.0f), *y = dup(x, (size_t)R * C);
-    float *sig = arr((size_t)R * C, 1.0f);
+    float *x = rnd_floats((size_t)R * C, 40.0f), *y = floats_copy(x, (size_t)R * C);
+    float *sig = rnd_floats((size_t)R * C, 1.0f);
     pt_ssp_forward(x, sig, NULL, R, C);
     pt_ssp_forward(y, NULL, NULL, R, C);
     assert_memory_equal(x, y, sizeof(float) * R * C);
-    float *d = arr((size_t)R * C, 1.0f), *dm = dup(d, (size_t)R * C);
+    float *d = rnd_floats((size_t)R * C, 1.0f), *dm = floats_copy(d, (size_t)R * C);
     for (size_t i = 0; i < (size_t)R * C; i++) dm[i] = d[i] * sig[i];
     float db[C], dbm[C];
     for (int k = 0; k < C; k++) db[k] = dbm[k] = 0.25f * (float)k;

@@ -40,13 +40,8 @@
 
 extern char **environ;
 
-static uint64_t lcg = 0x9e3779b97f4a7c15ull;
-
-static float rnd(void)
-{
-    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((lcg >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
-}
+#define PT_TEST_SEED 0x9e3779b97f4a7c15ull
+#include "tests/unit/rand_fixture.h"
 
 typedef struct prob {
     CBLAS_TRANSPOSE ta, tb;
