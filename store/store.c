@@ -410,6 +410,45 @@ int pt_store_page_token_decode(pt_store *s, const char *token, int64_t *created_
     return PT_STORE_OK;
 }
 
+int pt_store_page_after_parse(pt_store *s, const char *token, pt_store_page_after *after)
+{
+    memset(after, 0, sizeof(*after));
+    after->paged = token && token[0];
+    return after->paged ? pt_store_page_token_decode(s, token, &after->at, after->id) : PT_STORE_OK;
+}
+
+void pt_store_page_bind(sqlite3_stmt *st, const char *owner, int limit, const pt_store_page_after *after)
+{
+    pt_store_bind_text(st, 1, owner);
+    sqlite3_bind_int(st, 2, limit + 1);
+    if (after->paged) {
+        sqlite3_bind_int64(st, 3, after->at);
+        pt_store_bind_text(st, 4, after->id);
+    }
+}
+
+int pt_store_page_read(pt_store *s, sqlite3_stmt *st, int limit, size_t item_size, pt_store_row_fn from_row,
+                       void **items, size_t *n, int *more, const char *what)
+{
+    int rc = PT_STORE_OK, step = SQLITE_DONE;
+    *n = 0;
+    *more = 0;
+    *items = calloc((size_t)limit, item_size);
+    if (!*items) rc = pt_store_fail(s, PT_STORE_IO, "%s: out of memory", what);
+    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == (size_t)limit) {
+            *more = 1;
+            break;
+        }
+        rc = from_row(s, st, (char *)*items + *n * item_size);
+        (*n)++;   /* counted even when it failed: page_clear frees what the row got */
+    }
+    if (!rc && !*more && step != SQLITE_DONE) rc = pt_store_fail_sql(s, step, what);
+    sqlite3_clear_bindings(st);
+    sqlite3_reset(st);
+    return rc;
+}
+
 int pt_store_list_grow(pt_store *s, void **items, size_t *cap, size_t n, size_t elem_size,
                        size_t first, const char *what)
 {

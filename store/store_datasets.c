@@ -94,6 +94,11 @@ static int check_new(pt_store *s, const pt_store_dataset *in)
     return rc;
 }
 
+static int dataset_row(pt_store *s, sqlite3_stmt *st, void *item)
+{
+    return dataset_from_row(s, st, item);
+}
+
 static int get_in_tx(pt_store *s, const char *owner, const char *id, pt_store_dataset *out)
 {
     sqlite3_stmt *st = NULL;
@@ -286,34 +291,14 @@ int pt_store_dataset_list(pt_store *s, const char *owner, int limit, const char 
     int rc = pt_store_check_text(s, "owner", owner, PT_STORE_OWNER_MAX);
     if (!rc) rc = pt_store_check_limit(s, limit, &limit);
     if (rc) return rc;
-    int64_t after_at = 0;
-    char after_id[PT_STORE_ID_MAX] = "";
-    int paged = page_token && page_token[0];
-    if (paged && (rc = pt_store_page_token_decode(s, page_token, &after_at, after_id))) return rc;
-
+    pt_store_page_after after;
+    if ((rc = pt_store_page_after_parse(s, page_token, &after))) return rc;
     sqlite3_stmt *st = NULL;
-    rc = pt_store_stmt(s, paged ? SQL_LIST_AFTER : SQL_LIST_FIRST, &st);
-    if (rc) return rc;
-    out->items = calloc((size_t)limit, sizeof(*out->items));
-    if (!out->items) return pt_store_fail(s, PT_STORE_IO, "dataset list: out of memory");
-    pt_store_bind_text(st, 1, owner);
-    sqlite3_bind_int(st, 2, limit + 1);   /* one more tells whether a next page exists */
-    if (paged) {
-        sqlite3_bind_int64(st, 3, after_at);
-        pt_store_bind_text(st, 4, after_id);
-    }
-    int step = SQLITE_DONE;
+    if ((rc = pt_store_stmt(s, after.paged ? SQL_LIST_AFTER : SQL_LIST_FIRST, &st))) return rc;
+    pt_store_page_bind(st, owner, limit, &after);
     int more = 0;
-    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
-        if (out->n == (size_t)limit) {
-            more = 1;
-            break;
-        }
-        rc = dataset_from_row(s, st, &out->items[out->n]);
-        out->n++;
-    }
-    if (!rc && !more && step != SQLITE_DONE) rc = pt_store_fail_sql(s, step, "list datasets");
-    sqlite3_reset(st);
+    rc = pt_store_page_read(s, st, limit, sizeof(*out->items), dataset_row, (void **)&out->items, &out->n,
+                            &more, "list datasets");
     if (rc) {
         pt_store_dataset_page_clear(out);
         return rc;

@@ -82,6 +82,26 @@ void pt_store_page_token_encode(int64_t created_at, const char *id, char out[PT_
 int pt_store_page_token_decode(pt_store *s, const char *token, int64_t *created_at,
                                char id[PT_STORE_ID_MAX]);
 
+/* Keyset pages, the one way every list pages: rows ordered by (created_at, id),
+ * a page starting after the (created_at, id) its token names.
+ * pt_store_page_after_parse decodes token (NULL or "" = the first page).
+ * pt_store_page_bind binds a list statement's common parameters: ?1 owner,
+ * ?2 limit + 1 (the extra row tells whether a next page exists) and, when
+ * paged, ?3 created_at and ?4 id.  pt_store_page_read steps the bound
+ * statement into *items (limit slots of item_size, allocated here) by from_row,
+ * sets *n and *more (a further row exists), then clears and resets it; on
+ * failure the caller frees the *n rows read with its page_clear. */
+typedef int (*pt_store_row_fn)(pt_store *s, sqlite3_stmt *st, void *item);
+typedef struct {
+    int paged;
+    int64_t at;
+    char id[PT_STORE_ID_MAX];
+} pt_store_page_after;
+int pt_store_page_after_parse(pt_store *s, const char *token, pt_store_page_after *after);
+void pt_store_page_bind(sqlite3_stmt *st, const char *owner, int limit, const pt_store_page_after *after);
+int pt_store_page_read(pt_store *s, sqlite3_stmt *st, int limit, size_t item_size, pt_store_row_fn from_row,
+                       void **items, size_t *n, int *more, const char *what);
+
 /* Migrations: migrations[i] takes the schema from version i to i + 1.  All
  * pending ones run inside one BEGIN IMMEDIATE transaction, so a failure leaves
  * the database exactly as it was.  A database whose user_version exceeds n is

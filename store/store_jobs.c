@@ -356,6 +356,11 @@ int pt_store_idempotency_prune(pt_store *s, int64_t before_us, int64_t *n_remove
 
 /* ---- lists ----------------------------------------------------------------- */
 
+static int job_row(pt_store *s, sqlite3_stmt *st, void *item)
+{
+    return pt_store_job_from_row(s, st, item);
+}
+
 int pt_store_job_list(pt_store *s, const char *owner, const pt_store_job_filter *filter, int limit,
                       const char *page_token, pt_store_job_page *out)
 {
@@ -368,38 +373,18 @@ int pt_store_job_list(pt_store *s, const char *owner, const pt_store_job_filter 
     if (!rc && f->state && pt_job_state_parse(f->state, &state) != 0)
         rc = pt_store_fail(s, PT_STORE_INVALID, "job state filter '%.32s' is not a state", f->state);
     if (rc) return rc;
-    int64_t after_at = 0;
-    char after_id[PT_STORE_ID_MAX] = "";
-    int paged = page_token && page_token[0];
-    if (paged && (rc = pt_store_page_token_decode(s, page_token, &after_at, after_id))) return rc;
-
+    pt_store_page_after after;
+    if ((rc = pt_store_page_after_parse(s, page_token, &after))) return rc;
     sqlite3_stmt *st = NULL;
-    rc = pt_store_stmt(s, SQL_LIST, &st);
-    if (rc) return rc;
-    out->items = calloc((size_t)limit, sizeof(*out->items));
-    if (!out->items) return pt_store_fail(s, PT_STORE_IO, "job list: out of memory");
-    pt_store_bind_text(st, 1, owner);
-    sqlite3_bind_int(st, 2, limit + 1);   /* one more tells whether a next page exists */
-    if (paged) {
-        sqlite3_bind_int64(st, 3, after_at);
-        pt_store_bind_text(st, 4, after_id);
-    }
+    if ((rc = pt_store_stmt(s, SQL_LIST, &st))) return rc;
+    pt_store_page_bind(st, owner, limit, &after);
     pt_store_bind_text(st, 5, f->state);
     pt_store_bind_text(st, 6, f->dataset_id);
     pt_store_bind_text(st, 7, f->name);
     pt_store_bind_text(st, 8, f->tag);
-    int step = SQLITE_DONE, more = 0;
-    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
-        if (out->n == (size_t)limit) {
-            more = 1;
-            break;
-        }
-        rc = pt_store_job_from_row(s, st, &out->items[out->n]);
-        out->n++;
-    }
-    if (!rc && !more && step != SQLITE_DONE) rc = pt_store_fail_sql(s, step, "list jobs");
-    sqlite3_clear_bindings(st);
-    sqlite3_reset(st);
+    int more = 0;
+    rc = pt_store_page_read(s, st, limit, sizeof(*out->items), job_row, (void **)&out->items, &out->n, &more,
+                            "list jobs");
     if (rc) {
         pt_store_job_page_clear(out);
         return rc;

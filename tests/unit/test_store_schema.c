@@ -1,6 +1,7 @@
 /* test_store_schema.c — opening the store: pragmas, migrations (fresh,
  * reopen, in order, atomic, newer-version refusal), open errors, the busy
- * error, and the shared helpers (ids, SHA-256, state names). */
+ * error, and the shared helpers (ids, SHA-256, state names, the keyset page
+ * reader every list uses). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -353,6 +354,73 @@ static void test_state_names_and_lifecycle_table(void **state)
     assert_int_equal(pt_job_transition_allowed(PT_JOB_ANY, PT_JOB_QUEUED), 0);
 }
 
+/* The page reader: rows 1..5 of a VALUES table paged by the bound ?2
+ * (limit + 1); a row the caller's from_row refuses stops the page with that
+ * error and counts the row, so page_clear can free it; the extra row that
+ * tells "more" is never converted. */
+typedef struct { long long v; } int_item;
+
+static int int_row(pt_store *s, sqlite3_stmt *st, void *item)
+{
+    long long v = sqlite3_column_int64(st, 0);
+    if (v == 4) return pt_store_fail(s, PT_STORE_INVALID, "row %lld refused", v);
+    ((int_item *)item)->v = v;
+    return PT_STORE_OK;
+}
+
+static void test_page_reader(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(pt_store_open(&f->s, f->path, NULL, 0), PT_STORE_OK);
+    static const char sql[] =
+        "WITH t(v) AS (VALUES (1), (2), (3), (4), (5)) SELECT v FROM t WHERE ?1 IS NOT NULL "
+        "AND (?3 IS NULL OR v > ?3) ORDER BY v LIMIT ?2";
+    pt_store_page_after after;
+    assert_int_equal(pt_store_page_after_parse(f->s, NULL, &after), PT_STORE_OK);
+    assert_int_equal(after.paged, 0);
+    assert_int_equal(pt_store_page_after_parse(f->s, "", &after), PT_STORE_OK);
+    assert_int_equal(after.paged, 0);
+    assert_int_equal(pt_store_page_after_parse(f->s, "zz", &after), PT_STORE_INVALID);
+
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(pt_store_stmt(f->s, sql, &st), PT_STORE_OK);
+    void *items = NULL;
+    size_t n = 0;
+    int more = 0;
+    pt_store_page_bind(st, "alice", 2, &after);
+    assert_int_equal(pt_store_page_read(f->s, st, 2, sizeof(int_item), int_row, &items, &n, &more, "list ints"),
+                     PT_STORE_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(more, 1);
+    assert_int_equal(((int_item *)items)[0].v, 1);
+    assert_int_equal(((int_item *)items)[1].v, 2);
+    free(items);
+
+    /* the next page starts after row 2 (only created_at is used by this SQL) */
+    char token[PT_STORE_PAGE_TOKEN_MAX];
+    pt_store_page_token_encode(2, "x", token);
+    assert_int_equal(pt_store_page_after_parse(f->s, token, &after), PT_STORE_OK);
+    assert_int_equal(after.paged, 1);
+    assert_int_equal(after.at, 2);
+    assert_string_equal(after.id, "x");
+    pt_store_page_bind(st, "alice", 2, &after);
+    assert_int_equal(pt_store_page_read(f->s, st, 2, sizeof(int_item), int_row, &items, &n, &more, "list ints"),
+                     PT_STORE_INVALID);
+    assert_string_equal(pt_store_errmsg(f->s), "row 4 refused");
+    assert_int_equal(n, 2);   /* row 3 and the refused row 4 */
+    assert_int_equal(more, 0);
+    free(items);
+
+    /* the statement was cleared: an unpaged bind starts from row 1 again */
+    assert_int_equal(pt_store_page_after_parse(f->s, NULL, &after), PT_STORE_OK);
+    pt_store_page_bind(st, "alice", 3, &after);
+    assert_int_equal(pt_store_page_read(f->s, st, 3, sizeof(int_item), int_row, &items, &n, &more, "list ints"),
+                     PT_STORE_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(more, 1);   /* row 4 exists; it was not read into the page */
+    free(items);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -366,6 +434,7 @@ int main(void)
         cmocka_unit_test(test_status_names_and_errmsg),
         cmocka_unit_test(test_ids_and_hashes),
         cmocka_unit_test(test_state_names_and_lifecycle_table),
+        cmocka_unit_test_setup_teardown(test_page_reader, setup, teardown),
     };
     return cmocka_run_group_tests_name("store_schema", tests, NULL, NULL);
 }
