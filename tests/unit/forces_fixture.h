@@ -22,6 +22,7 @@
 
 #include "engine/core/rng.h"
 #include "engine/model/schnet.h"
+#include "tests/ref/model_ref.h"
 
 /* every helper may go unused in one of the test files that include this */
 #define FX_FN static __attribute__((unused))
@@ -254,36 +255,10 @@ FX_FN void fx_make_model(pt_schnet *m, pt_readout readout)
     c.readout = readout;
     c.use_atomref = 1;
     assert_int_equal(pt_schnet_init(m, &c, NULL), 0);
-    double ref[PT_SCHNET_ZROWS] = {0};
-    ref[1] = -0.6;
-    ref[6] = -3.8;
-    ref[7] = -5.4;
-    ref[8] = -7.5;
-    pt_schnet_set_atomref(m, 0, ref);
-    pt_schnet_init_weights(m, 8);
-    m->mean[0] = -0.25;
-    m->std[0] = 1.7;
-    pt_rng r;
-    pt_rng_init(&r, 98, 0);
-    for (size_t t = 0; t < m->n_tensors; t++)
-        if (m->tensors[t].ndim == 1)
-            for (size_t k = 0; k < m->tensors[t].numel; k++)
-                m->params_memory[m->tensors[t].offset + k] = (float)(pt_rng_uniform(&r) - 0.5);
+    ref_model_fill(m, (const double[4]){-0.6, -3.8, -5.4, -7.5}, 8, -0.25, 1.7, 98);
 }
 
 /* ---- float64 dual-number reference ------------------------------------------------ */
-
-FX_FN double fx_ssp(double x) { return log1p(exp(-fabs(x))) + fmax(x, 0.0) - PT_LN2; }
-FX_FN double fx_sig(double x) { return 1.0 / (1.0 + exp(-x)); }
-
-FX_FN const double *fx_tensor(const pt_schnet *m, const double *theta, const char *fmt, int t)
-{
-    char name[PT_SCHNET_NAME_MAX];
-    snprintf(name, sizeof(name), fmt, t);
-    const pt_schnet_tensor *tt = pt_schnet_find_tensor(m, name);
-    assert_non_null(tt);
-    return theta + tt->offset;
-}
 
 /* y = E of structure s and ydot = dE along the edge-vector tangent vdot[k]
  * (NULL: 0), PyG's equations on every directed edge of el. */
@@ -295,7 +270,7 @@ FX_FN void fx_ref_energy(const pt_schnet *m, const double *theta, const fstruct 
     static double h[FX_MAXA][FX_MAXW], hd[FX_MAXA][FX_MAXW], e[FX_MAXE][FX_MAXW],
         ed[FX_MAXE][FX_MAXW], C[FX_MAXE], Cd[FX_MAXE], W[FX_MAXE][FX_MAXW], Wd[FX_MAXE][FX_MAXW];
     assert_true(H <= FX_MAXW && F <= FX_MAXW && G <= FX_MAXW);
-    const double *emb = fx_tensor(m, theta, "embedding.weight", 0);
+    const double *emb = ref_tensor(m, theta, "embedding.weight", 0);
     for (int i = 0; i < n; i++)
         for (int c = 0; c < H; c++) {
             h[i][c] = emb[s->z[i] * H + c];
@@ -318,15 +293,15 @@ FX_FN void fx_ref_energy(const pt_schnet *m, const double *theta, const fstruct 
         Cd[k] = d < rc ? -0.5 * sin(M_PI * d / rc) * M_PI / rc * dd : 0.0;
     }
     for (int t = 0; t < m->cfg.interactions; t++) {
-        const double *A1 = fx_tensor(m, theta, "interactions.%d.mlp.0.weight", t);
-        const double *a1 = fx_tensor(m, theta, "interactions.%d.mlp.0.bias", t);
-        const double *A2 = fx_tensor(m, theta, "interactions.%d.mlp.2.weight", t);
-        const double *a2 = fx_tensor(m, theta, "interactions.%d.mlp.2.bias", t);
-        const double *L1 = fx_tensor(m, theta, "interactions.%d.conv.lin1.weight", t);
-        const double *L2 = fx_tensor(m, theta, "interactions.%d.conv.lin2.weight", t);
-        const double *c2 = fx_tensor(m, theta, "interactions.%d.conv.lin2.bias", t);
-        const double *L3 = fx_tensor(m, theta, "interactions.%d.lin.weight", t);
-        const double *c3 = fx_tensor(m, theta, "interactions.%d.lin.bias", t);
+        const double *A1 = ref_tensor(m, theta, "interactions.%d.mlp.0.weight", t);
+        const double *a1 = ref_tensor(m, theta, "interactions.%d.mlp.0.bias", t);
+        const double *A2 = ref_tensor(m, theta, "interactions.%d.mlp.2.weight", t);
+        const double *a2 = ref_tensor(m, theta, "interactions.%d.mlp.2.bias", t);
+        const double *L1 = ref_tensor(m, theta, "interactions.%d.conv.lin1.weight", t);
+        const double *L2 = ref_tensor(m, theta, "interactions.%d.conv.lin2.weight", t);
+        const double *c2 = ref_tensor(m, theta, "interactions.%d.conv.lin2.bias", t);
+        const double *L3 = ref_tensor(m, theta, "interactions.%d.lin.weight", t);
+        const double *c3 = ref_tensor(m, theta, "interactions.%d.lin.bias", t);
         for (int k = 0; k < el->n; k++) {
             double s1[FX_MAXW], s1d[FX_MAXW];
             for (int f = 0; f < F; f++) {
@@ -335,8 +310,8 @@ FX_FN void fx_ref_energy(const pt_schnet *m, const double *theta, const fstruct 
                     z += A1[f * G + g] * e[k][g];
                     zd += A1[f * G + g] * ed[k][g];
                 }
-                s1[f] = fx_ssp(z);
-                s1d[f] = fx_sig(z) * zd;
+                s1[f] = ssp_ref(z);
+                s1d[f] = sig_ref(z) * zd;
             }
             for (int f = 0; f < F; f++) {
                 double p = a2[f], pd = 0.0;
@@ -372,8 +347,8 @@ FX_FN void fx_ref_energy(const pt_schnet *m, const double *theta, const fstruct 
                     z += L2[c * F + f] * mm[i][f];
                     zd += L2[c * F + f] * md[i][f];
                 }
-                u[c] = fx_ssp(z);
-                ud[c] = fx_sig(z) * zd;
+                u[c] = ssp_ref(z);
+                ud[c] = sig_ref(z) * zd;
             }
             for (int c = 0; c < H; c++) {
                 double v = c3[c], vd = 0.0;
@@ -386,9 +361,9 @@ FX_FN void fx_ref_energy(const pt_schnet *m, const double *theta, const fstruct 
             }
         }
     }
-    const double *W4 = fx_tensor(m, theta, "lin1.weight", 0), *b4 = fx_tensor(m, theta, "lin1.bias", 0);
-    const double *w5 = fx_tensor(m, theta, "lin2.weight", 0), *b5 = fx_tensor(m, theta, "lin2.bias", 0);
-    const double *aref = fx_tensor(m, theta, "atomref.weight", 0);
+    const double *W4 = ref_tensor(m, theta, "lin1.weight", 0), *b4 = ref_tensor(m, theta, "lin1.bias", 0);
+    const double *w5 = ref_tensor(m, theta, "lin2.weight", 0), *b5 = ref_tensor(m, theta, "lin2.bias", 0);
+    const double *aref = ref_tensor(m, theta, "atomref.weight", 0);
     double sum = 0.0, sumd = 0.0;
     for (int i = 0; i < n; i++) {
         double o = b5[0], od = 0.0;
@@ -398,8 +373,8 @@ FX_FN void fx_ref_energy(const pt_schnet *m, const double *theta, const fstruct 
                 z += W4[j * H + c] * h[i][c];
                 zd += W4[j * H + c] * hd[i][c];
             }
-            o += w5[j] * fx_ssp(z);
-            od += w5[j] * fx_sig(z) * zd;
+            o += w5[j] * ssp_ref(z);
+            od += w5[j] * sig_ref(z) * zd;
         }
         sum += o * m->std[0] + m->mean[0] + aref[s->z[i]];
         sumd += od * m->std[0];

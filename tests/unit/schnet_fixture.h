@@ -14,6 +14,7 @@
 
 #include "engine/core/rng.h"
 #include "engine/model/schnet.h"
+#include "tests/ref/model_ref.h"
 /* ---- hand-built batches ---------------------------------------------------- */
 
 enum { MAXA = 6, MAXM = 6 };
@@ -166,36 +167,10 @@ static void make_model(pt_schnet *m, pt_readout readout)
 {
     pt_schnet_config c = small_config(readout);
     assert_int_equal(pt_schnet_init(m, &c, NULL), 0);
-    double ref[PT_SCHNET_ZROWS] = {0};
-    ref[1] = -0.6;
-    ref[6] = -37.8;
-    ref[7] = -54.5;
-    ref[8] = -75.0;
-    pt_schnet_set_atomref(m, 0, ref);
-    pt_schnet_init_weights(m, 5);
-    m->mean[0] = -0.75;
-    m->std[0] = 2.5;
-    /* biases are zero after init; give them values so their paths are tested */
-    pt_rng r;
-    pt_rng_init(&r, 99, 0);
-    for (size_t t = 0; t < m->n_tensors; t++)
-        if (m->tensors[t].ndim == 1)
-            for (size_t k = 0; k < m->tensors[t].numel; k++)
-                m->params_memory[m->tensors[t].offset + k] = (float)(pt_rng_uniform(&r) - 0.5);
+    ref_model_fill(m, (const double[4]){-0.6, -37.8, -54.5, -75.0}, 5, -0.75, 2.5, 99);
 }
 
 /* ---- double-precision reference -------------------------------------------- */
-
-static double ssp_d(double x) { return log1p(exp(-fabs(x))) + fmax(x, 0.0) - PT_LN2; }
-
-static const double *tensor_d(const pt_schnet *m, const double *theta, const char *fmt, int t)
-{
-    char name[PT_SCHNET_NAME_MAX];
-    snprintf(name, sizeof(name), fmt, t);
-    const pt_schnet_tensor *tt = pt_schnet_find_tensor(m, name);
-    assert_non_null(tt);
-    return theta + tt->offset;
-}
 
 /* The trunk's output h_T [N,H] (malloc'd; the caller frees it). */
 static double *reference_trunk(const pt_schnet *m, const double *theta, const pt_batch *b)
@@ -205,19 +180,19 @@ static double *reference_trunk(const pt_schnet *m, const double *theta, const pt
     const double rc = m->cfg.cutoff, step = rc / (G - 1), gamma = -0.5 / (step * step);
     double *h = calloc((size_t)N * H, sizeof(double)), *x = calloc((size_t)N * F, sizeof(double));
     double *mm = calloc((size_t)N * F, sizeof(double)), *W = calloc((size_t)E * F, sizeof(double));
-    const double *emb = tensor_d(m, theta, "embedding.weight", 0);
+    const double *emb = ref_tensor(m, theta, "embedding.weight", 0);
     for (int i = 0; i < N; i++)
         for (int c = 0; c < H; c++) h[i * H + c] = emb[b->z[i] * H + c];
     for (int t = 0; t < m->cfg.interactions; t++) {
-        const double *A1 = tensor_d(m, theta, "interactions.%d.mlp.0.weight", t);
-        const double *a1 = tensor_d(m, theta, "interactions.%d.mlp.0.bias", t);
-        const double *A2 = tensor_d(m, theta, "interactions.%d.mlp.2.weight", t);
-        const double *a2 = tensor_d(m, theta, "interactions.%d.mlp.2.bias", t);
-        const double *L1 = tensor_d(m, theta, "interactions.%d.conv.lin1.weight", t);
-        const double *L2 = tensor_d(m, theta, "interactions.%d.conv.lin2.weight", t);
-        const double *c2 = tensor_d(m, theta, "interactions.%d.conv.lin2.bias", t);
-        const double *L3 = tensor_d(m, theta, "interactions.%d.lin.weight", t);
-        const double *c3 = tensor_d(m, theta, "interactions.%d.lin.bias", t);
+        const double *A1 = ref_tensor(m, theta, "interactions.%d.mlp.0.weight", t);
+        const double *a1 = ref_tensor(m, theta, "interactions.%d.mlp.0.bias", t);
+        const double *A2 = ref_tensor(m, theta, "interactions.%d.mlp.2.weight", t);
+        const double *a2 = ref_tensor(m, theta, "interactions.%d.mlp.2.bias", t);
+        const double *L1 = ref_tensor(m, theta, "interactions.%d.conv.lin1.weight", t);
+        const double *L2 = ref_tensor(m, theta, "interactions.%d.conv.lin2.weight", t);
+        const double *c2 = ref_tensor(m, theta, "interactions.%d.conv.lin2.bias", t);
+        const double *L3 = ref_tensor(m, theta, "interactions.%d.lin.weight", t);
+        const double *c3 = ref_tensor(m, theta, "interactions.%d.lin.bias", t);
         for (int k = 0; k < E; k++) {
             double d = b->edge_dist[k], e[64], s1[64];
             double C = d < rc ? 0.5 * (cos(M_PI * d / rc) + 1.0) : 0.0;
@@ -225,7 +200,7 @@ static double *reference_trunk(const pt_schnet *m, const double *theta, const pt
             for (int f = 0; f < F; f++) {
                 double v = a1[f];
                 for (int g = 0; g < G; g++) v += A1[f * G + g] * e[g];
-                s1[f] = ssp_d(v);
+                s1[f] = ssp_ref(v);
             }
             for (int f = 0; f < F; f++) {
                 double v = a2[f];
@@ -248,7 +223,7 @@ static double *reference_trunk(const pt_schnet *m, const double *theta, const pt
             for (int c = 0; c < H; c++) {
                 double v = c2[c];
                 for (int f = 0; f < F; f++) v += L2[c * F + f] * mm[i * F + f];
-                u[c] = ssp_d(v);
+                u[c] = ssp_ref(v);
             }
             for (int c = 0; c < H; c++) {
                 double v = c3[c];
@@ -268,9 +243,9 @@ static double reference(const pt_schnet *m, const double *theta, const pt_batch 
 {
     const int H = m->cfg.hidden, H2 = H / 2, N = b->cap_nodes;
     double *h = reference_trunk(m, theta, b);
-    const double *W4 = tensor_d(m, theta, "lin1.weight", 0), *b4 = tensor_d(m, theta, "lin1.bias", 0);
-    const double *w5 = tensor_d(m, theta, "lin2.weight", 0), *b5 = tensor_d(m, theta, "lin2.bias", 0);
-    const double *aref = m->cfg.use_atomref ? tensor_d(m, theta, "atomref.weight", 0) : NULL;
+    const double *W4 = ref_tensor(m, theta, "lin1.weight", 0), *b4 = ref_tensor(m, theta, "lin1.bias", 0);
+    const double *w5 = ref_tensor(m, theta, "lin2.weight", 0), *b5 = ref_tensor(m, theta, "lin2.bias", 0);
+    const double *aref = m->cfg.use_atomref ? ref_tensor(m, theta, "atomref.weight", 0) : NULL;
     int count[64] = {0};
     for (int g = 0; g < b->cap_graphs; g++) y[g] = 0.0;
     for (int i = 0; i < N; i++) {
@@ -279,7 +254,7 @@ static double reference(const pt_schnet *m, const double *theta, const pt_batch 
         for (int j = 0; j < H2; j++) {
             double v = b4[j];
             for (int c = 0; c < H; c++) v += W4[j * H + c] * h[i * H + c];
-            o += w5[j] * ssp_d(v);
+            o += w5[j] * ssp_ref(v);
         }
         o = o * m->std[0] + m->mean[0] + (aref ? aref[b->z[i]] : 0.0);
         y[b->node_graph[i]] += o;

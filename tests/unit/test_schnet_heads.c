@@ -130,7 +130,7 @@ static double reference_heads(const pt_schnet *m, const double *theta, const pt_
             for (int j = 0; j < H2; j++) {
                 double v = b4[j];
                 for (int c = 0; c < H; c++) v += W4[j * H + c] * h[i * H + c];
-                o += w5[j] * ssp_d(v);
+                o += w5[j] * ssp_ref(v);
             }
             o = o * m->std[k] + m->mean[k] + (aref ? aref[b->z[i]] : 0.0);
             if (hc->level == PT_HEAD_ATOM) {

@@ -24,6 +24,7 @@
 #include "engine/core/rng.h"
 #include "engine/model/bf16.h"
 #include "engine/model/schnet_ops.h"
+#include "tests/ref/model_ref.h"
 
 static pt_rng rng;
 
@@ -45,8 +46,6 @@ static void assert_close_d(const char *what, const float *got, const double *wan
     }
 }
 
-static double ssp_ref(double x) { return log1p(exp(-fabs(x))) + fmax(x, 0.0) - PT_LN2; }
-static double sig_ref(double x) { return 1.0 / (1.0 + exp(-x)); }
 
 /* ---- linear ---------------------------------------------------------------- */
 

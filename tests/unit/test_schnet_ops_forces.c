@@ -24,6 +24,7 @@
 
 #include "engine/core/rng.h"
 #include "engine/model/schnet_ops.h"
+#include "tests/ref/model_ref.h"
 
 static pt_rng rng;
 
@@ -51,7 +52,6 @@ static void assert_close_d(const char *what, const float *got, const double *wan
     }
 }
 
-static double sig_ref(double x) { return 1.0 / (1.0 + exp(-x)); }
 
 /* ---- edge basis --------------------------------------------------------------- */
 

@@ -14,9 +14,8 @@
 #include <string.h>
 
 #include "engine/model/schnet_ops.h"
+#include "tests/ref/model_ref.h"
 
-static double ssp_ref(double x) { return log1p(exp(-fabs(x))) + fmax(x, 0.0) - PT_LN2; }
-static double sig_ref(double x) { return 1.0 / (1.0 + exp(-x)); }
 
 /* A dense sweep of the shifted softplus against double: one float in every
  * 2^10 of the bit patterns between −120 and 120 (≈ 2.2 million inputs: every
