@@ -156,6 +156,32 @@ __attribute__((unused)) static pt_train_data data_for(pt_job_config *cfg, int R,
     return d;
 }
 
+/* The model back to the fixture's initial parameters. */
+__attribute__((unused)) static void reset_params(void)
+{
+    memcpy(F.model.params_memory, F.init_params, F.model.n_params * sizeof(float));
+}
+
+/* Ends one of the tests' training runs: closes the engine, the optimizer and
+ * the error list, frees the run's ids and gradient, and returns the trained
+ * parameters (malloc'd, caller frees) with the model put back to its
+ * initial ones for the next run. */
+__attribute__((unused)) static float *run_finish(pt_grad_engine *eng, pt_optim *opt, pt_errors *errs,
+                                                 void *ids, float *g)
+{
+    eng->close(eng->self);
+    pt_optim_close(opt);
+    pt_errors_close(errs);
+    free(ids);
+    free(g);
+    size_t n = F.model.n_params;
+    float *out = malloc(n * sizeof(float));
+    assert_non_null(out);
+    memcpy(out, F.model.params_memory, n * sizeof(float));
+    reset_params();
+    return out;
+}
+
 /* ||a - ref|| / ||ref|| over n floats (in double). */
 __attribute__((unused)) static double rel_diff(const float *a, const float *ref, size_t n)
 {

@@ -21,11 +21,6 @@
 
 #include "tests/unit/backend_fixture.h"
 
-static void reset_params(void)
-{
-    memcpy(F.model.params_memory, F.init_params, F.model.n_params * sizeof(float));
-}
-
 /* Gradient and stats of packs first..first+n under split (R, A, b). */
 static float *grad_of(int R, int A, int b, uint32_t first, uint32_t n, pt_step_stats *st,
                       int merge)
@@ -248,15 +243,7 @@ static float *train_curve(int R, int A, int b, int D, int async, int prefetch, o
         pt_packs_close(&packs);
     }
     if (bs) pt_backend_stats_get(&eng, bs);
-    eng.close(eng.self);
-    pt_optim_close(&opt);
-    pt_errors_close(&errs);
-    free(order_ids);
-    free(g);
-    float *out = malloc(n * sizeof(float));
-    memcpy(out, F.model.params_memory, n * sizeof(float));
-    reset_params();
-    return out;
+    return run_finish(&eng, &opt, &errs, order_ids, g);
 }
 
 static void test_same_curve_whatever_the_loader(void **state)

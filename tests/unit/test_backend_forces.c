@@ -33,11 +33,6 @@
 #define BFX_MAX_NEIGHBORS 0
 #include "tests/unit/backend_fixture.h"
 
-static void reset_params(void)
-{
-    memcpy(F.model.params_memory, F.init_params, F.model.n_params * sizeof(float));
-}
-
 static uint32_t *consecutive(uint32_t first, uint32_t n)
 {
     uint32_t *ids = malloc(n * sizeof(uint32_t));
@@ -239,15 +234,7 @@ static float *train_curve(int D, int async, int prefetch, double *curve, int max
         curve[step++] = st.loss_sum + st.forces_sse;
         pt_optim_step(&opt, F.model.params_memory, g, 1e-3);
     }
-    eng.close(eng.self);
-    pt_optim_close(&opt);
-    pt_errors_close(&errs);
-    free(ids);
-    free(g);
-    float *out = malloc(n * sizeof(float));
-    memcpy(out, F.model.params_memory, n * sizeof(float));
-    reset_params();
-    return out;
+    return run_finish(&eng, &opt, &errs, ids, g);
 }
 
 static void test_same_curve_whatever_the_loader(void **state)
@@ -297,15 +284,7 @@ static float *zero_curve(int stage, int offload, int A, double *curve, int steps
         if (eng.update) assert_int_equal(eng.update(eng.self, &opt, g, 1e-3, 0.0, &errs), 0);
         else pt_optim_step(&opt, F.model.params_memory, g, 1e-3);
     }
-    eng.close(eng.self);
-    pt_optim_close(&opt);
-    pt_errors_close(&errs);
-    free(ids);
-    free(g);
-    float *out = malloc(n * sizeof(float));
-    memcpy(out, F.model.params_memory, n * sizeof(float));
-    reset_params();
-    return out;
+    return run_finish(&eng, &opt, &errs, ids, g);
 }
 
 /* Every stage trains a forces job to stage 0's bits where the reduction

@@ -25,11 +25,6 @@
 #include "engine/backend/backend_zero.h"
 #include "tests/unit/backend_fixture.h"
 
-static void reset_params(void)
-{
-    memcpy(F.model.params_memory, F.init_params, F.model.n_params * sizeof(float));
-}
-
 typedef struct run_opts {
     int R, A, b, stage, offload;
     double clip;
@@ -81,15 +76,7 @@ static float *train(const run_opts *o, double *curve, pt_backend_stats *bs)
     }
     assert_int_equal(opt.step, o->steps);
     if (bs) pt_backend_stats_get(&eng, bs);
-    eng.close(eng.self);
-    pt_optim_close(&opt);
-    pt_errors_close(&errs);
-    free(ids);
-    free(g);
-    float *out = malloc(n * sizeof(float));
-    memcpy(out, F.model.params_memory, n * sizeof(float));
-    reset_params();
-    return out;
+    return run_finish(&eng, &opt, &errs, ids, g);
 }
 
 enum { STEPS = 12 };
