@@ -213,8 +213,14 @@ typedef struct pt_schnet_acts {
                                       * which only a backward reads (the same
                                       * outputs; pt_schnet_backward after such a
                                       * forward is not allowed); 0 after init */
-    void *memory;                    /* the arena: everything below points into it */
+    int32_t forward_only;            /* 1: made by pt_schnet_acts_init_forward (no
+                                      * backward arrays, blocks share theirs;
+                                      * no_grad is then 1 for good) */
+    void *memory;                    /* the arena: everything below points into it;
+                                      * 2 MB aligned when bytes >= 2 MB */
     size_t bytes;
+    int32_t huge_pages;              /* 1: the arena asked for transparent huge
+                                      * pages and the kernel accepted (madvise) */
     /* filter rows (engine/edge_rows.h): the filter network runs over
      * n_rows ≤ E rows, one per bond (both directions) at C > 0 */
     int32_t n_rows;
@@ -318,6 +324,17 @@ int pt_schnet_acts_init(pt_schnet_acts *a, const pt_schnet *m, int32_t cap_nodes
 int pt_schnet_acts_init_mode(pt_schnet_acts *a, const pt_schnet *m, int32_t cap_nodes,
                              int32_t cap_edges, int32_t cap_graphs, pt_schnet_mode mode,
                              pt_errors *errs);
+/* A forward-only energy arena for evaluation and prediction: no backward
+ * and no forces may follow its forwards.  A forward reads h[t] and block t's
+ * own arrays only, so the blocks share one set of arrays, h alternates
+ * between two buffers, and neither sigmoids nor backward scratch are kept:
+ * for SchNet's default shapes 2 [rows,F] arrays in all instead of 3 per
+ * block plus 2 (water, 8 packs: ~218 MB -> ~35 MB).  The same predictions,
+ * bit for bit, as a full arena with no_grad. */
+int pt_schnet_acts_init_forward(pt_schnet_acts *a, const pt_schnet *m, int32_t cap_nodes,
+                                int32_t cap_edges, int32_t cap_graphs, pt_errors *errs);
+size_t pt_schnet_acts_bytes_forward(const pt_schnet_config *cfg, int32_t cap_nodes,
+                                    int32_t cap_edges, int32_t cap_graphs);
 void pt_schnet_acts_close(pt_schnet_acts *a);
 
 /* Validates a batch against the model and arena (capacities, index ranges,

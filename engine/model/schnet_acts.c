@@ -2,11 +2,18 @@
  * allocation sized once from a batch shape and an arena mode, carved into
  * the arrays of the forward pass, the energy backward and, for the forces
  * modes, of schnet_forces.c.  Sizing and carving are one walk
- * (acts_layout), so the memory plan's byte count is the allocation's. */
+ * (acts_layout), so the memory plan's byte count is the allocation's.
+ *
+ * A forward-only arena (evaluation, prediction) keeps what a forward with
+ * no backward after it reads: block t reads only h[t] and its own arrays,
+ * so the T blocks share one set of them and h alternates between two
+ * buffers; no sigmoids (no_grad) and no backward scratch.  Water at 8
+ * packs: 218 MB -> ~35 MB per evaluating core. */
 #include "engine/model/schnet.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* Carves 64-byte aligned pieces off the arena; with base == NULL it only
  * counts, so sizing and assignment share one walk. */
@@ -20,6 +27,57 @@ static void *carve(carver *c, size_t bytes)
     size_t start = (c->used + 63) & ~(size_t)63;
     c->used = start + bytes;
     return c->base ? c->base + start : NULL;
+}
+
+/* Heads: head 0's q is a pair (forces come from head 0); y and dy per
+ * graph or per atom; the readout's counts.  A forward-only arena's sig4
+ * aliases q (never written: pt_schnet_keep_sig). */
+static void heads_layout(pt_schnet_acts *a, const pt_schnet_config *c, carver *cv, size_t pair)
+{
+    const size_t N = (size_t)a->cap_nodes, B = (size_t)a->cap_graphs;
+    const size_t H2 = (size_t)c->hidden / 2, fs = sizeof(float), ds = sizeof(double);
+    for (int k = 0; k < pt_schnet_head_count(c); k++) {
+        pt_schnet_head_acts *h = &a->head[k];
+        const size_t out = c->n_heads > 0 && c->heads[k].level == PT_HEAD_ATOM ? N : B;
+        h->sig4 = a->forward_only ? NULL : carve(cv, N * H2 * fs);
+        h->q = carve(cv, (k ? 1 : pair) * N * H2 * fs);
+        if (!h->sig4) h->sig4 = h->q;
+        h->o = carve(cv, N * fs);
+        h->y = carve(cv, out * ds);
+        h->dy = carve(cv, out * ds);
+    }
+    a->sig4 = a->head[0].sig4;
+    a->q = a->head[0].q;
+    a->o = a->head[0].o;
+    a->y = a->head[0].y;
+    a->dy = a->head[0].dy;
+    a->count = carve(cv, B * sizeof(int32_t));
+}
+
+/* The forward-only rest (energy mode; see the file comment): h[t] in two
+ * buffers, every block pointing at one set of arrays, the sigmoids aliasing
+ * arrays of their shape (pt_schnet_keep_sig never hands them out: the
+ * pointer arithmetic of the forward stays inside real arrays), no backward
+ * scratch (NULL). */
+static void forward_layout(pt_schnet_acts *a, const pt_schnet_config *c, carver *cv)
+{
+    const size_t N = (size_t)a->cap_nodes, E = (size_t)a->cap_edges;
+    const size_t H = (size_t)c->hidden, F = (size_t)c->filters, fs = sizeof(float);
+    float *h2[2];
+    h2[0] = carve(cv, N * H * fs);
+    h2[1] = carve(cv, N * H * fs);
+    for (int t = 0; t <= c->interactions; t++) a->h[t] = h2[t & 1];
+    pt_schnet_block_acts k = {0};
+    k.s1 = carve(cv, E * F * fs);
+    k.w = carve(cv, E * F * fs);
+    k.p = k.w;
+    k.sig1 = k.s1;
+    k.x = carve(cv, N * F * fs);
+    k.m = carve(cv, N * F * fs);
+    k.u = carve(cv, N * H * fs);
+    k.sig2 = k.u;
+    for (int t = 0; t < c->interactions; t++) a->block[t] = k;
+    heads_layout(a, c, cv, 1);
 }
 
 /* The energy's arrays, then (mode ≥ FORCES) those of schnet_forces.c;
@@ -44,6 +102,10 @@ static void acts_layout(pt_schnet_acts *a, const pt_schnet_config *c, carver *cv
         a->rows_a = carve(cv, pair * E * F * fs);
         a->rows_b = carve(cv, pair * E * F * fs);
     }
+    if (a->forward_only) {
+        forward_layout(a, c, cv);
+        return;
+    }
     for (int t = 0; t <= c->interactions; t++) a->h[t] = carve(cv, pair * N * H * fs);
     for (int t = 0; t < c->interactions; t++) {
         pt_schnet_block_acts *k = &a->block[t];
@@ -62,23 +124,7 @@ static void acts_layout(pt_schnet_acts *a, const pt_schnet_config *c, carver *cv
         k->xb = carve(cv, pair * N * F * fs);
         if (train) k->xdot = carve(cv, N * F * fs);
     }
-    /* heads: head 0's q is a pair (forces come from head 0); y and dy per
-     * graph or per atom */
-    for (int k = 0; k < pt_schnet_head_count(c); k++) {
-        pt_schnet_head_acts *h = &a->head[k];
-        const size_t out = c->n_heads > 0 && c->heads[k].level == PT_HEAD_ATOM ? N : B;
-        h->sig4 = carve(cv, N * H2 * fs);
-        h->q = carve(cv, (k ? 1 : pair) * N * H2 * fs);
-        h->o = carve(cv, N * fs);
-        h->y = carve(cv, out * ds);
-        h->dy = carve(cv, out * ds);
-    }
-    a->sig4 = a->head[0].sig4;
-    a->q = a->head[0].q;
-    a->o = a->head[0].o;
-    a->y = a->head[0].y;
-    a->dy = a->head[0].dy;
-    a->count = carve(cv, B * sizeof(int32_t));
+    heads_layout(a, c, cv, pair);
     a->dh = carve(cv, N * H * fs);
     a->du = carve(cv, N * H * fs);
     a->dm = carve(cv, N * F * fs);
@@ -106,20 +152,32 @@ static void acts_layout(pt_schnet_acts *a, const pt_schnet_config *c, carver *cv
 }
 
 
-size_t pt_schnet_acts_bytes_mode(const pt_schnet_config *cfg, int32_t cap_nodes,
-                                 int32_t cap_edges, int32_t cap_graphs, pt_schnet_mode mode)
+static size_t layout_bytes(const pt_schnet_config *cfg, int32_t cap_nodes, int32_t cap_edges,
+                           int32_t cap_graphs, pt_schnet_mode mode, int forward_only)
 {
     pt_schnet_acts probe = {.cap_nodes = cap_nodes, .cap_edges = cap_edges,
-                            .cap_graphs = cap_graphs, .mode = mode};
+                            .cap_graphs = cap_graphs, .mode = mode, .forward_only = forward_only};
     carver cv = {NULL, 0};
     acts_layout(&probe, cfg, &cv);
     return (cv.used + 63) & ~(size_t)63;
+}
+
+size_t pt_schnet_acts_bytes_mode(const pt_schnet_config *cfg, int32_t cap_nodes,
+                                 int32_t cap_edges, int32_t cap_graphs, pt_schnet_mode mode)
+{
+    return layout_bytes(cfg, cap_nodes, cap_edges, cap_graphs, mode, 0);
 }
 
 size_t pt_schnet_acts_bytes(const pt_schnet_config *cfg, int32_t cap_nodes, int32_t cap_edges,
                             int32_t cap_graphs)
 {
     return pt_schnet_acts_bytes_mode(cfg, cap_nodes, cap_edges, cap_graphs, PT_SCHNET_ENERGY);
+}
+
+size_t pt_schnet_acts_bytes_forward(const pt_schnet_config *cfg, int32_t cap_nodes,
+                                    int32_t cap_edges, int32_t cap_graphs)
+{
+    return layout_bytes(cfg, cap_nodes, cap_edges, cap_graphs, PT_SCHNET_ENERGY, 1);
 }
 
 int pt_schnet_acts_init(pt_schnet_acts *a, const pt_schnet *m, int32_t cap_nodes,
@@ -129,9 +187,30 @@ int pt_schnet_acts_init(pt_schnet_acts *a, const pt_schnet *m, int32_t cap_nodes
                                     errs);
 }
 
-int pt_schnet_acts_init_mode(pt_schnet_acts *a, const pt_schnet *m, int32_t cap_nodes,
-                             int32_t cap_edges, int32_t cap_graphs, pt_schnet_mode mode,
-                             pt_errors *errs)
+/* Arenas of 2 MB and more start on a 2 MB boundary, rounded up to whole
+ * 2 MB pages, and ask for transparent huge pages (MADV_HUGEPAGE: this
+ * kernel's default, "madvise", gives them only to regions that ask).  A
+ * water step streams ~100 MB of filter rows per replica out and back in
+ * (3 [rows,F] arrays per block); on 4 KB pages that is a TLB miss every
+ * 4 KB, each a two-level page walk under a hypervisor.  The rounding adds
+ * under 2 MB to the arena (not counted in a->bytes, the layout's size).
+ * *huge is 1 when the kernel took the advice. */
+#define PT_ARENA_HUGE ((size_t)2 << 20)
+static void *arena_alloc(size_t bytes, int32_t *huge)
+{
+    *huge = 0;
+    if (bytes < PT_ARENA_HUGE) return aligned_alloc(64, bytes);
+    const size_t whole = (bytes + PT_ARENA_HUGE - 1) & ~(PT_ARENA_HUGE - 1);
+    void *p = aligned_alloc(PT_ARENA_HUGE, whole);
+#ifdef MADV_HUGEPAGE
+    if (p) *huge = madvise(p, whole, MADV_HUGEPAGE) == 0;
+#endif
+    return p;
+}
+
+static int arena_init(pt_schnet_acts *a, const pt_schnet *m, int32_t cap_nodes,
+                      int32_t cap_edges, int32_t cap_graphs, pt_schnet_mode mode,
+                      int forward_only, pt_errors *errs)
 {
     memset(a, 0, sizeof(*a));
     if (cap_nodes < 1 || cap_edges < 0 || cap_graphs < 1) {
@@ -156,8 +235,10 @@ int pt_schnet_acts_init_mode(pt_schnet_acts *a, const pt_schnet *m, int32_t cap_
     a->cap_edges = cap_edges;
     a->cap_graphs = cap_graphs;
     a->mode = mode;
-    a->bytes = pt_schnet_acts_bytes_mode(&m->cfg, cap_nodes, cap_edges, cap_graphs, mode);
-    a->memory = aligned_alloc(64, a->bytes);
+    a->forward_only = forward_only;
+    a->no_grad = forward_only;
+    a->bytes = layout_bytes(&m->cfg, cap_nodes, cap_edges, cap_graphs, mode, forward_only);
+    a->memory = arena_alloc(a->bytes, &a->huge_pages);
     if (!a->memory) {
         if (errs)
             pt_errors_add(errs, "", 0, "batch", "out of memory for a %zu-byte activation arena",
@@ -170,6 +251,19 @@ int pt_schnet_acts_init_mode(pt_schnet_acts *a, const pt_schnet *m, int32_t cap_
     carver cv = {a->memory, 0};
     acts_layout(a, &m->cfg, &cv);
     return 0;
+}
+
+int pt_schnet_acts_init_mode(pt_schnet_acts *a, const pt_schnet *m, int32_t cap_nodes,
+                             int32_t cap_edges, int32_t cap_graphs, pt_schnet_mode mode,
+                             pt_errors *errs)
+{
+    return arena_init(a, m, cap_nodes, cap_edges, cap_graphs, mode, 0, errs);
+}
+
+int pt_schnet_acts_init_forward(pt_schnet_acts *a, const pt_schnet *m, int32_t cap_nodes,
+                                int32_t cap_edges, int32_t cap_graphs, pt_errors *errs)
+{
+    return arena_init(a, m, cap_nodes, cap_edges, cap_graphs, PT_SCHNET_ENERGY, 1, errs);
 }
 
 void pt_schnet_acts_close(pt_schnet_acts *a)

@@ -44,7 +44,7 @@ void pt_schnet_filter_deriv(const pt_schnet *m, pt_schnet_acts *a, int t, pt_sto
  * only: the force passes read σ1 for W' and the second backward). */
 static inline float *pt_schnet_keep_sig(const pt_schnet_acts *a, float *sig)
 {
-    return a->no_grad && a->mode == PT_SCHNET_ENERGY ? NULL : sig;
+    return (a->no_grad || a->forward_only) && a->mode == PT_SCHNET_ENERGY ? NULL : sig;
 }
 
 /* Block t's filter network over the U filter rows, in cache-sized chunks

@@ -53,11 +53,11 @@ int pt_predict_dataset_ex(pt_prediction *p, const char *model_path, const pt_dat
         pt_errors_add(errs, NULL, 0, "", "%s", brc != PT_BATCH_OK ? pt_batch_strerror(brc) : "out of memory");
         goto done;
     }
-    /* fp32 (the default of pt_schnet_acts_init), whatever training.precision
+    /* fp32 (the default of every arena), whatever training.precision
      * the job trained under: the saved weights are fp32, and predictions are
      * the model's full-precision answer, as PyG would give it */
-    if (pt_schnet_acts_init(&acts, &m, b.cap_nodes, b.cap_edges, b.cap_graphs, errs) != 0) goto done;
-    acts.no_grad = 1;   /* forwards only: no sigmoids for a backward */
+    if (pt_schnet_acts_init_forward(&acts, &m, b.cap_nodes, b.cap_edges, b.cap_graphs, errs) != 0)
+        goto done;   /* forwards only: the blocks share their arrays, no sigmoids */
     p->n_heads = m.cfg.n_heads;
     const int atom0 = m.head[0].level == PT_HEAD_ATOM;
     for (int k = 0; k < p->n_heads; k++) {

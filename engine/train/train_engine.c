@@ -92,6 +92,17 @@ pt_schnet_mode pt_train_eval_mode(const pt_train_data *d)
     return d->loss.forces ? PT_SCHNET_FORCES : PT_SCHNET_ENERGY;
 }
 
+int pt_train_eval_acts_init(pt_schnet_acts *a, const pt_train_data *d, const pt_batch *b,
+                            pt_errors *errs)
+{
+    const pt_schnet_mode mode = pt_train_eval_mode(d);
+    if (mode == PT_SCHNET_ENERGY)
+        return pt_schnet_acts_init_forward(a, d->model, b->cap_nodes, b->cap_edges,
+                                           b->cap_graphs, errs);
+    return pt_schnet_acts_init_mode(a, d->model, b->cap_nodes, b->cap_edges, b->cap_graphs, mode,
+                                    errs);
+}
+
 /* The default loss of an energy-only job: pt_schnet_loss, unchanged. */
 static int plain_energy_loss(const pt_train_loss *l)
 {
@@ -260,8 +271,7 @@ int pt_evaluator_init(pt_evaluator *ev, const pt_train_data *d, pt_pack_limits l
         return -1;
     }
     if (pt_train_batch_init(&ev->batch, d, limits, errs) != 0 ||
-        pt_schnet_acts_init_mode(&ev->acts, d->model, ev->batch.cap_nodes, ev->batch.cap_edges,
-                                 ev->batch.cap_graphs, pt_train_eval_mode(d), errs) != 0) {
+        pt_train_eval_acts_init(&ev->acts, d, &ev->batch, errs) != 0) {
         pt_evaluator_close(ev);
         return -1;
     }

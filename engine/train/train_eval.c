@@ -9,7 +9,9 @@
  * micro-batch keeps its packs (the serial pass's), so each prediction has
  * the serial pass's bits, and the errors are then summed on the calling
  * thread in the serial order: pt_evaluate's result is the same bit for bit
- * (test_train_eval).  BLAS and bf16 kernels run one thread each meanwhile,
+ * (test_train_eval).  Each arena is forward-only (pt_train_eval_acts_init:
+ * its blocks share their arrays), so a helper costs ~35 MB, not the
+ * training arena's ~218 MB (water, 8 packs).  BLAS and bf16 kernels run one thread each meanwhile,
  * as the replicas do.
  *
  * Only jobs whose evaluation is one graph-level energy head (no forces, no
@@ -53,8 +55,7 @@ int pt_evaluator_split(pt_evaluator *ev, int extra, pt_errors *errs)
             return -1;
         }
         if (pt_train_batch_init(&k->batch, d, ev->batch.limits, errs) != 0 ||
-            pt_schnet_acts_init_mode(&k->acts, d->model, k->batch.cap_nodes, k->batch.cap_edges,
-                                     k->batch.cap_graphs, pt_train_eval_mode(d), errs) != 0)
+            pt_train_eval_acts_init(&k->acts, d, &k->batch, errs) != 0)
             return -1;
         k->acts.precision = ev->acts.precision;
         k->acts.no_grad = ev->acts.no_grad;

@@ -34,6 +34,11 @@ void pt_step_stats_add_batch(pt_step_stats *st, const pt_batch *b, const pt_schn
  * forces job, PT_SCHNET_ENERGY otherwise (its evaluations: FORCES or ENERGY). */
 pt_schnet_mode pt_train_step_mode(const pt_train_data *d);
 pt_schnet_mode pt_train_eval_mode(const pt_train_data *d);
+/* An evaluation arena for batches of b's shape: forward-only (schnet.h:
+ * pt_schnet_acts_init_forward, the blocks share their arrays) for energy
+ * jobs, of pt_train_eval_mode for jobs evaluated on forces. */
+int pt_train_eval_acts_init(pt_schnet_acts *a, const pt_train_data *d, const pt_batch *b,
+                            pt_errors *errs);
 
 /* One micro-batch of a training step, in two halves (the backend times
  * them as its forward and backward phases): forward (and forces) and the

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/backend/backend.h"
 #include "engine/train/config.h"
@@ -29,9 +30,11 @@ static const char usage_text[] =
     "\n"
     "Trains the job for W + N optimizer steps and prints one JSON object:\n"
     "{\"graphs_per_s\",\"nodes_per_s\",\"padding_fraction\",\"edge_padding_fraction\",\n"
-    "\"steps\",\"graphs\",\"seconds\",\"step_ms\",\"phases_ms\":{io,forward,backward,allreduce,\n"
-    "other,outside},\"backend\":{...},\"limits\":{...},\"memplan\":{...},\"config\":{...}}\n"
-    "measured over the N steps after the W warm-up steps.  phases_ms are means per\n"
+    "\"steps\",\"graphs\",\"seconds\",\"step_ms\",\"cpu_ms_per_step\",\"phases_ms\":{io,forward,\n"
+    "backward,allreduce,other,outside},\"backend\":{...},\"limits\":{...},\"memplan\":{...},\n"
+    "\"config\":{...}} measured over the N steps after the W warm-up steps.\n"
+    "cpu_ms_per_step is the process's CPU time (all its threads) per step: on a\n"
+    "loaded machine it moves less than the wall clock.  phases_ms are means per\n"
     "step; \"outside\" is the time the loop spends outside the gradient engine\n"
     "(optimizer update and bookkeeping).  DATA is a .ptd, or a file 'packtrain\n"
     "ingest' reads, ingested on first use into $XDG_CACHE_HOME/packtrain.\n"
@@ -69,7 +72,18 @@ typedef struct bench_state {
     pt_phase_times phases;          /* backend phases of the measured steps */
     pt_backend_stats bstats;
     int phases_ok;
+    /* process CPU time (every thread: replicas, loader, spinning waits) at
+     * the end of the warm-up and of the last step: under load the wall
+     * clock measures the other users too, this only the bench's work */
+    double cpu_start, cpu_end;
 } bench_state;
+
+static double process_cpu_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 /* pt_grad_engine_open_fn has no user pointer; one bench per process. */
 static bench_state g_bench;
@@ -108,6 +122,7 @@ static int bench_open(pt_grad_engine *eng, const pt_train_data *d, pt_errors *er
     int rc = b->local ? pt_grad_engine_open_local(&b->inner, d, errs)
                       : pt_backend_open(&b->inner, d, errs);
     if (rc) return rc;
+    if (b->warmup == 0) b->cpu_start = process_cpu_seconds();
     /* no phases(): the loop's step lines would reset the inner engine's
      * window, which the bench reads once, from the end of the warm-up */
     eng->self = b;
@@ -124,7 +139,9 @@ static void on_metrics(void *user, const pt_train_metrics *m, const char *json)
     (void)json;
     if (strcmp(m->kind, "step") || m->step < 1 || m->step > b->cap) return;
     b->rate[m->step - 1] = m->graphs_per_s;
+    if (m->step == b->cap) b->cpu_end = process_cpu_seconds();
     if (m->step == b->warmup) {
+        b->cpu_start = process_cpu_seconds();
         pt_phase_times drop;
         if (b->inner.phases) b->inner.phases(b->inner.self, &drop, 1);   /* measured window starts now */
     }
@@ -316,7 +333,8 @@ static json_t *report(const bench_state *b, const pt_job_config *cfg, const pt_t
                      ? json_null() : pt_memplan_json(&plan);
     pt_errors_close(&errs);
     json_t *cj = pt_job_config_to_json(cfg);
-    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:f, s:o, s:o, s:{s:i, s:i, s:i}, "
+    const double cpu = b->cpu_end > b->cpu_start ? b->cpu_end - b->cpu_start : 0.0;
+    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:f, s:f, s:o, s:o, s:{s:i, s:i, s:i}, "
                      "s:o, s:o, s:f, s:f, s:s}",
                      "graphs_per_s", seconds > 0 ? (double)graphs / seconds : 0.0,
                      "nodes_per_s", seconds > 0 ? (double)nodes / seconds : 0.0,
@@ -324,7 +342,8 @@ static json_t *report(const bench_state *b, const pt_job_config *cfg, const pt_t
                      "edge_padding_fraction", eslots ? 1.0 - (double)edges / (double)eslots : 0.0,
                      "filter_rows_per_graph", graphs ? (double)rows / (double)graphs : 0.0,
                      "steps", (json_int_t)steps, "graphs", (json_int_t)graphs, "seconds", seconds,
-                     "step_ms", steps ? seconds * per : 0.0, "phases_ms", ph, "backend", be,
+                     "step_ms", steps ? seconds * per : 0.0, "cpu_ms_per_step", cpu * per,
+                     "phases_ms", ph, "backend", be,
                      "limits", "max_nodes", (int)res->limits.max_nodes, "max_edges",
                      (int)res->limits.max_edges, "max_graphs", (int)res->limits.max_graphs,
                      "memplan", mp, "config", cj ? cj : json_null(), "first_loss",
