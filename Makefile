@@ -128,7 +128,7 @@ deps-fuzz:
 ifneq ($(findstring clang,$(CC)),)
 $(BUILD)/engine/model/schnet_ops.o $(BUILD)/engine/model/schnet_ops_forces.o: \
     CFLAGS += -Wno-unknown-pragmas -fno-trapping-math -ffp-contract=fast
-$(BUILD)/engine/model/bf16_avx512.o: CFLAGS += -Wno-unknown-pragmas -mavx512f -mavx512bf16 -mavx512bw -mavx512vl
+$(BUILD)/engine/model/bf16_avx512.o $(BUILD)/engine/model/bf16_pack_avx512.o: CFLAGS += -Wno-unknown-pragmas -mavx512f -mavx512bf16 -mavx512bw -mavx512vl
 $(BUILD)/engine/model/sgemm_avx512.o: CFLAGS += -Wno-unknown-pragmas -mavx512f
 $(BUILD)/engine/model/sgemm_avx2.o: CFLAGS += -Wno-unknown-pragmas -mavx2 -mfma
 $(BUILD)/engine/model/cfconv_avx512.o: CFLAGS += -Wno-unknown-pragmas -mavx512f

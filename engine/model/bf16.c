@@ -32,7 +32,10 @@ const char *pt_bf16_strerror(int code)
     case PT_BF16_EPACKED: return "bf16 gemm: packed B is not initialised";
     case PT_BF16_EFUSED:
         return "bf16 gemm: this epilogue needs the AVX512-BF16 kernel, 1 <= k <= 256, alpha != 0, "
-               "ldc = n for map, and C or a bias when C is not kept";
+               "ldc = n for map, C or a bias when C is not kept, and h with pairs";
+    case PT_BF16_EFORMAT:
+        return "bf16 gemm: operand format unknown, or pairs where they do not fit (A needs "
+               "CblasTrans, B CblasNoTrans, ld >= pt_bf16_pairs_ld(width))";
     default: return "bf16 gemm: unknown error";
     }
 }
@@ -48,7 +51,10 @@ typedef struct scratch {
     size_t bytes;
 } scratch;
 
-static pthread_key_t scratch_key;
+/* two per thread: the products' packing (SCRATCH_PRODUCT) and the
+ * operands callers round once for several products (pt_bf16_operand_scratch) */
+enum { SCRATCH_PRODUCT, SCRATCH_OPERAND, SCRATCH_KEYS };
+static pthread_key_t scratch_key[SCRATCH_KEYS];
 static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
 static int scratch_key_ok;
 
@@ -61,18 +67,19 @@ static void scratch_free(void *v)
 
 static void scratch_key_make(void)
 {
-    scratch_key_ok = pthread_key_create(&scratch_key, scratch_free) == 0;
+    scratch_key_ok = pthread_key_create(&scratch_key[SCRATCH_PRODUCT], scratch_free) == 0 &&
+                     pthread_key_create(&scratch_key[SCRATCH_OPERAND], scratch_free) == 0;
 }
 
 /* 64-byte aligned memory of at least `bytes` for this thread, or NULL. */
-static void *scratch_get(size_t bytes)
+static void *scratch_get_key(int key, size_t bytes)
 {
     pthread_once(&scratch_once, scratch_key_make);
     if (!scratch_key_ok) return NULL;
-    scratch *s = pthread_getspecific(scratch_key);
+    scratch *s = pthread_getspecific(scratch_key[key]);
     if (!s) {
         s = calloc(1, sizeof(*s));
-        if (!s || pthread_setspecific(scratch_key, s)) {
+        if (!s || pthread_setspecific(scratch_key[key], s)) {
             free(s);
             return NULL;
         }
@@ -87,6 +94,10 @@ static void *scratch_get(size_t bytes)
     }
     return s->p;
 }
+
+static void *scratch_get(size_t bytes) { return scratch_get_key(SCRATCH_PRODUCT, bytes); }
+
+void *pt_bf16_operand_scratch(size_t bytes) { return scratch_get_key(SCRATCH_OPERAND, bytes); }
 
 /* --- operands ------------------------------------------------------------- */
 
@@ -103,6 +114,12 @@ static int trans_flag(CBLAS_TRANSPOSE t)
 /* op(X)(row, col) as a float holding a bf16 value */
 static float operand_get(const pt_bf16_operand *o, size_t row, size_t col)
 {
+    if (o->pairs) {
+        /* stored row = the reduction index: row of op(B), column of op(A) */
+        size_t kk = o->trans ? col : row, j = o->trans ? row : col;
+        uint32_t pair = ((const uint32_t *)o->p)[kk / 2 * (size_t)o->ld + j];
+        return pt_bf16_to_float((pt_bf16)(kk % 2 ? pair >> 16 : pair & 0xffffu));
+    }
     size_t at = o->trans ? col * (size_t)o->ld + row : row * (size_t)o->ld + col;
     if (o->f32) return pt_bf16_to_float(pt_bf16_from_float(((const float *)o->p)[at]));
     return pt_bf16_to_float(((const pt_bf16 *)o->p)[at]);
@@ -313,6 +330,7 @@ static int run(pt_bf16_job *job, const pt_bf16_packed *pb)
         return PT_BF16_OK;
     }
     if (pt_bf16_kernel_active() == PT_BF16_KERNEL_PORTABLE) return run_portable(job, pb);
+    if (job->b.pairs) return run_avx512(job, 1); /* read in place */
     if (pb) {
         job->bp = pb->data;
         return run_avx512(job, 1);
@@ -358,7 +376,7 @@ int pt_bf16_gemm_ex(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
 {
     static const pt_bf16_epilogue none = {0};
     if (!epi) epi = &none;
-    const int fused = epi->row_scale || epi->map || epi->h;
+    const int fused = epi->row_scale || epi->map || epi->h || epi->pairs;
     /* c may be NULL when only the bf16 copy is kept: checked below, so give
      * job_init a stand-in that passes its NULL check */
     float stand_in;
@@ -366,13 +384,22 @@ int pt_bf16_gemm_ex(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
     int rc = job_init(&job, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta,
                       c || !epi->h ? c : &stand_in, ldc, 1);
     if (rc) return rc;
-    job.a.f32 = !a_bf16;
-    job.b.f32 = !b_bf16;
+    if (a_bf16 < PT_BF16_FMT_F32 || a_bf16 > PT_BF16_FMT_PAIRS || b_bf16 < PT_BF16_FMT_F32 ||
+        b_bf16 > PT_BF16_FMT_PAIRS)
+        return PT_BF16_EFORMAT;
+    job.a.f32 = a_bf16 == PT_BF16_FMT_F32;
+    job.b.f32 = b_bf16 == PT_BF16_FMT_F32;
+    job.a.pairs = a_bf16 == PT_BF16_FMT_PAIRS;
+    job.b.pairs = b_bf16 == PT_BF16_FMT_PAIRS;
+    if ((job.a.pairs && (!job.a.trans || lda < pt_bf16_pairs_ld(m))) ||
+        (job.b.pairs && (job.b.trans || ldb < pt_bf16_pairs_ld(n))))
+        return PT_BF16_EFORMAT;
     if (m == 0 || n == 0) return PT_BF16_OK;
     if (fused) {
         if (pt_bf16_kernel_active() != PT_BF16_KERNEL_AVX512 || k < 1 || k > PT_BF16_KC ||
             alpha == 0.0f || (epi->map && c && ldc != n) ||
-            (!c && !epi->bias && beta != 0.0f) || (epi->h && epi->ldh < n))
+            (!c && !epi->bias && beta != 0.0f) || (epi->h && epi->ldh < n) ||
+            (epi->pairs && !epi->h))
             return PT_BF16_EFUSED;
         job.c = c;
         job.row_scale = epi->row_scale;
@@ -380,12 +407,44 @@ int pt_bf16_gemm_ex(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
         job.aux = epi->aux;
         job.h = epi->h;
         job.ldh = epi->ldh;
+        job.pairs = epi->pairs;
     }
     if (epi->bias) {
         job.bias = epi->bias;
         job.beta = 0.0f;
     }
     return run(&job, NULL);
+}
+
+/* --- pairs ----------------------------------------------------------------- */
+
+int pt_bf16_pairs_ld(int w) { return pt_bf16_pairs_ld_(w < 1 ? 1 : w); }
+
+void pt_bf16_pairs_pack(uint32_t *pairs, const float *x, int lds, int rows, int w,
+                        pt_bf16 *rows_h, int ldh)
+{
+    const int ldp = pt_bf16_pairs_ld(w);
+    const int vec = pt_bf16_kernel_active() == PT_BF16_KERNEL_AVX512;
+    for (int r = 0; r < rows; r += 2) {
+        const float *lo = x + (size_t)r * lds, *hi = r + 1 < rows ? lo + lds : NULL;
+        uint32_t *dst = pairs + (size_t)(r / 2) * ldp;
+        pt_bf16 *rlo = rows_h ? rows_h + (size_t)r * ldh : NULL;
+        pt_bf16 *rhi = rows_h && hi ? rlo + ldh : NULL;
+        if (vec) {
+            pt_bf16_avx512_pairs_row(dst, ldp, lo, hi, w, rlo, rhi);
+            continue;
+        }
+        for (int j = 0; j < ldp; j++) {
+            uint32_t l = 0, h = 0;
+            if (j < w) {
+                l = pt_bf16_from_float(lo[j]);
+                h = hi ? pt_bf16_from_float(hi[j]) : 0;
+                if (rlo) rlo[j] = (pt_bf16)l;
+                if (rhi) rhi[j] = (pt_bf16)h;
+            }
+            dst[j] = l | h << 16;
+        }
+    }
 }
 
 /* --- packed B ------------------------------------------------------------- */

@@ -40,7 +40,8 @@ enum {
     PT_BF16_ENOMEM = -8,
     PT_BF16_ENOCPU = -9,   /* the AVX512-BF16 kernel was forced on a CPU without it */
     PT_BF16_EPACKED = -10, /* packed B not initialised */
-    PT_BF16_EFUSED = -11   /* an epilogue pt_bf16_gemm_ex cannot fuse here (see there) */
+    PT_BF16_EFUSED = -11,  /* an epilogue pt_bf16_gemm_ex cannot fuse here (see there) */
+    PT_BF16_EFORMAT = -12  /* an operand format pt_bf16_gemm_ex does not take (see there) */
 };
 const char *pt_bf16_strerror(int code);
 
@@ -118,6 +119,38 @@ int pt_bf16_sgemm_bias(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int
 void pt_bf16_set_fusion(int on);
 int pt_bf16_fusion(void);
 
+/* --- operands rounded once, in pairs along the reduction -------------------
+ * vdpbf16ps multiplies pairs of adjacent reduction steps, so a product that
+ * reduces over the rows of a stored operand (a weight gradient dW = dYᵀ·X:
+ * op(A) = dYᵀ with A stored [k][m], op(B) = X stored [k][n]) normally
+ * interleaves rows 2p and 2p+1 of both operands on every call.  An operand
+ * already in that layout ("pairs") is read in place: pair row p holds ld
+ * uint32, element j = bf16(X[2p][j]) | bf16(X[2p+1][j]) << 16 (the high half
+ * 0 for a last, odd row), zeros from the width w up to
+ * ld = pt_bf16_pairs_ld(w).  The values (and so the product's bits) are
+ * those of the operand rounded as the product would round it. */
+int pt_bf16_pairs_ld(int w);
+/* Rounds rows [0, rows) of the fp32 X (rows of lds ≥ w floats) into pairs
+ * (pair rows of pt_bf16_pairs_ld(w), (rows + 1) / 2 of them), and, when
+ * rows_h is set, also into plain bf16 rows (ldh ≥ w): one pass for a
+ * matrix that is both a weight gradient's operand and an input gradient's
+ * (the filter network's dP).  Any kernel; nothing is validated. */
+void pt_bf16_pairs_pack(uint32_t *pairs, const float *x, int lds, int rows, int w,
+                        pt_bf16 *rows_h, int ldh);
+/* 64-byte aligned memory of at least `bytes` for the calling thread, for
+ * operands rounded once and read by several products (pt_bf16_pairs_pack):
+ * kept and grown per thread (once a step's shapes were seen, no call
+ * allocates), apart from the products' own packing buffers; valid until the
+ * thread's next call.  NULL when out of memory. */
+void *pt_bf16_operand_scratch(size_t bytes);
+/* operand formats of pt_bf16_gemm_ex (its a_bf16 / b_bf16) */
+enum {
+    PT_BF16_FMT_F32 = 0,  /* float, rounded while packed */
+    PT_BF16_FMT_ROWS = 1, /* pt_bf16 as stored */
+    PT_BF16_FMT_PAIRS = 2 /* pairs (above): A with CblasTrans, B with CblasNoTrans, ld in
+                             uint32 ≥ pt_bf16_pairs_ld(m or n); AVX512-BF16 kernel or not */
+};
+
 /* --- fused products (the filter network's, engine/model/schnet_filter.c) ---
  * One product whose operands may each be fp32 (rounded while packed) or
  * already bf16, and whose stores do the next elementwise step while the
@@ -130,6 +163,9 @@ int pt_bf16_fusion(void);
  * (each is elementwise; map is called on bands of whole rows, aux rows of
  * n floats, ld n).  With h set, c may be NULL: the fp32 rows then live in a
  * per-thread band and only their bf16 copy is kept.  row_scale, map and h
+ *                              pairs = the same rounding of C's rows as pairs
+ *                                      (pt_bf16_pairs_ld(n) uint32 per pair
+ *                                      row; needs h)
  * need k ≤ PT_BF16_KC (one reduction block: the epilogue follows the last
  * block), ldc = n where map is set, and the AVX512-BF16 kernel
  * (PT_BF16_EFUSED otherwise; the caller runs the unfused steps). */
@@ -141,8 +177,10 @@ typedef struct pt_bf16_epilogue {
     float *aux;             /* NULL is passed on to map (σ not kept) */
     pt_bf16 *h;             /* bf16 copy of C, rows of ldh, or NULL */
     int ldh;
+    uint32_t *pairs;        /* C's bf16 copy also as pairs (needs h), or NULL */
 } pt_bf16_epilogue;
-/* a_bf16 / b_bf16: the operand is pt_bf16, else float.  epi may be NULL. */
+/* a_bf16 / b_bf16: the operand's PT_BF16_FMT_* (1: pt_bf16, 0: float).
+ * epi may be NULL. */
 int pt_bf16_gemm_ex(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
                     const void *a, int a_bf16, int lda, const void *b, int b_bf16, int ldb,
                     float beta, float *c, int ldc, const pt_bf16_epilogue *epi);

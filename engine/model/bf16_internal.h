@@ -24,8 +24,9 @@
 typedef struct pt_bf16_operand {
     const void *p;
     int f32;   /* elements are float (rounded when packed), else pt_bf16 */
+    int pairs; /* pt_bf16 pairs along the reduction (bf16.h), read in place */
     int trans; /* stored transposed (row-major op(X)ᵀ) */
-    int ld;
+    int ld;    /* in elements; pairs: uint32 per pair row */
 } pt_bf16_operand;
 
 typedef struct pt_bf16_job {
@@ -47,13 +48,24 @@ typedef struct pt_bf16_job {
     float *aux;
     pt_bf16 *h;
     int ldh;
+    uint32_t *pairs; /* with h: the rows of C also as pairs (pt_bf16_pairs_ld(n)) */
 } pt_bf16_job;
 
 /* 1 when op(A) is bf16 rows already in the packed layout (k, lda even):
  * read in place by the banded loop (pt_bf16_avx512_rows_fused) */
 static inline int pt_bf16_a_in_place(const pt_bf16_job *job)
 {
-    return !job->a.trans && !job->a.f32 && job->k % 2 == 0 && job->a.ld % 2 == 0;
+    return !job->a.trans && !job->a.f32 && !job->a.pairs && job->k % 2 == 0 &&
+           job->a.ld % 2 == 0;
+}
+
+/* uint32 per pair row of bf16.h's pairs of width w: w rounded up to 16 (the
+ * micro-kernel's B vectors), and 16 more where the 6-row tiles reading them
+ * as A would pass that (w = 16: rows 16 and 17) */
+static inline int pt_bf16_pairs_ld_(int w)
+{
+    int ld = (w + 15) / 16 * 16;
+    return (w + PT_BF16_MR - 1) / PT_BF16_MR * PT_BF16_MR > ld ? ld + 16 : ld;
 }
 
 /* 1 when rows of C need the band epilogue (pt_bf16_avx512_rows' fused loop) */
@@ -75,6 +87,13 @@ static inline size_t pt_bf16_packed_pairs(int k, int n)
 /* Packs pair rows [p_begin, p_end) of op(B) into job->bp (all panels).  Only
  * after pt_cpu_has_bf16(). */
 void pt_bf16_avx512_pack_b(const pt_bf16_job *job, int p_begin, int p_end);
+/* Packs rows [ic, ic+mc) × k [pc, pc+kc) of op(A) into ap (rows padded with
+ * zeros to mcp) and returns where they start: pair (r, p) at ·[p·sp + r·sr]
+ * (A given as pairs is not copied).  Only after pt_cpu_has_bf16(). */
+const uint32_t *pt_bf16_avx512_pack_a(const pt_bf16_job *job, uint32_t *ap, int ic, int mc,
+                                      int mcp, int pc, int kc, ptrdiff_t *sp, ptrdiff_t *sr);
+/* dst (rows of ldd) = bf16 of the fp32 rows src (rows of lds), n per row. */
+void pt_bf16_avx512_round_rows(pt_bf16 *dst, int ldd, const float *src, int lds, int rows, int n);
 /* Computes rows [i_begin, i_end) of C from job->bp (or packing each K
  * block of B into job->bblock first); apack has PT_BF16_APACK_PAIRS
  * entries.  Only after pt_cpu_has_bf16(). */
@@ -91,6 +110,13 @@ const uint32_t *pt_bf16_weight_packed(const pt_bf16_job *job);
 
 /* floats of one worker's band of C rows (the fused epilogue with c NULL) */
 #define PT_BF16_BAND_FLOATS(n) ((size_t)PT_BF16_MR * (size_t)(n))
+
+/* Pairs (bf16.h) of fp32 rows lo and hi (hi NULL: zeros), w elements, ldp
+ * uint32 (zeros from w), and with rlo set the same rounding as plain bf16
+ * rows rlo and rhi (rhi unused when hi is NULL).  Only after
+ * pt_cpu_has_bf16(). */
+void pt_bf16_avx512_pairs_row(uint32_t *dst, int ldp, const float *lo, const float *hi, int w,
+                              pt_bf16 *rlo, pt_bf16 *rhi);
 
 /* fp32 → bf16, round to nearest even, NaN kept quiet (shared by both files). */
 static inline uint16_t pt_bf16_round_bits(uint32_t u)

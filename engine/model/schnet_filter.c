@@ -86,14 +86,33 @@ pt_bf16 *pt_schnet_s1_bf16(const pt_schnet_block_acts *k, const pt_schnet_acts *
     return pt_schnet_bf16_fused(a) ? (pt_bf16 *)k->s1 : NULL;
 }
 
+/* s1's rounding is also kept as pairs (bf16.h) for dA2 += dPᵀ s1, which
+ * then reads it in place instead of interleaving rows 2p, 2p+1 on every
+ * chunk: in the half of s1's fp32 memory that its bf16 rows leave free,
+ * after them (pair row p of the batch at p · pt_bf16_pairs_ld(F); a chunk
+ * starts at an even row).  NULL where the pairs would not fit (n_rows close
+ * to the arrays' cap_edges rows): dA2 then packs s1's bf16 rows itself. */
+static uint32_t *s1_pairs(const pt_schnet_block_acts *k, const pt_schnet_acts *a, int F)
+{
+    if (a->n_rows <= 0 || a->n_rows > a->cap_edges) return NULL;
+    const size_t U = (size_t)a->n_rows;
+    const size_t off = (U * (size_t)F * sizeof(pt_bf16) + 63) / 64 * 64;
+    const size_t need = off + (U + 1) / 2 * (size_t)pt_bf16_pairs_ld(F) * sizeof(uint32_t);
+    if (need > (size_t)a->cap_edges * (size_t)F * sizeof(float)) return NULL;
+    return (uint32_t *)((char *)k->s1 + off);
+}
+
 static void forward_rows_bf16(const pt_schnet_block *w, pt_schnet_block_acts *k,
                               const pt_schnet_acts *a, int r0, int n, int G, int F,
                               pt_stopwatch *sw)
 {
     const size_t o = (size_t)r0 * (size_t)F;
     pt_bf16 *s1h = (pt_bf16 *)k->s1 + o;
+    uint32_t *s1p = s1_pairs(k, a, F);
     const pt_bf16_epilogue ssp = {.bias = w->mlp0_b, .map = pt_ssp_forward,
-                                  .aux = pt_schnet_keep_sig(a, k->sig1 + o), .h = s1h, .ldh = F};
+                                  .aux = pt_schnet_keep_sig(a, k->sig1 + o), .h = s1h, .ldh = F,
+                                  .pairs = s1p ? s1p + (size_t)(r0 / 2) * pt_bf16_pairs_ld(F)
+                                               : NULL};
     pt_bf16_check(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, n, F, G, 1.0f, a->e + (size_t)r0 * G,
                                   0, G, w->mlp0_w, 0, G, 0.0f, NULL, F, &ssp),
                   n, F, G);
@@ -136,6 +155,41 @@ void pt_schnet_filter_forward_rows(const pt_schnet_block *w, pt_schnet_block_act
     pt_lap(sw, PT_SCHNET_OP_CFCONV);
 }
 
+/* bf16: dA2 += dPᵀ s1 and ds1 = dP A2 (before σ1) from one rounding of the
+ * chunk's dP, as pairs (dA2's A) and as rows (ds1's A, read in place), where
+ * each product used to round and lay out dP itself: the same values in the
+ * same order, so the same bits; s1 as the forward's pairs where it kept
+ * them.  On the thread's operand scratch (no allocation after the first
+ * step). */
+static void backward_dp_bf16(const pt_schnet_block *w, pt_schnet_block *dw,
+                             const pt_schnet_block_acts *k, const pt_schnet_acts *a, int r0,
+                             int n, int F, const float *dp, float *ds1)
+{
+    const int ldp = pt_bf16_pairs_ld(F);
+    const size_t pair_bytes = ((size_t)(n + 1) / 2 * ldp * sizeof(uint32_t) + 63) / 64 * 64;
+    char *mem = pt_bf16_operand_scratch(pair_bytes + (size_t)n * F * sizeof(pt_bf16));
+    if (!mem) pt_bf16_check(PT_BF16_ENOMEM, n, F, F);
+    uint32_t *dpp = (uint32_t *)mem;
+    pt_bf16 *dph = (pt_bf16 *)(mem + pair_bytes);
+    pt_bf16_pairs_pack(dpp, dp, F, n, F, dph, F);
+    const uint32_t *s1p = s1_pairs(k, a, F);
+    if (s1p)
+        pt_bf16_check(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, F, F, n, 1.0f, dpp,
+                                      PT_BF16_FMT_PAIRS, ldp, s1p + (size_t)(r0 / 2) * ldp,
+                                      PT_BF16_FMT_PAIRS, ldp, 1.0f, dw->mlp2_w, F, NULL),
+                      F, F, n);
+    else
+        pt_bf16_check(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, F, F, n, 1.0f, dpp,
+                                      PT_BF16_FMT_PAIRS, ldp,
+                                      (const pt_bf16 *)k->s1 + (size_t)r0 * F, PT_BF16_FMT_ROWS,
+                                      F, 1.0f, dw->mlp2_w, F, NULL),
+                      F, F, n);
+    pt_bf16_check(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, n, F, F, 1.0f, dph,
+                                  PT_BF16_FMT_ROWS, F, w->mlp2_w, PT_BF16_FMT_F32, F, 0.0f, ds1,
+                                  F, NULL),
+                  n, F, F);
+}
+
 /* One chunk of the backward from its dP rows dp ([n,F]), ds1 into ds1
  * ([n,F]); both where the chunk's rows are in a->dp and a->ds1, or in
  * windows of them (schnet_edges.c).  da2's float blocks go to a double total the
@@ -149,16 +203,15 @@ void pt_schnet_filter_backward_rows(const pt_schnet_block *w, pt_schnet_block *d
 {
     const pt_precision prec = a->precision;
     const size_t o = (size_t)r0 * (size_t)F;
-    if (pt_schnet_bf16_fused(a))
-        pt_bf16_check(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, F, F, n, 1.0f, dp, 0, F,
-                                      (const pt_bf16 *)k->s1 + o, 1, F, 1.0f, dw->mlp2_w, F, NULL),
-                      F, F, n);
-    else
+    if (pt_schnet_bf16_fused(a)) {
+        backward_dp_bf16(w, dw, k, a, r0, n, F, dp, ds1);
+    } else {
         pt_linear_backward_weight(dw->mlp2_w, NULL, dp, k->s1 + o, n, 0, F, F, prec);
-    /* ds1 = (dP A2) ⊙ σ1 as a pass: the MUL epilogue of the fp32 kernels
-     * cost more in this pipeline (see the forward), and in bf16 the same
-     * fusion measured no faster (the chunk's ds1 is in L2 either way) */
-    pt_linear_backward_input(ds1, dp, w->mlp2_w, n, F, F, 0.0f, prec);
+        /* ds1 = (dP A2) ⊙ σ1 as a pass: the MUL epilogue of the fp32 kernels
+         * cost more in this pipeline (see the forward), and in bf16 the same
+         * fusion measured no faster (the chunk's ds1 is in L2 either way) */
+        pt_linear_backward_input(ds1, dp, w->mlp2_w, n, F, F, 0.0f, prec);
+    }
     pt_column_sums_total(total, dp, n, F);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
     pt_ssp_backward(ds1, dw->mlp0_b, k->sig1 + o, n, F);

@@ -14,6 +14,9 @@
  *     shifted softplus and the rounding, the second's a2 and, when P is W's
  *     own array, the cutoff: still the reference's bits, also split over
  *     two threads; the portable bf16 path keeps fp32 s1;
+ *   - in bf16 the backward rounds each chunk's dP once (pairs for dA2, rows
+ *     for ds1) and reads s1 as the pairs the forward kept where the arena
+ *     has room for them, else s1's bf16 rows: the reference's bits both ways;
  *   - gradients accumulate (+=) onto what dw held, as the reference does;
  *   - the policy gives the filter network's products to the own kernels
  *     here (so the first case above tests the chunked path). */
@@ -40,10 +43,17 @@ typedef struct side {
     pt_schnet_acts a;
 } side;
 
+/* rows the chunks' arena has (cap_edges) over the U rows in use: with room
+ * the bf16 forward keeps s1 also as pairs (schnet_filter.c: s1_pairs) in the
+ * free half of s1's memory, at 1 there is none and dA2 packs s1's rows */
+static int room = 2;
+
 static void side_init(side *s, const side *from, int U)
 {
     memset(s, 0, sizeof *s);
     const size_t rf = (size_t)U * F;
+    s->a.n_rows = U;
+    s->a.cap_edges = room * U;
     if (!from) {
         s->w.mlp0_w = rnd_floats((size_t)F * G, 0.3f);
         s->w.mlp0_b = rnd_floats(F, 0.1f);
@@ -66,7 +76,7 @@ static void side_init(side *s, const side *from, int U)
         s->a.cut = floats_copy(from->a.cut, U);
         s->a.dp = floats_copy(from->a.dp, rf);
     }
-    s->k.s1 = rnd_floats(rf, 0.0f);
+    s->k.s1 = rnd_floats((size_t)room * rf, 0.0f);
     s->k.sig1 = rnd_floats(rf, 0.0f);
     s->k.p = rnd_floats(rf, 0.0f);
     s->k.w = rnd_floats(rf, 0.0f);
@@ -209,9 +219,12 @@ static void test_openblas(void **state)
 static void test_bf16(void **state)
 {
     (void)state;
-    check_sizes(PT_PRECISION_BF16);
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
-        check_alias(sizes[i], PT_PRECISION_BF16, 1);
+    for (room = 1; room <= 2; room++) {
+        check_sizes(PT_PRECISION_BF16);
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+            check_alias(sizes[i], PT_PRECISION_BF16, 1);
+    }
+    room = 2;
 }
 
 /* The fused bf16 products split over two threads (a 256-row chunk is

@@ -1,0 +1,269 @@
+/* bf16_filter.c — GFLOP/s of each of the five bf16 products of the filter
+ * network as training runs them (engine/model/schnet_filter.c: fused bf16
+ * energy path, 256-row chunks, the same operand types, epilogues and
+ * accumulation), against the vdpbf16ps peak measured in the same run.
+ *
+ *   bf16_filter [ROWS [ROUNDS]]      default: 19712 rows (a water
+ *                                    micro-batch of 8 packs), 5 rounds
+ *
+ * Per chunk of n rows (G = 25 Gaussians, F = 100 filters):
+ *   fwd1      s1 = bf16(ssp(e · A1ᵀ + a1))  n×25 → 100, epilogue bias + ssp +
+ *             bf16 rows and pairs (bf16.h) of s1
+ *   fwd2      W = (s1 · A2ᵀ + a2) ⊙ C       n×100 → 100, epilogue bias + cutoff
+ *   dP_round  the chunk's dP rounded once, as pairs and as rows (no FLOP)
+ *   dW2       dA2 += dPᵀ · s1                100×100, k = n, both as pairs
+ *   dS1       ds1 = dP · A2                  n×100 → 100, dP's bf16 rows in place
+ *   dW1       dA1 += ds1ᵀ · e                100×25, k = n
+ * One pass is the forward chunk by chunk, then the backward chunk by chunk
+ * with the chunk's dP in a one-chunk ring just written (as the convolution's
+ * backward leaves it) and ds1 in one chunk's rows (L2), as schnet_edges.c
+ * runs them; each product's wall time is summed over the chunks, best of
+ * ROUNDS passes.  Variant 0 is the path before the pairs (each product
+ * rounds and lays out its own fp32 operands: fwd1 without pairs, dW2 from
+ * fp32 dP and s1's bf16 rows, dS1 from fp32 dP), variant 1 the model's
+ * path now; their rounds alternate, so both see the same machine.  "peak"
+ * is a register-only vdpbf16ps loop.  One JSON line per product and
+ * variant, and one summing each variant ("ms_4_blocks": a step's share of
+ * filter_gemm with its four interaction blocks). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <immintrin.h>
+
+#include "engine/model/bf16.h"
+#include "engine/model/schnet_ops.h"
+
+#define G 25
+#define F 100
+#define CHUNK 256
+
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static float *filled(size_t n, unsigned salt, float scale)
+{
+    float *p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+    if (!p) exit(1);
+    for (size_t i = 0; i < n; i++)
+        p[i] = ((float)(((i + salt) * 2654435761u) % 1000) * 1e-3f - 0.5f) * scale;
+    return p;
+}
+
+static void check(int rc)
+{
+    if (rc) {
+        fprintf(stderr, "bf16_filter: %s\n", pt_bf16_strerror(rc));
+        exit(1);
+    }
+}
+
+typedef struct data {
+    int rows;
+    float *e, *w1, *b1, *w2, *b2, *cut, *sig, *p, *dp, *ring, *ds1, *dw1, *dw2;
+    pt_bf16 *s1h, *dph;
+    uint32_t *s1p, *dpp; /* pairs (bf16.h): s1's, kept by fwd1; the chunk's dP */
+} data;
+
+enum { FWD1, FWD2, DP, DW2, DS1, DW1, PRODUCTS };
+static const char *NAME[PRODUCTS] = {"fwd1", "fwd2", "dP_round", "dW2", "dS1", "dW1"};
+static const double FLOP_PER_ROW[PRODUCTS] = {2.0 * G * F, 2.0 * F * F, 0.0, 2.0 * F * F,
+                                              2.0 * F * F, 2.0 * G * F};
+
+/* variant 0: each product rounds and lays out its own operands (the path
+ * before the filter network kept pairs); 1: as the model runs now */
+static void run_chunk_v0(data *d, int which, int r0, int n)
+{
+    const size_t o = (size_t)r0 * F;
+    switch (which) {
+    case FWD1: {
+        const pt_bf16_epilogue ssp = {.bias = d->b1, .map = pt_ssp_forward, .aux = d->sig + o,
+                                      .h = d->s1h + o, .ldh = F};
+        check(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, n, F, G, 1.0f, d->e + (size_t)r0 * G, 0,
+                              G, d->w1, 0, G, 0.0f, NULL, F, &ssp));
+        break;
+    }
+    case DP: break;
+    case DW2:
+        check(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, F, F, n, 1.0f, d->ring, 0, F,
+                              d->s1h + o, 1, F, 1.0f, d->dw2, F, NULL));
+        break;
+    case DS1:
+        check(pt_bf16_sgemm(CblasNoTrans, CblasNoTrans, n, F, F, 1.0f, d->ring, F, d->w2, F,
+                            0.0f, d->ds1, F));
+        break;
+    default: break;
+    }
+}
+
+static void run_chunk(data *d, int which, int r0, int n, int variant)
+{
+    const size_t o = (size_t)r0 * F;
+    if (variant == 0 && (which == FWD1 || which == DP || which == DW2 || which == DS1)) {
+        run_chunk_v0(d, which, r0, n);
+        return;
+    }
+    switch (which) {
+    case FWD1: {
+        const pt_bf16_epilogue ssp = {.bias = d->b1, .map = pt_ssp_forward, .aux = d->sig + o,
+                                      .h = d->s1h + o, .ldh = F,
+                                      .pairs = d->s1p + (size_t)(r0 / 2) * pt_bf16_pairs_ld(F)};
+        check(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, n, F, G, 1.0f, d->e + (size_t)r0 * G, 0,
+                              G, d->w1, 0, G, 0.0f, NULL, F, &ssp));
+        break;
+    }
+    case FWD2: {
+        const pt_bf16_epilogue cut = {.bias = d->b2, .row_scale = d->cut + r0};
+        check(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, n, F, F, 1.0f, d->s1h + o, 1, F, d->w2, 0,
+                              F, 0.0f, d->p + o, F, &cut));
+        break;
+    }
+    case DP: /* one rounding of the chunk's dP for dW2 and dS1 */
+        pt_bf16_pairs_pack(d->dpp, d->ring, F, n, F, d->dph, F);
+        break;
+    case DW2: {
+        const int ldp = pt_bf16_pairs_ld(F);
+        check(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, F, F, n, 1.0f, d->dpp, PT_BF16_FMT_PAIRS,
+                              ldp, d->s1p + (size_t)(r0 / 2) * ldp, PT_BF16_FMT_PAIRS, ldp, 1.0f,
+                              d->dw2, F, NULL));
+        break;
+    }
+    case DS1:
+        check(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, n, F, F, 1.0f, d->dph, PT_BF16_FMT_ROWS,
+                              F, d->w2, PT_BF16_FMT_F32, F, 0.0f, d->ds1, F, NULL));
+        break;
+    default:
+        check(pt_bf16_sgemm(CblasTrans, CblasNoTrans, F, G, n, 1.0f, d->ds1, F,
+                            d->e + (size_t)r0 * G, G, 1.0f, d->dw1, G));
+    }
+}
+
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* One pass over the batch as training runs it (schnet_edges.c): the
+ * forward chunk by chunk, then the backward chunk by chunk, its dP in a
+ * one-chunk ring that a write pass (standing in for the convolution's
+ * backward, which produces it) has just brought into cache, ds1 in one
+ * chunk's rows (L2).  Adds each product's wall time to t[]. */
+static void run_pass(data *d, double t[PRODUCTS], int variant)
+{
+    for (int r0 = 0; r0 < d->rows; r0 += CHUNK) {
+        const int n = d->rows - r0 < CHUNK ? d->rows - r0 : CHUNK;
+        for (int i = FWD1; i <= FWD2; i++) {
+            double t0 = wall_now();
+            run_chunk(d, i, r0, n, variant);
+            t[i] += wall_now() - t0;
+        }
+    }
+    for (int r0 = 0; r0 < d->rows; r0 += CHUNK) {
+        const int n = d->rows - r0 < CHUNK ? d->rows - r0 : CHUNK;
+        for (size_t j = 0; j < (size_t)n * F; j++) d->ring[j] = d->dp[(size_t)r0 * F + j];
+        for (int i = DP; i <= DW1; i++) {
+            double t0 = wall_now();
+            run_chunk(d, i, r0, n, variant);
+            t[i] += wall_now() - t0;
+        }
+    }
+}
+
+/* vdpbf16ps peak of one thread: GFLOP/s of independent register chains */
+__attribute__((target("avx512f,avx512bf16")))
+static double peak_rate(void)
+{
+    typedef float v16 __attribute__((vector_size(64)));
+    v16 acc[24];
+    for (int i = 0; i < 24; i++) acc[i] = (v16){0};
+    __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = a;
+    const long iters = 2000000;
+    double best = 0.0;
+    for (int round = 0; round < 3; round++) {
+        double t0 = cpu_now();
+        for (long it = 0; it < iters; it++) {
+#pragma GCC unroll 24
+            for (int i = 0; i < 24; i++) acc[i] = (v16)_mm512_dpbf16_ps((__m512)acc[i], a, b);
+            __asm__ volatile("" : "+v"(a));
+        }
+        double t = cpu_now() - t0, r = 24.0 * 64.0 * (double)iters / t * 1e-9;
+        if (r > best) best = r;
+    }
+    float sink = 0;
+    for (int i = 0; i < 24; i++) sink += acc[i][0];
+    if (sink == 1234.5f) printf("#\n");
+    return best;
+}
+
+int main(int argc, char **argv)
+{
+    if (!pt_cpu_has_bf16()) {
+        printf("{\"skipped\":\"no AVX512-BF16 on this CPU\"}\n");
+        return 0;
+    }
+    data d = {.rows = argc > 1 ? atoi(argv[1]) : 19712};
+    const int rounds = argc > 2 ? atoi(argv[2]) : 5;
+    if (d.rows < 1 || rounds < 1) {
+        fprintf(stderr, "usage: bf16_filter [ROWS [ROUNDS]]\n");
+        return 2;
+    }
+    const size_t rf = (size_t)d.rows * F;
+    d.e = filled((size_t)d.rows * G, 1, 2.0f);
+    d.w1 = filled((size_t)F * G, 2, 0.4f);
+    d.b1 = filled(F, 3, 0.1f);
+    d.w2 = filled((size_t)F * F, 4, 0.2f);
+    d.b2 = filled(F, 5, 0.1f);
+    d.cut = filled((size_t)d.rows, 6, 1.0f);
+    d.sig = filled(rf, 7, 1.0f);
+    d.p = filled(rf, 8, 1.0f);
+    d.dp = filled(rf, 9, 0.01f);
+    d.ring = filled((size_t)CHUNK * F, 9, 0.01f);
+    d.ds1 = filled((size_t)CHUNK * F, 10, 0.01f);
+    d.dw1 = filled((size_t)F * G, 11, 0.0f);
+    d.dw2 = filled((size_t)F * F, 12, 0.0f);
+    d.s1h = aligned_alloc(64, (rf * sizeof(pt_bf16) + 63) / 64 * 64);
+    if (!d.s1h) return 1;
+    pt_bf16_from_floats(d.s1h, d.p, rf);
+    const size_t pairs = (size_t)(d.rows + 1) / 2 * pt_bf16_pairs_ld(F);
+    d.s1p = aligned_alloc(64, (pairs * sizeof(uint32_t) + 63) / 64 * 64);
+    d.dpp = aligned_alloc(64, (size_t)CHUNK / 2 * pt_bf16_pairs_ld(F) * sizeof(uint32_t));
+    d.dph = aligned_alloc(64, (size_t)CHUNK * F * sizeof(pt_bf16));
+    if (!d.s1p || !d.dpp || !d.dph) return 1;
+
+    double peak = peak_rate();
+    double best[2][PRODUCTS];
+    for (int v = 0; v < 2; v++) {
+        for (int i = 0; i < PRODUCTS; i++) best[v][i] = 1e30;
+        double warm[PRODUCTS] = {0};
+        run_pass(&d, warm, v); /* the weight cache, scratch, first touches */
+    }
+    for (int round = 0; round < rounds; round++)
+        for (int v = 0; v < 2; v++) {
+            double t[PRODUCTS] = {0};
+            run_pass(&d, t, v);
+            for (int i = 0; i < PRODUCTS; i++)
+                if (t[i] < best[v][i]) best[v][i] = t[i];
+        }
+    for (int v = 0; v < 2; v++) {
+        double total_t = 0, total_f = 0;
+        for (int i = 0; i < PRODUCTS; i++) {
+            double f = FLOP_PER_ROW[i] * d.rows, r = f / best[v][i] * 1e-9;
+            total_t += best[v][i];
+            total_f += f;
+            printf("{\"variant\":%d,\"product\":\"%s\",\"rows\":%d,\"ms\":%.3f,"
+                   "\"gflops\":%.1f,\"of_peak\":%.3f}\n",
+                   v, NAME[i], d.rows, best[v][i] * 1e3, r, r / peak);
+        }
+        printf("{\"variant\":%d,\"product\":\"all\",\"rows\":%d,\"ms\":%.3f,"
+               "\"ms_4_blocks\":%.3f,\"gflops\":%.1f,\"peak_gflops\":%.1f,\"of_peak\":%.3f}\n",
+               v, d.rows, total_t * 1e3, 4 * total_t * 1e3, total_f / total_t * 1e-9, peak,
+               total_f / total_t * 1e-9 / peak);
+    }
+    return 0;
+}

@@ -1,0 +1,279 @@
+/* test_bf16_pairs.c — bf16 operands rounded once, in pairs along the
+ * reduction (bf16.h: pt_bf16_pairs_pack, PT_BF16_FMT_PAIRS, the epilogue's
+ * pairs), each against a scalar reference, bit for bit:
+ *   - pt_bf16_pairs_ld: a multiple of 16 that covers the width and the
+ *     6-row tiles reading the pairs as A;
+ *   - pt_bf16_pairs_pack on the AVX512-BF16 and the portable kernel equals
+ *     pairs built element by element from pt_bf16_from_float (zero padding
+ *     past the width, the high half 0 for an odd last row, the plain rows
+ *     it also writes), for widths around a 16-lane vector, odd row counts,
+ *     rows longer than the width, whole vectors of subnormals and ties;
+ *   - products with A and/or B given as pairs equal pt_bf16_gemm_ref on the
+ *     same rounded values (the portable kernel: its product on bf16 rows),
+ *     for k past one reduction block, odd k, row and column counts off the
+ *     6-row tile and the 16-lane vector, beta 0 and 1, one and two threads;
+ *   - the fused epilogue's pairs (C's bf16 copy also as pairs) equal the
+ *     pairs of the C the same product keeps, for odd row counts and two
+ *     threads;
+ *   - what cannot be read as pairs is refused with PT_BF16_EFORMAT (pairs A
+ *     not transposed, pairs B transposed, ld too small, an unknown format),
+ *     pairs without the bf16 copy with PT_BF16_EFUSED, C untouched. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/model/bf16.h"
+#include "engine/model/schnet_ops.h"
+
+#define PT_TEST_SEED 0x9e3779b97f4a7c15ull
+#include "tests/unit/rand_fixture.h"
+
+static float bits_float(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* subnormals (smallest, a tie that rounds up, the largest), ties to even, −0 */
+static const uint32_t ODD[] = {0x00000001, 0x00008000, 0x007fffff, 0x80018000, 0x3f808000,
+                               0x3f818000, 0x80000000};
+#define NODD (sizeof ODD / sizeof ODD[0])
+
+static void sprinkle(float *x, size_t n, size_t at)
+{
+    for (size_t i = 0; i < 16 && at + i < n; i++) x[at + i] = bits_float(ODD[i % 3]);
+    for (size_t i = 0; i < NODD; i++) x[(i * 97 + 11) % n] = bits_float(ODD[i]);
+}
+
+/* the pairs of x (rows of lds), element by element */
+static uint32_t *ref_pairs(const float *x, int lds, int rows, int w)
+{
+    const int ld = pt_bf16_pairs_ld(w);
+    uint32_t *p = calloc((size_t)(rows + 1) / 2 * ld + 1, sizeof(uint32_t));
+    assert_non_null(p);
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < w; j++)
+            p[(size_t)(r / 2) * ld + j] |= (uint32_t)pt_bf16_from_float(x[(size_t)r * lds + j])
+                                           << (16 * (r % 2));
+    return p;
+}
+
+static void test_pairs_ld(void **state)
+{
+    (void)state;
+    for (int w = 1; w <= 300; w++) {
+        const int ld = pt_bf16_pairs_ld(w);
+        assert_int_equal(ld % 16, 0);
+        assert_true(ld >= w && ld >= (w + 5) / 6 * 6 && ld <= w + 32);
+    }
+    assert_int_equal(pt_bf16_pairs_ld(100), 112);
+    assert_int_equal(pt_bf16_pairs_ld(25), 32);
+    assert_int_equal(pt_bf16_pairs_ld(16), 32); /* rows 16, 17 of a 6-row tile */
+}
+
+static void check_pack(int rows, int w, int lds, int with_rows)
+{
+    const size_t nx = (size_t)rows * lds;
+    float *x = rnd_floats(nx, 1.0f);
+    sprinkle(x, nx, nx / 2);
+    const int ld = pt_bf16_pairs_ld(w);
+    const size_t np = (size_t)(rows + 1) / 2 * ld;
+    uint32_t *want = ref_pairs(x, lds, rows, w), *got = malloc(np * sizeof(uint32_t));
+    pt_bf16 *h = malloc((size_t)rows * (w + 3) * sizeof(pt_bf16));
+    assert_true(got && h);
+    memset(got, 0xab, np * sizeof(uint32_t));
+    for (size_t i = 0; i < (size_t)rows * (w + 3); i++) h[i] = 0x5555;
+    pt_bf16_pairs_pack(got, x, lds, rows, w, with_rows ? h : NULL, w + 3);
+    if (memcmp(got, want, np * sizeof(uint32_t)) != 0)
+        fail_msg("pairs rows=%d w=%d lds=%d kernel=%d differ", rows, w, lds,
+                 (int)pt_bf16_kernel_active());
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < w + 3; j++) {
+            pt_bf16 v = h[(size_t)r * (w + 3) + j];
+            pt_bf16 e = with_rows && j < w ? pt_bf16_from_float(x[(size_t)r * lds + j]) : 0x5555;
+            if (v != e) fail_msg("rows rows=%d w=%d r=%d j=%d: %04x, want %04x", rows, w, r, j, v, e);
+        }
+    free(x), free(want), free(got), free(h);
+}
+
+static void test_pairs_pack(void **state)
+{
+    (void)state;
+    const int kernels[2] = {PT_BF16_KERNEL_AVX512, PT_BF16_KERNEL_PORTABLE};
+    const int rows[] = {1, 2, 7, 256, 257}, ws[] = {1, 15, 16, 17, 25, 100, 130};
+    for (int ki = pt_cpu_has_bf16() ? 0 : 1; ki < 2; ki++) {
+        assert_int_equal(pt_bf16_set_kernel((pt_bf16_kernel)kernels[ki]), PT_BF16_OK);
+        for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
+            for (size_t wi = 0; wi < sizeof ws / sizeof ws[0]; wi++) {
+                check_pack(rows[ri], ws[wi], ws[wi], (int)(ri + wi) % 2);
+                check_pack(rows[ri], ws[wi], ws[wi] + 5, 1);
+            }
+    }
+    pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO);
+}
+
+/* C = alpha·op(A)·op(B) + beta·C with A (stored [k][m], transposed) and B
+ * (stored [k][n]) each as fp32 rows or as pairs: equals the reference on
+ * the rounded values. */
+static void check_product(int m, int n, int k, float beta, int a_pairs, int b_pairs)
+{
+    const size_t na = (size_t)k * m, nb = (size_t)k * n, nc = (size_t)m * n;
+    float *a = rnd_floats(na, 1.0f), *b = rnd_floats(nb, 1.0f), *c = rnd_floats(nc, 1.0f);
+    sprinkle(a, na, na / 3);
+    float *cr = floats_copy(c, nc);
+    pt_bf16 *a16 = malloc(na * sizeof(pt_bf16)), *b16 = malloc(nb * sizeof(pt_bf16));
+    assert_true(a16 && b16);
+    pt_bf16_from_floats(a16, a, na);
+    pt_bf16_from_floats(b16, b, nb);
+    uint32_t *ap = ref_pairs(a, m, k, m), *bp = ref_pairs(b, n, k, n);
+    const void *ao = a_pairs ? (const void *)ap : a, *bo = b_pairs ? (const void *)bp : b;
+    const int lda = a_pairs ? pt_bf16_pairs_ld(m) : m, ldb = b_pairs ? pt_bf16_pairs_ld(n) : n;
+    assert_int_equal(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, m, n, k, 0.75f, ao,
+                                     a_pairs ? PT_BF16_FMT_PAIRS : PT_BF16_FMT_F32, lda, bo,
+                                     b_pairs ? PT_BF16_FMT_PAIRS : PT_BF16_FMT_F32, ldb, beta, c,
+                                     n, NULL),
+                     PT_BF16_OK);
+    if (pt_bf16_kernel_active() == PT_BF16_KERNEL_AVX512)
+        pt_bf16_gemm_ref(CblasTrans, CblasNoTrans, m, n, k, 0.75f, a16, m, b16, n, beta, cr, n);
+    else /* the portable path: cblas_sgemm on the widened values, whatever their layout */
+        assert_int_equal(pt_bf16_gemm(CblasTrans, CblasNoTrans, m, n, k, 0.75f, a16, m, b16, n,
+                                      beta, cr, n),
+                         PT_BF16_OK);
+    if (memcmp(c, cr, nc * sizeof(float)) != 0)
+        fail_msg("m=%d n=%d k=%d beta=%g pairs A=%d B=%d kernel=%d threads=%d: differs from the "
+                 "reference", m, n, k, (double)beta, a_pairs, b_pairs,
+                 (int)pt_bf16_kernel_active(), pt_bf16_get_threads());
+    free(a), free(b), free(c), free(cr), free(a16), free(b16), free(ap), free(bp);
+}
+
+static void test_pairs_products(void **state)
+{
+    (void)state;
+    const int kernels[2] = {PT_BF16_KERNEL_AVX512, PT_BF16_KERNEL_PORTABLE};
+    const int shapes[][3] = {{100, 100, 256}, {100, 25, 256}, {100, 100, 255}, {17, 33, 513},
+                             {16, 16, 2},     {1, 1, 1},      {7, 130, 37},   {250, 70, 300}};
+    for (int ki = pt_cpu_has_bf16() ? 0 : 1; ki < 2; ki++) {
+        assert_int_equal(pt_bf16_set_kernel((pt_bf16_kernel)kernels[ki]), PT_BF16_OK);
+        for (int threads = 1; threads <= 2; threads++) {
+            pt_bf16_set_threads(threads);
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+                for (int v = 1; v < 8; v++) {
+                    if ((v & 3) == 0) continue;
+                    check_product(shapes[s][0], shapes[s][1], shapes[s][2], v & 4 ? 1.0f : 0.0f,
+                                  v & 1, v >> 1 & 1);
+                }
+        }
+    }
+    pt_bf16_set_threads(1);
+    pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO);
+}
+
+/* X·Wᵀ + bias, shifted softplus, bf16 copy and pairs: the pairs are those
+ * of the C the same product keeps (and the copy its rounding). */
+static void check_epilogue_pairs(int m, int n, int k)
+{
+    const size_t nx = (size_t)m * k, nw = (size_t)n * k, nc = (size_t)m * n;
+    float *x = rnd_floats(nx, 1.0f), *w = rnd_floats(nw, 1.0f), *bias = rnd_floats(n, 1.0f);
+    float *c = rnd_floats(nc, 1.0f), *aux = rnd_floats(nc, 1.0f), *aux2 = rnd_floats(nc, 1.0f);
+    const int ld = pt_bf16_pairs_ld(n);
+    const size_t np = (size_t)(m + 1) / 2 * ld;
+    pt_bf16 *h = malloc(nc * sizeof(pt_bf16)), *h2 = malloc(nc * sizeof(pt_bf16));
+    uint32_t *p = malloc(np * sizeof(uint32_t));
+    assert_true(h && h2 && p);
+    memset(p, 0xab, np * sizeof(uint32_t));
+    const pt_bf16_epilogue kept = {.bias = bias, .map = pt_ssp_forward, .aux = aux, .h = h,
+                                   .ldh = n};
+    const pt_bf16_epilogue paired = {.bias = bias, .map = pt_ssp_forward, .aux = aux2, .h = h2,
+                                     .ldh = n, .pairs = p};
+    assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, m, n, k, 1.0f, x, 0, k, w, 0, k,
+                                     0.0f, c, n, &kept),
+                     PT_BF16_OK);
+    assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, m, n, k, 1.0f, x, 0, k, w, 0, k,
+                                     0.0f, NULL, n, &paired),
+                     PT_BF16_OK);
+    uint32_t *want = ref_pairs(c, n, m, n);
+    if (memcmp(p, want, np * sizeof(uint32_t)) != 0)
+        fail_msg("epilogue pairs m=%d n=%d k=%d threads=%d differ", m, n, k,
+                 pt_bf16_get_threads());
+    assert_memory_equal(h2, h, nc * sizeof(pt_bf16));
+    assert_memory_equal(aux2, aux, nc * sizeof(float));
+    free(x), free(w), free(bias), free(c), free(aux), free(aux2), free(h), free(h2), free(p);
+    free(want);
+}
+
+static void test_epilogue_pairs(void **state)
+{
+    (void)state;
+    if (!pt_cpu_has_bf16()) skip();
+    pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
+    const int shapes[][3] = {{256, 100, 25}, {1, 100, 25}, {37, 100, 25}, {7, 17, 2},
+                             {13, 130, 31},  {255, 64, 100}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        check_epilogue_pairs(shapes[s][0], shapes[s][1], shapes[s][2]);
+    pt_bf16_set_threads(2);
+    check_epilogue_pairs(1001, 100, 25);
+    pt_bf16_set_threads(1);
+    pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO);
+}
+
+static void test_pairs_refusals(void **state)
+{
+    (void)state;
+    uint32_t p[64 * 2] = {0};
+    float x[64] = {0}, c[4] = {1, 2, 3, 4};
+    const float keep[4] = {1, 2, 3, 4};
+    pt_bf16 h[4];
+    const int ld = pt_bf16_pairs_ld(2);
+    /* pairs A must be op(A) = Aᵀ, pairs B op(B) = B */
+    assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, p,
+                                     PT_BF16_FMT_PAIRS, ld, x, 0, 2, 0.0f, c, 2, NULL),
+                     PT_BF16_EFORMAT);
+    assert_int_equal(pt_bf16_gemm_ex(CblasTrans, CblasTrans, 2, 2, 2, 1.0f, x, 0, 2, p,
+                                     PT_BF16_FMT_PAIRS, ld, 0.0f, c, 2, NULL),
+                     PT_BF16_EFORMAT);
+    /* ld below pt_bf16_pairs_ld */
+    assert_int_equal(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, 2, 2, 2, 1.0f, p,
+                                     PT_BF16_FMT_PAIRS, ld - 1, x, 0, 2, 0.0f, c, 2, NULL),
+                     PT_BF16_EFORMAT);
+    assert_int_equal(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, 2, 2, 2, 1.0f, x, 0, 2, p,
+                                     PT_BF16_FMT_PAIRS, 2, 0.0f, c, 2, NULL),
+                     PT_BF16_EFORMAT);
+    /* unknown formats */
+    assert_int_equal(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, 2, 2, 2, 1.0f, x, 3, 2, x, 0, 2,
+                                     0.0f, c, 2, NULL),
+                     PT_BF16_EFORMAT);
+    assert_int_equal(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, 2, 2, 2, 1.0f, x, 0, 2, x, -1, 2,
+                                     0.0f, c, 2, NULL),
+                     PT_BF16_EFORMAT);
+    /* the epilogue's pairs need its bf16 copy */
+    if (pt_cpu_has_bf16()) pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
+    const pt_bf16_epilogue no_h = {.pairs = p};
+    assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, x, 0, 2, x, 0, 2,
+                                     0.0f, c, 2, &no_h),
+                     PT_BF16_EFUSED);
+    const pt_bf16_epilogue with_h = {.h = h, .ldh = 2, .pairs = p};
+    pt_bf16_set_kernel(PT_BF16_KERNEL_PORTABLE);
+    assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, x, 0, 2, x, 0, 2,
+                                     0.0f, c, 2, &with_h),
+                     PT_BF16_EFUSED);
+    pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO);
+    assert_memory_equal(c, keep, sizeof keep);
+    assert_non_null(strstr(pt_bf16_strerror(PT_BF16_EFORMAT), "pairs"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pairs_ld),
+        cmocka_unit_test(test_pairs_pack),
+        cmocka_unit_test(test_pairs_products),
+        cmocka_unit_test(test_epilogue_pairs),
+        cmocka_unit_test(test_pairs_refusals),
+    };
+    return cmocka_run_group_tests_name("bf16_pairs", tests, NULL, NULL);
+}
