@@ -6,8 +6,10 @@
  * filter element (millions per batch): glibc only exposes its vector exp/log
  * to code compiled with -ffast-math, which the project does not use, so the
  * small polynomial kernels below (Cody-Waite reduction with a minimax e^r,
- * a minimax atanh form of log1p, a polynomial cosine cutoff) keep those
- * loops vectorised within ~4 u (u = 2^−24; test_schnet_ops_sweep.c). */
+ * a polynomial cosine cutoff) keep those loops vectorised within ~4 u
+ * (u = 2^−24; test_schnet_ops_sweep.c).  The softplus has its own kernels
+ * (ssp_kernels.c, ssp_body.h: the same e^r, spelled once for every
+ * instruction set). */
 /* Floating-point traps are never enabled in packtrain; telling gcc so lets it
  * if-convert the selects (clamp, sign of x) in the exp/softplus loops, which it
  * otherwise refuses to vectorise because a speculated multiply "might trap".
@@ -62,22 +64,6 @@ static inline float exp_neg(float a)
     pb += (int32_t)((uint32_t)(bits - 0x4B400000) << 23);   /* n << 23, n in [−126, 0] */
     memcpy(&p, &pb, sizeof p);
     return p;
-}
-
-/* log(1 + t) for t in [0, 1] from s = t/(2+t) ≤ 1/3 (the caller divides):
- * log1p(t) = 2 atanh(s) = 2s·Q(s²), Q(z) = 1 + z/3 + z²/5 + … replaced by
- * its degree-4 minimax fit on z ≤ 1/9 (relative error 4.5e−9, below float's
- * half ulp: the series needed degree 6 for that), the factor 2 folded into
- * the coefficients.  No cancellation for small t, which is where
- * softplus(−|x|) lives.  Returns 2·Q(s²); the caller multiplies by s. */
-static inline float log1p_twice_q(float s)
-{
-    float z = s * s;
-    float q = 2.801199257e-1f;
-    q = q * z + 2.800180316e-1f;
-    q = q * z + 4.002152681e-1f;
-    q = q * z + 6.666641831e-1f;
-    return q * z + 2.0f;
 }
 
 /* schnet_ops_internal.h */
@@ -160,67 +146,7 @@ void pt_linear_backward(float *din, float *dw, float *db, const float *dout,
     if (din) pt_linear_backward_input(din, dout, w, n, in_dim, out_dim, din_beta, prec);
 }
 
-/* One element of the shifted softplus and its derivative from one
- * exponential t = e^−|v|: σ(v) = 1/(1+t) for v ≥ 0 and t/(1+t) below;
- * ssp(v) = log1p(t) + max(v, 0) − ln 2 with log1p(t) = s·2Q(s²), s = t/(2+t).
- * Two divisions (one vector instruction each, on the divider, beside the
- * multiply-add pipes) instead of one division and four products to share
- * it: the multiply pipes are what limits this loop.  A NaN input gives a
- * NaN output (max written so it propagates), so a diverged pre-activation
- * is not hidden as −ln 2.  Error against double: tests/unit/test_schnet_ops_sweep.c
- * (test_ssp_dense_sweep). */
-static inline __attribute__((always_inline)) float ssp_one(float v, float *sig)
-{
-    const float ln2 = (float)PT_LN2;
-    float t = exp_neg(fabsf(v));
-    float inv = 1.0f / (1.0f + t);
-    float s = t / (2.0f + t);
-    *sig = v >= 0.0f ? inv : t * inv;
-    float c = (v <= 0.0f ? 0.0f : v) - ln2;
-    return s * log1p_twice_q(s) + c;
-}
-
-static inline __attribute__((always_inline)) void ssp_row(float *restrict x,
-                                                          float *restrict sig,
-                                                          const float *restrict b, int c)
-{
-    for (int k = 0; k < c; k++) x[k] = ssp_one(x[k] + b[k], &sig[k]);
-}
-
-/* Without a bias the rows are one contiguous run: a single loop with no
- * per-row remainder (100 columns are not a multiple of 16 lanes). */
-static inline __attribute__((always_inline)) void ssp_flat(float *restrict x,
-                                                           float *restrict sig, size_t len)
-{
-    for (size_t k = 0; k < len; k++) x[k] = ssp_one(x[k], &sig[k]);
-}
-
-/* ssp_flat without the sigmoid (passes that take no gradient): the same
- * operations for x, so the same bits; one division less per element. */
-static inline __attribute__((always_inline)) void ssp_flat_value(float *restrict x, size_t len)
-{
-    for (size_t k = 0; k < len; k++) {
-        float unused;
-        x[k] = ssp_one(x[k], &unused);
-    }
-}
-
-PT_SIMD_CLONES
-void pt_ssp_forward(float *x, float *sig, const float *b, int n, int c)
-{
-    if (!b && !sig) {
-        ssp_flat_value(x, (size_t)n * (size_t)c);
-        return;
-    }
-    if (!b) {
-        ssp_flat(x, sig, (size_t)n * (size_t)c);
-        return;
-    }
-    for (int r = 0; r < n; r++) {
-        size_t o = (size_t)r * c;
-        ssp_row(x + o, sig + o, b, c);
-    }
-}
+/* The shifted softplus forward (pt_ssp_forward) is in ssp_kernels.c. */
 
 static inline __attribute__((always_inline)) void mul_rows(float *restrict d,
                                                            const float *restrict sig,

@@ -53,11 +53,10 @@ void pt_linear_backward_weight(float *dw, float *db, const float *dout, const fl
 
 /* In place, x[n,c] ← ssp(x + b) = log1p(exp(−|x'|)) + max(x',0) − ln 2 with
  * x' = x + b, and sig = σ(x') = ssp'(x').  In place because that is how the
- * model uses it and because a separate-but-maybe-aliased output would make
- * gcc fall back to scalar code at run time.  b may be NULL (no bias: the
- * model adds it in the product, so the pass is one flat vector loop); with
- * b NULL, sig may be NULL too (no gradient will be taken: x has the same
- * bits, without the sigmoid's division). */
+ * model uses it.  b may be NULL (no bias: the model adds it in the
+ * product, so the pass is one flat run); sig may be NULL (no gradient will
+ * be taken: x gets the same bits, without the sigmoid's division).  One
+ * arithmetic for every instruction set and path (ssp_body.h; errors there). */
 void pt_ssp_forward(float *x, float *sig, const float *b, int n, int c);
 /* In place, d ← d ⊙ sig (dL/ds becomes dL/dx');  db[c] += Σ_n d (db may be NULL).
  * sig NULL: d already is d ⊙ σ (a product's fused epilogue made it), only db

@@ -28,9 +28,10 @@
  *        formula that subtracts ln 2 has it);
  *   σ:   |got − want| ≤ SIG_ULPS · u · want + 2e−38  (the absolute part: e^−|v|
  *        is clamped at e^−87 ≈ 1.6e−38, so σ(v < −87) is that, not a denormal).
- * Measured maxima (2026-11-26): ssp 3.61 u (at v ≈ 3e−4, the shift's
- * cancellation), σ 3.05 u; the kernel before (Cephes' exp, the atanh series
- * to z^6, one shared division) had 4.46 u and 4.15 u on the same inputs. */
+ * Measured maxima (2026-11-26, ssp_body.h's kernel): ssp 3.37 u, σ 2.89 u
+ * on these inputs (3.62 u and 2.97 u over every float: test_ssp_kernels.c);
+ * the kernel before it (two divisions, σ as t·1/(1+t)) had 3.61 u and
+ * 3.05 u, Cephes' exp with the atanh series to z^6 4.46 u and 4.15 u. */
 #define SSP_ULPS 4.0
 #define SIG_ULPS 3.5
 static void test_ssp_dense_sweep(void **state)

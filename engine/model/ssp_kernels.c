@@ -1,0 +1,74 @@
+/* ssp_kernels.c — the shifted softplus forward: the scalar reference (the
+ * one spelling in ssp_body.h over plain floats; also the kernel of CPUs
+ * without AVX2 + FMA), the choice of instruction set, and pt_ssp_forward
+ * (schnet_ops.h), which every forward of the model calls (filter, node and
+ * output layers, fp32 and the bf16 kernel's fused store). */
+#include "engine/model/ssp_kernels.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "engine/model/schnet_ops.h"
+
+/* p·2^n with n in big's low bits (ssp_body.h): an integer add to the
+ * exponent field, as the vector kernels do it */
+static inline float scale_scalar(float p, float big)
+{
+    uint32_t pb, bb;
+    memcpy(&pb, &p, sizeof pb);
+    memcpy(&bb, &big, sizeof bb);
+    pb += bb << 23;
+    memcpy(&p, &pb, sizeof p);
+    return p;
+}
+
+#define T float
+#define VSET1(x) (x)
+#define VFMA(a, b, c) fmaf((a), (b), (c))
+#define VMUL(a, b) ((a) * (b))
+#define VADD(a, b) ((a) + (b))
+#define VSUB(a, b) ((a) - (b))
+#define VDIV(a, b) ((a) / (b))
+#define VMAX(a, b) ((a) > (b) ? (a) : (b))
+#define VNEGABS(a) (-fabsf(a))
+#define VSCALE(p, big) scale_scalar((p), (big))
+#define VSEL_GE0(v, a, b) ((v) >= 0.0f ? (a) : (b))
+#define SSP_U 1
+#define SSP_FN(name) ssp_scalar_##name
+#include "engine/model/ssp_body.h"
+
+static void ssp_scalar(float *x, float *sig, size_t len)
+{
+    for (size_t k = 0; k < len; k++) ssp_scalar_step(x + k, x + k, sig ? sig + k : NULL);
+}
+
+int pt_ssp_forward_run(pt_sgemm_impl impl, float *x, float *sig, size_t len)
+{
+    if (impl == PT_SGEMM_AUTO)
+        impl = pt_sgemm_supported(PT_SGEMM_AVX512) ? PT_SGEMM_AVX512
+               : pt_sgemm_supported(PT_SGEMM_AVX2) ? PT_SGEMM_AVX2
+                                                   : PT_SGEMM_SCALAR;
+    if (impl == PT_SGEMM_OPENBLAS || !pt_sgemm_supported(impl)) return -1;
+    if (impl == PT_SGEMM_AVX512)
+        pt_ssp_avx512(x, sig, len);
+    else if (impl == PT_SGEMM_AVX2)
+        pt_ssp_avx2(x, sig, len);
+    else
+        ssp_scalar(x, sig, len);
+    return 0;
+}
+
+void pt_ssp_forward(float *x, float *sig, const float *b, int n, int c)
+{
+    if (n <= 0 || c <= 0) return;
+    if (!b) {
+        pt_ssp_forward_run(PT_SGEMM_AUTO, x, sig, (size_t)n * (size_t)c);
+        return;
+    }
+    for (int r = 0; r < n; r++) {
+        const size_t o = (size_t)r * (size_t)c;
+        for (int k = 0; k < c; k++) x[o + k] += b[k];
+        pt_ssp_forward_run(PT_SGEMM_AUTO, x + o, sig ? sig + o : NULL, (size_t)c);
+    }
+}

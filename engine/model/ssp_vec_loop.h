@@ -1,0 +1,42 @@
+/* ssp_vec_loop.h — the loop of a vector shifted-softplus kernel over a flat
+ * run of floats, shared by ssp_avx512.c and ssp_avx2.c (after their
+ * vocabulary, vec_avx512.h / vec_avx2.h, and two instantiations of
+ * ssp_body.h: sspB_step over SSP_BLOCK vectors, ssp1_step over one).
+ * Blocks of SSP_BLOCK vectors, then single vectors, then the last partial
+ * vector through a lane mask (masked-off lanes load 0 and are not stored). */
+
+static inline __attribute__((always_inline)) void ssp_loop(float *restrict x,
+                                                           float *restrict sig, size_t len,
+                                                           const int want_sig)
+{
+    size_t k = 0;
+    for (; k + SSP_BLOCK * (size_t)VW <= len; k += SSP_BLOCK * (size_t)VW) {
+        T v[SSP_BLOCK], o[SSP_BLOCK], g[SSP_BLOCK];
+        for (int j = 0; j < SSP_BLOCK; j++) v[j] = VLOADU(x + k + (size_t)VW * j);
+        sspB_step(v, o, want_sig ? g : NULL);
+        for (int j = 0; j < SSP_BLOCK; j++) VSTOREU(x + k + (size_t)VW * j, o[j]);
+        if (want_sig)
+            for (int j = 0; j < SSP_BLOCK; j++) VSTOREU(sig + k + (size_t)VW * j, g[j]);
+    }
+    for (; k + (size_t)VW <= len; k += VW) {
+        T v = VLOADU(x + k), o, g;
+        ssp1_step(&v, &o, want_sig ? &g : NULL);
+        VSTOREU(x + k, o);
+        if (want_sig) VSTOREU(sig + k, g);
+    }
+    if (k < len) {
+        const MASK_T m = MASK((int)(len - k));
+        T v = VLOADM(x + k, m), o, g;
+        ssp1_step(&v, &o, want_sig ? &g : NULL);
+        VSTOREM(x + k, m, o);
+        if (want_sig) VSTOREM(sig + k, m, g);
+    }
+}
+
+void SSP_KERNEL(float *x, float *sig, size_t len)
+{
+    if (sig)
+        ssp_loop(x, sig, len, 1);
+    else
+        ssp_loop(x, NULL, len, 0);
+}
