@@ -53,6 +53,7 @@ CONCEPTS = {
     "engine/model": [{"bf16", "bf16_internal", "bf16_avx512", "bf16_cache", "bf16_cpu",
                       "bf16_avx512_vec", "bf16_pack_avx512"},
                      {"sgemm_kernels", "sgemm_kernels_internal", "sgemm_avx512", "sgemm_avx2"},
+                     {"ssp_kernels", "ssp_avx512", "ssp_avx2"},
                      {"schnet", "schnet_internal", "schnet_forces", "schnet_layers", "schnet_acts",
                       "schnet_filter", "schnet_block", "schnet_edges"},
                      {"schnet_ops", "schnet_ops_internal", "schnet_ops_forces"}],
