@@ -33,6 +33,7 @@ else
 fi
 run train bench/bench_train.sh "$bin" || status=1
 run layout bench/bench_layout.sh "$bin" || status=1
+run scaling bench/bench_scaling.sh "$bin" || status=1
 run backend bench/bench_backend.sh "$bin" || status=1
 BENCH_DIR="$bdir" run zero bench/bench_zero.sh "$bin" || status=1
 run bf16 bench/bench_bf16.sh "$bdir/bench_bf16" || status=1

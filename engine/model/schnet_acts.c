@@ -194,12 +194,15 @@ int pt_schnet_acts_init(pt_schnet_acts *a, const pt_schnet *m, int32_t cap_nodes
  * (3 [rows,F] arrays per block); on 4 KB pages that is a TLB miss every
  * 4 KB, each a two-level page walk under a hypervisor.  The rounding adds
  * under 2 MB to the arena (not counted in a->bytes, the layout's size).
- * *huge is 1 when the kernel took the advice. */
+ * *huge is 1 when the kernel took the advice.  PACKTRAIN_HUGEPAGES=0 gives
+ * the plain 64-byte aligned allocation instead (what bench/bench_scaling.sh
+ * compares against; other values are the default). */
 #define PT_ARENA_HUGE ((size_t)2 << 20)
 static void *arena_alloc(size_t bytes, int32_t *huge)
 {
     *huge = 0;
-    if (bytes < PT_ARENA_HUGE) return aligned_alloc(64, bytes);
+    const char *env = getenv("PACKTRAIN_HUGEPAGES");
+    if (bytes < PT_ARENA_HUGE || (env && !strcmp(env, "0"))) return aligned_alloc(64, bytes);
     const size_t whole = (bytes + PT_ARENA_HUGE - 1) & ~(PT_ARENA_HUGE - 1);
     void *p = aligned_alloc(PT_ARENA_HUGE, whole);
 #ifdef MADV_HUGEPAGE

@@ -10,7 +10,8 @@
  *   - bad capacities are refused with a message, as by the full arena;
  *   - arenas of 2 MB and more start on a 2 MB boundary and ask for
  *     transparent huge pages (accepted wherever the kernel has them),
- *     smaller ones stay 64-byte aligned without asking. */
+ *     smaller ones stay 64-byte aligned without asking, and
+ *     PACKTRAIN_HUGEPAGES=0 turns the advice off (other values do not). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -146,6 +147,7 @@ static void test_forward_arena_bad_capacities(void **state)
 static void test_arena_huge_pages(void **state)
 {
     (void)state;
+    assert_int_equal(unsetenv("PACKTRAIN_HUGEPAGES"), 0);   /* the default */
     fixture fx;
     fixture_open(&fx, PT_READOUT_SUM);
     /* the fixture's own arena is small */
@@ -172,6 +174,23 @@ static void test_arena_huge_pages(void **state)
         assert_int_equal(((const uint8_t *)a.memory)[a.bytes - 1], 0x5a);
         pt_schnet_acts_close(&a);
     }
+    /* PACKTRAIN_HUGEPAGES=0: the plain allocation, the same layout */
+    const int32_t E = 1 << 16;
+    const size_t bytes = pt_schnet_acts_bytes(&fx.m.cfg, 64, E, 4);
+    assert_true(bytes >= ((size_t)2 << 20));
+    const char *const values[] = {"0", "1", "yes"};
+    for (int v = 0; v < 3; v++) {
+        assert_int_equal(setenv("PACKTRAIN_HUGEPAGES", values[v], 1), 0);
+        pt_schnet_acts a;
+        assert_int_equal(pt_schnet_acts_init(&a, &fx.m, 64, E, 4, NULL), 0);
+        assert_int_equal(a.bytes, bytes);
+        assert_int_equal((uintptr_t)a.memory % 64, 0);
+        assert_int_equal(a.huge_pages, v == 0 ? 0 : thp);
+        if (v) assert_int_equal((uintptr_t)a.memory % ((uintptr_t)2 << 20), 0);
+        memset(a.memory, 0x5a, a.bytes);
+        pt_schnet_acts_close(&a);
+    }
+    assert_int_equal(unsetenv("PACKTRAIN_HUGEPAGES"), 0);
     fixture_close(&fx);
 }
 
