@@ -1,7 +1,11 @@
 /* cfconv_avx2.c — the convolution kernels of cfconv_body.h for AVX2 + FMA:
  * panels of up to 8 ymm (64 floats; the 16 ymm registers hold 8
  * accumulators, the temporaries and the tail mask), so a 100-filter row is
- * two panels of 7 and 6 vectors, the last masked to 4 lanes.  Called by
+ * two panels of 7 and 6 vectors, the last masked to 4 lanes.  No backward
+ * by senders: x_j and dx_j in registers would leave panels of 5 (three
+ * walks of the edges for f = 100), and with x_j read per edge it measured
+ * slower than the receiver-order kernel (bench/cfconv_rate, water: 19.5-20
+ * against 16.2-16.4 ns per edge), which cfconv_kernels.c runs instead.  Called by
  * cfconv_kernels.c only when the CPU has AVX2 and FMA. */
 #pragma GCC target("avx2,fma")
 #include <immintrin.h>

@@ -12,5 +12,7 @@
 
 #define CK(name) pt_cfconv_avx512_##name
 #define NVMAX 8
+/* the backward by senders keeps x_j and dx_j: 2 × 8 zmm of 32 */
+#define SNVMAX 8
 
 #include "engine/model/cfconv_body.h"

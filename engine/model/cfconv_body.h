@@ -10,6 +10,9 @@
  *   V, MASK_T       the vector and lane-mask types; VW lanes per vector (vec_*.h)
  *   NVMAX           vectors of a panel (≤ 8: NVMAX accumulators + temporaries
  *                   must fit the register file)
+ *   SNVMAX          the same for the backward by senders, which keeps x_j
+ *                   and dx_j in registers (2 SNVMAX of them); undefined: no
+ *                   such kernel
  *   VZERO() VSET1(x) VLOADU(p) VLOADM(p, m) VSTOREU(p, v) VSTOREM(p, m, v)
  *   VFMA(a, b, c) = a·b + c fused   VMUL(a, b)   MASK(n) (first n lanes) (vec_*.h)
  *
@@ -170,3 +173,95 @@ void CK(backward)(float *dx, float *dp, const float *dm, const float *x, const f
         v0 += nv;
     }
 }
+
+/* --- the backward by senders (cfconv_kernels.h) ----------------------------
+ * Compiled where the caller defines SNVMAX (AVX-512: x_j and dx_j both fit
+ * the register file). */
+#ifdef SNVMAX
+
+/* The lines of the W row of the listed edge PF ahead (the next senders'
+ * edges when this one's end: the lists follow each other in visit order). */
+#define CK_PREFETCH_S(e)                                                                 \
+    if ((e) + CK_PF < eend) CK_PREFETCH(w + row[se[(e) + CK_PF]] * f, nv * VW);
+
+/* dx_j[panel] += Σ dm_i ⊙ W_u over sender j's edges and dP_u per the edge's
+ * part (cfconv_kernels.h: write, add, stash, combine), senders j0 ≤ j < j1
+ * in ascending order; x_j's panel and dx_j's accumulator in registers
+ * (2 nv of them).  Array pointers offset to the panel's first column (cut,
+ * row, first, rlast, dst, so, se are not). */
+static inline __attribute__((always_inline)) void CK(bws_panel)(
+    const int nv, const int tail, const MASK_T last, float *dx, float *dp, const float *dm,
+    const float *x, const float *w, const float *cut, const int32_t *row, const uint8_t *first,
+    const int32_t *rlast, const int32_t *dst, const int32_t *so, const int32_t *se, int j0,
+    int j1, long f, int32_t ring)
+{
+    const int32_t eend = so[j1];
+    for (int j = j0; j < j1; j++) {
+        if (so[j] == so[j + 1]) continue;
+        const float *xp = x + j * f;
+        float *dxp = dx + j * f;
+#define CK_XS(v) const V x##v = (v) < nv ? CK_LD(xp, v) : VZERO();
+        CK_V8(CK_XS)
+#define CK_ACC(v) V a##v = (v) < nv ? CK_LD(dxp, v) : VZERO();
+        CK_V8(CK_ACC)
+        for (int32_t e = so[j]; e < so[j + 1]; e++) {
+            const int32_t k = se[e], u = row[k], i = dst[k];
+            CK_PREFETCH_S(e)
+            const float *dmp = dm + i * f, *wp = w + u * f;
+            float *dpp = dp + (ring > 0 ? u % ring : u) * f;
+            const V cu = VSET1(cut[u]);
+#define CK_BS(v, DP)                                                                     \
+    if ((v) < nv) {                                                                      \
+        const V d_ = CK_LD(dmp, v);                                                      \
+        a##v = VFMA(d_, CK_LD(wp, v), a##v);                                             \
+        const V t_ = VMUL(d_, x##v);                                                     \
+        CK_ST(dpp, v, DP);                                                               \
+    }
+#define CK_BS_WRITE(v) CK_BS(v, VMUL(t_, cu))
+#define CK_BS_ADD(v) CK_BS(v, VFMA(t_, cu, CK_LD(dpp, v)))
+#define CK_BS_STASH(v) CK_BS(v, t_)
+#define CK_BS_COMBINE(v) CK_BS(v, VFMA(CK_LD(dpp, v), cu, VMUL(t_, cu)))
+            if (first[k]) {
+                if (rlast[u] == i) {
+                    CK_V8(CK_BS_WRITE)
+                } else {
+                    CK_V8(CK_BS_COMBINE)
+                }
+            } else if (j < i) {
+                CK_V8(CK_BS_STASH)
+            } else {
+                CK_V8(CK_BS_ADD)
+            }
+        }
+#define CK_STACC(v) if ((v) < nv) CK_ST(dxp, v, a##v);
+        CK_V8(CK_STACC)
+    }
+}
+
+#define CK_SCASES(CALL)                                                                  \
+    CK_SCASE(CALL, 1) CK_SCASE(CALL, 2) CK_SCASE(CALL, 3) CK_SCASE(CALL, 4)              \
+    CK_SCASE(CALL, 5) CK_SCASE(CALL, 6) CK_SCASE(CALL, 7) CK_SCASE(CALL, 8)
+#define CK_SCASE(CALL, n)                                                                \
+    case 2 * (n): if ((n) <= SNVMAX) CALL((n), 0); break;                                \
+    case 2 * (n) + 1: if ((n) <= SNVMAX) CALL((n), 1); break;
+
+void CK(backward_senders)(float *dx, float *dp, const float *dm, const float *x, const float *w,
+                          const float *cut, const int32_t *row, const uint8_t *first,
+                          const int32_t *row_last, const int32_t *dst, const int32_t *so,
+                          const int32_t *se, int j0, int j1, int f, int32_t ring)
+{
+    if (f <= 0 || j0 >= j1) return;
+    const int nvec = (f + VW - 1) / VW, npan = (nvec + SNVMAX - 1) / SNVMAX;
+    for (int p = 0, v0 = 0; p < npan; p++) {
+        const int nv = (nvec - v0 + npan - p - 1) / (npan - p);
+        const int tail = p == npan - 1 && f % VW != 0;
+        const MASK_T lm = MASK(tail ? f % VW : VW);
+        const long c0 = (long)v0 * VW;
+#define CK_BWS(nn, t)                                                                    \
+    CK(bws_panel)((nn), (t), lm, dx + c0, dp + c0, dm + c0, x + c0, w + c0, cut, row, first, \
+                  row_last, dst, so, se, j0, j1, f, ring)
+        switch (2 * nv + tail) { CK_SCASES(CK_BWS) default: break; }
+        v0 += nv;
+    }
+}
+#endif

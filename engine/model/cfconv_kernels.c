@@ -112,6 +112,37 @@ static void generic_backward(float *dx, float *dp, const float *dm, const float 
     }
 }
 
+/* The backward by senders (cfconv_kernels.h): dx_j accumulates in place
+ * over sender j's edges, the fused multiply-adds written out as above. */
+PT_SIMD_CLONES
+static void generic_backward_senders(float *dx, float *dp, const float *dm, const float *x,
+                                     const float *w, const float *cut, const int32_t *row,
+                                     const uint8_t *first, const int32_t *row_last,
+                                     const int32_t *dst, const int32_t *so, const int32_t *se,
+                                     int j0, int j1, int f, int32_t ring)
+{
+    for (int j = j0; j < j1; j++) {
+        const float *restrict xj = x + (size_t)j * f;
+        float *restrict dxj = dx + (size_t)j * f;
+        for (int32_t e = so[j]; e < so[j + 1]; e++) {
+            const int32_t k = se[e], u = row[k], i = dst[k];
+            const float *restrict dmi = dm + (size_t)i * f;
+            const float *restrict wu = w + (size_t)u * f;
+            float *restrict dpu = dp + (size_t)(ring > 0 ? u % ring : u) * f;
+            const float cu = cut[u];
+            for (int c = 0; c < f; c++) dxj[c] = fmaf(dmi[c], wu[c], dxj[c]);
+            if (first[k] && row_last[u] == i) /* write */
+                for (int c = 0; c < f; c++) dpu[c] = dmi[c] * xj[c] * cu;
+            else if (first[k]) /* combine with the stashed product */
+                for (int c = 0; c < f; c++) dpu[c] = fmaf(dpu[c], cu, dmi[c] * xj[c] * cu);
+            else if (j < i) /* stash */
+                for (int c = 0; c < f; c++) dpu[c] = dmi[c] * xj[c];
+            else /* add */
+                for (int c = 0; c < f; c++) dpu[c] = fmaf(dmi[c] * xj[c], cu, dpu[c]);
+        }
+    }
+}
+
 /* --- schnet_ops.h's entry points -------------------------------------------- */
 
 void pt_cfconv_forward_range(float *m, const float *w, const int32_t *row, const float *x,
@@ -162,4 +193,59 @@ void pt_cfconv_backward(float *dx, float *dp, const float *dm, const float *x, c
     memset(dx, 0, (size_t)n_nodes * f * sizeof(float));
     pt_cfconv_backward_range(dx, dp, dm, x, w, cut, row, first, src, dst_offset, 0, n_nodes, f,
                              0);
+}
+
+void pt_cfconv_senders(int32_t *so, int32_t *se, int32_t *close, const int32_t *row,
+                       const int32_t *src, const int32_t *dst, int n_nodes, int32_t n_edges)
+{
+    /* close: how many edges cross each boundary (a difference array over
+     * the span of each edge), then the next boundary that none crosses */
+    memset(close, 0, (size_t)(n_nodes + 1) * sizeof(int32_t));
+    for (int32_t k = 0; k < n_edges; k++) {
+        if (row[k] < 0 || src[k] == dst[k]) continue;
+        const int32_t lo = src[k] < dst[k] ? src[k] : dst[k];
+        const int32_t hi = src[k] < dst[k] ? dst[k] : src[k];
+        close[lo + 1]++;
+        close[hi + 1]--;
+    }
+    for (int b = 0; b < n_nodes; b++) close[b + 1] += close[b];
+    for (int b = n_nodes, next = n_nodes; b >= 0; b--) {
+        if (close[b] == 0) next = b;
+        close[b] = next;
+    }
+    /* the lists: a counting sort by sender, stable in k */
+    memset(so, 0, (size_t)(n_nodes + 1) * sizeof(int32_t));
+    for (int32_t k = 0; k < n_edges; k++)
+        if (row[k] >= 0) so[src[k] + 1]++;
+    for (int j = 0; j < n_nodes; j++) so[j + 1] += so[j];
+    /* so[j] is now list j's start; filling moves it to list j's end, which
+     * is list j + 1's start */
+    for (int32_t k = 0; k < n_edges; k++)
+        if (row[k] >= 0) se[so[src[k]]++] = k;
+    for (int j = n_nodes; j > 0; j--) so[j] = so[j - 1];
+    so[0] = 0;
+}
+
+void pt_cfconv_backward_senders(float *dx, float *dp, const float *dm, const float *x,
+                                const float *w, const float *cut, const int32_t *row,
+                                const uint8_t *first, const int32_t *row_last,
+                                const int32_t *src, const int32_t *dst,
+                                const int32_t *dst_offset, const int32_t *so,
+                                const int32_t *se, int j0, int j1, int f, int32_t ring)
+{
+    switch (pt_cfconv_choice()) {
+    case PT_CFCONV_AVX512:
+        pt_cfconv_avx512_backward_senders(dx, dp, dm, x, w, cut, row, first, row_last, dst, so,
+                                          se, j0, j1, f, ring);
+        return;
+    case PT_CFCONV_AVX2:
+        /* the receiver-order kernel: the same bits (the range is closed),
+         * faster with AVX2's 16 registers (cfconv_avx2.c) */
+        pt_cfconv_avx2_backward(dx, dp, dm, x, w, cut, row, first, src, dst_offset, j0, j1, f,
+                                ring);
+        return;
+    default:
+        generic_backward_senders(dx, dp, dm, x, w, cut, row, first, row_last, dst, so, se, j0,
+                                 j1, f, ring);
+    }
 }

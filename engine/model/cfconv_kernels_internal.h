@@ -19,5 +19,13 @@ void pt_cfconv_avx2_backward(float *dx, float *dp, const float *dm, const float 
                              const float *w, const float *cut, const int32_t *row,
                              const uint8_t *first, const int32_t *src, const int32_t *off,
                              int i0, int i1, int f, int32_t ring);
+/* the backward by senders: pt_cfconv_backward_senders over senders
+ * j0 ≤ j < j1 (AVX-512 only: cfconv_avx2.c says why) */
+void pt_cfconv_avx512_backward_senders(float *dx, float *dp, const float *dm, const float *x,
+                                       const float *w, const float *cut, const int32_t *row,
+                                       const uint8_t *first, const int32_t *row_last,
+                                       const int32_t *dst, const int32_t *so,
+                                       const int32_t *se, int j0, int j1, int f,
+                                       int32_t ring);
 
 #endif

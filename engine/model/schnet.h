@@ -227,6 +227,9 @@ typedef struct pt_schnet_acts {
     int32_t *row;                    /* [E] edge → filter row, −1 = no message */
     uint8_t *first;                  /* [E] 1: the row's first edge */
     int32_t *row_last;               /* [E] receiver of each row's last edge */
+    int32_t *snd_offset, *snd_edge, *snd_close; /* [N+1], [E], [N+1] the edges by
+                                      * sender (schnet_ops.h's pt_cfconv_senders) for
+                                      * the backward */
     float *row_dist;                 /* [E] distance of each row */
     float *e, *cut;                  /* [rows,G] Gaussians, [rows] cosine cutoff */
     float *h[PT_SCHNET_MAX_INTERACTIONS + 1]; /* [N,H] input of block t; h[T] feeds the head */

@@ -76,14 +76,15 @@ void pt_schnet_edges_forward(const pt_schnet_block *w, pt_schnet_block_acts *k,
  * stays at row u). */
 static int32_t dp_ring(const pt_schnet_acts *a, const pt_batch *b, int chunk)
 {
-    const int U = a->n_rows, N = b->cap_nodes;
+    const int U = a->n_rows;
     int32_t made = 0, need = 0;
     int i = 0, last = -1;
     for (int r0 = 0; r0 < U; r0 += chunk) {
         const int r1 = U - r0 < chunk ? U : r0 + chunk;
         for (int u = r0; u < r1; u++)
             if (a->row_last[u] > last) last = a->row_last[u];
-        for (; i <= last && i < N; i++)
+        const int end = last < 0 ? 0 : a->snd_close[last + 1];
+        for (; i < end; i++)
             for (int32_t k = b->dst_offset[i]; k < b->dst_offset[i + 1]; k++) made += a->first[k];
         if (made - r0 > need) need = made - r0;
     }
@@ -111,10 +112,15 @@ void pt_schnet_edges_backward(const pt_schnet_block *w, pt_schnet_block *dw,
         const int n = U - r0 < chunk ? U - r0 : chunk;
         for (int u = r0; u < r0 + n; u++)
             if (a->row_last[u] > last) last = a->row_last[u];
-        if (last + 1 > i) {
-            pt_cfconv_backward_range(a->dx, a->dp, a->dm, k->x, k->w, a->cut, a->row, a->first,
-                                     b->edge_src, b->dst_offset, i, last + 1, F, ring);
-            i = last + 1;
+        /* on to a boundary no edge crosses (a structure's end at least),
+         * so each sender's edges are walked in one piece */
+        const int end = last < 0 ? 0 : a->snd_close[last + 1];
+        if (end > i) {
+            pt_cfconv_backward_senders(a->dx, a->dp, a->dm, k->x, k->w, a->cut, a->row,
+                                       a->first, a->row_last, b->edge_src, b->edge_dst,
+                                       b->dst_offset, a->snd_offset, a->snd_edge, i, end, F,
+                                       ring);
+            i = end;
         }
         pt_lap(sw, PT_SCHNET_OP_CFCONV);
         /* ds1 lives one chunk: the first rows of a->ds1 stay in L2 */

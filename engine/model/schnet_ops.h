@@ -104,6 +104,32 @@ void pt_cfconv_backward_range(float *dx, float *dp, const float *dm, const float
                               const float *w, const float *cut, const int32_t *row,
                               const uint8_t *first, const int32_t *src,
                               const int32_t *dst_offset, int i0, int i1, int f, int32_t ring);
+/* The backward by senders: pt_cfconv_backward_range's results bit for bit
+ * (dx added to, dP rows, ring alike) over receivers j0 ≤ i < j1, walking
+ * the senders j0 ≤ j < j1 in ascending order with x_j and dx_j in
+ * registers instead of adding to dx_j in memory once per edge.  j0 and j1
+ * must be boundaries no edge with a row crosses (close[b] == b below), so
+ * the range's senders are its receivers.  so / se / close: the lists of
+ * pt_cfconv_senders for this batch (built once per batch: every block's
+ * backward shares them); row_last: edge_rows.h's last receiver of each
+ * row; src, dst, dst_offset: the batch's edges (AVX2 runs the receiver-order
+ * kernel on the range: cfconv_avx2.c says why).  dx_j sums its edges in receiver order
+ * as before; each dP row still gets (first edge's product) · C_u, then
+ * fma(other's product, C_u, ·) — when the other edge comes first in
+ * sender order (its sender is the smaller), it leaves its product in the
+ * row and the first edge combines (cfconv_kernels.h). */
+void pt_cfconv_backward_senders(float *dx, float *dp, const float *dm, const float *x,
+                                const float *w, const float *cut, const int32_t *row,
+                                const uint8_t *first, const int32_t *row_last,
+                                const int32_t *src, const int32_t *dst,
+                                const int32_t *dst_offset, const int32_t *so,
+                                const int32_t *se, int j0, int j1, int f, int32_t ring);
+/* Sender lists: the edges with a row (row[k] ≥ 0) of sender j, ascending,
+ * are se[so[j] .. so[j+1]) (so: [n_nodes + 1], se: [n_edges]).  close[b]
+ * (b ≤ n_nodes; [n_nodes + 1]) is the first node boundary at or after b
+ * that no edge with a row crosses (a structure's end at least). */
+void pt_cfconv_senders(int32_t *so, int32_t *se, int32_t *close, const int32_t *row,
+                       const int32_t *src, const int32_t *dst, int n_nodes, int32_t n_edges);
 
 /* h[i] = table[z_i]  (row 0 is the padding row) */
 void pt_embedding_forward(float *h, const float *table, const uint8_t *z, int n, int dim);
