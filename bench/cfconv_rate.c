@@ -11,7 +11,10 @@
  * in cache.  Prints one JSON object per implementation (generic, avx2,
  * avx512 where the CPU has them): ns and cycles per real edge (edges with a
  * row) of the forward and the backward, and the bound of cfconv_kernels.h
- * in cycles (forward 7 from L1 / 12.5 with W from L2, backward 14 / 25).
+ * in cycles (forward 7 from L1 / 12.5 with W from L2, backward 14 / 25);
+ * also the backward by senders on the same packs (bwd_senders) and the
+ * force passes' tangent and second backward over the whole batch
+ * (forces_tangent, forces_backward2; random operands).
  * Then "pipeline": the edge pass of schnet_edges.c itself on block 0 of
  * seed 000's model (filter chunks each followed by the convolution of the
  * receivers they complete, then the backward), per implementation: the
@@ -233,9 +236,12 @@ int main(int argc, char **argv)
     const double hz = clock_hz();
     const pt_cfconv_impl impls[] = {PT_CFCONV_GENERIC, PT_CFCONV_AVX2, PT_CFCONV_AVX512};
     enum { NI = sizeof impls / sizeof impls[0] };
-    double best_f[NI], best_b[NI], best_s[NI];
+    double best_f[NI], best_b[NI], best_s[NI], best_t[NI], best_2[NI];
     float sink = 0.0f;
-    for (int ii = 0; ii < NI; ii++) best_f[ii] = best_b[ii] = best_s[ii] = 1e30;
+    for (int ii = 0; ii < NI; ii++)
+        best_f[ii] = best_b[ii] = best_s[ii] = best_t[ii] = best_2[ii] = 1e30;
+    float *wd = randoms((size_t)U * F, 7), *lam = randoms((size_t)U, 8);
+    float *pb = randoms((size_t)U * F, 9);
     for (int r = 0; r < rounds; r++)
         for (int ii = 0; ii < NI; ii++) {
             if (!pt_cfconv_supported(impls[ii])) continue;
@@ -264,6 +270,20 @@ int main(int argc, char **argv)
                                            i_at[p], i_at[p + 1], F, 0);
                 ts += cpu_now() - t0;
             }
+            /* the force passes' tangent over the batch, with ẋ (blocks after
+             * the first) */
+            double t0 = cpu_now();
+            pt_cfconv_tangent(m, w, wd, lam, row, x, dm, b.edge_src, b.dst_offset, N, F);
+            const double tt = cpu_now() - t0;
+            if (tt < best_t[ii]) best_t[ii] = tt;
+            /* and its second backward (senders), with ẋ */
+            t0 = cpu_now();
+            pt_cfconv_backward2(dx, dp, pb, dm, x, m, w, w, wd, lam, cut, lam, row, first,
+                                row_last, b.edge_dst, so, se, N, F);
+            const double t2 = cpu_now() - t0;
+            if (t2 < best_2[ii]) best_2[ii] = t2;
+            sink += dx[N / 3 * F] + pb[0];
+            sink += m[N / 2 * F];
             if (tf < best_f[ii]) best_f[ii] = tf;
             if (tb < best_b[ii]) best_b[ii] = tb;
             if (ts < best_s[ii]) best_s[ii] = ts;
@@ -277,21 +297,24 @@ int main(int argc, char **argv)
         if (!pt_cfconv_supported(impls[ii])) continue;
         const double nf = best_f[ii] / (double)real * 1e9, nb = best_b[ii] / (double)real * 1e9;
         const double ns = best_s[ii] / (double)real * 1e9;
+        const double nt = best_t[ii] / (double)real * 1e9;
+        const double n2 = best_2[ii] / (double)real * 1e9;
         printf("{\"impl\":\"%s\",\"data\":\"%s\",\"edges\":%ld,\"rows\":%d,\"ghz\":%.2f,"
                "\"fwd_ns_per_edge\":%.2f,\"bwd_ns_per_edge\":%.2f,\"bwd_senders_ns_per_edge\":%.2f,"
+               "\"forces_tangent_ns_per_edge\":%.2f,\"forces_backward2_ns_per_edge\":%.2f,"
                "\"fwd_cycles\":%.1f,\"bwd_cycles\":%.1f,\"bwd_senders_cycles\":%.1f,"
                "\"bound_cycles\":{\"fwd_l1\":7,\"fwd_l2\":12.5,\"bwd_l1\":14,\"bwd_l2\":25},"
                "\"speedup_vs_generic\":{\"fwd\":%.2f,\"bwd\":%.2f},"
                "\"pipeline\":{\"cfconv_ns_per_edge\":%.2f,\"fwd_ns_per_edge\":%.2f,"
                "\"edge_pass_cpu_ms\":%.3f}}\n",
-               pt_cfconv_impl_name(impls[ii]), argv[1], real, (int)U, hz * 1e-9, nf, nb, ns,
+               pt_cfconv_impl_name(impls[ii]), argv[1], real, (int)U, hz * 1e-9, nf, nb, ns, nt, n2,
                nf * hz * 1e-9, nb * hz * 1e-9, ns * hz * 1e-9, gen_f / best_f[ii],
                gen_b / best_b[ii],
                pipe_conv[ii] / (double)real * 1e9, pipe_fwd[ii] / (double)real * 1e9,
                pipe_whole[ii] * 1e3);
     }
     if (sink == 12345.0f) printf("#\n");   /* keeps the reads */
-    free(row_last), free(so), free(se), free(close);
+    free(row_last), free(so), free(se), free(close), free(wd), free(lam), free(pb);
     free(row), free(first), free(row_dist), free(x), free(w), free(dm), free(cut);
     free(m), free(dx), free(dp), free(natoms), free(nedges), free(ids);
     pt_batch_close(&b);

@@ -9,6 +9,7 @@
  * cfconv_kernels.c only when the CPU has AVX2 and FMA. */
 #pragma GCC target("avx2,fma")
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 
 #include "engine/model/cfconv_kernels_internal.h"

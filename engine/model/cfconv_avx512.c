@@ -5,6 +5,7 @@
  * the CPU and OS have it. */
 #pragma GCC target("avx512f")
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 
 #include "engine/model/cfconv_kernels_internal.h"

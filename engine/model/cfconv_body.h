@@ -126,6 +126,45 @@ static inline __attribute__((always_inline)) void CK(bwd_panel)(
     }
 }
 
+/* The force passes' tangent (schnet_ops.h's pt_cfconv_tangent):
+ * ṁ_i[panel] = Σ_k ẋ_j ⊙ W_u + x_j ⊙ (W'_u λ_u) over receiver i's edges,
+ * ṁ_i in registers; per element the operations of the loop it replaced
+ * (which gcc contracted): ṁ + fma(ẋ, W, x·(W'·λ)), or without ẋ (the first
+ * block) fma(x, W'·λ, ṁ).  Pointers offset as in fwd_panel. */
+static inline __attribute__((always_inline)) void CK(tan_panel)(
+    const int nv, const int tail, const MASK_T last, float *m, const float *w, const float *wd,
+    const float *lambda, const int32_t *row, const float *x, const float *xd,
+    const int32_t *src, const int32_t *off, int i0, int i1, long f)
+{
+    const int32_t kend = off[i1];
+    for (int i = i0; i < i1; i++) {
+        CK_V8(CK_ZERO)
+        for (int32_t k = off[i]; k < off[i + 1]; k++) {
+            const int32_t u = row[k];
+            if (u < 0) continue;
+            const long j = src[k] * f;
+            const float *xp = x + j, *wp = w + u * f, *wdp = wd + u * f;
+            CK_PREFETCH_W(k)
+            if ((k) + CK_PF < kend && row[(k) + CK_PF] >= 0)
+                CK_PREFETCH(wd + row[(k) + CK_PF] * f, nv * VW);
+            const V l = VSET1(lambda[u]);
+            if (xd) {
+                const float *xdp = xd + j;
+#define CK_TAN_XD(v)                                                                     \
+    if ((v) < nv)                                                                        \
+        a##v = VADD(a##v, VFMA(CK_LD(xdp, v), CK_LD(wp, v),                              \
+                               VMUL(CK_LD(xp, v), VMUL(CK_LD(wdp, v), l))));
+                CK_V8(CK_TAN_XD)
+            } else {
+#define CK_TAN(v) if ((v) < nv) a##v = VFMA(CK_LD(xp, v), VMUL(CK_LD(wdp, v), l), a##v);
+                CK_V8(CK_TAN)
+            }
+        }
+        float *mp = m + i * f;
+        CK_V8(CK_STORE)
+    }
+}
+
 /* The panels of a row: count and the vectors of panel p (balanced). */
 static inline int CK(panels)(int nvec)
 {
@@ -151,6 +190,25 @@ void CK(forward)(float *m, const float *w, const int32_t *row, const float *x,
         const long c0 = (long)v0 * VW;
 #define CK_FWD(n, t) CK(fwd_panel)((n), (t), last, m + c0, w + c0, row, x + c0, src, off, i0, i1, f)
         switch (2 * nv + tail) { CK_CASES(CK_FWD) default: break; }
+        v0 += nv;
+    }
+}
+
+void CK(tangent)(float *m, const float *w, const float *wd, const float *lambda,
+                 const int32_t *row, const float *x, const float *xd, const int32_t *src,
+                 const int32_t *off, int i0, int i1, int f)
+{
+    if (f <= 0 || i0 >= i1) return;
+    const int nvec = (f + VW - 1) / VW, npan = CK(panels)(nvec);
+    for (int p = 0, v0 = 0; p < npan; p++) {
+        const int nv = (nvec - v0 + npan - p - 1) / (npan - p);
+        const int tail = p == npan - 1 && f % VW != 0;
+        const MASK_T last = MASK(tail ? f % VW : VW);
+        const long c0 = (long)v0 * VW;
+#define CK_TANC(n, t)                                                                    \
+    CK(tan_panel)((n), (t), last, m + c0, w + c0, wd + c0, lambda, row, x + c0,         \
+                  xd ? xd + c0 : NULL, src, off, i0, i1, f)
+        switch (2 * nv + tail) { CK_CASES(CK_TANC) default: break; }
         v0 += nv;
     }
 }
@@ -263,5 +321,149 @@ void CK(backward_senders)(float *dx, float *dp, const float *dm, const float *x,
         switch (2 * nv + tail) { CK_SCASES(CK_BWS) default: break; }
         v0 += nv;
     }
+}
+
+/* The force passes' second backward by senders (schnet_ops.h's
+ * pt_cfconv_backward2): x̂_j in registers with x_j and ẋ_j (3 nv of them),
+ * per element the operations of the loop it replaced (which gcc
+ * contracted): t = m̄·x, s = fma(m̂, x, ẋ·m̄) (m̂·x without ẋ),
+ * P̂ (=|+=) fma(s, C, t·Ċ), P̄ (=|fma) t·C, x̂ = x̂ + fma(m̂, W, m̄·(W'·λ));
+ * stash and combine as in the backward by senders (P̂'s two terms are
+ * added, so the order of the pair does not matter for it). */
+static inline __attribute__((always_inline)) void CK(b2s_panel)(
+    const int nv, const int tail, const MASK_T last, float *dxh, float *ph, float *pb,
+    const float *mh, const float *mb, const float *x, const float *xd, const float *w,
+    const float *wd, const float *lambda, const float *cut, const float *dcut,
+    const int32_t *row, const uint8_t *first, const int32_t *rlast, const int32_t *dst,
+    const int32_t *so, const int32_t *se, int j0, int j1, long f)
+{
+    const int32_t eend = so[j1];
+    for (int j = j0; j < j1; j++) {
+        if (so[j] == so[j + 1]) continue;
+        const float *xp = x + j * f, *xdp = xd ? xd + j * f : xp;
+        float *dxp = dxh + j * f;
+        CK_V8(CK_XS)
+#define CK_XDS(v) const V y##v = xd && (v) < nv ? CK_LD(xdp, v) : VZERO();
+        CK_V8(CK_XDS)
+        CK_V8(CK_ACC)
+        for (int32_t e = so[j]; e < so[j + 1]; e++) {
+            const int32_t k = se[e], u = row[k], i = dst[k];
+            CK_PREFETCH_S(e)
+            if ((e) + CK_PF < eend) CK_PREFETCH(wd + row[se[(e) + CK_PF]] * f, nv * VW);
+            const float *mhp = mh + i * f, *mbp = mb + i * f, *wp = w + u * f, *wdp = wd + u * f;
+            float *php = ph + u * f, *pbp = pb + u * f;
+            const float lf = lambda[u];
+            const V l = VSET1(lf), cu = VSET1(cut[u]), cd = VSET1(dcut[u] * lf);
+            const int mode = first[k] ? (rlast[u] == i ? 0 : 3) : (j < i ? 2 : 1);
+#define CK_B2(v, PH, PB)                                                                 \
+    if ((v) < nv) {                                                                      \
+        const V h_ = CK_LD(mhp, v), b_ = CK_LD(mbp, v);                                  \
+        const V t_ = VMUL(b_, x##v);                                                     \
+        const V s_ = xd ? VFMA(h_, x##v, VMUL(y##v, b_)) : VMUL(h_, x##v);               \
+        const V vh_ = VFMA(s_, cu, VMUL(t_, cd));                                        \
+        CK_ST(php, v, PH);                                                               \
+        CK_ST(pbp, v, PB);                                                               \
+        a##v = VADD(a##v, VFMA(h_, CK_LD(wp, v), VMUL(b_, VMUL(CK_LD(wdp, v), l))));     \
+    }
+#define CK_B2_WRITE(v) CK_B2(v, vh_, VMUL(t_, cu))
+#define CK_B2_ADD(v) CK_B2(v, VADD(CK_LD(php, v), vh_), VFMA(t_, cu, CK_LD(pbp, v)))
+#define CK_B2_STASH(v) CK_B2(v, vh_, t_)
+#define CK_B2_COMBINE(v) CK_B2(v, VADD(vh_, CK_LD(php, v)), VFMA(CK_LD(pbp, v), cu, VMUL(t_, cu)))
+            switch (mode) {
+            case 0: CK_V8(CK_B2_WRITE) break;
+            case 1: CK_V8(CK_B2_ADD) break;
+            case 2: CK_V8(CK_B2_STASH) break;
+            default: CK_V8(CK_B2_COMBINE) break;
+            }
+        }
+        CK_V8(CK_STACC)
+    }
+}
+
+void CK(backward2_senders)(float *dxh, float *ph, float *pb, const float *mh, const float *mb,
+                           const float *x, const float *xd, const float *w, const float *wd,
+                           const float *lambda, const float *cut, const float *dcut,
+                           const int32_t *row, const uint8_t *first, const int32_t *row_last,
+                           const int32_t *dst, const int32_t *so, const int32_t *se, int j0,
+                           int j1, int f)
+{
+    if (f <= 0 || j0 >= j1) return;
+    const int nvec = (f + VW - 1) / VW, npan = (nvec + SNVMAX - 1) / SNVMAX;
+    for (int p = 0, v0 = 0; p < npan; p++) {
+        const int nv = (nvec - v0 + npan - p - 1) / (npan - p);
+        const int tail = p == npan - 1 && f % VW != 0;
+        const MASK_T lm = MASK(tail ? f % VW : VW);
+        const long c0 = (long)v0 * VW;
+#define CK_B2S(nn, t)                                                                    \
+    CK(b2s_panel)((nn), (t), lm, dxh + c0, ph + c0, pb + c0, mh + c0, mb + c0, x + c0,   \
+                  xd ? xd + c0 : NULL, w + c0, wd + c0, lambda, cut, dcut, row, first,  \
+                  row_last, dst, so, se, j0, j1, f)
+        switch (2 * nv + tail) { CK_SCASES(CK_B2S) default: break; }
+        v0 += nv;
+    }
+}
+
+/* The force passes' distance backward (schnet_ops.h's
+ * pt_cfconv_backward_dist), receiver order with dm_i in registers, for
+ * rows of one panel (f ≤ NVMAX·VW): dx_j += dm_i ⊙ W_u through memory and
+ * g_u += ⟨dm_i ⊙ x_j, W'_u⟩ formed as the loop it replaced formed it (its
+ * AVX-512 clone, fp-contract=fast): 16 partial sums p_l = fma(dm·x, W', p_l)
+ * over the whole 16-lane blocks, then a scalar sum s over the rest in
+ * order (from 0: the first 8 of a tail of 8 or more as s + (dm·x)·W', the
+ * others s = fma(dm·x, W', s)), then s += p_0, ..., p_15; g_u = g_u + s. */
+static inline __attribute__((always_inline)) void CK(dist_panel)(
+    const int nv, const int tail, const MASK_T last, float *dx, float *g, const float *dm,
+    const float *x, const float *w, const float *wd, const int32_t *row, const int32_t *src,
+    const int32_t *off, int n, long f)
+{
+    const int32_t kend = off[n];
+    const int nfull = (int)(f / 16), rest = (int)(f - 16L * nfull);
+    for (int i = 0; i < n; i++) {
+        const float *dmp = dm + i * f;
+        CK_V8(CK_DM)
+        for (int32_t k = off[i]; k < off[i + 1]; k++) {
+            const int32_t u = row[k];
+            if (u < 0) continue;
+            const long j = src[k] * f;
+            const float *xp = x + j, *wp = w + u * f, *wdp = wd + u * f;
+            float *dxp = dx + j;
+            CK_PREFETCH_W(k)
+            if ((k) + CK_PF < kend && row[(k) + CK_PF] >= 0)
+                CK_PREFETCH(wd + row[(k) + CK_PF] * f, nv * VW);
+            V p = VZERO();
+            float tv[16] __attribute__((aligned(64)));
+#define CK_DIST(v)                                                                       \
+    if ((v) < nv) {                                                                      \
+        CK_DX(v)                                                                         \
+        if ((v) < nfull) p = VFMA(VMUL(d##v, CK_LD(xp, v)), CK_LD(wdp, v), p);           \
+        else VSTOREU(tv, VMUL(d##v, CK_LD(xp, v)));                                      \
+    }
+            CK_V8(CK_DIST)
+            float s = 0.0f;
+            const float *wt = wdp + 16L * nfull;
+            int c = 0;
+            if (rest >= 8)
+                for (; c < 8; c++) s = s + tv[c] * wt[c];
+            for (; c < rest; c++) s = fmaf(tv[c], wt[c], s);
+            float pv[16] __attribute__((aligned(64)));
+            VSTOREU(pv, p);
+            for (int l = 0; l < 16; l++) s += pv[l];
+            g[u] = g[u] + s;
+        }
+    }
+}
+
+/* 1 when it ran (f ≤ NVMAX·VW), 0 when the caller must run the generic
+ * loop; dx is zeroed by the caller. */
+int CK(backward_dist)(float *dx, float *g, const float *dm, const float *x, const float *w,
+                      const float *wd, const int32_t *row, const int32_t *src,
+                      const int32_t *off, int n, int f)
+{
+    const int nv = (f + VW - 1) / VW, tail = f % VW != 0;
+    if (f <= 0 || nv > NVMAX) return f <= 0;
+    const MASK_T last = MASK(tail ? f % VW : VW);
+#define CK_DISTC(nn, t) CK(dist_panel)((nn), (t), last, dx, g, dm, x, w, wd, row, src, off, n, f)
+    switch (2 * nv + tail) { CK_CASES(CK_DISTC) default: break; }
+    return 1;
 }
 #endif

@@ -143,7 +143,186 @@ static void generic_backward_senders(float *dx, float *dp, const float *dm, cons
     }
 }
 
+/* The force passes' tangent (cfconv_body.h's tan_panel): per element the
+ * operations gcc made of the loop it replaced (schnet_ops_forces.c, built
+ * with fp-contract=fast): ṁ + fma(ẋ, W, x·(W'·λ)), or fma(x, W'·λ, ṁ). */
+PT_SIMD_CLONES
+static void generic_tangent(float *mdot, const float *w, const float *wd, const float *lambda,
+                            const int32_t *row, const float *x, const float *xdot,
+                            const int32_t *src, const int32_t *dst_offset, int i0, int i1, int f)
+{
+    for (int i = i0; i < i1; i++) {
+        float *restrict mi = mdot + (size_t)i * f;
+        memset(mi, 0, (size_t)f * sizeof(float));
+        for (int32_t k = dst_offset[i]; k < dst_offset[i + 1]; k++) {
+            const int32_t u = row[k];
+            if (u < 0) continue;
+            const float *restrict xj = x + (size_t)src[k] * f;
+            const float *restrict wdu = wd + (size_t)u * f;
+            const float l = lambda[u];
+            if (xdot) {
+                const float *restrict xdj = xdot + (size_t)src[k] * f;
+                const float *restrict wu = w + (size_t)u * f;
+                for (int c = 0; c < f; c++) mi[c] = mi[c] + fmaf(xdj[c], wu[c], xj[c] * (wdu[c] * l));
+            } else {
+                for (int c = 0; c < f; c++) mi[c] = fmaf(xj[c], wdu[c] * l, mi[c]);
+            }
+        }
+    }
+}
+
+/* The force passes' second backward by senders (cfconv_body.h's
+ * b2s_panel): per element the operations gcc made of the receiver-order
+ * loop it replaced (schnet_ops_forces.c, fp-contract=fast), in sender order
+ * with the stash / combine of the backward by senders.  One edge: mode and
+ * xdj are constants at every call site, so each use is one straight vector
+ * loop (a test inside the loop keeps gcc from vectorising it). */
+static inline __attribute__((always_inline)) void b2_edge(
+    float *restrict dxj, float *restrict phu, float *restrict pbu, const float *restrict mhi,
+    const float *restrict mbi, const float *restrict xj, const float *restrict xdj,
+    const float *restrict wu, const float *restrict wdu, float l, float cu, float cd, int f,
+    const int mode)
+{
+    for (int c = 0; c < f; c++) {
+        const float t = mbi[c] * xj[c];
+        const float sv = xdj ? fmaf(mhi[c], xj[c], xdj[c] * mbi[c]) : mhi[c] * xj[c];
+        const float vh = fmaf(sv, cu, t * cd);
+        if (mode == 0) { /* write */
+            phu[c] = vh;
+            pbu[c] = t * cu;
+        } else if (mode == 1) { /* add */
+            phu[c] = phu[c] + vh;
+            pbu[c] = fmaf(t, cu, pbu[c]);
+        } else if (mode == 2) { /* stash */
+            phu[c] = vh;
+            pbu[c] = t;
+        } else { /* combine */
+            phu[c] = vh + phu[c];
+            pbu[c] = fmaf(pbu[c], cu, t * cu);
+        }
+        dxj[c] = dxj[c] + fmaf(mhi[c], wu[c], mbi[c] * (wdu[c] * l));
+    }
+}
+
+PT_SIMD_CLONES
+static void generic_backward2_senders(float *dxh, float *ph, float *pb, const float *mh,
+                                      const float *mb, const float *x, const float *xd,
+                                      const float *w, const float *wd, const float *lambda,
+                                      const float *cut, const float *dcut, const int32_t *row,
+                                      const uint8_t *first, const int32_t *row_last,
+                                      const int32_t *dst, const int32_t *so, const int32_t *se,
+                                      int j0, int j1, int f)
+{
+    for (int j = j0; j < j1; j++) {
+        const float *xj = x + (size_t)j * f, *xdj = xd ? xd + (size_t)j * f : NULL;
+        float *dxj = dxh + (size_t)j * f;
+        for (int32_t e = so[j]; e < so[j + 1]; e++) {
+            const int32_t k = se[e], u = row[k], i = dst[k];
+            const float *mhi = mh + (size_t)i * f, *mbi = mb + (size_t)i * f;
+            const float *wu = w + (size_t)u * f, *wdu = wd + (size_t)u * f;
+            float *phu = ph + (size_t)u * f, *pbu = pb + (size_t)u * f;
+            const float l = lambda[u], cu = cut[u], cd = dcut[u] * l;
+            const int mode = first[k] ? (row_last[u] == i ? 0 : 3) : (j < i ? 2 : 1);
+#define B2_EDGE(XD, MODE) b2_edge(dxj, phu, pbu, mhi, mbi, xj, XD, wu, wdu, l, cu, cd, f, MODE)
+#define B2_MODES(XD)                                                                     \
+    switch (mode) {                                                                      \
+    case 0: B2_EDGE(XD, 0); break;                                                       \
+    case 1: B2_EDGE(XD, 1); break;                                                       \
+    case 2: B2_EDGE(XD, 2); break;                                                       \
+    default: B2_EDGE(XD, 3); break;                                                      \
+    }
+            if (xdj) {
+                B2_MODES(xdj)
+            } else {
+                B2_MODES(NULL)
+            }
+        }
+    }
+}
+
+/* The force passes' distance backward (cfconv_body.h's dist_panel says how
+ * the dot product is formed: the loop it replaced, written out). */
+PT_SIMD_CLONES
+static void generic_backward_dist(float *dx, float *g, const float *dm, const float *x,
+                                  const float *w, const float *wd, const int32_t *row,
+                                  const int32_t *src, const int32_t *dst_offset, int n_nodes,
+                                  int f)
+{
+    const int nfull = f / 16, rest = f - 16 * nfull;
+    for (int i = 0; i < n_nodes; i++) {
+        const float *restrict dmi = dm + (size_t)i * f;
+        for (int32_t k = dst_offset[i]; k < dst_offset[i + 1]; k++) {
+            const int32_t u = row[k];
+            if (u < 0) continue;
+            const float *restrict xj = x + (size_t)src[k] * f;
+            float *restrict dxj = dx + (size_t)src[k] * f;
+            const float *restrict wu = w + (size_t)u * f;
+            const float *restrict wdu = wd + (size_t)u * f;
+            float part[16] = {0};
+            for (int b = 0; b < nfull; b++)
+                for (int l = 0; l < 16; l++) {
+                    const int c = 16 * b + l;
+                    part[l] = fmaf(dmi[c] * xj[c], wdu[c], part[l]);
+                }
+            for (int c = 0; c < f; c++) dxj[c] = fmaf(dmi[c], wu[c], dxj[c]);
+            float s = 0.0f;
+            int c = 16 * nfull;
+            if (rest >= 8)
+                for (; c < 16 * nfull + 8; c++) s = s + dmi[c] * xj[c] * wdu[c];
+            for (; c < f; c++) s = fmaf(dmi[c] * xj[c], wdu[c], s);
+            for (int l = 0; l < 16; l++) s += part[l];
+            g[u] = g[u] + s;
+        }
+    }
+}
+
 /* --- schnet_ops.h's entry points -------------------------------------------- */
+
+void pt_cfconv_backward_dist(float *dx, float *g, const float *dm, const float *x,
+                             const float *w, const float *wd, const int32_t *row,
+                             const int32_t *src, const int32_t *dst_offset, int n_nodes, int f)
+{
+    memset(dx, 0, (size_t)n_nodes * f * sizeof(float));
+    if (pt_cfconv_choice() == PT_CFCONV_AVX512 &&
+        pt_cfconv_avx512_backward_dist(dx, g, dm, x, w, wd, row, src, dst_offset, n_nodes, f))
+        return;
+    generic_backward_dist(dx, g, dm, x, w, wd, row, src, dst_offset, n_nodes, f);
+}
+
+void pt_cfconv_backward2(float *dxhat, float *dphat, float *dpbar, const float *mhat,
+                         const float *mbar, const float *x, const float *xdot, const float *w,
+                         const float *wd, const float *lambda, const float *cut,
+                         const float *dcut, const int32_t *row, const uint8_t *first,
+                         const int32_t *row_last, const int32_t *dst, const int32_t *so,
+                         const int32_t *se, int n_nodes, int f)
+{
+    memset(dxhat, 0, (size_t)n_nodes * f * sizeof(float));
+    if (pt_cfconv_choice() == PT_CFCONV_AVX512)
+        pt_cfconv_avx512_backward2_senders(dxhat, dphat, dpbar, mhat, mbar, x, xdot, w, wd,
+                                           lambda, cut, dcut, row, first, row_last, dst, so,
+                                           se, 0, n_nodes, f);
+    else
+        generic_backward2_senders(dxhat, dphat, dpbar, mhat, mbar, x, xdot, w, wd, lambda, cut,
+                                  dcut, row, first, row_last, dst, so, se, 0, n_nodes, f);
+}
+
+void pt_cfconv_tangent(float *mdot, const float *w, const float *wd, const float *lambda,
+                       const int32_t *row, const float *x, const float *xdot,
+                       const int32_t *src, const int32_t *dst_offset, int n_nodes, int f)
+{
+    switch (pt_cfconv_choice()) {
+    case PT_CFCONV_AVX512:
+        pt_cfconv_avx512_tangent(mdot, w, wd, lambda, row, x, xdot, src, dst_offset, 0, n_nodes,
+                                 f);
+        return;
+    case PT_CFCONV_AVX2:
+        pt_cfconv_avx2_tangent(mdot, w, wd, lambda, row, x, xdot, src, dst_offset, 0, n_nodes,
+                               f);
+        return;
+    default:
+        generic_tangent(mdot, w, wd, lambda, row, x, xdot, src, dst_offset, 0, n_nodes, f);
+    }
+}
 
 void pt_cfconv_forward_range(float *m, const float *w, const int32_t *row, const float *x,
                              const int32_t *src, const int32_t *dst_offset, int i0, int i1,

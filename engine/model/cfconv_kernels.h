@@ -1,6 +1,8 @@
 /* cfconv_kernels.h — which implementation runs the continuous-filter
- * convolution (pt_cfconv_forward_range / pt_cfconv_backward_range of
- * schnet_ops.h, and the whole-batch pt_cfconv_forward / pt_cfconv_backward):
+ * convolution (pt_cfconv_forward_range / pt_cfconv_backward_range /
+ * pt_cfconv_backward_senders of schnet_ops.h, the whole-batch
+ * pt_cfconv_forward / pt_cfconv_backward, and the force passes'
+ * pt_cfconv_tangent / pt_cfconv_backward2):
  * register-resident kernels for AVX-512 and for AVX2 + FMA, chosen at run
  * time like the sgemm kernels (sgemm_kernels.h), and the generic loops
  * (PT_SIMD_CLONES) for CPUs with neither.
@@ -27,6 +29,16 @@
  * boundaries no edge crosses (structure ends), so each list is walked in
  * one piece.  bench/cfconv_rate, water, AVX-512 (load 2-3): 13.9 against
  * 15.1-16.8 ns per edge for the receiver-order kernel on the same packs.
+ *
+ * The force passes' convolution (schnet_ops.h) runs here too:
+ * pt_cfconv_tangent keeps ṁ_i in registers (receiver order, like the
+ * forward), pt_cfconv_backward2 walks senders with x_j, ẋ_j and x̂_j in
+ * registers (AVX-512; AVX2 and generic run the generic sender loop, which
+ * gcc vectorises).  Both replace loops schnet_ops_forces.c built with
+ * fp-contract=fast, and form per element the operations gcc made of them
+ * (written out: ṁ + fma(ẋ, W, x·(W'·λ)); P̂ (=|+) fma(s, C, t·Ċ), ...), so
+ * the bits are those of the loops they replace (compared with the old
+ * object on widths 1-515, with and without ẋ, every implementation).
  *
  * The bound (per real edge, F = 100 floats; a Zen 5 core here at ~4.2 GHz:
  * 2 FMA pipes, 2 vector loads and 1 vector store per cycle from L1, at most

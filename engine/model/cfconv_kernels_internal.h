@@ -19,6 +19,13 @@ void pt_cfconv_avx2_backward(float *dx, float *dp, const float *dm, const float 
                              const float *w, const float *cut, const int32_t *row,
                              const uint8_t *first, const int32_t *src, const int32_t *off,
                              int i0, int i1, int f, int32_t ring);
+/* the force passes' tangent: pt_cfconv_tangent over receivers i0 ≤ i < i1 */
+void pt_cfconv_avx512_tangent(float *m, const float *w, const float *wd, const float *lambda,
+                              const int32_t *row, const float *x, const float *xd,
+                              const int32_t *src, const int32_t *off, int i0, int i1, int f);
+void pt_cfconv_avx2_tangent(float *m, const float *w, const float *wd, const float *lambda,
+                            const int32_t *row, const float *x, const float *xd,
+                            const int32_t *src, const int32_t *off, int i0, int i1, int f);
 /* the backward by senders: pt_cfconv_backward_senders over senders
  * j0 ≤ j < j1 (AVX-512 only: cfconv_avx2.c says why) */
 void pt_cfconv_avx512_backward_senders(float *dx, float *dp, const float *dm, const float *x,
@@ -27,5 +34,20 @@ void pt_cfconv_avx512_backward_senders(float *dx, float *dp, const float *dm, co
                                        const int32_t *dst, const int32_t *so,
                                        const int32_t *se, int j0, int j1, int f,
                                        int32_t ring);
+/* the force passes' second backward by senders over senders j0 ≤ j < j1
+ * (AVX-512 only: x_j, ẋ_j and x̂_j do not fit AVX2's 16 registers) */
+void pt_cfconv_avx512_backward2_senders(float *dxh, float *ph, float *pb, const float *mh,
+                                        const float *mb, const float *x, const float *xd,
+                                        const float *w, const float *wd, const float *lambda,
+                                        const float *cut, const float *dcut,
+                                        const int32_t *row, const uint8_t *first,
+                                        const int32_t *row_last, const int32_t *dst,
+                                        const int32_t *so, const int32_t *se, int j0, int j1,
+                                        int f);
+/* the force passes' distance backward (receiver order, dm_i in registers);
+ * returns 0 without running when f needs more than one panel */
+int pt_cfconv_avx512_backward_dist(float *dx, float *g, const float *dm, const float *x,
+                                   const float *w, const float *wd, const int32_t *row,
+                                   const int32_t *src, const int32_t *off, int n, int f);
 
 #endif

@@ -342,7 +342,8 @@ static void block_backward2(const pt_schnet *m, pt_schnet_acts *a, const pt_batc
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
     pt_cfconv_backward2(k->xb, pp, half2(pp, U, F), a->mhat, k->mbar, k->x,
                         t > 0 ? k->xdot : NULL, k->w, k->wd, a->lambda, a->cut, a->dcut,
-                        a->row, a->first, b->edge_src, b->dst_offset, N, F);
+                        a->row, a->first, a->row_last, b->edge_dst, a->snd_offset,
+                        a->snd_edge, N, F);
     pt_lap(sw, PT_SCHNET_OP_CFCONV);
     /* filter network: [ŝ1; s̄1] = [P̂; P̄] A2, dA2 += [P̂; P̄]ᵀ [s1; ṡ1], ẑ1 and
      * z̄1, dA1 += [ẑ1; z̄1]ᵀ [e; ė] */

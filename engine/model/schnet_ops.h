@@ -232,11 +232,15 @@ void pt_cfconv_tangent(float *mdot, const float *w, const float *wd, const float
  *                         + (m̄[dst_k] ⊙ x[src_k]) Ċ_u
  *   P̄_u = Σ_{k: row_k = u} (m̄[dst_k] ⊙ x[src_k]) C_u
  * dxhat is fully written; dphat, dpbar rows by their first edge, as
- * pt_cfconv_backward. */
+ * pt_cfconv_backward.  Walks senders (x_j, ẋ_j and x̂_j in registers on
+ * AVX-512) with the batch's lists (pt_cfconv_senders: so, se; row_last of
+ * edge_rows.h; dst[k] edge k's receiver), the bits of a receiver-order
+ * walk (cfconv_kernels.h). */
 void pt_cfconv_backward2(float *dxhat, float *dphat, float *dpbar, const float *mhat,
                          const float *mbar, const float *x, const float *xdot, const float *w,
                          const float *wd, const float *lambda, const float *cut,
                          const float *dcut, const int32_t *row, const uint8_t *first,
-                         const int32_t *src, const int32_t *dst_offset, int n_nodes, int f);
+                         const int32_t *row_last, const int32_t *dst, const int32_t *so,
+                         const int32_t *se, int n_nodes, int f);
 
 #endif

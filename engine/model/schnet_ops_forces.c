@@ -1,7 +1,8 @@
 /* schnet_ops_forces.c — the ops of the derivatives with respect to the
  * distances (forces, stress, and the parameter gradient of a loss on them):
  * distance backward, tangent and second backward of the basis, the shifted
- * softplus, the cutoff and the convolution.  Equations in schnet_ops.h.
+ * softplus and the cutoff.  Equations in schnet_ops.h; the convolution's
+ * (pt_cfconv_backward_dist, _tangent, _backward2) are in cfconv_kernels.c.
  *
  * Every op here is one pass over its rows or edges, written (restrict
  * pointers, no calls in the inner loops) so that gcc vectorises it, and built
@@ -9,14 +10,10 @@
 #pragma GCC optimize("no-trapping-math", "fp-contract=fast")
 
 #include <math.h>
-#include <string.h>
+#include <stddef.h>
 
 #include "engine/model/schnet_ops.h"
 #include "engine/model/schnet_ops_internal.h"
-
-/* Lanes of a vectorised dot product: gcc does not reorder a float sum
- * (no -ffast-math), so sums are kept in this many independent partials. */
-#define PT_DOT_LANES 16
 
 PT_SIMD_CLONES
 void pt_edge_basis_deriv(float *de, float *dcut, const float *e, const float *dist, int n_rows,
@@ -123,118 +120,5 @@ void pt_filter_cutoff_deriv(float *wd, const float *p, const float *cut, const f
     }
 }
 
-PT_SIMD_CLONES
-void pt_cfconv_backward_dist(float *dx, float *g, const float *dm, const float *x,
-                             const float *w, const float *wd, const int32_t *row,
-                             const int32_t *src, const int32_t *dst_offset, int n_nodes, int f)
-{
-    memset(dx, 0, (size_t)n_nodes * f * sizeof(float));
-    for (int i = 0; i < n_nodes; i++) {
-        const float *restrict dmi = dm + (size_t)i * f;
-        for (int32_t k = dst_offset[i]; k < dst_offset[i + 1]; k++) {
-            const int32_t u = row[k];
-            if (u < 0) continue;
-            const float *restrict xj = x + (size_t)src[k] * f;
-            float *restrict dxj = dx + (size_t)src[k] * f;
-            const float *restrict wu = w + (size_t)u * f;
-            const float *restrict wdu = wd + (size_t)u * f;
-            /* the dot product in PT_DOT_LANES fixed partial sums, added in a
-             * fixed order: vectorised, and the same sum for every clone */
-            float part[PT_DOT_LANES] = {0};
-            int c = 0;
-            for (; c + PT_DOT_LANES <= f; c += PT_DOT_LANES)
-                for (int l = 0; l < PT_DOT_LANES; l++) {
-                    part[l] += dmi[c + l] * xj[c + l] * wdu[c + l];
-                    dxj[c + l] += dmi[c + l] * wu[c + l];
-                }
-            float acc = 0.0f;
-            for (; c < f; c++) {
-                acc += dmi[c] * xj[c] * wdu[c];
-                dxj[c] += dmi[c] * wu[c];
-            }
-            for (int l = 0; l < PT_DOT_LANES; l++) acc += part[l];
-            g[u] += acc;
-        }
-    }
-}
-
-PT_SIMD_CLONES
-void pt_cfconv_tangent(float *mdot, const float *w, const float *wd, const float *lambda,
-                       const int32_t *row, const float *x, const float *xdot,
-                       const int32_t *src, const int32_t *dst_offset, int n_nodes, int f)
-{
-    for (int i = 0; i < n_nodes; i++) {
-        float *restrict mi = mdot + (size_t)i * f;
-        memset(mi, 0, (size_t)f * sizeof(float));
-        for (int32_t k = dst_offset[i]; k < dst_offset[i + 1]; k++) {
-            const int32_t u = row[k];
-            if (u < 0) continue;
-            const float *restrict xj = x + (size_t)src[k] * f;
-            const float *restrict wdu = wd + (size_t)u * f;
-            const float l = lambda[u];
-            if (xdot) {
-                const float *restrict xdj = xdot + (size_t)src[k] * f;
-                const float *restrict wu = w + (size_t)u * f;
-                for (int c = 0; c < f; c++) mi[c] += xdj[c] * wu[c] + xj[c] * (wdu[c] * l);
-            } else {
-                for (int c = 0; c < f; c++) mi[c] += xj[c] * (wdu[c] * l);
-            }
-        }
-    }
-}
-
-/* One edge of pt_cfconv_backward2; add and xdj are constants at every call
- * site, so each of the four uses compiles to one straight vector loop. */
-static inline __attribute__((always_inline)) void backward2_edge(
-    float *restrict dxj, float *restrict ph, float *restrict pb, const float *restrict mh,
-    const float *restrict mb, const float *restrict xj, const float *restrict xdj,
-    const float *restrict wu, const float *restrict wdu, float l, float cu, float cd, int f,
-    int add)
-{
-    for (int c = 0; c < f; c++) {
-        float t = mb[c] * xj[c];
-        float vh = (xdj ? mh[c] * xj[c] + mb[c] * xdj[c] : mh[c] * xj[c]) * cu + t * cd;
-        float vb = t * cu;
-        if (add) {
-            ph[c] += vh;
-            pb[c] += vb;
-        } else {
-            ph[c] = vh;
-            pb[c] = vb;
-        }
-        dxj[c] += mh[c] * wu[c] + mb[c] * (wdu[c] * l);
-    }
-}
-
-PT_SIMD_CLONES
-void pt_cfconv_backward2(float *dxhat, float *dphat, float *dpbar, const float *mhat,
-                         const float *mbar, const float *x, const float *xdot, const float *w,
-                         const float *wd, const float *lambda, const float *cut,
-                         const float *dcut, const int32_t *row, const uint8_t *first,
-                         const int32_t *src, const int32_t *dst_offset, int n_nodes, int f)
-{
-    memset(dxhat, 0, (size_t)n_nodes * f * sizeof(float));
-    for (int i = 0; i < n_nodes; i++) {
-        const float *mh = mhat + (size_t)i * f, *mb = mbar + (size_t)i * f;
-        for (int32_t k = dst_offset[i]; k < dst_offset[i + 1]; k++) {
-            const int32_t u = row[k];
-            if (u < 0) continue;
-            const size_t j = (size_t)src[k] * f, uf = (size_t)u * f;
-            const float l = lambda[u], cu = cut[u], cd = dcut[u] * l;
-            float *dxj = dxhat + j, *ph = dphat + uf, *pb = dpbar + uf;
-            const float *xj = x + j, *wu = w + uf, *wdu = wd + uf;
-            /* the row's first edge writes its gradients, later ones add */
-            if (xdot) {
-                if (first[k])
-                    backward2_edge(dxj, ph, pb, mh, mb, xj, xdot + j, wu, wdu, l, cu, cd, f, 0);
-                else
-                    backward2_edge(dxj, ph, pb, mh, mb, xj, xdot + j, wu, wdu, l, cu, cd, f, 1);
-            } else {
-                if (first[k])
-                    backward2_edge(dxj, ph, pb, mh, mb, xj, NULL, wu, wdu, l, cu, cd, f, 0);
-                else
-                    backward2_edge(dxj, ph, pb, mh, mb, xj, NULL, wu, wdu, l, cu, cd, f, 1);
-            }
-        }
-    }
-}
+/* pt_cfconv_backward_dist, pt_cfconv_tangent and pt_cfconv_backward2 run on
+ * the convolution's kernels (cfconv_kernels.c). */

@@ -18,6 +18,7 @@
 #define VSTOREM(p, m, v) _mm256_maskstore_ps((p), (m), (v))
 #define VFMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
 #define VMUL(a, b) _mm256_mul_ps((a), (b))
+#define VADD(a, b) _mm256_add_ps((a), (b))
 /* the first n lanes (0 ≤ n ≤ 8) */
 #define MASK(n) _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))
 

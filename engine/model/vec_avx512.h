@@ -17,6 +17,7 @@
 #define VSTOREM(p, m, v) _mm512_mask_storeu_ps((p), (m), (v))
 #define VFMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
 #define VMUL(a, b) _mm512_mul_ps((a), (b))
+#define VADD(a, b) _mm512_add_ps((a), (b))
 /* the first n lanes (0 ≤ n ≤ 16) */
 #define MASK(n) ((__mmask16)((1u << (n)) - 1u))
 

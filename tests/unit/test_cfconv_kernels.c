@@ -11,6 +11,10 @@
  *     several edges (first edge writes dP, later ones add), a sender
  *     repeated within one receiver and a self edge (periodic images: the
  *     same dx_j updated twice in a row), and the dP ring on and off;
+ *   - the force passes' tangent pt_cfconv_tangent (ṁ in registers), with
+ *     and without ẋ, and distance backward pt_cfconv_backward_dist (dm in
+ *     registers, its dot product's order of additions), on the same graphs
+ *     and widths;
  *   - consecutive receiver ranges give the bits of one call (the pipeline
  *     of schnet_edges.c relies on it), an empty range writes nothing, and
  *     the whole-batch forms zero dx;
@@ -143,6 +147,52 @@ static void ref_backward(float *dx, float *dp, const float *dm, const float *x, 
         }
 }
 
+/* the force passes' tangent, per element as schnet_ops.h's
+ * pt_cfconv_tangent forms it: ṁ + fma(ẋ, W, x·(W'·λ)), or fma(x, W'·λ, ṁ) */
+static void ref_tangent(float *m, const float *w, const float *wd, const float *lam,
+                        const float *x, const float *xd, const graph *g, int f)
+{
+    for (int i = 0; i < g->n; i++)
+        for (int c = 0; c < f; c++) {
+            float acc = 0.0f;
+            for (int32_t k = g->off[i]; k < g->off[i + 1]; k++) {
+                const int32_t u = g->row[k];
+                if (u < 0) continue;
+                const size_t j = (size_t)g->src[k] * f + c, uc = (size_t)u * f + c;
+                const float t = wd[uc] * lam[u];
+                acc = xd ? acc + fmaf(xd[j], w[uc], x[j] * t) : fmaf(x[j], t, acc);
+            }
+            m[(size_t)i * f + c] = acc;
+        }
+}
+
+/* the force passes' distance backward: dx_j += dm_i ⊙ W_u (fma), and g_u
+ * += s with s formed as pt_cfconv_backward_dist forms it: 16 partials
+ * fma(dm·x, W', p_l) over the whole 16-lane blocks, the rest in order from
+ * 0 (of a rest of 8 or more the first 8 as s + (dm·x)·W', then fma), then
+ * s += p_0 .. p_15 */
+static void ref_backward_dist(float *dx, float *gr, const float *dm, const float *x,
+                              const float *w, const float *wd, const graph *g, int f)
+{
+    const int nfull = f / 16, rest = f % 16;
+    memset(dx, 0, (size_t)g->n * f * sizeof(float));
+    for (int i = 0; i < g->n; i++)
+        for (int32_t k = g->off[i]; k < g->off[i + 1]; k++) {
+            const int32_t u = g->row[k];
+            if (u < 0) continue;
+            const float *d = dm + (size_t)i * f, *xj = x + (size_t)g->src[k] * f;
+            const float *wu = w + (size_t)u * f, *wdu = wd + (size_t)u * f;
+            float *dxj = dx + (size_t)g->src[k] * f, p[16] = {0}, s = 0.0f;
+            for (int c = 0; c < 16 * nfull; c++) p[c % 16] = fmaf(d[c] * xj[c], wdu[c], p[c % 16]);
+            for (int c = 16 * nfull; c < f; c++)
+                s = rest >= 8 && c < 16 * nfull + 8 ? s + d[c] * xj[c] * wdu[c]
+                                                     : fmaf(d[c] * xj[c], wdu[c], s);
+            for (int l = 0; l < 16; l++) s += p[l];
+            gr[u] = gr[u] + s;
+            for (int c = 0; c < f; c++) dxj[c] = fmaf(d[c], wu[c], dxj[c]);
+        }
+}
+
 /* ---- the comparisons --------------------------------------------------------------- */
 
 static const pt_cfconv_impl impls[] = {PT_CFCONV_GENERIC, PT_CFCONV_AVX2, PT_CFCONV_AVX512,
@@ -163,6 +213,8 @@ static void check_width(int n, int f)
     float *x = floats(nf), *w = floats(uf), *dm = floats(nf), *dx0 = floats(nf);
     fill(x, nf), fill(w, uf), fill(dm, nf), fill(dx0, nf);
     float *m_ref = floats(nf), *m = floats(nf);
+    float *wd = floats(uf), *xd = floats(nf), *lam = floats(g.u ? (size_t)g.u : 1);
+    fill(wd, uf), fill(xd, nf), fill(lam, g.u ? (size_t)g.u : 1);
     float *dx_ref = floats(nf), *dx = floats(nf), *dp_ref = floats(uf), *dp = floats(uf);
     ref_forward(m_ref, w, x, &g, f);
     for (size_t ii = 0; ii < sizeof impls / sizeof impls[0]; ii++) {
@@ -212,6 +264,27 @@ static void check_width(int n, int f)
                              pt_cfconv_impl_name(impls[ii]), f, (int)ring);
             }
         }
+        /* the tangent, with ẋ and without (the first block) */
+        for (int with_xd = 0; with_xd <= 1; with_xd++) {
+            ref_tangent(m_ref, w, wd, lam, x, with_xd ? xd : NULL, &g, f);
+            poison(m, nf);
+            pt_cfconv_tangent(m, w, wd, lam, g.row, x, with_xd ? xd : NULL, g.src, g.off, n, f);
+            if (memcmp(m, m_ref, nf * sizeof(float)))
+                fail_msg("tangent %s f=%d xdot=%d differs", pt_cfconv_impl_name(impls[ii]), f,
+                         with_xd);
+        }
+        ref_forward(m_ref, w, x, &g, f);
+        /* the distance backward: dx written, g added to */
+        float *g_ref = floats(g.u ? (size_t)g.u : 1), *gk = floats(g.u ? (size_t)g.u : 1);
+        memcpy(g_ref, lam, (g.u ? (size_t)g.u : 1) * sizeof(float));
+        memcpy(gk, lam, (g.u ? (size_t)g.u : 1) * sizeof(float));
+        ref_backward_dist(dx_ref, g_ref, dm, x, w, wd, &g, f);
+        poison(dx, nf);
+        pt_cfconv_backward_dist(dx, gk, dm, x, w, wd, g.row, g.src, g.off, n, f);
+        if (memcmp(dx, dx_ref, nf * sizeof(float)) ||
+            memcmp(gk, g_ref, (size_t)g.u * sizeof(float)))
+            fail_msg("backward_dist %s f=%d differs", pt_cfconv_impl_name(impls[ii]), f);
+        free(g_ref), free(gk);
         /* the whole-batch backward zeroes dx first */
         poison(dx, nf);
         memset(dx_ref, 0, nf * sizeof(float));
@@ -220,7 +293,7 @@ static void check_width(int n, int f)
         assert_memory_equal(dx, dx_ref, nf * sizeof(float));
     }
     pt_cfconv_force(PT_CFCONV_AUTO);
-    free(x), free(w), free(dm), free(dx0), free(m_ref), free(m);
+    free(x), free(w), free(dm), free(dx0), free(m_ref), free(m), free(wd), free(xd), free(lam);
     free(dx_ref), free(dx), free(dp_ref), free(dp);
     graph_close(&g);
 }

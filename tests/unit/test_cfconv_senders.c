@@ -1,5 +1,6 @@
-/* test_cfconv_senders.c — the convolution's backward by senders
- * (schnet_ops.h: pt_cfconv_senders, pt_cfconv_backward_senders;
+/* test_cfconv_senders.c — the convolution's passes that walk senders
+ * (schnet_ops.h: pt_cfconv_senders, pt_cfconv_backward_senders,
+ * pt_cfconv_backward2;
  * engine/model/cfconv_kernels.h) for every implementation (generic, AVX2,
  * AVX-512 and the policy, forced with pt_cfconv_force), bit for bit against
  * a scalar reference in receiver order written here with explicit fmaf:
@@ -16,7 +17,9 @@
  *   - one call over the batch, one call per structure (closed ranges, as
  *     schnet_edges.c calls it) with the dP ring on and off, dx added to
  *     (not zeroed), and an empty range or one of padding edges only writes
- *     nothing.
+ *     nothing;
+ *   - the force passes' second backward pt_cfconv_backward2 (senders too),
+ *     with ẋ and without, against its receiver-order reference.
  * On a CPU without AVX-512 (or AVX2) forcing it falls back to the policy,
  * which the same comparisons then check, so no check is skipped. */
 #include <stdarg.h>
@@ -165,6 +168,31 @@ static void ref_backward(float *dx, float *dp, const float *dm, const float *x, 
         }
 }
 
+/* the force passes' second backward, receiver order, per element as
+ * schnet_ops.h's pt_cfconv_backward2 forms it */
+static void ref_backward2(float *dxh, float *ph, float *pb, const float *mh, const float *mb,
+                          const float *x, const float *xd, const float *w, const float *wd,
+                          const float *lam, const float *dcut, const graph *g, int f)
+{
+    memset(dxh, 0, (size_t)g->n * f * sizeof(float));
+    for (int i = 0; i < g->n; i++)
+        for (int32_t k = g->off[i]; k < g->off[i + 1]; k++) {
+            const int32_t u = g->row[k];
+            if (u < 0) continue;
+            const size_t j = (size_t)g->src[k] * f, uf = (size_t)u * f, io = (size_t)i * f;
+            const float l = lam[u], cu = g->cut[u], cd = dcut[u] * l;
+            for (int c = 0; c < f; c++) {
+                const float t = mb[io + c] * x[j + c];
+                const float sv = xd ? fmaf(mh[io + c], x[j + c], xd[j + c] * mb[io + c])
+                                    : mh[io + c] * x[j + c];
+                const float vh = fmaf(sv, cu, t * cd);
+                ph[uf + c] = g->first[k] ? vh : ph[uf + c] + vh;
+                pb[uf + c] = g->first[k] ? t * cu : fmaf(t, cu, pb[uf + c]);
+                dxh[j + c] = dxh[j + c] + fmaf(mh[io + c], w[uf + c], mb[io + c] * (wd[uf + c] * l));
+            }
+        }
+}
+
 static const pt_cfconv_impl impls[] = {PT_CFCONV_GENERIC, PT_CFCONV_AVX2, PT_CFCONV_AVX512,
                                        PT_CFCONV_AUTO};
 
@@ -250,6 +278,26 @@ static void check_width(int n, int f)
                 fail_msg("dP %s f=%d mode=%d differs", pt_cfconv_impl_name(impls[ii]), f, mode);
         }
     }
+    /* the second backward of the force passes, with ẋ and without */
+    float *wd = rnd_floats(uf, 1.0f), *lam = rnd_floats(g.u ? (size_t)g.u : 1, 1.0f);
+    float *dcut = rnd_floats(g.u ? (size_t)g.u : 1, 1.0f), *xd = rnd_floats(nf, 1.0f);
+    float *mb = rnd_floats(nf, 1.0f), *pb_ref = rnd_floats(uf, 1.0f), *pb = rnd_floats(uf, 1.0f);
+    for (size_t ii = 0; ii < sizeof impls / sizeof impls[0]; ii++) {
+        pt_cfconv_force(impls[ii]);
+        for (int with_xd = 0; with_xd <= 1; with_xd++) {
+            poison(dp_ref, uf), poison(dp, uf), poison(pb_ref, uf), poison(pb, uf);
+            poison(dx, nf);
+            ref_backward2(dx_ref, dp_ref, pb_ref, dm, mb, x, with_xd ? xd : NULL, w, wd, lam, dcut,
+                          &g, f);
+            pt_cfconv_backward2(dx, dp, pb, dm, mb, x, with_xd ? xd : NULL, w, wd, lam, g.cut, dcut,
+                                g.row, g.first, g.last, g.dst, so, se, n, f);
+            if (memcmp(dx, dx_ref, nf * sizeof(float)) || memcmp(dp, dp_ref, uf * sizeof(float)) ||
+                memcmp(pb, pb_ref, uf * sizeof(float)))
+                fail_msg("backward2 %s f=%d xdot=%d differs", pt_cfconv_impl_name(impls[ii]), f,
+                         with_xd);
+        }
+    }
+    free(wd), free(lam), free(dcut), free(xd), free(mb), free(pb_ref), free(pb);
     pt_cfconv_force(PT_CFCONV_AUTO);
     free(so), free(se), free(close), free(x), free(w), free(dm), free(dx0);
     free(dx_ref), free(dx), free(dp_ref), free(dp);

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "engine/core/rng.h"
+#include "engine/model/edge_rows.h"
 #include "engine/model/schnet_ops.h"
 #include "tests/ref/model_ref.h"
 
@@ -340,8 +341,12 @@ static void test_cfconv_derivatives(void **state)
                                       c.p[u * CF + f] * c.dcut[u]);
     memset(ph, 0x7f, sizeof ph); /* rows are written by their first edge */
     memset(pb, 0x7f, sizeof pb);
+    /* the batch's sender lists (pt_schnet_prepare_edges builds them) */
+    int32_t c_last[CE], c_so[CN + 1], c_se[CE], c_close[CN + 1];
+    pt_edge_rows_last(c_last, c_row, c_off, CN);
+    pt_cfconv_senders(c_so, c_se, c_close, c_row, c_src, c_dst, CN, CE);
     pt_cfconv_backward2(xhat, ph, pb, mh, mb, x, xd, w, wdl, lam, cut, dcut, c_row, c_first,
-                        c_src, c_off, CN, CF);
+                        c_last, c_dst, c_so, c_se, CN, CF);
     double gxh[CN * CF], gph[CU * CF], gpb[CU * CF];
     fd(c.x, CN * CF, loss_second, &c, gxh);
     fd(c.p, CU * CF, loss_second, &c, gph);
@@ -352,7 +357,7 @@ static void test_cfconv_derivatives(void **state)
     /* the first block's form (ẋ = 0) */
     memset(c.xd, 0, sizeof c.xd);
     pt_cfconv_backward2(xhat, ph, pb, mh, mb, x, NULL, w, wdl, lam, cut, dcut, c_row, c_first,
-                        c_src, c_off, CN, CF);
+                        c_last, c_dst, c_so, c_se, CN, CF);
     fd(c.x, CN * CF, loss_second, &c, gxh);
     fd(c.p, CU * CF, loss_second, &c, gph);
     assert_close_d("backward2 xhat, no xdot", xhat, gxh, CN * CF);
