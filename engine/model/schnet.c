@@ -376,8 +376,10 @@ void pt_schnet_prepare_edges(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
                                          b->dst_offset, b->edge_dist, b->edge_vec, b->cap_nodes,
                                          m->cfg.cutoff);
     pt_edge_rows_last(a->row_last, a->row, b->dst_offset, b->cap_nodes);
-    pt_cfconv_senders(a->snd_offset, a->snd_edge, a->snd_close, a->row, b->edge_src,
-                      b->edge_dst, b->cap_nodes, b->cap_edges);
+    /* the backward's sender lists (a forward-only arena runs none) */
+    if (!a->forward_only)
+        pt_cfconv_senders(a->snd_offset, a->snd_edge, a->snd_close, a->row, b->edge_src,
+                          b->edge_dst, b->cap_nodes, b->cap_edges);
     pt_edge_basis_forward(a->e, a->cut, a->row_dist, a->n_rows, m->cfg.gaussians,
                           m->cfg.cutoff);
     if (a->mode >= PT_SCHNET_FORCES)
