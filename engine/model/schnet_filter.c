@@ -144,11 +144,11 @@ void pt_schnet_filter_forward_rows(const pt_schnet_block *w, pt_schnet_block_act
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
     pt_ssp_forward(k->s1 + o, pt_schnet_keep_sig(a, k->sig1 + o), NULL, n, F);
     pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
-    /* The cutoff stays a pass: as the product's epilogue (sgemm_kernels.h:
-     * ROW_SCALE) the same bits cost more in this pipeline than the pass
-     * (water fp32 schnet_profile 43.7-44.5 -> 46.4-46.6 ms a step with it and
-     * the ssp backward's MUL, load 1.4-1.6), though 1-2% less in
-     * bench/sgemm_epilogue's isolated chunks. */
+    /* The cutoff stays a pass: as the product's epilogue (session 5's
+     * ROW_SCALE, removed in session 6: sgemm_kernels.h) the same bits cost
+     * more in this pipeline than the pass (water fp32 schnet_profile
+     * 43.7-44.5 -> 46.4-46.6 ms a step with it and the ssp backward's MUL,
+     * load 1.4-1.6), though 1-2% less on isolated chunks. */
     pt_linear_forward(k->p + o, k->s1 + o, w->mlp2_w, w->mlp2_b, n, F, F, 0.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
     pt_filter_cutoff_forward(k->w + o, k->p + o, a->cut + r0, n, F);
@@ -207,7 +207,7 @@ void pt_schnet_filter_backward_rows(const pt_schnet_block *w, pt_schnet_block *d
         backward_dp_bf16(w, dw, k, a, r0, n, F, dp, ds1);
     } else {
         pt_linear_backward_weight(dw->mlp2_w, NULL, dp, k->s1 + o, n, 0, F, F, prec);
-        /* ds1 = (dP A2) ⊙ σ1 as a pass: the MUL epilogue of the fp32 kernels
+        /* ds1 = (dP A2) ⊙ σ1 as a pass: a MUL epilogue in the fp32 kernels
          * cost more in this pipeline (see the forward), and in bf16 the same
          * fusion measured no faster (the chunk's ds1 is in L2 either way) */
         pt_linear_backward_input(ds1, dp, w->mlp2_w, n, F, F, 0.0f, prec);

@@ -75,39 +75,11 @@
             VSTOREU(cp, acc##i##v);                                                      \
     }
 
-/* The fused epilogues (sgemm_kernels.h) on the accumulators as they are
- * stored: one multiply per vector, no pass over C.  mp, sp, xp: the tile's
- * rows of mul, scale and aux (NULL when the epilogue has none). */
-#define SK_STORE_EPI(i, v)                                                               \
-    if ((i) < rb && (v) < nv) {                                                          \
-        const long o = (i) * ldc + (v) * VW;                                             \
-        V x = acc##i##v;                                                                 \
-        if (mp)                                                                          \
-            x = VMUL(x, (v) == nv - 1 && !full ? VLOADM(mp + o, last) : VLOADU(mp + o)); \
-        if (sp) {                                                                        \
-            V y = VMUL(x, VSET1(sp[i]));                                                 \
-            if (xp) {                                                                    \
-                if ((v) == nv - 1 && !full)                                              \
-                    VSTOREM(xp + o, last, y);                                            \
-                else                                                                     \
-                    VSTOREU(xp + o, y);                                                  \
-            } else {                                                                     \
-                x = y;                                                                   \
-            }                                                                            \
-        }                                                                                \
-        if ((v) == nv - 1 && !full)                                                      \
-            VSTOREM(c + o, last, x);                                                     \
-        else                                                                             \
-            VSTOREU(c + o, x);                                                           \
-    }
-
 static inline __attribute__((always_inline)) void SK(tile)(int rb, int nv, MASK_T last, int full,
                                                            int k,
                                                            const float *a, long ars, long aps,
                                                            const float *b, long ldb, float beta,
-                                                           const float *bias, float *c, long ldc,
-                                                           const pt_sgemm_epilogue *epi, long r0,
-                                                           long j0)
+                                                           const float *bias, float *c, long ldc)
 {
     const V vb = VSET1(beta);
     SK_IV(SK_DECL)
@@ -129,20 +101,12 @@ static inline __attribute__((always_inline)) void SK(tile)(int rb, int nv, MASK_
         SK_V(SK_LOADB_TAIL)
         SK_I(SK_ROW_FMA)
     }
-    if (epi) {
-        const int kind = epi->kind;
-        const float *mp = kind == PT_SGEMM_EPI_MUL ? epi->mul + r0 * ldc + j0 : NULL;
-        const float *sp = kind == PT_SGEMM_EPI_ROW_SCALE ? epi->scale + r0 : NULL;
-        float *xp = sp && epi->aux ? epi->aux + r0 * ldc + j0 : NULL;
-        SK_IV(SK_STORE_EPI)
-    } else {
-        SK_IV(SK_STORE)
-    }
+    SK_IV(SK_STORE)
 }
 
 #define SK_CASE(R, N)                                                                    \
     case (R) * 16 + (N):                                                                 \
-        SK(tile)(R, N, last, full, k, a, ars, aps, b, ldb, beta, bias, c, ldc, epi, r0, j0); \
+        SK(tile)(R, N, last, full, k, a, ars, aps, b, ldb, beta, bias, c, ldc);               \
         break;
 #define SK_ROW(R) SK_NV_CASES(R)
 
@@ -153,8 +117,7 @@ static inline __attribute__((always_inline)) void SK(tile)(int rb, int nv, MASK_
 static __attribute__((noinline)) void SK(block)(int rb, int nv, MASK_T last, int full, int k,
                                                 const float *a, long ars, long aps,
                                                 const float *b, long ldb, float beta,
-                                                const float *bias, float *c, long ldc,
-                                                const pt_sgemm_epilogue *epi, long r0, long j0)
+                                                const float *bias, float *c, long ldc)
 {
     switch (rb * 16 + nv) {
         SK_ROW(1)
@@ -181,7 +144,7 @@ static __attribute__((noinline)) void SK(block)(int rb, int nv, MASK_T last, int
 /* Every tile of C[m, n]: column panels of NVMAX vectors, row blocks of RB. */
 static void SK(tiles)(int m, int n, int k, const float *a, long ars, long aps, long a_row_step,
                       const float *b, long ldb, float beta, const float *bias, float *c,
-                      long ldc, const pt_sgemm_epilogue *epi)
+                      long ldc)
 {
     const int panel = VW * NVMAX;
     /* row blocks of RB, but a remainder just over RB is split in two halves
@@ -195,8 +158,7 @@ static void SK(tiles)(int m, int n, int k, const float *a, long ars, long aps, l
             int rem = m - i0;
             rb = rem <= RB ? rem : rem < 2 * RB ? (rem + 1) / 2 : RB;
             SK(block)(rb, nv, last, w == nv * VW, k, a + (long)i0 * a_row_step, ars, aps, b + j0,
-                      ldb, beta, bias ? bias + j0 : NULL, c + (long)i0 * ldc + j0, ldc, epi, i0,
-                      j0);
+                      ldb, beta, bias ? bias + j0 : NULL, c + (long)i0 * ldc + j0, ldc);
         }
     }
 }
@@ -209,9 +171,9 @@ static void SK(tiles)(int m, int n, int k, const float *a, long ars, long aps, l
  * B is the dispatcher's packed copy: rows 64-byte aligned (ldb a multiple
  * of 16). */
 void SK(nn)(int m, int n, int k, const float *a, int lda, const float *b, int ldb, float beta,
-            const float *bias, float *c, int ldc, const pt_sgemm_epilogue *epi)
+            const float *bias, float *c, int ldc)
 {
-    SK(tiles)(m, n, k, a, lda, 1, lda, b, ldb, beta, bias, c, ldc, epi);
+    SK(tiles)(m, n, k, a, lda, 1, lda, b, ldb, beta, bias, c, ldc);
 }
 
 /* TN: C[m,n] = A[k,m]ᵀ B[k,n] + beta C for one pass of k ≤ PT_SGEMM_KC rows
@@ -219,7 +181,7 @@ void SK(nn)(int m, int n, int k, const float *a, int lda, const float *b, int ld
 void SK(tn)(int m, int n, int k, const float *a, int lda, const float *b, int ldb, float beta,
             float *c, int ldc)
 {
-    SK(tiles)(m, n, k, a, 1, lda, 1, b, ldb, beta, NULL, c, ldc, NULL);
+    SK(tiles)(m, n, k, a, 1, lda, 1, b, ldb, beta, NULL, c, ldc);
 }
 
 #undef SK_CASE
@@ -236,4 +198,3 @@ void SK(tn)(int m, int n, int k, const float *a, int lda, const float *b, int ld
 #undef SK_ROW_FMA
 #undef SK_FMA
 #undef SK_STORE
-#undef SK_STORE_EPI

@@ -190,28 +190,10 @@ static const float *nt_packed(const float *b, int n, int k, int ldb, int ldp)
 static _Thread_local float ct[PT_SGEMM_MAX_DIM * PT_SGEMM_MAX_DIM];
 static _Thread_local float biaspad[PT_SGEMM_MAX_DIM] __attribute__((aligned(64)));
 
-/* The epilogue as its own pass over C[m, n] after the product (OpenBLAS,
- * the scalar reference, k = 0): the unfused sequence. */
-static void epilogue_pass(int m, int n, float *c, int ldc, const pt_sgemm_epilogue *epi)
-{
-    for (int i = 0; i < m; i++) {
-        float *ci = c + (long)i * ldc;
-        float *xi = epi->aux ? epi->aux + (long)i * ldc : NULL;
-        if (epi->kind == PT_SGEMM_EPI_ROW_SCALE) {
-            const float s = epi->scale[i];
-            for (int j = 0; j < n; j++) (xi ? xi : ci)[j] = ci[j] * s;
-        } else {
-            const float *mi = epi->mul + (long)i * ldc;
-            for (int j = 0; j < n; j++) ci[j] *= mi[j];
-        }
-    }
-}
-
-/* bias: NULL, or (NT/NN only) the row every chain starts from instead of C;
- * epi: NULL, or (NT/NN only) the epilogue fused into the stores */
+/* bias: NULL, or (NT/NN only) the row every chain starts from instead of C */
 static void run_vec(int avx512, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
                     const float *a, int lda, const float *b, int ldb, float beta,
-                    const float *bias, float *c, int ldc, const pt_sgemm_epilogue *epi)
+                    const float *bias, float *c, int ldc)
 {
     if (k == 0) {   /* no products: C = beta C (or the bias), as cblas_sgemm does */
         for (int i = 0; i < m; i++)
@@ -219,7 +201,6 @@ static void run_vec(int avx512, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, i
                 float *cp = c + (long)i * ldc + j;
                 *cp = bias ? bias[j] : beta == 0.0f ? 0.0f : beta == 1.0f ? *cp : beta * *cp;
             }
-        if (epi) epilogue_pass(m, n, c, ldc, epi);
         return;
     }
     if (ta == CblasTrans && n < 64 && m >= 64) {
@@ -228,8 +209,7 @@ static void run_vec(int avx512, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, i
          * order per element, so the same bits) and transpose back */
         for (int i = 0; i < m; i++)
             for (int j = 0; j < n; j++) ct[(long)j * m + i] = c[(long)i * ldc + j];
-        run_vec(avx512, CblasTrans, CblasNoTrans, n, m, k, b, ldb, a, lda, beta, NULL, ct, m,
-                NULL);
+        run_vec(avx512, CblasTrans, CblasNoTrans, n, m, k, b, ldb, a, lda, beta, NULL, ct, m);
         for (int i = 0; i < m; i++)
             for (int j = 0; j < n; j++) c[(long)i * ldc + j] = ct[(long)j * m + i];
         return;
@@ -254,8 +234,8 @@ static void run_vec(int avx512, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, i
         memcpy(biaspad, bias, sizeof(float) * n);
         bias = biaspad;
     }
-    (avx512 ? pt_sgemm_avx512_nn : pt_sgemm_avx2_nn)(m, n, k, a, lda, bp, ldp, beta, bias, c, ldc,
-                                                     epi);
+    (avx512 ? pt_sgemm_avx512_nn : pt_sgemm_avx2_nn)(m, n, k, a, lda, bp, ldp, beta, bias, c,
+                                                     ldc);
 }
 
 int pt_sgemm_run(pt_sgemm_impl impl, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
@@ -272,7 +252,7 @@ int pt_sgemm_run(pt_sgemm_impl impl, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int
     else if (impl == PT_SGEMM_SCALAR)
         scalar(ta, tb, m, n, k, a, lda, b, ldb, beta, NULL, c, ldc);
     else
-        run_vec(impl == PT_SGEMM_AVX512, ta, tb, m, n, k, a, lda, b, ldb, beta, NULL, c, ldc, NULL);
+        run_vec(impl == PT_SGEMM_AVX512, ta, tb, m, n, k, a, lda, b, ldb, beta, NULL, c, ldc);
     return 0;
 }
 
@@ -281,7 +261,7 @@ int pt_sgemm_small(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, 
 {
     pt_sgemm_impl impl = pt_sgemm_choice(ta, tb, m, n, k);
     if (impl == PT_SGEMM_OPENBLAS || !shape_ok(ta, tb, m, n, k, lda, ldb, ldc)) return 0;
-    run_vec(impl == PT_SGEMM_AVX512, ta, tb, m, n, k, a, lda, b, ldb, beta, NULL, c, ldc, NULL);
+    run_vec(impl == PT_SGEMM_AVX512, ta, tb, m, n, k, a, lda, b, ldb, beta, NULL, c, ldc);
     return 1;
 }
 
@@ -305,7 +285,7 @@ int pt_sgemm_bias_run(pt_sgemm_impl impl, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb
     } else if (impl == PT_SGEMM_SCALAR)
         scalar(ta, tb, m, n, k, a, lda, b, ldb, 0.0f, bias, c, ldc);
     else
-        run_vec(impl == PT_SGEMM_AVX512, ta, tb, m, n, k, a, lda, b, ldb, 0.0f, bias, c, ldc, NULL);
+        run_vec(impl == PT_SGEMM_AVX512, ta, tb, m, n, k, a, lda, b, ldb, 0.0f, bias, c, ldc);
     return 0;
 }
 
@@ -316,59 +296,6 @@ int pt_sgemm_small_bias(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, in
     if (ta != CblasNoTrans || !bias) return 0;
     pt_sgemm_impl impl = pt_sgemm_choice(ta, tb, m, n, k);
     if (impl == PT_SGEMM_OPENBLAS || !shape_ok(ta, tb, m, n, k, lda, ldb, ldc)) return 0;
-    run_vec(impl == PT_SGEMM_AVX512, ta, tb, m, n, k, a, lda, b, ldb, 0.0f, bias, c, ldc, NULL);
-    return 1;
-}
-
-/* --- fused epilogues ------------------------------------------------------- */
-
-/* The product unfused (OpenBLAS or the scalar reference), then the op. */
-static void fused_unfused(pt_sgemm_impl impl, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m,
-                          int n, int k, const float *a, int lda, const float *b, int ldb,
-                          float beta, const float *bias, float *c, int ldc,
-                          const pt_sgemm_epilogue *epi)
-{
-    if (impl == PT_SGEMM_SCALAR) {
-        scalar(ta, tb, m, n, k, a, lda, b, ldb, bias ? 0.0f : beta, bias, c, ldc);
-    } else {
-        if (bias) {
-            for (int i = 0; i < m; i++) memcpy(c + (long)i * ldc, bias, sizeof(float) * n);
-            beta = 1.0f;
-        }
-        cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
-    }
-    epilogue_pass(m, n, c, ldc, epi);
-}
-
-int pt_sgemm_fused_run(pt_sgemm_impl impl, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n,
-                       int k, const float *a, int lda, const float *b, int ldb, float beta,
-                       const float *bias, float *c, int ldc, const pt_sgemm_epilogue *epi)
-{
-    if (ta != CblasNoTrans || !epi) return -1;
-    if (impl == PT_SGEMM_AUTO) {
-        if (!shape_ok(ta, tb, m, n, k, lda, ldb, ldc)) return -1;
-        if (!pt_sgemm_small_fused(ta, tb, m, n, k, a, lda, b, ldb, beta, bias, c, ldc, epi))
-            fused_unfused(PT_SGEMM_OPENBLAS, ta, tb, m, n, k, a, lda, b, ldb, beta, bias, c, ldc,
-                          epi);
-        return 0;
-    }
-    if (!pt_sgemm_supported(impl) || !shape_ok(ta, tb, m, n, k, lda, ldb, ldc)) return -1;
-    if (impl == PT_SGEMM_OPENBLAS || impl == PT_SGEMM_SCALAR)
-        fused_unfused(impl, ta, tb, m, n, k, a, lda, b, ldb, beta, bias, c, ldc, epi);
-    else
-        run_vec(impl == PT_SGEMM_AVX512, ta, tb, m, n, k, a, lda, b, ldb, bias ? 0.0f : beta,
-                bias, c, ldc, epi);
-    return 0;
-}
-
-int pt_sgemm_small_fused(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
-                         const float *a, int lda, const float *b, int ldb, float beta,
-                         const float *bias, float *c, int ldc, const pt_sgemm_epilogue *epi)
-{
-    if (ta != CblasNoTrans || !epi) return 0;
-    pt_sgemm_impl impl = pt_sgemm_choice(ta, tb, m, n, k);
-    if (impl == PT_SGEMM_OPENBLAS || !shape_ok(ta, tb, m, n, k, lda, ldb, ldc)) return 0;
-    run_vec(impl == PT_SGEMM_AVX512, ta, tb, m, n, k, a, lda, b, ldb, bias ? 0.0f : beta, bias,
-            c, ldc, epi);
+    run_vec(impl == PT_SGEMM_AVX512, ta, tb, m, n, k, a, lda, b, ldb, 0.0f, bias, c, ldc);
     return 1;
 }

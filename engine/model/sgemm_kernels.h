@@ -77,49 +77,11 @@ int pt_sgemm_bias_run(pt_sgemm_impl impl, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb
                       int k, const float *a, int lda, const float *b, int ldb, const float *bias,
                       float *c, int ldc);
 
-/* Fused epilogues (issue 18): an elementwise op applied to C's tile while
- * it is in registers, instead of a pass over C after the product.  Each
- * gives exactly the bits of the product followed by the op (one float
- * multiply per element; tests/unit/test_sgemm_epilogue.c):
- *   ROW_SCALE  W[i,:] = C[i,:] · scale[i] into aux, C kept; or, aux NULL,
- *              into C itself (the filter's cutoff, pt_rows_scale);
- *   MUL        C ← C ⊙ mul (the shifted softplus' backward, d ⊙ σ).
- * aux and mul are [m, ldc] like C.  The model does not call them: in the
- * filter pipeline (schnet_filter.c) they made water's fp32 step 2-3 ms
- * slower than the two passes they replace (schnet_profile, load 1.5),
- * though 1-2% faster in bench/sgemm_epilogue's isolated chunks; they stay
- * for that comparison and the bf16-style fusions it measures.  (The shifted
- * softplus itself is not
- * one: it is bound by the multiply-add pipes the product also uses, and
- * its pass over a chunk already reads L2, so run on each tile it was
- * slower, 0.83x: bench/sgemm_epilogue.c's first version.) */
-typedef enum pt_sgemm_epi_kind {
-    PT_SGEMM_EPI_ROW_SCALE = 0,
-    PT_SGEMM_EPI_MUL
-} pt_sgemm_epi_kind;
-
-typedef struct pt_sgemm_epilogue {
-    pt_sgemm_epi_kind kind;
-    const float *scale;    /* ROW_SCALE: one per row of C */
-    float *aux;            /* ROW_SCALE: where C · scale goes (NULL: into C) */
-    const float *mul;      /* MUL */
-} pt_sgemm_epilogue;
-
-/* An NT or NN product (chains from bias when it is not NULL, else from
- * beta·C as pt_sgemm_small) with the epilogue epi applied as C is stored.
- * Returns 1 when the own kernel ran it, 0 when the caller is to run the
- * product and the op unfused (the policy chose OpenBLAS, or a shape or
- * layout the kernels do not take, TN included). */
-int pt_sgemm_small_fused(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
-                         const float *a, int lda, const float *b, int ldb, float beta,
-                         const float *bias, float *c, int ldc, const pt_sgemm_epilogue *epi);
-
-/* The same through one given implementation; OPENBLAS and SCALAR run the
- * product, then the op as its own pass (the unfused sequence).  0, or -1
- * as pt_sgemm_run (and for a TN layout). */
-int pt_sgemm_fused_run(pt_sgemm_impl impl, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n,
-                       int k, const float *a, int lda, const float *b, int ldb, float beta,
-                       const float *bias, float *c, int ldc, const pt_sgemm_epilogue *epi);
+/* No fused epilogues: the filter's elementwise ops (cutoff, ssp and its
+ * derivative) run as passes over each chunk.  Fused into the stores
+ * (session 5, removed in session 6) they were 0.87-1.06x the passes on
+ * isolated chunks under load and made water's pipelined step slower
+ * (docs/performance.md, "Fused epilogues in the fp32 kernels"). */
 
 /* 1 when this CPU (and OS) can run impl; AUTO, OPENBLAS and SCALAR always. */
 int pt_sgemm_supported(pt_sgemm_impl impl);

@@ -4,8 +4,7 @@
  * sizes positive and leading dimensions valid (the dispatcher checks); NN's
  * B packed by the dispatcher with 64-byte aligned rows, TN's B the caller's;
  * TN takes one pass of k ≤ PT_SGEMM_KC rows; NN's bias (NULL: none) is padded to whole vectors
- * and replaces beta·C as the start of every chain; NN's epi (NULL: none) is
- * applied to each tile as it is stored (sgemm_kernels.h). */
+ * and replaces beta·C as the start of every chain. */
 #ifndef PT_SGEMM_KERNELS_INTERNAL_H
 #define PT_SGEMM_KERNELS_INTERNAL_H
 
@@ -17,13 +16,11 @@
 #define PT_SGEMM_KC 64
 
 void pt_sgemm_avx512_nn(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
-                        float beta, const float *bias, float *c, int ldc,
-                        const pt_sgemm_epilogue *epi);
+                        float beta, const float *bias, float *c, int ldc);
 void pt_sgemm_avx512_tn(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                         float beta, float *c, int ldc);
 void pt_sgemm_avx2_nn(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
-                      float beta, const float *bias, float *c, int ldc,
-                      const pt_sgemm_epilogue *epi);
+                      float beta, const float *bias, float *c, int ldc);
 void pt_sgemm_avx2_tn(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                       float beta, float *c, int ldc);
 
