@@ -12,7 +12,6 @@
  * 0.22 / 0.24 / 0.28 ns per element on AVX-512 (AVX2: 4 → 8, 0.51 → 0.44) */
 #define SSP_BLOCK 8
 #define T __m512
-#define VADD(a, b) _mm512_add_ps((a), (b))
 #define VSUB(a, b) _mm512_sub_ps((a), (b))
 #define VDIV(a, b) _mm512_div_ps((a), (b))
 /* maxps(a, b) = a > b ? a : b, NaN included: the scalar spelling's select */
