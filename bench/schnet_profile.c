@@ -8,7 +8,10 @@
  * (fill, forward, loss, backward of each micro-batch, on this thread, with
  * backend.threads OpenBLAS threads), but with the activation arena's
  * profile switched on (schnet.h, pt_schnet_profile).  Prints one JSON object:
- *   graphs_per_s, ms_per_step, graphs_per_step, the per-pack limits, and
+ *   graphs_per_s, ms_per_step, cpu_ms_per_compute (the training thread's
+ *   CPU time per gradient computation: on a loaded machine it moves far less
+ *   than wall time, which preemption stretches), graphs_per_step, the
+ *   per-pack limits, and
  *   "ms": time per optimizer step of each kind of work — the model's ops
  *   (edge_basis, filter_gemm, filter_ssp, cfconv, node_gemm, node_ssp,
  *   other), "fill" (batch assembly) and "optimizer" (between two gradient
@@ -38,6 +41,7 @@ typedef struct prof_engine {
     long warmup, steps_seen;
     int64_t rows, edge_slots; /* filter rows and edge slots computed, measured steps */
     double fill_s, outside_s, compute_s, last_end;
+    double cpu_s; /* the training thread's CPU time in measured computes */
     int64_t graphs;
 } prof_engine;
 
@@ -50,13 +54,20 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static int prof_compute(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
                         const pt_schnet_loss_norm *norm, float *grads, pt_step_stats *st,
                         pt_errors *errs)
 {
     prof_engine *pe = self;
     const pt_train_data *d = pe->d;
-    double t0 = now();
+    double t0 = now(), c0 = cpu_now();
     int measured = pe->steps_seen >= pe->warmup;
     if (pe->steps_seen == pe->warmup) memset(&pe->prof, 0, sizeof pe->prof);
     if (measured && pe->steps_seen > pe->warmup) pe->outside_s += t0 - pe->last_end;
@@ -89,6 +100,7 @@ static int prof_compute(void *self, const pt_packs *packs, const uint32_t *ids, 
     pe->last_end = now();
     if (measured) {
         pe->compute_s += pe->last_end - t0;
+        pe->cpu_s += cpu_now() - c0;
         pe->graphs += st->graphs;
     }
     pe->steps_seen++;
@@ -183,10 +195,12 @@ int main(int argc, char **argv)
     const int chunk = pt_schnet_filter_chunk(cfg.training.precision, cfg.model.gaussians,
                                              cfg.model.filters, 0);
     printf("{\"openblas_core\":\"%s\",\"threads\":%d,\"steps\":%ld,\"graphs_per_s\":%.1f,"
-           "\"ms_per_step\":%.3f,\"graphs_per_step\":%.2f,\"micro_packs\":%d,"
+           "\"ms_per_step\":%.3f,\"cpu_ms_per_compute\":%.3f,\"graphs_per_step\":%.2f,"
+           "\"micro_packs\":%d,"
            "\"max_nodes\":%d,\"max_edges\":%d,\"precision\":\"%s\","
            "\"filter_rows_per_edge_slot\":%.3f,\"filter_chunk\":%d,\"ms\":{",
            openblas_get_corename(), cfg.backend.threads, measured, gps, step * 1e3,
+           pe->cpu_s / (double)measured * 1e3,
            (double)pe->graphs / (double)measured, cfg.batching.model_batch_size,
            res.limits.max_nodes, res.limits.max_edges,
            cfg.training.precision == PT_PRECISION_BF16 ? "bf16" : "fp32",

@@ -35,7 +35,8 @@ const char *pt_bf16_strerror(int code)
                "ldc = n for map, C or a bias when C is not kept, and h with pairs";
     case PT_BF16_EFORMAT:
         return "bf16 gemm: operand format unknown, or pairs where they do not fit (A needs "
-               "CblasTrans, B CblasNoTrans, ld >= pt_bf16_pairs_ld(width))";
+               "CblasTrans, B CblasNoTrans, ld >= pt_bf16_pairs_ld(width)), or padded rows "
+               "that are not (A CblasNoTrans, lda even, > k for an odd k)";
     default: return "bf16 gemm: unknown error";
     }
 }
@@ -384,9 +385,13 @@ int pt_bf16_gemm_ex(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
     int rc = job_init(&job, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta,
                       c || !epi->h ? c : &stand_in, ldc, 1);
     if (rc) return rc;
-    if (a_bf16 < PT_BF16_FMT_F32 || a_bf16 > PT_BF16_FMT_PAIRS || b_bf16 < PT_BF16_FMT_F32 ||
+    if (a_bf16 < PT_BF16_FMT_F32 || a_bf16 > PT_BF16_FMT_ROWS_PAD || b_bf16 < PT_BF16_FMT_F32 ||
         b_bf16 > PT_BF16_FMT_PAIRS)
         return PT_BF16_EFORMAT;
+    if (a_bf16 == PT_BF16_FMT_ROWS_PAD &&
+        (job.a.trans || lda % 2 != 0 || (k % 2 != 0 && lda < k + 1)))
+        return PT_BF16_EFORMAT;
+    job.a.pad = a_bf16 == PT_BF16_FMT_ROWS_PAD;
     job.a.f32 = a_bf16 == PT_BF16_FMT_F32;
     job.b.f32 = b_bf16 == PT_BF16_FMT_F32;
     job.a.pairs = a_bf16 == PT_BF16_FMT_PAIRS;
@@ -413,6 +418,7 @@ int pt_bf16_gemm_ex(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
         job.bias = epi->bias;
         job.beta = 0.0f;
     }
+    job.b_held = epi->b_held;
     return run(&job, NULL);
 }
 
@@ -424,25 +430,27 @@ void pt_bf16_pairs_pack(uint32_t *pairs, const float *x, int lds, int rows, int 
                         pt_bf16 *rows_h, int ldh)
 {
     const int ldp = pt_bf16_pairs_ld(w);
-    const int vec = pt_bf16_kernel_active() == PT_BF16_KERNEL_AVX512;
+    if (pt_bf16_kernel_active() == PT_BF16_KERNEL_AVX512) {
+        pt_bf16_avx512_pairs_rows(pairs, ldp, x, (size_t)lds, rows, w, rows_h, (size_t)ldh,
+                                  ldh - w);
+        return;
+    }
     for (int r = 0; r < rows; r += 2) {
         const float *lo = x + (size_t)r * lds, *hi = r + 1 < rows ? lo + lds : NULL;
         uint32_t *dst = pairs + (size_t)(r / 2) * ldp;
         pt_bf16 *rlo = rows_h ? rows_h + (size_t)r * ldh : NULL;
         pt_bf16 *rhi = rows_h && hi ? rlo + ldh : NULL;
-        if (vec) {
-            pt_bf16_avx512_pairs_row(dst, ldp, lo, hi, w, rlo, rhi);
-            continue;
-        }
         for (int j = 0; j < ldp; j++) {
             uint32_t l = 0, h = 0;
             if (j < w) {
                 l = pt_bf16_from_float(lo[j]);
                 h = hi ? pt_bf16_from_float(hi[j]) : 0;
-                if (rlo) rlo[j] = (pt_bf16)l;
-                if (rhi) rhi[j] = (pt_bf16)h;
             }
             dst[j] = l | h << 16;
+        }
+        for (int j = 0; rlo && j < ldh; j++) {
+            rlo[j] = j < w ? pt_bf16_from_float(lo[j]) : 0;
+            if (rhi) rhi[j] = j < w ? pt_bf16_from_float(hi[j]) : 0;
         }
     }
 }

@@ -132,9 +132,10 @@ int pt_bf16_fusion(void);
 int pt_bf16_pairs_ld(int w);
 /* Rounds rows [0, rows) of the fp32 X (rows of lds ≥ w floats) into pairs
  * (pair rows of pt_bf16_pairs_ld(w), (rows + 1) / 2 of them), and, when
- * rows_h is set, also into plain bf16 rows (ldh ≥ w): one pass for a
- * matrix that is both a weight gradient's operand and an input gradient's
- * (the filter network's dP).  Any kernel; nothing is validated. */
+ * rows_h is set, also into plain bf16 rows (ldh ≥ w, zeros from w to ldh):
+ * one pass for a matrix that is both a weight gradient's operand and an
+ * input gradient's (the filter network's dP, the Gaussian basis).  Any
+ * kernel; nothing is validated. */
 void pt_bf16_pairs_pack(uint32_t *pairs, const float *x, int lds, int rows, int w,
                         pt_bf16 *rows_h, int ldh);
 /* 64-byte aligned memory of at least `bytes` for the calling thread, for
@@ -147,8 +148,12 @@ void *pt_bf16_operand_scratch(size_t bytes);
 enum {
     PT_BF16_FMT_F32 = 0,  /* float, rounded while packed */
     PT_BF16_FMT_ROWS = 1, /* pt_bf16 as stored */
-    PT_BF16_FMT_PAIRS = 2 /* pairs (above): A with CblasTrans, B with CblasNoTrans, ld in
-                             uint32 ≥ pt_bf16_pairs_ld(m or n); AVX512-BF16 kernel or not */
+    PT_BF16_FMT_PAIRS = 2, /* pairs (above): A with CblasTrans, B with CblasNoTrans, ld in
+                              uint32 ≥ pt_bf16_pairs_ld(m or n); AVX512-BF16 kernel or not */
+    PT_BF16_FMT_ROWS_PAD = 3 /* A (CblasNoTrans) as pt_bf16 rows of an even ld whose element
+                                k is 0 when k is odd (pt_bf16_pairs_pack's rows_h with
+                                ldh > w): read in place as the pairs vdpbf16ps takes, as
+                                ROWS already are for an even k */
 };
 
 /* --- fused products (the filter network's, engine/model/schnet_filter.c) ---
@@ -178,6 +183,8 @@ typedef struct pt_bf16_epilogue {
     pt_bf16 *h;             /* bf16 copy of C, rows of ldh, or NULL */
     int ldh;
     uint32_t *pairs;        /* C's bf16 copy also as pairs (needs h), or NULL */
+    int b_held;             /* B is a weight unchanged since this thread compared it
+                               in its current hold (pt_bf16_weights_hold) */
 } pt_bf16_epilogue;
 /* a_bf16 / b_bf16: the operand's PT_BF16_FMT_* (1: pt_bf16, 0: float).
  * epi may be NULL. */
@@ -202,6 +209,15 @@ void pt_bf16_pack_close(pt_bf16_packed *p);
 /* C = alpha · op(A) · B + beta · C with A fp32 (rounded while packed). */
 int pt_bf16_gemm_packed(CBLAS_TRANSPOSE ta, int m, float alpha, const float *a, int lda,
                         const pt_bf16_packed *b, float beta, float *c, int ldc);
+
+/* Products whose B is a weight (fp32, op(A) not transposed, k, n ≤ 128)
+ * keep it packed per thread and compare it with its fp32 source on every
+ * call, so a weight changed in place is seen.  pt_bf16_weights_hold starts
+ * a hold on the calling thread: a later product of pt_bf16_gemm_ex whose
+ * epilogue says b_held reuses a packing compared (or made) on this thread
+ * since the hold began without comparing again — the caller promises its
+ * weight did not change since.  Every other product compares. */
+void pt_bf16_weights_hold(void);
 
 /* The arithmetic of the AVX512-BF16 kernel, one element at a time, for tests:
  * per K block of PT_BF16_KC, acc = 0; for each pair (k, k+1): acc += a[k+1]·b[k+1],

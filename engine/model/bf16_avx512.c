@@ -242,15 +242,9 @@ static void rows_fused(const pt_bf16_job *job, int i_begin, int i_end, uint32_t 
                 job->map(crow, job->aux ? job->aux + (size_t)row * n : NULL, NULL, t.mr, n);
             if (job->h && job->pairs) {
                 /* row is even (bands start at multiples of MR) */
-                pt_bf16 *h = job->h + (size_t)row * job->ldh;
-                const int ldp = pt_bf16_pairs_ld_(n);
-                uint32_t *pd = job->pairs + (size_t)(row / 2) * ldp;
-                for (int q = 0; q < t.mr; q += 2)
-                    pt_bf16_avx512_pairs_row(pd + (size_t)(q / 2) * ldp, ldp,
-                                             crow + (size_t)q * ldc,
-                                             q + 1 < t.mr ? crow + (size_t)(q + 1) * ldc : NULL,
-                                             n, h + (size_t)q * job->ldh,
-                                             h + (size_t)(q + 1) * job->ldh);
+                pt_bf16_avx512_pairs_rows(job->pairs + (size_t)(row / 2) * pt_bf16_pairs_ld_(n),
+                                          pt_bf16_pairs_ld_(n), crow, (size_t)ldc, t.mr, n,
+                                          job->h + (size_t)row * job->ldh, (size_t)job->ldh, 0);
             } else if (job->h) {
                 pt_bf16_avx512_round_rows(job->h + (size_t)row * job->ldh, job->ldh, crow, ldc,
                                           t.mr, n);

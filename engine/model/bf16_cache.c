@@ -18,7 +18,16 @@
  * packing would.  Only products whose op(A) is not transposed use it: in the
  * model those are a Linear layer's forward (X·Wᵀ) and input gradient (dY·W),
  * whose B is the weight; a weight gradient's B (dYᵀ·X) is activations that
- * change with every call. */
+ * change with every call.
+ *
+ * The comparison itself (40 KB per 100 × 100 weight) cost ~1% of a water
+ * step, paid on each of a block's ~80 chunks.  A product that says its B is
+ * held (pt_bf16_epilogue.b_held) reuses an entry compared (or packed) on
+ * this thread since its last pt_bf16_weights_hold() without comparing: the
+ * filter network starts a hold on each pass's first chunk, whose products
+ * compare, and holds the weights over the pass's other chunks
+ * (schnet_filter.c).  Products that do not say so always compare, so a
+ * hold never outlives the caller's promise. */
 #define WCACHE_ENTRIES 4
 #define WCACHE_DIM 128 /* k and n of a cached weight */
 
@@ -28,11 +37,13 @@ typedef struct wentry {
     const void *b;
     int k, n, ld, trans, valid;
     unsigned long used;
+    unsigned long held; /* the hold it was last compared or packed in */
 } wentry;
 
 typedef struct wcache {
     wentry e[WCACHE_ENTRIES];
     unsigned long clock;
+    unsigned long hold; /* the current hold's number (from 1) */
 } wcache;
 
 static pthread_key_t wcache_key;
@@ -58,6 +69,12 @@ static wcache *wcache_get(void)
     return w;
 }
 
+void pt_bf16_weights_hold(void)
+{
+    wcache *w = wcache_get();
+    if (w) w->hold++;
+}
+
 /* The packed op(B) of job (fp32, AVX-512 kernel), from the cache or packed
  * into it now; NULL when B is not cacheable (then the caller packs it). */
 const uint32_t *pt_bf16_weight_packed(const pt_bf16_job *job)
@@ -79,11 +96,16 @@ const uint32_t *pt_bf16_weight_packed(const pt_bf16_job *job)
         if (!x->valid || x->used < old->used) old = x;
     }
     int same = e != NULL;
+    if (same && job->b_held && w->hold && e->held == w->hold) {
+        e->used = ++w->clock;
+        return e->packed;
+    }
     for (int r = 0; r < rows && same; r++)
         same = !memcmp(e->src + (size_t)r * width, src + (size_t)r * b->ld,
                        (size_t)width * sizeof(float));
     if (!e) e = old;
     e->used = ++w->clock;
+    e->held = w->hold;
     if (same) return e->packed;
     for (int r = 0; r < rows; r++)
         memcpy(e->src + (size_t)r * width, src + (size_t)r * b->ld, (size_t)width * sizeof(float));

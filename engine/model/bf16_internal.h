@@ -25,6 +25,7 @@ typedef struct pt_bf16_operand {
     const void *p;
     int f32;   /* elements are float (rounded when packed), else pt_bf16 */
     int pairs; /* pt_bf16 pairs along the reduction (bf16.h), read in place */
+    int pad;   /* pt_bf16 rows, element k of each 0 for an odd k (PT_BF16_FMT_ROWS_PAD) */
     int trans; /* stored transposed (row-major op(X)ᵀ) */
     int ld;    /* in elements; pairs: uint32 per pair row */
 } pt_bf16_operand;
@@ -49,13 +50,15 @@ typedef struct pt_bf16_job {
     pt_bf16 *h;
     int ldh;
     uint32_t *pairs; /* with h: the rows of C also as pairs (pt_bf16_pairs_ld(n)) */
+    int b_held;      /* pt_bf16_epilogue.b_held */
 } pt_bf16_job;
 
-/* 1 when op(A) is bf16 rows already in the packed layout (k, lda even):
+/* 1 when op(A) is bf16 rows already in the packed layout (k, lda even, or
+ * an odd k whose rows end in the zero the pair needs):
  * read in place by the banded loop (pt_bf16_avx512_rows_fused) */
 static inline int pt_bf16_a_in_place(const pt_bf16_job *job)
 {
-    return !job->a.trans && !job->a.f32 && !job->a.pairs && job->k % 2 == 0 &&
+    return !job->a.trans && !job->a.f32 && !job->a.pairs && (job->k % 2 == 0 || job->a.pad) &&
            job->a.ld % 2 == 0;
 }
 
@@ -111,12 +114,12 @@ const uint32_t *pt_bf16_weight_packed(const pt_bf16_job *job);
 /* floats of one worker's band of C rows (the fused epilogue with c NULL) */
 #define PT_BF16_BAND_FLOATS(n) ((size_t)PT_BF16_MR * (size_t)(n))
 
-/* Pairs (bf16.h) of fp32 rows lo and hi (hi NULL: zeros), w elements, ldp
- * uint32 (zeros from w), and with rlo set the same rounding as plain bf16
- * rows rlo and rhi (rhi unused when hi is NULL).  Only after
- * pt_cpu_has_bf16(). */
-void pt_bf16_avx512_pairs_row(uint32_t *dst, int ldp, const float *lo, const float *hi, int w,
-                              pt_bf16 *rlo, pt_bf16 *rhi);
+/* bf16.h's pairs of the fp32 rows x[0, rows) (lds floats apart), w each,
+ * ldp uint32 per pair row (zeros from w), and with rows_h set the same
+ * rounding as plain bf16 rows (ldh apart; hpad zeros after each row's w).
+ * Only after pt_cpu_has_bf16(). */
+void pt_bf16_avx512_pairs_rows(uint32_t *pairs, int ldp, const float *x, size_t lds, int rows,
+                               int w, pt_bf16 *rows_h, size_t ldh, int hpad);
 
 /* fp32 → bf16, round to nearest even, NaN kept quiet (shared by both files). */
 static inline uint16_t pt_bf16_round_bits(uint32_t u)

@@ -82,39 +82,66 @@ static void interleave_run(uint32_t *dst, const void *lo, const void *hi, int f3
     }
 }
 
-/* bf16.h's pairs of two fp32 rows, and their plain bf16 rows: one
- * vcvtne2ps2bf16 rounds 16 lanes of both rows (words 0-15 lo, 16-31 hi),
- * its halves are the plain rows and its word permutation the pairs; a
- * vector holding a subnormal is rounded on the integer path (round16h's
- * rule), so every layout has pt_bf16_round_bits' bits. */
-void pt_bf16_avx512_pairs_row(uint32_t *dst, int ldp, const float *lo, const float *hi, int w,
-                              pt_bf16 *rlo, pt_bf16 *rhi)
+/* 16 lanes of two fp32 rows rounded by one vcvtne2ps2bf16: words 0-15 lo,
+ * 16-31 hi; a vector holding a subnormal is rounded on the integer path
+ * (round16h's rule), so the bits are always pt_bf16_round_bits'. */
+static inline __m512i round_both(__m512 l, __m512 h)
 {
+    if (__builtin_expect((subnormals(l) | subnormals(h)) != 0, 0))
+        return _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm512_cvtepi32_epi16(round16(_mm512_castps_si512(l)))),
+            _mm512_cvtepi32_epi16(round16(_mm512_castps_si512(h))), 1);
+    return (__m512i)_mm512_cvtne2ps_pbh(h, l);
+}
+
+/* One pair row (hi NULL: zeros) and, with rlo, the plain rows: the halves
+ * of round_both are the rows, its word permutation the pairs. */
+static inline void pairs_row(uint32_t *dst, int ldp, const float *lo, const float *hi, int w,
+                             pt_bf16 *rlo, pt_bf16 *rhi, int hpad)
+{
+    const int full = w / 16 * 16;
     int j = 0;
+    if (hi) {
+        for (; j < full; j += 16) {
+            const __m512i both = round_both(_mm512_loadu_ps(lo + j), _mm512_loadu_ps(hi + j));
+            if (rlo) {
+                _mm256_storeu_si256((__m256i *)(rlo + j), _mm512_castsi512_si256(both));
+                _mm256_storeu_si256((__m256i *)(rhi + j), _mm512_extracti64x4_epi64(both, 1));
+            }
+            _mm512_storeu_si512(dst + j, pair_words(both));
+        }
+    }
     for (; j < w; j += 16) {
+        /* the tail, or a lone last row: lanes past w read as 0 (the pairs'
+         * zero padding) */
         const __mmask16 m = lanes(w - j);
         const __m512 l = load_ps(m, lo + j), h = hi ? load_ps(m, hi + j) : _mm512_setzero_ps();
-        __m512i both;
-        if (__builtin_expect((subnormals(l) | subnormals(h)) != 0, 0))
-            both = _mm512_inserti64x4(
-                _mm512_castsi256_si512(_mm512_cvtepi32_epi16(round16(_mm512_castps_si512(l)))),
-                _mm512_cvtepi32_epi16(round16(_mm512_castps_si512(h))), 1);
-        else
-            both = (__m512i)_mm512_cvtne2ps_pbh(h, l);
+        const __m512i both = round_both(l, h);
         if (rlo) {
-            const __m256i bl = _mm512_castsi512_si256(both), bh = _mm512_extracti64x4_epi64(both, 1);
-            if (m == 0xffff) {
-                _mm256_storeu_si256((__m256i *)(rlo + j), bl);
-                if (hi) _mm256_storeu_si256((__m256i *)(rhi + j), bh);
-            } else {
-                _mm256_mask_storeu_epi16(rlo + j, m, bl);
-                if (hi) _mm256_mask_storeu_epi16(rhi + j, m, bh);
-            }
+            _mm256_mask_storeu_epi16(rlo + j, m, _mm512_castsi512_si256(both));
+            if (hi) _mm256_mask_storeu_epi16(rhi + j, m, _mm512_extracti64x4_epi64(both, 1));
         }
-        /* lanes past w were read as 0: the pairs' zero padding */
         _mm512_storeu_si512(dst + j, pair_words(both));
     }
     for (; j < ldp; j += 16) _mm512_storeu_si512(dst + j, _mm512_setzero_si512());
+    for (int c = w; rlo && c < w + hpad; c++) {
+        rlo[c] = 0;
+        if (hi) rhi[c] = 0;
+    }
+}
+
+/* bf16.h's pairs of fp32 rows x (and their plain bf16 rows): full vectors
+ * unmasked, only a row's tail masked (masked memory operations are slow
+ * here, see load_ps). */
+void pt_bf16_avx512_pairs_rows(uint32_t *pairs, int ldp, const float *x, size_t lds, int rows,
+                               int w, pt_bf16 *rows_h, size_t ldh, int hpad)
+{
+    for (int r = 0; r < rows; r += 2) {
+        const float *lo = x + (size_t)r * lds, *hi = r + 1 < rows ? lo + lds : NULL;
+        pt_bf16 *rlo = rows_h ? rows_h + (size_t)r * ldh : NULL;
+        pairs_row(pairs + (size_t)(r / 2) * ldp, ldp, lo, hi, w, rlo, rlo ? rlo + ldh : NULL,
+                  hpad);
+    }
 }
 
 /* 16 × 16 uint32 transposed in registers: r[i] lane j ↔ r[j] lane i.

@@ -30,6 +30,7 @@
  * The pieces (one chunk of each pass) are what schnet_edges.c interleaves
  * with the convolution; the two functions over all U rows below run the
  * chunks one after the other. */
+#include <stdint.h>
 #include <string.h>
 
 #include "engine/model/bf16.h"
@@ -86,20 +87,52 @@ pt_bf16 *pt_schnet_s1_bf16(const pt_schnet_block_acts *k, const pt_schnet_acts *
     return pt_schnet_bf16_fused(a) ? (pt_bf16 *)k->s1 : NULL;
 }
 
-/* s1's rounding is also kept as pairs (bf16.h) for dA2 += dPᵀ s1, which
- * then reads it in place instead of interleaving rows 2p, 2p+1 on every
- * chunk: in the half of s1's fp32 memory that its bf16 rows leave free,
- * after them (pair row p of the batch at p · pt_bf16_pairs_ld(F); a chunk
- * starts at an even row).  NULL where the pairs would not fit (n_rows close
- * to the arrays' cap_edges rows): dA2 then packs s1's bf16 rows itself. */
-static uint32_t *s1_pairs(const pt_schnet_block_acts *k, const pt_schnet_acts *a, int F)
+/* The bf16 forward keeps, in the half of s1's fp32 memory (cap_edges rows
+ * of F floats) that s1's bf16 rows leave free, what the products would
+ * otherwise lay out again on every chunk:
+ *   s1p  s1 as pairs (bf16.h), read in place by dA2 += dPᵀ s1 — every
+ *        block, in its own s1 memory;
+ *   eh   the Gaussian basis as bf16 rows padded to an even ld (the first
+ *        product's A, PT_BF16_FMT_ROWS_PAD) and
+ *   ep   the basis as pairs (dA1 += ds1ᵀ e's B) — the same for every block,
+ *        so rounded once per forward by block 0 chunk by chunk, in block
+ *        0's s1 memory (which lives until block 0's backward, the last).
+ * Each is NULL where it does not fit (n_rows close to cap_edges), or for a
+ * block outside a->block (a caller's lone block: no block 0 to share), s1p
+ * also without a backward to read it (no_grad; a forward-only arena's
+ * blocks share one s1, whose σ1 is not kept: the regions still do not
+ * overlap); the products then round and lay out their operands as before.
+ * Pair row p of the batch at p · ld (a chunk starts at an even row). */
+typedef struct spare {
+    uint32_t *s1p, *ep;
+    pt_bf16 *eh;
+    int ldeh;
+} spare;
+
+static size_t up64(size_t x) { return (x + 63) / 64 * 64; }
+
+static spare spare_of(const pt_schnet_block_acts *k, const pt_schnet_acts *a, int G, int F)
 {
-    if (a->n_rows <= 0 || a->n_rows > a->cap_edges) return NULL;
-    const size_t U = (size_t)a->n_rows;
-    const size_t off = (U * (size_t)F * sizeof(pt_bf16) + 63) / 64 * 64;
-    const size_t need = off + (U + 1) / 2 * (size_t)pt_bf16_pairs_ld(F) * sizeof(uint32_t);
-    if (need > (size_t)a->cap_edges * (size_t)F * sizeof(float)) return NULL;
-    return (uint32_t *)((char *)k->s1 + off);
+    spare sp = {0};
+    if (a->n_rows <= 0 || a->n_rows > a->cap_edges) return sp;
+    const size_t U = (size_t)a->n_rows, pairs = (U + 1) / 2;
+    const size_t room = (size_t)a->cap_edges * (size_t)F * sizeof(float);
+    const size_t s1p = up64(U * (size_t)F * sizeof(pt_bf16));
+    const size_t eh = up64(s1p + pairs * (size_t)pt_bf16_pairs_ld(F) * sizeof(uint32_t));
+    if (eh > room) return sp;
+    if (!a->no_grad) sp.s1p = (uint32_t *)((char *)k->s1 + s1p); /* a backward's only */
+    const uintptr_t at = (uintptr_t)k, first = (uintptr_t)a->block;
+    const int in_blocks = at >= first &&
+                          at < first + sizeof(a->block[0]) * PT_SCHNET_MAX_INTERACTIONS &&
+                          a->block[0].s1 != NULL;
+    sp.ldeh = G + G % 2;
+    const size_t ep = up64(eh + U * (size_t)sp.ldeh * sizeof(pt_bf16));
+    const size_t end = ep + pairs * (size_t)pt_bf16_pairs_ld(G) * sizeof(uint32_t);
+    if (!in_blocks || end > room) return sp;
+    char *base = (char *)a->block[0].s1;
+    sp.eh = (pt_bf16 *)(base + eh);
+    sp.ep = (uint32_t *)(base + ep);
+    return sp;
 }
 
 static void forward_rows_bf16(const pt_schnet_block *w, pt_schnet_block_acts *k,
@@ -108,17 +141,33 @@ static void forward_rows_bf16(const pt_schnet_block *w, pt_schnet_block_acts *k,
 {
     const size_t o = (size_t)r0 * (size_t)F;
     pt_bf16 *s1h = (pt_bf16 *)k->s1 + o;
-    uint32_t *s1p = s1_pairs(k, a, F);
-    const pt_bf16_epilogue ssp = {.bias = w->mlp0_b, .map = pt_ssp_forward,
+    const spare sp = spare_of(k, a, G, F);
+    const float *e = a->e + (size_t)r0 * G;
+    pt_bf16 *eh = sp.eh ? sp.eh + (size_t)r0 * sp.ldeh : NULL;
+    if (eh && k == &a->block[0])
+        pt_bf16_pairs_pack(sp.ep + (size_t)(r0 / 2) * pt_bf16_pairs_ld(G), e, G, n, G, eh,
+                           sp.ldeh);
+    /* the first chunk's products compare A1, A2 with their packings, the
+     * others reuse them (unchanged over the pass: bf16.h) */
+    const int held = r0 > 0;
+    if (!held) pt_bf16_weights_hold();
+    const pt_bf16_epilogue ssp = {.bias = w->mlp0_b, .map = pt_ssp_forward, .b_held = held,
                                   .aux = pt_schnet_keep_sig(a, k->sig1 + o), .h = s1h, .ldh = F,
-                                  .pairs = s1p ? s1p + (size_t)(r0 / 2) * pt_bf16_pairs_ld(F)
-                                               : NULL};
-    pt_bf16_check(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, n, F, G, 1.0f, a->e + (size_t)r0 * G,
-                                  0, G, w->mlp0_w, 0, G, 0.0f, NULL, F, &ssp),
-                  n, F, G);
+                                  .pairs = sp.s1p ? sp.s1p + (size_t)(r0 / 2) * pt_bf16_pairs_ld(F)
+                                                  : NULL};
+    if (eh)
+        pt_bf16_check(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, n, F, G, 1.0f, eh,
+                                      PT_BF16_FMT_ROWS_PAD, sp.ldeh, w->mlp0_w, 0, G, 0.0f, NULL,
+                                      F, &ssp),
+                      n, F, G);
+    else
+        pt_bf16_check(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, n, F, G, 1.0f, e, 0, G,
+                                      w->mlp0_w, 0, G, 0.0f, NULL, F, &ssp),
+                      n, F, G);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
     const int in_place = k->p == k->w;
-    const pt_bf16_epilogue cut = {.bias = w->mlp2_b, .row_scale = in_place ? a->cut + r0 : NULL};
+    const pt_bf16_epilogue cut = {.bias = w->mlp2_b, .row_scale = in_place ? a->cut + r0 : NULL,
+                                  .b_held = held};
     pt_bf16_check(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, n, F, F, 1.0f, s1h, 1, F, w->mlp2_w,
                                   0, F, 0.0f, k->p + o, F, &cut),
                   n, F, F);
@@ -163,7 +212,7 @@ void pt_schnet_filter_forward_rows(const pt_schnet_block *w, pt_schnet_block_act
  * step). */
 static void backward_dp_bf16(const pt_schnet_block *w, pt_schnet_block *dw,
                              const pt_schnet_block_acts *k, const pt_schnet_acts *a, int r0,
-                             int n, int F, const float *dp, float *ds1)
+                             int n, int G, int F, const float *dp, float *ds1)
 {
     const int ldp = pt_bf16_pairs_ld(F);
     const size_t pair_bytes = ((size_t)(n + 1) / 2 * ldp * sizeof(uint32_t) + 63) / 64 * 64;
@@ -172,7 +221,7 @@ static void backward_dp_bf16(const pt_schnet_block *w, pt_schnet_block *dw,
     uint32_t *dpp = (uint32_t *)mem;
     pt_bf16 *dph = (pt_bf16 *)(mem + pair_bytes);
     pt_bf16_pairs_pack(dpp, dp, F, n, F, dph, F);
-    const uint32_t *s1p = s1_pairs(k, a, F);
+    const uint32_t *s1p = spare_of(k, a, G, F).s1p;
     if (s1p)
         pt_bf16_check(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, F, F, n, 1.0f, dpp,
                                       PT_BF16_FMT_PAIRS, ldp, s1p + (size_t)(r0 / 2) * ldp,
@@ -184,9 +233,12 @@ static void backward_dp_bf16(const pt_schnet_block *w, pt_schnet_block *dw,
                                       (const pt_bf16 *)k->s1 + (size_t)r0 * F, PT_BF16_FMT_ROWS,
                                       F, 1.0f, dw->mlp2_w, F, NULL),
                       F, F, n);
+    /* A2 held over the pass's chunks as in the forward */
+    if (r0 == 0) pt_bf16_weights_hold();
+    const pt_bf16_epilogue held = {.b_held = r0 > 0};
     pt_bf16_check(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, n, F, F, 1.0f, dph,
                                   PT_BF16_FMT_ROWS, F, w->mlp2_w, PT_BF16_FMT_F32, F, 0.0f, ds1,
-                                  F, NULL),
+                                  F, &held),
                   n, F, F);
 }
 
@@ -204,7 +256,7 @@ void pt_schnet_filter_backward_rows(const pt_schnet_block *w, pt_schnet_block *d
     const pt_precision prec = a->precision;
     const size_t o = (size_t)r0 * (size_t)F;
     if (pt_schnet_bf16_fused(a)) {
-        backward_dp_bf16(w, dw, k, a, r0, n, F, dp, ds1);
+        backward_dp_bf16(w, dw, k, a, r0, n, G, F, dp, ds1);
     } else {
         pt_linear_backward_weight(dw->mlp2_w, NULL, dp, k->s1 + o, n, 0, F, F, prec);
         /* ds1 = (dP A2) ⊙ σ1 as a pass: a MUL epilogue in the fp32 kernels
@@ -216,7 +268,16 @@ void pt_schnet_filter_backward_rows(const pt_schnet_block *w, pt_schnet_block *d
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
     pt_ssp_backward(ds1, dw->mlp0_b, k->sig1 + o, n, F);
     pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
-    pt_linear_backward_weight(dw->mlp0_w, NULL, ds1, a->e + (size_t)r0 * G, n, 0, G, F, prec);
+    const spare sp = pt_schnet_bf16_fused(a) ? spare_of(k, a, G, F) : (spare){0};
+    if (sp.ep) /* the basis as the forward's block 0 kept it: pairs read in place */
+        pt_bf16_check(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, F, G, n, 1.0f, ds1, 0, F,
+                                      sp.ep + (size_t)(r0 / 2) * pt_bf16_pairs_ld(G),
+                                      PT_BF16_FMT_PAIRS, pt_bf16_pairs_ld(G), 1.0f, dw->mlp0_w, G,
+                                      NULL),
+                      F, G, n);
+    else
+        pt_linear_backward_weight(dw->mlp0_w, NULL, ds1, a->e + (size_t)r0 * G, n, 0, G, F,
+                                  prec);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
 }
 

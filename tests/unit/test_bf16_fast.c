@@ -15,7 +15,8 @@
  *     value and one that does not), after more weights than the cache holds,
  *     with the same address read under another shape, leading dimension or
  *     transpose, and split over two threads, equals a product on freshly
- *     rounded operands;
+ *     rounded operands; a weight held (pt_bf16_weights_hold, b_held) is
+ *     compared once per hold;
  *   - pt_bf16_gemm_ex with fp32 and bf16 operands in every combination and
  *     its fused epilogues (bias + shifted softplus + bf16 copy with C not
  *     kept, bias + row scale, row scale + copy, map alone) equals the
@@ -175,6 +176,62 @@ static void test_cached_weights_follow_changes(void **state)
     pt_bf16_set_threads(1);
     free(x);
     for (int i = 0; i < NW; i++) free(w[i]);
+    pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO);
+}
+
+/* C = X·Wᵀ through pt_bf16_gemm_ex, the weight held or not. */
+static void held_product(const float *x, const float *w, float *c, int held)
+{
+    const pt_bf16_epilogue e = {.b_held = held};
+    assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, 37, 100, 100, 1.0f, x, 0, 100, w,
+                                     0, 100, 0.0f, c, 100, &e),
+                     PT_BF16_OK);
+}
+
+/* A held weight is compared once per hold: a product saying b_held after
+ * the hold's first comparison reuses that packing without comparing (so a
+ * change the caller promised not to make is not seen: that is the skipped
+ * comparison); one that does not say so, or the first after a new hold,
+ * compares and sees the change. */
+static void test_held_weights(void **state)
+{
+    (void)state;
+    if (!pt_cpu_has_bf16()) skip();
+    pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
+    const size_t nc = (size_t)37 * 100;
+    float *x = rnd_floats((size_t)37 * 100, 1.0f), *w = rnd_floats((size_t)100 * 100, 1.0f);
+    float *old_w = floats_copy(w, (size_t)100 * 100);
+    float *c_old = malloc(nc * sizeof(float)), *c_new = malloc(nc * sizeof(float));
+    float *c = malloc(nc * sizeof(float));
+    assert_true(c_old && c_new && c);
+    held_product(x, w, c_old, 0);
+    w[17] += 0.5f;
+    held_product(x, w, c_new, 0);
+    assert_memory_not_equal(c_new, c_old, nc * sizeof(float));
+    memcpy(w, old_w, 100 * 100 * sizeof(float));
+
+    pt_bf16_weights_hold();
+    held_product(x, w, c, 0); /* compares: the hold's packing of w */
+    assert_memory_equal(c, c_old, nc * sizeof(float));
+    w[17] += 0.5f;            /* a change the holder promised not to make */
+    held_product(x, w, c, 1); /* reused without comparing */
+    assert_memory_equal(c, c_old, nc * sizeof(float));
+    held_product(x, w, c, 0); /* not held: compared, repacked */
+    assert_memory_equal(c, c_new, nc * sizeof(float));
+    held_product(x, w, c, 1);
+    assert_memory_equal(c, c_new, nc * sizeof(float));
+
+    memcpy(w, old_w, 100 * 100 * sizeof(float));
+    pt_bf16_weights_hold();   /* a new hold: its first held product compares */
+    held_product(x, w, c, 1);
+    assert_memory_equal(c, c_old, nc * sizeof(float));
+    /* a weight never compared in the hold is packed, then held */
+    float *w2 = rnd_floats((size_t)100 * 100, 1.0f), *c2 = malloc(nc * sizeof(float));
+    assert_non_null(c2);
+    held_product(x, w2, c, 1);
+    held_product(x, w2, c2, 0);
+    assert_memory_equal(c, c2, nc * sizeof(float));
+    free(x), free(w), free(old_w), free(c_old), free(c_new), free(c), free(w2), free(c2);
     pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO);
 }
 
@@ -371,6 +428,7 @@ int main(void)
         cmocka_unit_test(test_contiguous_rows_of_a),
         cmocka_unit_test(test_interleaved_pairs_of_rows),
         cmocka_unit_test(test_cached_weights_follow_changes),
+        cmocka_unit_test(test_held_weights),
         cmocka_unit_test(test_gemm_ex_fused_equals_unfused),
         cmocka_unit_test(test_gemm_ex_refusals),
     };

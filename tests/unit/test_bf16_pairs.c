@@ -6,8 +6,12 @@
  *   - pt_bf16_pairs_pack on the AVX512-BF16 and the portable kernel equals
  *     pairs built element by element from pt_bf16_from_float (zero padding
  *     past the width, the high half 0 for an odd last row, the plain rows
- *     it also writes), for widths around a 16-lane vector, odd row counts,
- *     rows longer than the width, whole vectors of subnormals and ties;
+ *     it also writes, zero-padded), for widths around a 16-lane vector, odd
+ *     row counts, rows longer than the width, whole vectors of subnormals
+ *     and ties;
+ *   - A as padded bf16 rows (PT_BF16_FMT_ROWS_PAD: odd k read in place,
+ *     the basis' k = 25) equals A as fp32, with and without an epilogue, k
+ *     past one block, one and two threads;
  *   - products with A and/or B given as pairs equal pt_bf16_gemm_ref on the
  *     same rounded values (the portable kernel: its product on bf16 rows),
  *     for k past one reduction block, odd k, row and column counts off the
@@ -95,7 +99,7 @@ static void check_pack(int rows, int w, int lds, int with_rows)
     for (int r = 0; r < rows; r++)
         for (int j = 0; j < w + 3; j++) {
             pt_bf16 v = h[(size_t)r * (w + 3) + j];
-            pt_bf16 e = with_rows && j < w ? pt_bf16_from_float(x[(size_t)r * lds + j]) : 0x5555;
+            pt_bf16 e = !with_rows ? 0x5555 : j < w ? pt_bf16_from_float(x[(size_t)r * lds + j]) : 0;
             if (v != e) fail_msg("rows rows=%d w=%d r=%d j=%d: %04x, want %04x", rows, w, r, j, v, e);
         }
     free(x), free(want), free(got), free(h);
@@ -221,6 +225,66 @@ static void test_epilogue_pairs(void **state)
     pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO);
 }
 
+/* X·Wᵀ with X as fp32 and as rows_h of pt_bf16_pairs_pack (zero-padded to
+ * an even ld), plain and with the bias + ssp + bf16 epilogue. */
+static void check_rows_pad(int m, int n, int k)
+{
+    const int ldx = k + 1 + (k % 2 == 0); /* even, past k */
+    float *x = rnd_floats((size_t)m * k, 1.0f), *w = rnd_floats((size_t)n * k, 1.0f);
+    float *bias = rnd_floats(n, 1.0f);
+    pt_bf16 *xh = malloc((size_t)m * ldx * sizeof(pt_bf16));
+    uint32_t *xp = malloc(((size_t)m + 1) / 2 * pt_bf16_pairs_ld(k) * sizeof(uint32_t));
+    float *c0 = malloc((size_t)m * n * sizeof(float)), *c1 = malloc((size_t)m * n * sizeof(float));
+    float *s0 = malloc((size_t)m * n * sizeof(float)), *s1 = malloc((size_t)m * n * sizeof(float));
+    pt_bf16 *h0 = malloc((size_t)m * n * sizeof(pt_bf16)), *h1 = malloc((size_t)m * n * sizeof(pt_bf16));
+    assert_true(xh && xp && c0 && c1 && s0 && s1 && h0 && h1);
+    pt_bf16_pairs_pack(xp, x, k, m, k, xh, ldx);
+    assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, m, n, k, 1.0f, x, 0, k, w, 0, k,
+                                     0.0f, c0, n, NULL),
+                     PT_BF16_OK);
+    assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, m, n, k, 1.0f, xh,
+                                     PT_BF16_FMT_ROWS_PAD, ldx, w, 0, k, 0.0f, c1, n, NULL),
+                     PT_BF16_OK);
+    if (memcmp(c0, c1, (size_t)m * n * sizeof(float)) != 0)
+        fail_msg("padded rows m=%d n=%d k=%d threads=%d differ", m, n, k, pt_bf16_get_threads());
+    if (k <= PT_BF16_KC) {
+        const pt_bf16_epilogue e0 = {.bias = bias, .map = pt_ssp_forward, .aux = s0, .h = h0,
+                                     .ldh = n};
+        const pt_bf16_epilogue e1 = {.bias = bias, .map = pt_ssp_forward, .aux = s1, .h = h1,
+                                     .ldh = n};
+        assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, m, n, k, 1.0f, x, 0, k, w, 0,
+                                         k, 0.0f, NULL, n, &e0),
+                         PT_BF16_OK);
+        assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, m, n, k, 1.0f, xh,
+                                         PT_BF16_FMT_ROWS_PAD, ldx, w, 0, k, 0.0f, NULL, n, &e1),
+                         PT_BF16_OK);
+        assert_memory_equal(h0, h1, (size_t)m * n * sizeof(pt_bf16));
+        assert_memory_equal(s0, s1, (size_t)m * n * sizeof(float));
+    }
+    free(x), free(w), free(bias), free(xh), free(xp), free(c0), free(c1), free(s0), free(s1);
+    free(h0), free(h1);
+}
+
+static void test_rows_pad(void **state)
+{
+    (void)state;
+    const int kernels[2] = {PT_BF16_KERNEL_AVX512, PT_BF16_KERNEL_PORTABLE};
+    const int shapes[][3] = {{256, 100, 25}, {1, 100, 25}, {37, 100, 25}, {7, 17, 1},
+                             {13, 130, 31},  {40, 64, 100}, {11, 20, 301}};
+    for (int ki = pt_cpu_has_bf16() ? 0 : 1; ki < 2; ki++) {
+        assert_int_equal(pt_bf16_set_kernel((pt_bf16_kernel)kernels[ki]), PT_BF16_OK);
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            if (ki == 0 || shapes[s][2] > PT_BF16_KC) /* portable: no epilogue */
+                check_rows_pad(shapes[s][0], shapes[s][1], shapes[s][2]);
+        if (ki == 0) {
+            pt_bf16_set_threads(2);
+            check_rows_pad(1001, 100, 25);
+            pt_bf16_set_threads(1);
+        }
+    }
+    pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO);
+}
+
 static void test_pairs_refusals(void **state)
 {
     (void)state;
@@ -250,6 +314,19 @@ static void test_pairs_refusals(void **state)
     assert_int_equal(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, 2, 2, 2, 1.0f, x, 0, 2, x, -1, 2,
                                      0.0f, c, 2, NULL),
                      PT_BF16_EFORMAT);
+    /* padded rows: A only, not transposed, an even ld past an odd k */
+    assert_int_equal(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, 2, 2, 3, 1.0f, x, PT_BF16_FMT_ROWS_PAD,
+                                     4, x, 0, 2, 0.0f, c, 2, NULL),
+                     PT_BF16_EFORMAT);
+    assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, 2, 2, 3, 1.0f, x,
+                                     PT_BF16_FMT_ROWS_PAD, 5, x, 0, 2, 0.0f, c, 2, NULL),
+                     PT_BF16_EFORMAT);
+    assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, 2, 2, 3, 1.0f, x,
+                                     PT_BF16_FMT_ROWS_PAD, 3, x, 0, 2, 0.0f, c, 2, NULL),
+                     PT_BF16_EFORMAT);
+    assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, x, 0, 2, x,
+                                     PT_BF16_FMT_ROWS_PAD, 2, 0.0f, c, 2, NULL),
+                     PT_BF16_EFORMAT);
     /* the epilogue's pairs need its bf16 copy */
     if (pt_cpu_has_bf16()) pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
     const pt_bf16_epilogue no_h = {.pairs = p};
@@ -273,6 +350,7 @@ int main(void)
         cmocka_unit_test(test_pairs_pack),
         cmocka_unit_test(test_pairs_products),
         cmocka_unit_test(test_epilogue_pairs),
+        cmocka_unit_test(test_rows_pad),
         cmocka_unit_test(test_pairs_refusals),
     };
     return cmocka_run_group_tests_name("bf16_pairs", tests, NULL, NULL);

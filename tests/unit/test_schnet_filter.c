@@ -15,8 +15,10 @@
  *     own array, the cutoff: still the reference's bits, also split over
  *     two threads; the portable bf16 path keeps fp32 s1;
  *   - in bf16 the backward rounds each chunk's dP once (pairs for dA2, rows
- *     for ds1) and reads s1 as the pairs the forward kept where the arena
- *     has room for them, else s1's bf16 rows: the reference's bits both ways;
+ *     for ds1) and reads s1 as the pairs the forward kept, and the basis as
+ *     the padded rows and pairs block 0's forward rounded once, where the
+ *     arena has room for them, else as before: the reference's bits with
+ *     room for all, for s1's pairs only, and for none;
  *   - gradients accumulate (+=) onto what dw held, as the reference does;
  *   - the policy gives the filter network's products to the own kernels
  *     here (so the first case above tests the chunked path). */
@@ -39,21 +41,23 @@ enum { G = 25, F = 100 };
 /* Everything one block's filter network reads and writes. */
 typedef struct side {
     pt_schnet_block w, dw;
-    pt_schnet_block_acts k;
-    pt_schnet_acts a;
+    pt_schnet_acts a; /* its block 0 is the block (a.block[0], as K) */
 } side;
+#define K(s) ((s)->a.block[0])
 
 /* rows the chunks' arena has (cap_edges) over the U rows in use: with room
- * the bf16 forward keeps s1 also as pairs (schnet_filter.c: s1_pairs) in the
- * free half of s1's memory, at 1 there is none and dA2 packs s1's rows */
-static int room = 2;
+ * the bf16 forward keeps s1 as pairs and the basis as padded rows and pairs
+ * in the free half of s1's memory (schnet_filter.c: spare_of); at 1.2 only
+ * s1's pairs fit, at 1 nothing does and the products lay out their operands
+ * themselves */
+static float room = 2.0f;
 
 static void side_init(side *s, const side *from, int U)
 {
     memset(s, 0, sizeof *s);
     const size_t rf = (size_t)U * F;
     s->a.n_rows = U;
-    s->a.cap_edges = room * U;
+    s->a.cap_edges = (int32_t)(room * (float)U);
     if (!from) {
         s->w.mlp0_w = rnd_floats((size_t)F * G, 0.3f);
         s->w.mlp0_b = rnd_floats(F, 0.1f);
@@ -76,10 +80,10 @@ static void side_init(side *s, const side *from, int U)
         s->a.cut = floats_copy(from->a.cut, U);
         s->a.dp = floats_copy(from->a.dp, rf);
     }
-    s->k.s1 = rnd_floats((size_t)room * rf, 0.0f);
-    s->k.sig1 = rnd_floats(rf, 0.0f);
-    s->k.p = rnd_floats(rf, 0.0f);
-    s->k.w = rnd_floats(rf, 0.0f);
+    K(s).s1 = rnd_floats((size_t)s->a.cap_edges * F, 0.0f);
+    K(s).sig1 = rnd_floats(rf, 0.0f);
+    K(s).p = rnd_floats(rf, 0.0f);
+    K(s).w = rnd_floats(rf, 0.0f);
     s->a.ds1 = rnd_floats(rf, 0.0f);
 }
 
@@ -90,20 +94,20 @@ static void side_free(side *s, int owner)
     }
     free(s->dw.mlp0_w), free(s->dw.mlp0_b), free(s->dw.mlp2_w), free(s->dw.mlp2_b);
     free(s->a.e), free(s->a.cut), free(s->a.dp), free(s->a.ds1);
-    free(s->k.s1), free(s->k.sig1), free(s->k.p), free(s->k.w);
+    free(K(s).s1), free(K(s).sig1), free(K(s).p), free(K(s).w);
 }
 
 /* The whole-batch sequence the chunks replaced (schnet.c before). */
 static void reference(side *s, int U)
 {
     const pt_precision prec = s->a.precision;
-    pt_linear_forward(s->k.s1, s->a.e, s->w.mlp0_w, s->w.mlp0_b, U, G, F, 0.0f, prec);
-    pt_ssp_forward(s->k.s1, s->k.sig1, NULL, U, F);
-    pt_linear_forward(s->k.p, s->k.s1, s->w.mlp2_w, s->w.mlp2_b, U, F, F, 0.0f, prec);
-    pt_filter_cutoff_forward(s->k.w, s->k.p, s->a.cut, U, F);
-    pt_linear_backward(s->a.ds1, s->dw.mlp2_w, s->dw.mlp2_b, s->a.dp, s->k.s1, s->w.mlp2_w, U, F,
+    pt_linear_forward(K(s).s1, s->a.e, s->w.mlp0_w, s->w.mlp0_b, U, G, F, 0.0f, prec);
+    pt_ssp_forward(K(s).s1, K(s).sig1, NULL, U, F);
+    pt_linear_forward(K(s).p, K(s).s1, s->w.mlp2_w, s->w.mlp2_b, U, F, F, 0.0f, prec);
+    pt_filter_cutoff_forward(K(s).w, K(s).p, s->a.cut, U, F);
+    pt_linear_backward(s->a.ds1, s->dw.mlp2_w, s->dw.mlp2_b, s->a.dp, K(s).s1, s->w.mlp2_w, U, F,
                        F, 0.0f, prec);
-    pt_ssp_backward(s->a.ds1, s->dw.mlp0_b, s->k.sig1, U, F);
+    pt_ssp_backward(s->a.ds1, s->dw.mlp0_b, K(s).sig1, U, F);
     pt_linear_backward(NULL, s->dw.mlp0_w, NULL, s->a.ds1, s->a.e, s->w.mlp0_w, U, G, F, 0.0f,
                        prec);
 }
@@ -112,8 +116,8 @@ static void chunked(side *s, int U)
 {
     pt_stopwatch sw;
     pt_stopwatch_start(&sw, NULL);
-    pt_schnet_filter_forward(&s->w, &s->k, &s->a, U, G, F, &sw);
-    pt_schnet_filter_backward(&s->w, &s->dw, &s->k, &s->a, U, G, F, &sw);
+    pt_schnet_filter_forward(&s->w, &K(s), &s->a, U, G, F, &sw);
+    pt_schnet_filter_backward(&s->w, &s->dw, &K(s), &s->a, U, G, F, &sw);
 }
 
 #define SAME(x, y, n) assert_memory_equal((x), (y), sizeof(float) * (size_t)(n))
@@ -126,29 +130,29 @@ static void check_alias(int U, pt_precision prec, int alias)
     side_init(&r, NULL, U);
     side_init(&c, &r, U);
     r.a.precision = c.a.precision = prec;
-    float *own_p = c.k.p;
-    if (alias) c.k.p = c.k.w;
+    float *own_p = K(&c).p;
+    if (alias) K(&c).p = K(&c).w;
     reference(&r, U);
     chunked(&c, U);
     const size_t rf = (size_t)U * F;
-    const pt_bf16 *s1h = pt_schnet_s1_bf16(&c.k, &c.a);
+    const pt_bf16 *s1h = pt_schnet_s1_bf16(&K(&c), &c.a);
     if (s1h) {
         /* bf16 on the AVX512-BF16 kernel keeps s1 only as bf16: the
          * reference's s1 rounded, and all else the same bits */
         pt_bf16 *want = malloc(rf * sizeof(pt_bf16));
         assert_non_null(want);
-        pt_bf16_from_floats(want, r.k.s1, rf);
+        pt_bf16_from_floats(want, K(&r).s1, rf);
         assert_memory_equal(s1h, want, rf * sizeof(pt_bf16));
         free(want);
     } else {
         assert_true(prec == PT_PRECISION_FP32 ||
                     pt_bf16_kernel_active() != PT_BF16_KERNEL_AVX512);
-        SAME(c.k.s1, r.k.s1, rf);
+        SAME(K(&c).s1, K(&r).s1, rf);
     }
-    SAME(c.k.sig1, r.k.sig1, rf);
-    if (!alias) SAME(c.k.p, r.k.p, rf);
-    SAME(c.k.w, r.k.w, rf);
-    c.k.p = own_p;
+    SAME(K(&c).sig1, K(&r).sig1, rf);
+    if (!alias) SAME(K(&c).p, K(&r).p, rf);
+    SAME(K(&c).w, K(&r).w, rf);
+    K(&c).p = own_p;
     SAME(c.a.ds1, r.a.ds1, rf);
     SAME(c.dw.mlp2_w, r.dw.mlp2_w, F * F);
     SAME(c.dw.mlp2_b, r.dw.mlp2_b, F);
@@ -219,12 +223,14 @@ static void test_openblas(void **state)
 static void test_bf16(void **state)
 {
     (void)state;
-    for (room = 1; room <= 2; room++) {
+    static const float rooms[] = {1.0f, 1.2f, 2.0f};
+    for (size_t ri = 0; ri < sizeof rooms / sizeof rooms[0]; ri++) {
+        room = rooms[ri];
         check_sizes(PT_PRECISION_BF16);
         for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
             check_alias(sizes[i], PT_PRECISION_BF16, 1);
     }
-    room = 2;
+    room = 2.0f;
 }
 
 /* The fused bf16 products split over two threads (a 256-row chunk is
