@@ -11,6 +11,10 @@
  *   ssp        pt_ssp_forward (value and σ) over a filter chunk of 256 × 100
  *              inputs spread over [−12, 12] against a loop over glibc's
  *              scalar expf/log1pf (σ = 1/(1 + e^−v));
+ *   ssp_value  the same without σ (forwards that take no gradient);
+ *   ssp_backward  pt_ssp_backward over the chunk (d ← d ⊙ σ and the bias
+ *              gradient's column sums) against the same loop gcc is told
+ *              not to vectorise;
  *   edge_basis pt_edge_basis_forward over 4,096 distances in [0.5, 6.5) Å
  *              (25 Gaussians and the cosine cutoff, cutoff 6) against
  *              glibc's scalar expf and cosf.
@@ -50,9 +54,19 @@ __attribute__((noinline)) static void ssp_scalar(float *x, float *sig, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         float v = x[i];
-        sig[i] = 1.0f / (1.0f + expf(-v));
+        if (sig) sig[i] = 1.0f / (1.0f + expf(-v));
         x[i] = log1pf(expf(-fabsf(v))) + fmaxf(v, 0.0f) - 0.69314718f;
     }
+}
+
+__attribute__((noinline, optimize("no-tree-vectorize"))) static void
+ssp_backward_scalar(float *d, float *db, const float *sig, int n, int c)
+{
+    for (int r = 0; r < n; r++)
+        for (int k = 0; k < c; k++) {
+            d[(size_t)r * c + k] *= sig[(size_t)r * c + k];
+            db[k] += d[(size_t)r * c + k];
+        }
 }
 
 __attribute__((noinline)) static void basis_scalar(float *e, float *cut, const float *dist, int n,
@@ -126,30 +140,42 @@ int main(int argc, char **argv)
     print("adam", n, &lib, &ref);
     pt_optim_close(&opt);
 
-    /* shifted softplus over a filter chunk */
+    /* shifted softplus over a filter chunk: with σ, without, and its backward */
     const size_t len = 256 * 100;
-    float *src = floats(len), *x = floats(len), *sig = floats(len);
+    float *src = floats(len), *x = floats(len), *sig = floats(len), *d = floats(len);
+    float db[100] = {0};
     for (size_t i = 0; i < len; i++) src[i] = -12.0f + 24.0f * (float)((i * 7919u) % len) / (float)len;
-    lib = (side){0};
-    ref = (side){0};
-    const int ssp_calls = 400;
-    for (int r = 0; r < rounds; r++) {
-        double tl = 0.0, ts = 0.0;
-        for (int k = 0; k < ssp_calls; k++) {
-            for (size_t i = 0; i < len; i++) x[i] = src[i];
-            double t0 = cpu_now();
-            pt_ssp_forward(x, sig, NULL, 256, 100);
-            double t1 = cpu_now();
-            for (size_t i = 0; i < len; i++) x[i] = src[i];
-            double t2 = cpu_now();
-            ssp_scalar(x, sig, len);
-            ts += cpu_now() - t2;
-            tl += t1 - t0;
+    for (int pass = 0; pass < 3; pass++) {
+        lib = (side){0};
+        ref = (side){0};
+        const int ssp_calls = 400;
+        for (int r = 0; r < rounds; r++) {
+            double tl = 0.0, ts = 0.0;
+            for (int k = 0; k < ssp_calls; k++) {
+                /* fresh operands before each side: the forward works in place,
+                 * the backward would shrink d towards denormals */
+                for (size_t i = 0; i < len; i++) x[i] = d[i] = src[i];
+                if (pass == 2) pt_ssp_forward(x, sig, NULL, 256, 100);
+                double t0 = cpu_now();
+                if (pass == 2)
+                    pt_ssp_backward(d, db, sig, 256, 100);
+                else
+                    pt_ssp_forward(x, pass == 0 ? sig : NULL, NULL, 256, 100);
+                double t1 = cpu_now();
+                for (size_t i = 0; i < len; i++) x[i] = d[i] = src[i];
+                double t2 = cpu_now();
+                if (pass == 2)
+                    ssp_backward_scalar(d, db, sig, 256, 100);
+                else
+                    ssp_scalar(x, pass == 0 ? sig : NULL, len);
+                ts += cpu_now() - t2;
+                tl += t1 - t0;
+            }
+            record(&lib, tl / ssp_calls);
+            record(&ref, ts / ssp_calls);
         }
-        record(&lib, tl / ssp_calls);
-        record(&ref, ts / ssp_calls);
+        print(pass == 0 ? "ssp" : pass == 1 ? "ssp_value" : "ssp_backward", len, &lib, &ref);
     }
-    print("ssp", len, &lib, &ref);
 
     /* Gaussian edge basis */
     const int edges = 4096, G = 25;
@@ -169,7 +195,7 @@ int main(int argc, char **argv)
     }
     print("edge_basis", (size_t)edges * G, &lib, &ref);
     free(param); free(grad); free(m2); free(v2);
-    free(src); free(x); free(sig);
+    free(src); free(x); free(sig); free(d);
     free(dist); free(e); free(cut);
     return 0;
 }
