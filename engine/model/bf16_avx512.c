@@ -23,6 +23,7 @@
 #define NP PT_BF16_NP
 #define MC PT_BF16_MC
 #define KC PT_BF16_KC
+#define GROUP PT_BF16_GROUP
 
 /* One MR × (16·nv) tile of C. */
 typedef struct tile {
@@ -167,11 +168,16 @@ void pt_bf16_avx512_rows(const pt_bf16_job *job, int i_begin, int i_end, uint32_
 
 /* The fused epilogue (pt_bf16_gemm_ex, k ≤ KC: one reduction block): the
  * tiles of a band of MR rows sweep every panel of B (a whole B of k ≤ 256
- * and n ≤ 128 is ≤ 64 KB, L1/L2-resident), then the band — still in L1 —
- * gets map and its bf16 copy.  A stored as is in bf16 with even k and lda
- * (the previous layer's bf16 copy) is read in place: its rows already are
- * the packed layout; only a last band of fewer than MR rows is copied (the
- * micro-kernel reads all MR rows). */
+ * and n ≤ 128 is ≤ 64 KB, L1/L2-resident); every GROUP rows (two bands,
+ * still in L1) get map and their bf16 copy in one call (elementwise: the
+ * same bits).  The shifted softplus runs 8 vectors at a time and left a
+ * 6-row band of 100 columns a long tail; measured on the filter's first
+ * product (bench/bf16_filter, water, load 7): groups of 6 / 12 / 24 / 48
+ * rows 1.35-1.40 / 1.15-1.25 / 1.34-1.53 / 1.44-1.60 ms a block (groups
+ * of 12 also best on whole water steps).  A stored as is in bf16 with even
+ * k and lda (the previous layer's bf16 copy) is read in place: its rows
+ * already are the packed layout; only a last band of fewer than MR rows is
+ * copied (the micro-kernel reads all MR rows). */
 static void rows_fused(const pt_bf16_job *job, int i_begin, int i_end, uint32_t *apack)
 {
     const int kc = job->k, pairs = (kc + 1) / 2, n = job->n;
@@ -222,7 +228,10 @@ static void rows_fused(const pt_bf16_job *job, int i_begin, int i_end, uint32_t 
                 t.sp = 1;
                 t.sr = pairs;
             }
-            float *crow = cbase ? cbase + (size_t)row * ldc : band;
+            /* rows of C in their group: the group's epilogue runs once its
+             * last band is stored */
+            const int g0 = ir / GROUP * GROUP;
+            float *crow = cbase ? cbase + (size_t)row * ldc : band + (size_t)(ir - g0) * n;
             t.scale = job->row_scale ? job->row_scale + row : NULL;
             for (int n0 = 0; n0 < n; n0 += NP) {
                 int width = n - n0 < NP ? n - n0 : NP, nv = (width + 15) / 16;
@@ -238,16 +247,19 @@ static void rows_fused(const pt_bf16_job *job, int i_begin, int i_end, uint32_t 
                 t.c = crow + n0;
                 tile_fn[nv](&t);
             }
+            if (ir + t.mr < mc && (ir + t.mr) % GROUP != 0) continue;
+            const int grow = ic + g0, rows = ir + t.mr - g0;
+            float *gc = cbase ? cbase + (size_t)grow * ldc : band;
             if (job->map)
-                job->map(crow, job->aux ? job->aux + (size_t)row * n : NULL, NULL, t.mr, n);
+                job->map(gc, job->aux ? job->aux + (size_t)grow * n : NULL, NULL, rows, n);
             if (job->h && job->pairs) {
-                /* row is even (bands start at multiples of MR) */
-                pt_bf16_avx512_pairs_rows(job->pairs + (size_t)(row / 2) * pt_bf16_pairs_ld_(n),
-                                          pt_bf16_pairs_ld_(n), crow, (size_t)ldc, t.mr, n,
-                                          job->h + (size_t)row * job->ldh, (size_t)job->ldh, 0);
+                /* grow is even (groups start at multiples of MR) */
+                pt_bf16_avx512_pairs_rows(job->pairs + (size_t)(grow / 2) * pt_bf16_pairs_ld_(n),
+                                          pt_bf16_pairs_ld_(n), gc, (size_t)ldc, rows, n,
+                                          job->h + (size_t)grow * job->ldh, (size_t)job->ldh, 0);
             } else if (job->h) {
-                pt_bf16_avx512_round_rows(job->h + (size_t)row * job->ldh, job->ldh, crow, ldc,
-                                          t.mr, n);
+                pt_bf16_avx512_round_rows(job->h + (size_t)grow * job->ldh, job->ldh, gc, ldc,
+                                          rows, n);
             }
         }
     }

@@ -18,6 +18,7 @@
 #define PT_BF16_MR 6   /* rows of C per micro-kernel: 6 × 4 zmm accumulators */
 #define PT_BF16_NP 64  /* columns per B panel (4 zmm of 16 fp32) */
 #define PT_BF16_MC 240 /* rows of A per packed block (≈120 KB, stays in L2) */
+#define PT_BF16_GROUP 12 /* rows of C per fused epilogue call: 2 bands, divides MC */
 #define PT_BF16_MAX_THREADS 64 /* pt_bf16_set_threads' bound */
 
 /* One matrix operand as the caller stored it. */
@@ -43,7 +44,7 @@ typedef struct pt_bf16_job {
     int ldc;
     /* the epilogue of pt_bf16_gemm_ex (k ≤ PT_BF16_KC): C[r] *= row_scale[r],
      * then map over bands of rows, then h = bf16(C); c NULL: C's rows live
-     * in each worker's band (PT_BF16_MR · n floats) */
+     * in each worker's band (PT_BF16_GROUP · n floats) */
     const float *row_scale;
     pt_bf16_map map;
     float *aux;
@@ -111,8 +112,8 @@ void pt_bf16_avx512_rows_fused(const pt_bf16_job *job, int i_begin, int i_end, u
  * job's B is not a cacheable weight (the caller packs it). */
 const uint32_t *pt_bf16_weight_packed(const pt_bf16_job *job);
 
-/* floats of one worker's band of C rows (the fused epilogue with c NULL) */
-#define PT_BF16_BAND_FLOATS(n) ((size_t)PT_BF16_MR * (size_t)(n))
+/* floats of one worker's group of C rows (the fused epilogue with c NULL) */
+#define PT_BF16_BAND_FLOATS(n) ((size_t)PT_BF16_GROUP * (size_t)(n))
 
 /* bf16.h's pairs of the fp32 rows x[0, rows) (lds floats apart), w each,
  * ldp uint32 per pair row (zeros from w), and with rows_h set the same
