@@ -13,8 +13,10 @@
  * row) of the forward and the backward, and the bound of cfconv_kernels.h
  * in cycles (forward 7 from L1 / 12.5 with W from L2, backward 14 / 25);
  * also the backward by senders on the same packs (bwd_senders) and the
- * force passes' tangent and second backward over the whole batch
- * (forces_tangent, forces_backward2; random operands).
+ * force passes' tangent, second backward and distance backward over the
+ * whole batch (forces_tangent, forces_backward2, forces_backward_dist;
+ * random operands), and what building the sender lists costs
+ * (senders_build_us, once per micro-batch).
  * Then "pipeline": the edge pass of schnet_edges.c itself on block 0 of
  * seed 000's model (filter chunks each followed by the convolution of the
  * receivers they complete, then the backward), per implementation: the
@@ -212,7 +214,14 @@ int main(int argc, char **argv)
     int32_t *so = alloc((size_t)(N + 1) * sizeof(int32_t)), *se = alloc((size_t)E * sizeof(int32_t));
     int32_t *close = alloc((size_t)(N + 1) * sizeof(int32_t));
     pt_edge_rows_last(row_last, row, b.dst_offset, N);
-    pt_cfconv_senders(so, se, close, row, b.edge_src, b.edge_dst, N, E);
+    /* the lists' cost, once per micro-batch in training (best of 20) */
+    double senders_s = 1e30;
+    for (int r = 0; r < 20; r++) {
+        const double t0 = cpu_now();
+        pt_cfconv_senders(so, se, close, row, b.edge_src, b.edge_dst, N, E);
+        const double t = cpu_now() - t0;
+        if (t < senders_s) senders_s = t;
+    }
     long real = 0;
     for (int k = 0; k < E; k++) real += row[k] >= 0;
     float *x = randoms((size_t)N * F, 1), *w = randoms((size_t)U * F, 2);
@@ -236,10 +245,10 @@ int main(int argc, char **argv)
     const double hz = clock_hz();
     const pt_cfconv_impl impls[] = {PT_CFCONV_GENERIC, PT_CFCONV_AVX2, PT_CFCONV_AVX512};
     enum { NI = sizeof impls / sizeof impls[0] };
-    double best_f[NI], best_b[NI], best_s[NI], best_t[NI], best_2[NI];
+    double best_f[NI], best_b[NI], best_s[NI], best_t[NI], best_2[NI], best_d[NI];
     float sink = 0.0f;
     for (int ii = 0; ii < NI; ii++)
-        best_f[ii] = best_b[ii] = best_s[ii] = best_t[ii] = best_2[ii] = 1e30;
+        best_f[ii] = best_b[ii] = best_s[ii] = best_t[ii] = best_2[ii] = best_d[ii] = 1e30;
     float *wd = randoms((size_t)U * F, 7), *lam = randoms((size_t)U, 8);
     float *pb = randoms((size_t)U * F, 9);
     for (int r = 0; r < rounds; r++)
@@ -282,6 +291,11 @@ int main(int argc, char **argv)
                                 row_last, b.edge_dst, so, se, N, F);
             const double t2 = cpu_now() - t0;
             if (t2 < best_2[ii]) best_2[ii] = t2;
+            /* and its distance backward (receiver order), g added to */
+            t0 = cpu_now();
+            pt_cfconv_backward_dist(dx, pb, dm, x, w, wd, row, b.edge_src, b.dst_offset, N, F);
+            const double td = cpu_now() - t0;
+            if (td < best_d[ii]) best_d[ii] = td;
             sink += dx[N / 3 * F] + pb[0];
             sink += m[N / 2 * F];
             if (tf < best_f[ii]) best_f[ii] = tf;
@@ -299,15 +313,18 @@ int main(int argc, char **argv)
         const double ns = best_s[ii] / (double)real * 1e9;
         const double nt = best_t[ii] / (double)real * 1e9;
         const double n2 = best_2[ii] / (double)real * 1e9;
+        const double nd = best_d[ii] / (double)real * 1e9;
         printf("{\"impl\":\"%s\",\"data\":\"%s\",\"edges\":%ld,\"rows\":%d,\"ghz\":%.2f,"
                "\"fwd_ns_per_edge\":%.2f,\"bwd_ns_per_edge\":%.2f,\"bwd_senders_ns_per_edge\":%.2f,"
                "\"forces_tangent_ns_per_edge\":%.2f,\"forces_backward2_ns_per_edge\":%.2f,"
+               "\"forces_backward_dist_ns_per_edge\":%.2f,\"senders_build_us\":%.1f,"
                "\"fwd_cycles\":%.1f,\"bwd_cycles\":%.1f,\"bwd_senders_cycles\":%.1f,"
                "\"bound_cycles\":{\"fwd_l1\":7,\"fwd_l2\":12.5,\"bwd_l1\":14,\"bwd_l2\":25},"
                "\"speedup_vs_generic\":{\"fwd\":%.2f,\"bwd\":%.2f},"
                "\"pipeline\":{\"cfconv_ns_per_edge\":%.2f,\"fwd_ns_per_edge\":%.2f,"
                "\"edge_pass_cpu_ms\":%.3f}}\n",
-               pt_cfconv_impl_name(impls[ii]), argv[1], real, (int)U, hz * 1e-9, nf, nb, ns, nt, n2,
+               pt_cfconv_impl_name(impls[ii]), argv[1], real, (int)U, hz * 1e-9, nf, nb, ns, nt, n2, nd,
+               senders_s * 1e6,
                nf * hz * 1e-9, nb * hz * 1e-9, ns * hz * 1e-9, gen_f / best_f[ii],
                gen_b / best_b[ii],
                pipe_conv[ii] / (double)real * 1e9, pipe_fwd[ii] / (double)real * 1e9,
