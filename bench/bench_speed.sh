@@ -12,6 +12,7 @@
 #                   in its layouts against the peer's 1 thread, all threads
 #                   and DDP, each reported, the ratio best against best
 #                   (FORCES=emt,water for both of its cases; FORCES= skips)
+#   SPLIT_CASES=water_lpfhp  cases also run in micro-batches of 2 packs
 #
 # For seed 000's SchNet (H=F=100, T=4, G=25, cutoff 6 Å, 32 neighbours, sum
 # readout) on the QM9 subset (LPFHP and tuple packing) and on the water
@@ -24,6 +25,10 @@
 #               every product on OpenBLAS (PACKTRAIN_SGEMM=openblas: what the
 #               own kernels of engine/model/sgemm_kernels.h add).  For QM9/LPFHP
 #               also the default layout: one replica, `cores` OpenBLAS threads.
+#               Cases in SPLIT_CASES (default water_lpfhp) also run the same
+#               global batch as micro-batches of 2 packs with gradient
+#               accumulation (8 packs per replica -> 2 x4); packtrain's best
+#               split counts, as the peer's best layout does; both are printed.
 #   pytorch     the peer, bench/torch_schnet_bench.py (bench/torch_peer.py):
 #               the same model in plain PyTorch 1.13 (python3-torch), the same
 #               number of molecules per step, in each layout a PyTorch user
@@ -92,7 +97,8 @@ have_torch=1
 
 replicas=$cores
 
-# job NAME TARGET METHOD REPLICAS PACKS THREADS [PRECISION]: an energy-only
+# job NAME TARGET METHOD REPLICAS PACKS THREADS [PRECISION] [ACCUMULATION]:
+# an energy-only
 # job, as the peer's --mode energy.  forces_weight is 0 explicitly: its
 # default ("auto") trains on forces too when the data has them (water_20k
 # does), a step ~2.5x the work, which is what made water "fall" from 378 to
@@ -106,7 +112,7 @@ job() {
  "batching":{"method":"$3","model_batch_size":$5},
  "training":{"epochs":1000,"lr":0.0005,"normalize":"atomref","log_every":1,"precision":"${7:-fp32}",
              "loss":{"forces_weight":0}},
- "backend":{"replication_factor":$4,"threads":$6}}
+ "backend":{"replication_factor":$4,"threads":$6,"gradient_accumulation":${8:-1}}}
 EOF
 }
 
@@ -207,6 +213,11 @@ bf16=$("$py" -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["avx512
 "$bin" ingest ../shared/data/qm9_13k.extxyz.gz --out "$tmp/qm9.ptd" >/dev/null
 "$bin" ingest ../shared/data/water_20k.extxyz.gz --out "$tmp/water.ptd" >/dev/null
 
+# cases also run as micro-batches of 2 packs (SPLIT_CASES; water's packs
+# hold ~4,500 edge slots, QM9's ~800: QM9's micro-batches already fit)
+split_cases=${SPLIT_CASES-water_lpfhp}
+splits=()
+
 # setup_case TAG DATA TARGET METHOD PACKS_PER_STEP: job files, the profile,
 # the product shapes, the first sgemm measurement
 cases=()
@@ -215,6 +226,15 @@ setup_case() {
   job "$tag" "$target" "$method" "$replicas" "$b" "$cores"
   job "$tag.prof" "$target" "$method" 1 "$b" 1
   job "$tag.bf16" "$target" "$method" "$replicas" "$b" "$cores" bf16
+  # the same global batch in micro-batches of 2 packs (gradient accumulation
+  # b/2): for large packs a replica's per-edge activations then stay in its
+  # share of the L3 (bench/bench_scaling.sh); packtrain's best split counts,
+  # as the peer's best layout does, and both are reported
+  if [[ " $split_cases " == *" $tag "* ]] && [ "$b" -gt 2 ]; then
+    job "$tag.mb2" "$target" "$method" "$replicas" 2 "$cores" fp32 $(( b / 2 ))
+    job "$tag.mb2.bf16" "$target" "$method" "$replicas" 2 "$cores" bf16 $(( b / 2 ))
+    splits+=("$tag")
+  fi
   "$bdir/schnet_profile" "$data" "$tmp/$tag.prof.json" 20 3 >"$tmp/$tag.profile" 2>"$tmp/err" ||
     { cat "$tmp/err" >&2; exit 1; }
   "$py" -c 'import json,sys; r=json.load(open(sys.argv[1])); b=r["micro_packs"]; print(max(1, round(r["filter_rows_per_edge_slot"]*b*r["max_edges"])), b*r["max_nodes"], r["filter_chunk"])' \
@@ -239,6 +259,10 @@ for round in $(seq "$rounds"); do
     # the same with every fp32 product on OpenBLAS: the own kernels' share
     PACKTRAIN_SGEMM=openblas packtrain_run "$tag" "$data" "$round" "$tag.openblas"
     if [ "$bf16" = 1 ]; then packtrain_run "$tag.bf16" "$data" "$round"; fi
+    if [[ " ${splits[*]} " == *" $tag "* ]]; then
+      packtrain_run "$tag.mb2" "$data" "$round"
+      if [ "$bf16" = 1 ]; then packtrain_run "$tag.mb2.bf16" "$data" "$round"; fi
+    fi
     if [ "$tag" = qm9_lpfhp ]; then packtrain_run qm9_lpfhp.r1 "$data" "$round"; fi
     if [ $have_torch = 1 ] && [ "$tag" = qm9_lpfhp ]; then
       peer qm9 ../shared/data/qm9_13k.extxyz.gz energy_U0 "$round"
@@ -305,13 +329,19 @@ loads = [float(x) for x in open(f"{tmp}/loadavg").read().split()]
 LAYOUTS = [(f"t{cores}", f"{cores} threads"), ("t1", "1 thread"), ("ddp", f"DDP {cores}x1")]
 rows = []
 for tag, ds in [("qm9_lpfhp", "qm9"), ("qm9_tuple", "qm9"), ("water_lpfhp", "water")]:
-    runs = runs_of(f"{tag}.pt")
-    for r in runs + runs_of(f"{tag}.openblas.pt") + runs_of(f"{tag}.bf16.pt"):
+    # packtrain's splits of the same global batch: the plan's micro-batches
+    # and, for SPLIT_CASES, micro-batches of 2 packs; the best run counts
+    split = lambda r: (f"{r['backend']['micro_packs']} packs x"
+                       f"{r['backend']['gradient_accumulation']}")
+    runs = runs_of(f"{tag}.pt") + runs_of(f"{tag}.mb2.pt")
+    bruns = runs_of(f"{tag}.bf16.pt") + runs_of(f"{tag}.mb2.bf16.pt")
+    for r in runs + runs_of(f"{tag}.openblas.pt") + bruns:
         loss = r["config"]["training"]["loss"]
         if loss["forces_weight"] != 0 or loss["stress_weight"] != 0:
             sys.exit(f"bench_speed: {tag}: the job trained on forces or stress ({loss}); "
                      "the peer runs energy only")
     best = max(runs, key=lambda r: r["graphs_per_s"])
+    best_runs = [r for r in runs if split(r) == split(best)]   # its spread: the best split's rounds
     prof = load(f"{tmp}/{tag}.profile")
     n, e, ns, es = counts(best)
     b = prof["micro_packs"]
@@ -337,11 +367,14 @@ for tag, ds in [("qm9_lpfhp", "qm9"), ("qm9_tuple", "qm9"), ("water_lpfhp", "wat
         "replicas": best["backend"]["replication_factor"], "packs_per_step": best["backend"]["global_packs"],
         "graphs_per_step": round(best["graphs"] / best["steps"], 2),
         "packtrain_graphs_per_s": round(gps, 1),
-        "packtrain_runs": [round(r["graphs_per_s"], 1) for r in runs],
+        "packtrain_runs": [round(r["graphs_per_s"], 1) for r in best_runs],
+        "packtrain_by_split": {k: max(round(r["graphs_per_s"], 1) for r in runs if split(r) == k)
+                               for k in sorted({split(r) for r in runs})},
+        "packtrain_best_split": split(best),
         "pytorch_by_layout": peer, "pytorch_runs_by_layout": peer_runs,
         "pytorch_best_layout": best_layout, "pytorch_graphs_per_s": tgps,
         "ratio_vs_pytorch": round(gps / tgps, 2) if tgps else None,
-        "ratio_range": [round(min(r["graphs_per_s"] for r in runs) / max(round_best), 2),
+        "ratio_range": [round(min(r["graphs_per_s"] for r in best_runs) / max(round_best), 2),
                         round(gps / min(round_best), 2)] if peer else None,
         "atoms_per_graph": round(n, 2), "edges_per_graph": round(e, 1),
         "edge_padding_fraction": round(best["edge_padding_fraction"], 4),
@@ -366,11 +399,12 @@ for tag, ds in [("qm9_lpfhp", "qm9"), ("qm9_tuple", "qm9"), ("water_lpfhp", "wat
     oruns = runs_of(f"{tag}.openblas.pt")
     out["openblas_products_graphs_per_s"] = round(max(r["graphs_per_s"] for r in oruns), 1)
     out["openblas_products_runs"] = [round(r["graphs_per_s"], 1) for r in oruns]
-    bruns = runs_of(f"{tag}.bf16.pt")
     if bruns:
         bg = max(r["graphs_per_s"] for r in bruns)
         out["bf16_graphs_per_s"] = round(bg, 1)
         out["bf16_runs"] = [round(r["graphs_per_s"], 1) for r in bruns]
+        out["bf16_by_split"] = {k: max(round(r["graphs_per_s"], 1) for r in bruns if split(r) == k)
+                                for k in sorted({split(r) for r in bruns})}
         out["bf16_ratio_vs_pytorch"] = round(bg / tgps, 2) if tgps else None
     if tag == "qm9_lpfhp":
         out["one_replica_graphs_per_s"] = round(max(r["graphs_per_s"] for r in runs_of(f"{tag}.r1.pt")), 1)
@@ -393,6 +427,10 @@ for r in rows:
           f"{cell(f'{cores} threads'):>6} {cell(f'DDP {cores}x1'):>6} {ra:>6} {br:>6} "
           f"{r['flops_per_graph']/1e6:>8.1f} {r['executed_flops_per_graph']/1e6:>6.1f} "
           f"{r['executed_gflops']:>9.1f} {r['gemm_best_gflops']:>9.1f} {r['fraction_of_best_gemm']:>7.0%}")
+for r in rows:
+    if len(r["packtrain_by_split"]) > 1:
+        print(f"{r['case']}: packtrain by micro-batch split (packs x accumulation), fp32 "
+              f"{r['packtrain_by_split']}, bf16 {r.get('bf16_by_split', '-')}")
 print("ratio: packtrain's best over the peer's best layout (best against best); "
       "ratio_range in the JSON: worst packtrain run / best peer .. best packtrain / worst peer run")
 PY
