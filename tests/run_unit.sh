@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# run_unit.sh DIR — run every cmocka test binary in DIR from the repository
-# root, print each binary's cmocka summary, then one closing line with the
-# totals.  A test that skips counts as failed (make test installs what tests
+# run_unit.sh DIR — run the cmocka test binary in DIR of every
+# tests/unit/test_*.c, from the repository root, print each binary's cmocka
+# summary, then one closing line with the totals.  A test that skips counts as failed (make test installs what tests
 # need; a skip would hide that something did not run).  Exit status is
 # non-zero if any test failed, skipped, or any binary crashed.
 set -uo pipefail
@@ -17,8 +17,13 @@ dir=${1:-build/tests}
 # may still choose another set explicitly.
 export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell}
 passed=0; failed=0
-for t in "$dir"/test_*; do
-  [ -x "$t" ] || continue
+# The binaries of the sources that exist (a binary left in DIR by a removed
+# test is not counted); a source without its binary fails.
+for src in tests/unit/test_*.c; do
+  t="$dir/$(basename "$src" .c)"
+  if [ ! -x "$t" ]; then
+    echo "!! $t: not built (its source is $src)" >&2; failed=$((failed + 1)); continue
+  fi
   out=$("$t" 2>&1); rc=$?
   printf '%s\n' "$out"
   p=$(printf '%s\n' "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | tail -1)
