@@ -1,7 +1,8 @@
 /* rand_fixture.h — reproducible random operands for the kernel tests: one
  * 64-bit LCG (Knuth's MMIX constants) per test file, seeded by the file
  * (#define PT_TEST_SEED before including), uniform floats in [-1, 1) from
- * its top 24 bits, arrays of them and plain copies.  The state is static
+ * its top 24 bits, arrays of them and plain copies; floats by bit pattern
+ * and the values bf16 rounding must get right (sprinkle).  The state is static
  * per file, so each test binary draws the same sequence on every run and
  * no file's draws move another's.  Header-only, static inline: a file
  * takes what it uses.  Include after <cmocka.h> (assert_non_null). */
@@ -41,6 +42,27 @@ static inline float *floats_copy(const float *src, size_t n)
     assert_non_null(p);
     memcpy(p, src, sizeof(float) * n);
     return p;
+}
+
+/* The float with bit pattern u. */
+static inline float bits_float(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* Values bf16 rounding must get right, written into x[0..n): a whole
+ * 16-lane vector of subnormals at element `at` (the smallest, a tie that
+ * rounds up, the largest) and, scattered, those and ties to even and −0.
+ * (NaN and inf: test_bf16_bias.c; their payloads need not match the scalar
+ * reference.) */
+static inline void sprinkle(float *x, size_t n, size_t at)
+{
+    static const uint32_t odd[] = {0x00000001, 0x00008000, 0x007fffff, 0x80018000, 0x3f808000,
+                                   0x3f818000, 0x80000000};
+    for (size_t i = 0; i < 16 && at + i < n; i++) x[at + i] = bits_float(odd[i % 3]);
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) x[(i * 97 + 11) % n] = bits_float(odd[i]);
 }
 
 #endif

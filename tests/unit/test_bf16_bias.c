@@ -34,13 +34,6 @@
 #define PT_TEST_SEED 0x9e3779b97f4a7c15ull
 #include "tests/unit/rand_fixture.h"
 
-static float bits_float(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 static CBLAS_TRANSPOSE tr(int t) { return t ? CblasTrans : CblasNoTrans; }
 
 typedef struct shape {

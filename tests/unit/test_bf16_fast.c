@@ -38,29 +38,7 @@
 #define PT_TEST_SEED 0x2545f4914f6cdd1dull
 #include "tests/unit/rand_fixture.h"
 
-static float bits_float(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 static CBLAS_TRANSPOSE tr(int t) { return t ? CblasTrans : CblasNoTrans; }
-
-/* subnormals (smallest, a tie that rounds up, the largest), ties to even,
- * −0 (NaN and inf: test_bf16_bias.c; their NaN payloads need not match the
- * scalar reference) */
-static const uint32_t ODD[] = {0x00000001, 0x00008000, 0x007fffff, 0x80018000, 0x3f808000,
-                               0x3f818000, 0x80000000};
-#define NODD (sizeof ODD / sizeof ODD[0])
-
-/* A whole 16-lane vector of subnormals at element `at`, and the odd values
- * scattered. */
-static void sprinkle(float *x, size_t n, size_t at)
-{
-    for (size_t i = 0; i < 16 && at + i < n; i++) x[at + i] = bits_float(ODD[i % 3]);
-    for (size_t i = 0; i < NODD; i++) x[(i * 97 + 11) % n] = bits_float(ODD[i]);
-}
 
 /* C = alpha·op(A)·op(B) + beta·C on fp32 operands (rounded by the kernel)
  * equals the kernel and the scalar reference on operands rounded first. */

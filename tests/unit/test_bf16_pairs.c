@@ -36,24 +36,6 @@
 #define PT_TEST_SEED 0x9e3779b97f4a7c15ull
 #include "tests/unit/rand_fixture.h"
 
-static float bits_float(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
-/* subnormals (smallest, a tie that rounds up, the largest), ties to even, −0 */
-static const uint32_t ODD[] = {0x00000001, 0x00008000, 0x007fffff, 0x80018000, 0x3f808000,
-                               0x3f818000, 0x80000000};
-#define NODD (sizeof ODD / sizeof ODD[0])
-
-static void sprinkle(float *x, size_t n, size_t at)
-{
-    for (size_t i = 0; i < 16 && at + i < n; i++) x[at + i] = bits_float(ODD[i % 3]);
-    for (size_t i = 0; i < NODD; i++) x[(i * 97 + 11) % n] = bits_float(ODD[i]);
-}
-
 /* the pairs of x (rows of lds), element by element */
 static uint32_t *ref_pairs(const float *x, int lds, int rows, int w)
 {
