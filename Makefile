@@ -124,15 +124,15 @@ deps-fuzz:
 # The kernels built for a wider instruction set than ARCH name it with
 # `#pragma GCC target`, and the SchNet ops their float options with
 # `#pragma GCC optimize`; clang ignores both, so with clang (make fuzz, or
-# CC=clang) the same are given on the command line.
+# CC=clang) the same are given on the command line: each file's own
+# `#pragma GCC target("a,b")` becomes -ma -mb, read from the file itself, so a
+# new kernel file needs no line here (a list here once missed ssp_avx2.c and
+# broke make fuzz).
 ifneq ($(findstring clang,$(CC)),)
+pragma_target = $(patsubst %,-m%,$(subst $(comma), ,$(shell sed -n 's/^[#]pragma GCC target("\([^"]*\)").*/\1/p' $(1))))
+$(BUILD)/engine/%.o: CFLAGS += -Wno-unknown-pragmas $(call pragma_target,$<)
 $(BUILD)/engine/model/schnet_ops.o $(BUILD)/engine/model/schnet_ops_forces.o: \
-    CFLAGS += -Wno-unknown-pragmas -fno-trapping-math -ffp-contract=fast
-$(BUILD)/engine/model/bf16_avx512.o $(BUILD)/engine/model/bf16_pack_avx512.o: CFLAGS += -Wno-unknown-pragmas -mavx512f -mavx512bf16 -mavx512bw -mavx512vl
-$(BUILD)/engine/model/sgemm_avx512.o: CFLAGS += -Wno-unknown-pragmas -mavx512f
-$(BUILD)/engine/model/sgemm_avx2.o: CFLAGS += -Wno-unknown-pragmas -mavx2 -mfma
-$(BUILD)/engine/model/cfconv_avx512.o: CFLAGS += -Wno-unknown-pragmas -mavx512f
-$(BUILD)/engine/model/cfconv_avx2.o: CFLAGS += -Wno-unknown-pragmas -mavx2 -mfma
+    CFLAGS += -fno-trapping-math -ffp-contract=fast
 endif
 # Adam's update vectorises its sqrtf only when the call need not set errno
 # (its argument, Adam's v, is never negative); gcc 12 drops the option when
