@@ -4,6 +4,7 @@
  *   sig_ref(x) = 1 / (1 + e^−x)       (its derivative)
  *   ref_tensor(m, θ, fmt, t)          a named parameter tensor inside a
  *                                     double copy θ of m->params_memory
+ *   ref_block_at(m, θ, t)             interaction block t's nine tensors
  *   ref_model_fill(m, ...)            the small test model's deterministic
  *                                     weights, atomrefs, mean/std and biases
  * Header-only; include <cmocka.h> and engine/model/schnet.h first where
@@ -31,6 +32,29 @@ REF_FN const double *ref_tensor(const pt_schnet *m, const double *theta, const c
     const pt_schnet_tensor *tt = pt_schnet_find_tensor(m, name);
     assert_non_null(tt);
     return theta + tt->offset;
+}
+
+/* Interaction block t's parameters in θ, by PyG's names: the filter
+ * network mlp.0 (A1 [F,G], a1) and mlp.2 (A2 [F,F], a2), the convolution's
+ * lin1 (L1 [F,H], no bias) and lin2 (L2 [H,F], c2), the block's lin (L3
+ * [H,H], c3). */
+typedef struct ref_block {
+    const double *A1, *a1, *A2, *a2, *L1, *L2, *c2, *L3, *c3;
+} ref_block;
+
+REF_FN ref_block ref_block_at(const pt_schnet *m, const double *theta, int t)
+{
+    return (ref_block){
+        .A1 = ref_tensor(m, theta, "interactions.%d.mlp.0.weight", t),
+        .a1 = ref_tensor(m, theta, "interactions.%d.mlp.0.bias", t),
+        .A2 = ref_tensor(m, theta, "interactions.%d.mlp.2.weight", t),
+        .a2 = ref_tensor(m, theta, "interactions.%d.mlp.2.bias", t),
+        .L1 = ref_tensor(m, theta, "interactions.%d.conv.lin1.weight", t),
+        .L2 = ref_tensor(m, theta, "interactions.%d.conv.lin2.weight", t),
+        .c2 = ref_tensor(m, theta, "interactions.%d.conv.lin2.bias", t),
+        .L3 = ref_tensor(m, theta, "interactions.%d.lin.weight", t),
+        .c3 = ref_tensor(m, theta, "interactions.%d.lin.bias", t),
+    };
 }
 
 /* An initialised model (pt_schnet_init done) gets weights from weight_seed,

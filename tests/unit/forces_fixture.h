@@ -293,31 +293,23 @@ FX_FN void fx_ref_energy(const pt_schnet *m, const double *theta, const fstruct 
         Cd[k] = d < rc ? -0.5 * sin(M_PI * d / rc) * M_PI / rc * dd : 0.0;
     }
     for (int t = 0; t < m->cfg.interactions; t++) {
-        const double *A1 = ref_tensor(m, theta, "interactions.%d.mlp.0.weight", t);
-        const double *a1 = ref_tensor(m, theta, "interactions.%d.mlp.0.bias", t);
-        const double *A2 = ref_tensor(m, theta, "interactions.%d.mlp.2.weight", t);
-        const double *a2 = ref_tensor(m, theta, "interactions.%d.mlp.2.bias", t);
-        const double *L1 = ref_tensor(m, theta, "interactions.%d.conv.lin1.weight", t);
-        const double *L2 = ref_tensor(m, theta, "interactions.%d.conv.lin2.weight", t);
-        const double *c2 = ref_tensor(m, theta, "interactions.%d.conv.lin2.bias", t);
-        const double *L3 = ref_tensor(m, theta, "interactions.%d.lin.weight", t);
-        const double *c3 = ref_tensor(m, theta, "interactions.%d.lin.bias", t);
+        const ref_block B = ref_block_at(m, theta, t);
         for (int k = 0; k < el->n; k++) {
             double s1[FX_MAXW], s1d[FX_MAXW];
             for (int f = 0; f < F; f++) {
-                double z = a1[f], zd = 0.0;
+                double z = B.a1[f], zd = 0.0;
                 for (int g = 0; g < G; g++) {
-                    z += A1[f * G + g] * e[k][g];
-                    zd += A1[f * G + g] * ed[k][g];
+                    z += B.A1[f * G + g] * e[k][g];
+                    zd += B.A1[f * G + g] * ed[k][g];
                 }
                 s1[f] = ssp_ref(z);
                 s1d[f] = sig_ref(z) * zd;
             }
             for (int f = 0; f < F; f++) {
-                double p = a2[f], pd = 0.0;
+                double p = B.a2[f], pd = 0.0;
                 for (int q = 0; q < F; q++) {
-                    p += A2[f * F + q] * s1[q];
-                    pd += A2[f * F + q] * s1d[q];
+                    p += B.A2[f * F + q] * s1[q];
+                    pd += B.A2[f * F + q] * s1d[q];
                 }
                 W[k][f] = p * C[k];
                 Wd[k][f] = pd * C[k] + p * Cd[k];
@@ -329,8 +321,8 @@ FX_FN void fx_ref_energy(const pt_schnet *m, const double *theta, const fstruct 
             for (int f = 0; f < F; f++) {
                 x[i][f] = xd[i][f] = mm[i][f] = md[i][f] = 0.0;
                 for (int c = 0; c < H; c++) {
-                    x[i][f] += L1[f * H + c] * h[i][c];
-                    xd[i][f] += L1[f * H + c] * hd[i][c];
+                    x[i][f] += B.L1[f * H + c] * h[i][c];
+                    xd[i][f] += B.L1[f * H + c] * hd[i][c];
                 }
             }
         for (int k = 0; k < el->n; k++)
@@ -342,19 +334,19 @@ FX_FN void fx_ref_energy(const pt_schnet *m, const double *theta, const fstruct 
         for (int i = 0; i < n; i++) {
             double u[FX_MAXW], ud[FX_MAXW];
             for (int c = 0; c < H; c++) {
-                double z = c2[c], zd = 0.0;
+                double z = B.c2[c], zd = 0.0;
                 for (int f = 0; f < F; f++) {
-                    z += L2[c * F + f] * mm[i][f];
-                    zd += L2[c * F + f] * md[i][f];
+                    z += B.L2[c * F + f] * mm[i][f];
+                    zd += B.L2[c * F + f] * md[i][f];
                 }
                 u[c] = ssp_ref(z);
                 ud[c] = sig_ref(z) * zd;
             }
             for (int c = 0; c < H; c++) {
-                double v = c3[c], vd = 0.0;
+                double v = B.c3[c], vd = 0.0;
                 for (int q = 0; q < H; q++) {
-                    v += L3[c * H + q] * u[q];
-                    vd += L3[c * H + q] * ud[q];
+                    v += B.L3[c * H + q] * u[q];
+                    vd += B.L3[c * H + q] * ud[q];
                 }
                 h[i][c] += v;
                 hd[i][c] += vd;

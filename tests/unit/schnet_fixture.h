@@ -184,34 +184,26 @@ static double *reference_trunk(const pt_schnet *m, const double *theta, const pt
     for (int i = 0; i < N; i++)
         for (int c = 0; c < H; c++) h[i * H + c] = emb[b->z[i] * H + c];
     for (int t = 0; t < m->cfg.interactions; t++) {
-        const double *A1 = ref_tensor(m, theta, "interactions.%d.mlp.0.weight", t);
-        const double *a1 = ref_tensor(m, theta, "interactions.%d.mlp.0.bias", t);
-        const double *A2 = ref_tensor(m, theta, "interactions.%d.mlp.2.weight", t);
-        const double *a2 = ref_tensor(m, theta, "interactions.%d.mlp.2.bias", t);
-        const double *L1 = ref_tensor(m, theta, "interactions.%d.conv.lin1.weight", t);
-        const double *L2 = ref_tensor(m, theta, "interactions.%d.conv.lin2.weight", t);
-        const double *c2 = ref_tensor(m, theta, "interactions.%d.conv.lin2.bias", t);
-        const double *L3 = ref_tensor(m, theta, "interactions.%d.lin.weight", t);
-        const double *c3 = ref_tensor(m, theta, "interactions.%d.lin.bias", t);
+        const ref_block B = ref_block_at(m, theta, t);
         for (int k = 0; k < E; k++) {
             double d = b->edge_dist[k], e[64], s1[64];
             double C = d < rc ? 0.5 * (cos(M_PI * d / rc) + 1.0) : 0.0;
             for (int g = 0; g < G; g++) e[g] = exp(gamma * (d - g * step) * (d - g * step));
             for (int f = 0; f < F; f++) {
-                double v = a1[f];
-                for (int g = 0; g < G; g++) v += A1[f * G + g] * e[g];
+                double v = B.a1[f];
+                for (int g = 0; g < G; g++) v += B.A1[f * G + g] * e[g];
                 s1[f] = ssp_ref(v);
             }
             for (int f = 0; f < F; f++) {
-                double v = a2[f];
-                for (int q = 0; q < F; q++) v += A2[f * F + q] * s1[q];
+                double v = B.a2[f];
+                for (int q = 0; q < F; q++) v += B.A2[f * F + q] * s1[q];
                 W[k * F + f] = v * C;
             }
         }
         for (int i = 0; i < N; i++)
             for (int f = 0; f < F; f++) {
                 double v = 0.0;
-                for (int c = 0; c < H; c++) v += L1[f * H + c] * h[i * H + c];
+                for (int c = 0; c < H; c++) v += B.L1[f * H + c] * h[i * H + c];
                 x[i * F + f] = v;
             }
         memset(mm, 0, sizeof(double) * (size_t)N * F);
@@ -221,13 +213,13 @@ static double *reference_trunk(const pt_schnet *m, const double *theta, const pt
         for (int i = 0; i < N; i++) {
             double u[64];
             for (int c = 0; c < H; c++) {
-                double v = c2[c];
-                for (int f = 0; f < F; f++) v += L2[c * F + f] * mm[i * F + f];
+                double v = B.c2[c];
+                for (int f = 0; f < F; f++) v += B.L2[c * F + f] * mm[i * F + f];
                 u[c] = ssp_ref(v);
             }
             for (int c = 0; c < H; c++) {
-                double v = c3[c];
-                for (int q = 0; q < H; q++) v += L3[c * H + q] * u[q];
+                double v = B.c3[c];
+                for (int q = 0; q < H; q++) v += B.L3[c * H + q] * u[q];
                 h[i * H + c] += v;
             }
         }
