@@ -37,6 +37,7 @@
 #include "engine/model/schnet_internal.h"
 #include "engine/model/schnet_ops_internal.h"
 #include "engine/model/sgemm_kernels.h"
+#include "engine/model/ssp_kernels.h"
 
 /* Rows per chunk: a multiple of PT_SGEMM_KC (64, the own TN kernel's pass)
  * and of 4·PT_SUM_BLOCK (pt_ssp_backward's block).  256 rows × (25 + 3·100)
@@ -191,7 +192,10 @@ void pt_schnet_filter_forward_rows(const pt_schnet_block *w, pt_schnet_block_act
     pt_linear_forward(k->s1 + o, a->e + (size_t)r0 * G, w->mlp0_w, w->mlp0_b, n, G, F, 0.0f,
                       prec);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
-    pt_ssp_forward(k->s1 + o, pt_schnet_keep_sig(a, k->sig1 + o), NULL, n, F);
+    /* σ1 is read only by the backward, after every block's forward: its
+     * stores skip the caches (ssp_kernels.h) */
+    pt_ssp_forward_stream_run(PT_SGEMM_AUTO, k->s1 + o, pt_schnet_keep_sig(a, k->sig1 + o),
+                              (size_t)n * (size_t)F);
     pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
     /* The cutoff stays a pass: as the product's epilogue (session 5's
      * ROW_SCALE, removed in session 6: sgemm_kernels.h) the same bits cost

@@ -31,5 +31,8 @@
 #define SSP_FN(name) ssp1_##name
 #include "engine/model/ssp_body.h"
 
+#define VSTREAM(p, v) _mm256_stream_ps((p), (v))
+
 #define SSP_KERNEL pt_ssp_avx2
+#define SSP_KERNEL_NT pt_ssp_avx2_nt
 #include "engine/model/ssp_vec_loop.h"

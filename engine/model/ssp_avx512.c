@@ -33,5 +33,8 @@
 #define SSP_FN(name) ssp1_##name
 #include "engine/model/ssp_body.h"
 
+#define VSTREAM(p, v) _mm512_stream_ps((p), (v))
+
 #define SSP_KERNEL pt_ssp_avx512
+#define SSP_KERNEL_NT pt_ssp_avx512_nt
 #include "engine/model/ssp_vec_loop.h"

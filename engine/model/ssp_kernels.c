@@ -43,7 +43,8 @@ static void ssp_scalar(float *x, float *sig, size_t len)
     for (size_t k = 0; k < len; k++) ssp_scalar_step(x + k, x + k, sig ? sig + k : NULL);
 }
 
-int pt_ssp_forward_run(pt_sgemm_impl impl, float *x, float *sig, size_t len)
+/* stream: σ through the non-temporal kernels (the scalar one has none) */
+static int run(pt_sgemm_impl impl, float *x, float *sig, size_t len, int stream)
 {
     if (impl == PT_SGEMM_AUTO)
         impl = pt_sgemm_supported(PT_SGEMM_AVX512) ? PT_SGEMM_AVX512
@@ -51,12 +52,22 @@ int pt_ssp_forward_run(pt_sgemm_impl impl, float *x, float *sig, size_t len)
                                                    : PT_SGEMM_SCALAR;
     if (impl == PT_SGEMM_OPENBLAS || !pt_sgemm_supported(impl)) return -1;
     if (impl == PT_SGEMM_AVX512)
-        pt_ssp_avx512(x, sig, len);
+        (stream ? pt_ssp_avx512_nt : pt_ssp_avx512)(x, sig, len);
     else if (impl == PT_SGEMM_AVX2)
-        pt_ssp_avx2(x, sig, len);
+        (stream ? pt_ssp_avx2_nt : pt_ssp_avx2)(x, sig, len);
     else
         ssp_scalar(x, sig, len);
     return 0;
+}
+
+int pt_ssp_forward_run(pt_sgemm_impl impl, float *x, float *sig, size_t len)
+{
+    return run(impl, x, sig, len, 0);
+}
+
+int pt_ssp_forward_stream_run(pt_sgemm_impl impl, float *x, float *sig, size_t len)
+{
+    return run(impl, x, sig, len, 1);
 }
 
 void pt_ssp_forward(float *x, float *sig, const float *b, int n, int c)

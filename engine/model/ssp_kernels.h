@@ -17,8 +17,21 @@
  * cannot run impl (or impl is OPENBLAS, which has no softplus). */
 int pt_ssp_forward_run(pt_sgemm_impl impl, float *x, float *sig, size_t len);
 
-/* the per-instruction-set loops (ssp_avx512.c, ssp_avx2.c; ssp_vec_loop.h) */
+/* The same, σ written with non-temporal stores (past the caches, without
+ * reading its lines first) where sig is aligned to a vector; the same bits
+ * in x and sig.  For a σ array nothing reads before the backward, long
+ * after: the filter network's σ1 (water: 8 MB per block), whose stores
+ * otherwise fetch every line from memory before overwriting it
+ * (schnet_profile water fp32 filter_ssp 4.8-5.0 -> 3.2-3.3 ms, one thread).
+ * The node layers' σ (a few hundred KB, read back while still in cache)
+ * keep pt_ssp_forward_run. */
+int pt_ssp_forward_stream_run(pt_sgemm_impl impl, float *x, float *sig, size_t len);
+
+/* the per-instruction-set loops (ssp_avx512.c, ssp_avx2.c; ssp_vec_loop.h);
+ * _nt: σ through non-temporal stores when sig is aligned to a vector */
 void pt_ssp_avx512(float *x, float *sig, size_t len);
 void pt_ssp_avx2(float *x, float *sig, size_t len);
+void pt_ssp_avx512_nt(float *x, float *sig, size_t len);
+void pt_ssp_avx2_nt(float *x, float *sig, size_t len);
 
 #endif

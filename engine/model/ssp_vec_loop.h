@@ -1,13 +1,19 @@
 /* ssp_vec_loop.h — the loop of a vector shifted-softplus kernel over a flat
  * run of floats, shared by ssp_avx512.c and ssp_avx2.c (after their
- * vocabulary, vec_avx512.h / vec_avx2.h, and two instantiations of
- * ssp_body.h: sspB_step over SSP_BLOCK vectors, ssp1_step over one).
+ * vocabulary, vec_avx512.h / vec_avx2.h, VSTREAM (an aligned non-temporal
+ * store of one vector), and two instantiations of ssp_body.h: sspB_step
+ * over SSP_BLOCK vectors, ssp1_step over one).
  * Blocks of SSP_BLOCK vectors, then single vectors, then the last partial
- * vector through a lane mask (masked-off lanes load 0 and are not stored). */
+ * vector through a lane mask (masked-off lanes load 0 and are not stored).
+ * stream_sig: the blocks' σ go out with non-temporal stores (sig aligned to
+ * a vector; the few single and partial vectors after them are plain
+ * stores), then a store fence, so the thread's later loads and other
+ * threads after a synchronisation see them like plain stores. */
 
 static inline __attribute__((always_inline)) void ssp_loop(float *restrict x,
                                                            float *restrict sig, size_t len,
-                                                           const int want_sig)
+                                                           const int want_sig,
+                                                           const int stream_sig)
 {
     size_t k = 0;
     for (; k + SSP_BLOCK * (size_t)VW <= len; k += SSP_BLOCK * (size_t)VW) {
@@ -15,7 +21,9 @@ static inline __attribute__((always_inline)) void ssp_loop(float *restrict x,
         for (int j = 0; j < SSP_BLOCK; j++) v[j] = VLOADU(x + k + (size_t)VW * j);
         sspB_step(v, o, want_sig ? g : NULL);
         for (int j = 0; j < SSP_BLOCK; j++) VSTOREU(x + k + (size_t)VW * j, o[j]);
-        if (want_sig)
+        if (want_sig && stream_sig)
+            for (int j = 0; j < SSP_BLOCK; j++) VSTREAM(sig + k + (size_t)VW * j, g[j]);
+        else if (want_sig)
             for (int j = 0; j < SSP_BLOCK; j++) VSTOREU(sig + k + (size_t)VW * j, g[j]);
     }
     for (; k + (size_t)VW <= len; k += VW) {
@@ -31,12 +39,21 @@ static inline __attribute__((always_inline)) void ssp_loop(float *restrict x,
         VSTOREM(x + k, m, o);
         if (want_sig) VSTOREM(sig + k, m, g);
     }
+    if (stream_sig) _mm_sfence();
 }
 
 void SSP_KERNEL(float *x, float *sig, size_t len)
 {
     if (sig)
-        ssp_loop(x, sig, len, 1);
+        ssp_loop(x, sig, len, 1, 0);
     else
-        ssp_loop(x, NULL, len, 0);
+        ssp_loop(x, NULL, len, 0, 0);
+}
+
+void SSP_KERNEL_NT(float *x, float *sig, size_t len)
+{
+    if (sig && (uintptr_t)sig % (sizeof(float) * VW) == 0)
+        ssp_loop(x, sig, len, 1, 1);
+    else
+        SSP_KERNEL(x, sig, len);
 }

@@ -8,6 +8,10 @@
  *     values, nothing past the run is written;
  *   - pt_ssp_forward with a bias is the flat kernel on x + b, element for
  *     element;
+ *   - pt_ssp_forward_stream_run (σ through non-temporal stores) gives the
+ *     scalar bits for lengths 1..300 with σ aligned to a cache line and
+ *     misaligned (plain stores then), σ NULL too, and writes nothing past
+ *     the run;
  *   - the error against double over the whole finite float range (the
  *     filter's range is also swept more densely in test_schnet_ops_sweep.c)
  *     within the bounds stated in ssp_body.h, and the special values:
@@ -115,6 +119,46 @@ static void test_lengths(void **state)
     free(src);
 }
 
+static void test_stream(void **state)
+{
+    (void)state;
+    enum { MAXLEN = 300, GUARD = 20, SPAN = MAXLEN + GUARD + 16 };
+    float *src = rnd_floats(MAXLEN, 12.0f);
+    float want[MAXLEN], want_sig[MAXLEN];
+    memcpy(want, src, sizeof want);
+    assert_int_equal(pt_ssp_forward_run(PT_SGEMM_SCALAR, want, want_sig, MAXLEN), 0);
+    /* σ at a cache line (the streaming blocks) and one and four floats past it */
+    float *line = aligned_alloc(64, SPAN * sizeof(float));
+    assert_non_null(line);
+    const pt_sgemm_impl all[] = {PT_SGEMM_AUTO, PT_SGEMM_AVX512, PT_SGEMM_AVX2, PT_SGEMM_SCALAR};
+    const size_t offs[] = {0, 1, 4};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        float x[MAXLEN + GUARD];
+        if (!pt_sgemm_supported(all[i])) {
+            assert_int_equal(pt_ssp_forward_stream_run(all[i], x, line, 1), -1);
+            continue;
+        }
+        for (size_t o = 0; o < sizeof offs / sizeof offs[0]; o++)
+            for (size_t len = 1; len <= MAXLEN; len++) {
+                float *sig = line + offs[o];
+                for (size_t k = 0; k < MAXLEN + GUARD; k++) x[k] = sig[k] = -7.0f;
+                memcpy(x, src, len * sizeof(float));
+                assert_int_equal(pt_ssp_forward_stream_run(all[i], x, sig, len), 0);
+                if (memcmp(x, want, len * sizeof(float)) ||
+                    memcmp(sig, want_sig, len * sizeof(float)))
+                    fail_msg("%s, σ %zu floats past a line, length %zu: not the scalar bits",
+                             pt_sgemm_impl_name(all[i]), offs[o], len);
+                for (size_t k = len; k < MAXLEN + GUARD; k++)
+                    assert_true(x[k] == -7.0f && sig[k] == -7.0f);
+                memcpy(x, src, len * sizeof(float));
+                assert_int_equal(pt_ssp_forward_stream_run(all[i], x, NULL, len), 0);
+                assert_memory_equal(x, want, len * sizeof(float));
+            }
+    }
+    free(line);
+    free(src);
+}
+
 static void test_bias_rows(void **state)
 {
     (void)state;
@@ -185,6 +229,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_isa_bits),
         cmocka_unit_test(test_lengths),
+        cmocka_unit_test(test_stream),
         cmocka_unit_test(test_bias_rows),
         cmocka_unit_test(test_accuracy_and_specials),
     };
