@@ -17,8 +17,14 @@
 #   all.a4b2     of 2 packs (gradient_accumulation 2 and 4): a block's
 #                filter rows (water, 8 packs: ~24 MB per replica) then fit
 #                the shared L3 with the other replica's
+#   auto         what a user's job gets: replication_factor and
+#                model_batch_size "auto", all cores (the plan's layout,
+#                engine/train/plan.h: 16 packs a step, water's as 2 x 4
+#                micro-batches of 2 packs, QM9's as 2 x 8)
 #   *.nohuge     PACKTRAIN_HUGEPAGES=0: the activation arena on 4 KB pages
 #                (schnet_acts.c asks for transparent huge pages)
+# Per run the replicas' compute and their wait for the slowest at the
+# all-reduce (packtrain bench's backend.replicas_ms, thread CPU time).
 # Per run `packtrain bench` over STEPS steps after 3 warm-up steps: graphs/s
 # (wall clock) and CPU ms per step (the process's CPU time: under load the
 # wall clock measures the other users too).  Printed per case, best and
@@ -43,6 +49,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 # job NAME TARGET REPLICAS ACCUMULATION PACKS THREADS PRECISION
+# (REPLICAS and PACKS may be "auto")
 job() {
   cat >"$tmp/$1.json" <<EOF
 {"target":"$2",
@@ -69,7 +76,10 @@ for ds in "${dlist[@]}"; do
     job "$ds.$p.all" "$target" "$cores" 1 8 "$cores" "$p"
     job "$ds.$p.all.a2b4" "$target" "$cores" 2 4 "$cores" "$p"
     job "$ds.$p.all.a4b2" "$target" "$cores" 4 2 "$cores" "$p"
-    for c in one one.nohuge all all.nohuge all.a2b4 all.a4b2; do cases+=("$ds.$p.$c"); done
+    job "$ds.$p.auto" "$target" '"auto"' 1 '"auto"' "$cores" "$p"
+    for c in one one.nohuge all all.nohuge all.a2b4 all.a4b2 auto auto.nohuge; do
+      cases+=("$ds.$p.$c")
+    done
   done
 done
 
@@ -94,10 +104,17 @@ for c in cases:
         r = json.load(open(f"{tmp}/{c}.{k}"))
         load = float(open(f"{tmp}/{c}.{k}.load").read())
         gps, cpu_graph = r["graphs_per_s"], r["cpu_ms_per_step"] * r["steps"] / r["graphs"]
+        rep = r["backend"].get("replicas_ms", {})
         runs.setdefault(c, []).append((gps, cpu_graph, load))
+        b = r["backend"]
         print(json.dumps({"case": c, "round": k, "graphs_per_s": round(gps, 1),
                           "cpu_ms_per_graph": round(cpu_graph, 4), "step_ms": round(r["step_ms"], 2),
-                          "cpu_ms_per_step": round(r["cpu_ms_per_step"], 2), "load": load}))
+                          "cpu_ms_per_step": round(r["cpu_ms_per_step"], 2),
+                          "layout": f"{b['replication_factor']}x{b['gradient_accumulation']}"
+                                    f"x{b['micro_packs']}",
+                          "busy_cpu_ms": round(rep.get("busy_cpu", 0.0), 2),
+                          "wait_cpu_ms": round(rep.get("wait_cpu", 0.0), 2),
+                          "allreduce_ms": round(r["phases_ms"]["allreduce"], 2), "load": load}))
 print(f"\n| case | graphs/s best (median) | CPU ms/graph best (median) | scaling best (median) "
       f"| cpu_scaling best (median) | load |")
 print("|---|---:|---:|---:|---:|---:|")

@@ -223,9 +223,13 @@ splits=()
 cases=()
 setup_case() {
   local tag=$1 data=$2 target=$3 method=$4 b=$(( ($5 + cores - 1) / cores ))
-  job "$tag" "$target" "$method" "$replicas" "$b" "$cores"
+  # a step of the plan's 16 packs runs in the plan's micro-batches, as a
+  # user's job does (model_batch_size "auto": water's as 2 x4, plan.h)
+  local mb=$b
+  [ "$5" = 16 ] && mb='"auto"'
+  job "$tag" "$target" "$method" "$replicas" "$mb" "$cores"
   job "$tag.prof" "$target" "$method" 1 "$b" 1
-  job "$tag.bf16" "$target" "$method" "$replicas" "$b" "$cores" bf16
+  job "$tag.bf16" "$target" "$method" "$replicas" "$mb" "$cores" bf16
   # the same global batch in micro-batches of 2 packs (gradient accumulation
   # b/2): for large packs a replica's per-edge activations then stay in its
   # share of the L3 (bench/bench_scaling.sh); packtrain's best split counts,

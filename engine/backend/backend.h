@@ -86,6 +86,18 @@ typedef struct pt_backend_stats {
                               * does (replica-held at stage 0 by the shared host copy) */
     int64_t offload_bytes;   /* ZeRO offload: Adam state streamed, all replicas */
     double offload_seconds;  /* ... and the link time charged for it (backend_zero.h) */
+    /* Where a step's two-core time goes (bench/bench_scaling.sh): each
+     * replica's compute (loader waits, forward, backward, local
+     * accumulation: from its start to its all-reduce), summed over replicas
+     * and steps, and the slowest replica's per step, in wall-clock and in
+     * the replica thread's CPU seconds (under load the wall clock also
+     * counts preemption).  A replica waits at the all-reduce for
+     * busy_max - its busy: the mean wait is busy_max - busy / R per step.
+     * start_lag: from the host's dispatch to the start of replicas
+     * 1..R-1 (waking them), summed. */
+    double busy_seconds, busy_max_seconds;
+    double busy_cpu_seconds, busy_cpu_max_seconds;
+    double start_lag_seconds;
 } pt_backend_stats;
 
 /* Returns 0, or -1 (out cleared) when eng is not a backend engine. */

@@ -49,6 +49,7 @@ typedef struct pt_backend_replica {
     float *gtop;               /* the stack entry this micro-batch reduces into */
     float *stage_m, *stage_v;  /* offload: [PT_ZERO_STAGE_FLOATS] each */
     double sumsq;
+    double busy, busy_cpu, lag;   /* this step's compute (wall, thread CPU), start lag */
     /* this step's results, read by the host after the step */
     pt_step_stats st;
     pt_phase_times phases;
@@ -85,6 +86,7 @@ struct pt_backend {
     _Atomic int32_t finished;
     _Atomic int stop;
     uint64_t step_base;        /* seq of job (replica 0, micro-batch 0) */
+    double dispatched;         /* pt_phase_clock() of the step's dispatch */
     pt_schnet_loss_norm norm;  /* the step's loss denominators */
     float *out;                /* gradient output of the step */
 

@@ -19,6 +19,7 @@
  * by the same tree. */
 #include <cblas.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/backend/backend_internal.h"
 #include "engine/model/bf16.h"
@@ -216,6 +217,13 @@ static int run_micro(pt_backend_replica *rep, uint64_t seq, float *grad, pt_phas
     return 0;
 }
 
+static double thread_cpu_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 /* The replica's share of one step, up to its all-reduce. */
 static void replica_step(pt_backend_replica *rep)
 {
@@ -223,6 +231,8 @@ static void replica_step(pt_backend_replica *rep)
     const size_t n = be->n_params;
     pt_phase_timer clk;
     pt_phase_timer_start(&clk);
+    const double t0 = clk.last, cpu0 = thread_cpu_seconds();
+    rep->lag = t0 - be->dispatched;
     memset(&rep->st, 0, sizeof(rep->st));
     pt_phase_times_clear(&rep->phases);
     pt_errors_clear(&rep->errs);
@@ -255,6 +265,8 @@ static void replica_step(pt_backend_replica *rep)
     for (; depth >= 2; depth--)
         vec_add(stack + (size_t)(depth - 2) * len, stack + (size_t)(depth - 1) * len, len);
     pt_phase_lap(&clk, &rep->phases, PT_PHASE_BACKWARD);
+    rep->busy = clk.last - t0;
+    rep->busy_cpu = thread_cpu_seconds() - cpu0;
     if (sharded) return;   /* reduce-scattered layer by layer in the backward */
     /* every replica joins the collective, failed or not, or the others would wait forever */
     pt_allreduce_run(&be->ar, rep->rank, be->bufs, be->out);
@@ -362,6 +374,7 @@ int pt_backend_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
     if (norm) be->norm = *norm;
     else pt_train_loss_norm(be->d, packs, ids, n, &be->norm);
     be->out = grads;
+    be->dispatched = pt_phase_clock();
     pt_backend_dispatch(be, PT_TASK_COMPUTE);
 
     if (saved_threads != be->blas_threads) openblas_set_num_threads(saved_threads);
@@ -370,9 +383,15 @@ int pt_backend_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
     int failed = 0;
     pt_phase_times step;
     pt_phase_times_clear(&step);
+    double busy_max = 0.0, cpu_max = 0.0;
     for (int r = 0; r < be->R; r++) {
         const pt_backend_replica *rep = &be->reps[r];
         pt_step_stats_add(st, &rep->st);
+        be->stats.busy_seconds += rep->busy;
+        be->stats.busy_cpu_seconds += rep->busy_cpu;
+        if (r > 0) be->stats.start_lag_seconds += rep->lag;
+        busy_max = rep->busy > busy_max ? rep->busy : busy_max;
+        cpu_max = rep->busy_cpu > cpu_max ? rep->busy_cpu : cpu_max;
         for (int p = 0; p < PT_PHASE_COUNT; p++) step.seconds[p] += rep->phases.seconds[p] / be->R;
         if (rep->failed && !failed) {
             failed = 1;
@@ -382,6 +401,8 @@ int pt_backend_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
             }
         }
     }
+    be->stats.busy_max_seconds += busy_max;
+    be->stats.busy_cpu_max_seconds += cpu_max;
     double replica_time = 0.0;
     for (int p = 0; p < PT_PHASE_COUNT; p++) replica_time += step.seconds[p];
     double other = pt_phase_clock() - t0 - replica_time;

@@ -112,7 +112,7 @@ int pt_mpi_train_run(const pt_job_config *cfg, const pt_dataset *ds, const char 
         pt_bf16_set_threads(pt_mpi_rank_threads(0));
     }
     pt_train_layout l;
-    pt_train_layout_resolve(&l, cfg, pt_online_cores(), 0, errs);   /* for R only: forces change A, b */
+    pt_train_layout_resolve(&l, cfg, pt_online_cores(), 0, 0, errs);   /* for R only: forces change A, b */
     int per = l.replicas / (pt_mpi_proc.size > 0 ? pt_mpi_proc.size : 1), t = pt_mpi_rank_threads(cfg->backend.threads);
     if (pt_mpi_proc.rank == 0)
         fprintf(stderr, "packtrain: mpi: %d ranks (%d on this host), %d replica%s and %d BLAS "

@@ -63,48 +63,81 @@ static int improve(const uint64_t *edges, uint32_t G, uint64_t *load, uint32_t *
     return 1;
 }
 
-/* order[0..G): the window's positions, micro-batch by micro-batch; 0 when
- * the window is best left as it is. */
-static int balance_window(const pt_packs *p, const uint32_t *edges, uint32_t first, uint32_t G,
-                          uint32_t b, pack_cost *cost, uint64_t *pe, uint64_t *load,
-                          uint32_t *fill, uint32_t *group, uint32_t *order)
+/* Scratch for one window of G packs. */
+typedef struct deal_scratch {
+    pack_cost *cost;
+    uint64_t *ce, *load;
+    uint32_t *fill, *group, *tmp;
+} deal_scratch;
+
+/* Deals the n packs at pos[0..n) (window positions, pe their edges) into
+ * n/per micro-batches of per packs: pos is rewritten micro-batch by
+ * micro-batch, each one's positions ascending (epoch order) when pos was.
+ * Leaves pos as it is, returning 0, when its heaviest micro-batch would not
+ * get lighter. */
+static int deal(const uint64_t *pe, uint32_t *pos, uint32_t n, uint32_t per, deal_scratch *w)
 {
-    const uint32_t groups = G / b;
-    for (uint32_t i = 0; i < G; i++) {
-        pe[i] = pt_pack_edges(p, edges, first + i);
-        cost[i] = (pack_cost){pe[i], i};
+    const uint32_t groups = n / per;
+    for (uint32_t i = 0; i < n; i++) {
+        w->ce[i] = pe[pos[i]];
+        w->cost[i] = (pack_cost){w->ce[i], i};
     }
     /* the input's heaviest micro-batch: the result must beat it */
     uint64_t before = 0;
     for (uint32_t g = 0; g < groups; g++) {
         uint64_t l = 0;
-        for (uint32_t k = 0; k < b; k++) l += pe[g * b + k];
+        for (uint32_t k = 0; k < per; k++) l += w->ce[g * per + k];
         before = l > before ? l : before;
     }
-    qsort(cost, G, sizeof *cost, heavier_first);
-    memset(load, 0, groups * sizeof *load);
-    memset(fill, 0, groups * sizeof *fill);
-    for (uint32_t i = 0; i < G; i++) {
+    qsort(w->cost, n, sizeof *w->cost, heavier_first);
+    memset(w->load, 0, groups * sizeof *w->load);
+    memset(w->fill, 0, groups * sizeof *w->fill);
+    for (uint32_t i = 0; i < n; i++) {
         uint32_t best = groups;
         for (uint32_t g = 0; g < groups; g++)
-            if (fill[g] < b && (best == groups || load[g] < load[best])) best = g;
-        load[best] += cost[i].edges;
-        fill[best]++;
-        group[cost[i].at] = best;
+            if (w->fill[g] < per && (best == groups || w->load[g] < w->load[best])) best = g;
+        w->load[best] += w->cost[i].edges;
+        w->fill[best]++;
+        w->group[w->cost[i].at] = best;
     }
-    /* the greedy deal fills micro-batches to exactly b, which can strand a
+    /* the greedy deal fills micro-batches to exactly per, which can strand a
      * heavy pack: exchanges between the extremes finish the job */
-    for (uint32_t it = 0; it < 4 * G && improve(pe, G, load, group, groups); it++) {}
+    for (uint32_t it = 0; it < 4 * n && improve(w->ce, n, w->load, w->group, groups); it++) {}
     uint32_t hi, lo;
-    extremes(load, groups, &hi, &lo);
-    if (load[hi] >= before) return 0;
-    /* each micro-batch's packs in their epoch order */
-    memset(fill, 0, groups * sizeof *fill);
-    for (uint32_t i = 0; i < G; i++) {
-        const uint32_t g = group[i];
-        order[g * b + fill[g]++] = i;
+    extremes(w->load, groups, &hi, &lo);
+    if (w->load[hi] >= before) return 0;
+    /* each micro-batch's packs in their input order */
+    memset(w->fill, 0, groups * sizeof *w->fill);
+    for (uint32_t i = 0; i < n; i++) {
+        const uint32_t g = w->group[i];
+        w->tmp[g * per + w->fill[g]++] = pos[i];
     }
+    memcpy(pos, w->tmp, n * sizeof *pos);
     return 1;
+}
+
+/* Halves pos[0..n) by edges, then each half, down to micro-batches of b. */
+static int halve(const uint64_t *pe, uint32_t *pos, uint32_t n, uint32_t b, deal_scratch *w)
+{
+    if (n <= b) return 0;
+    int moved = deal(pe, pos, n, n / 2, w);
+    moved |= halve(pe, pos, n / 2, b, w);
+    moved |= halve(pe, pos + n / 2, n / 2, b, w);
+    return moved;
+}
+
+/* order[0..G): the window's positions, micro-batch by micro-batch; 0 when
+ * the window is best left as it is. */
+static int balance_window(const pt_packs *p, const uint32_t *edges, uint32_t first, uint32_t G,
+                          uint32_t b, uint64_t *pe, deal_scratch *w, uint32_t *order)
+{
+    const uint32_t groups = G / b;
+    for (uint32_t i = 0; i < G; i++) {
+        pe[i] = pt_pack_edges(p, edges, first + i);
+        order[i] = i;
+    }
+    if ((groups & (groups - 1)) == 0) return halve(pe, order, G, b, w);
+    return deal(pe, order, G, b, w);
 }
 
 int pt_packs_balance(pt_packs *p, const uint32_t *edges, uint32_t window, uint32_t per_batch)
@@ -113,20 +146,22 @@ int pt_packs_balance(pt_packs *p, const uint32_t *edges, uint32_t window, uint32
         return 0;
     const uint32_t G = window, groups = G / per_batch;
     const size_t n_graphs = p->graph_offset[p->n_packs];
-    pack_cost *cost = malloc(G * sizeof *cost);
+    deal_scratch w = {.cost = malloc(G * sizeof *w.cost), .ce = malloc(G * sizeof *w.ce),
+                      .load = malloc(groups * sizeof *w.load),
+                      .fill = malloc(groups * sizeof *w.fill),
+                      .group = malloc(G * sizeof *w.group), .tmp = malloc(G * sizeof *w.tmp)};
     uint64_t *pe = malloc(G * sizeof *pe);
-    uint64_t *load = malloc(groups * sizeof *load);
-    uint32_t *fill = malloc(groups * sizeof *fill);
-    uint32_t *group = malloc(G * sizeof *group);
     uint32_t *order = malloc(G * sizeof *order);
     uint32_t *offs = malloc(((size_t)p->n_packs + 1) * sizeof *offs);
     uint32_t *graphs = malloc((n_graphs ? n_graphs : 1) * sizeof *graphs);
     int rc = -1;
-    if (!cost || !pe || !load || !fill || !group || !order || !offs || !graphs) goto done;
+    if (!w.cost || !w.ce || !w.load || !w.fill || !w.group || !w.tmp || !pe || !order || !offs ||
+        !graphs)
+        goto done;
     memcpy(offs, p->graph_offset, ((size_t)p->n_packs + 1) * sizeof *offs);
     memcpy(graphs, p->graphs, n_graphs * sizeof *graphs);
     for (uint32_t first = 0; first + G <= p->n_packs; first += G) {
-        if (!balance_window(p, edges, first, G, per_batch, cost, pe, load, fill, group, order))
+        if (!balance_window(p, edges, first, G, per_batch, pe, &w, order))
             continue;
         /* rewrite the window from the copies: its graphs stay in its range */
         uint32_t at = offs[first];
@@ -140,11 +175,13 @@ int pt_packs_balance(pt_packs *p, const uint32_t *edges, uint32_t window, uint32
     }
     rc = 0;
 done:
-    free(cost);
+    free(w.cost);
+    free(w.ce);
+    free(w.load);
+    free(w.fill);
+    free(w.group);
+    free(w.tmp);
     free(pe);
-    free(load);
-    free(fill);
-    free(group);
     free(order);
     free(offs);
     free(graphs);

@@ -13,7 +13,16 @@
  * micro-batch holds exactly b), ties to the lower index, then exchanges of
  * one pack between the heaviest and the lightest micro-batch while that
  * narrows their gap; a window whose heaviest micro-batch would not get
- * lighter stays as it was.  Each micro-batch keeps its packs in their
+ * lighter stays as it was.  When G/b is a power of two (every "auto"
+ * layout: R and A are) the window is instead halved that way, then each
+ * half, down to micro-batches of b (a split that would not lighten its
+ * heavier half is skipped): replica r takes the aligned block of A
+ * micro-batches from r·A, so every power-of-two replica count gets equal
+ * shares — water, 2 replicas x 4 micro-batches of 2 packs: a replica waited
+ * 1.0-1.7 ms of a 43 ms step for the other with only the micro-batches
+ * balanced, 0.24-0.32 ms with halves — and with b = 1 (force jobs) the
+ * replicas are balanced too, where single packs cannot be.  With G = 2b
+ * both ways are the same.  Each micro-batch keeps its packs in their
  * epoch order.  A step still holds the same packs
  * (same loss denominators, same schedule); only which micro-batch computes
  * which pack moves, so the gradient's rounding does.  The order is a

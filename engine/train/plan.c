@@ -31,7 +31,7 @@ static int32_t pow2_floor(int64_t x)
 }
 
 int pt_train_layout_resolve(pt_train_layout *l, const pt_job_config *cfg, int cores, int forces,
-                            pt_errors *errs)
+                            int32_t max_edges, pt_errors *errs)
 {
     (void)errs;
     const pt_job_backend *k = &cfg->backend;
@@ -51,6 +51,13 @@ int pt_train_layout_resolve(pt_train_layout *l, const pt_job_config *cfg, int co
         if (forces) {   /* micro-batches of one pack, as many more of them */
             l->accumulation = A * l->micro_packs;
             l->micro_packs = 1;
+        }
+        /* large packs: halve b (twice the micro-batches) until one per-edge
+         * array of the micro-batch fits the budget; the global batch stays */
+        const int64_t edge_array = (int64_t)max_edges * cfg->model.filters * (int64_t)sizeof(float);
+        while (l->micro_packs % 2 == 0 && l->micro_packs * edge_array > PT_PLAN_MICRO_EDGE_BYTES) {
+            l->micro_packs /= 2;
+            l->accumulation *= 2;
         }
     }
     return 0;
@@ -303,7 +310,8 @@ int pt_train_plan_init(pt_train_plan *p, const pt_job_config *cfg, const pt_data
              plan_packer(p, cfg, &p->val_pk, p->split.val, p->split.n_val, errs) ||
              (p->split.n_test &&
               plan_packer(p, cfg, &p->test_pk, p->split.test, p->split.n_test, errs));
-    if (rc == 0) rc = pt_train_layout_resolve(&p->layout, cfg, cores, p->loss.forces, errs);
+    if (rc == 0) rc = pt_train_layout_resolve(&p->layout, cfg, cores, p->loss.forces,
+                                     p->train_pk.limits.max_edges, errs);
     if (rc != 0) {
         pt_train_plan_close(p);
         return -1;

@@ -65,6 +65,16 @@
  *            clusters a step of micro-batches of 1 pack ran ~1.5x faster than
  *            of 8, in 1/8 of the memory (bench/bench_forces.sh,
  *            docs/forces.md).
+ *            Large packs: while one per-edge array of a micro-batch,
+ *            b x max_edges x filters floats, is above
+ *            PT_PLAN_MICRO_EDGE_BYTES and b is even, b halves and A
+ *            doubles: the same global batch, summed as more micro-batches.
+ *            A block's filter pipeline streams several such arrays; at
+ *            4 MB each they stay in a core's share of the L3 (water,
+ *            4,500 edge slots per pack: 8 packs -> 2 x 4 micro-batches,
+ *            two replicas' CPU per step -4%, one thread's -3%,
+ *            bench/bench_scaling.sh; QM9's packs of ~700 edge slots keep
+ *            b = 8).
  * So the global batch never depends on the machine: a default job takes the
  * same optimizer steps on 1 core or 64, and its numbers differ across core
  * counts only by float rounding (a micro-batch of 8 packs sums its
@@ -106,11 +116,17 @@ int64_t pt_train_layout_global_packs(const pt_train_layout *l);
 /* This host's online cores (at least 1). */
 int pt_online_cores(void);
 
+/* Bytes of one per-edge array (b x max_edges x filters floats) a
+ * micro-batch of "auto" size stays within, when halving b can (above). */
+#define PT_PLAN_MICRO_EDGE_BYTES (6 << 20)
+
 /* The layout of a valid cfg on this machine (cores: this host's, as
  * pt_online_cores gives them; forces: the job's steps compute forces,
- * pt_train_loss.forces).  Returns 0, or -1 with errs filled. */
+ * pt_train_loss.forces; max_edges: the training packs' edge slots,
+ * pt_pack_limits.max_edges, 0 when not known: no halving for large packs).
+ * Returns 0, or -1 with errs filled. */
 int pt_train_layout_resolve(pt_train_layout *l, const pt_job_config *cfg, int cores, int forces,
-                            pt_errors *errs);
+                            int32_t max_edges, pt_errors *errs);
 
 /* What the optimizer minimises on this dataset (training.loss resolved). */
 typedef struct pt_train_loss {

@@ -31,13 +31,17 @@ static const char usage_text[] =
     "Trains the job for W + N optimizer steps and prints one JSON object:\n"
     "{\"graphs_per_s\",\"nodes_per_s\",\"padding_fraction\",\"edge_padding_fraction\",\n"
     "\"steps\",\"graphs\",\"seconds\",\"step_ms\",\"cpu_ms_per_step\",\"phases_ms\":{io,forward,\n"
-    "backward,allreduce,other,outside},\"backend\":{...},\"limits\":{...},\"memplan\":{...},\n"
+    "backward,allreduce,other,outside},\"backend\":{...,\"replicas_ms\":{busy,wait,\n"
+    "busy_cpu,wait_cpu,start_lag}},\"limits\":{...},\"memplan\":{...},\n"
     "\"config\":{...}} measured over the N steps after the W warm-up steps.\n"
     "cpu_ms_per_step is the process's CPU time (all its threads) per step: on a\n"
     "loaded machine it moves less than the wall clock.  phases_ms are means per\n"
     "step; \"outside\" is the time the loop spends outside the gradient engine\n"
-    "(optimizer update and bookkeeping).  DATA is a .ptd, or a file 'packtrain\n"
-    "ingest' reads, ingested on first use into $XDG_CACHE_HOME/packtrain.\n"
+    "(optimizer update and bookkeeping).  replicas_ms: a replica's compute per\n"
+    "step (wall clock, its thread's CPU time), its mean wait at the all-reduce\n"
+    "for the slowest replica, and the time to wake replicas 1..R-1.  DATA is a\n"
+    ".ptd, or a file 'packtrain ingest' reads, ingested on first use into\n"
+    "$XDG_CACHE_HOME/packtrain.\n"
     "\n"
     "  --config FILE     job configuration (JSON, as for the REST API)\n"
     "  --set K=V         override one key of the configuration, e.g.\n"
@@ -71,6 +75,7 @@ typedef struct bench_state {
     int64_t warmup;
     pt_phase_times phases;          /* backend phases of the measured steps */
     pt_backend_stats bstats;
+    pt_backend_stats bstats0;       /* at the end of the warm-up */
     int phases_ok;
     /* process CPU time (every thread: replicas, loader, spinning waits) at
      * the end of the warm-up and of the last step: under load the wall
@@ -142,6 +147,7 @@ static void on_metrics(void *user, const pt_train_metrics *m, const char *json)
     if (m->step == b->cap) b->cpu_end = process_cpu_seconds();
     if (m->step == b->warmup) {
         b->cpu_start = process_cpu_seconds();
+        pt_backend_stats_get(&b->inner, &b->bstats0);
         pt_phase_times drop;
         if (b->inner.phases) b->inner.phases(b->inner.self, &drop, 1);   /* measured window starts now */
     }
@@ -326,6 +332,20 @@ static json_t *report(const bench_state *b, const pt_job_config *cfg, const pt_t
                                              (json_int_t)bs->replica_bytes, "offload_bytes",
                                              (json_int_t)bs->offload_bytes, "offload_s",
                                              bs->offload_seconds));
+    /* the replicas' compute and their wait for the slowest, per step */
+    if (be && !b->local) {
+        const pt_backend_stats *b0 = &b->bstats0;
+        const double R = res->layout.replicas > 0 ? res->layout.replicas : 1;
+        const double busy = bs->busy_seconds - b0->busy_seconds;
+        const double cpu = bs->busy_cpu_seconds - b0->busy_cpu_seconds;
+        json_object_set_new(be, "replicas_ms", json_pack(
+            "{s:f, s:f, s:f, s:f, s:f}",
+            "busy", busy / R * per,
+            "wait", (bs->busy_max_seconds - b0->busy_max_seconds - busy / R) * per,
+            "busy_cpu", cpu / R * per,
+            "wait_cpu", (bs->busy_cpu_max_seconds - b0->busy_cpu_max_seconds - cpu / R) * per,
+            "start_lag", (bs->start_lag_seconds - b0->start_lag_seconds) * per));
+    }
     pt_memplan plan;
     pt_errors errs;
     pt_errors_init(&errs, 0);

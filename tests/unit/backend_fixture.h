@@ -150,7 +150,7 @@ __attribute__((unused)) static pt_train_data data_for(pt_job_config *cfg, int R,
     pt_errors errs;
     pt_errors_init(&errs, 0);
     assert_int_equal(pt_train_loss_resolve(&d.loss, cfg, &F.ds, &errs), 0);
-    assert_int_equal(pt_train_layout_resolve(&d.layout, cfg, pt_online_cores(), d.loss.forces,
+    assert_int_equal(pt_train_layout_resolve(&d.layout, cfg, pt_online_cores(), d.loss.forces, 0,
                                              &errs), 0);
     pt_errors_close(&errs);
     return d;

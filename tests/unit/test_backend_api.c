@@ -49,6 +49,14 @@ static void test_phases_and_stats(void **state)
     assert_int_equal(bs.steps, 3);
     assert_int_equal(bs.jobs, 12);
     assert_int_equal(bs.blas_threads, 1);
+    /* where the two replicas' time went: each one's compute, at most the
+     * slowest's, in wall clock and thread CPU */
+    assert_true(bs.busy_seconds > 0.0 && bs.busy_cpu_seconds > 0.0);
+    assert_true(2.0 * bs.busy_max_seconds >= bs.busy_seconds);
+    assert_true(bs.busy_max_seconds <= bs.busy_seconds);
+    assert_true(2.0 * bs.busy_cpu_max_seconds >= bs.busy_cpu_seconds);
+    assert_true(bs.busy_cpu_max_seconds <= bs.busy_cpu_seconds);
+    assert_true(bs.start_lag_seconds >= 0.0);
     eng.close(eng.self);
 
     /* not a backend engine */
@@ -66,7 +74,7 @@ static pt_train_layout layout_of(const pt_job_config *cfg, int b)
     pt_train_layout l;
     pt_errors errs;
     pt_errors_init(&errs, 0);
-    assert_int_equal(pt_train_layout_resolve(&l, cfg, 1, 0, &errs), 0);
+    assert_int_equal(pt_train_layout_resolve(&l, cfg, 1, 0, 0, &errs), 0);
     pt_errors_close(&errs);
     l.micro_packs = b;
     return l;

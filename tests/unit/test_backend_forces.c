@@ -392,7 +392,7 @@ static pt_step_stats epoch_sums(pt_pack_method method)
     pt_train_data d = {.cfg = &cfg, .ds = &F.ds, .graphs = &F.graphs, .target_key = F.target_key,
                        .model = &F.model, .limits = pk.limits};
     assert_int_equal(pt_train_loss_resolve(&d.loss, &cfg, &F.ds, &errs), 0);
-    assert_int_equal(pt_train_layout_resolve(&d.layout, &cfg, 2, d.loss.forces, &errs), 0);
+    assert_int_equal(pt_train_layout_resolve(&d.layout, &cfg, 2, d.loss.forces, 0, &errs), 0);
     pt_grad_engine eng;
     open_ok(&eng, &d);
     float *g = malloc(F.model.n_params * sizeof(float));

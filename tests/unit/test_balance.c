@@ -7,7 +7,9 @@
  * magnitude (3x with 2 packs per micro-batch); a micro-batch keeps its packs
  * in epoch order; the result is a function of the pack list (same input,
  * same output); windows of one micro-batch, windows already balanced, and
- * degenerate arguments change nothing. */
+ * degenerate arguments change nothing.  With G/b a power of two the window
+ * is halved first (the replicas' shares): the halves' spread drops ~100x
+ * and every finer level's shrinks too. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -188,6 +190,61 @@ static void test_balance_leaves_alone(void **state)
     }
 }
 
+/* Replicas take consecutive micro-batches, so with G/b a power of two the
+ * window is halved by edges first, then each half: every aligned block of
+ * b·2^j packs (the share of 2, 4, ... replicas) is balanced, not only the
+ * micro-batches.  Spread of the blocks of L packs, summed over windows. */
+static double block_spread(const fixture *f, uint32_t G, uint32_t L)
+{
+    double s = 0.0;
+    uint64_t l[64];
+    for (uint32_t w = 0; w < f->p.n_packs / G; w++) {
+        loads(f, w, G, L, l);
+        s += (double)(max_of(l, G / L) - min_of(l, G / L));
+    }
+    return s;
+}
+
+static void test_balance_halves(void **state)
+{
+    (void)state;
+    /* (packs, G, b): water's 2 replicas x 4 micro-batches of 2 packs, of 4
+     * packs, 4 replicas x 4 of 2, 2 x 16 of 1 */
+    const uint32_t cases[][3] = {{160, 16, 2}, {160, 16, 4}, {320, 32, 2}, {160, 32, 1}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const uint32_t n = cases[c][0], G = cases[c][1], b = cases[c][2];
+        for (uint64_t seed = 1; seed <= 6; seed++) {
+            fixture in, out;
+            make(&in, n, seed * 104729 + c);
+            copy(&out, &in);
+            out.edges = NULL;
+            assert_int_equal(pt_packs_balance(&out.p, in.edges, G, b), 0);
+            out.edges = in.edges;
+            /* the halves, what two replicas wait for: from thousands of
+             * edges to a few; every finer level narrower than before too */
+            const double top_in = block_spread(&in, G, G / 2), top = block_spread(&out, G, G / 2);
+            assert_true(top * 20 < top_in);
+            for (uint32_t L = b; L < G; L *= 2) {
+                const double before = block_spread(&in, G, L), after = block_spread(&out, G, L);
+                if (seed == 1)
+                    print_message("G=%u b=%u: blocks of %u packs, spread %.0f -> %.0f edges\n", G,
+                                  b, L, before, after);
+                /* single packs are what they are */
+                if (L > 1) assert_true(after < before);
+                else assert_true(after == before);
+            }
+            /* packs of a micro-batch in epoch order */
+            for (uint32_t a = 0; a + 1 < n / G * G; a++)
+                if ((a + 1) % b)
+                    assert_true(out.p.graphs[out.p.graph_offset[a]] <
+                                out.p.graphs[out.p.graph_offset[a + 1]]);
+            out.edges = NULL;
+            drop(&out);
+            drop(&in);
+        }
+    }
+}
+
 /* a window whose micro-batches are already equal stays as it is */
 static void test_balance_equal_window_kept(void **state)
 {
@@ -211,6 +268,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_balance_windows),
         cmocka_unit_test(test_balance_leaves_alone),
+        cmocka_unit_test(test_balance_halves),
         cmocka_unit_test(test_balance_equal_window_kept),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -75,6 +75,17 @@ static void test_backend_run(void **state)
     json_t *ph = json_object_get(r, "phases_ms");
     assert_true(json_real_value(json_object_get(ph, "forward")) > 0);
     assert_true(json_is_true(json_object_get(json_object_get(r, "memplan"), "fits")));
+    /* the replicas' compute and wait over the measured steps: each replica
+     * computes within the step, and waits at most for the slowest one */
+    json_t *rm = json_object_get(be, "replicas_ms");
+    const double busy = json_real_value(json_object_get(rm, "busy"));
+    const double wait = json_real_value(json_object_get(rm, "wait"));
+    const double step = json_real_value(json_object_get(r, "step_ms"));
+    assert_true(busy > 0 && busy <= step * 1.001);
+    assert_true(wait >= 0 && wait < busy);
+    assert_true(json_real_value(json_object_get(rm, "busy_cpu")) > 0);
+    assert_true(json_real_value(json_object_get(rm, "wait_cpu")) >= 0);
+    assert_true(json_real_value(json_object_get(rm, "start_lag")) >= 0);
     json_decref(r);
     free(out);
     free(err);

@@ -25,7 +25,7 @@ static int plan_forces;
 static int plan_for(pt_memplan *plan, const pt_job_config *cfg, pt_pack_limits L, pt_errors *errs)
 {
     pt_train_layout l;
-    if (pt_train_layout_resolve(&l, cfg, 1, plan_forces, errs)) return -1;
+    if (pt_train_layout_resolve(&l, cfg, 1, plan_forces, 0, errs)) return -1;
     return pt_memplan_for_job(plan, cfg, &l, L, plan_forces, errs);
 }
 
@@ -156,7 +156,7 @@ static void test_plan_of_default_job(void **state)
     /* a job training on forces: the FORCES_TRAIN arena, everything else the same */
     pt_memplan fp;
     pt_train_layout l;
-    assert_int_equal(pt_train_layout_resolve(&l, &cfg, 1, 0, &errs), 0);
+    assert_int_equal(pt_train_layout_resolve(&l, &cfg, 1, 0, 0, &errs), 0);
     assert_int_equal(pt_memplan_for_job(&fp, &cfg, &l, L, 1, &errs), 0);
     assert_int_equal(fp.mode, PT_SCHNET_FORCES_TRAIN);
     assert_int_equal(fp.activations,
@@ -358,7 +358,7 @@ static void test_rejection_forces_job(void **state)
     pt_errors errs;
     pt_errors_init(&errs, 0);
     pt_train_layout l;
-    assert_int_equal(pt_train_layout_resolve(&l, &cfg, 1, 0, &errs), 0);
+    assert_int_equal(pt_train_layout_resolve(&l, &cfg, 1, 0, 0, &errs), 0);
     pt_memplan e, f;
     assert_int_equal(pt_memplan_for_job(&e, &cfg, &l, L, 0, &errs), 0);
     assert_int_equal(pt_memplan_for_job(&f, &cfg, &l, L, 1, &errs), 0);

@@ -1,5 +1,6 @@
 /* test_plan.c — the plan of a job (engine/train/plan.h): the "auto" layout
- * on machines of several sizes, kind "mpi" with ranks alone, and the plan of
+ * on machines of several sizes, halved micro-batches for large packs, kind
+ * "mpi" with ranks alone, and the plan of
  * a dataset — the same limits whether the graphs are built (the worker) or
  * only counted (the submission check), and errors named by the
  * configuration's keys. */
@@ -46,7 +47,7 @@ static pt_train_layout layout_of(const pt_job_config *cfg, int cores, int forces
     pt_train_layout l;
     pt_errors errs;
     pt_errors_init(&errs, 0);
-    assert_int_equal(pt_train_layout_resolve(&l, cfg, cores, forces, &errs), 0);
+    assert_int_equal(pt_train_layout_resolve(&l, cfg, cores, forces, 0, &errs), 0);
     pt_errors_close(&errs);
     return l;
 }
@@ -135,6 +136,64 @@ static void test_auto_layout_forces(void **state)
     assert_int_equal(l.replicas * 100 + l.accumulation * 10 + l.micro_packs, 281);
 }
 
+static pt_train_layout layout_edges(const pt_job_config *cfg, int cores, int forces,
+                                    int32_t max_edges)
+{
+    pt_train_layout l;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    assert_int_equal(pt_train_layout_resolve(&l, cfg, cores, forces, max_edges, &errs), 0);
+    pt_errors_close(&errs);
+    return l;
+}
+
+#define RAB(l) ((l).replicas * 100 + (l).accumulation * 10 + (l).micro_packs)
+
+/* Large packs: b auto halves (A doubles) while one per-edge array of a
+ * micro-batch, b x max_edges x filters floats, is above
+ * PT_PLAN_MICRO_EDGE_BYTES; the global batch and R never change, given
+ * values are kept. */
+static void test_auto_layout_large_packs(void **state)
+{
+    (void)state;
+    pt_job_config cfg;
+    pt_job_config_defaults(&cfg);   /* filters 100 */
+    /* water's LPFHP packs (4,500 edge slots): 2 x 4 micro-batches of 2 packs */
+    assert_int_equal(RAB(layout_edges(&cfg, 2, 0, 4500)), 242);
+    assert_int_equal(layout_edges(&cfg, 1, 0, 4500).micro_packs, 2);
+    assert_int_equal(layout_edges(&cfg, 1, 0, 4500).accumulation, 8);
+    /* QM9's (826): unchanged on 1 and 2 cores, as with the limits unknown */
+    assert_int_equal(RAB(layout_edges(&cfg, 2, 0, 826)), 218);
+    assert_int_equal(RAB(layout_edges(&cfg, 2, 0, 0)), 218);
+    assert_int_equal(layout_edges(&cfg, 1, 0, 826).micro_packs, 16);
+    /* wider filters halve further, down to one pack */
+    cfg.model.filters = 200;
+    assert_int_equal(RAB(layout_edges(&cfg, 2, 0, 4500)), 281);
+    assert_int_equal(RAB(layout_edges(&cfg, 2, 0, 1000000)), 281);
+    cfg.model.filters = 100;
+    const int32_t edges[] = {0, 1, 826, 2000, 4500, 9000, 40000};
+    for (int cores = 1; cores <= 64; cores++)
+        for (size_t e = 0; e < sizeof edges / sizeof edges[0]; e++) {
+            pt_train_layout l = layout_edges(&cfg, cores, 0, edges[e]), u = layout(&cfg, cores);
+            assert_int_equal(pt_train_layout_global_packs(&l), PT_JOB_AUTO_GLOBAL_PACKS);
+            assert_int_equal(l.replicas, u.replicas);
+            const int64_t bytes = (int64_t)l.micro_packs * edges[e] * cfg.model.filters * 4;
+            assert_true(bytes <= PT_PLAN_MICRO_EDGE_BYTES || l.micro_packs == 1);
+            /* the largest such b: twice it would be over */
+            if (l.micro_packs < u.micro_packs) assert_true(2 * bytes > PT_PLAN_MICRO_EDGE_BYTES);
+        }
+    /* accumulation given: halved from 16 / (R·A) */
+    cfg.backend.gradient_accumulation = 2;
+    assert_int_equal(RAB(layout_edges(&cfg, 2, 0, 4500)), 242);
+    /* forces: one pack already */
+    cfg.backend.gradient_accumulation = 1;
+    assert_int_equal(RAB(layout_edges(&cfg, 2, 1, 4500)), 281);
+    /* model_batch_size given: the user's split, kept */
+    cfg.batching.model_batch_size = 8;
+    cfg.backend.replication_factor = 2;
+    assert_int_equal(RAB(layout_edges(&cfg, 2, 0, 4500)), 218);
+}
+
 /* `ranks: N` alone means N replicas, one per rank. */
 static void test_auto_layout_mpi(void **state)
 {
@@ -191,6 +250,13 @@ static void test_plan_built_or_counted(void **state)
     assert_int_equal(a.target_key, (uint32_t)pt_dataset_find_target(&ds, "energy_U0"));
     pt_train_plan_close(&a);
     pt_train_plan_close(&b);
+    /* the layout sees the packs' edge slots: packs of up to 20,000 (16
+     * filters: 1.28 MB per pack) run as 2 x 2 micro-batches of 4 */
+    cfg.batching.max_edges = 20000;
+    assert_int_equal(pt_train_plan_init(&a, &cfg, &ds, PT_PLAN_COUNT_EDGES, 2, &errs), 0);
+    assert_int_equal(a.train_pk.limits.max_edges, 20000);
+    assert_int_equal(RAB(a.layout), 224);
+    pt_train_plan_close(&a);
     assert_int_equal(errs.total, 0);
     pt_errors_close(&errs);
 }
@@ -353,6 +419,7 @@ int main(void)
         cmocka_unit_test(test_auto_layout),
         cmocka_unit_test(test_auto_layout_mpi),
         cmocka_unit_test(test_auto_layout_forces),
+        cmocka_unit_test(test_auto_layout_large_packs),
         cmocka_unit_test(test_plan_built_or_counted),
         cmocka_unit_test(test_plan_errors),
         cmocka_unit_test(test_loss_resolved),

@@ -140,6 +140,54 @@ static void test_global_batch_invariance(void **state)
     trf_check_global_batch_invariance(&cfg, &qm9);
 }
 
+/* Large packs (plan.h): the "auto" layout runs the global batch of 16 as
+ * more, smaller micro-batches.  Packs of up to 8,000 edge slots (32 filters:
+ * 1 MB per pack): 4 micro-batches of 4 packs on one core, 2 replicas x 2 on
+ * two.  The loss curve is the one of a single micro-batch of 16 up to float
+ * summation order, and the same updates on one core and two (the window
+ * is halved by edges whatever R: balance.h). */
+static void test_large_pack_layout(void **state)
+{
+    (void)state;
+    pt_job_config one;
+    small_config(&one);
+    one.training.epochs = 1;
+    one.training.max_steps = 6;
+    one.training.log_every = 1;
+    one.batching.max_edges = 8000;
+    pt_job_config big = one, two = one;
+    big.batching.model_batch_size = 16;   /* pinned: 1 replica x 1 micro-batch of 16 */
+    one.batching.model_batch_size = 0;    /* auto */
+    two.batching.model_batch_size = 0;
+    two.backend.threads = 2;
+    trf_recorder *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b), *c = calloc(1, sizeof *c);
+    pt_train_result ra, rb, rc;
+    assert_int_equal(run(&big, NULL, a, &ra), 0);
+    assert_int_equal(run(&one, NULL, b, &rb), 0);
+    assert_int_equal(run(&two, NULL, c, &rc), 0);
+    assert_int_equal(ra.global_packs, 16);
+    assert_int_equal(ra.layout.accumulation * 10 + ra.micro_packs, 26);
+    assert_int_equal(rb.layout.replicas * 100 + rb.layout.accumulation * 10 + rb.micro_packs, 144);
+    assert_int_equal(rc.layout.replicas * 100 + rc.layout.accumulation * 10 + rc.micro_packs, 224);
+    assert_int_equal(rb.global_packs, 16);
+    assert_int_equal(rc.global_packs, 16);
+    assert_int_equal(a->n, b->n);
+    assert_int_equal(b->n, c->n);
+    for (int i = 0; i < a->n; i++) {
+        assert_string_equal(a->m[i].kind, b->m[i].kind);
+        assert_float_equal(a->m[i].loss, b->m[i].loss, 1e-5 * fabs(a->m[i].loss));
+        /* the same gradients and updates: the losses differ only by the
+         * order the replicas' double loss sums are added in (~1e-16), where
+         * a float rounding difference in any update moves them by ~1e-7 */
+        if (fabs(b->m[i].loss - c->m[i].loss) > 1e-12 * fabs(b->m[i].loss))
+            fail_msg("line %d (%s): %.17g on one core, %.17g on two", i, b->m[i].kind,
+                     b->m[i].loss, c->m[i].loss);
+    }
+    free(a);
+    free(b);
+    free(c);
+}
+
 static void test_max_steps_and_outputs(void **state)
 {
     (void)state;
@@ -528,6 +576,7 @@ int main(void)
         cmocka_unit_test(test_loss_falls),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_global_batch_invariance),
+        cmocka_unit_test(test_large_pack_layout),
         cmocka_unit_test(test_max_steps_and_outputs),
         cmocka_unit_test(test_early_stopping),
         cmocka_unit_test(test_cancel_between_steps),
