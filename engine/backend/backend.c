@@ -159,7 +159,9 @@ static int64_t replica_bytes(const pt_backend *be)
     if (rep->shard) b += (len + be->max_layer) * fs;
     if (rep->glayer) b += (be->max_layer + (size_t)rep->levels * len) * fs;
     if (rep->stage_m) b += 2 * PT_ZERO_STAGE_FLOATS * fs;
-    b += (size_t)be->n_slots / (size_t)be->R * pt_memplan_batch_bytes(be->d->limits, be->b);
+    b += (size_t)be->n_slots / (size_t)be->R *
+         (pt_memplan_batch_bytes(be->d->limits, be->b) +
+          pt_memplan_label_bytes(&be->d->model->cfg, be->d->limits, be->b));
     return (int64_t)b;
 }
 

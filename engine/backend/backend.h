@@ -83,7 +83,8 @@ typedef struct pt_backend_stats {
                               * device): activation arena,
                               * gradient buffers, ZeRO buffers, its share of the batch
                               * buffers; parameters and Adam state counted as memplan.h
-                              * does (replica-held at stage 0 by the shared host copy) */
+                              * does (replica-held at stage 0 by the shared host copy):
+                              * the plan's total less its evaluator (the loop's) */
     int64_t offload_bytes;   /* ZeRO offload: Adam state streamed, all replicas */
     double offload_seconds;  /* ... and the link time charged for it (backend_zero.h) */
     /* Where a step's two-core time goes (bench/bench_scaling.sh): each

@@ -71,6 +71,30 @@ size_t pt_memplan_batch_bytes(pt_pack_limits limits, int32_t n_packs)
                 sizeof(*b->graph_has_stress) + sizeof(*b->graph_volume));
 }
 
+size_t pt_memplan_label_bytes(const pt_schnet_config *model, pt_pack_limits limits,
+                              int32_t n_packs)
+{
+    const size_t keys = model->n_heads > 0 ? (size_t)model->n_heads : 0;
+    const size_t p = n_packs > 0 ? (size_t)n_packs : 0;
+    int atom = 0;
+    for (int k = 0; k < model->n_heads; k++) atom |= model->heads[k].level == PT_HEAD_ATOM;
+    size_t bytes = keys * p * (size_t)limits.max_graphs * sizeof(double);     /* key_target */
+    if (atom) bytes += keys * p * (size_t)limits.max_nodes * sizeof(double);  /* atom_target */
+    return bytes;
+}
+
+size_t pt_memplan_eval_bytes(const pt_schnet_config *model, pt_pack_limits limits,
+                             int32_t n_packs, pt_schnet_mode mode)
+{
+    const int32_t N = n_packs * limits.max_nodes, E = n_packs * limits.max_edges,
+                  B = n_packs * limits.max_graphs;
+    const size_t arena = mode == PT_SCHNET_FORCES_TRAIN
+                             ? pt_schnet_acts_bytes_mode(model, N, E, B, PT_SCHNET_FORCES)
+                             : pt_schnet_acts_bytes_forward(model, N, E, B);
+    return arena + pt_memplan_batch_bytes(limits, n_packs) +
+           pt_memplan_label_bytes(model, limits, n_packs);
+}
+
 pt_schnet_config pt_memplan_job_model(const pt_job_config *cfg, int forces)
 {
     return pt_train_model_config(cfg, forces);
@@ -99,8 +123,11 @@ static void plan_sizes(pt_memplan *plan, int32_t b)
     }
     plan->activations = pt_memplan_acts_bytes(&plan->model, b * L.max_nodes, b * L.max_edges,
                                               b * L.max_graphs, plan->mode);
-    plan->io = (size_t)plan->io_batches * pt_memplan_batch_bytes(L, b);
-    plan->total = plan->params + plan->grads + plan->optimizer + plan->activations + plan->io;
+    plan->io = (size_t)plan->io_batches *
+               (pt_memplan_batch_bytes(L, b) + pt_memplan_label_bytes(&plan->model, L, b));
+    plan->eval = pt_memplan_eval_bytes(&plan->model, L, b, plan->mode);
+    plan->total = plan->params + plan->grads + plan->optimizer + plan->activations + plan->io +
+                  plan->eval;
 }
 
 int pt_memplan_compute(pt_memplan *plan, const pt_schnet_config *model, pt_pack_limits limits,
@@ -219,8 +246,8 @@ int pt_memplan_check(const pt_memplan *plan, pt_errors *errs)
     } else if (fit > 0)
         pt_errors_add(errs, "", 0, field,
                       "a replica needs %.1f MB, %.1f MB more than the %d MB of device memory; "
-                      "lower batching.model_batch_size from %d to %d or less (activations "
-                      "and I/O scale with it), or max_nodes/max_edges, model.hidden/filters",
+                      "lower batching.model_batch_size from %d to %d or less (activations, "
+                      "I/O and evaluation scale with it), or max_nodes/max_edges, model.hidden/filters",
                       need, over, plan->device_memory_mb, plan->micro_packs, fit);
     else
         pt_errors_add(errs, "", 0, field,
@@ -234,12 +261,13 @@ int pt_memplan_check(const pt_memplan *plan, pt_errors *errs)
                  plan->offload ? ", Adam state offloaded" : "");
     pt_errors_add(errs, "", 0, field,
                   "per replica: parameters %.1f MB, gradients %.1f MB, optimizer state %.1f MB, "
-                  "activations %.1f MB (%s%d packs of %d nodes, %d edges), I/O buffers %.1f MB%s",
+                  "activations %.1f MB (%s%d packs of %d nodes, %d edges), I/O buffers %.1f MB, "
+                  "evaluation %.1f MB%s",
                   (double)plan->params / MB, (double)plan->grads / MB,
                   (double)plan->optimizer / MB, (double)plan->activations / MB,
                   plan->mode == PT_SCHNET_FORCES_TRAIN ? "training on forces, " : "",
                   plan->micro_packs, plan->limits.max_nodes, plan->limits.max_edges,
-                  (double)plan->io / MB, tail);
+                  (double)plan->io / MB, (double)plan->eval / MB, tail);
     return -1;
 }
 
@@ -259,11 +287,12 @@ json_t *pt_memplan_json(const pt_memplan *plan)
                      "budget_bytes", (json_int_t)plan->budget, "fits",
                      plan->total <= plan->budget, "forces",
                      plan->mode == PT_SCHNET_FORCES_TRAIN);
-    if (o && json_object_update_new(o, json_pack("{s:i, s:b, s:I, s:I}", "zero_stage",
+    if (o && json_object_update_new(o, json_pack("{s:i, s:b, s:I, s:I, s:I}", "zero_stage",
                                                  (int)plan->zero_stage, "offload_optimizer",
                                                  (int)plan->offload, "shard_params",
                                                  (json_int_t)plan->shard, "optimizer_host_bytes",
-                                                 (json_int_t)plan->optimizer_host)) != 0) {
+                                                 (json_int_t)plan->optimizer_host, "eval_bytes",
+                                                 (json_int_t)plan->eval)) != 0) {
         json_decref(o);
         return NULL;
     }

@@ -12,7 +12,18 @@
  *                job training on forces the FORCES_TRAIN arena (the tangent
  *                and second-backward pairs, ≈ 2x an energy arena), sized by
  *                the model itself (pt_schnet_acts_bytes_mode)
- *   io           the batch buffers the host streams into (pt_backend_io_batches)
+ *   io           the batch buffers the host streams into (pt_backend_io_batches),
+ *                with a multi-task job's per-structure and per-atom label
+ *                arrays (pt_batch key_target, atom_target)
+ *   eval         the evaluator a core keeps for validation and test
+ *                (engine/train/train_eval.c: one per evaluating core, and a
+ *                replica is a core in the "auto" layout): its arena —
+ *                forward-only for an energy job (pt_schnet_acts_init_forward),
+ *                the FORCES arena for a force job — and its batch, for b
+ *                packs of the training packs' limits (validation and test
+ *                packs are packed by the same method and limits rule; a
+ *                part with larger "auto" limits would need more).  Water, 8
+ *                packs: ~35 MB.
  *
  * — per ZeRO stage (engine/backend/backend_zero.h; S = the largest shard, n/R
  * rounded up over the R replicas of the whole group, L = the largest layer):
@@ -77,7 +88,7 @@ typedef struct pt_memplan {
     size_t max_layer;          /* L: floats of the largest layer */
     size_t optimizer_host;     /* bytes of Adam state in host memory (offload) */
     /* bytes per replica */
-    size_t params, grads, optimizer, activations, io, total;
+    size_t params, grads, optimizer, activations, io, eval, total;
     size_t budget;             /* device_memory_mb in bytes */
     int32_t device_memory_mb;
 } pt_memplan;
@@ -95,8 +106,19 @@ size_t pt_memplan_param_count(const pt_schnet_config *model);
 /* Bytes of the activation arena of `mode` for these capacities (pt_schnet_acts.bytes). */
 size_t pt_memplan_acts_bytes(const pt_schnet_config *model, int32_t cap_nodes, int32_t cap_edges,
                              int32_t cap_graphs, pt_schnet_mode mode);
-/* Bytes of the arrays of one pt_batch of n_packs packs. */
+/* Bytes of the arrays of one pt_batch of n_packs packs (without the label
+ * arrays of multi-task jobs: pt_memplan_label_bytes). */
 size_t pt_memplan_batch_bytes(pt_pack_limits limits, int32_t n_packs);
+/* Bytes of a batch's label arrays for `model`'s heads (pt_batch_set_keys_atom:
+ * a job of several targets, or of an atom-level one): n_heads doubles per
+ * graph slot, and per node slot when a head is atom-level; 0 for PyG's
+ * single head. */
+size_t pt_memplan_label_bytes(const pt_schnet_config *model, pt_pack_limits limits,
+                              int32_t n_packs);
+/* Bytes of one evaluator (train_engine.c pt_evaluator_init) for batches of
+ * n_packs packs of `limits` in a job whose training arena is `mode`. */
+size_t pt_memplan_eval_bytes(const pt_schnet_config *model, pt_pack_limits limits,
+                             int32_t n_packs, pt_schnet_mode mode);
 
 /* The plan for `model` with micro-batches of layout->micro_packs packs of
  * `limits`, layout->accumulation of them per replica, under the settings of
@@ -134,7 +156,7 @@ int pt_memplan_check(const pt_memplan *plan, pt_errors *errs);
 /* {"forces","replicas","micro_packs","max_nodes","max_edges","max_graphs","n_params",
  *  "grad_buffers","io_batches","params_bytes","grads_bytes","optimizer_bytes",
  *  "activations_bytes","io_bytes","total_bytes","budget_bytes","fits",
- *  "zero_stage","offload_optimizer","shard_params","optimizer_host_bytes"}
+ *  "zero_stage","offload_optimizer","shard_params","optimizer_host_bytes","eval_bytes"}
  * (new reference, NULL when out of memory). */
 json_t *pt_memplan_json(const pt_memplan *plan);
 

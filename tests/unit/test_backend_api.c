@@ -2,8 +2,9 @@
  * times and statistics after real steps (with reset), every rejection at open
  * (settings, kind, batch size, overflow, the memory plan's message) and at
  * compute (oversized step, unknown pack, pack over max_graphs, a fill that
- * fails on a replica — after which the engine goes on working); and no heap
- * growth across steps. */
+ * fails on a replica — after which the engine goes on working); the memory
+ * plan's evaluator against the one the loop allocates; and no heap growth
+ * across steps. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -13,6 +14,7 @@
 #include <malloc.h>
 
 #include "engine/model/bf16.h"
+#include "engine/train/train_internal.h"
 #include "tests/unit/backend_fixture.h"
 
 /* ---- reports and errors ------------------------------------------------------ */
@@ -66,6 +68,29 @@ static void test_phases_and_stats(void **state)
     assert_int_equal(pt_backend_stats_get(&other, &bs), -1);
     pt_errors_close(&errs);
     free(g);
+}
+
+/* The memory plan's evaluator is the one the loop allocates: its arena
+ * (forward-only for an energy job) is the plan's eval less one batch. */
+static void test_plan_counts_the_evaluator(void **state)
+{
+    (void)state;
+    for (int b = 1; b <= 8; b *= 2) {
+        pt_job_config cfg;
+        pt_train_data d = data_for(&cfg, 1, 1, b);
+        pt_errors errs;
+        pt_errors_init(&errs, 0);
+        pt_evaluator ev;
+        assert_int_equal(pt_evaluator_init(&ev, &d, d.limits, &errs), 0);
+        pt_memplan plan;
+        assert_int_equal(pt_memplan_compute(&plan, &F.model.cfg, d.limits, &d.layout,
+                                            &cfg.backend, PT_SCHNET_ENERGY, &errs), 0);
+        assert_int_equal(ev.batch.n_packs, b);
+        assert_int_equal(plan.eval, ev.acts.bytes + pt_memplan_batch_bytes(d.limits, b));
+        assert_true(3 * ev.acts.bytes < plan.activations);   /* forward-only */
+        pt_evaluator_close(&ev);
+        pt_errors_close(&errs);
+    }
 }
 
 /* F.cfg's layout with micro-batches of b packs. */
@@ -239,6 +264,7 @@ int main(void)
     mallopt(M_ARENA_MAX, 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_phases_and_stats),
+        cmocka_unit_test(test_plan_counts_the_evaluator),
         cmocka_unit_test(test_no_allocation_per_step),
         cmocka_unit_test(test_open_errors),
         cmocka_unit_test(test_memory_rejection_message),

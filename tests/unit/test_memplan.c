@@ -147,8 +147,12 @@ static void test_plan_of_default_job(void **state)
     assert_int_equal(plan.activations,
                      pt_memplan_acts_bytes(&c, b * 40, b * 700, b * 4, PT_SCHNET_ENERGY));
     assert_int_equal(plan.io, (size_t)(4 + 3) * pt_memplan_batch_bytes(L, b));
-    assert_int_equal(plan.total,
-                     plan.params + plan.grads + plan.optimizer + plan.activations + plan.io);
+    /* the evaluator: a forward-only arena and one batch, ~1/6 of the arena */
+    assert_int_equal(plan.eval, pt_schnet_acts_bytes_forward(&c, b * 40, b * 700, b * 4) +
+                                    pt_memplan_batch_bytes(L, b));
+    assert_true(plan.eval > 0 && 3 * plan.eval < plan.activations);
+    assert_int_equal(plan.total, plan.params + plan.grads + plan.optimizer + plan.activations +
+                                     plan.io + plan.eval);
     assert_int_equal(plan.budget, 900u * 1024u * 1024u);
     assert_int_equal(pt_memplan_check(&plan, &errs), 0);
     assert_int_equal(errs.total, 0);
@@ -162,15 +166,57 @@ static void test_plan_of_default_job(void **state)
     assert_int_equal(fp.activations,
                      pt_memplan_acts_bytes(&c, b * 40, b * 700, b * 4, PT_SCHNET_FORCES_TRAIN));
     assert_true(fp.activations > plan.activations);
-    assert_int_equal(fp.total - fp.activations, plan.total - plan.activations);
+    /* its evaluator computes forces: the FORCES arena */
+    assert_int_equal(fp.eval, pt_memplan_acts_bytes(&c, b * 40, b * 700, b * 4, PT_SCHNET_FORCES) +
+                                  pt_memplan_batch_bytes(L, b));
+    assert_int_equal(fp.total - fp.activations - fp.eval,
+                     plan.total - plan.activations - plan.eval);
 
     json_t *j = pt_memplan_json(&plan);
     assert_non_null(j);
     assert_int_equal(json_integer_value(json_object_get(j, "total_bytes")), (json_int_t)plan.total);
+    assert_int_equal(json_integer_value(json_object_get(j, "eval_bytes")), (json_int_t)plan.eval);
     assert_int_equal(json_integer_value(json_object_get(j, "grad_buffers")), 3);
     assert_int_equal(json_integer_value(json_object_get(j, "micro_packs")), b);
     assert_true(json_is_true(json_object_get(j, "fits")));
     json_decref(j);
+    pt_errors_close(&errs);
+}
+
+/* A job of several targets, one per atom: its batches carry every target
+ * (a double per graph slot and per node slot per key, pt_batch_set_keys_atom),
+ * counted in every I/O buffer and in the evaluator's batch; PyG's single
+ * head carries none. */
+static void test_label_arrays(void **state)
+{
+    (void)state;
+    pt_job_config cfg;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    const char *text = "{\"targets\":[{\"key\":\"energy\"},{\"key\":\"charges\","
+                       "\"level\":\"atom\"},{\"key\":\"gap\"}]}";
+    assert_int_equal(pt_job_config_parse(&cfg, text, strlen(text), NULL, &errs), 0);
+    pt_pack_limits L = {40, 700, 4};
+    pt_memplan plan;
+    assert_int_equal(plan_for(&plan, &cfg, L, &errs), 0);
+    const int32_t b = plan.micro_packs;
+    pt_schnet_config c = pt_memplan_job_model(&cfg, 0);
+    assert_int_equal(c.n_heads, 3);
+    const size_t labels = 3 * (size_t)b * (4 + 40) * sizeof(double);
+    assert_int_equal(pt_memplan_label_bytes(&c, L, b), labels);
+    assert_int_equal(plan.io, (size_t)plan.io_batches * (pt_memplan_batch_bytes(L, b) + labels));
+    assert_int_equal(plan.eval, pt_schnet_acts_bytes_forward(&c, b * 40, b * 700, b * 4) +
+                                    pt_memplan_batch_bytes(L, b) + labels);
+    /* graph-level targets only: per graph slot */
+    text = "{\"targets\":[{\"key\":\"energy\"},{\"key\":\"gap\"}]}";
+    assert_int_equal(pt_job_config_parse(&cfg, text, strlen(text), NULL, &errs), 0);
+    c = pt_memplan_job_model(&cfg, 0);
+    assert_int_equal(pt_memplan_label_bytes(&c, L, 2), 2 * 2 * 4 * sizeof(double));
+    /* one graph target: PyG's head, no label arrays */
+    pt_job_config_defaults(&cfg);
+    c = pt_memplan_job_model(&cfg, 0);
+    assert_int_equal(pt_memplan_label_bytes(&c, L, 8), 0);
+    assert_int_equal(errs.total, 0);
     pt_errors_close(&errs);
 }
 
@@ -209,7 +255,8 @@ static void test_zero_stages(void **state)
             assert_int_equal(p.grads, (stage >= 2 ? block + 2 * S : 2 * n) * 4);
             assert_int_equal(p.optimizer, off ? 2 * ((size_t)1 << 18) * 4 : (stage ? S : n) * 8);
             assert_int_equal(p.optimizer_host, off ? S * 8 : 0);
-            assert_int_equal(p.total, p.params + p.grads + p.optimizer + p.activations + p.io);
+            assert_int_equal(p.total,
+                             p.params + p.grads + p.optimizer + p.activations + p.io + p.eval);
             assert_true(p.total < prev);
             prev = p.total;
             json_t *j = pt_memplan_json(&p);
@@ -332,16 +379,17 @@ static void test_rejection_message(void **state)
     char want[512];
     snprintf(want, sizeof want,
              "a replica needs %.1f MB, %.1f MB more than the 100 MB of device memory; lower "
-             "batching.model_batch_size from 64 to %d or less (activations and I/O scale with "
-             "it), or max_nodes/max_edges, model.hidden/filters",
+             "batching.model_batch_size from 64 to %d or less (activations, I/O and evaluation "
+             "scale with it), or max_nodes/max_edges, model.hidden/filters",
              (double)plan.total / MB, (double)plan.total / MB - 100.0, fit);
     assert_string_equal(errs.items[0].field, "backend.device_memory_mb");
     assert_string_equal(errs.items[0].message, want);
     snprintf(want, sizeof want,
              "per replica: parameters %.1f MB, gradients %.1f MB, optimizer state %.1f MB, "
-             "activations %.1f MB (64 packs of 40 nodes, 700 edges), I/O buffers %.1f MB",
+             "activations %.1f MB (64 packs of 40 nodes, 700 edges), I/O buffers %.1f MB, "
+             "evaluation %.1f MB",
              (double)plan.params / MB, (double)plan.grads / MB, (double)plan.optimizer / MB,
-             (double)plan.activations / MB, (double)plan.io / MB);
+             (double)plan.activations / MB, (double)plan.io / MB, (double)plan.eval / MB);
     assert_string_equal(errs.items[1].message, want);
     pt_errors_close(&errs);
 }
@@ -451,6 +499,7 @@ int main(void)
         cmocka_unit_test(test_param_count_matches_model),
         cmocka_unit_test(test_acts_bytes_match_arena),
         cmocka_unit_test(test_batch_bytes_by_hand),
+        cmocka_unit_test(test_label_arrays),
         cmocka_unit_test(test_buffer_counts),
         cmocka_unit_test(test_plan_of_default_job),
         cmocka_unit_test(test_rejection_message),
