@@ -15,5 +15,14 @@
 #define NVMAX 7
 #define SK_NV_CASES(R) SK_CASE(R, 1) SK_CASE(R, 2) SK_CASE(R, 3) SK_CASE(R, 4) SK_CASE(R, 5) \
                        SK_CASE(R, 6) SK_CASE(R, 7)
+/* the packed last 4 columns (sgemm_body.h): 4 floats broadcast to each
+ * 128-bit lane, row i's 4 lanes moved in, loaded from and stored to a row */
+#define SK_PACK4
+#define SK_PK_CASES(R) SK_PCASE(R, 1) SK_PCASE(R, 2) SK_PCASE(R, 3) SK_PCASE(R, 4) \
+                       SK_PCASE(R, 5) SK_PCASE(R, 6)
+#define SK_BCAST4(p) _mm512_broadcast_f32x4(_mm_loadu_ps(p))
+#define SK_MASKMOV(v, m, x) _mm512_mask_mov_ps((v), (__mmask16)(m), (x))
+#define SK_INSERT4(v, p, i) _mm512_insertf32x4((v), _mm_loadu_ps(p), (i))
+#define SK_EXTRACT4(p, v, i) _mm_storeu_ps((p), _mm512_extractf32x4_ps((v), (i)))
 
 #include "engine/model/sgemm_body.h"

@@ -65,6 +65,7 @@
     if ((i) < rb) {                                                                      \
         V ai = VSET1(ap[(i) * ars]);                                                     \
         SK_V7(SK_FMA, i)                                                                 \
+        SK_PK_A(i)                                                                       \
     }
 #define SK_STORE(i, v)                                                                   \
     if ((i) < rb && (v) < nv) {                                                          \
@@ -75,8 +76,45 @@
             VSTOREU(cp, acc##i##v);                                                      \
     }
 
-static inline __attribute__((always_inline)) void SK(tile)(int rb, int nv, MASK_T last, int full,
-                                                           int k,
+#ifdef SK_PACK4
+#if RB > 3
+#error "the packed last columns hold 4 columns of at most 3 rows (lanes 0-11)"
+#endif
+/* the packed accumulator's start: bias columns, else rows of C (times beta) */
+#define SK_PK_INIT                                                                       \
+    if (pk && bias)                                                                      \
+        accp = SK_BCAST4(bias + nv * VW);                                                \
+    else if (pk && beta != 0.0f) {                                                       \
+        V x = SK_INSERT4(VZERO(), c + nv * VW, 0);                                       \
+        if (rb > 1) x = SK_INSERT4(x, c + ldc + nv * VW, 1);                             \
+        if (rb > 2) x = SK_INSERT4(x, c + 2 * ldc + nv * VW, 2);                         \
+        accp = beta == 1.0f ? x : VMUL(vb, x);                                           \
+    }
+/* row i's A value into its 4 lanes (row 0 fills the vector: lanes past the
+ * tile's rows are never stored) */
+#define SK_PK_A(i) if (pk) ap4 = (i) == 0 ? ai : SK_MASKMOV(ap4, 0xFu << (4 * (i)), ai);
+#define SK_PK_STEP                                                                       \
+    if (pk) {                                                                            \
+        V bq = SK_BCAST4(bp + nv * VW);                                                  \
+        accp = VFMA(ap4, bq, accp);                                                      \
+    }
+/* (lane indices spelled as constants: they are instruction immediates,
+ * which a loop gives only where the compiler unrolls it) */
+#define SK_PK_STORE                                                                      \
+    if (pk) {                                                                            \
+        SK_EXTRACT4(c + nv * VW, accp, 0);                                               \
+        if (rb > 1) SK_EXTRACT4(c + ldc + nv * VW, accp, 1);                             \
+        if (rb > 2) SK_EXTRACT4(c + 2 * ldc + nv * VW, accp, 2);                         \
+    }
+#else
+#define SK_PK_INIT
+#define SK_PK_A(i)
+#define SK_PK_STEP
+#define SK_PK_STORE
+#endif
+
+static inline __attribute__((always_inline)) void SK(tile)(int rb, int nv, int pk, MASK_T last,
+                                                           int full, int k,
                                                            const float *a, long ars, long aps,
                                                            const float *b, long ldb, float beta,
                                                            const float *bias, float *c, long ldc)
@@ -84,16 +122,22 @@ static inline __attribute__((always_inline)) void SK(tile)(int rb, int nv, MASK_
     const V vb = VSET1(beta);
     SK_IV(SK_DECL)
     SK_IV(SK_INIT)
+    V accp = VZERO(), ap4 = VZERO();
+    (void)accp;
+    (void)ap4;
+    SK_PK_INIT
     /* the last vector of row p runs at most VW - 1 floats past column n,
      * so it stays inside B (whose last row ends at column n) for every row
      * but the last 1 + ceil((VW - 1) / ldb) */
     const long tail = 1 + (VW - 1 + ldb - 1) / ldb;
-    const int whole = k > tail ? k - (int)tail : 0;
+    /* packed: every vector is whole, the 4 columns read as 4 floats */
+    const int whole = pk ? k : k > tail ? k - (int)tail : 0;
     for (int p = 0; p < whole; p++) {
         const float *bp = b + p * ldb;
         const float *ap = a + p * aps;
         SK_V(SK_LOADB)
         SK_I(SK_ROW_FMA)
+        SK_PK_STEP
     }
     for (int p = whole; p < k; p++) {
         const float *bp = b + p * ldb;
@@ -102,24 +146,34 @@ static inline __attribute__((always_inline)) void SK(tile)(int rb, int nv, MASK_
         SK_I(SK_ROW_FMA)
     }
     SK_IV(SK_STORE)
+    SK_PK_STORE
 }
 
 #define SK_CASE(R, N)                                                                    \
     case (R) * 16 + (N):                                                                 \
-        SK(tile)(R, N, last, full, k, a, ars, aps, b, ldb, beta, bias, c, ldc);               \
+        SK(tile)(R, N, 0, last, full, k, a, ars, aps, b, ldb, beta, bias, c, ldc);          \
         break;
+#ifdef SK_PACK4
+/* N whole vectors and the packed 4 columns (key 8 + N) */
+#define SK_PCASE(R, N)                                                                   \
+    case (R) * 16 + 8 + (N):                                                             \
+        SK(tile)(R, N, 1, last, 1, k, a, ars, aps, b, ldb, beta, bias, c, ldc);             \
+        break;
+#define SK_ROW(R) SK_NV_CASES(R) SK_PK_CASES(R)
+#else
 #define SK_ROW(R) SK_NV_CASES(R)
+#endif
 
 /* One tile with run-time (rb, nv) dispatched to its constant-bound copy.
  * Not inlined into the loops over tiles: there their pointers and counters
  * crowded the registers, and gcc spilled one of B's vectors to the stack in
  * the innermost loop (a store and three reloads per step). */
-static __attribute__((noinline)) void SK(block)(int rb, int nv, MASK_T last, int full, int k,
-                                                const float *a, long ars, long aps,
+static __attribute__((noinline)) void SK(block)(int rb, int nv, int pk, MASK_T last, int full,
+                                                int k, const float *a, long ars, long aps,
                                                 const float *b, long ldb, float beta,
                                                 const float *bias, float *c, long ldc)
 {
-    switch (rb * 16 + nv) {
+    switch (rb * 16 + (pk ? 8 : 0) + nv) {
         SK_ROW(1)
 #if RB >= 2
         SK_ROW(2)
@@ -154,10 +208,18 @@ static void SK(tiles)(int m, int n, int k, const float *a, long ars, long aps, l
         int w = n - j0 < panel ? n - j0 : panel;
         int nv = (w + VW - 1) / VW;
         MASK_T last = MASK(w - (nv - 1) * VW);
+        int pk = 0;
+#ifdef SK_PACK4
+        /* a last vector of exactly 4 columns: packed (above) */
+        if (w > VW && w % VW == 4) {
+            pk = 1;
+            nv--;
+        }
+#endif
         for (int i0 = 0, rb; i0 < m; i0 += rb) {
             int rem = m - i0;
             rb = rem <= RB ? rem : rem < 2 * RB ? (rem + 1) / 2 : RB;
-            SK(block)(rb, nv, last, w == nv * VW, k, a + (long)i0 * a_row_step, ars, aps, b + j0,
+            SK(block)(rb, nv, pk, last, w == nv * VW, k, a + (long)i0 * a_row_step, ars, aps, b + j0,
                       ldb, beta, bias ? bias + j0 : NULL, c + (long)i0 * ldc + j0, ldc);
         }
     }
@@ -185,7 +247,12 @@ void SK(tn)(int m, int n, int k, const float *a, int lda, const float *b, int ld
 }
 
 #undef SK_CASE
+#undef SK_PCASE
 #undef SK_ROW
+#undef SK_PK_INIT
+#undef SK_PK_A
+#undef SK_PK_STEP
+#undef SK_PK_STORE
 #undef SK_NV_CASES
 #undef SK_V7
 #undef SK_IV

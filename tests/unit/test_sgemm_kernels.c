@@ -19,7 +19,8 @@
  *   - a weight gradient in chunks of rows (TN, beta = 1 after the first)
  *     equals one call over all rows, bit for bit.
  * Row counts cover the tile remainders (m mod 3 and mod 6, one to five
- * rows past a whole number of tiles).
+ * rows past a whole number of tiles); widths 16q + 4 the packed last
+ * columns of the AVX-512 tiles.
  * On a CPU without AVX-512 (or AVX2) the corresponding checks assert that
  * the kernel is refused instead (-1), so no check is skipped. */
 #include <stdarg.h>
@@ -172,6 +173,10 @@ static const int rows_shapes[][3] = {
     {37, 100, 25}, {37, 100, 100}, {29, 50, 100}, {13, 100, 50}, {1, 1, 1}, {5, 7, 3},
     {6, 8, 9}, {7, 15, 16}, {4, 16, 17}, {9, 17, 31}, {3, 33, 64}, {11, 112, 128},
     {2, 113, 127}, {8, 128, 1}, {1, 100, 100}, {10, 100, 100}, {16, 100, 25}, {14, 64, 7},
+    /* a last vector of 4 columns (AVX-512 packs them for up to 3 rows:
+     * sgemm_body.h), one to five rows, and a 4-column second panel */
+    {2, 100, 7}, {3, 100, 100}, {4, 100, 25}, {5, 20, 9}, {7, 36, 40}, {3, 52, 100},
+    {4, 116, 33},
 };
 
 static void test_nt_matches_reference(void **state)
@@ -194,6 +199,7 @@ static void test_tn_matches_reference(void **state)
     static const int shapes[][3] = {
         {100, 25, 300}, {100, 100, 129}, {50, 100, 128}, {1, 50, 127}, {7, 17, 5},
         {128, 113, 40}, {3, 1, 260}, {100, 100, 1}, {4, 100, 70}, {10, 64, 65}, {25, 100, 64},
+        {5, 20, 70}, {100, 36, 65}, {2, 100, 129}, {25, 116, 30},
     };
     sweep(CblasTrans, CblasNoTrans, shapes, sizeof shapes / sizeof shapes[0]);
 }
