@@ -207,6 +207,12 @@ static void run_vec(int avx512, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, i
         /* a narrow weight gradient (100 x 25) fills few lanes per row of C:
          * compute its transpose Cᵀ[n,m] = Bᵀ A instead (same products, same
          * order per element, so the same bits) and transpose back */
+        if (avx512) { /* (beta = 0 reads no C: nothing to transpose in) */
+            if (beta != 0.0f) pt_sgemm_avx512_transpose(m, n, c, ldc, ct, m);
+            run_vec(avx512, CblasTrans, CblasNoTrans, n, m, k, b, ldb, a, lda, beta, NULL, ct, m);
+            pt_sgemm_avx512_transpose(n, m, ct, m, c, ldc);
+            return;
+        }
         for (int i = 0; i < m; i++)
             for (int j = 0; j < n; j++) ct[(long)j * m + i] = c[(long)i * ldc + j];
         run_vec(avx512, CblasTrans, CblasNoTrans, n, m, k, b, ldb, a, lda, beta, NULL, ct, m);

@@ -19,6 +19,9 @@ void pt_sgemm_avx512_nn(int m, int n, int k, const float *a, int lda, const floa
                         float beta, const float *bias, float *c, int ldc);
 void pt_sgemm_avx512_tn(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                         float beta, float *c, int ldc);
+/* dst[j·ldd + i] = src[i·lds + j], i < rows, j < cols (sgemm_avx512.c) */
+void pt_sgemm_avx512_transpose(int rows, int cols, const float *src, int lds, float *dst,
+                               int ldd);
 void pt_sgemm_avx2_nn(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                       float beta, const float *bias, float *c, int ldc);
 void pt_sgemm_avx2_tn(int m, int n, int k, const float *a, int lda, const float *b, int ldb,

@@ -17,7 +17,10 @@
  *   - NT's cache of transposed weights never serves a stale one (a weight
  *     changed in place, several weights in turn, another shape);
  *   - a weight gradient in chunks of rows (TN, beta = 1 after the first)
- *     equals one call over all rows, bit for bit.
+ *     equals one call over all rows, bit for bit;
+ *   - the AVX-512 transpose (the narrow gradient's C in and out) moves
+ *     every element of every size around its 16 × 16 blocks, with strides,
+ *     and writes nothing else.
  * Row counts cover the tile remainders (m mod 3 and mod 6, one to five
  * rows past a whole number of tiles); widths 16q + 4 the packed last
  * columns of the AVX-512 tiles.
@@ -38,6 +41,7 @@
 #include <unistd.h>
 
 #include "engine/model/sgemm_kernels.h"
+#include "engine/model/sgemm_kernels_internal.h"   /* the AVX-512 transpose */
 
 extern char **environ;
 
@@ -200,6 +204,8 @@ static void test_tn_matches_reference(void **state)
         {100, 25, 300}, {100, 100, 129}, {50, 100, 128}, {1, 50, 127}, {7, 17, 5},
         {128, 113, 40}, {3, 1, 260}, {100, 100, 1}, {4, 100, 70}, {10, 64, 65}, {25, 100, 64},
         {5, 20, 70}, {100, 36, 65}, {2, 100, 129}, {25, 116, 30},
+        /* narrow gradients (n < 64 ≤ m: computed as the transpose) */
+        {64, 1, 70}, {77, 33, 65}, {128, 63, 10}, {100, 17, 3},
     };
     sweep(CblasTrans, CblasNoTrans, shapes, sizeof shapes / sizeof shapes[0]);
 }
@@ -483,6 +489,44 @@ static void test_tn_chunks(void **state)
             }
 }
 
+/* pt_sgemm_avx512_transpose: dst[j·ldd + i] = src[i·lds + j] for sizes at
+ * and around its 16 × 16 blocks, padded strides; dst's padding untouched.
+ * Without AVX-512 the narrow gradient that uses it is refused instead. */
+static void test_transpose(void **state)
+{
+    (void)state;
+    if (!pt_sgemm_supported(PT_SGEMM_AVX512)) {
+        float x[4] = {0};
+        assert_int_equal(pt_sgemm_run(PT_SGEMM_AVX512, CblasTrans, CblasNoTrans, 64, 1, 1, x, 64,
+                                      x, 1, 0.0f, x, 1), -1);
+        return;
+    }
+    static const int sizes[] = {1, 3, 15, 16, 17, 25, 33, 100, 128};
+    const int ns = (int)(sizeof sizes / sizeof sizes[0]);
+    for (int a = 0; a < ns; a++)
+        for (int b = 0; b < ns; b++)
+            for (int pad = 0; pad <= 5; pad += 5) {
+                const int rows = sizes[a], cols = sizes[b], lds = cols + pad, ldd = rows + pad;
+                float *src = malloc(sizeof(float) * (size_t)rows * lds);
+                float *dst = malloc(sizeof(float) * (size_t)cols * ldd);
+                assert_non_null(src);
+                assert_non_null(dst);
+                for (long q = 0; q < (long)rows * lds; q++) src[q] = (float)q + 0.25f;
+                for (long q = 0; q < (long)cols * ldd; q++) dst[q] = -1.0f;
+                pt_sgemm_avx512_transpose(rows, cols, src, lds, dst, ldd);
+                for (int j = 0; j < cols; j++)
+                    for (int i = 0; i < ldd; i++) {
+                        float want = i < rows ? src[(long)i * lds + j] : -1.0f;
+                        if (memcmp(&dst[(long)j * ldd + i], &want, sizeof want))
+                            fail_msg("transpose %dx%d (lds %d, ldd %d): dst[%d][%d] = %g, want %g",
+                                     rows, cols, lds, ldd, j, i, (double)dst[(long)j * ldd + i],
+                                     (double)want);
+                    }
+                free(src);
+                free(dst);
+            }
+}
+
 /* Two threads at once, NT (the per-thread transpose) with different B. */
 static void *thread_nt(void *arg)
 {
@@ -532,6 +576,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_policy_whatever_openblas_set),
         cmocka_unit_test(test_nt_weight_cache),
         cmocka_unit_test(test_tn_chunks),
+        cmocka_unit_test(test_transpose),
         cmocka_unit_test(test_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
