@@ -60,11 +60,16 @@
     }
 
 /* m_i[panel] = Σ_k x_j ⊙ W_u over receiver i's edges, i0 ≤ i < i1; m, w, x
- * already offset to the panel's first column, f the row stride. */
+ * already offset to the panel's first column, f the row stride.  sc (w
+ * holds P on rows no edge has used yet: the pipeline's fp32 path): a row's
+ * first edge forms W_u = P_u · C_u, rounded once as the cutoff pass rounds
+ * it, stores it over P (the lines just loaded) and uses it; the later edges
+ * and the backward read W.  (Storing on every edge, W_u · 1 on the later
+ * ones, branch-free, measured slower: the stores split lines.) */
 static inline __attribute__((always_inline)) void CK(fwd_panel)(
-    const int nv, const int tail, const MASK_T last, float *m, const float *w,
-    const int32_t *row, const float *x, const int32_t *src, const int32_t *off, int i0, int i1,
-    long f)
+    const int nv, const int tail, const int sc, const MASK_T last, float *m, float *w,
+    const float *wcut, const uint8_t *first, const int32_t *row, const float *x,
+    const int32_t *src, const int32_t *off, int i0, int i1, long f)
 {
     const int32_t kend = off[i1];
     for (int i = i0; i < i1; i++) {
@@ -73,10 +78,22 @@ static inline __attribute__((always_inline)) void CK(fwd_panel)(
         for (int32_t k = off[i]; k < off[i + 1]; k++) {
             const int32_t u = row[k];
             if (u < 0) continue;
-            const float *xp = x + src[k] * f, *wp = w + u * f;
+            const float *xp = x + src[k] * f;
+            float *wp = w + u * f;
             CK_PREFETCH_W(k)
+            if (sc && first[k]) {
+                const V ck = VSET1(wcut[u]);
+#define CK_FMAC(v)                                                                       \
+    if ((v) < nv) {                                                                      \
+        const V w_ = VMUL(CK_LD(wp, v), ck);                                             \
+        CK_ST(wp, v, w_);                                                                \
+        a##v = VFMA(CK_LD(xp, v), w_, a##v);                                             \
+    }
+                CK_V8(CK_FMAC)
+            } else {
 #define CK_FMA(v) if ((v) < nv) a##v = VFMA(CK_LD(xp, v), CK_LD(wp, v), a##v);
-            CK_V8(CK_FMA)
+                CK_V8(CK_FMA)
+            }
         }
         float *mp = m + i * f;
 #define CK_STORE(v) if ((v) < nv) CK_ST(mp, v, a##v);
@@ -178,8 +195,8 @@ static inline int CK(panels)(int nvec)
     case 2 * (n): if ((n) <= NVMAX) CALL((n), 0); break;                                 \
     case 2 * (n) + 1: if ((n) <= NVMAX) CALL((n), 1); break;
 
-void CK(forward)(float *m, const float *w, const int32_t *row, const float *x,
-                 const int32_t *src, const int32_t *off, int i0, int i1, int f)
+void CK(forward)(float *m, float *w, const float *wcut, const uint8_t *first, const int32_t *row,
+                 const float *x, const int32_t *src, const int32_t *off, int i0, int i1, int f)
 {
     if (f <= 0 || i0 >= i1) return;
     const int nvec = (f + VW - 1) / VW, npan = CK(panels)(nvec);
@@ -188,8 +205,15 @@ void CK(forward)(float *m, const float *w, const int32_t *row, const float *x,
         const int tail = p == npan - 1 && f % VW != 0;
         const MASK_T last = MASK(tail ? f % VW : VW);
         const long c0 = (long)v0 * VW;
-#define CK_FWD(n, t) CK(fwd_panel)((n), (t), last, m + c0, w + c0, row, x + c0, src, off, i0, i1, f)
-        switch (2 * nv + tail) { CK_CASES(CK_FWD) default: break; }
+#define CK_FWD(n, t)                                                                     \
+    CK(fwd_panel)((n), (t), 0, last, m + c0, w + c0, NULL, NULL, row, x + c0, src, off, i0, i1, f)
+#define CK_FWDC(n, t)                                                                    \
+    CK(fwd_panel)((n), (t), 1, last, m + c0, w + c0, wcut, first, row, x + c0, src, off, i0, \
+                  i1, f)
+        if (wcut)
+            switch (2 * nv + tail) { CK_CASES(CK_FWDC) default: break; }
+        else
+            switch (2 * nv + tail) { CK_CASES(CK_FWD) default: break; }
         v0 += nv;
     }
 }

@@ -66,8 +66,9 @@ const char *pt_cfconv_impl_name(pt_cfconv_impl impl)
  * accumulates in memory, the fused multiply-adds written out (fmaf), so the
  * bits are the kernels' on any target. */
 PT_SIMD_CLONES
-static void generic_forward(float *m, const float *w, const int32_t *row, const float *x,
-                            const int32_t *src, const int32_t *dst_offset, int i0, int i1, int f)
+static void generic_forward(float *m, float *w, const float *wcut, const uint8_t *first,
+                            const int32_t *row, const float *x, const int32_t *src,
+                            const int32_t *dst_offset, int i0, int i1, int f)
 {
     for (int i = i0; i < i1; i++) {
         float *restrict mi = m + (size_t)i * f;
@@ -75,7 +76,9 @@ static void generic_forward(float *m, const float *w, const int32_t *row, const 
         for (int32_t k = dst_offset[i]; k < dst_offset[i + 1]; k++) {
             if (row[k] < 0) continue;
             const float *restrict xj = x + (size_t)src[k] * f;
-            const float *restrict wk = w + (size_t)row[k] * f;
+            float *restrict wk = w + (size_t)row[k] * f;
+            if (wcut && first[k]) /* the row's first edge: W = P·C in place */
+                for (int c = 0; c < f; c++) wk[c] = wk[c] * wcut[row[k]];
             for (int c = 0; c < f; c++) mi[c] = fmaf(xj[c], wk[c], mi[c]);
         }
     }
@@ -326,19 +329,19 @@ void pt_cfconv_tangent(float *mdot, const float *w, const float *wd, const float
     }
 }
 
-void pt_cfconv_forward_range(float *m, const float *w, const int32_t *row, const float *x,
-                             const int32_t *src, const int32_t *dst_offset, int i0, int i1,
-                             int f)
+void pt_cfconv_forward_range(float *m, float *w, const float *wcut, const uint8_t *first,
+                             const int32_t *row, const float *x, const int32_t *src,
+                             const int32_t *dst_offset, int i0, int i1, int f)
 {
     switch (pt_cfconv_choice()) {
     case PT_CFCONV_AVX512:
-        pt_cfconv_avx512_forward(m, w, row, x, src, dst_offset, i0, i1, f);
+        pt_cfconv_avx512_forward(m, w, wcut, first, row, x, src, dst_offset, i0, i1, f);
         return;
     case PT_CFCONV_AVX2:
-        pt_cfconv_avx2_forward(m, w, row, x, src, dst_offset, i0, i1, f);
+        pt_cfconv_avx2_forward(m, w, wcut, first, row, x, src, dst_offset, i0, i1, f);
         return;
     default:
-        generic_forward(m, w, row, x, src, dst_offset, i0, i1, f);
+        generic_forward(m, w, wcut, first, row, x, src, dst_offset, i0, i1, f);
     }
 }
 
@@ -364,7 +367,9 @@ void pt_cfconv_backward_range(float *dx, float *dp, const float *dm, const float
 void pt_cfconv_forward(float *m, const float *w, const int32_t *row, const float *x,
                        const int32_t *src, const int32_t *dst_offset, int n_nodes, int f)
 {
-    pt_cfconv_forward_range(m, w, row, x, src, dst_offset, 0, n_nodes, f);
+    /* W as given: nothing is written to it (the cast drops a const the
+     * range form needs only with wcut) */
+    pt_cfconv_forward_range(m, (float *)w, NULL, NULL, row, x, src, dst_offset, 0, n_nodes, f);
 }
 
 void pt_cfconv_backward(float *dx, float *dp, const float *dm, const float *x, const float *w,

@@ -7,14 +7,16 @@
 
 #include <stdint.h>
 
-void pt_cfconv_avx512_forward(float *m, const float *w, const int32_t *row, const float *x,
-                              const int32_t *src, const int32_t *off, int i0, int i1, int f);
+void pt_cfconv_avx512_forward(float *m, float *w, const float *wcut, const uint8_t *first,
+                              const int32_t *row, const float *x, const int32_t *src,
+                              const int32_t *off, int i0, int i1, int f);
 void pt_cfconv_avx512_backward(float *dx, float *dp, const float *dm, const float *x,
                                const float *w, const float *cut, const int32_t *row,
                                const uint8_t *first, const int32_t *src, const int32_t *off,
                                int i0, int i1, int f, int32_t ring);
-void pt_cfconv_avx2_forward(float *m, const float *w, const int32_t *row, const float *x,
-                            const int32_t *src, const int32_t *off, int i0, int i1, int f);
+void pt_cfconv_avx2_forward(float *m, float *w, const float *wcut, const uint8_t *first,
+                            const int32_t *row, const float *x, const int32_t *src,
+                            const int32_t *off, int i0, int i1, int f);
 void pt_cfconv_avx2_backward(float *dx, float *dp, const float *dm, const float *x,
                              const float *w, const float *cut, const int32_t *row,
                              const uint8_t *first, const int32_t *src, const int32_t *off,

@@ -39,6 +39,17 @@
 
 #include "engine/model/schnet_internal.h"
 
+/* The cutoff the forward convolution applies itself, or NULL when W's
+ * memory holds W.  fp32 (and bf16 without the fused products) with P in
+ * W's memory (energy): the filter leaves P there and each row's first edge
+ * forms W_u = P_u · C_u and stores it in place (pt_cfconv_forward_range),
+ * rounded as the cutoff pass rounds it (the same bits): that pass read and
+ * wrote every row once more.  The bf16 products scale as they store. */
+static const float *conv_cut(const pt_schnet_block_acts *k, const pt_schnet_acts *a)
+{
+    return !pt_schnet_bf16_fused(a) && k->p == k->w ? a->cut : NULL;
+}
+
 /* The first receiver from i on that uses a row at or above r1 (n: none). */
 static int ready_until(const int32_t *row, const int32_t *dst_offset, int i, int n, int32_t r1)
 {
@@ -54,17 +65,20 @@ void pt_schnet_edges_forward(const pt_schnet_block *w, pt_schnet_block_acts *k,
 {
     const int U = a->n_rows, N = b->cap_nodes;
     const int chunk = pt_schnet_filter_chunk(a->precision, G, F, U);
+    const float *wcut = conv_cut(k, a);
     int i = 0; /* receivers below i are convolved */
     for (int r0 = 0; r0 < U; r0 += chunk) {
         const int n = U - r0 < chunk ? U - r0 : chunk;
-        pt_schnet_filter_forward_rows(w, k, a, r0, n, G, F, sw);
+        pt_schnet_filter_forward_rows(w, k, a, r0, n, G, F, wcut != NULL, sw);
         const int i1 = ready_until(a->row, b->dst_offset, i, N, r0 + n);
-        pt_cfconv_forward_range(k->m, k->w, a->row, k->x, b->edge_src, b->dst_offset, i, i1, F);
+        pt_cfconv_forward_range(k->m, k->w, wcut, a->first, a->row, k->x, b->edge_src,
+                                b->dst_offset, i, i1, F);
         pt_lap(sw, PT_SCHNET_OP_CFCONV);
         i = i1;
     }
     /* receivers without rows (padding nodes; every row when U = 0) */
-    pt_cfconv_forward_range(k->m, k->w, a->row, k->x, b->edge_src, b->dst_offset, i, N, F);
+    pt_cfconv_forward_range(k->m, k->w, wcut, a->first, a->row, k->x, b->edge_src,
+                            b->dst_offset, i, N, F);
     pt_lap(sw, PT_SCHNET_OP_CFCONV);
 }
 

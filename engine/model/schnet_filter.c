@@ -181,7 +181,7 @@ static void forward_rows_bf16(const pt_schnet_block *w, pt_schnet_block_acts *k,
 
 void pt_schnet_filter_forward_rows(const pt_schnet_block *w, pt_schnet_block_acts *k,
                                    const pt_schnet_acts *a, int r0, int n, int G, int F,
-                                   pt_stopwatch *sw)
+                                   int leave_p, pt_stopwatch *sw)
 {
     const pt_precision prec = a->precision;
     const size_t o = (size_t)r0 * (size_t)F;
@@ -204,6 +204,7 @@ void pt_schnet_filter_forward_rows(const pt_schnet_block *w, pt_schnet_block_act
      * load 1.4-1.6), though 1-2% less on isolated chunks. */
     pt_linear_forward(k->p + o, k->s1 + o, w->mlp2_w, w->mlp2_b, n, F, F, 0.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    if (leave_p) return; /* the pipeline's convolution applies C (schnet_edges.c) */
     pt_filter_cutoff_forward(k->w + o, k->p + o, a->cut + r0, n, F);
     pt_lap(sw, PT_SCHNET_OP_CFCONV);
 }
@@ -290,7 +291,8 @@ void pt_schnet_filter_forward(const pt_schnet_block *w, pt_schnet_block_acts *k,
 {
     const int chunk = pt_schnet_filter_chunk(a->precision, G, F, U);
     for (int r0 = 0; r0 < U; r0 += chunk)
-        pt_schnet_filter_forward_rows(w, k, a, r0, U - r0 < chunk ? U - r0 : chunk, G, F, sw);
+        pt_schnet_filter_forward_rows(w, k, a, r0, U - r0 < chunk ? U - r0 : chunk, G, F, 0,
+                                      sw);
 }
 
 void pt_schnet_filter_backward(const pt_schnet_block *w, pt_schnet_block *dw,

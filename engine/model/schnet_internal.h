@@ -71,9 +71,12 @@ int pt_schnet_bf16_fused(const pt_schnet_acts *a);
 /* Block k's s1 as bf16 rows of F (in s1's memory) when the filter keeps it
  * only so (pt_schnet_bf16_fused), else NULL (s1 is fp32). */
 pt_bf16 *pt_schnet_s1_bf16(const pt_schnet_block_acts *k, const pt_schnet_acts *a);
+/* leave_p = 1 (the pipeline, fp32 in place: schnet_edges.c): P stays in
+ * W's memory and the convolution applies the cutoff; the bf16 products
+ * scale as they store whatever leave_p. */
 void pt_schnet_filter_forward_rows(const pt_schnet_block *w, pt_schnet_block_acts *k,
                                    const pt_schnet_acts *a, int r0, int n, int G, int F,
-                                   pt_stopwatch *sw);
+                                   int leave_p, pt_stopwatch *sw);
 void pt_schnet_filter_backward_rows(const pt_schnet_block *w, pt_schnet_block *dw,
                                     const pt_schnet_block_acts *k, const pt_schnet_acts *a,
                                     int r0, int n, int G, int F, const float *dp, float *ds1,

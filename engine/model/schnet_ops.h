@@ -94,10 +94,17 @@ void pt_cfconv_backward(float *dx, float *dp, const float *dm, const float *x, c
  * (schnet_edges.c).  Consecutive ranges covering 0..n_nodes in ascending
  * order give the bits of the whole-batch call: every sum runs in the same
  * edge order.  ring > 0: dP row u is kept in dp row u mod ring (a window of
- * the rows in flight that stays in cache); 0: in dp row u. */
-void pt_cfconv_forward_range(float *m, const float *w, const int32_t *row, const float *x,
-                             const int32_t *src, const int32_t *dst_offset, int i0, int i1,
-                             int f);
+ * the rows in flight that stays in cache); 0: in dp row u.
+ * The forward's wcut (NULL: w holds W, read only): w holds P = W before the
+ * cutoff on rows no edge has used yet, and each row's first edge (first[k],
+ * edge_rows.h) forms W_u = P_u · wcut[u], rounded once as
+ * pt_filter_cutoff_forward rounds it, and stores it in place for the later
+ * edges (which come after it in receiver order, in this range or a later
+ * one) and the backward: the same m and W bits without the cutoff's own
+ * pass over the rows (schnet_edges.c, fp32).  first may be NULL without wcut. */
+void pt_cfconv_forward_range(float *m, float *w, const float *wcut, const uint8_t *first,
+                             const int32_t *row, const float *x, const int32_t *src,
+                             const int32_t *dst_offset, int i0, int i1, int f);
 void pt_cfconv_backward_range(float *dx, float *dp, const float *dm, const float *x,
                               const float *w, const float *cut, const int32_t *row,
                               const uint8_t *first, const int32_t *src,

@@ -15,6 +15,9 @@
  *     and without ẋ, and distance backward pt_cfconv_backward_dist (dm in
  *     registers, its dot product's order of additions), on the same graphs
  *     and widths;
+ *   - the forward in ranges on P with the cutoff applied by each row's first
+ *     edge (wcut: the pipeline's fp32 path) against the reference on
+ *     W = P ⊙ C, and W left in place of P on every row an edge uses;
  *   - consecutive receiver ranges give the bits of one call (the pipeline
  *     of schnet_edges.c relies on it), an empty range writes nothing, and
  *     the whole-batch forms zero dx;
@@ -216,6 +219,16 @@ static void check_width(int n, int f)
     float *wd = floats(uf), *xd = floats(nf), *lam = floats(g.u ? (size_t)g.u : 1);
     fill(wd, uf), fill(xd, nf), fill(lam, g.u ? (size_t)g.u : 1);
     float *dx_ref = floats(nf), *dx = floats(nf), *dp_ref = floats(uf), *dp = floats(uf);
+    /* P, the W = P ⊙ C the forward with wcut leaves on used rows (others
+     * keep P), and its m */
+    float *p = floats(uf), *pw = floats(uf), *wp = floats(uf), *mp_ref = floats(nf);
+    fill(p, uf);
+    memcpy(wp, p, uf * sizeof(float));
+    for (int32_t k = 0; k < g.off[n]; k++)
+        if (g.row[k] >= 0)
+            for (int c = 0; c < f; c++)
+                wp[(size_t)g.row[k] * f + c] = p[(size_t)g.row[k] * f + c] * g.cut[g.row[k]];
+    ref_forward(mp_ref, wp, x, &g, f);
     ref_forward(m_ref, w, x, &g, f);
     for (size_t ii = 0; ii < sizeof impls / sizeof impls[0]; ii++) {
         pt_cfconv_force(impls[ii]);
@@ -229,15 +242,25 @@ static void check_width(int n, int f)
             if (pieces == 1) {
                 pt_cfconv_forward(m, w, g.row, x, g.src, g.off, n, f);
             } else {
-                pt_cfconv_forward_range(m, w, g.row, x, g.src, g.off, 0, cut1, f);
-                pt_cfconv_forward_range(m, w, g.row, x, g.src, g.off, cut1, cut1, f);
-                pt_cfconv_forward_range(m, w, g.row, x, g.src, g.off, cut1, cut2, f);
-                pt_cfconv_forward_range(m, w, g.row, x, g.src, g.off, cut2, n, f);
+                pt_cfconv_forward_range(m, w, NULL, NULL, g.row, x, g.src, g.off, 0, cut1, f);
+                pt_cfconv_forward_range(m, w, NULL, NULL, g.row, x, g.src, g.off, cut1, cut1, f);
+                pt_cfconv_forward_range(m, w, NULL, NULL, g.row, x, g.src, g.off, cut1, cut2, f);
+                pt_cfconv_forward_range(m, w, NULL, NULL, g.row, x, g.src, g.off, cut2, n, f);
             }
             if (memcmp(m, m_ref, nf * sizeof(float)))
                 fail_msg("forward %s f=%d pieces=%d differs", pt_cfconv_impl_name(impls[ii]), f,
                          pieces);
             for (int c = 0; c < f; c++) assert_true(m[c] == 0.0f && !signbit(m[c]));
+            /* the same pieces on P, the cutoff applied by each row's first edge */
+            poison(m, nf);
+            memcpy(pw, p, uf * sizeof(float));
+            const int32_t at[4] = {0, cut1, pieces == 1 ? n : cut2, n};
+            for (int q = 0; q < 3; q++)
+                pt_cfconv_forward_range(m, pw, g.cut, g.first, g.row, x, g.src, g.off, at[q],
+                                        at[q + 1], f);
+            if (memcmp(m, mp_ref, nf * sizeof(float)) || memcmp(pw, wp, uf * sizeof(float)))
+                fail_msg("forward with the cutoff %s f=%d pieces=%d differs",
+                         pt_cfconv_impl_name(impls[ii]), f, pieces);
             for (int32_t ring = 0; ring <= 32; ring += 32) {
                 memcpy(dx_ref, dx0, nf * sizeof(float));
                 memcpy(dx, dx0, nf * sizeof(float));
@@ -294,7 +317,7 @@ static void check_width(int n, int f)
     }
     pt_cfconv_force(PT_CFCONV_AUTO);
     free(x), free(w), free(dm), free(dx0), free(m_ref), free(m), free(wd), free(xd), free(lam);
-    free(dx_ref), free(dx), free(dp_ref), free(dp);
+    free(dx_ref), free(dx), free(dp_ref), free(dp), free(p), free(pw), free(wp), free(mp_ref);
     graph_close(&g);
 }
 
@@ -336,12 +359,18 @@ static void test_empty_and_padding(void **state)
     for (size_t ii = 0; ii < sizeof impls / sizeof impls[0]; ii++) {
         pt_cfconv_force(impls[ii]);
         poison(m, N * F);
-        pt_cfconv_forward_range(m, w, row, x, src, off, 1, 1, F);
-        pt_cfconv_forward_range(m, w, row, x, src, off, 2, 1, F);
+        pt_cfconv_forward_range(m, w, NULL, NULL, row, x, src, off, 1, 1, F);
+        pt_cfconv_forward_range(m, w, NULL, NULL, row, x, src, off, 2, 1, F);
         for (int c = 0; c < N * F; c++) assert_true(isnan(m[c]) || m[c] > 1e38f);
-        pt_cfconv_forward_range(m, w, row, x, src, off, 1, 2, F);
+        pt_cfconv_forward_range(m, w, NULL, NULL, row, x, src, off, 1, 2, F);
         for (int c = 0; c < F; c++) assert_true(m[F + c] == 0.0f);   /* padding only */
         assert_true(m[0] > 1e38f && m[2 * F] > 1e38f);                /* outside the range */
+        /* with the cutoff applied in place: padding edges leave W alone */
+        float w0[F];
+        memcpy(w0, w, sizeof w0);
+        pt_cfconv_forward_range(m, w, cut, first, row, x, src, off, 0, N, F);
+        for (int c = 0; c < N * F; c++) assert_true(m[c] == 0.0f);
+        assert_memory_equal(w, w0, sizeof w0);
         poison(dx, N * F);
         poison(dp, F);
         pt_cfconv_backward_range(dx, dp, dm, x, w, cut, row, first, src, off, 0, N, F, 0);
