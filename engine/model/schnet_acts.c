@@ -199,7 +199,13 @@ int pt_schnet_acts_init(pt_schnet_acts *a, const pt_schnet *m, int32_t cap_nodes
  * under 2 MB to the arena (not counted in a->bytes, the layout's size).
  * *huge is 1 when the kernel took the advice.  PACKTRAIN_HUGEPAGES=0 gives
  * the plain 64-byte aligned allocation instead (what bench/bench_scaling.sh
- * compares against; other values are the default). */
+ * compares against; other values are the default).  The default stays on:
+ * session 7, water, 14 interleaved pairs of packtrain bench (one thread and
+ * two replicas, fp32 and bf16, load 3.5-7): a replica's thread CPU per step
+ * was 0.3-1.8 ms (1-4%) lower with huge pages in 13, 0.1 ms higher in one;
+ * bench_scaling (load 5.6-6.6) lower in fp32, within 1% either way in
+ * bf16.  Session 6's one-thread softplus penalty went with σ1's
+ * non-temporal stores (4d5d0eb). */
 #define PT_ARENA_HUGE ((size_t)2 << 20)
 static void *arena_alloc(size_t bytes, int32_t *huge)
 {

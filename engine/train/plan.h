@@ -70,11 +70,12 @@
  *            PT_PLAN_MICRO_EDGE_BYTES and b is even, b halves and A
  *            doubles: the same global batch, summed as more micro-batches.
  *            A block's filter pipeline streams several such arrays; at
- *            4 MB each they stay in a core's share of the L3 (water,
- *            4,500 edge slots per pack: 8 packs -> 2 x 4 micro-batches,
- *            two replicas' CPU per step -4%, one thread's -3%,
- *            bench/bench_scaling.sh; QM9's packs of ~700 edge slots keep
- *            b = 8).
+ *            a few MB each they stay in a core's share of the L3.  Water
+ *            (4,500 edge slots per pack): 8 packs -> 2 x 4 micro-batches
+ *            of 2, two replicas' CPU per step 84.4-85.5 -> 81.9-83.6 ms in
+ *            fp32, 60.6-61.0 -> 59.0 in bf16 (packtrain bench, loaded
+ *            machine; docs/performance.md "Session 7"); QM9 (826 edge
+ *            slots) keeps b = 8 on 2 cores and 16 on one.
  * So the global batch never depends on the machine: a default job takes the
  * same optimizer steps on 1 core or 64, and its numbers differ across core
  * counts only by float rounding (a micro-batch of 8 packs sums its
