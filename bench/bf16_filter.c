@@ -15,7 +15,11 @@
  *   dP_round  the chunk's dP rounded once, as pairs and as rows (no FLOP)
  *   dW2       dA2 += dPᵀ · s1                100×100, k = n, both as pairs
  *   dS1       ds1 = dP · A2                  n×100 → 100, dP's bf16 rows in place
+ *             (variant 2: ⊙ σ1 and ds1 rounded into pairs as stored)
+ *   ssp_bwd   pt_ssp_backward: ds1 ⊙= σ1 and da1's sums (variant 2: the
+ *             sums only; no FLOP)
  *   dW1       dA1 += ds1ᵀ · e                100×25, k = n, e's pairs
+ *             (variant 2: ds1's pairs too)
  * One pass is the forward chunk by chunk, then the backward chunk by chunk
  * with the chunk's dP in a one-chunk ring just written (as the convolution's
  * backward leaves it) and ds1 in one chunk's rows (L2), as schnet_edges.c
@@ -23,8 +27,10 @@
  * ROUNDS passes.  Variant 0 is the path before the pairs (each product
  * rounds and lays out its own fp32 operands: fwd1 from fp32 e without
  * pairs, dW2 from fp32 dP and s1's bf16 rows, dS1 from fp32 dP, dW1 from
- * fp32 e; weights compared on every chunk), variant 1 the model's path now
- * (weights held over a pass); their rounds alternate, so both see the same machine.  "peak"
+ * fp32 e; weights compared on every chunk), variant 1 the path of session 6
+ * (weights held over a pass), variant 2 the model's path now (σ1 applied
+ * by dS1's stores, which also round ds1 into pairs for dW1); their rounds
+ * alternate, so all see the same machine.  "peak"
  * is a register-only vdpbf16ps loop.  One JSON line per product and
  * variant, and one summing each variant ("ms_4_blocks": a step's share of
  * filter_gemm with its four interaction blocks). */
@@ -67,17 +73,28 @@ static void check(int rc)
 
 typedef struct data {
     int rows;
-    float *e, *w1, *b1, *w2, *b2, *cut, *sig, *p, *dp, *ring, *ds1, *dw1, *dw2;
+    float *e, *w1, *b1, *w2, *b2, *cut, *sig, *p, *dp, *ring, *ds1, *dw1, *dw2, *db1;
     pt_bf16 *s1h, *dph, *eh;
-    uint32_t *s1p, *dpp, *ep; /* pairs (bf16.h): s1's, kept by fwd1; the chunk's dP; e's */
+    uint32_t *s1p, *dpp, *ep, *ds1p; /* pairs (bf16.h): s1's, kept by fwd1; the chunk's dP;
+                                        e's; the chunk's ds1 (variant 2) */
 } data;
 
-enum { E_ROUND, FWD1, FWD2, DP, DW2, DS1, DW1, PRODUCTS };
-static const char *NAME[PRODUCTS] = {"e_round", "fwd1", "fwd2", "dP_round", "dW2", "dS1", "dW1"};
+enum { E_ROUND, FWD1, FWD2, DP, DW2, DS1, SSPB, DW1, PRODUCTS };
+#define VARIANTS 3
+static const char *NAME[PRODUCTS] = {"e_round", "fwd1", "fwd2",    "dP_round",
+                                     "dW2",     "dS1",  "ssp_bwd", "dW1"};
 static const double FLOP_PER_ROW[PRODUCTS] = {0.0,         2.0 * G * F, 2.0 * F * F, 0.0,
-                                              2.0 * F * F, 2.0 * F * F, 2.0 * G * F};
+                                              2.0 * F * F, 2.0 * F * F, 0.0,         2.0 * G * F};
 /* e_round runs once per forward for all four blocks: a block's share */
-static const double SHARE[PRODUCTS] = {0.25, 1, 1, 1, 1, 1, 1};
+static const double SHARE[PRODUCTS] = {0.25, 1, 1, 1, 1, 1, 1, 1};
+
+/* ds1 ⊙= σ1 as the model's dS1 epilogue does it (schnet_filter.c) */
+static void mul_sigma(float *x, float *aux, const float *bias, int rows, int n)
+{
+    (void)bias;
+    const size_t len = (size_t)rows * (size_t)n;
+    for (size_t i = 0; i < len; i++) x[i] *= aux[i];
+}
 #define LDEH (G + G % 2)
 
 /* variant 0: each product rounds and lays out its own operands (the path
@@ -100,6 +117,7 @@ static void run_chunk_v0(data *d, int which, int r0, int n)
         break;
     }
     case DP: case E_ROUND: break;
+    case SSPB: pt_ssp_backward(d->ds1, d->db1, d->sig + o, n, F); break;
     case DW2:
         check(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, F, F, n, 1.0f, d->ring, 0, F,
                               d->s1h + o, 1, F, 1.0f, d->dw2, F, NULL));
@@ -155,15 +173,27 @@ static void run_chunk(data *d, int which, int r0, int n, int variant)
     }
     case DS1: {
         const pt_bf16_epilogue e = {.b_held = held};
+        const pt_bf16_epilogue sig = {.map = mul_sigma, .aux = d->sig + o, .pairs = d->ds1p,
+                                      .b_held = held};
         check(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, n, F, F, 1.0f, d->dph, PT_BF16_FMT_ROWS,
-                              F, d->w2, PT_BF16_FMT_F32, F, 0.0f, d->ds1, F, &e));
+                              F, d->w2, PT_BF16_FMT_F32, F, 0.0f, d->ds1, F,
+                              variant == 2 ? &sig : &e));
         break;
     }
+    case SSPB:
+        pt_ssp_backward(d->ds1, d->db1, variant == 2 ? NULL : d->sig + o, n, F);
+        break;
     default: {
         const int ldp = pt_bf16_pairs_ld(G);
-        check(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, F, G, n, 1.0f, d->ds1, 0, F,
-                              d->ep + (size_t)(r0 / 2) * ldp, PT_BF16_FMT_PAIRS, ldp, 1.0f,
-                              d->dw1, G, NULL));
+        if (variant == 2)
+            check(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, F, G, n, 1.0f, d->ds1p,
+                                  PT_BF16_FMT_PAIRS, pt_bf16_pairs_ld(F),
+                                  d->ep + (size_t)(r0 / 2) * ldp, PT_BF16_FMT_PAIRS, ldp, 1.0f,
+                                  d->dw1, G, NULL));
+        else
+            check(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, F, G, n, 1.0f, d->ds1, 0, F,
+                                  d->ep + (size_t)(r0 / 2) * ldp, PT_BF16_FMT_PAIRS, ldp, 1.0f,
+                                  d->dw1, G, NULL));
     }
     }
 }
@@ -253,6 +283,7 @@ int main(int argc, char **argv)
     d.ds1 = filled((size_t)CHUNK * F, 10, 0.01f);
     d.dw1 = filled((size_t)F * G, 11, 0.0f);
     d.dw2 = filled((size_t)F * F, 12, 0.0f);
+    d.db1 = filled(F, 13, 0.0f);
     d.s1h = aligned_alloc(64, (rf * sizeof(pt_bf16) + 63) / 64 * 64);
     if (!d.s1h) return 1;
     pt_bf16_from_floats(d.s1h, d.p, rf);
@@ -262,23 +293,24 @@ int main(int argc, char **argv)
     d.dph = aligned_alloc(64, (size_t)CHUNK * F * sizeof(pt_bf16));
     d.eh = aligned_alloc(64, ((size_t)d.rows * LDEH * sizeof(pt_bf16) + 63) / 64 * 64);
     d.ep = aligned_alloc(64, (size_t)(d.rows + 1) / 2 * pt_bf16_pairs_ld(G) * sizeof(uint32_t));
-    if (!d.s1p || !d.dpp || !d.dph || !d.eh || !d.ep) return 1;
+    d.ds1p = aligned_alloc(64, (size_t)CHUNK / 2 * pt_bf16_pairs_ld(F) * sizeof(uint32_t));
+    if (!d.s1p || !d.dpp || !d.dph || !d.eh || !d.ep || !d.ds1p) return 1;
 
     double peak = peak_rate();
-    double best[2][PRODUCTS];
-    for (int v = 0; v < 2; v++) {
+    double best[VARIANTS][PRODUCTS];
+    for (int v = 0; v < VARIANTS; v++) {
         for (int i = 0; i < PRODUCTS; i++) best[v][i] = 1e30;
         double warm[PRODUCTS] = {0};
         run_pass(&d, warm, v); /* the weight cache, scratch, first touches */
     }
     for (int round = 0; round < rounds; round++)
-        for (int v = 0; v < 2; v++) {
+        for (int v = 0; v < VARIANTS; v++) {
             double t[PRODUCTS] = {0};
             run_pass(&d, t, v);
             for (int i = 0; i < PRODUCTS; i++)
                 if (t[i] < best[v][i]) best[v][i] = t[i];
         }
-    for (int v = 0; v < 2; v++) {
+    for (int v = 0; v < VARIANTS; v++) {
         double total_t = 0, total_f = 0;
         for (int i = 0; i < PRODUCTS; i++) {
             double f = FLOP_PER_ROW[i] * d.rows, r = f / best[v][i] * 1e-9;

@@ -32,7 +32,7 @@ const char *pt_bf16_strerror(int code)
     case PT_BF16_EPACKED: return "bf16 gemm: packed B is not initialised";
     case PT_BF16_EFUSED:
         return "bf16 gemm: this epilogue needs the AVX512-BF16 kernel, 1 <= k <= 256, alpha != 0, "
-               "ldc = n for map, C or a bias when C is not kept, and h with pairs";
+               "ldc = n for map, and C or a bias when C is not kept";
     case PT_BF16_EFORMAT:
         return "bf16 gemm: operand format unknown, or pairs where they do not fit (A needs "
                "CblasTrans, B CblasNoTrans, ld >= pt_bf16_pairs_ld(width)), or padded rows "
@@ -403,8 +403,7 @@ int pt_bf16_gemm_ex(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
     if (fused) {
         if (pt_bf16_kernel_active() != PT_BF16_KERNEL_AVX512 || k < 1 || k > PT_BF16_KC ||
             alpha == 0.0f || (epi->map && c && ldc != n) ||
-            (!c && !epi->bias && beta != 0.0f) || (epi->h && epi->ldh < n) ||
-            (epi->pairs && !epi->h))
+            (!c && !epi->bias && beta != 0.0f) || (epi->h && epi->ldh < n))
             return PT_BF16_EFUSED;
         job.c = c;
         job.row_scale = epi->row_scale;

@@ -167,11 +167,13 @@ enum {
  * with the bits of running those steps one after the other over all of C
  * (each is elementwise; map is called on bands of whole rows, aux rows of
  * n floats, ld n).  With h set, c may be NULL: the fp32 rows then live in a
- * per-thread band and only their bf16 copy is kept.  row_scale, map and h
+ * per-thread band and only their bf16 copy is kept.
  *                              pairs = the same rounding of C's rows as pairs
  *                                      (pt_bf16_pairs_ld(n) uint32 per pair
- *                                      row; needs h)
- * need k ≤ PT_BF16_KC (one reduction block: the epilogue follows the last
+ *                                      row; with h, or alone where C is kept:
+ *                                      a weight gradient's operand, e.g. the
+ *                                      filter's ds1 for dA1)
+ * row_scale, map, h and pairs need k ≤ PT_BF16_KC (one reduction block: the epilogue follows the last
  * block), ldc = n where map is set, and the AVX512-BF16 kernel
  * (PT_BF16_EFUSED otherwise; the caller runs the unfused steps). */
 typedef void (*pt_bf16_map)(float *x, float *aux, const float *bias, int rows, int n);
@@ -182,7 +184,7 @@ typedef struct pt_bf16_epilogue {
     float *aux;             /* NULL is passed on to map (σ not kept) */
     pt_bf16 *h;             /* bf16 copy of C, rows of ldh, or NULL */
     int ldh;
-    uint32_t *pairs;        /* C's bf16 copy also as pairs (needs h), or NULL */
+    uint32_t *pairs;        /* C's rows rounded as pairs (h set or C kept), or NULL */
     int b_held;             /* B is a weight unchanged since this thread compared it
                                in its current hold (pt_bf16_weights_hold) */
 } pt_bf16_epilogue;

@@ -24,6 +24,9 @@
 #define MC PT_BF16_MC
 #define KC PT_BF16_KC
 #define GROUP PT_BF16_GROUP
+/* groups ahead whose aux rows are prefetched (rows_fused): 1, 2 and 4
+ * measured alike (bench/bf16_filter, dS1 with its σ1 multiply) */
+#define PF_GROUPS 2
 
 /* One MR × (16·nv) tile of C. */
 typedef struct tile {
@@ -231,6 +234,18 @@ static void rows_fused(const pt_bf16_job *job, int i_begin, int i_end, uint32_t 
             /* rows of C in their group: the group's epilogue runs once its
              * last band is stored */
             const int g0 = ir / GROUP * GROUP;
+            const int ahead = row + PF_GROUPS * GROUP;
+            if (job->aux && ir == g0 && ahead < i_end) {
+                /* a later group's aux rows (σ: written by the softplus,
+                 * read by dS1's multiply) fetched while these tiles run:
+                 * they come from memory, and the map waited on a group's
+                 * worth of misses (dS1 with σ1: 1.41 -> 1.20-1.29 ms a
+                 * water block) */
+                const int end = ahead + GROUP < i_end ? ahead + GROUP : i_end;
+                const char *p = (const char *)(job->aux + (size_t)ahead * n);
+                const char *p_end = (const char *)(job->aux + (size_t)end * n);
+                for (; p < p_end; p += 64) __builtin_prefetch(p, 1, 3);
+            }
             float *crow = cbase ? cbase + (size_t)row * ldc : band + (size_t)(ir - g0) * n;
             t.scale = job->row_scale ? job->row_scale + row : NULL;
             for (int n0 = 0; n0 < n; n0 += NP) {
@@ -252,11 +267,12 @@ static void rows_fused(const pt_bf16_job *job, int i_begin, int i_end, uint32_t 
             float *gc = cbase ? cbase + (size_t)grow * ldc : band;
             if (job->map)
                 job->map(gc, job->aux ? job->aux + (size_t)grow * n : NULL, NULL, rows, n);
-            if (job->h && job->pairs) {
+            if (job->pairs) {
                 /* grow is even (groups start at multiples of MR) */
                 pt_bf16_avx512_pairs_rows(job->pairs + (size_t)(grow / 2) * pt_bf16_pairs_ld_(n),
                                           pt_bf16_pairs_ld_(n), gc, (size_t)ldc, rows, n,
-                                          job->h + (size_t)grow * job->ldh, (size_t)job->ldh, 0);
+                                          job->h ? job->h + (size_t)grow * job->ldh : NULL,
+                                          (size_t)job->ldh, 0);
             } else if (job->h) {
                 pt_bf16_avx512_round_rows(job->h + (size_t)grow * job->ldh, job->ldh, gc, ldc,
                                           rows, n);

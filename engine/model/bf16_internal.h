@@ -50,7 +50,7 @@ typedef struct pt_bf16_job {
     float *aux;
     pt_bf16 *h;
     int ldh;
-    uint32_t *pairs; /* with h: the rows of C also as pairs (pt_bf16_pairs_ld(n)) */
+    uint32_t *pairs; /* the rows of C (after map) as pairs (pt_bf16_pairs_ld(n)) */
     int b_held;      /* pt_bf16_epilogue.b_held */
 } pt_bf16_job;
 
@@ -75,7 +75,7 @@ static inline int pt_bf16_pairs_ld_(int w)
 /* 1 when rows of C need the band epilogue (pt_bf16_avx512_rows' fused loop) */
 static inline int pt_bf16_job_fused(const pt_bf16_job *job)
 {
-    return job->map != NULL || job->h != NULL || job->row_scale != NULL;
+    return job->map != NULL || job->h != NULL || job->row_scale != NULL || job->pairs != NULL;
 }
 
 static inline size_t pt_bf16_packed_pairs(int k, int n)

@@ -68,9 +68,10 @@ int pt_schnet_filter_chunk(pt_precision prec, int G, int F, int U)
 }
 
 /* bf16 training of the energy on the AVX512-BF16 kernel: s1 is kept only
- * as bf16, in s1's memory (rows of F halfs: pt_schnet_s1_bf16), because
- * the only readers of s1 are the two bf16 products (P = A2 s1 + a2, dA2 +=
- * dPᵀ s1), which would round it anyway; the forces' passes read s1 in fp32
+ * as bf16, in s1's memory (as pairs, or rows of F halfs without room for
+ * those: pt_schnet_s1_pairs / _bf16), because the only readers of s1 are
+ * the two bf16 products (P = A2 s1 + a2, dA2 += dPᵀ s1), which would round
+ * it anyway; the forces' passes read s1 in fp32
  * and keep the unfused sequence.  The first product's stores then apply a1,
  * the shifted softplus (the same pt_ssp_forward, on bands of rows still in
  * L1) and round to bf16; the second's add a2 and the cutoff (W = P ⊙ C, when
@@ -83,10 +84,6 @@ int pt_schnet_bf16_fused(const pt_schnet_acts *a)
            pt_bf16_kernel_active() == PT_BF16_KERNEL_AVX512 && pt_bf16_fusion();
 }
 
-pt_bf16 *pt_schnet_s1_bf16(const pt_schnet_block_acts *k, const pt_schnet_acts *a)
-{
-    return pt_schnet_bf16_fused(a) ? (pt_bf16 *)k->s1 : NULL;
-}
 
 /* The bf16 forward keeps, in the half of s1's fp32 memory (cap_edges rows
  * of F floats) that s1's bf16 rows leave free, what the products would
@@ -111,7 +108,6 @@ typedef struct spare {
 } spare;
 
 static size_t up64(size_t x) { return (x + 63) / 64 * 64; }
-
 static spare spare_of(const pt_schnet_block_acts *k, const pt_schnet_acts *a, int G, int F)
 {
     spare sp = {0};
@@ -136,13 +132,32 @@ static spare spare_of(const pt_schnet_block_acts *k, const pt_schnet_acts *a, in
     return sp;
 }
 
+/* Where the fused forward keeps s1 (schnet_internal.h): with room for the
+ * pairs, as pairs only (the backward's dA2 reads them; the second product
+ * reads its chunk's bf16 rows from the thread's operand scratch, in cache,
+ * and they are not kept: 4 MB a water block no longer written to memory),
+ * else as bf16 rows in s1's memory (both products read those). */
+pt_bf16 *pt_schnet_s1_bf16(const pt_schnet_block_acts *k, const pt_schnet_acts *a, int G, int F)
+{
+    if (!pt_schnet_bf16_fused(a)) return NULL;
+    return spare_of(k, a, G, F).s1p ? NULL : (pt_bf16 *)k->s1;
+}
+
+const uint32_t *pt_schnet_s1_pairs(const pt_schnet_block_acts *k, const pt_schnet_acts *a,
+                                   int G, int F)
+{
+    return pt_schnet_bf16_fused(a) ? spare_of(k, a, G, F).s1p : NULL;
+}
+
 static void forward_rows_bf16(const pt_schnet_block *w, pt_schnet_block_acts *k,
                               const pt_schnet_acts *a, int r0, int n, int G, int F,
                               pt_stopwatch *sw)
 {
     const size_t o = (size_t)r0 * (size_t)F;
-    pt_bf16 *s1h = (pt_bf16 *)k->s1 + o;
     const spare sp = spare_of(k, a, G, F);
+    pt_bf16 *s1h = sp.s1p ? pt_bf16_operand_scratch((size_t)n * F * sizeof(pt_bf16))
+                          : (pt_bf16 *)k->s1 + o;
+    if (!s1h) pt_bf16_check(PT_BF16_ENOMEM, n, F, G);
     const float *e = a->e + (size_t)r0 * G;
     pt_bf16 *eh = sp.eh ? sp.eh + (size_t)r0 * sp.ldeh : NULL;
     if (eh && k == &a->block[0])
@@ -209,21 +224,35 @@ void pt_schnet_filter_forward_rows(const pt_schnet_block *w, pt_schnet_block_act
     pt_lap(sw, PT_SCHNET_OP_CFCONV);
 }
 
-/* bf16: dA2 += dPᵀ s1 and ds1 = dP A2 (before σ1) from one rounding of the
- * chunk's dP, as pairs (dA2's A) and as rows (ds1's A, read in place), where
- * each product used to round and lay out dP itself: the same values in the
- * same order, so the same bits; s1 as the forward's pairs where it kept
- * them.  On the thread's operand scratch (no allocation after the first
- * step). */
-static void backward_dp_bf16(const pt_schnet_block *w, pt_schnet_block *dw,
-                             const pt_schnet_block_acts *k, const pt_schnet_acts *a, int r0,
-                             int n, int G, int F, const float *dp, float *ds1)
+/* ds1 ⊙= σ1 as dS1's epilogue (the pt_bf16_map of bf16.h): rows of n
+ * floats, aux σ1's rows; one fp32 multiply each, pt_ssp_backward's */
+static void mul_sigma(float *x, float *aux, const float *bias, int rows, int n)
+{
+    (void)bias;
+    const size_t len = (size_t)rows * (size_t)n;
+    for (size_t i = 0; i < len; i++) x[i] *= aux[i];
+}
+
+/* bf16: dA2 += dPᵀ s1 and ds1 = (dP A2) ⊙ σ1 from one rounding of the
+ * chunk's dP, as pairs (dA2's A) and as rows (ds1's A, read in place),
+ * where each product used to round and lay out dP itself: the same values
+ * in the same order, so the same bits; s1 as the forward's pairs where it
+ * kept them.  ds1's product multiplies by σ1 as it stores the rows (the
+ * multiply pt_ssp_backward made a pass of) and rounds them, once, into the
+ * pairs dA1 += ds1ᵀ e reads in place (that product rounded and laid out
+ * ds1 itself on every chunk): returned, on the thread's operand scratch
+ * (no allocation after the first step) with dP's. */
+static const uint32_t *backward_dp_bf16(const pt_schnet_block *w, pt_schnet_block *dw,
+                                        const pt_schnet_block_acts *k, const pt_schnet_acts *a,
+                                        int r0, int n, int G, int F, const float *dp,
+                                        float *ds1)
 {
     const int ldp = pt_bf16_pairs_ld(F);
     const size_t pair_bytes = ((size_t)(n + 1) / 2 * ldp * sizeof(uint32_t) + 63) / 64 * 64;
-    char *mem = pt_bf16_operand_scratch(pair_bytes + (size_t)n * F * sizeof(pt_bf16));
+    const size_t row_bytes = ((size_t)n * F * sizeof(pt_bf16) + 63) / 64 * 64;
+    char *mem = pt_bf16_operand_scratch(2 * pair_bytes + row_bytes);
     if (!mem) pt_bf16_check(PT_BF16_ENOMEM, n, F, F);
-    uint32_t *dpp = (uint32_t *)mem;
+    uint32_t *dpp = (uint32_t *)mem, *ds1p = (uint32_t *)(mem + pair_bytes + row_bytes);
     pt_bf16 *dph = (pt_bf16 *)(mem + pair_bytes);
     pt_bf16_pairs_pack(dpp, dp, F, n, F, dph, F);
     const uint32_t *s1p = spare_of(k, a, G, F).s1p;
@@ -240,11 +269,13 @@ static void backward_dp_bf16(const pt_schnet_block *w, pt_schnet_block *dw,
                       F, F, n);
     /* A2 held over the pass's chunks as in the forward */
     if (r0 == 0) pt_bf16_weights_hold();
-    const pt_bf16_epilogue held = {.b_held = r0 > 0};
+    const pt_bf16_epilogue sig = {.map = mul_sigma, .aux = k->sig1 + (size_t)r0 * F,
+                                  .pairs = ds1p, .b_held = r0 > 0};
     pt_bf16_check(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, n, F, F, 1.0f, dph,
                                   PT_BF16_FMT_ROWS, F, w->mlp2_w, PT_BF16_FMT_F32, F, 0.0f, ds1,
-                                  F, &held),
+                                  F, &sig),
                   n, F, F);
+    return ds1p;
 }
 
 /* One chunk of the backward from its dP rows dp ([n,F]), ds1 into ds1
@@ -261,28 +292,38 @@ void pt_schnet_filter_backward_rows(const pt_schnet_block *w, pt_schnet_block *d
     const pt_precision prec = a->precision;
     const size_t o = (size_t)r0 * (size_t)F;
     if (pt_schnet_bf16_fused(a)) {
-        backward_dp_bf16(w, dw, k, a, r0, n, G, F, dp, ds1);
-    } else {
-        pt_linear_backward_weight(dw->mlp2_w, NULL, dp, k->s1 + o, n, 0, F, F, prec);
-        /* ds1 = (dP A2) ⊙ σ1 as a pass: a MUL epilogue in the fp32 kernels
-         * cost more in this pipeline (see the forward), and in bf16 the same
-         * fusion measured no faster (the chunk's ds1 is in L2 either way) */
-        pt_linear_backward_input(ds1, dp, w->mlp2_w, n, F, F, 0.0f, prec);
+        const uint32_t *ds1p = backward_dp_bf16(w, dw, k, a, r0, n, G, F, dp, ds1);
+        pt_column_sums_total(total, dp, n, F);
+        pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+        pt_ssp_backward(ds1, dw->mlp0_b, NULL, n, F); /* σ1 applied: da1's sums */
+        pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
+        /* the basis as the forward's block 0 kept it (pairs), else as fp32 */
+        const spare sp = spare_of(k, a, G, F);
+        const int ldp = pt_bf16_pairs_ld(F);
+        if (sp.ep)
+            pt_bf16_check(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, F, G, n, 1.0f, ds1p,
+                                          PT_BF16_FMT_PAIRS, ldp,
+                                          sp.ep + (size_t)(r0 / 2) * pt_bf16_pairs_ld(G),
+                                          PT_BF16_FMT_PAIRS, pt_bf16_pairs_ld(G), 1.0f,
+                                          dw->mlp0_w, G, NULL),
+                          F, G, n);
+        else
+            pt_bf16_check(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, F, G, n, 1.0f, ds1p,
+                                          PT_BF16_FMT_PAIRS, ldp, a->e + (size_t)r0 * G,
+                                          PT_BF16_FMT_F32, G, 1.0f, dw->mlp0_w, G, NULL),
+                          F, G, n);
+        pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+        return;
     }
+    pt_linear_backward_weight(dw->mlp2_w, NULL, dp, k->s1 + o, n, 0, F, F, prec);
+    /* ds1 = (dP A2) ⊙ σ1 as a pass: a MUL epilogue in the fp32 kernels
+     * cost more in this pipeline (see the forward) */
+    pt_linear_backward_input(ds1, dp, w->mlp2_w, n, F, F, 0.0f, prec);
     pt_column_sums_total(total, dp, n, F);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
     pt_ssp_backward(ds1, dw->mlp0_b, k->sig1 + o, n, F);
     pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
-    const spare sp = pt_schnet_bf16_fused(a) ? spare_of(k, a, G, F) : (spare){0};
-    if (sp.ep) /* the basis as the forward's block 0 kept it: pairs read in place */
-        pt_bf16_check(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, F, G, n, 1.0f, ds1, 0, F,
-                                      sp.ep + (size_t)(r0 / 2) * pt_bf16_pairs_ld(G),
-                                      PT_BF16_FMT_PAIRS, pt_bf16_pairs_ld(G), 1.0f, dw->mlp0_w, G,
-                                      NULL),
-                      F, G, n);
-    else
-        pt_linear_backward_weight(dw->mlp0_w, NULL, ds1, a->e + (size_t)r0 * G, n, 0, G, F,
-                                  prec);
+    pt_linear_backward_weight(dw->mlp0_w, NULL, ds1, a->e + (size_t)r0 * G, n, 0, G, F, prec);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
 }
 

@@ -68,9 +68,15 @@ int pt_schnet_filter_chunk(pt_precision prec, int G, int F, int U);
  * bias, shifted softplus and cutoff as they store (schnet_filter.c,
  * schnet_block.c); the same bits as the unfused sequence. */
 int pt_schnet_bf16_fused(const pt_schnet_acts *a);
-/* Block k's s1 as bf16 rows of F (in s1's memory) when the filter keeps it
- * only so (pt_schnet_bf16_fused), else NULL (s1 is fp32). */
-pt_bf16 *pt_schnet_s1_bf16(const pt_schnet_block_acts *k, const pt_schnet_acts *a);
+/* Block k's s1 as the fused forward (pt_schnet_bf16_fused) keeps it: as
+ * bf16 rows of F in s1's memory (pt_schnet_s1_bf16) when there is no room
+ * for its pairs, else as pairs (bf16.h; pt_schnet_s1_pairs, pair row p at
+ * p · pt_bf16_pairs_ld(F)) only; NULL for the form not kept (both NULL:
+ * s1 is fp32). */
+pt_bf16 *pt_schnet_s1_bf16(const pt_schnet_block_acts *k, const pt_schnet_acts *a, int G,
+                           int F);
+const uint32_t *pt_schnet_s1_pairs(const pt_schnet_block_acts *k, const pt_schnet_acts *a,
+                                   int G, int F);
 /* leave_p = 1 (the pipeline, fp32 in place: schnet_edges.c): P stays in
  * W's memory and the convolution applies the cutoff; the bf16 products
  * scale as they store whatever leave_p. */

@@ -162,7 +162,7 @@ void pt_ssp_backward(float *d, float *db, const float *sig, int n, int c)
     for (int r0 = 0; r0 < n; r0 += 4 * PT_SUM_BLOCK) {
         int rows = n - r0 < 4 * PT_SUM_BLOCK ? n - r0 : 4 * PT_SUM_BLOCK;
         size_t o = (size_t)r0 * c;
-        mul_rows(d + o, sig + o, (size_t)rows * c);
+        if (sig) mul_rows(d + o, sig + o, (size_t)rows * c);
         if (db) pt_column_sums_add(db, d + o, rows, c);
     }
 }

@@ -58,7 +58,9 @@ void pt_linear_backward_weight(float *dw, float *db, const float *dout, const fl
  * be taken: x gets the same bits, without the sigmoid's division).  One
  * arithmetic for every instruction set and path (ssp_body.h; errors there). */
 void pt_ssp_forward(float *x, float *sig, const float *b, int n, int c);
-/* In place, d ← d ⊙ sig (dL/ds becomes dL/dx');  db[c] += Σ_n d (db may be NULL). */
+/* In place, d ← d ⊙ sig (dL/ds becomes dL/dx');  db[c] += Σ_n d (db may be NULL).
+ * sig NULL: d is dL/dx' already (the bf16 filter's product multiplied it as
+ * it stored it), only db's sums, in the same blocks (the same bits). */
 void pt_ssp_backward(float *d, float *db, const float *sig, int n, int c);
 
 /* Weight-independent edge features, once per batch:

@@ -18,10 +18,13 @@
  *     6-row tile and the 16-lane vector, beta 0 and 1, one and two threads;
  *   - the fused epilogue's pairs (C's bf16 copy also as pairs) equal the
  *     pairs of the C the same product keeps, for odd row counts and two
- *     threads;
+ *     threads; pairs alone where C is kept (the filter's ds1: C ⊙ aux by
+ *     the map, then its pairs) equal the unfused product, multiply and
+ *     pt_bf16_pairs_pack, C and the aux operand included;
  *   - what cannot be read as pairs is refused with PT_BF16_EFORMAT (pairs A
  *     not transposed, pairs B transposed, ld too small, an unknown format),
- *     pairs without the bf16 copy with PT_BF16_EFUSED, C untouched. */
+ *     pairs without the bf16 copy or C with PT_BF16_ENULL, pairs on the
+ *     portable kernel with PT_BF16_EFUSED, C untouched. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -207,6 +210,60 @@ static void test_epilogue_pairs(void **state)
     pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO);
 }
 
+/* the map of the filter's ds1: x ⊙= aux */
+static void mul_aux(float *x, float *aux, const float *bias, int rows, int n)
+{
+    (void)bias;
+    for (size_t i = 0; i < (size_t)rows * (size_t)n; i++) x[i] *= aux[i];
+}
+
+/* C = (X·W) ⊙ S with X as bf16 rows (dS1's dP), C kept and only its pairs
+ * as the bf16 copy: C and the pairs equal the unfused sequence's. */
+static void check_pairs_kept(int m, int n, int k)
+{
+    const size_t nx = (size_t)m * k, nw = (size_t)k * n, nc = (size_t)m * n;
+    float *xf = rnd_floats(nx, 1.0f), *w = rnd_floats(nw, 1.0f), *sig = rnd_floats(nc, 1.0f);
+    float *sig_keep = floats_copy(sig, nc), *want = rnd_floats(nc, 1.0f);
+    float *c = rnd_floats(nc, 1.0f);
+    pt_bf16 *x = malloc(nx * sizeof(pt_bf16));
+    const int ld = pt_bf16_pairs_ld(n);
+    const size_t np = (size_t)(m + 1) / 2 * ld;
+    uint32_t *p = malloc(np * sizeof(uint32_t)), *pw = malloc(np * sizeof(uint32_t));
+    assert_true(x && p && pw);
+    pt_bf16_from_floats(x, xf, nx);
+    memset(p, 0xab, np * sizeof(uint32_t));
+    assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, x,
+                                     PT_BF16_FMT_ROWS, k, w, 0, n, 0.0f, want, n, NULL),
+                     PT_BF16_OK);
+    mul_aux(want, sig, NULL, m, n);
+    pt_bf16_pairs_pack(pw, want, n, m, n, NULL, 0);
+    const pt_bf16_epilogue e = {.map = mul_aux, .aux = sig, .pairs = p};
+    assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, x,
+                                     PT_BF16_FMT_ROWS, k, w, 0, n, 0.0f, c, n, &e),
+                     PT_BF16_OK);
+    if (memcmp(c, want, nc * sizeof(float)) != 0 || memcmp(p, pw, np * sizeof(uint32_t)) != 0)
+        fail_msg("pairs of a kept C m=%d n=%d k=%d threads=%d differ", m, n, k,
+                 pt_bf16_get_threads());
+    assert_memory_equal(sig, sig_keep, nc * sizeof(float));
+    free(xf), free(w), free(sig), free(sig_keep), free(want), free(c), free(x), free(p);
+    free(pw);
+}
+
+static void test_pairs_kept(void **state)
+{
+    (void)state;
+    if (!pt_cpu_has_bf16()) skip();
+    pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
+    const int shapes[][3] = {{256, 100, 100}, {1, 100, 100}, {37, 100, 100}, {7, 17, 2},
+                             {13, 130, 31},   {255, 64, 100}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        check_pairs_kept(shapes[s][0], shapes[s][1], shapes[s][2]);
+    pt_bf16_set_threads(2);
+    check_pairs_kept(1001, 100, 100);
+    pt_bf16_set_threads(1);
+    pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO);
+}
+
 /* X·Wᵀ with X as fp32 and as rows_h of pt_bf16_pairs_pack (zero-padded to
  * an even ld), plain and with the bias + ssp + bf16 epilogue. */
 static void check_rows_pad(int m, int n, int k)
@@ -309,14 +366,18 @@ static void test_pairs_refusals(void **state)
     assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, x, 0, 2, x,
                                      PT_BF16_FMT_ROWS_PAD, 2, 0.0f, c, 2, NULL),
                      PT_BF16_EFORMAT);
-    /* the epilogue's pairs need its bf16 copy */
+    /* the epilogue's pairs need its bf16 copy or C; the portable kernel
+     * has no epilogue */
     if (pt_cpu_has_bf16()) pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
     const pt_bf16_epilogue no_h = {.pairs = p};
+    assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, x, 0, 2, x, 0, 2,
+                                     0.0f, NULL, 2, &no_h),
+                     PT_BF16_ENULL);
+    pt_bf16_set_kernel(PT_BF16_KERNEL_PORTABLE);
     assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, x, 0, 2, x, 0, 2,
                                      0.0f, c, 2, &no_h),
                      PT_BF16_EFUSED);
     const pt_bf16_epilogue with_h = {.h = h, .ldh = 2, .pairs = p};
-    pt_bf16_set_kernel(PT_BF16_KERNEL_PORTABLE);
     assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, x, 0, 2, x, 0, 2,
                                      0.0f, c, 2, &with_h),
                      PT_BF16_EFUSED);
@@ -332,6 +393,7 @@ int main(void)
         cmocka_unit_test(test_pairs_pack),
         cmocka_unit_test(test_pairs_products),
         cmocka_unit_test(test_epilogue_pairs),
+        cmocka_unit_test(test_pairs_kept),
         cmocka_unit_test(test_rows_pad),
         cmocka_unit_test(test_pairs_refusals),
     };

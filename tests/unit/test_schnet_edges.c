@@ -205,11 +205,13 @@ static void compare_block(data *d, pt_precision prec, int static_shapes, int rin
                        b->dst_offset, N, F);
     pt_cfconv_force(PT_CFCONV_AUTO);
     pt_schnet_filter_backward(w, &gr.dw, k, &a, U, G, F, &sw);
-    float *s1 = floats_copy(k->s1, uf), *sig1 = floats_copy(k->sig1, uf), *W = floats_copy(k->w, uf);
+    /* all of s1's memory: bf16 keeps s1's pairs in its free half, past uf
+     * floats' worth of rows where they need more than that */
+    float *s1 = floats_copy(k->s1, (size_t)a.cap_edges * F), *sig1 = floats_copy(k->sig1, uf), *W = floats_copy(k->w, uf);
     float *mm = floats_copy(k->m, nf), *dx = floats_copy(a.dx, nf);
 
     /* the pipeline, on poisoned outputs */
-    memset(k->s1, 0xff, uf * sizeof(float));
+    memset(k->s1, 0xff, (size_t)a.cap_edges * F * sizeof(float));
     memset(k->sig1, 0xff, uf * sizeof(float));
     memset(k->w, 0xff, uf * sizeof(float));
     memset(k->m, 0xff, nf * sizeof(float));
@@ -217,9 +219,17 @@ static void compare_block(data *d, pt_precision prec, int static_shapes, int rin
     memset(a.dp, 0xff, uf * sizeof(float));
     memset(a.ds1, 0xff, uf * sizeof(float));
     pt_schnet_edges_forward(w, k, &a, b, G, F, &sw);
-    /* bf16 energy keeps s1 as bf16 rows in s1's memory (its first half) */
-    assert_memory_equal(k->s1, s1,
-                        uf * (pt_schnet_s1_bf16(k, &a) ? sizeof(pt_bf16) : sizeof(float)));
+    /* bf16 energy keeps s1 as pairs in the free half of s1's memory, or
+     * without room for them as bf16 rows in its first half */
+    const uint32_t *s1p = pt_schnet_s1_pairs(k, &a, G, F);
+    if (s1p) {
+        const size_t at = (size_t)((const char *)s1p - (const char *)k->s1);
+        assert_memory_equal(s1p, (const char *)s1 + at,
+                            (size_t)(U + 1) / 2 * pt_bf16_pairs_ld(F) * sizeof(uint32_t));
+    } else {
+        assert_memory_equal(
+            k->s1, s1, uf * (pt_schnet_s1_bf16(k, &a, G, F) ? sizeof(pt_bf16) : sizeof(float)));
+    }
     SAME(k->sig1, sig1, uf);
     SAME(k->w, W, uf);
     SAME(k->m, mm, nf);

@@ -10,12 +10,14 @@
  *     the AVX512-BF16 kernel) and on OpenBLAS forced (whole-batch: OpenBLAS
  *     rounds a chunk's rows differently from the same rows in a whole batch);
  *   - in bf16 on the AVX512-BF16 kernel s1 is kept only as bf16 (the
- *     reference's s1 rounded) and the first product's stores apply a1, the
+ *     reference's s1 rounded: as pairs only where the arena has room for
+ *     them, else as rows) and the first product's stores apply a1, the
  *     shifted softplus and the rounding, the second's a2 and, when P is W's
  *     own array, the cutoff: still the reference's bits, also split over
  *     two threads; the portable bf16 path keeps fp32 s1;
  *   - in bf16 the backward rounds each chunk's dP once (pairs for dA2, rows
- *     for ds1) and reads s1 as the pairs the forward kept, and the basis as
+ *     for ds1), ds1's product applies σ1 and rounds ds1 into the pairs dA1
+ *     reads, and it reads s1 as the pairs the forward kept, and the basis as
  *     the padded rows and pairs block 0's forward rounded once, where the
  *     arena has room for them, else as before: the reference's bits with
  *     room for all, for s1's pairs only, and for none;
@@ -135,8 +137,19 @@ static void check_alias(int U, pt_precision prec, int alias)
     reference(&r, U);
     chunked(&c, U);
     const size_t rf = (size_t)U * F;
-    const pt_bf16 *s1h = pt_schnet_s1_bf16(&K(&c), &c.a);
-    if (s1h) {
+    const pt_bf16 *s1h = pt_schnet_s1_bf16(&K(&c), &c.a, G, F);
+    const uint32_t *s1p = pt_schnet_s1_pairs(&K(&c), &c.a, G, F);
+    if (s1p) {
+        /* with room for s1's pairs only those are kept (its rows lived in
+         * the chunk's scratch): the reference's s1 rounded into pairs */
+        assert_null(s1h);
+        const size_t np = (size_t)(U + 1) / 2 * pt_bf16_pairs_ld(F);
+        uint32_t *want = malloc(np * sizeof(uint32_t));
+        assert_non_null(want);
+        pt_bf16_pairs_pack(want, K(&r).s1, F, U, F, NULL, 0);
+        assert_memory_equal(s1p, want, np * sizeof(uint32_t));
+        free(want);
+    } else if (s1h) {
         /* bf16 on the AVX512-BF16 kernel keeps s1 only as bf16: the
          * reference's s1 rounded, and all else the same bits */
         pt_bf16 *want = malloc(rf * sizeof(pt_bf16));
