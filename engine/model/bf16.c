@@ -409,6 +409,7 @@ int pt_bf16_gemm_ex(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
         job.row_scale = epi->row_scale;
         job.map = epi->map;
         job.aux = epi->aux;
+        job.aux_read = epi->aux_read;
         job.h = epi->h;
         job.ldh = epi->ldh;
         job.pairs = epi->pairs;

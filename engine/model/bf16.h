@@ -182,6 +182,8 @@ typedef struct pt_bf16_epilogue {
     const float *row_scale; /* m floats, or NULL */
     pt_bf16_map map;        /* e.g. pt_ssp_forward with aux = σ, or NULL */
     float *aux;             /* NULL is passed on to map (σ not kept) */
+    int aux_read;           /* map reads aux (rows of n): fetched ahead while the
+                               tiles of earlier rows run (dS1's σ1, from memory) */
     pt_bf16 *h;             /* bf16 copy of C, rows of ldh, or NULL */
     int ldh;
     uint32_t *pairs;        /* C's rows rounded as pairs (h set or C kept), or NULL */

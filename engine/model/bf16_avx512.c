@@ -235,12 +235,12 @@ static void rows_fused(const pt_bf16_job *job, int i_begin, int i_end, uint32_t 
              * last band is stored */
             const int g0 = ir / GROUP * GROUP;
             const int ahead = row + PF_GROUPS * GROUP;
-            if (job->aux && ir == g0 && ahead < i_end) {
-                /* a later group's aux rows (σ: written by the softplus,
-                 * read by dS1's multiply) fetched while these tiles run:
+            if (job->aux && job->aux_read && ir == g0 && ahead < i_end) {
+                /* a later group's aux rows fetched while these tiles run:
                  * they come from memory, and the map waited on a group's
                  * worth of misses (dS1 with σ1: 1.41 -> 1.20-1.29 ms a
-                 * water block) */
+                 * water block).  Not for an aux the map only writes (the
+                 * softplus' σ1 goes past the caches) */
                 const int end = ahead + GROUP < i_end ? ahead + GROUP : i_end;
                 const char *p = (const char *)(job->aux + (size_t)ahead * n);
                 const char *p_end = (const char *)(job->aux + (size_t)end * n);

@@ -48,6 +48,7 @@ typedef struct pt_bf16_job {
     const float *row_scale;
     pt_bf16_map map;
     float *aux;
+    int aux_read; /* pt_bf16_epilogue.aux_read */
     pt_bf16 *h;
     int ldh;
     uint32_t *pairs; /* the rows of C (after map) as pairs (pt_bf16_pairs_ld(n)) */

@@ -149,6 +149,17 @@ const uint32_t *pt_schnet_s1_pairs(const pt_schnet_block_acts *k, const pt_schne
     return pt_schnet_bf16_fused(a) ? spare_of(k, a, G, F).s1p : NULL;
 }
 
+/* The first product's epilogue: pt_ssp_forward's softplus (the product
+ * added a1) with σ1 through non-temporal stores (ssp_kernels.h: the same
+ * bits; σ1 is read only by the backward, after every block's forward, and
+ * its plain stores fetched each line from memory first).  A group of rows
+ * starts on a vector boundary (PT_BF16_GROUP · F floats from a chunk's). */
+static void ssp_sigma_stream(float *x, float *aux, const float *bias, int rows, int n)
+{
+    (void)bias;
+    pt_ssp_forward_stream_run(PT_SGEMM_AUTO, x, aux, (size_t)rows * (size_t)n);
+}
+
 static void forward_rows_bf16(const pt_schnet_block *w, pt_schnet_block_acts *k,
                               const pt_schnet_acts *a, int r0, int n, int G, int F,
                               pt_stopwatch *sw)
@@ -167,7 +178,7 @@ static void forward_rows_bf16(const pt_schnet_block *w, pt_schnet_block_acts *k,
      * others reuse them (unchanged over the pass: bf16.h) */
     const int held = r0 > 0;
     if (!held) pt_bf16_weights_hold();
-    const pt_bf16_epilogue ssp = {.bias = w->mlp0_b, .map = pt_ssp_forward, .b_held = held,
+    const pt_bf16_epilogue ssp = {.bias = w->mlp0_b, .map = ssp_sigma_stream, .b_held = held,
                                   .aux = pt_schnet_keep_sig(a, k->sig1 + o), .h = s1h, .ldh = F,
                                   .pairs = sp.s1p ? sp.s1p + (size_t)(r0 / 2) * pt_bf16_pairs_ld(F)
                                                   : NULL};
@@ -270,7 +281,7 @@ static const uint32_t *backward_dp_bf16(const pt_schnet_block *w, pt_schnet_bloc
     /* A2 held over the pass's chunks as in the forward */
     if (r0 == 0) pt_bf16_weights_hold();
     const pt_bf16_epilogue sig = {.map = mul_sigma, .aux = k->sig1 + (size_t)r0 * F,
-                                  .pairs = ds1p, .b_held = r0 > 0};
+                                  .aux_read = 1, .pairs = ds1p, .b_held = r0 > 0};
     pt_bf16_check(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, n, F, F, 1.0f, dph,
                                   PT_BF16_FMT_ROWS, F, w->mlp2_w, PT_BF16_FMT_F32, F, 0.0f, ds1,
                                   F, &sig),
