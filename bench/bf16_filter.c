@@ -28,9 +28,13 @@
  * rounds and lays out its own fp32 operands: fwd1 from fp32 e without
  * pairs, dW2 from fp32 dP and s1's bf16 rows, dS1 from fp32 dP, dW1 from
  * fp32 e; weights compared on every chunk), variant 1 the path of session 6
- * (weights held over a pass), variant 2 the model's path now (σ1 applied
- * by dS1's stores, which also round ds1 into pairs for dW1); their rounds
- * alternate, so all see the same machine.  "peak"
+ * (weights held over a pass), variant 2 the model's path now (fwd1 writes
+ * σ1 past the caches and s1's rows into one chunk's scratch; σ1 applied by
+ * dS1's stores, which also round ds1 into pairs for dW1); their rounds
+ * alternate, so all see the same machine.  The arrays are reused pass after
+ * pass and partly stay in L3 (32 MB here), which a training step's (four
+ * blocks' σ1, W and s1) do not: the streamed σ1 looks worse here than in
+ * schnet_profile.  "peak"
  * is a register-only vdpbf16ps loop.  One JSON line per product and
  * variant, and one summing each variant ("ms_4_blocks": a step's share of
  * filter_gemm with its four interaction blocks). */
@@ -42,6 +46,7 @@
 
 #include "engine/model/bf16.h"
 #include "engine/model/schnet_ops.h"
+#include "engine/model/ssp_kernels.h"
 
 #define G 25
 #define F 100
@@ -74,7 +79,7 @@ static void check(int rc)
 typedef struct data {
     int rows;
     float *e, *w1, *b1, *w2, *b2, *cut, *sig, *p, *dp, *ring, *ds1, *dw1, *dw2, *db1;
-    pt_bf16 *s1h, *dph, *eh;
+    pt_bf16 *s1h, *dph, *eh, *s1c; /* s1c: one chunk's rows of s1 (variant 2) */
     uint32_t *s1p, *dpp, *ep, *ds1p; /* pairs (bf16.h): s1's, kept by fwd1; the chunk's dP;
                                         e's; the chunk's ds1 (variant 2) */
 } data;
@@ -87,6 +92,14 @@ static const double FLOP_PER_ROW[PRODUCTS] = {0.0,         2.0 * G * F, 2.0 * F 
                                               2.0 * F * F, 2.0 * F * F, 0.0,         2.0 * G * F};
 /* e_round runs once per forward for all four blocks: a block's share */
 static const double SHARE[PRODUCTS] = {0.25, 1, 1, 1, 1, 1, 1, 1};
+
+/* the softplus with σ1 past the caches, as the model's fwd1 epilogue runs it
+ * (schnet_filter.c) */
+static void ssp_sigma_stream(float *x, float *aux, const float *bias, int rows, int n)
+{
+    (void)bias;
+    pt_ssp_forward_stream_run(PT_SGEMM_AUTO, x, aux, (size_t)rows * (size_t)n);
+}
 
 /* ds1 ⊙= σ1 as the model's dS1 epilogue does it (schnet_filter.c) */
 static void mul_sigma(float *x, float *aux, const float *bias, int rows, int n)
@@ -148,8 +161,13 @@ static void run_chunk(data *d, int which, int r0, int n, int variant)
                            G, n, G, d->eh + (size_t)r0 * LDEH, LDEH);
         break;
     case FWD1: {
-        const pt_bf16_epilogue ssp = {.bias = d->b1, .map = pt_ssp_forward, .aux = d->sig + o,
-                                      .h = d->s1h + o, .ldh = F, .b_held = held,
+        /* variant 2: σ1 past the caches, s1's rows in one chunk's scratch
+         * (fwd2 is their only reader) */
+        const pt_bf16_epilogue ssp = {.bias = d->b1,
+                                      .map = variant == 2 ? ssp_sigma_stream : pt_ssp_forward,
+                                      .aux = d->sig + o,
+                                      .h = variant == 2 ? d->s1c : d->s1h + o, .ldh = F,
+                                      .b_held = held,
                                       .pairs = d->s1p + (size_t)(r0 / 2) * pt_bf16_pairs_ld(F)};
         check(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, n, F, G, 1.0f, d->eh + (size_t)r0 * LDEH,
                               PT_BF16_FMT_ROWS_PAD, LDEH, d->w1, 0, G, 0.0f, NULL, F, &ssp));
@@ -157,8 +175,9 @@ static void run_chunk(data *d, int which, int r0, int n, int variant)
     }
     case FWD2: {
         const pt_bf16_epilogue cut = {.bias = d->b2, .row_scale = d->cut + r0, .b_held = held};
-        check(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, n, F, F, 1.0f, d->s1h + o, 1, F, d->w2, 0,
-                              F, 0.0f, d->p + o, F, &cut));
+        check(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, n, F, F, 1.0f,
+                              variant == 2 ? d->s1c : d->s1h + o, 1, F, d->w2, 0, F, 0.0f,
+                              d->p + o, F, &cut));
         break;
     }
     case DP: /* one rounding of the chunk's dP for dW2 and dS1 */
@@ -294,7 +313,8 @@ int main(int argc, char **argv)
     d.eh = aligned_alloc(64, ((size_t)d.rows * LDEH * sizeof(pt_bf16) + 63) / 64 * 64);
     d.ep = aligned_alloc(64, (size_t)(d.rows + 1) / 2 * pt_bf16_pairs_ld(G) * sizeof(uint32_t));
     d.ds1p = aligned_alloc(64, (size_t)CHUNK / 2 * pt_bf16_pairs_ld(F) * sizeof(uint32_t));
-    if (!d.s1p || !d.dpp || !d.dph || !d.eh || !d.ep || !d.ds1p) return 1;
+    d.s1c = aligned_alloc(64, (size_t)CHUNK * F * sizeof(pt_bf16));
+    if (!d.s1p || !d.dpp || !d.dph || !d.eh || !d.ep || !d.ds1p || !d.s1c) return 1;
 
     double peak = peak_rate();
     double best[VARIANTS][PRODUCTS];
