@@ -2,8 +2,11 @@
  * of 3 rows × 7 vectors of 16 floats (21 accumulators + 7 B vectors + 1
  * broadcast of the 32 zmm registers; 4 rows leave no register for B, whose
  * vectors are then reloaded for every row: measured slower), so a row of
- * 100 columns is one panel with its last vector masked to 4 lanes.  The only file compiled for
- * AVX-512F; sgemm_kernels.c calls it only when the CPU and OS have it. */
+ * 100 columns is one panel: 6 whole vectors and its last 4 columns, which
+ * the 3 rows share in one packed accumulator (SK_PACK4, sgemm_body.h).
+ * Also the 16 × 16 register transpose of the narrow weight gradient.  The
+ * only file compiled for AVX-512F; sgemm_kernels.c calls it only when the
+ * CPU and OS have it. */
 #pragma GCC target("avx512f")
 #include <immintrin.h>
 
