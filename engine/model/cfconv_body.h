@@ -267,7 +267,7 @@ void CK(backward)(float *dx, float *dp, const float *dm, const float *x, const f
     if ((e) + CK_PF < eend) CK_PREFETCH(w + row[se[(e) + CK_PF]] * f, nv * VW);
 
 /* dx_j[panel] += Σ dm_i ⊙ W_u over sender j's edges and dP_u per the edge's
- * part (cfconv_kernels.h: write, add, stash, combine), senders j0 ≤ j < j1
+ * part (cfconv_kernels.h: write, add, dx only, combine), senders j0 ≤ j < j1
  * in ascending order; x_j's panel and dx_j's accumulator in registers
  * (2 nv of them).  Array pointers offset to the panel's first column (cut,
  * row, first, rlast, dst, so, se are not). */
@@ -280,12 +280,16 @@ static inline __attribute__((always_inline)) void CK(bws_panel)(
     const int32_t eend = so[j1];
     for (int j = j0; j < j1; j++) {
         if (so[j] == so[j + 1]) continue;
-        const float *xp = x + j * f;
+        const float *xp = x + j * f, *dmj = dm + j * f;
         float *dxp = dx + j * f;
 #define CK_XS(v) const V x##v = (v) < nv ? CK_LD(xp, v) : VZERO();
         CK_V8(CK_XS)
 #define CK_ACC(v) V a##v = (v) < nv ? CK_LD(dxp, v) : VZERO();
         CK_V8(CK_ACC)
+        /* dm_j too: a combining edge (receiver i, sender j) forms its row's
+         * other product dm_j ⊙ x_i itself (below) */
+#define CK_DMJ(v) const V m##v = (v) < nv ? CK_LD(dmj, v) : VZERO();
+        CK_V8(CK_DMJ)
         for (int32_t e = so[j]; e < so[j + 1]; e++) {
             const int32_t k = se[e], u = row[k], i = dst[k];
             CK_PREFETCH_S(e)
@@ -301,16 +305,22 @@ static inline __attribute__((always_inline)) void CK(bws_panel)(
     }
 #define CK_BS_WRITE(v) CK_BS(v, VMUL(t_, cu))
 #define CK_BS_ADD(v) CK_BS(v, VFMA(t_, cu, CK_LD(dpp, v)))
-#define CK_BS_STASH(v) CK_BS(v, t_)
-#define CK_BS_COMBINE(v) CK_BS(v, VFMA(CK_LD(dpp, v), cu, VMUL(t_, cu)))
+#define CK_BS_COMBINE(v) CK_BS(v, VFMA(VMUL(m##v, CK_LD(xip, v)), cu, VMUL(t_, cu)))
+#define CK_BS_DX(v) if ((v) < nv) a##v = VFMA(CK_LD(dmp, v), CK_LD(wp, v), a##v);
             if (first[k]) {
                 if (rlast[u] == i) {
                     CK_V8(CK_BS_WRITE)
                 } else {
+                    /* the row's other edge (receiver j, sender i) came
+                     * earlier in sender order and left dP alone: its
+                     * product dm_j ⊙ x_i, as it would have formed it */
+                    const float *xip = x + i * f;
                     CK_V8(CK_BS_COMBINE)
                 }
             } else if (j < i) {
-                CK_V8(CK_BS_STASH)
+                /* the other edge of a row whose first edge (receiver j,
+                 * sender i) comes later and forms both products: dx only */
+                CK_V8(CK_BS_DX)
             } else {
                 CK_V8(CK_BS_ADD)
             }
@@ -352,8 +362,11 @@ void CK(backward_senders)(float *dx, float *dp, const float *dm, const float *x,
  * per element the operations of the loop it replaced (which gcc
  * contracted): t = m̄·x, s = fma(m̂, x, ẋ·m̄) (m̂·x without ẋ),
  * P̂ (=|+=) fma(s, C, t·Ċ), P̄ (=|fma) t·C, x̂ = x̂ + fma(m̂, W, m̄·(W'·λ));
- * stash and combine as in the backward by senders (P̂'s two terms are
- * added, so the order of the pair does not matter for it). */
+ * a row's other edge, coming first in sender order, leaves its products
+ * in the rows ("stash") and the first edge adds its own ("combine"; the
+ * backward by senders did so until session 7: here x̂_j, x_j and ẋ_j leave
+ * no registers for m̂_j and m̄_j; P̂'s two terms are added, so the order of
+ * the pair does not matter for it). */
 static inline __attribute__((always_inline)) void CK(b2s_panel)(
     const int nv, const int tail, const MASK_T last, float *dxh, float *ph, float *pb,
     const float *mh, const float *mb, const float *x, const float *xd, const float *w,

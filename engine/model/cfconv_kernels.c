@@ -125,23 +125,23 @@ static void generic_backward_senders(float *dx, float *dp, const float *dm, cons
                                      int j0, int j1, int f, int32_t ring)
 {
     for (int j = j0; j < j1; j++) {
-        const float *restrict xj = x + (size_t)j * f;
+        const float *restrict xj = x + (size_t)j * f, *restrict dmj = dm + (size_t)j * f;
         float *restrict dxj = dx + (size_t)j * f;
         for (int32_t e = so[j]; e < so[j + 1]; e++) {
             const int32_t k = se[e], u = row[k], i = dst[k];
-            const float *restrict dmi = dm + (size_t)i * f;
+            const float *restrict dmi = dm + (size_t)i * f, *restrict xi = x + (size_t)i * f;
             const float *restrict wu = w + (size_t)u * f;
             float *restrict dpu = dp + (size_t)(ring > 0 ? u % ring : u) * f;
             const float cu = cut[u];
             for (int c = 0; c < f; c++) dxj[c] = fmaf(dmi[c], wu[c], dxj[c]);
             if (first[k] && row_last[u] == i) /* write */
                 for (int c = 0; c < f; c++) dpu[c] = dmi[c] * xj[c] * cu;
-            else if (first[k]) /* combine with the stashed product */
-                for (int c = 0; c < f; c++) dpu[c] = fmaf(dpu[c], cu, dmi[c] * xj[c] * cu);
-            else if (j < i) /* stash */
-                for (int c = 0; c < f; c++) dpu[c] = dmi[c] * xj[c];
-            else /* add */
+            else if (first[k]) /* combine: the other edge's product dm_j ⊙ x_i too */
+                for (int c = 0; c < f; c++) dpu[c] = fmaf(dmj[c] * xi[c], cu, dmi[c] * xj[c] * cu);
+            else if (j >= i) /* add (an atom's other image) */
                 for (int c = 0; c < f; c++) dpu[c] = fmaf(dmi[c] * xj[c], cu, dpu[c]);
+            /* else the other edge of a row whose first edge comes later in
+             * sender order and forms both products: dx only */
         }
     }
 }
@@ -177,7 +177,7 @@ static void generic_tangent(float *mdot, const float *w, const float *wd, const 
 /* The force passes' second backward by senders (cfconv_body.h's
  * b2s_panel): per element the operations gcc made of the receiver-order
  * loop it replaced (schnet_ops_forces.c, fp-contract=fast), in sender order
- * with the stash / combine of the backward by senders.  One edge: mode and
+ * with a stash / combine (cfconv_body.h's b2s_panel).  One edge: mode and
  * xdj are constants at every call site, so each use is one straight vector
  * loop (a test inside the loop keeps gcc from vectorising it). */
 static inline __attribute__((always_inline)) void b2_edge(

@@ -20,12 +20,17 @@
  * sender j's edges in receiver order with x_j and dx_j in registers, so
  * dx_j is the same chain of fmas without its 14 loads and stores per edge.
  * A row's two edges (a bond both ways, edge_rows.h) now come in the other
- * order — its other edge's sender is the smaller — so that edge leaves its
- * product t2 = dm·x in the dP row ("stash") and the first edge, later,
- * forms fma(t2, C_u, t1·C_u) ("combine"): the operands and operations of
- * the receiver-order dP_u, so the bits are unchanged.  An edge whose row is
- * its own (or whose other edge is an image of the same atom, which comes
- * later in the same list) writes or adds as before.  Ranges end at
+ * order — its other edge (receiver j, sender i) has the smaller sender —
+ * so that edge only adds to dx_i, and the first edge (receiver i, sender
+ * j), later, forms both products, t2 = dm_j ⊙ x_i (dm_j held in registers
+ * with x_j and dx_j) and t1 = dm_i ⊙ x_j, as fma(t2, C_u, t1·C_u)
+ * ("combine"): the operands and operations of the receiver-order dP_u, so
+ * the bits are unchanged.  (Until session 7 the other edge left t2 in the
+ * dP row and the first edge read it back: a row of stores, its eviction
+ * and reload per bond; x_i's row is read instead, 9-12% less backward:
+ * docs/performance.md.)  An edge whose row is its own (or whose other
+ * edge is an image of the same atom, which comes later in the same list)
+ * writes or adds as before.  Ranges end at
  * boundaries no edge crosses (structure ends), so each list is walked in
  * one piece.  bench/cfconv_rate, water, AVX-512 (load 2-3): 13.9 against
  * 15.1-16.8 ns per edge for the receiver-order kernel on the same packs.

@@ -123,8 +123,8 @@ void pt_cfconv_backward_range(float *dx, float *dp, const float *dm, const float
  * kernel on the range: cfconv_avx2.c says why).  dx_j sums its edges in receiver order
  * as before; each dP row still gets (first edge's product) · C_u, then
  * fma(other's product, C_u, ·) — when the other edge comes first in
- * sender order (its sender is the smaller), it leaves its product in the
- * row and the first edge combines (cfconv_kernels.h). */
+ * sender order (its sender is the smaller), the first edge forms both
+ * products when it comes (cfconv_kernels.h). */
 void pt_cfconv_backward_senders(float *dx, float *dp, const float *dm, const float *x,
                                 const float *w, const float *cut, const int32_t *row,
                                 const uint8_t *first, const int32_t *row_last,

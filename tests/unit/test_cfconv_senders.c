@@ -327,8 +327,10 @@ static void test_widths_several_panels(void **state)
 
 /* The visit order the kernels rely on holds on these graphs: every row's
  * first edge has a sender at least that of its other edge, the same sender
- * only with the smaller edge id (so stash and combine are exercised: a
- * check that could not fail otherwise). */
+ * only with the smaller edge id (so a row's other edge, "stash" below:
+ * dx only in the backward, its products stashed in the second backward,
+ * and the combining first edge are exercised: a check that could not fail
+ * otherwise). */
 static void test_graph_has_every_case(void **state)
 {
     (void)state;
