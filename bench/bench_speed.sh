@@ -12,7 +12,7 @@
 #                   in its layouts against the peer's 1 thread, all threads
 #                   and DDP, each reported, the ratio best against best
 #                   (FORCES=emt,water for both of its cases; FORCES= skips)
-#   SPLIT_CASES=water_lpfhp  cases also run in micro-batches of 2 packs
+#   SPLIT_CASES=water_lpfhp  cases also run in a second micro-batch split
 #
 # For seed 000's SchNet (H=F=100, T=4, G=25, cutoff 6 Å, 32 neighbours, sum
 # readout) on the QM9 subset (LPFHP and tuple packing) and on the water
@@ -26,9 +26,11 @@
 #               own kernels of engine/model/sgemm_kernels.h add).  For QM9/LPFHP
 #               also the default layout: one replica, `cores` OpenBLAS threads.
 #               Cases in SPLIT_CASES (default water_lpfhp) also run the same
-#               global batch as micro-batches of 2 packs with gradient
-#               accumulation (8 packs per replica -> 2 x4); packtrain's best
-#               split counts, as the peer's best layout does; both are printed.
+#               global batch in a second split: one micro-batch of 8 packs
+#               per replica where the plan's "auto" split it (water: the
+#               plan gives 2 packs x4), else micro-batches of 2 packs with
+#               gradient accumulation; packtrain's best split counts, as the
+#               peer's best layout does; both are printed.
 #   pytorch     the peer, bench/torch_schnet_bench.py (bench/torch_peer.py):
 #               the same model in plain PyTorch 1.13 (python3-torch), the same
 #               number of molecules per step, in each layout a PyTorch user
@@ -213,7 +215,7 @@ bf16=$("$py" -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["avx512
 "$bin" ingest ../shared/data/qm9_13k.extxyz.gz --out "$tmp/qm9.ptd" >/dev/null
 "$bin" ingest ../shared/data/water_20k.extxyz.gz --out "$tmp/water.ptd" >/dev/null
 
-# cases also run as micro-batches of 2 packs (SPLIT_CASES; water's packs
+# cases also run in a second micro-batch split (SPLIT_CASES; water's packs
 # hold ~4,500 edge slots, QM9's ~800: QM9's micro-batches already fit)
 split_cases=${SPLIT_CASES-water_lpfhp}
 splits=()
@@ -230,13 +232,17 @@ setup_case() {
   job "$tag" "$target" "$method" "$replicas" "$mb" "$cores"
   job "$tag.prof" "$target" "$method" 1 "$b" 1
   job "$tag.bf16" "$target" "$method" "$replicas" "$mb" "$cores" bf16
-  # the same global batch in micro-batches of 2 packs (gradient accumulation
-  # b/2): for large packs a replica's per-edge activations then stay in its
-  # share of the L3 (bench/bench_scaling.sh); packtrain's best split counts,
-  # as the peer's best layout does, and both are reported
+  # the same global batch in another split: the plan's "auto" halves large
+  # packs' micro-batches (water: 2 packs x4, a replica's per-edge activations
+  # then stay in its share of the L3: bench/bench_scaling.sh), so the other
+  # split is one micro-batch of b; a pinned case tries 2 packs x b/2.
+  # packtrain's best split counts, as the peer's best layout does, and both
+  # are reported
   if [[ " $split_cases " == *" $tag "* ]] && [ "$b" -gt 2 ]; then
-    job "$tag.mb2" "$target" "$method" "$replicas" 2 "$cores" fp32 $(( b / 2 ))
-    job "$tag.mb2.bf16" "$target" "$method" "$replicas" 2 "$cores" bf16 $(( b / 2 ))
+    local sb=2 sa=$(( b / 2 ))
+    [ "$mb" = "$b" ] || { sb=$b; sa=1; }
+    job "$tag.mb2" "$target" "$method" "$replicas" "$sb" "$cores" fp32 "$sa"
+    job "$tag.mb2.bf16" "$target" "$method" "$replicas" "$sb" "$cores" bf16 "$sa"
     splits+=("$tag")
   fi
   "$bdir/schnet_profile" "$data" "$tmp/$tag.prof.json" 20 3 >"$tmp/$tag.profile" 2>"$tmp/err" ||
