@@ -154,6 +154,14 @@ const uint32_t *pt_schnet_s1_pairs(const pt_schnet_block_acts *k, const pt_schne
  * bits; σ1 is read only by the backward, after every block's forward, and
  * its plain stores fetched each line from memory first).  A group of rows
  * starts on a vector boundary (PT_BF16_GROUP · F floats from a chunk's). */
+/* Only where a block's σ1 is too big to stay in cache until the backward:
+ * QM9's (~1 MB a block) does, and streaming it cost 3% of a one-thread
+ * bf16 step (schnet_profile qm9 40 3, 8 interleaved rounds, load 3.9-4.6:
+ * CPU ms 3.41-3.49 streamed, 3.28-3.37 not); water's 2 MB (micro-batches
+ * of 2 packs) and 8 MB (8 packs) do not (28.2-28.7 vs 28.4-29.7, and
+ * 27.5-28.2 vs 27.5-30.0 over 4-5 rounds, load 3-5). */
+#define SIGMA_STREAM_BYTES ((size_t)3 << 19)
+
 static void ssp_sigma_stream(float *x, float *aux, const float *bias, int rows, int n)
 {
     (void)bias;
@@ -178,7 +186,10 @@ static void forward_rows_bf16(const pt_schnet_block *w, pt_schnet_block_acts *k,
      * others reuse them (unchanged over the pass: bf16.h) */
     const int held = r0 > 0;
     if (!held) pt_bf16_weights_hold();
-    const pt_bf16_epilogue ssp = {.bias = w->mlp0_b, .map = ssp_sigma_stream, .b_held = held,
+    const int stream = (size_t)a->n_rows * (size_t)F * sizeof(float) >= SIGMA_STREAM_BYTES;
+    const pt_bf16_epilogue ssp = {.bias = w->mlp0_b,
+                                  .map = stream ? ssp_sigma_stream : pt_ssp_forward,
+                                  .b_held = held,
                                   .aux = pt_schnet_keep_sig(a, k->sig1 + o), .h = s1h, .ldh = F,
                                   .pairs = sp.s1p ? sp.s1p + (size_t)(r0 / 2) * pt_bf16_pairs_ld(F)
                                                   : NULL};

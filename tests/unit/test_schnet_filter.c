@@ -21,6 +21,8 @@
  *     the padded rows and pairs block 0's forward rounded once, where the
  *     arena has room for them, else as before: the reference's bits with
  *     room for all, for s1's pairs only, and for none;
+ *   - bf16 with σ1 big enough to be streamed past the caches (4000 rows):
+ *     the same bits;
  *   - gradients accumulate (+=) onto what dw held, as the reference does;
  *   - the policy gives the filter network's products to the own kernels
  *     here (so the first case above tests the chunked path). */
@@ -244,6 +246,9 @@ static void test_bf16(void **state)
             check_alias(sizes[i], PT_PRECISION_BF16, 1);
     }
     room = 2.0f;
+    /* past 1.5 MB of σ1 the first product streams it (schnet_filter.c):
+     * the same bits */
+    check_alias(4000, PT_PRECISION_BF16, 1);
 }
 
 /* The fused bf16 products split over two threads (a 256-row chunk is
