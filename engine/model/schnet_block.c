@@ -76,6 +76,36 @@ void pt_schnet_block_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
 }
 
+/* bf16 (fused): pt_linear_backward's dW += doutᵀ · in and din = dout · W
+ * + din_beta · din from one rounding of dout, as pairs (dW's A, read in
+ * place) and as rows (din's A, read in place), where each product rounded
+ * and laid out the fp32 dout itself: the same values in the same order, so
+ * the same bits.  in is fp32, or bf16 rows (in_h: u as the forward kept
+ * it); din NULL: dW only.  On the thread's operand scratch (no allocation
+ * after the first step). */
+static void linear_backward_bf16(float *din, float *dw, const float *dout, const float *in,
+                                 const pt_bf16 *in_h, const float *w, int n, int in_dim,
+                                 int out_dim, float din_beta)
+{
+    const int ldp = pt_bf16_pairs_ld(out_dim);
+    const size_t pair_bytes = ((size_t)(n + 1) / 2 * ldp * sizeof(uint32_t) + 63) / 64 * 64;
+    char *mem = pt_bf16_operand_scratch(pair_bytes + (size_t)n * out_dim * sizeof(pt_bf16));
+    if (!mem) pt_bf16_check(PT_BF16_ENOMEM, out_dim, in_dim, n);
+    uint32_t *pairs = (uint32_t *)mem;
+    pt_bf16 *rows = (pt_bf16 *)(mem + pair_bytes);
+    pt_bf16_pairs_pack(pairs, dout, out_dim, n, out_dim, din ? rows : NULL, out_dim);
+    pt_bf16_check(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, out_dim, in_dim, n, 1.0f, pairs,
+                                  PT_BF16_FMT_PAIRS, ldp, in_h ? (const void *)in_h : in,
+                                  in_h ? PT_BF16_FMT_ROWS : PT_BF16_FMT_F32, in_dim, 1.0f, dw,
+                                  in_dim, NULL),
+                  out_dim, in_dim, n);
+    if (din)
+        pt_bf16_check(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, n, in_dim, out_dim, 1.0f, rows,
+                                      PT_BF16_FMT_ROWS, out_dim, w, PT_BF16_FMT_F32, in_dim,
+                                      din_beta, din, in_dim, NULL),
+                      n, in_dim, out_dim);
+}
+
 /* dh holds dL/dh_{t+1} on entry and dL/dh_t on return (in place: the
  * residual path is the identity). */
 void pt_schnet_block_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b, int t,
@@ -88,13 +118,12 @@ void pt_schnet_block_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_ba
     const int N = b->cap_nodes, H = c->hidden, F = c->filters, G = c->gaussians;
     const pt_precision prec = a->precision;
 
-    if (pt_schnet_bf16_fused(a)) {
+    const int fused = pt_schnet_bf16_fused(a);
+    if (fused) {
         /* pt_linear_backward's sequence with u read as the bf16 the forward kept */
-        pt_bf16_check(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, H, H, N, 1.0f, a->dh, 0, H,
-                                      (const pt_bf16 *)k->u, 1, H, 1.0f, dw->lin_w, H, NULL),
-                      H, H, N);
+        linear_backward_bf16(a->du, dw->lin_w, a->dh, NULL, (const pt_bf16 *)k->u, w->lin_w, N,
+                             H, H, 0.0f);
         pt_column_sums_add(dw->lin_b, a->dh, N, H);
-        pt_linear_backward_input(a->du, a->dh, w->lin_w, N, H, H, 0.0f, prec);
     } else {
         pt_linear_backward(a->du, dw->lin_w, dw->lin_b, a->dh, k->u, w->lin_w, N, H, H, 0.0f,
                            prec);
@@ -102,13 +131,21 @@ void pt_schnet_block_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_ba
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
     pt_ssp_backward(a->du, dw->conv_lin2_b, k->sig2, N, H);
     pt_lap(sw, PT_SCHNET_OP_NODE_SSP);
-    pt_linear_backward(a->dm, dw->conv_lin2_w, NULL, a->du, k->m, w->conv_lin2_w, N, F, H, 0.0f,
-                       prec);
+    if (fused)
+        linear_backward_bf16(a->dm, dw->conv_lin2_w, a->du, k->m, NULL, w->conv_lin2_w, N, F, H,
+                             0.0f);
+    else
+        pt_linear_backward(a->dm, dw->conv_lin2_w, NULL, a->du, k->m, w->conv_lin2_w, N, F, H,
+                           0.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
     /* dm → dx and dP (per filter row, cutoff included), then the filter
      * network: A2, a2 → ssp → A1, a1 (e needs no gradient), chunk by chunk */
     pt_schnet_edges_backward(w, dw, k, a, b, G, F, sw);
-    pt_linear_backward(a->dh, dw->conv_lin1_w, NULL, a->dx, a->h[t], w->conv_lin1_w, N, H, F,
-                       1.0f, prec);
+    if (fused)
+        linear_backward_bf16(a->dh, dw->conv_lin1_w, a->dx, a->h[t], NULL, w->conv_lin1_w, N, H,
+                             F, 1.0f);
+    else
+        pt_linear_backward(a->dh, dw->conv_lin1_w, NULL, a->dx, a->h[t], w->conv_lin1_w, N, H, F,
+                           1.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
 }
