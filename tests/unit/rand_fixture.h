@@ -1,7 +1,7 @@
 /* rand_fixture.h — reproducible random operands for the kernel tests: one
  * 64-bit LCG (Knuth's MMIX constants) per test file, seeded by the file
  * (#define PT_TEST_SEED before including), uniform floats in [-1, 1) from
- * its top 24 bits, arrays of them and plain copies; floats by bit pattern
+ * its top 24 bits (or 32 as rnd_u), arrays of them and plain copies; floats by bit pattern
  * and the values bf16 rounding must get right (sprinkle).  The state is static
  * per file, so each test binary draws the same sequence on every run and
  * no file's draws move another's.  Header-only, static inline: a file
@@ -19,12 +19,15 @@
 
 static uint64_t lcg = PT_TEST_SEED;
 
-/* uniform in [-1, 1), 24 random bits */
-static inline float rnd(void)
+/* 32 random bits: the LCG's top half (its low bits have short periods) */
+static inline uint32_t rnd_u(void)
 {
     lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((lcg >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
+    return (uint32_t)(lcg >> 32);
 }
+
+/* uniform in [-1, 1), 24 random bits (the top ones) */
+static inline float rnd(void) { return (float)(rnd_u() >> 8) / 16777216.0f * 2.0f - 1.0f; }
 
 /* n floats scale·rnd() (n = 0 gives a valid one-float buffer); free() it */
 static inline float *rnd_floats(size_t n, float scale)

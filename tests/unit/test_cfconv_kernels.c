@@ -41,18 +41,8 @@
 #include "engine/model/cfconv_kernels.h"
 #include "engine/model/schnet_ops.h"
 
-static uint64_t lcg = 0x9e3779b97f4a7c15ull;
-
-static uint32_t rnd_u(void)
-{
-    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)(lcg >> 33);
-}
-
-static float rnd(void)
-{
-    return (float)(rnd_u() & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
-}
+#define PT_TEST_SEED 0x9e3779b97f4a7c15ull
+#include "tests/unit/rand_fixture.h"
 
 static float *floats(size_t n)
 {

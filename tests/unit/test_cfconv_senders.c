@@ -39,12 +39,6 @@
 #define PT_TEST_SEED 0x5eedc0f5a11ce55ull
 #include "tests/unit/rand_fixture.h"
 
-static uint32_t rnd_u(void)
-{
-    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)(lcg >> 33);
-}
-
 /* ---- a batch-like graph ------------------------------------------------------ */
 
 enum { MAXS = 8 };   /* nodes per structure */

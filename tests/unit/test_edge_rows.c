@@ -26,18 +26,8 @@
 
 #include "engine/model/edge_rows.h"
 
-static uint64_t lcg = 0x243f6a8885a308d3ull;
-
-static uint32_t rnd_u(void)
-{
-    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)(lcg >> 33);
-}
-
-static float rnd(void)
-{
-    return (float)(rnd_u() & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
-}
+#define PT_TEST_SEED 0x243f6a8885a308d3ull
+#include "tests/unit/rand_fixture.h"
 
 enum { MAXE = 40000 };
 static const float CUTOFF = 6.0f;
