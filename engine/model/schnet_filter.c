@@ -216,6 +216,28 @@ static void forward_rows_bf16(const pt_schnet_block *w, pt_schnet_block_acts *k,
     }
 }
 
+/* fp32 on the own kernels (chunked): 0 on a pass's first chunk, after
+ * starting a hold (its products compare the weights with their layouts),
+ * 1 on the others (sgemm_kernels.h); -1 otherwise (pt_linear_*). */
+static int held_fp32(pt_precision prec, int r0, int G, int F)
+{
+    if (prec != PT_PRECISION_FP32 || !chunked(prec, G, F)) return -1;
+    if (r0 == 0) pt_sgemm_weights_hold();
+    return r0 > 0;
+}
+
+/* A Linear layer's product on the rows [n, k] of A with its weight W
+ * (NT: the forward, W[nout,k], with the bias; NN: the input gradient,
+ * W[k,nout], no bias), rows of nout into C, through
+ * pt_sgemm_small_weight; 0 when it did not run (held -1, or the policy
+ * chose OpenBLAS): the caller's pt_linear_* runs it. */
+static int held_product(CBLAS_TRANSPOSE tb, int n, int nout, int k, const float *x,
+                        const float *wt, const float *bias, float *c, int held)
+{
+    return held >= 0 && pt_sgemm_small_weight(tb, n, nout, k, x, k, wt, tb == CblasTrans ? k : nout,
+                                              0.0f, bias, c, nout, held);
+}
+
 void pt_schnet_filter_forward_rows(const pt_schnet_block *w, pt_schnet_block_acts *k,
                                    const pt_schnet_acts *a, int r0, int n, int G, int F,
                                    int leave_p, pt_stopwatch *sw)
@@ -226,8 +248,13 @@ void pt_schnet_filter_forward_rows(const pt_schnet_block *w, pt_schnet_block_act
         forward_rows_bf16(w, k, a, r0, n, G, F, sw);
         return;
     }
-    pt_linear_forward(k->s1 + o, a->e + (size_t)r0 * G, w->mlp0_w, w->mlp0_b, n, G, F, 0.0f,
-                      prec);
+    /* fp32 chunks: the first compares A1, A2 with their layouts, the
+     * others reuse them (unchanged over the pass: sgemm_kernels.h) */
+    const int held = held_fp32(prec, r0, G, F);
+    if (!held_product(CblasTrans, n, F, G, a->e + (size_t)r0 * G, w->mlp0_w, w->mlp0_b,
+                      k->s1 + o, held))
+        pt_linear_forward(k->s1 + o, a->e + (size_t)r0 * G, w->mlp0_w, w->mlp0_b, n, G, F,
+                          0.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
     /* σ1 is read only by the backward, after every block's forward: its
      * stores skip the caches (ssp_kernels.h) */
@@ -239,7 +266,8 @@ void pt_schnet_filter_forward_rows(const pt_schnet_block *w, pt_schnet_block_act
      * more in this pipeline than the pass (water fp32 schnet_profile
      * 43.7-44.5 -> 46.4-46.6 ms a step with it and the ssp backward's MUL,
      * load 1.4-1.6), though 1-2% less on isolated chunks. */
-    pt_linear_forward(k->p + o, k->s1 + o, w->mlp2_w, w->mlp2_b, n, F, F, 0.0f, prec);
+    if (!held_product(CblasTrans, n, F, F, k->s1 + o, w->mlp2_w, w->mlp2_b, k->p + o, held))
+        pt_linear_forward(k->p + o, k->s1 + o, w->mlp2_w, w->mlp2_b, n, F, F, 0.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
     if (leave_p) return; /* the pipeline's convolution applies C (schnet_edges.c) */
     pt_filter_cutoff_forward(k->w + o, k->p + o, a->cut + r0, n, F);
@@ -340,7 +368,9 @@ void pt_schnet_filter_backward_rows(const pt_schnet_block *w, pt_schnet_block *d
     pt_linear_backward_weight(dw->mlp2_w, NULL, dp, k->s1 + o, n, 0, F, F, prec);
     /* ds1 = (dP A2) ⊙ σ1 as a pass: a MUL epilogue in the fp32 kernels
      * cost more in this pipeline (see the forward) */
-    pt_linear_backward_input(ds1, dp, w->mlp2_w, n, F, F, 0.0f, prec);
+    if (!held_product(CblasNoTrans, n, F, F, dp, w->mlp2_w, NULL, ds1,
+                      held_fp32(prec, r0, G, F)))
+        pt_linear_backward_input(ds1, dp, w->mlp2_w, n, F, F, 0.0f, prec);
     pt_column_sums_total(total, dp, n, F);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
     pt_ssp_backward(ds1, dw->mlp0_b, k->sig1 + o, n, F);

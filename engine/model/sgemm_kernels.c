@@ -140,47 +140,78 @@ static void scalar(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, 
 static _Thread_local float bpack[PT_SGEMM_MAX_DIM * PT_SGEMM_MAX_DIM]
     __attribute__((aligned(64)));
 
-/* NT's B transposed to [k][n] the same way, cached: the filter network runs
- * the same two weights over every 256-row chunk of a batch
- * (schnet_filter.c), and the scalar transpose of a 100 × 100 weight took
- * ≈ 3 µs against ≈ 22 µs for a chunk's product.  An entry is reused only
- * when the weight is bit for bit the one it was made from (memcmp against
- * the entry's copy: the optimizer updates weights in place, at the same
- * address), so a hit gives exactly what a fresh transpose would. */
-typedef struct nt_entry {
+/* A weight's op(B) laid out as NN's B is (rows of k, stride ldp), cached:
+ * the filter network runs the same two weights over every 256-row chunk of
+ * a batch (schnet_filter.c), and the scalar transpose of a 100 × 100 weight
+ * took ≈ 3 µs against ≈ 22 µs for a chunk's product.  NT's B is kept
+ * transposed (every NT product goes through the cache); NN's copy only for
+ * products that name their B a weight (pt_sgemm_small_weight: dS1's A2),
+ * the others copy it into bpack.  An entry is reused only when the weight
+ * is bit for bit the one it was made from (memcmp against the entry's
+ * copy: the optimizer updates weights in place, at the same address), so a
+ * hit gives exactly what a fresh layout would — or, for a product that
+ * says its weight is held, when the entry was compared (or made) on this
+ * thread since the thread's last pt_sgemm_weights_hold(): the comparison
+ * (40 KB a 100 × 100 weight) is then paid on a pass's first chunk only. */
+typedef struct w_entry {
     float packed[PT_SGEMM_MAX_DIM * PT_SGEMM_MAX_DIM] __attribute__((aligned(64)));
-    float src[PT_SGEMM_MAX_DIM * PT_SGEMM_MAX_DIM];   /* B as it was, rows of k */
+    float src[PT_SGEMM_MAX_DIM * PT_SGEMM_MAX_DIM];   /* B as it was, rows of width */
     const float *b;
-    int n, k, valid;
-} nt_entry;
-#define NT_ENTRIES 2
-static _Thread_local nt_entry nt_cache[NT_ENTRIES];
-static _Thread_local int nt_next;
+    int n, k, ldb, trans, valid;
+    unsigned long used, held;   /* last use (LRU), the hold it was last compared in */
+} w_entry;
+/* a block's forward A1, A2 (NT) and backward A2 (NN) */
+#define W_ENTRIES 3
+static _Thread_local w_entry w_cache[W_ENTRIES];
+static _Thread_local unsigned long w_clock, w_hold;
 
-/* B[n,k] (row stride ldb) transposed with rows of ldp: a cached entry's
- * packed copy, made if the weight changed or is not in the cache. */
-static const float *nt_packed(const float *b, int n, int k, int ldb, int ldp)
+void pt_sgemm_weights_hold(void)
 {
-    nt_entry *e = NULL;
-    for (int i = 0; i < NT_ENTRIES && !e; i++)
-        if (nt_cache[i].valid && nt_cache[i].b == b && nt_cache[i].n == n && nt_cache[i].k == k)
-            e = &nt_cache[i];
-    if (e) {
-        int same = 1;
-        for (int j = 0; j < n && same; j++)
-            same = !memcmp(e->src + (long)j * k, b + (long)j * ldb, sizeof(float) * k);
-        if (same) return e->packed;
-    } else {
-        e = &nt_cache[nt_next];
-        nt_next = (nt_next + 1) % NT_ENTRIES;
+    w_hold++;
+}
+
+/* op(B) (NT: B[n,k] of row stride ldb transposed; NN: B[k,n] copied) with
+ * rows of ldp floats: a cached entry, laid out now if the weight changed
+ * or is not in the cache.  held: the caller promises B is unchanged since
+ * this thread's current hold began. */
+static const float *w_packed(int trans, const float *b, int n, int k, int ldb, int ldp, int held)
+{
+    const int rows = trans ? n : k, width = trans ? k : n;
+    w_entry *e = NULL, *old = &w_cache[0];
+    for (int i = 0; i < W_ENTRIES; i++) {
+        w_entry *x = &w_cache[i];
+        if (x->valid && x->b == b && x->n == n && x->k == k && x->ldb == ldb &&
+            x->trans == trans) {
+            e = x;
+            break;
+        }
+        if (!x->valid || x->used < old->used) old = x;
     }
-    for (int j = 0; j < n; j++) {
-        memcpy(e->src + (long)j * k, b + (long)j * ldb, sizeof(float) * k);
-        for (int p = 0; p < k; p++) e->packed[p * ldp + j] = b[(long)j * ldb + p];
+    w_clock++;
+    if (e && held && w_hold && e->held == w_hold) {
+        e->used = w_clock;
+        return e->packed;
     }
+    int same = e != NULL;
+    for (int r = 0; r < rows && same; r++)
+        same = !memcmp(e->src + (long)r * width, b + (long)r * ldb, sizeof(float) * width);
+    if (!e) e = old;
+    e->used = w_clock;
+    e->held = w_hold;
+    if (same) return e->packed;
+    for (int r = 0; r < rows; r++)
+        memcpy(e->src + (long)r * width, b + (long)r * ldb, sizeof(float) * width);
+    if (trans)
+        for (int j = 0; j < n; j++)
+            for (int p = 0; p < k; p++) e->packed[p * ldp + j] = b[(long)j * ldb + p];
+    else
+        for (int p = 0; p < k; p++)
+            memcpy(e->packed + (long)p * ldp, b + (long)p * ldb, sizeof(float) * n);
     e->b = b;
     e->n = n;
     e->k = k;
+    e->ldb = ldb;
+    e->trans = trans;
     e->valid = 1;
     return e->packed;
 }
@@ -191,9 +222,11 @@ static _Thread_local float ct[PT_SGEMM_MAX_DIM * PT_SGEMM_MAX_DIM];
 static _Thread_local float biaspad[PT_SGEMM_MAX_DIM] __attribute__((aligned(64)));
 
 /* bias: NULL, or (NT/NN only) the row every chain starts from instead of C */
+/* weight: 0 for plain products, 1 when B is a weight to cache (NN too),
+ * 2 when it is also held (pt_sgemm_small_weight) */
 static void run_vec(int avx512, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
                     const float *a, int lda, const float *b, int ldb, float beta,
-                    const float *bias, float *c, int ldc)
+                    const float *bias, float *c, int ldc, int weight)
 {
     if (k == 0) {   /* no products: C = beta C (or the bias), as cblas_sgemm does */
         for (int i = 0; i < m; i++)
@@ -209,13 +242,14 @@ static void run_vec(int avx512, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, i
          * order per element, so the same bits) and transpose back */
         if (avx512) { /* (beta = 0 reads no C: nothing to transpose in) */
             if (beta != 0.0f) pt_sgemm_avx512_transpose(m, n, c, ldc, ct, m);
-            run_vec(avx512, CblasTrans, CblasNoTrans, n, m, k, b, ldb, a, lda, beta, NULL, ct, m);
+            run_vec(avx512, CblasTrans, CblasNoTrans, n, m, k, b, ldb, a, lda, beta, NULL, ct, m,
+                    0);
             pt_sgemm_avx512_transpose(n, m, ct, m, c, ldc);
             return;
         }
         for (int i = 0; i < m; i++)
             for (int j = 0; j < n; j++) ct[(long)j * m + i] = c[(long)i * ldc + j];
-        run_vec(avx512, CblasTrans, CblasNoTrans, n, m, k, b, ldb, a, lda, beta, NULL, ct, m);
+        run_vec(avx512, CblasTrans, CblasNoTrans, n, m, k, b, ldb, a, lda, beta, NULL, ct, m, 0);
         for (int i = 0; i < m; i++)
             for (int j = 0; j < n; j++) c[(long)i * ldc + j] = ct[(long)j * m + i];
         return;
@@ -231,8 +265,8 @@ static void run_vec(int avx512, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, i
         return;
     }
     const float *bp = bpack;
-    if (tb == CblasTrans)
-        bp = nt_packed(b, n, k, ldb, ldp);
+    if (tb == CblasTrans || weight)
+        bp = w_packed(tb == CblasTrans, b, n, k, ldb, ldp, weight == 2);
     else
         for (int p = 0; p < k; p++)
             memcpy(bpack + (long)p * ldp, b + (long)p * ldb, sizeof(float) * n);
@@ -258,7 +292,7 @@ int pt_sgemm_run(pt_sgemm_impl impl, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int
     else if (impl == PT_SGEMM_SCALAR)
         scalar(ta, tb, m, n, k, a, lda, b, ldb, beta, NULL, c, ldc);
     else
-        run_vec(impl == PT_SGEMM_AVX512, ta, tb, m, n, k, a, lda, b, ldb, beta, NULL, c, ldc);
+        run_vec(impl == PT_SGEMM_AVX512, ta, tb, m, n, k, a, lda, b, ldb, beta, NULL, c, ldc, 0);
     return 0;
 }
 
@@ -267,7 +301,7 @@ int pt_sgemm_small(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, 
 {
     pt_sgemm_impl impl = pt_sgemm_choice(ta, tb, m, n, k);
     if (impl == PT_SGEMM_OPENBLAS || !shape_ok(ta, tb, m, n, k, lda, ldb, ldc)) return 0;
-    run_vec(impl == PT_SGEMM_AVX512, ta, tb, m, n, k, a, lda, b, ldb, beta, NULL, c, ldc);
+    run_vec(impl == PT_SGEMM_AVX512, ta, tb, m, n, k, a, lda, b, ldb, beta, NULL, c, ldc, 0);
     return 1;
 }
 
@@ -291,7 +325,7 @@ int pt_sgemm_bias_run(pt_sgemm_impl impl, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb
     } else if (impl == PT_SGEMM_SCALAR)
         scalar(ta, tb, m, n, k, a, lda, b, ldb, 0.0f, bias, c, ldc);
     else
-        run_vec(impl == PT_SGEMM_AVX512, ta, tb, m, n, k, a, lda, b, ldb, 0.0f, bias, c, ldc);
+        run_vec(impl == PT_SGEMM_AVX512, ta, tb, m, n, k, a, lda, b, ldb, 0.0f, bias, c, ldc, 0);
     return 0;
 }
 
@@ -302,6 +336,19 @@ int pt_sgemm_small_bias(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, in
     if (ta != CblasNoTrans || !bias) return 0;
     pt_sgemm_impl impl = pt_sgemm_choice(ta, tb, m, n, k);
     if (impl == PT_SGEMM_OPENBLAS || !shape_ok(ta, tb, m, n, k, lda, ldb, ldc)) return 0;
-    run_vec(impl == PT_SGEMM_AVX512, ta, tb, m, n, k, a, lda, b, ldb, 0.0f, bias, c, ldc);
+    run_vec(impl == PT_SGEMM_AVX512, ta, tb, m, n, k, a, lda, b, ldb, 0.0f, bias, c, ldc, 0);
+    return 1;
+}
+
+int pt_sgemm_small_weight(CBLAS_TRANSPOSE tb, int m, int n, int k, const float *a, int lda,
+                          const float *b, int ldb, float beta, const float *bias, float *c,
+                          int ldc, int held)
+{
+    if (tb != CblasTrans && tb != CblasNoTrans) return 0;
+    pt_sgemm_impl impl = pt_sgemm_choice(CblasNoTrans, tb, m, n, k);
+    if (impl == PT_SGEMM_OPENBLAS || !shape_ok(CblasNoTrans, tb, m, n, k, lda, ldb, ldc))
+        return 0;
+    run_vec(impl == PT_SGEMM_AVX512, CblasNoTrans, tb, m, n, k, a, lda, b, ldb,
+            bias ? 0.0f : beta, bias, c, ldc, held ? 2 : 1);
     return 1;
 }

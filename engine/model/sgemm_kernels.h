@@ -20,9 +20,9 @@
  * per element, checked there at k·2⁻²⁴·4.
  *
  * The kernels allocate nothing: they pack B into per-thread buffers
- * (thread-local storage, ≈ 0.6 MiB a thread: NN's copy, NT's transposes of
- * the last two weights with the copies they were made from, for reuse while
- * the weight is bit for bit unchanged). */
+ * (thread-local storage, ≈ 0.6 MiB a thread: NN's copy, the layouts of the
+ * last three weights with the copies they were made from, for reuse while
+ * the weight is bit for bit unchanged, sgemm_kernels.c). */
 #ifndef PT_SGEMM_KERNELS_H
 #define PT_SGEMM_KERNELS_H
 
@@ -76,6 +76,26 @@ int pt_sgemm_small_bias(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, in
 int pt_sgemm_bias_run(pt_sgemm_impl impl, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n,
                       int k, const float *a, int lda, const float *b, int ldb, const float *bias,
                       float *c, int ldc);
+
+/* A Linear layer's product whose B is its weight (NT: the forward, NN: the
+ * input gradient), C[m,n] = A·op(B) + beta·C, or + bias on every row when
+ * bias is not NULL (beta unused; as pt_sgemm_small_bias), through the
+ * own kernel the policy picks, with op(B)'s layout kept per thread across
+ * calls.  held = 0: B is compared with the copy the layout was made from
+ * (a weight changed in place is seen); held = 1: the caller promises B has
+ * not changed since this thread's last pt_sgemm_weights_hold(), and a
+ * layout compared or made on this thread since then is reused without
+ * comparing (the filter network starts a hold on a pass's first chunk and
+ * holds its weights over the other chunks: schnet_filter.c).  The same bits
+ * as pt_sgemm_small / pt_sgemm_small_bias.  Returns 1 when it ran the
+ * product, 0 when the caller is to run it another way (the policy chose
+ * OpenBLAS, or the shape is one pt_sgemm_small does not take; tb not NT/NN). */
+int pt_sgemm_small_weight(CBLAS_TRANSPOSE tb, int m, int n, int k, const float *a, int lda,
+                          const float *b, int ldb, float beta, const float *bias, float *c,
+                          int ldc, int held);
+
+/* Starts a hold on the calling thread (see pt_sgemm_small_weight). */
+void pt_sgemm_weights_hold(void);
 
 /* No fused epilogues: the filter's elementwise ops (cutoff, ssp and its
  * derivative) run as passes over each chunk.  Fused into the stores

@@ -24,6 +24,8 @@
  *   - bf16 with σ1 big enough to be streamed past the caches (4000 rows):
  *     the same bits;
  *   - gradients accumulate (+=) onto what dw held, as the reference does;
+ *   - fp32 chunks hold the weights' layouts over a pass: a second pass
+ *     after the weights changed in place runs on the new ones;
  *   - the policy gives the filter network's products to the own kernels
  *     here (so the first case above tests the chunked path). */
 #include <stdarg.h>
@@ -235,6 +237,41 @@ static void test_openblas(void **state)
     pt_sgemm_force(PT_SGEMM_AUTO);
 }
 
+/* fp32 chunks hold the weights' layouts over a pass (sgemm_kernels.h): a
+ * second pass after an optimizer step (the weights changed in place, at
+ * the same addresses) runs on the new weights, the reference's bits */
+static void test_pass_after_step(void **state)
+{
+    (void)state;
+    const int U = 700;
+    for (int v = 0; v < 2; v++) {
+        pt_sgemm_force(v ? PT_SGEMM_AVX2 : PT_SGEMM_AUTO);
+        side r, first, c;
+        side_init(&r, NULL, U);
+        side_init(&first, &r, U);
+        r.a.precision = first.a.precision = PT_PRECISION_FP32;
+        chunked(&first, U); /* lays the old weights out */
+        r.w.mlp0_w[0] += 0.5f, r.w.mlp0_w[F * G / 2] -= 0.25f, r.w.mlp0_w[F * G - 1] += 0.5f;
+        r.w.mlp2_w[0] += 0.5f, r.w.mlp2_w[F * F / 2] -= 0.25f, r.w.mlp2_w[F * F - 1] += 0.5f;
+        side_init(&c, &r, U);
+        c.a.precision = PT_PRECISION_FP32;
+        reference(&r, U);
+        chunked(&c, U);
+        const size_t rf = (size_t)U * F;
+        SAME(K(&c).s1, K(&r).s1, rf);
+        SAME(K(&c).sig1, K(&r).sig1, rf);
+        SAME(K(&c).p, K(&r).p, rf);
+        SAME(K(&c).w, K(&r).w, rf);
+        SAME(c.a.ds1, r.a.ds1, rf);
+        SAME(c.dw.mlp2_w, r.dw.mlp2_w, F * F);
+        SAME(c.dw.mlp0_w, r.dw.mlp0_w, F * G);
+        side_free(&first, 0);
+        side_free(&c, 0);
+        side_free(&r, 1);
+    }
+    pt_sgemm_force(PT_SGEMM_AUTO);
+}
+
 static void test_bf16(void **state)
 {
     (void)state;
@@ -274,6 +311,7 @@ int main(void)
         cmocka_unit_test(test_policy_kernels),
         cmocka_unit_test(test_avx2),
         cmocka_unit_test(test_openblas),
+        cmocka_unit_test(test_pass_after_step),
         cmocka_unit_test(test_bf16),
         cmocka_unit_test(test_bf16_threads_and_portable),
     };
