@@ -206,8 +206,9 @@ int main(int argc, char **argv)
     int32_t *row = alloc((size_t)E * sizeof(int32_t));
     uint8_t *first = alloc((size_t)E);
     float *row_dist = alloc((size_t)E * sizeof(float));
-    const int32_t U = pt_edge_rows_build(row, first, row_dist, b.edge_src, b.dst_offset,
-                                         b.edge_dist, b.edge_vec, N, cutoff);
+    int32_t *cursor = alloc((size_t)N * sizeof(int32_t));
+    const int32_t U = pt_edge_rows_build(row, first, row_dist, cursor, b.edge_src,
+                                         b.dst_offset, b.edge_dist, b.edge_vec, N, cutoff);
     /* the backward by senders' lists (a pack's node range is closed: edges
      * never leave a pack) */
     int32_t *row_last = alloc((size_t)E * sizeof(int32_t));
@@ -332,7 +333,7 @@ int main(int argc, char **argv)
     }
     if (sink == 12345.0f) printf("#\n");   /* keeps the reads */
     free(row_last), free(so), free(se), free(close), free(wd), free(lam), free(pb);
-    free(row), free(first), free(row_dist), free(x), free(w), free(dm), free(cut);
+    free(row), free(first), free(row_dist), free(cursor), free(x), free(w), free(dm), free(cut);
     free(m), free(dx), free(dp), free(natoms), free(nedges), free(ids);
     pt_batch_close(&b);
     pt_packs_close(&packs);

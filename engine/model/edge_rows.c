@@ -3,29 +3,45 @@
 
 #include <string.h>
 
-/* The reverse of edge k (receiver i, sender j, vector v, distance d): the
- * edge j←i among j's edges with vector −v and distance d, searched up to
- * `end` (exclusive); −1 if none.  Components compare with ==, so +0 and −0
- * (a zero component and its negation) are equal. */
-static int32_t reverse_edge(const int32_t *src, const int32_t *dst_offset, const float *dist,
-                            const float *vec, int32_t j, int32_t i, int32_t k, int32_t end)
+/* 1 when a and b have the same bits (a distance and its partner's must be
+ * bit-identical; a call to memcmp per candidate cost a third of the table) */
+static inline int same_bits(float a, float b)
 {
-    const float *v = vec + 3 * (size_t)k;
-    for (int32_t p = dst_offset[j]; p < end; p++) {
-        const float *w = vec + 3 * (size_t)p;
-        if (src[p] == i && w[0] == -v[0] && w[1] == -v[1] && w[2] == -v[2] &&
-            memcmp(&dist[p], &dist[k], sizeof(float)) == 0)
-            return p;
-    }
+    uint32_t x, y;
+    memcpy(&x, &a, sizeof x);
+    memcpy(&y, &b, sizeof y);
+    return x == y;
+}
+
+/* 1 when edge p is the reverse of edge k (receiver i, vector v, distance
+ * d): sender i, vector −v, distance d.  Components compare with ==, so +0
+ * and −0 (a zero component and its negation) are equal. */
+static inline int is_reverse(const int32_t *src, const float *dist, const float *vec, int32_t p,
+                             int32_t i, int32_t k)
+{
+    const float *v = vec + 3 * (size_t)k, *w = vec + 3 * (size_t)p;
+    return src[p] == i && w[0] == -v[0] && w[1] == -v[1] && w[2] == -v[2] &&
+           same_bits(dist[p], dist[k]);
+}
+
+/* The reverse of edge k (receiver i) among the edges p0 ≤ p < end: the
+ * first one, or −1. */
+static int32_t reverse_in(const int32_t *src, const float *dist, const float *vec, int32_t p0,
+                          int32_t end, int32_t i, int32_t k)
+{
+    for (int32_t p = p0; p < end; p++)
+        if (is_reverse(src, dist, vec, p, i, k)) return p;
     return -1;
 }
 
-int32_t pt_edge_rows_build(int32_t *row, uint8_t *first, float *row_dist, const int32_t *src,
-                           const int32_t *dst_offset, const float *dist, const float *vec,
-                           int n_nodes, float cutoff)
+int32_t pt_edge_rows_build(int32_t *row, uint8_t *first, float *row_dist, int32_t *cursor,
+                           const int32_t *src, const int32_t *dst_offset, const float *dist,
+                           const float *vec, int n_nodes, float cutoff)
 {
     int32_t n_rows = 0;
     for (int32_t i = 0; i < n_nodes; i++) {
+        /* receivers after i search i's list with ascending senders */
+        cursor[i] = dst_offset[i];
         for (int32_t k = dst_offset[i]; k < dst_offset[i + 1]; k++) {
             const float d = dist[k];
             first[k] = 0;
@@ -36,9 +52,21 @@ int32_t pt_edge_rows_build(int32_t *row, uint8_t *first, float *row_dist, const 
             /* the partner comes earlier: in an earlier receiver's edges, or
              * (an atom and its own image) earlier in this one's */
             const int32_t j = src[k];
-            int32_t partner = j < i ? reverse_edge(src, dst_offset, dist, vec, j, i, k, dst_offset[j + 1])
-                            : j == i ? reverse_edge(src, dst_offset, dist, vec, j, i, k, k)
-                                     : -1;
+            int32_t partner = -1;
+            if (j < i) {
+                /* j's list from its cursor: the edges it steps over have
+                 * senders below i, so neither this search nor a later one
+                 * (for a receiver ≥ i) can match them, whatever the list's
+                 * order; in sender order (the neighbour lists') the cursor
+                 * stops at i's run and the search is one step */
+                int32_t p = cursor[j];
+                const int32_t end = dst_offset[j + 1];
+                while (p < end && src[p] < i) p++;
+                cursor[j] = p;
+                partner = reverse_in(src, dist, vec, p, end, i, k);
+            } else if (j == i) {
+                partner = reverse_in(src, dist, vec, dst_offset[i], k, i, k);
+            }
             if (partner >= 0 && row[partner] >= 0) {
                 row[k] = row[partner];
                 continue;

@@ -36,13 +36,16 @@
  *   row_dist[u] the distance of row u.
  * Edge k (i←j) shares the row of its reverse edge j←i (vector exactly −vec[k],
  * distance bit-identical) when that edge comes earlier: j < i, or j == i and
- * it precedes k.  An edge without such a partner (a neighbour list truncated
- * at max_neighbors on one side only) gets a row of its own.  Returns the
- * number of rows (≤ the edge count).  O(E · neighbours): one scan of the
- * partner's CSR row per edge. */
-int32_t pt_edge_rows_build(int32_t *row, uint8_t *first, float *row_dist, const int32_t *src,
-                           const int32_t *dst_offset, const float *dist, const float *vec,
-                           int n_nodes, float cutoff);
+ * it precedes k; the first such edge of j's list when there are several.  An
+ * edge without such a partner (a neighbour list truncated at max_neighbors on
+ * one side only) gets a row of its own.  Returns the number of rows (≤ the
+ * edge count).  cursor: n_nodes int32 of scratch (a position in each list,
+ * overwritten).  In lists sorted by sender (the neighbour lists') each
+ * partner is found in about one step, O(E) in all; any order of a list gives
+ * the same table, at up to one scan of the partner's list per edge. */
+int32_t pt_edge_rows_build(int32_t *row, uint8_t *first, float *row_dist, int32_t *cursor,
+                           const int32_t *src, const int32_t *dst_offset, const float *dist,
+                           const float *vec, int n_nodes, float cutoff);
 
 /* The table of a static-shape program (backend.static_shapes, as an IPU
  * would run it): one row per edge slot, padding included (row[k] = k,

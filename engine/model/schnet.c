@@ -372,14 +372,18 @@ void pt_schnet_prepare_edges(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
     a->n_rows = a->static_shapes
                     ? pt_edge_rows_identity(a->row, a->first, a->row_dist, b->edge_dist,
                                             b->cap_edges)
-                    : pt_edge_rows_build(a->row, a->first, a->row_dist, b->edge_src,
-                                         b->dst_offset, b->edge_dist, b->edge_vec, b->cap_nodes,
-                                         m->cfg.cutoff);
+                    /* snd_close as the search's scratch: the sender lists
+                     * below fill it */
+                    : pt_edge_rows_build(a->row, a->first, a->row_dist, a->snd_close,
+                                         b->edge_src, b->dst_offset, b->edge_dist, b->edge_vec,
+                                         b->cap_nodes, m->cfg.cutoff);
     pt_edge_rows_last(a->row_last, a->row, b->dst_offset, b->cap_nodes);
     /* the backward's sender lists (a forward-only arena runs none) */
-    if (!a->forward_only)
+    if (!a->forward_only) {
         pt_cfconv_senders(a->snd_offset, a->snd_edge, a->snd_close, a->row, b->edge_src,
                           b->edge_dst, b->cap_nodes, b->cap_edges);
+        a->dp_ring = pt_schnet_edges_ring(a, b, m->cfg.gaussians, m->cfg.filters);
+    }
     pt_edge_basis_forward(a->e, a->cut, a->row_dist, a->n_rows, m->cfg.gaussians,
                           m->cfg.cutoff);
     if (a->mode >= PT_SCHNET_FORCES)

@@ -230,6 +230,8 @@ typedef struct pt_schnet_acts {
     int32_t *snd_offset, *snd_edge, *snd_close; /* [N+1], [E], [N+1] the edges by
                                       * sender (schnet_ops.h's pt_cfconv_senders) for
                                       * the backward */
+    int32_t dp_ring;                 /* the backward's dP window in rows, 0: none
+                                      * (schnet_edges.c; with the lists) */
     float *row_dist;                 /* [E] distance of each row */
     float *e, *cut;                  /* [rows,G] Gaussians, [rows] cosine cutoff */
     float *h[PT_SCHNET_MAX_INTERACTIONS + 1]; /* [N,H] input of block t; h[T] feeds the head */

@@ -88,9 +88,10 @@ void pt_schnet_edges_forward(const pt_schnet_block *w, pt_schnet_block_acts *k,
  * multiple of the chunk that holds [r0, made) for every chunk (so a chunk's
  * rows are contiguous in it), or 0 when that is not below U (then dP row u
  * stays at row u). */
-static int32_t dp_ring(const pt_schnet_acts *a, const pt_batch *b, int chunk)
+int32_t pt_schnet_edges_ring(const pt_schnet_acts *a, const pt_batch *b, int G, int F)
 {
     const int U = a->n_rows;
+    const int chunk = pt_schnet_filter_chunk(a->precision, G, F, U);
     int32_t made = 0, need = 0;
     int i = 0, last = -1;
     for (int r0 = 0; r0 < U; r0 += chunk) {
@@ -113,8 +114,10 @@ void pt_schnet_edges_backward(const pt_schnet_block *w, pt_schnet_block *dw,
     const int U = a->n_rows, N = b->cap_nodes;
     const int chunk = pt_schnet_filter_chunk(a->precision, G, F, U);
     /* dP in a window of the rows in flight (water: ~1,300 rows), so its
-     * lines are reused in cache instead of streaming 8 MB through memory */
-    const int32_t ring = dp_ring(a, b, chunk);
+     * lines are reused in cache instead of streaming 8 MB through memory;
+     * computed once per batch (pt_schnet_prepare_edges: ~26 µs a block on
+     * water's 8 packs) */
+    const int32_t ring = a->dp_ring;
     /* da2's double total across the chunks (F ≤ PT_OPS_MAX_WIDTH:
      * pt_schnet_config_check) */
     double total[PT_OPS_MAX_WIDTH];

@@ -103,6 +103,10 @@ void pt_schnet_edges_forward(const pt_schnet_block *w, pt_schnet_block_acts *k,
 void pt_schnet_edges_backward(const pt_schnet_block *w, pt_schnet_block *dw,
                               const pt_schnet_block_acts *k, pt_schnet_acts *a,
                               const pt_batch *b, int G, int F, pt_stopwatch *sw);
+/* The backward's dP window for this batch's rows (a->dp_ring): the same for
+ * every block, so pt_schnet_prepare_edges computes it once with the sender
+ * lists it depends on. */
+int32_t pt_schnet_edges_ring(const pt_schnet_acts *a, const pt_batch *b, int G, int F);
 
 /* Interaction block t (schnet_block.c): forward from a->h[t] to a->h[t+1];
  * backward from a->dh = dL/dh_{t+1} to dL/dh_t in place, ACCUMULATING the

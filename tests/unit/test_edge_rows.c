@@ -10,10 +10,10 @@
  *     the last bit, edges at or past the cutoff, and receivers without
  *     edges;
  *   - the same batches with every list shuffled;
- * row, first and row_dist bit for bit, and the row count.  So a faster
- * search (a binary search of the sender's run measured no faster: the
- * table's cost is reaching the partner's list, not scanning it) or a
- * reverse-edge index has its reference.  (Small tables by hand, and the
+ * row, first and row_dist bit for bit, and the row count: the search from
+ * a cursor per list (edge_rows.c; one step per partner on sorted lists,
+ * scans on shuffled ones) and any later reverse-edge index have their
+ * reference here.  (Small tables by hand, and the
  * model over them: test_schnet_rows.c.) */
 #include <stdarg.h>
 #include <stddef.h>
@@ -155,7 +155,9 @@ static void check(int n, int sorted)
     static float rd[MAXE], rd_ref[MAXE];
     make(&b, n, sorted);
     const int32_t want = ref_build(row_ref, first_ref, rd_ref, &b);
-    const int32_t got = pt_edge_rows_build(row, first, rd, b.src, b.off, b.dist, b.vec, n, CUTOFF);
+    static int32_t cursor[1024];
+    const int32_t got =
+        pt_edge_rows_build(row, first, rd, cursor, b.src, b.off, b.dist, b.vec, n, CUTOFF);
     print_message("%d nodes, %d edges, %d rows, lists %s\n", n, (int)b.e, (int)want,
                   sorted ? "in sender order" : "shuffled");
     if (n > 1) assert_true(want > 0 && want < b.e); /* some edges share rows, some not */

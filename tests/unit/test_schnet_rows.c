@@ -46,6 +46,8 @@ static void run_step(fixture *fx, pt_schnet_profile *prof, step_out *out)
 /* ---- the row table ------------------------------------------------------------ */
 
 enum { TN = 5, TE = 10 };
+/* pt_edge_rows_build's scratch (a position in each list) */
+static int32_t cursor[8];
 
 static void test_rows_table(void **state)
 {
@@ -62,7 +64,7 @@ static void test_rows_table(void **state)
     int32_t row[TE];
     uint8_t first[TE];
     float rd[TE];
-    int32_t n = pt_edge_rows_build(row, first, rd, src, off, d, vec, TN, 3.0f);
+    int32_t n = pt_edge_rows_build(row, first, rd, cursor, src, off, d, vec, TN, 3.0f);
     const int32_t want_row[TE] = {0, 1, 0, 2, 3, 1, 2, 4, -1, -1};
     const uint8_t want_first[TE] = {1, 1, 0, 1, 1, 0, 0, 1, 0, 0};
     const float want_rd[5] = {1.0f, 2.0f, 1.5f, 2.5f, 2.9f};
@@ -73,7 +75,7 @@ static void test_rows_table(void **state)
 
     /* one ulp apart: the directions of 0–2 no longer share */
     d[5] = nextafterf(2.0f, 3.0f);
-    n = pt_edge_rows_build(row, first, rd, src, off, d, vec, TN, 3.0f);
+    n = pt_edge_rows_build(row, first, rd, cursor, src, off, d, vec, TN, 3.0f);
     assert_int_equal(n, 6);
     assert_int_equal(row[1], 1);
     assert_int_equal(row[5], 4);
@@ -92,7 +94,7 @@ static void test_rows_table(void **state)
     }
     /* no edges at all */
     const int32_t off0[2] = {0, 0};
-    assert_int_equal(pt_edge_rows_build(row, first, rd, src, off0, d, vec, 1, 3.0f), 0);
+    assert_int_equal(pt_edge_rows_build(row, first, rd, cursor, src, off0, d, vec, 1, 3.0f), 0);
 }
 
 /* Periodic bonds: atoms 0 and 1 of a crystal bonded at two shifts with the
@@ -112,7 +114,7 @@ static void test_rows_periodic_bonds(void **state)
     int32_t row[E];
     uint8_t first[E];
     float rd[E];
-    assert_int_equal(pt_edge_rows_build(row, first, rd, src, off, d, vec, N, 3.0f), 3);
+    assert_int_equal(pt_edge_rows_build(row, first, rd, cursor, src, off, d, vec, N, 3.0f), 3);
     /* self images share; 1<-0 (-v2) pairs with 0<-1 (v2), 1<-0 (-v1) with 0<-1 (v1) */
     const int32_t want_row[E] = {0, 0, 1, 2, 2, 1};
     const uint8_t want_first[E] = {1, 0, 1, 1, 0, 0};
@@ -121,13 +123,13 @@ static void test_rows_periodic_bonds(void **state)
     /* a self image without its -S partner (capped away) keeps a row of its own */
     const float lone[3 * E] = {2.5f, 0, 0, 0, 2.5f, 0, 1.2f, 1.6f, 0, 1.2f, -1.6f, 0,
                                -1.2f, -1.6f, 0, -1.2f, 1.6f, 0};
-    assert_int_equal(pt_edge_rows_build(row, first, rd, src, off, d, lone, N, 3.0f), 4);
+    assert_int_equal(pt_edge_rows_build(row, first, rd, cursor, src, off, d, lone, N, 3.0f), 4);
     const int32_t want_lone[E] = {0, 1, 2, 3, 2, 3};
     assert_memory_equal(row, want_lone, sizeof row);
     /* a zero component and its negation (+0 / -0) still pair */
     const float zeros[3 * E] = {2.5f, 0.0f, -0.0f, -2.5f, -0.0f, 0.0f, 1.2f, 1.6f, 0, 1.2f, -1.6f, 0,
                                 -1.2f, -1.6f, -0.0f, -1.2f, 1.6f, -0.0f};
-    assert_int_equal(pt_edge_rows_build(row, first, rd, src, off, d, zeros, N, 3.0f), 3);
+    assert_int_equal(pt_edge_rows_build(row, first, rd, cursor, src, off, d, zeros, N, 3.0f), 3);
 }
 
 /* ---- the model over rows against the per-edge reference -------------------- */
