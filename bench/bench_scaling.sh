@@ -24,7 +24,11 @@
 #   *.nohuge     PACKTRAIN_HUGEPAGES=0: the activation arena on 4 KB pages
 #                (schnet_acts.c asks for transparent huge pages)
 # Per run the replicas' compute and their wait for the slowest at the
-# all-reduce (packtrain bench's backend.replicas_ms, thread CPU time).
+# all-reduce (packtrain bench's backend.replicas_ms, thread CPU time), the
+# time to wake replicas 1..R-1, the host thread's serial work around them
+# (backend.host_ms: prep, join, post, gap, update; ms per step) and who
+# filled the batches (backend.fills: the loader's background thread, their
+# consumer, a waiting replica).
 # Per run `packtrain bench` over STEPS steps after 3 warm-up steps: graphs/s
 # (wall clock) and CPU ms per step (the process's CPU time: under load the
 # wall clock measures the other users too).  Printed per case, best and
@@ -114,7 +118,10 @@ for c in cases:
                                     f"x{b['micro_packs']}",
                           "busy_cpu_ms": round(rep.get("busy_cpu", 0.0), 2),
                           "wait_cpu_ms": round(rep.get("wait_cpu", 0.0), 2),
-                          "allreduce_ms": round(r["phases_ms"]["allreduce"], 2), "load": load}))
+                          "allreduce_ms": round(r["phases_ms"]["allreduce"], 2),
+                          "start_lag_ms": round(rep.get("start_lag", 0.0), 3),
+                          "host_ms": {k: round(v, 3) for k, v in b.get("host_ms", {}).items()},
+                          "fills": b.get("fills", {}), "load": load}))
 print(f"\n| case | graphs/s best (median) | CPU ms/graph best (median) | scaling best (median) "
       f"| cpu_scaling best (median) | load |")
 print("|---|---:|---:|---:|---:|---:|")

@@ -66,6 +66,12 @@ void pt_allreduce_close(pt_allreduce *ar)
     memset(ar, 0, sizeof(*ar));
 }
 
+void pt_allreduce_set_idle(pt_allreduce *ar, int (*idle)(void *arg), void *arg)
+{
+    ar->idle = idle;
+    ar->idle_arg = arg;
+}
+
 /* Sums bufs[*][at, at + len) into out[0, len) through the pairwise tree.
  * Levels write their partial sums into the lower buffer of each pair; the
  * final level (or the copy, for one rank) writes out. */
@@ -99,8 +105,9 @@ static void reduce_range(int R, float *const *bufs, float *out, size_t lo, size_
 void pt_allreduce_run(pt_allreduce *ar, int rank, float *const *bufs, float *out)
 {
     const int R = ar->n_ranks;
-    /* every replica's buffer must be final before anyone reads it */
-    pt_spin_barrier_wait(&ar->barrier);
+    /* every replica's buffer must be final before anyone reads it; the
+     * early ones do the idle work meanwhile */
+    pt_spin_barrier_wait_idle(&ar->barrier, ar->idle, ar->idle_arg);
     for (size_t s = 0; s < ar->n_segments; s++) {
         const pt_allreduce_segment *g = &ar->segments[s];
         size_t lo = g->offset + g->len * (size_t)rank / (size_t)R;

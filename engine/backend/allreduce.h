@@ -40,6 +40,8 @@ typedef struct pt_allreduce {
     pt_allreduce_segment *segments; /* [n_segments], tiling [0, n) in order */
     size_t chunk;                   /* floats reduced through all tree levels at once */
     pt_spin_barrier barrier;
+    int (*idle)(void *arg);         /* work for a rank waiting for the others (NULL: none) */
+    void *idle_arg;
 } pt_allreduce;
 
 /* Floats per chunk: 16 KiB per buffer, so the R rows of a chunk stay in L2. */
@@ -53,6 +55,11 @@ typedef struct pt_allreduce {
 int pt_allreduce_init(pt_allreduce *ar, int n_ranks, size_t n,
                       const pt_allreduce_segment *segments, size_t n_segments, pt_errors *errs);
 void pt_allreduce_close(pt_allreduce *ar);
+
+/* What a rank that reaches the collective before the others does while it
+ * waits for them (pt_spin_barrier_wait_idle): the backend fills pending
+ * batches (pt_loader_help).  Never changes the sum. */
+void pt_allreduce_set_idle(pt_allreduce *ar, int (*idle)(void *arg), void *arg);
 
 /* Called by each of the n_ranks threads with its own rank and the same
  * arguments: bufs[0..n_ranks) are the replicas' buffers (used as scratch:

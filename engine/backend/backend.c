@@ -197,6 +197,9 @@ int pt_backend_open(pt_grad_engine *eng, const pt_train_data *data, pt_errors *e
     if (pt_loader_init(&be->ld, be->n_slots, be->loader_threads, pt_backend_fill_slot, be, errs))
         goto fail;
     be->ld_ready = 1;
+    /* a replica that waits fills batches ahead (loader.h); not in the inline
+     * ablation, whose point is that nothing is filled ahead */
+    if (be->loader_threads > 0) pt_allreduce_set_idle(&be->ar, pt_backend_help_fill, be);
     be->stats.replica_bytes = replica_bytes(be);
     be->stats.blas_threads = be->blas_threads;
     be->stats.loader_threads = be->loader_threads;
@@ -263,6 +266,14 @@ int pt_backend_stats_get(const pt_grad_engine *eng, pt_backend_stats *out)
 {
     memset(out, 0, sizeof(*out));
     if (!eng || !eng->kind || strcmp(eng->kind, PT_BACKEND_KIND) != 0) return -1;
-    *out = ((const pt_backend *)eng->self)->stats;
+    pt_backend *be = eng->self;
+    *out = be->stats;
+    if (be->ld_ready) {
+        pthread_mutex_lock(&be->ld.mu);
+        out->fills_thread = be->ld.fills_by[PT_LOADER_BY_THREAD];
+        out->fills_consumer = be->ld.fills_by[PT_LOADER_BY_CONSUMER];
+        out->fills_helper = be->ld.fills_by[PT_LOADER_BY_HELPER];
+        pthread_mutex_unlock(&be->ld.mu);
+    }
     return 0;
 }

@@ -99,6 +99,19 @@ typedef struct pt_backend_stats {
     double busy_seconds, busy_max_seconds;
     double busy_cpu_seconds, busy_cpu_max_seconds;
     double start_lag_seconds;
+    /* The host thread's serial work around the replicas, summed over steps
+     * (wall clock; the timeline bench prints): prep, from compute()'s entry
+     * to the dispatch (prediction check, job submission, thread settings);
+     * join, from replica 0's return (its all-reduce done) until replicas
+     * 1..R-1 have counted in; post, from there to compute()'s return (stats
+     * merge); gap, from one compute()'s return to the next one's entry (the
+     * loop's serial work: loss check, the update, metrics), replicas idle;
+     * update, the engine's update() calls within that gap. */
+    double host_prep_seconds, host_join_seconds, host_post_seconds;
+    double host_gap_seconds, update_seconds;
+    /* batches filled by the loader's thread, by their consumer, by a
+     * waiting replica (loader.h) */
+    int64_t fills_thread, fills_consumer, fills_helper;
 } pt_backend_stats;
 
 /* Returns 0, or -1 (out cleared) when eng is not a backend engine. */

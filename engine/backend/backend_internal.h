@@ -87,6 +87,8 @@ struct pt_backend {
     _Atomic int stop;
     uint64_t step_base;        /* seq of job (replica 0, micro-batch 0) */
     double dispatched;         /* pt_phase_clock() of the step's dispatch */
+    double returned;           /* pt_phase_clock() of the last compute()'s return, 0 before */
+    double host_ran;           /* pt_phase_clock() when replica 0's part of a dispatch ended */
     pt_schnet_loss_norm norm;  /* the step's loss denominators */
     float *out;                /* gradient output of the step */
 
@@ -130,6 +132,9 @@ void pt_backend_dispatch(pt_backend *be, pt_zero_task task);
 
 /* backend_step.c */
 void *pt_backend_replica_main(void *arg);
+/* Idle work of a waiting replica: fills one pending batch (pt_loader_help)
+ * when the loader is asynchronous; returns 1 if it did. */
+int pt_backend_help_fill(void *be);
 int pt_backend_fill_slot(void *user, int slot, pt_errors *errs);
 int pt_backend_compute(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
                        const pt_schnet_loss_norm *norm, float *grads, pt_step_stats *st,

@@ -297,14 +297,22 @@ static int all_finished(const void *arg)
     return atomic_load_explicit(&be->finished, memory_order_acquire) >= be->R - 1;
 }
 
-/* Replicas 1..R-1: wait for a generation (spinning first: the next
- * dispatch usually follows within microseconds), run its task, count in. */
+int pt_backend_help_fill(void *arg)
+{
+    pt_backend *be = arg;
+    return be->loader_threads > 0 && pt_loader_help(&be->ld);
+}
+
+/* Replicas 1..R-1: wait for a generation (filling pending batches while the
+ * host does its serial work, then spinning: the next dispatch usually
+ * follows within microseconds), run its task, count in. */
 void *pt_backend_replica_main(void *arg)
 {
     pt_backend_replica *rep = arg;
     pt_backend *be = rep->be;
     gen_wait w = {be, 0};
     for (;;) {
+        while (!woken(&w) && pt_backend_help_fill(be)) {}
         if (!pt_spin_until(woken, &w)) {
             pthread_mutex_lock(&be->mu);
             while (!woken(&w)) pthread_cond_wait(&be->go, &be->mu);
@@ -334,6 +342,7 @@ void pt_backend_dispatch(pt_backend *be, pt_zero_task task)
     pthread_mutex_unlock(&be->mu);
     /* replica 0 is the host thread: one thread fewer to wake and to wait for */
     replica_run(&be->reps[0], task);
+    be->host_ran = pt_phase_clock();
     if (pt_spin_until(all_finished, be)) return;
     pthread_mutex_lock(&be->mu);
     while (!all_finished(be)) pthread_cond_wait(&be->fin, &be->mu);
@@ -346,6 +355,7 @@ int pt_backend_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
 {
     pt_backend *be = self;
     double t0 = pt_phase_clock();
+    if (be->returned > 0.0) be->stats.host_gap_seconds += t0 - be->returned;
     memset(st, 0, sizeof(*st));
     if (n > be->G) {
         pt_errors_add(errs, "", 0, "backend", "a step of %u packs, above R x A x b = %u", n, be->G);
@@ -375,7 +385,10 @@ int pt_backend_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
     else pt_train_loss_norm(be->d, packs, ids, n, &be->norm);
     be->out = grads;
     be->dispatched = pt_phase_clock();
+    be->stats.host_prep_seconds += be->dispatched - t0;
     pt_backend_dispatch(be, PT_TASK_COMPUTE);
+    const double joined = pt_phase_clock();
+    be->stats.host_join_seconds += joined - be->host_ran;
 
     if (saved_threads != be->blas_threads) openblas_set_num_threads(saved_threads);
     pt_bf16_set_threads(saved_bf16);
@@ -412,5 +425,7 @@ int pt_backend_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
     be->stats.steps++;
     be->stats.jobs += be->RA;
     be->stats.queued_ahead += ready;
+    be->returned = pt_phase_clock();
+    be->stats.host_post_seconds += be->returned - joined;
     return failed ? -1 : 0;
 }

@@ -361,6 +361,7 @@ int pt_backend_update(void *self, pt_optim *opt, float *grads, double lr, double
 {
     (void)errs;
     pt_backend *be = self;
+    const double t0 = pt_phase_clock();
     if (be->stage == 0) {
         if (clip > 0) pt_grad_clip(grads, be->n_params, clip);
         be->opt = opt;
@@ -368,6 +369,7 @@ int pt_backend_update(void *self, pt_optim *opt, float *grads, double lr, double
         be->clip_coef = 1.0f;
         be->coeffs = pt_optim_begin(opt, lr);
         pt_backend_dispatch(be, PT_TASK_UPDATE);
+        be->stats.update_seconds += pt_phase_clock() - t0;
         return 0;
     }
     pt_grad_engine eng = {.self = be, .kind = PT_BACKEND_KIND};
@@ -375,5 +377,6 @@ int pt_backend_update(void *self, pt_optim *opt, float *grads, double lr, double
     if (clip > 0) coef = pt_grad_clip_coef(sqrt(pt_backend_zero_sumsq(&eng, grads)), clip);
     pt_backend_zero_apply(&eng, opt, grads, lr, coef);
     pt_backend_zero_gather(&eng);
+    be->stats.update_seconds += pt_phase_clock() - t0;
     return 0;
 }

@@ -3,9 +3,14 @@
  * One mutex guards the ring; fill threads wait on `work` for the next job in
  * sequence order, consumers and cancel wait on `done` for fills to finish.
  * The mutex is never held during a fill, so a slow fill blocks nobody but
- * the consumer of that very job. */
+ * the consumer of that very job.  A job is claimed once, under the mutex, by
+ * whoever comes first — a fill thread (in sequence order), a helper
+ * (pt_loader_help, in sequence order) or its consumer (out of order): the
+ * claimer marks it FILLING, and the fill threads' cursor steps over jobs
+ * claimed by others. */
 #include "engine/backend/loader.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,8 +81,9 @@ void pt_loader_close(pt_loader *ld)
 }
 
 /* Runs the fill of `seq` in slot s without the lock, then records the
- * outcome.  Called with the lock held; returns with it held. */
-static void run_fill(pt_loader *ld, int s, uint64_t seq)
+ * outcome (and who filled it: PT_LOADER_BY_*).  Called with the lock held;
+ * returns with it held. */
+static void run_fill(pt_loader *ld, int s, uint64_t seq, int by)
 {
     pt_loader_slot *slot = &ld->slots[s];
     slot->state = PT_LOADER_FILLING;
@@ -99,29 +105,62 @@ static void run_fill(pt_loader *ld, int s, uint64_t seq)
         memcpy(slot->error, msg, sizeof(msg));
     }
     ld->fills++;
+    ld->fills_by[by]++;
     pthread_cond_broadcast(&ld->done);
 }
 
-static int claimable(const pt_loader *ld)
+/* The next submitted job nobody has claimed, in sequence order: moves the
+ * claim cursor past jobs a consumer already took (their slot is no longer
+ * SUBMITTED with that seq) and returns the job's seq, or -1 when none is
+ * pending.  Called with the lock held. */
+static int64_t next_claimable(pt_loader *ld)
 {
-    if (ld->next_claim >= ld->next_submit) return 0;
-    const pt_loader_slot *slot = &ld->slots[ld->next_claim % (uint64_t)ld->n_slots];
-    return slot->state == PT_LOADER_SUBMITTED && slot->seq == ld->next_claim;
+    while (ld->next_claim < ld->next_submit) {
+        const pt_loader_slot *slot = &ld->slots[ld->next_claim % (uint64_t)ld->n_slots];
+        if (slot->state == PT_LOADER_SUBMITTED && slot->seq == ld->next_claim)
+            return (int64_t)ld->next_claim;
+        ld->next_claim++;
+    }
+    return -1;
 }
 
 static void *fill_thread(void *arg)
 {
     pt_loader *ld = arg;
+    /* Background priority: the replicas have the cores (one each when R
+     * equals the cores), and a fill that preempts one of them delays the
+     * whole step by its length at the all-reduce.  An idle fill thread runs
+     * when a core idles (waits, the host's serial work); whatever it has not
+     * filled in time its consumer fills itself (pt_loader_acquire).  Refused
+     * (no SCHED_IDLE), the thread keeps the normal policy: only slower. */
+    struct sched_param sp = {0};
+    pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
     pthread_mutex_lock(&ld->mu);
     for (;;) {
-        while (!ld->stop && !claimable(ld)) pthread_cond_wait(&ld->work, &ld->mu);
+        int64_t seq;
+        while (!ld->stop && (seq = next_claimable(ld)) < 0) pthread_cond_wait(&ld->work, &ld->mu);
         if (ld->stop) break;
-        uint64_t seq = ld->next_claim++;
-        run_fill(ld, (int)(seq % (uint64_t)ld->n_slots), seq);
+        ld->next_claim++;
+        run_fill(ld, (int)((uint64_t)seq % (uint64_t)ld->n_slots), (uint64_t)seq,
+                 PT_LOADER_BY_THREAD);
     }
     pthread_mutex_unlock(&ld->mu);
     return NULL;
 }
+
+int pt_loader_help(pt_loader *ld)
+{
+    pthread_mutex_lock(&ld->mu);
+    int64_t seq = ld->stop ? -1 : next_claimable(ld);
+    if (seq >= 0) {
+        ld->next_claim++;
+        run_fill(ld, (int)((uint64_t)seq % (uint64_t)ld->n_slots), (uint64_t)seq,
+                 PT_LOADER_BY_HELPER);
+    }
+    pthread_mutex_unlock(&ld->mu);
+    return seq >= 0;
+}
+
 
 int pt_loader_next_slot(pt_loader *ld, uint64_t *seq)
 {
@@ -170,8 +209,10 @@ int pt_loader_acquire(pt_loader *ld, uint64_t seq, pt_errors *errs)
             return -1;
         }
         if (slot->state == PT_LOADER_READY || slot->state == PT_LOADER_FAILED) break;
-        if (slot->state == PT_LOADER_SUBMITTED && ld->n_threads == 0)
-            run_fill(ld, s, seq);
+        /* not claimed yet: the consumer fills it now rather than wait for a
+         * fill thread (inline mode, or one that is busy or starved) */
+        if (slot->state == PT_LOADER_SUBMITTED)
+            run_fill(ld, s, seq, PT_LOADER_BY_CONSUMER);
         else if (ld->stop) {
             pthread_mutex_unlock(&ld->mu);
             pt_errors_add(errs, "", 0, "loader", "loader stopped before batch %llu was filled",

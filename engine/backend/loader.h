@@ -11,6 +11,14 @@
  * use_async_loader=false ablation) the consumer fills the job itself when it
  * acquires it.
  *
+ * The CPU cores are the replicas' (one each, as on the IPUs' host a core
+ * per device): fill threads run at background priority (SCHED_IDLE), so a
+ * fill takes a core only while it would idle, and any thread with nothing
+ * to do — a replica waiting at the all-reduce or for the next step — may
+ * fill pending jobs itself (pt_loader_help).  A consumer that finds its job
+ * not yet claimed by anyone fills it too instead of waiting.  Who fills a
+ * job never changes what it holds.
+ *
  * Protocol
  *   host (ONE submitting thread):   slot = pt_loader_next_slot(&seq) — the
  *       next job's slot if it is free, else -1 (never blocks); write the
@@ -48,6 +56,9 @@ typedef enum pt_loader_state {
 
 #define PT_LOADER_ERR_MAX 384
 
+/* Who filled a job (pt_loader.fills_by). */
+enum { PT_LOADER_BY_THREAD = 0, PT_LOADER_BY_CONSUMER, PT_LOADER_BY_HELPER };
+
 typedef struct pt_loader_slot {
     pt_loader_state state;
     uint64_t seq;                     /* job held (valid unless FREE) */
@@ -68,7 +79,8 @@ typedef struct pt_loader {
     uint64_t next_submit;             /* seq of the next job to submit */
     uint64_t next_claim;              /* seq the fill threads take next */
     int stop;
-    int64_t fills;                    /* jobs filled (statistics) */
+    int64_t fills;                    /* jobs filled (statistics) ... */
+    int64_t fills_by[3];              /* ... by fill threads, consumers, helpers */
 } pt_loader;
 
 /* n_slots >= 1 buffers, n_threads >= 0 fill threads (0 = inline).  Returns 0,
@@ -84,12 +96,19 @@ int pt_loader_next_slot(pt_loader *ld, uint64_t *seq);
 /* Publishes the job reserved by the last successful pt_loader_next_slot. */
 void pt_loader_submit(pt_loader *ld);
 
-/* Consumer side.  Waits until job seq is ready (inline: fills it) and
- * returns its slot, now held by the caller; -1 with the reason in errs when
- * its fill failed (the slot is then held too: release it), when seq was
- * never submitted or was cancelled. */
+/* Consumer side.  Waits until job seq is ready (fills it itself when nobody
+ * has claimed it yet: always in inline mode) and returns its slot, now held
+ * by the caller; -1 with the reason in errs when its fill failed (the slot
+ * is then held too: release it), when seq was never submitted or was
+ * cancelled. */
 int pt_loader_acquire(pt_loader *ld, uint64_t seq, pt_errors *errs);
 void pt_loader_release(pt_loader *ld, uint64_t seq);
+
+/* Any thread: fills the next pending job (submitted, claimed by nobody, in
+ * sequence order) on the calling thread.  Returns 1 when it filled one (its
+ * outcome is recorded for the consumer, as a fill thread's), 0 when no job
+ * was pending or the loader is closing. */
+int pt_loader_help(pt_loader *ld);
 
 /* Drops every submitted job not held by a consumer; waits for fills in
  * progress.  Call it from the submitting thread. */

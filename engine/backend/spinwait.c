@@ -68,6 +68,11 @@ static int phase_moved(const void *arg)
 
 void pt_spin_barrier_wait(pt_spin_barrier *b)
 {
+    pt_spin_barrier_wait_idle(b, NULL, NULL);
+}
+
+void pt_spin_barrier_wait_idle(pt_spin_barrier *b, int (*idle)(void *arg), void *arg)
+{
     /* the phase is read before arriving: it cannot move until this thread has */
     const uint32_t ph = atomic_load_explicit(&b->phase, memory_order_acquire);
     if (atomic_fetch_add_explicit(&b->arrived, 1, memory_order_acq_rel) + 1 == b->n) {
@@ -80,6 +85,8 @@ void pt_spin_barrier_wait(pt_spin_barrier *b)
         return;
     }
     phase_wait w = {b, ph};
+    /* acquire (phase_moved): what the others wrote before arriving is visible */
+    while (idle && !phase_moved(&w) && idle(arg)) {}
     if (pt_spin_until(phase_moved, &w)) return;
     pthread_mutex_lock(&b->mu);
     while (!phase_moved(&w)) pthread_cond_wait(&b->cv, &b->mu);

@@ -48,5 +48,11 @@ int pt_spin_barrier_init(pt_spin_barrier *b, uint32_t n, pt_errors *errs);
 void pt_spin_barrier_close(pt_spin_barrier *b);
 /* Returns once all n threads have called it for this phase. */
 void pt_spin_barrier_wait(pt_spin_barrier *b);
+/* The same wait with something useful to do meanwhile: a thread that is
+ * not the last to arrive calls idle(arg) while the others have not all
+ * arrived and idle keeps returning nonzero (each call one short piece of
+ * work, e.g. one batch fill: the barrier's release waits for the piece in
+ * progress), then waits as pt_spin_barrier_wait.  idle NULL: a plain wait. */
+void pt_spin_barrier_wait_idle(pt_spin_barrier *b, int (*idle)(void *arg), void *arg);
 
 #endif

@@ -32,16 +32,22 @@ static const char usage_text[] =
     "{\"graphs_per_s\",\"nodes_per_s\",\"padding_fraction\",\"edge_padding_fraction\",\n"
     "\"steps\",\"graphs\",\"seconds\",\"step_ms\",\"cpu_ms_per_step\",\"phases_ms\":{io,forward,\n"
     "backward,allreduce,other,outside},\"backend\":{...,\"replicas_ms\":{busy,wait,\n"
-    "busy_cpu,wait_cpu,start_lag}},\"limits\":{...},\"memplan\":{...},\n"
+    "busy_cpu,wait_cpu,start_lag},\"host_ms\":{prep,join,post,gap,update},\n"
+    "\"fills\":{thread,consumer,helper}},\"limits\":{...},\"memplan\":{...},\n"
     "\"config\":{...}} measured over the N steps after the W warm-up steps.\n"
     "cpu_ms_per_step is the process's CPU time (all its threads) per step: on a\n"
     "loaded machine it moves less than the wall clock.  phases_ms are means per\n"
     "step; \"outside\" is the time the loop spends outside the gradient engine\n"
     "(optimizer update and bookkeeping).  replicas_ms: a replica's compute per\n"
     "step (wall clock, its thread's CPU time), its mean wait at the all-reduce\n"
-    "for the slowest replica, and the time to wake replicas 1..R-1.  DATA is a\n"
-    ".ptd, or a file 'packtrain ingest' reads, ingested on first use into\n"
-    "$XDG_CACHE_HOME/packtrain.\n"
+    "for the slowest replica, and the time to wake replicas 1..R-1.  host_ms: the\n"
+    "host thread's serial work per step (backend.h): prep before the dispatch,\n"
+    "join (waiting for replicas 1..R-1 after its own part), post (stats merge),\n"
+    "gap (between steps: the loop's update and bookkeeping) and the update in it.\n"
+    "fills: the measured steps' batches filled by the loader's (background)\n"
+    "thread, by their consumer, by a waiting replica.\n"
+    "DATA is a .ptd, or a file 'packtrain ingest' reads, ingested on first use\n"
+    "into $XDG_CACHE_HOME/packtrain.\n"
     "\n"
     "  --config FILE     job configuration (JSON, as for the REST API)\n"
     "  --set K=V         override one key of the configuration, e.g.\n"
@@ -345,6 +351,17 @@ static json_t *report(const bench_state *b, const pt_job_config *cfg, const pt_t
             "busy_cpu", cpu / R * per,
             "wait_cpu", (bs->busy_cpu_max_seconds - b0->busy_cpu_max_seconds - cpu / R) * per,
             "start_lag", (bs->start_lag_seconds - b0->start_lag_seconds) * per));
+        json_object_set_new(be, "host_ms", json_pack(
+            "{s:f, s:f, s:f, s:f, s:f}",
+            "prep", (bs->host_prep_seconds - b0->host_prep_seconds) * per,
+            "join", (bs->host_join_seconds - b0->host_join_seconds) * per,
+            "post", (bs->host_post_seconds - b0->host_post_seconds) * per,
+            "gap", (bs->host_gap_seconds - b0->host_gap_seconds) * per,
+            "update", (bs->update_seconds - b0->update_seconds) * per));
+        json_object_set_new(be, "fills", json_pack(
+            "{s:I, s:I, s:I}", "thread", (json_int_t)(bs->fills_thread - b0->fills_thread),
+            "consumer", (json_int_t)(bs->fills_consumer - b0->fills_consumer),
+            "helper", (json_int_t)(bs->fills_helper - b0->fills_helper)));
     }
     pt_memplan plan;
     pt_errors errs;

@@ -59,6 +59,15 @@ static void test_phases_and_stats(void **state)
     assert_true(2.0 * bs.busy_cpu_max_seconds >= bs.busy_cpu_seconds);
     assert_true(bs.busy_cpu_max_seconds <= bs.busy_cpu_seconds);
     assert_true(bs.start_lag_seconds >= 0.0);
+    /* the host's serial work around the replicas (three steps: two gaps,
+     * no update called), and who filled the batches: every job computed
+     * was filled exactly once, by the loader's thread, its consumer or a
+     * waiting replica (more fills than jobs only for prefetched ones) */
+    assert_true(bs.host_prep_seconds > 0.0 && bs.host_join_seconds >= 0.0);
+    assert_true(bs.host_post_seconds > 0.0 && bs.host_gap_seconds > 0.0);
+    assert_true(bs.update_seconds == 0.0);
+    assert_true(bs.fills_thread >= 0 && bs.fills_consumer >= 0 && bs.fills_helper >= 0);
+    assert_true(bs.fills_thread + bs.fills_consumer + bs.fills_helper >= bs.jobs);
     eng.close(eng.self);
 
     /* not a backend engine */

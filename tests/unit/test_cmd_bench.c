@@ -86,6 +86,26 @@ static void test_backend_run(void **state)
     assert_true(json_real_value(json_object_get(rm, "busy_cpu")) > 0);
     assert_true(json_real_value(json_object_get(rm, "wait_cpu")) >= 0);
     assert_true(json_real_value(json_object_get(rm, "start_lag")) >= 0);
+    /* the host's serial work per step: each piece within the step (the gap
+     * and the update in it are the loop's, between steps: the window's
+     * first gap is cut by its start), and the batches filled */
+    json_t *hm = json_object_get(be, "host_ms");
+    const char *host[] = {"prep", "join", "post", "gap", "update"};
+    for (int k = 0; k < 5; k++) {
+        json_t *v = json_object_get(hm, host[k]);
+        assert_true(json_is_real(v));
+        assert_true(json_real_value(v) >= 0);
+        if (k < 3) assert_true(json_real_value(v) <= step * 1.001);
+    }
+    json_t *fills = json_object_get(be, "fills");
+    json_int_t filled = 0;
+    const char *by[] = {"thread", "consumer", "helper"};
+    for (int k = 0; k < 3; k++) {
+        json_t *v = json_object_get(fills, by[k]);
+        assert_true(json_is_integer(v) && json_integer_value(v) >= 0);
+        filled += json_integer_value(v);
+    }
+    assert_true(filled > 0);
     json_decref(r);
     free(out);
     free(err);

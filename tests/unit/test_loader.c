@@ -2,14 +2,18 @@
  * once and handed to its consumer with its own content, in sequence, for
  * 0 (inline), 1 and 3 fill threads and one or several consumers; the ring
  * never holds more than n_slots jobs; inline fills run on the consumer;
- * fill errors, cancelled and never-submitted jobs are reported with their
- * message; close stops threads whatever is pending. */
+ * a consumer fills a job nobody has claimed itself (out of sequence, the
+ * fill thread then steps over it) and pt_loader_help fills pending jobs in
+ * sequence on the caller, even while fill threads run; fill errors,
+ * cancelled and never-submitted jobs are reported with their message;
+ * close stops threads whatever is pending. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,14 +29,22 @@ typedef struct fake {
     uint64_t batch[MAX_SLOTS];
     pthread_t filler[MAX_SLOTS];
     atomic_int fills;
+    atomic_int filled[64];  /* fills per job value (< 64) */
     uint64_t fail_job;      /* job whose fill fails; UINT64_MAX = none */
+    uint64_t gate_job;      /* job whose fill waits for `open`; UINT64_MAX = none */
+    atomic_int gate_reached, open;
 } fake;
 
 static int fake_fill(void *user, int slot, pt_errors *errs)
 {
     fake *f = user;
     atomic_fetch_add(&f->fills, 1);
+    if (f->job[slot] < 64) atomic_fetch_add(&f->filled[f->job[slot]], 1);
     f->filler[slot] = pthread_self();
+    if (f->job[slot] == f->gate_job) {
+        atomic_store(&f->gate_reached, 1);
+        while (!atomic_load(&f->open)) sched_yield();
+    }
     if (f->job[slot] == f->fail_job) {
         pt_errors_add(errs, "qm9.ptd", 0, "graph", "structure %llu is missing",
                       (unsigned long long)f->job[slot]);
@@ -49,6 +61,7 @@ static void fake_init(fake *f)
 {
     memset(f, 0, sizeof(*f));
     f->fail_job = UINT64_MAX;
+    f->gate_job = UINT64_MAX;
 }
 
 /* Submits job value `v` if the ring has room; returns its seq or -1. */
@@ -85,8 +98,9 @@ static void run_single(int n_slots, int n_threads)
         int s = pt_loader_acquire(&ld, consumed, &errs);
         assert_true(s >= 0);
         assert_int_equal(f.batch[s], (7 * consumed + 3) * 1000003ULL);
+        /* with fill threads either fills it (a consumer takes an unclaimed
+         * job itself), exactly once: the count below */
         if (n_threads == 0) assert_true(pthread_equal(f.filler[s], pthread_self()));
-        else assert_false(pthread_equal(f.filler[s], pthread_self()));
         pt_loader_release(&ld, consumed);
         consumed++;
     }
@@ -270,6 +284,131 @@ static void test_close_with_pending(void **state)
     }
 }
 
+/* The fill thread is stuck in job 0's fill: the consumer of job 1 fills it
+ * itself, out of sequence, and a helper fills job 2; once job 0 is done the
+ * fill thread steps over 1 and 2 (claimed) to job 3 (unless its consumer
+ * gets there first).  Every job is filled exactly once, with its own
+ * content. */
+static void test_consumer_and_helper_claim(void **state)
+{
+    (void)state;
+    fake f;
+    fake_init(&f);
+    f.gate_job = 0;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    pt_loader ld;
+    assert_int_equal(pt_loader_init(&ld, 4, 1, fake_fill, &f, &errs), 0);
+    for (uint64_t v = 0; v < 3; v++) assert_int_equal(try_submit(&ld, &f, v), (int64_t)v);
+    while (!atomic_load(&f.gate_reached)) sched_yield();
+    int s = pt_loader_acquire(&ld, 1, &errs);
+    assert_int_equal(s, 1);
+    assert_true(pthread_equal(f.filler[s], pthread_self()));
+    assert_int_equal(f.batch[s], 1 * 1000003ULL);
+    assert_int_equal(pt_loader_help(&ld), 1);                 /* job 2, here */
+    assert_true(pthread_equal(f.filler[2], pthread_self()));
+    assert_int_equal(pt_loader_help(&ld), 0);                 /* nothing pending */
+    assert_int_equal(try_submit(&ld, &f, 3), 3);
+    atomic_store(&f.open, 1);
+    for (uint64_t q = 0; q < 4; q++) {
+        if (q == 1) {
+            pt_loader_release(&ld, 1);
+            continue;
+        }
+        s = pt_loader_acquire(&ld, q, &errs);
+        assert_int_equal(s, (int)q);
+        assert_int_equal(f.batch[s], q * 1000003ULL);
+        if (q == 0) assert_false(pthread_equal(f.filler[s], pthread_self()));
+        pt_loader_release(&ld, q);
+    }
+    for (int v = 0; v < 4; v++) assert_int_equal(atomic_load(&f.filled[v]), 1);
+    assert_int_equal(atomic_load(&f.fills), 4);
+    assert_int_equal(errs.total, 0);
+    pt_loader_close(&ld);
+    pt_errors_close(&errs);
+}
+
+/* Helpers in inline mode and with a failing job: help fills in sequence,
+ * a failed fill is reported to the consumer as the fill thread's would be. */
+static void test_help_inline_and_failure(void **state)
+{
+    (void)state;
+    fake f;
+    fake_init(&f);
+    f.fail_job = 5;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    pt_loader ld;
+    assert_int_equal(pt_loader_init(&ld, 3, 0, fake_fill, &f, &errs), 0);
+    assert_int_equal(pt_loader_help(&ld), 0);                 /* empty ring */
+    assert_int_equal(try_submit(&ld, &f, 4), 0);
+    assert_int_equal(try_submit(&ld, &f, 5), 1);
+    assert_int_equal(pt_loader_help(&ld), 1);
+    assert_int_equal(pt_loader_help(&ld), 1);
+    assert_int_equal(pt_loader_help(&ld), 0);
+    assert_int_equal(atomic_load(&f.fills), 2);
+    int s = pt_loader_acquire(&ld, 0, &errs);
+    assert_int_equal(f.batch[s], 4 * 1000003ULL);
+    pt_loader_release(&ld, 0);
+    assert_int_equal(pt_loader_acquire(&ld, 1, &errs), -1);
+    assert_string_equal(errs.items[0].message, "qm9.ptd: graph: structure 5 is missing");
+    pt_loader_release(&ld, 1);
+    assert_int_equal(atomic_load(&f.fills), 2);               /* no fill twice */
+    /* cancelled jobs are not pending */
+    assert_int_equal(try_submit(&ld, &f, 6), 2);
+    pt_loader_cancel(&ld);
+    assert_int_equal(pt_loader_help(&ld), 0);
+    pt_loader_close(&ld);
+    pt_errors_close(&errs);
+}
+
+/* Helpers race the fill threads and several consumers: still exactly once. */
+typedef struct helper_arg {
+    pt_loader *ld;
+    atomic_int *stop;
+    int helped;
+} helper_arg;
+
+static void *helper(void *p)
+{
+    helper_arg *a = p;
+    while (!atomic_load(a->stop)) a->helped += pt_loader_help(a->ld);
+    return NULL;
+}
+
+static void test_helpers_race(void **state)
+{
+    (void)state;
+    for (int threads = 0; threads <= 2; threads++) {
+        fake f;
+        fake_init(&f);
+        pt_errors errs;
+        pt_errors_init(&errs, 0);
+        pt_loader ld;
+        assert_int_equal(pt_loader_init(&ld, 8, threads, fake_fill, &f, &errs), 0);
+        atomic_int stop = 0;
+        helper_arg ha[2] = {{&ld, &stop, 0}, {&ld, &stop, 0}};
+        pthread_t th[2];
+        for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&th[i], NULL, helper, &ha[i]), 0);
+        const uint64_t n = 64;
+        uint64_t submitted = 0, consumed = 0;
+        while (consumed < n) {
+            while (submitted < n && try_submit(&ld, &f, submitted) >= 0) submitted++;
+            int s = pt_loader_acquire(&ld, consumed, &errs);
+            assert_true(s >= 0);
+            assert_int_equal(f.batch[s], consumed * 1000003ULL);
+            pt_loader_release(&ld, consumed);
+            consumed++;
+        }
+        atomic_store(&stop, 1);
+        for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+        for (uint64_t v = 0; v < n; v++) assert_int_equal(atomic_load(&f.filled[v]), 1);
+        assert_int_equal(errs.total, 0);
+        pt_loader_close(&ld);
+        pt_errors_close(&errs);
+    }
+}
+
 static void test_init_errors(void **state)
 {
     (void)state;
@@ -296,6 +435,9 @@ int main(void)
         cmocka_unit_test(test_fill_error),
         cmocka_unit_test(test_ring_full_and_bad_sequences),
         cmocka_unit_test(test_close_with_pending),
+        cmocka_unit_test(test_consumer_and_helper_claim),
+        cmocka_unit_test(test_help_inline_and_failure),
+        cmocka_unit_test(test_helpers_race),
         cmocka_unit_test(test_init_errors),
     };
     return cmocka_run_group_tests_name("loader", tests, NULL, NULL);

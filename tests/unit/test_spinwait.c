@@ -4,14 +4,17 @@
  * and sees a change made by another thread; the barrier keeps n threads in
  * lock step over many phases, both when every arrival is quick (the spin
  * path) and when one thread is late by more than the spin budget (the
- * sleep path), with 1 to 5 threads; a barrier of 0 threads is refused with
- * its reason. */
+ * sleep path), with 1 to 5 threads; with idle work, the early arrivals do
+ * it while they wait (never the last one, never after the release, and
+ * they stop asking once it returns 0) and the lock step holds; a barrier of
+ * 0 threads is refused with its reason. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
@@ -140,6 +143,82 @@ static void test_barrier_lockstep_late_thread(void **state)
     lockstep_case(3, 6, 3 * PT_SPIN_NS / 1000);
 }
 
+/* Idle work at the barrier: thread 1 arrives first and works (one piece
+ * per call, counted) until thread 0, late by 50 ms, arrives; a second
+ * phase offers work that runs out after 3 pieces. */
+typedef struct idle_work {
+    _Atomic int calls;
+    int limit;              /* calls that return 1; then 0 */
+    _Atomic int *late_arrived;
+    int after_release;      /* calls made once the late thread had arrived */
+} idle_work;
+
+static int do_idle(void *arg)
+{
+    idle_work *w = arg;
+    if (atomic_load(w->late_arrived)) w->after_release++;
+    int k = atomic_fetch_add(&w->calls, 1);
+    sleep_us(50);
+    return k + 1 < w->limit;
+}
+
+typedef struct idle_case {
+    pt_spin_barrier *b;
+    idle_work *work;
+    _Atomic int *late_arrived, *early_entering;
+    int id;
+} idle_case;
+
+static void *run_idle_case(void *arg)
+{
+    idle_case *c = arg;
+    for (int phase = 0; phase < 2; phase++) {
+        if (c->id == 0) {
+            /* late by far more than a scheduling delay of thread 1 */
+            while (atomic_load(c->early_entering) != phase + 1) sched_yield();
+            sleep_us(50000);
+            atomic_store(c->late_arrived, 1);
+            pt_spin_barrier_wait_idle(c->b, do_idle, &c->work[phase]);
+            atomic_store(c->late_arrived, 0);
+        } else {
+            atomic_store(c->early_entering, phase + 1);
+            pt_spin_barrier_wait_idle(c->b, do_idle, &c->work[phase]);
+        }
+        pt_spin_barrier_wait(c->b);   /* phase 1 starts together */
+    }
+    return NULL;
+}
+
+static void test_barrier_idle_work(void **state)
+{
+    (void)state;
+    pt_errors errs;
+    pt_errors_init(&errs, 2);
+    pt_spin_barrier b;
+    assert_int_equal(pt_spin_barrier_init(&b, 2, &errs), 0);
+    _Atomic int late = 0, entering = 0;
+    idle_work work[2] = {{0, 1 << 30, &late, 0}, {0, 3, &late, 0}};
+    idle_case c[2] = {{&b, work, &late, &entering, 0}, {&b, work, &late, &entering, 1}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&th[i], NULL, run_idle_case, &c[i]), 0);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    /* phase 0: work until the late thread came (>= 1 piece; at most the one
+     * in progress when it arrived); phase 1: exactly the 3 pieces offered */
+    assert_true(atomic_load(&work[0].calls) >= 1);
+    assert_true(work[0].after_release <= 1);
+    assert_int_equal(atomic_load(&work[1].calls), 3);
+    /* one thread: nobody to wait for, no idle work */
+    pt_spin_barrier one;
+    assert_int_equal(pt_spin_barrier_init(&one, 1, &errs), 0);
+    idle_work none = {0, 1 << 30, &late, 0};
+    pt_spin_barrier_wait_idle(&one, do_idle, &none);
+    pt_spin_barrier_wait_idle(&one, NULL, NULL);
+    assert_int_equal(atomic_load(&none.calls), 0);
+    pt_spin_barrier_close(&one);
+    pt_spin_barrier_close(&b);
+    pt_errors_close(&errs);
+}
+
 static void test_barrier_refuses_zero(void **state)
 {
     (void)state;
@@ -162,6 +241,7 @@ int main(void)
         cmocka_unit_test(test_spin_until_sees_other_thread),
         cmocka_unit_test(test_barrier_lockstep_quick),
         cmocka_unit_test(test_barrier_lockstep_late_thread),
+        cmocka_unit_test(test_barrier_idle_work),
         cmocka_unit_test(test_barrier_refuses_zero),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
