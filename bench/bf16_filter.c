@@ -15,11 +15,11 @@
  *   dP_round  the chunk's dP rounded once, as pairs and as rows (no FLOP)
  *   dW2       dA2 += dPᵀ · s1                100×100, k = n, both as pairs
  *   dS1       ds1 = dP · A2                  n×100 → 100, dP's bf16 rows in place
- *             (variant 2: ⊙ σ1 and ds1 rounded into pairs as stored)
- *   ssp_bwd   pt_ssp_backward: ds1 ⊙= σ1 and da1's sums (variant 2: the
+ *             (variants 2, 3: ⊙ σ1 (3: derived from s1) and ds1 rounded into pairs as stored)
+ *   ssp_bwd   pt_ssp_backward: ds1 ⊙= σ1 and da1's sums (variants 2, 3: the
  *             sums only; no FLOP)
  *   dW1       dA1 += ds1ᵀ · e                100×25, k = n, e's pairs
- *             (variant 2: ds1's pairs too)
+ *             (variants 2, 3: ds1's pairs too)
  * One pass is the forward chunk by chunk, then the backward chunk by chunk
  * with the chunk's dP in a one-chunk ring just written (as the convolution's
  * backward leaves it) and ds1 in one chunk's rows (L2), as schnet_edges.c
@@ -28,10 +28,12 @@
  * rounds and lays out its own fp32 operands: fwd1 from fp32 e without
  * pairs, dW2 from fp32 dP and s1's bf16 rows, dS1 from fp32 dP, dW1 from
  * fp32 e; weights compared on every chunk), variant 1 the path of session 6
- * (weights held over a pass), variant 2 the model's path now (fwd1 writes
- * σ1 past the caches and s1's rows into one chunk's scratch; σ1 applied by
- * dS1's stores, which also round ds1 into pairs for dW1); their rounds
- * alternate, so all see the same machine.  The arrays are reused pass after
+ * (weights held over a pass), variant 2 session 7's (fwd1 writes σ1 past
+ * the caches and s1's rows into one chunk's scratch; σ1 applied by dS1's
+ * stores, which also round ds1 into pairs for dW1), variant 3 the model's
+ * path now (fwd1's softplus at bf16's precision, bf16_ssp.h, and no σ1:
+ * dS1's stores derive it from s1's pairs); their rounds alternate, so all
+ * see the same machine.  The arrays are reused pass after
  * pass and partly stay in L3 (32 MB here), which a training step's (four
  * blocks' σ1, W and s1) do not: the streamed σ1 looks worse here than in
  * schnet_profile.  "peak"
@@ -45,6 +47,7 @@
 #include <immintrin.h>
 
 #include "engine/model/bf16.h"
+#include "engine/model/bf16_ssp.h"
 #include "engine/model/schnet_ops.h"
 #include "engine/model/ssp_kernels.h"
 
@@ -79,13 +82,13 @@ static void check(int rc)
 typedef struct data {
     int rows;
     float *e, *w1, *b1, *w2, *b2, *cut, *sig, *p, *dp, *ring, *ds1, *dw1, *dw2, *db1;
-    pt_bf16 *s1h, *dph, *eh, *s1c; /* s1c: one chunk's rows of s1 (variant 2) */
+    pt_bf16 *s1h, *dph, *eh, *s1c; /* s1c: one chunk's rows of s1 (variants 2, 3) */
     uint32_t *s1p, *dpp, *ep, *ds1p; /* pairs (bf16.h): s1's, kept by fwd1; the chunk's dP;
-                                        e's; the chunk's ds1 (variant 2) */
+                                        e's; the chunk's ds1 (variants 2, 3) */
 } data;
 
 enum { E_ROUND, FWD1, FWD2, DP, DW2, DS1, SSPB, DW1, PRODUCTS };
-#define VARIANTS 3
+#define VARIANTS 4
 static const char *NAME[PRODUCTS] = {"e_round", "fwd1", "fwd2",    "dP_round",
                                      "dW2",     "dS1",  "ssp_bwd", "dW1"};
 static const double FLOP_PER_ROW[PRODUCTS] = {0.0,         2.0 * G * F, 2.0 * F * F, 0.0,
@@ -161,12 +164,14 @@ static void run_chunk(data *d, int which, int r0, int n, int variant)
                            G, n, G, d->eh + (size_t)r0 * LDEH, LDEH);
         break;
     case FWD1: {
-        /* variant 2: σ1 past the caches, s1's rows in one chunk's scratch
+        /* variants 2, 3: σ1 past the caches, s1's rows in one chunk's scratch
          * (fwd2 is their only reader) */
         const pt_bf16_epilogue ssp = {.bias = d->b1,
-                                      .map = variant == 2 ? ssp_sigma_stream : pt_ssp_forward,
-                                      .aux = d->sig + o,
-                                      .h = variant == 2 ? d->s1c : d->s1h + o, .ldh = F,
+                                      .map = variant == 3   ? pt_bf16_ssp_map
+                                             : variant == 2 ? ssp_sigma_stream
+                                                            : pt_ssp_forward,
+                                      .aux = variant == 3 ? NULL : d->sig + o,
+                                      .h = variant >= 2 ? d->s1c : d->s1h + o, .ldh = F,
                                       .b_held = held,
                                       .pairs = d->s1p + (size_t)(r0 / 2) * pt_bf16_pairs_ld(F)};
         check(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, n, F, G, 1.0f, d->eh + (size_t)r0 * LDEH,
@@ -176,7 +181,7 @@ static void run_chunk(data *d, int which, int r0, int n, int variant)
     case FWD2: {
         const pt_bf16_epilogue cut = {.bias = d->b2, .row_scale = d->cut + r0, .b_held = held};
         check(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, n, F, F, 1.0f,
-                              variant == 2 ? d->s1c : d->s1h + o, 1, F, d->w2, 0, F, 0.0f,
+                              variant >= 2 ? d->s1c : d->s1h + o, 1, F, d->w2, 0, F, 0.0f,
                               d->p + o, F, &cut));
         break;
     }
@@ -192,19 +197,23 @@ static void run_chunk(data *d, int which, int r0, int n, int variant)
     }
     case DS1: {
         const pt_bf16_epilogue e = {.b_held = held};
-        const pt_bf16_epilogue sig = {.map = mul_sigma, .aux = d->sig + o, .pairs = d->ds1p,
-                                      .b_held = held};
+        const pt_bf16_epilogue sig = {.map = mul_sigma, .aux = d->sig + o, .aux_read = 1,
+                                      .pairs = d->ds1p, .b_held = held};
+        const int ldp = pt_bf16_pairs_ld(F);
+        const pt_bf16_epilogue dssp = {.dssp_s1 = d->s1p + (size_t)(r0 / 2) * ldp,
+                                       .dssp_fmt = PT_BF16_FMT_PAIRS, .dssp_ld = ldp,
+                                       .pairs = d->ds1p, .b_held = held};
         check(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, n, F, F, 1.0f, d->dph, PT_BF16_FMT_ROWS,
                               F, d->w2, PT_BF16_FMT_F32, F, 0.0f, d->ds1, F,
-                              variant == 2 ? &sig : &e));
+                              variant == 3 ? &dssp : variant == 2 ? &sig : &e));
         break;
     }
     case SSPB:
-        pt_ssp_backward(d->ds1, d->db1, variant == 2 ? NULL : d->sig + o, n, F);
+        pt_ssp_backward(d->ds1, d->db1, variant >= 2 ? NULL : d->sig + o, n, F);
         break;
     default: {
         const int ldp = pt_bf16_pairs_ld(G);
-        if (variant == 2)
+        if (variant >= 2)
             check(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, F, G, n, 1.0f, d->ds1p,
                                   PT_BF16_FMT_PAIRS, pt_bf16_pairs_ld(F),
                                   d->ep + (size_t)(r0 / 2) * ldp, PT_BF16_FMT_PAIRS, ldp, 1.0f,

@@ -377,7 +377,7 @@ int pt_bf16_gemm_ex(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
 {
     static const pt_bf16_epilogue none = {0};
     if (!epi) epi = &none;
-    const int fused = epi->row_scale || epi->map || epi->h || epi->pairs;
+    const int fused = epi->row_scale || epi->map || epi->h || epi->pairs || epi->dssp_s1;
     /* c may be NULL when only the bf16 copy is kept: checked below, so give
      * job_init a stand-in that passes its NULL check */
     float stand_in;
@@ -405,6 +405,10 @@ int pt_bf16_gemm_ex(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
             alpha == 0.0f || (epi->map && c && ldc != n) ||
             (!c && !epi->bias && beta != 0.0f) || (epi->h && epi->ldh < n))
             return PT_BF16_EFUSED;
+        if (epi->dssp_s1 &&
+            !(epi->dssp_fmt == PT_BF16_FMT_PAIRS && epi->dssp_ld >= pt_bf16_pairs_ld(n)) &&
+            !(epi->dssp_fmt == PT_BF16_FMT_ROWS && epi->dssp_ld >= n))
+            return PT_BF16_EFORMAT;
         job.c = c;
         job.row_scale = epi->row_scale;
         job.map = epi->map;
@@ -413,6 +417,9 @@ int pt_bf16_gemm_ex(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
         job.h = epi->h;
         job.ldh = epi->ldh;
         job.pairs = epi->pairs;
+        job.dssp_s1 = epi->dssp_s1;
+        job.dssp_fmt = epi->dssp_fmt;
+        job.dssp_ld = epi->dssp_ld;
     }
     if (epi->bias) {
         job.bias = epi->bias;

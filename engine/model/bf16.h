@@ -163,6 +163,7 @@ enum {
  *   C = alpha · op(A) · op(B) + (bias ? bias : beta · C)      as pt_bf16_sgemm(_bias)
  *   then, per finished row r:  C[r] *= row_scale[r]           (row_scale set)
  *                              map(C[r..], aux[r..], NULL, rows, n)   (map set)
+ *                              C[r] ⊙= σ̃(s1[r])               (dssp_s1 set)
  *                              h[r] = bf16(C[r])              (h set)
  * with the bits of running those steps one after the other over all of C
  * (each is elementwise; map is called on bands of whole rows, aux rows of
@@ -173,7 +174,7 @@ enum {
  *                                      row; with h, or alone where C is kept:
  *                                      a weight gradient's operand, e.g. the
  *                                      filter's ds1 for dA1)
- * row_scale, map, h and pairs need k ≤ PT_BF16_KC (one reduction block: the epilogue follows the last
+ * row_scale, map, dssp_s1, h and pairs need k ≤ PT_BF16_KC (one reduction block: the epilogue follows the last
  * block), ldc = n where map is set, and the AVX512-BF16 kernel
  * (PT_BF16_EFUSED otherwise; the caller runs the unfused steps). */
 typedef void (*pt_bf16_map)(float *x, float *aux, const float *bias, int rows, int n);
@@ -189,6 +190,12 @@ typedef struct pt_bf16_epilogue {
     uint32_t *pairs;        /* C's rows rounded as pairs (h set or C kept), or NULL */
     int b_held;             /* B is a weight unchanged since this thread compared it
                                in its current hold (pt_bf16_weights_hold) */
+    const void *dssp_s1;    /* after map: C[r][j] *= σ̃(s1[r][j]), σ derived from the
+                               bf16 s1 = ssp(x) of C's rows (bf16_ssp.h), as
+                               PT_BF16_FMT_PAIRS (even row 0, dssp_ld ≥
+                               pt_bf16_pairs_ld(n)) or PT_BF16_FMT_ROWS (dssp_ld ≥ n);
+                               or NULL */
+    int dssp_fmt, dssp_ld;
 } pt_bf16_epilogue;
 /* a_bf16 / b_bf16: the operand's PT_BF16_FMT_* (1: pt_bf16, 0: float).
  * epi may be NULL. */

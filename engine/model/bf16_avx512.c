@@ -12,6 +12,7 @@
  * and one pair (A(r, 2p), A(r, 2p+1)) of A is broadcast to all lanes: one
  * instruction then advances 16 columns of row r of C by two steps of k. */
 #include "engine/model/bf16_internal.h"
+#include "engine/model/bf16_ssp.h"
 
 #include <string.h>
 
@@ -267,6 +268,15 @@ static void rows_fused(const pt_bf16_job *job, int i_begin, int i_end, uint32_t 
             float *gc = cbase ? cbase + (size_t)grow * ldc : band;
             if (job->map)
                 job->map(gc, job->aux ? job->aux + (size_t)grow * n : NULL, NULL, rows, n);
+            if (job->dssp_s1) {
+                /* σ derived from the group's s1 (grow is even: a pair row) */
+                const size_t at = job->dssp_fmt == PT_BF16_FMT_PAIRS
+                                      ? (size_t)(grow / 2) * (size_t)job->dssp_ld * 4
+                                      : (size_t)grow * (size_t)job->dssp_ld * 2;
+                pt_bf16_dssp_mul_avx512(gc, (size_t)ldc, rows, n,
+                                        (const char *)job->dssp_s1 + at, job->dssp_fmt,
+                                        (size_t)job->dssp_ld);
+            }
             if (job->pairs) {
                 /* grow is even (groups start at multiples of MR) */
                 pt_bf16_avx512_pairs_rows(job->pairs + (size_t)(grow / 2) * pt_bf16_pairs_ld_(n),

@@ -53,6 +53,8 @@ typedef struct pt_bf16_job {
     int ldh;
     uint32_t *pairs; /* the rows of C (after map) as pairs (pt_bf16_pairs_ld(n)) */
     int b_held;      /* pt_bf16_epilogue.b_held */
+    const void *dssp_s1; /* pt_bf16_epilogue.dssp_s1: after map, C ⊙= σ̃(s1) */
+    int dssp_fmt, dssp_ld;
 } pt_bf16_job;
 
 /* 1 when op(A) is bf16 rows already in the packed layout (k, lda even, or
@@ -76,7 +78,8 @@ static inline int pt_bf16_pairs_ld_(int w)
 /* 1 when rows of C need the band epilogue (pt_bf16_avx512_rows' fused loop) */
 static inline int pt_bf16_job_fused(const pt_bf16_job *job)
 {
-    return job->map != NULL || job->h != NULL || job->row_scale != NULL || job->pairs != NULL;
+    return job->map != NULL || job->h != NULL || job->row_scale != NULL || job->pairs != NULL ||
+           job->dssp_s1 != NULL;
 }
 
 static inline size_t pt_bf16_packed_pairs(int k, int n)

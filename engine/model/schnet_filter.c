@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "engine/model/bf16.h"
+#include "engine/model/bf16_ssp.h"
 #include "engine/model/schnet_internal.h"
 #include "engine/model/schnet_ops_internal.h"
 #include "engine/model/sgemm_kernels.h"
@@ -73,11 +74,15 @@ int pt_schnet_filter_chunk(pt_precision prec, int G, int F, int U)
  * the two bf16 products (P = A2 s1 + a2, dA2 += dPᵀ s1), which would round
  * it anyway; the forces' passes read s1 in fp32
  * and keep the unfused sequence.  The first product's stores then apply a1,
- * the shifted softplus (the same pt_ssp_forward, on bands of rows still in
- * L1) and round to bf16; the second's add a2 and the cutoff (W = P ⊙ C, when
- * P is W's own array).  The same bits as the unfused sequence (tests/unit/
- * test_schnet_filter.c; a whole step: test_schnet_bf16.c, pt_bf16_fusion
- * off), a third of the forward's row traffic. */
+ * the shifted softplus at bf16's precision (bf16_ssp.h: no division, on
+ * bands of rows still in L1) and round to bf16; the second's add a2 and the
+ * cutoff (W = P ⊙ C, when P is W's own array).  No σ1 is kept: the
+ * backward's ds1 product derives σ1 from s1's bf16 values as it stores
+ * (8 MB a water block neither streamed out nor read back).  The unfused
+ * sequence's bits, with bf16_ssp.h's ssp~ and σ̃ in place of pt_ssp_forward's
+ * (tests/unit/test_schnet_filter.c); against the unfused sequence with the
+ * fp32 softplus (pt_bf16_fusion off) within bf16_ssp.h's error bounds
+ * (test_schnet_bf16.c), a third of the forward's row traffic. */
 int pt_schnet_bf16_fused(const pt_schnet_acts *a)
 {
     return a->precision == PT_PRECISION_BF16 && a->mode == PT_SCHNET_ENERGY &&
@@ -149,25 +154,6 @@ const uint32_t *pt_schnet_s1_pairs(const pt_schnet_block_acts *k, const pt_schne
     return pt_schnet_bf16_fused(a) ? spare_of(k, a, G, F).s1p : NULL;
 }
 
-/* The first product's epilogue: pt_ssp_forward's softplus (the product
- * added a1) with σ1 through non-temporal stores (ssp_kernels.h: the same
- * bits; σ1 is read only by the backward, after every block's forward, and
- * its plain stores fetched each line from memory first).  A group of rows
- * starts on a vector boundary (PT_BF16_GROUP · F floats from a chunk's). */
-/* Only where a block's σ1 is too big to stay in cache until the backward:
- * QM9's (~1 MB a block) does, and streaming it cost 3% of a one-thread
- * bf16 step (schnet_profile qm9 40 3, 8 interleaved rounds, load 3.9-4.6:
- * CPU ms 3.41-3.49 streamed, 3.28-3.37 not); water's 2 MB (micro-batches
- * of 2 packs) and 8 MB (8 packs) do not (28.2-28.7 vs 28.4-29.7, and
- * 27.5-28.2 vs 27.5-30.0 over 4-5 rounds, load 3-5). */
-#define SIGMA_STREAM_BYTES ((size_t)3 << 19)
-
-static void ssp_sigma_stream(float *x, float *aux, const float *bias, int rows, int n)
-{
-    (void)bias;
-    pt_ssp_forward_stream_run(PT_SGEMM_AUTO, x, aux, (size_t)rows * (size_t)n);
-}
-
 static void forward_rows_bf16(const pt_schnet_block *w, pt_schnet_block_acts *k,
                               const pt_schnet_acts *a, int r0, int n, int G, int F,
                               pt_stopwatch *sw)
@@ -186,11 +172,11 @@ static void forward_rows_bf16(const pt_schnet_block *w, pt_schnet_block_acts *k,
      * others reuse them (unchanged over the pass: bf16.h) */
     const int held = r0 > 0;
     if (!held) pt_bf16_weights_hold();
-    const int stream = (size_t)a->n_rows * (size_t)F * sizeof(float) >= SIGMA_STREAM_BYTES;
-    const pt_bf16_epilogue ssp = {.bias = w->mlp0_b,
-                                  .map = stream ? ssp_sigma_stream : pt_ssp_forward,
-                                  .b_held = held,
-                                  .aux = pt_schnet_keep_sig(a, k->sig1 + o), .h = s1h, .ldh = F,
+    /* the first product's epilogue: a1, then bf16_ssp.h's softplus (s1 is
+     * rounded to bf16 as it is stored, so bf16's precision is enough: no
+     * division), no σ1 (the backward derives it from s1's bf16 values) */
+    const pt_bf16_epilogue ssp = {.bias = w->mlp0_b, .map = pt_bf16_ssp_map, .b_held = held,
+                                  .h = s1h, .ldh = F,
                                   .pairs = sp.s1p ? sp.s1p + (size_t)(r0 / 2) * pt_bf16_pairs_ld(F)
                                                   : NULL};
     if (eh)
@@ -274,21 +260,14 @@ void pt_schnet_filter_forward_rows(const pt_schnet_block *w, pt_schnet_block_act
     pt_lap(sw, PT_SCHNET_OP_CFCONV);
 }
 
-/* ds1 ⊙= σ1 as dS1's epilogue (the pt_bf16_map of bf16.h): rows of n
- * floats, aux σ1's rows; one fp32 multiply each, pt_ssp_backward's */
-static void mul_sigma(float *x, float *aux, const float *bias, int rows, int n)
-{
-    (void)bias;
-    const size_t len = (size_t)rows * (size_t)n;
-    for (size_t i = 0; i < len; i++) x[i] *= aux[i];
-}
-
 /* bf16: dA2 += dPᵀ s1 and ds1 = (dP A2) ⊙ σ1 from one rounding of the
  * chunk's dP, as pairs (dA2's A) and as rows (ds1's A, read in place),
  * where each product used to round and lay out dP itself: the same values
  * in the same order, so the same bits; s1 as the forward's pairs where it
- * kept them.  ds1's product multiplies by σ1 as it stores the rows (the
- * multiply pt_ssp_backward made a pass of) and rounds them, once, into the
+ * kept them.  ds1's product multiplies by σ̃1, derived from s1's bf16
+ * values (pairs, or rows without room for them; bf16_ssp.h), as it stores
+ * the rows (the multiply pt_ssp_backward made a pass of, with no σ1 array
+ * to read) and rounds them, once, into the
  * pairs dA1 += ds1ᵀ e reads in place (that product rounded and laid out
  * ds1 itself on every chunk): returned, on the thread's operand scratch
  * (no allocation after the first step) with dP's. */
@@ -319,8 +298,11 @@ static const uint32_t *backward_dp_bf16(const pt_schnet_block *w, pt_schnet_bloc
                       F, F, n);
     /* A2 held over the pass's chunks as in the forward */
     if (r0 == 0) pt_bf16_weights_hold();
-    const pt_bf16_epilogue sig = {.map = mul_sigma, .aux = k->sig1 + (size_t)r0 * F,
-                                  .aux_read = 1, .pairs = ds1p, .b_held = r0 > 0};
+    const pt_bf16_epilogue sig = {.dssp_s1 = s1p ? (const void *)(s1p + (size_t)(r0 / 2) * ldp)
+                                               : (const void *)((const pt_bf16 *)k->s1 +
+                                                                (size_t)r0 * F),
+                                  .dssp_fmt = s1p ? PT_BF16_FMT_PAIRS : PT_BF16_FMT_ROWS,
+                                  .dssp_ld = s1p ? ldp : F, .pairs = ds1p, .b_held = r0 > 0};
     pt_bf16_check(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, n, F, F, 1.0f, dph,
                                   PT_BF16_FMT_ROWS, F, w->mlp2_w, PT_BF16_FMT_F32, F, 0.0f, ds1,
                                   F, &sig),

@@ -20,8 +20,8 @@
  * than 1e-5 relative (fp32 run twice is bit-identical).  A bf16 step on a
  * CPU without AVX512-BF16 takes the portable path (rounded operands through
  * sgemm): the same numbers up to accumulation order, so the test runs on any
- * x86-64.  The fused bf16 step (pt_schnet_bf16_fused) equals the unfused one
- * bit for bit. */
+ * x86-64.  The fused bf16 step (pt_schnet_bf16_fused) matches the unfused
+ * one within the bounds of its bf16 softplus (below). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -176,8 +176,16 @@ static void test_bf16_kernels_agree(void **state)
 
 /* The fused bf16 step (the filter's and the node's products applying bias,
  * shifted softplus and cutoff as they store, s1 and u kept only as bf16)
- * gives the bits of the unfused sequence of ops: predictions, loss and every
- * gradient. */
+ * against the unfused sequence of ops: the same up to the filter network's
+ * softplus, which the fused path computes at bf16's precision with σ1
+ * derived from s1's bf16 values (bf16_ssp.h: ssp~ within 1.4e-5, σ̃ within
+ * bf16's rounding of s1), where the unfused one runs fp32's.  Stated
+ * tolerances, about 4x the values measured when this was written (printed):
+ * loss rel ≤ 2e-4 [4.2e-5], max |dy| / rms residual ≤ 4e-3 [1.0e-3],
+ * gradient rel L2 ≤ 1.3e-3 [3.1e-4], every tensor's ≤ 3e-3 [7.1e-4]: a
+ * fifth or less of test_bf16_step_against_fp32's bf16-vs-fp32 bounds, which
+ * the fused path meets on its own there (measured as before this change:
+ * loss 2.5e-3, gradient 7.3e-3, worst tensor 9.4e-3). */
 static void test_bf16_fused_step_equals_unfused(void **state)
 {
     (void)state;
@@ -192,9 +200,28 @@ static void test_bf16_fused_step_equals_unfused(void **state)
     assert_int_equal(pt_schnet_bf16_fused(&acts), 0);
     step u = run(PT_PRECISION_BF16);
     pt_bf16_set_fusion(1);
-    assert_memory_equal(f.y, u.y, sizeof(double) * (size_t)batch.cap_graphs);
-    assert_memory_equal(&f.loss, &u.loss, sizeof f.loss);
-    assert_memory_equal(f.grads, u.grads, sizeof(float) * big.n_params);
+    double res2 = 0.0, dy = 0.0;
+    int n_real = 0;
+    for (int g = 0; g < batch.cap_graphs; g++) {
+        if (batch.graph_id[g] < 0) continue;
+        res2 += (u.y[g] - batch.target[g]) * (u.y[g] - batch.target[g]);
+        dy = fmax(dy, fabs(f.y[g] - u.y[g]));
+        n_real++;
+    }
+    const double loss_rel = fabs(f.loss - u.loss) / u.loss, y_rel = dy / sqrt(res2 / n_real);
+    const double g_rel = rel_l2(f.grads, u.grads, big.n_params);
+    double worst = 0.0;
+    for (size_t t = 0; t < big.n_tensors; t++) {
+        const pt_schnet_tensor *tt = &big.tensors[t];
+        worst = fmax(worst, rel_l2(f.grads + tt->offset, u.grads + tt->offset, tt->numel));
+    }
+    printf("bf16 fused vs unfused: loss rel %.2e, max |dy| / rms residual %.2e, gradient rel "
+           "L2 %.2e, worst tensor %.2e\n",
+           loss_rel, y_rel, g_rel, worst);
+    assert_true(loss_rel <= 2e-4);
+    assert_true(y_rel <= 4e-3);
+    assert_true(g_rel <= 1.3e-3);
+    assert_true(worst <= 3e-3);
     /* a forward that takes no gradient: the same predictions, and the fused
      * products write neither sigma (poisoned before, unchanged after) */
     const size_t s1n = (size_t)acts.n_rows * big.cfg.filters;

@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "engine/model/schnet_internal.h"
+#include "engine/model/bf16_ssp.h"
 #include "engine/model/sgemm_kernels.h"
 
 enum { G = 25, F = 100 };
@@ -108,7 +109,17 @@ static void reference(side *s, int U)
 {
     const pt_precision prec = s->a.precision;
     pt_linear_forward(K(s).s1, s->a.e, s->w.mlp0_w, s->w.mlp0_b, U, G, F, 0.0f, prec);
-    pt_ssp_forward(K(s).s1, K(s).sig1, NULL, U, F);
+    if (pt_schnet_bf16_fused(&s->a)) {
+        /* the fused bf16 path's softplus (bf16_ssp.h): ssp~, and σ̃ of s1's
+         * bf16 value, by their scalar references */
+        for (size_t i = 0; i < (size_t)U * F; i++) {
+            K(s).s1[i] = pt_bf16_ssp_ref(K(s).s1[i]);
+            K(s).sig1[i] =
+                pt_bf16_dssp_ref(pt_bf16_to_float(pt_bf16_from_float(K(s).s1[i])));
+        }
+    } else {
+        pt_ssp_forward(K(s).s1, K(s).sig1, NULL, U, F);
+    }
     pt_linear_forward(K(s).p, K(s).s1, s->w.mlp2_w, s->w.mlp2_b, U, F, F, 0.0f, prec);
     pt_filter_cutoff_forward(K(s).w, K(s).p, s->a.cut, U, F);
     pt_linear_backward(s->a.ds1, s->dw.mlp2_w, s->dw.mlp2_b, s->a.dp, K(s).s1, s->w.mlp2_w, U, F,
@@ -166,7 +177,8 @@ static void check_alias(int U, pt_precision prec, int alias)
                     pt_bf16_kernel_active() != PT_BF16_KERNEL_AVX512);
         SAME(K(&c).s1, K(&r).s1, rf);
     }
-    SAME(K(&c).sig1, K(&r).sig1, rf);
+    /* the fused bf16 path keeps no σ1 (the backward derives it from s1) */
+    if (!pt_schnet_bf16_fused(&c.a)) SAME(K(&c).sig1, K(&r).sig1, rf);
     if (!alias) SAME(K(&c).p, K(&r).p, rf);
     SAME(K(&c).w, K(&r).w, rf);
     K(&c).p = own_p;

@@ -1,0 +1,89 @@
+/* bf16_ssp_avx512.c — bf16_ssp_body.h's shifted softplus and σ̃ multiply
+ * for AVX-512 (16 floats per vector; bf16.h's pairs and rows widened in
+ * registers).  Called only after pt_cpu_has_bf16() (bf16_ssp.c, and the
+ * bf16 kernel's fused epilogue, which runs only there). */
+#pragma GCC target("avx512f,avx512bw,avx512vl")
+#include <immintrin.h>
+#include <stdint.h>
+
+#include "engine/model/bf16_ssp.h"
+
+#define T __m512
+#define VSET1(x) _mm512_set1_ps(x)
+#define VFMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#define VFNMA(a, b, c) _mm512_fnmadd_ps((a), (b), (c))
+#define VADD(a, b) _mm512_add_ps((a), (b))
+#define VSUB(a, b) _mm512_sub_ps((a), (b))
+#define VNEG(a) \
+    _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_set1_epi32(INT32_MIN)))
+/* maxps(a, b) = a > b ? a : b, NaN included: the scalar spelling's select */
+#define VMAX(a, b) _mm512_max_ps((a), (b))
+#define VNEGABS(a) \
+    _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(a), _mm512_set1_epi32(INT32_MIN)))
+#define VSCALE(p, big)                                            \
+    _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), \
+                                         _mm512_slli_epi32(_mm512_castps_si512(big), 23)))
+#define BSSP_FN(name) bsspv_##name
+
+#include "engine/model/bf16_ssp_body.h"
+
+/* vectors per step: independent chains the core overlaps (each ~17
+ * dependent operations) */
+#define BLOCK 8
+
+void pt_bf16_ssp_avx512(float *x, size_t len)
+{
+    size_t k = 0;
+    for (; k + BLOCK * 16 <= len; k += BLOCK * 16) {
+        __m512 v[BLOCK];
+        for (int j = 0; j < BLOCK; j++) v[j] = _mm512_loadu_ps(x + k + 16 * j);
+        for (int j = 0; j < BLOCK; j++) v[j] = bsspv_ssp(v[j]);
+        for (int j = 0; j < BLOCK; j++) _mm512_storeu_ps(x + k + 16 * j, v[j]);
+    }
+    for (; k < len; k += 16) {
+        const __mmask16 m = len - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (len - k)) - 1u);
+        _mm512_mask_storeu_ps(x + k, m, bsspv_ssp(_mm512_maskz_loadu_ps(m, x + k)));
+    }
+}
+
+/* bf16 bits in the high half of each 32-bit lane are that lane's float */
+static inline __m512 hi_float(__m512i v)
+{
+    return _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xffff0000u)));
+}
+static inline __m512 lo_float(__m512i v) { return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)); }
+
+static inline void mul_row(float *c, __mmask16 m, __m512 s)
+{
+    _mm512_mask_storeu_ps(c, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, c), bsspv_dssp(s)));
+}
+
+void pt_bf16_dssp_mul_avx512(float *c, size_t ldc, int rows, int n, const void *s1, int fmt,
+                             size_t lds)
+{
+    if (fmt == PT_BF16_FMT_PAIRS) {
+        /* pair rows hold ≥ n rounded up to 16 lanes (bf16.h): whole loads */
+        const uint32_t *p = s1;
+        for (int r = 0; r < rows; r += 2, p += lds) {
+            float *c0 = c + (size_t)r * ldc, *c1 = c0 + ldc;
+            for (int j = 0; j < n; j += 16) {
+                const __mmask16 m =
+                    n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1u);
+                const __m512i v = _mm512_loadu_si512(p + j);
+                mul_row(c0 + j, m, lo_float(v));
+                if (r + 1 < rows) mul_row(c1 + j, m, hi_float(v));
+            }
+        }
+        return;
+    }
+    const pt_bf16 *h = s1;
+    for (int r = 0; r < rows; r++, h += lds) {
+        float *cr = c + (size_t)r * ldc;
+        for (int j = 0; j < n; j += 16) {
+            const __mmask16 m =
+                n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1u);
+            const __m512i v = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, h + j));
+            mul_row(cr + j, m, lo_float(v));
+        }
+    }
+}
