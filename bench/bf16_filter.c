@@ -16,8 +16,9 @@
  *   dW2       dA2 += dPᵀ · s1                100×100, k = n, both as pairs
  *   dS1       ds1 = dP · A2                  n×100 → 100, dP's bf16 rows in place
  *             (variants 2, 3: ⊙ σ1 (3: derived from s1) and ds1 rounded into pairs as stored)
- *   ssp_bwd   pt_ssp_backward: ds1 ⊙= σ1 and da1's sums (variants 2, 3: the
- *             sums only; no FLOP)
+ *   ssp_bwd   pt_ssp_backward: ds1 ⊙= σ1 and da1's sums (variant 2: the
+ *             sums only; 3: none, dS1's stores add the sums and keep ds1
+ *             only as pairs; no FLOP)
  *   dW1       dA1 += ds1ᵀ · e                100×25, k = n, e's pairs
  *             (variants 2, 3: ds1's pairs too)
  * One pass is the forward chunk by chunk, then the backward chunk by chunk
@@ -32,8 +33,8 @@
  * the caches and s1's rows into one chunk's scratch; σ1 applied by dS1's
  * stores, which also round ds1 into pairs for dW1), variant 3 the model's
  * path now (fwd1's softplus at bf16's precision, bf16_ssp.h, and no σ1:
- * dS1's stores derive it from s1's pairs); their rounds alternate, so all
- * see the same machine.  The arrays are reused pass after
+ * dS1's stores derive it from s1's pairs, add da1's sums and keep ds1 only
+ * as pairs); their rounds alternate, so all see the same machine.  The arrays are reused pass after
  * pass and partly stay in L3 (32 MB here), which a training step's (four
  * blocks' σ1, W and s1) do not: the streamed σ1 looks worse here than in
  * schnet_profile.  "peak"
@@ -200,16 +201,19 @@ static void run_chunk(data *d, int which, int r0, int n, int variant)
         const pt_bf16_epilogue sig = {.map = mul_sigma, .aux = d->sig + o, .aux_read = 1,
                                       .pairs = d->ds1p, .b_held = held};
         const int ldp = pt_bf16_pairs_ld(F);
+        double total[F] = {0};
         const pt_bf16_epilogue dssp = {.dssp_s1 = d->s1p + (size_t)(r0 / 2) * ldp,
                                        .dssp_fmt = PT_BF16_FMT_PAIRS, .dssp_ld = ldp,
-                                       .pairs = d->ds1p, .b_held = held};
+                                       .pairs = d->ds1p, .b_held = held, .col_sums = total};
         check(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, n, F, F, 1.0f, d->dph, PT_BF16_FMT_ROWS,
-                              F, d->w2, PT_BF16_FMT_F32, F, 0.0f, d->ds1, F,
-                              variant == 3 ? &dssp : variant == 2 ? &sig : &e));
+                              F, d->w2, PT_BF16_FMT_F32, F, 0.0f, variant == 3 ? NULL : d->ds1,
+                              F, variant == 3 ? &dssp : variant == 2 ? &sig : &e));
+        if (variant == 3)
+            for (int c = 0; c < F; c++) d->db1[c] += (float)total[c];
         break;
     }
-    case SSPB:
-        pt_ssp_backward(d->ds1, d->db1, variant >= 2 ? NULL : d->sig + o, n, F);
+    case SSPB: /* variant 3: da1's sums in dS1's stores, no pass */
+        if (variant < 3) pt_ssp_backward(d->ds1, d->db1, variant == 2 ? NULL : d->sig + o, n, F);
         break;
     default: {
         const int ldp = pt_bf16_pairs_ld(G);

@@ -253,7 +253,7 @@ static int run_avx512(pt_bf16_job *job, int b_packed)
     int by_work = (int)(work / MIN_WORK_PER_THREAD);
     if (threads > by_rows) threads = by_rows;
     if (threads > by_work) threads = by_work;
-    if (threads < 1) threads = 1;
+    if (threads < 1 || job->col_sums) threads = 1; /* the sums' order: one thread */
 
     size_t b_bytes = 0;
     /* one thread packs B one K block at a time, just before the block's
@@ -377,13 +377,14 @@ int pt_bf16_gemm_ex(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
 {
     static const pt_bf16_epilogue none = {0};
     if (!epi) epi = &none;
-    const int fused = epi->row_scale || epi->map || epi->h || epi->pairs || epi->dssp_s1;
-    /* c may be NULL when only the bf16 copy is kept: checked below, so give
-     * job_init a stand-in that passes its NULL check */
+    const int fused =
+        epi->row_scale || epi->map || epi->h || epi->pairs || epi->dssp_s1 || epi->col_sums;
+    /* c may be NULL when only the bf16 copies are kept: checked below, so
+     * give job_init a stand-in that passes its NULL check */
     float stand_in;
     pt_bf16_job job;
     int rc = job_init(&job, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta,
-                      c || !epi->h ? c : &stand_in, ldc, 1);
+                      c || !(epi->h || epi->pairs) ? c : &stand_in, ldc, 1);
     if (rc) return rc;
     if (a_bf16 < PT_BF16_FMT_F32 || a_bf16 > PT_BF16_FMT_ROWS_PAD || b_bf16 < PT_BF16_FMT_F32 ||
         b_bf16 > PT_BF16_FMT_PAIRS)
@@ -420,6 +421,7 @@ int pt_bf16_gemm_ex(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
         job.dssp_s1 = epi->dssp_s1;
         job.dssp_fmt = epi->dssp_fmt;
         job.dssp_ld = epi->dssp_ld;
+        job.col_sums = epi->col_sums;
     }
     if (epi->bias) {
         job.bias = epi->bias;

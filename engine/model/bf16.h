@@ -164,19 +164,22 @@ enum {
  *   then, per finished row r:  C[r] *= row_scale[r]           (row_scale set)
  *                              map(C[r..], aux[r..], NULL, rows, n)   (map set)
  *                              C[r] ⊙= σ̃(s1[r])               (dssp_s1 set)
+ *                              col_sums += C[r] in double      (col_sums set)
  *                              h[r] = bf16(C[r])              (h set)
  * with the bits of running those steps one after the other over all of C
  * (each is elementwise; map is called on bands of whole rows, aux rows of
- * n floats, ld n).  With h set, c may be NULL: the fp32 rows then live in a
- * per-thread band and only their bf16 copy is kept.
+ * n floats, ld n).  With h or pairs set, c may be NULL: the fp32 rows then
+ * live in a per-thread band and only their bf16 copies are kept.
  *                              pairs = the same rounding of C's rows as pairs
  *                                      (pt_bf16_pairs_ld(n) uint32 per pair
  *                                      row; with h, or alone where C is kept:
  *                                      a weight gradient's operand, e.g. the
  *                                      filter's ds1 for dA1)
- * row_scale, map, dssp_s1, h and pairs need k ≤ PT_BF16_KC (one reduction block: the epilogue follows the last
+ * row_scale, map, dssp_s1, col_sums, h and pairs need k ≤ PT_BF16_KC (one reduction block: the epilogue follows the last
  * block), ldc = n where map is set, and the AVX512-BF16 kernel
  * (PT_BF16_EFUSED otherwise; the caller runs the unfused steps). */
+/* rows of C per epilogue call (and per float run of col_sums) */
+#define PT_BF16_EPI_ROWS 12
 typedef void (*pt_bf16_map)(float *x, float *aux, const float *bias, int rows, int n);
 typedef struct pt_bf16_epilogue {
     const float *bias;      /* n floats added to every row (beta then unused), or NULL */
@@ -196,6 +199,11 @@ typedef struct pt_bf16_epilogue {
                                pt_bf16_pairs_ld(n)) or PT_BF16_FMT_ROWS (dssp_ld ≥ n);
                                or NULL */
     int dssp_fmt, dssp_ld;
+    double *col_sums;       /* after dssp_s1: col_sums[j] += Σ_r C[r][j] (a bias
+                               gradient, Σ ds1, while the rows are in L1): each
+                               run of PT_BF16_EPI_ROWS rows from row 0 summed in
+                               float in row order, that sum added in double; the
+                               product then runs on one thread.  Or NULL */
 } pt_bf16_epilogue;
 /* a_bf16 / b_bf16: the operand's PT_BF16_FMT_* (1: pt_bf16, 0: float).
  * epi may be NULL. */

@@ -170,6 +170,31 @@ void pt_bf16_avx512_rows(const pt_bf16_job *job, int i_begin, int i_end, uint32_
     }
 }
 
+/* sums[j] += Σ_r x[r][j]: the group's rows summed in float in row order,
+ * that sum added in double (the epilogue's col_sums: a bias gradient while
+ * its rows are in L1) */
+static void col_sums_add(double *sums, const float *x, int ldx, int rows, int n)
+{
+    for (int j = 0; j < n; j += 16) {
+        const __mmask16 m = lanes(n - j);
+        __m512 v = load_ps(m, x + j);
+        for (int r = 1; r < rows; r++) v = _mm512_add_ps(v, load_ps(m, x + (size_t)r * ldx + j));
+        const __m512d v0 = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+        const __m512d v1 =
+            _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+        if (m == 0xffff) { /* plain loads and stores (load_ps) */
+            _mm512_storeu_pd(sums + j, _mm512_add_pd(_mm512_loadu_pd(sums + j), v0));
+            _mm512_storeu_pd(sums + j + 8, _mm512_add_pd(_mm512_loadu_pd(sums + j + 8), v1));
+        } else {
+            const __mmask8 m0 = (__mmask8)m, m1 = (__mmask8)(m >> 8);
+            _mm512_mask_storeu_pd(sums + j, m0,
+                                  _mm512_add_pd(_mm512_maskz_loadu_pd(m0, sums + j), v0));
+            _mm512_mask_storeu_pd(sums + j + 8, m1,
+                                  _mm512_add_pd(_mm512_maskz_loadu_pd(m1, sums + j + 8), v1));
+        }
+    }
+}
+
 /* The fused epilogue (pt_bf16_gemm_ex, k ≤ KC: one reduction block): the
  * tiles of a band of MR rows sweep every panel of B (a whole B of k ≤ 256
  * and n ≤ 128 is ≤ 64 KB, L1/L2-resident); every GROUP rows (two bands,
@@ -277,6 +302,7 @@ static void rows_fused(const pt_bf16_job *job, int i_begin, int i_end, uint32_t 
                                         (const char *)job->dssp_s1 + at, job->dssp_fmt,
                                         (size_t)job->dssp_ld);
             }
+            if (job->col_sums) col_sums_add(job->col_sums, gc, ldc, rows, n);
             if (job->pairs) {
                 /* grow is even (groups start at multiples of MR) */
                 pt_bf16_avx512_pairs_rows(job->pairs + (size_t)(grow / 2) * pt_bf16_pairs_ld_(n),

@@ -18,7 +18,10 @@
 #define PT_BF16_MR 6   /* rows of C per micro-kernel: 6 × 4 zmm accumulators */
 #define PT_BF16_NP 64  /* columns per B panel (4 zmm of 16 fp32) */
 #define PT_BF16_MC 240 /* rows of A per packed block (≈120 KB, stays in L2) */
-#define PT_BF16_GROUP 12 /* rows of C per fused epilogue call: 2 bands, divides MC */
+#define PT_BF16_GROUP PT_BF16_EPI_ROWS /* rows of C per fused epilogue call: 2 bands,
+                                          divides MC (bf16.h) */
+_Static_assert(PT_BF16_MC % PT_BF16_GROUP == 0 && PT_BF16_GROUP % PT_BF16_MR == 0,
+               "groups of the epilogue run from row 0 of a product (bf16.h col_sums)");
 #define PT_BF16_MAX_THREADS 64 /* pt_bf16_set_threads' bound */
 
 /* One matrix operand as the caller stored it. */
@@ -55,6 +58,7 @@ typedef struct pt_bf16_job {
     int b_held;      /* pt_bf16_epilogue.b_held */
     const void *dssp_s1; /* pt_bf16_epilogue.dssp_s1: after map, C ⊙= σ̃(s1) */
     int dssp_fmt, dssp_ld;
+    double *col_sums; /* pt_bf16_epilogue.col_sums (then one thread) */
 } pt_bf16_job;
 
 /* 1 when op(A) is bf16 rows already in the packed layout (k, lda even, or
@@ -79,7 +83,7 @@ static inline int pt_bf16_pairs_ld_(int w)
 static inline int pt_bf16_job_fused(const pt_bf16_job *job)
 {
     return job->map != NULL || job->h != NULL || job->row_scale != NULL || job->pairs != NULL ||
-           job->dssp_s1 != NULL;
+           job->dssp_s1 != NULL || job->col_sums != NULL;
 }
 
 static inline size_t pt_bf16_packed_pairs(int k, int n)

@@ -5,7 +5,6 @@
 
 #include <math.h>
 #include <stdint.h>
-#include <string.h>
 
 #define T float
 #define VSET1(x) (x)
@@ -17,20 +16,13 @@
 /* maxps: a > b ? a : b (a NaN in either gives b) */
 #define VMAX(a, b) bssp_max((a), (b))
 #define VNEGABS(a) (-fabsf(a))
-#define VSCALE(p, big) bssp_scale((p), (big))
+#define VSCALE(p, fn) bssp_scale((p), (fn))
 #define BSSP_FN(name) bssp_##name
 
 static inline float bssp_max(float a, float b) { return a > b ? a : b; }
 
-static inline float bssp_scale(float p, float big)
-{
-    uint32_t up, ub;
-    memcpy(&up, &p, sizeof up);
-    memcpy(&ub, &big, sizeof ub);
-    up += ub << 23;
-    memcpy(&p, &up, sizeof p);
-    return p;
-}
+/* vscalefps: p·2^fn, fn an integer; exact for the normal results here */
+static inline float bssp_scale(float p, float fn) { return ldexpf(p, (int)fn); }
 
 #include "engine/model/bf16_ssp_body.h"
 

@@ -20,9 +20,7 @@
 #define VMAX(a, b) _mm512_max_ps((a), (b))
 #define VNEGABS(a) \
     _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(a), _mm512_set1_epi32(INT32_MIN)))
-#define VSCALE(p, big)                                            \
-    _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), \
-                                         _mm512_slli_epi32(_mm512_castps_si512(big), 23)))
+#define VSCALE(p, fn) _mm512_scalef_ps((p), (fn))
 #define BSSP_FN(name) bsspv_##name
 
 #include "engine/model/bf16_ssp_body.h"
@@ -53,7 +51,13 @@ static inline __m512 hi_float(__m512i v)
 }
 static inline __m512 lo_float(__m512i v) { return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)); }
 
-static inline void mul_row(float *c, __mmask16 m, __m512 s)
+/* c[0..16) ⊙= σ̃(s): whole vectors unmasked, the tail masked (masked
+ * memory operations are slow here: bf16_pack_avx512.c) */
+static inline void mul_full(float *c, __m512 s)
+{
+    _mm512_storeu_ps(c, _mm512_mul_ps(_mm512_loadu_ps(c), bsspv_dssp(s)));
+}
+static inline void mul_tail(float *c, __mmask16 m, __m512 s)
 {
     _mm512_mask_storeu_ps(c, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, c), bsspv_dssp(s)));
 }
@@ -61,17 +65,28 @@ static inline void mul_row(float *c, __mmask16 m, __m512 s)
 void pt_bf16_dssp_mul_avx512(float *c, size_t ldc, int rows, int n, const void *s1, int fmt,
                              size_t lds)
 {
+    const int full = n / 16 * 16;
+    const __mmask16 m = (__mmask16)((1u << (n - full)) - 1u);
     if (fmt == PT_BF16_FMT_PAIRS) {
         /* pair rows hold ≥ n rounded up to 16 lanes (bf16.h): whole loads */
         const uint32_t *p = s1;
         for (int r = 0; r < rows; r += 2, p += lds) {
             float *c0 = c + (size_t)r * ldc, *c1 = c0 + ldc;
-            for (int j = 0; j < n; j += 16) {
-                const __mmask16 m =
-                    n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1u);
-                const __m512i v = _mm512_loadu_si512(p + j);
-                mul_row(c0 + j, m, lo_float(v));
-                if (r + 1 < rows) mul_row(c1 + j, m, hi_float(v));
+            int j = 0;
+            if (r + 1 < rows) {
+                for (; j < full; j += 16) {
+                    const __m512i v = _mm512_loadu_si512(p + j);
+                    mul_full(c0 + j, lo_float(v));
+                    mul_full(c1 + j, hi_float(v));
+                }
+                if (j < n) {
+                    const __m512i v = _mm512_loadu_si512(p + j);
+                    mul_tail(c0 + j, m, lo_float(v));
+                    mul_tail(c1 + j, m, hi_float(v));
+                }
+            } else {
+                for (; j < full; j += 16) mul_full(c0 + j, lo_float(_mm512_loadu_si512(p + j)));
+                if (j < n) mul_tail(c0 + j, m, lo_float(_mm512_loadu_si512(p + j)));
             }
         }
         return;
@@ -79,11 +94,11 @@ void pt_bf16_dssp_mul_avx512(float *c, size_t ldc, int rows, int n, const void *
     const pt_bf16 *h = s1;
     for (int r = 0; r < rows; r++, h += lds) {
         float *cr = c + (size_t)r * ldc;
-        for (int j = 0; j < n; j += 16) {
-            const __mmask16 m =
-                n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1u);
-            const __m512i v = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, h + j));
-            mul_row(cr + j, m, lo_float(v));
-        }
+        int j = 0;
+        for (; j < full; j += 16)
+            mul_full(cr + j, lo_float(_mm512_cvtepu16_epi32(
+                                 _mm256_loadu_si256((const __m256i *)(h + j)))));
+        if (j < n)
+            mul_tail(cr + j, m, lo_float(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, h + j))));
     }
 }

@@ -17,7 +17,7 @@
  *                 (|r| ≤ 0.35, the single-float ln 2's error times |n| ≤ 126
  *                 is < 3e-7 in r), e^r = 1 + r(c1 + r(c2 + r(c3 + r c4)))
  *                 (degree-4 least-maximum fit, relative error ≤ 2.9e-6),
- *                 n added to the exponent field (the result stays normal:
+ *                 times 2^n exactly (vscalefps; the result stays normal:
  *                 a ≥ −87)
  *   ssp(v) = max(v, 0) + L(t), L(t) ≈ log1p(t) − ln 2 on [0, 1] as a
  *                 degree-5 polynomial in t (absolute error ≤ 8.7e-6), no
@@ -58,9 +58,8 @@ static inline __attribute__((always_inline)) T BSSP_FN(exp)(T a)
     p = VFMA(p, r, VSET1(5.000301599502563e-1f));
     p = VFMA(p, r, VSET1(9.999668598175049e-1f));
     p = VFMA(p, r, VSET1(1.0f));
-    /* p·2^n: big's low bits hold n (two's complement over 1.5·2^23), and
-     * shifted left by 23 only n remains, in the exponent field */
-    return VSCALE(p, big);
+    /* p·2^n, exact (the result is normal): one vscalefps */
+    return VSCALE(p, fn);
 }
 
 /* ssp~(v) (above) */

@@ -270,11 +270,12 @@ void pt_schnet_filter_forward_rows(const pt_schnet_block *w, pt_schnet_block_act
  * to read) and rounds them, once, into the
  * pairs dA1 += ds1ᵀ e reads in place (that product rounded and laid out
  * ds1 itself on every chunk): returned, on the thread's operand scratch
- * (no allocation after the first step) with dP's. */
+ * (no allocation after the first step) with dP's.  The same stores add ds1
+ * into da1's sums (pt_ssp_backward's pass over ds1's fp32 rows, which are no
+ * longer stored, is gone). */
 static const uint32_t *backward_dp_bf16(const pt_schnet_block *w, pt_schnet_block *dw,
                                         const pt_schnet_block_acts *k, const pt_schnet_acts *a,
-                                        int r0, int n, int G, int F, const float *dp,
-                                        float *ds1)
+                                        int r0, int n, int G, int F, const float *dp)
 {
     const int ldp = pt_bf16_pairs_ld(F);
     const size_t pair_bytes = ((size_t)(n + 1) / 2 * ldp * sizeof(uint32_t) + 63) / 64 * 64;
@@ -284,6 +285,11 @@ static const uint32_t *backward_dp_bf16(const pt_schnet_block *w, pt_schnet_bloc
     uint32_t *dpp = (uint32_t *)mem, *ds1p = (uint32_t *)(mem + pair_bytes + row_bytes);
     pt_bf16 *dph = (pt_bf16 *)(mem + pair_bytes);
     pt_bf16_pairs_pack(dpp, dp, F, n, F, dph, F);
+    /* da1 = Σ ds1 over the chunk's rows as the product stores them (runs
+     * of PT_BF16_EPI_ROWS rows in float, their sums in double: bf16.h;
+     * F ≤ PT_OPS_MAX_WIDTH), into da1 once a chunk */
+    double total[PT_OPS_MAX_WIDTH];
+    for (int c = 0; c < F; c++) total[c] = 0.0;
     const uint32_t *s1p = spare_of(k, a, G, F).s1p;
     if (s1p)
         pt_bf16_check(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, F, F, n, 1.0f, dpp,
@@ -302,11 +308,13 @@ static const uint32_t *backward_dp_bf16(const pt_schnet_block *w, pt_schnet_bloc
                                                : (const void *)((const pt_bf16 *)k->s1 +
                                                                 (size_t)r0 * F),
                                   .dssp_fmt = s1p ? PT_BF16_FMT_PAIRS : PT_BF16_FMT_ROWS,
-                                  .dssp_ld = s1p ? ldp : F, .pairs = ds1p, .b_held = r0 > 0};
+                                  .dssp_ld = s1p ? ldp : F, .pairs = ds1p, .b_held = r0 > 0,
+                                  .col_sums = total};
     pt_bf16_check(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, n, F, F, 1.0f, dph,
-                                  PT_BF16_FMT_ROWS, F, w->mlp2_w, PT_BF16_FMT_F32, F, 0.0f, ds1,
+                                  PT_BF16_FMT_ROWS, F, w->mlp2_w, PT_BF16_FMT_F32, F, 0.0f, NULL,
                                   F, &sig),
                   n, F, F);
+    for (int c = 0; c < F; c++) dw->mlp0_b[c] += (float)total[c];
     return ds1p;
 }
 
@@ -324,11 +332,11 @@ void pt_schnet_filter_backward_rows(const pt_schnet_block *w, pt_schnet_block *d
     const pt_precision prec = a->precision;
     const size_t o = (size_t)r0 * (size_t)F;
     if (pt_schnet_bf16_fused(a)) {
-        const uint32_t *ds1p = backward_dp_bf16(w, dw, k, a, r0, n, G, F, dp, ds1);
+        /* ds1 is kept only as the pairs dA1 reads (its fp32 rows stay in
+         * the product's band): ds1 unused here */
+        const uint32_t *ds1p = backward_dp_bf16(w, dw, k, a, r0, n, G, F, dp);
         pt_column_sums_total(total, dp, n, F);
         pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
-        pt_ssp_backward(ds1, dw->mlp0_b, NULL, n, F); /* σ1 applied: da1's sums */
-        pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
         /* the basis as the forward's block 0 kept it (pairs), else as fp32 */
         const spare sp = spare_of(k, a, G, F);
         const int ldp = pt_bf16_pairs_ld(F);

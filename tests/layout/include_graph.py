@@ -51,7 +51,7 @@ CONCEPTS = {
     "engine/mpi": [{"mpi_backend", "mpi_internal", "mpi_plan", "mpi_world", "mpi_run"}],
     "engine/graph": [{"neighbors", "neighbors_internal", "neighbors_pbc"}],
     "engine/model": [{"bf16", "bf16_internal", "bf16_avx512", "bf16_cache", "bf16_cpu",
-                      "bf16_avx512_vec", "bf16_pack_avx512"},
+                      "bf16_avx512_vec", "bf16_pack_avx512", "bf16_ssp", "bf16_ssp_avx512"},
                      {"sgemm_kernels", "sgemm_kernels_internal", "sgemm_avx512", "sgemm_avx2"},
                      {"ssp_kernels", "ssp_avx512", "ssp_avx2"},
                      {"schnet", "schnet_internal", "schnet_forces", "schnet_layers", "schnet_acts",

@@ -23,8 +23,9 @@
  *     pt_bf16_pairs_pack, C and the aux operand included;
  *   - what cannot be read as pairs is refused with PT_BF16_EFORMAT (pairs A
  *     not transposed, pairs B transposed, ld too small, an unknown format),
- *     pairs without the bf16 copy or C with PT_BF16_ENULL, pairs on the
- *     portable kernel with PT_BF16_EFUSED, C untouched. */
+ *     an epilogue with neither C nor a bf16 copy (rows or pairs) with
+ *     PT_BF16_ENULL, pairs on the portable kernel with PT_BF16_EFUSED, C
+ *     untouched. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -366,13 +367,15 @@ static void test_pairs_refusals(void **state)
     assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, x, 0, 2, x,
                                      PT_BF16_FMT_ROWS_PAD, 2, 0.0f, c, 2, NULL),
                      PT_BF16_EFORMAT);
-    /* the epilogue's pairs need its bf16 copy or C; the portable kernel
-     * has no epilogue */
+    /* an epilogue without C needs a bf16 copy (rows or pairs) to keep; the
+     * portable kernel has no epilogue */
     if (pt_cpu_has_bf16()) pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
-    const pt_bf16_epilogue no_h = {.pairs = p};
+    const float scale[2] = {1, 1};
+    const pt_bf16_epilogue no_copy = {.row_scale = scale};
     assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, x, 0, 2, x, 0, 2,
-                                     0.0f, NULL, 2, &no_h),
+                                     0.0f, NULL, 2, &no_copy),
                      PT_BF16_ENULL);
+    const pt_bf16_epilogue no_h = {.pairs = p};
     pt_bf16_set_kernel(PT_BF16_KERNEL_PORTABLE);
     assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, x, 0, 2, x, 0, 2,
                                      0.0f, c, 2, &no_h),

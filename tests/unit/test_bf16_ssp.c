@@ -16,7 +16,9 @@
  *   - pt_bf16_ssp_map is the run over rows × n;
  *   - as the product's epilogue (bf16.h dssp_s1, the filter's dS1): C and
  *     its pairs equal the product, pt_bf16_dssp_mul and pt_bf16_pairs_pack
- *     in sequence, s1 as pairs and rows, odd rows, two threads; an s1 format
+ *     in sequence, s1 as pairs and rows, odd rows, two threads; with C not
+ *     kept, the pairs alone and the column sums (col_sums: runs of 12 rows
+ *     in float, added in double); an s1 format
  *     or ld it cannot read is PT_BF16_EFORMAT, the portable kernel
  *     PT_BF16_EFUSED, C untouched.
  * On a CPU without AVX512-BF16 the same entry points run the reference,
@@ -247,6 +249,26 @@ static void check_epilogue(int m, int n, int k, int fmt)
     if (memcmp(c, want, nc * sizeof(float)) != 0 || memcmp(p, pw, np * sizeof(uint32_t)) != 0)
         fail_msg("dssp epilogue m=%d n=%d k=%d fmt=%d threads=%d differs", m, n, k, fmt,
                  pt_bf16_get_threads());
+    /* C not kept (its rows in the product's band), only the pairs, and the
+     * column sums: runs of PT_BF16_EPI_ROWS rows in float, each run's sum in
+     * double (one thread even when two are set) */
+    double sums[130], sums_want[130];
+    for (int j = 0; j < n; j++) sums[j] = sums_want[j] = 0.5 * j;
+    for (int g = 0; g < m; g += PT_BF16_EPI_ROWS)
+        for (int j = 0; j < n; j++) {
+            float part = want[(size_t)g * n + j];
+            for (int r = g + 1; r < m && r < g + PT_BF16_EPI_ROWS; r++)
+                part += want[(size_t)r * n + j];
+            sums_want[j] += part;
+        }
+    memset(p, 0xab, np * sizeof(uint32_t));
+    const pt_bf16_epilogue e2 = {.dssp_s1 = s1, .dssp_fmt = fmt, .dssp_ld = lds, .pairs = p,
+                                 .col_sums = sums};
+    assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, x,
+                                     PT_BF16_FMT_ROWS, k, w, 0, n, 0.0f, NULL, n, &e2),
+                     PT_BF16_OK);
+    assert_memory_equal(p, pw, np * sizeof(uint32_t));
+    assert_memory_equal(sums, sums_want, (size_t)n * sizeof(double));
     free(xf), free(w), free(want), free(c), free(s), free(x), free(s1h), free(s1p), free(p);
     free(pw);
 }

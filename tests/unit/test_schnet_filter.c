@@ -16,8 +16,11 @@
  *     own array, the cutoff: still the reference's bits, also split over
  *     two threads; the portable bf16 path keeps fp32 s1;
  *   - in bf16 the backward rounds each chunk's dP once (pairs for dA2, rows
- *     for ds1), ds1's product applies σ1 and rounds ds1 into the pairs dA1
- *     reads, and it reads s1 as the pairs the forward kept, and the basis as
+ *     for ds1), ds1's product applies σ1 (bf16_ssp.h's σ̃ of s1's bf16
+ *     values; the forward's softplus is bf16_ssp.h's too: the reference runs
+ *     their scalar references), adds its rows into da1 (runs of 12 rows in
+ *     float, in double once a chunk: the reference does the same) and rounds ds1 into the pairs dA1
+ *     reads (its fp32 rows are not kept), and it reads s1 as the pairs the forward kept, and the basis as
  *     the padded rows and pairs block 0's forward rounded once, where the
  *     arena has room for them, else as before: the reference's bits with
  *     room for all, for s1's pairs only, and for none;
@@ -124,7 +127,28 @@ static void reference(side *s, int U)
     pt_filter_cutoff_forward(K(s).w, K(s).p, s->a.cut, U, F);
     pt_linear_backward(s->a.ds1, s->dw.mlp2_w, s->dw.mlp2_b, s->a.dp, K(s).s1, s->w.mlp2_w, U, F,
                        F, 0.0f, prec);
-    pt_ssp_backward(s->a.ds1, s->dw.mlp0_b, K(s).sig1, U, F);
+    if (pt_schnet_bf16_fused(&s->a)) {
+        /* the fused path: ds1 ⊙= σ̃1 as it is stored; da1: runs of
+         * PT_BF16_EPI_ROWS rows from a chunk's first summed in float, each
+         * run's sum in double, into da1 once per chunk of rows */
+        const int chunk = pt_schnet_filter_chunk(prec, G, F, U);
+        for (size_t i = 0; i < (size_t)U * F; i++) s->a.ds1[i] *= K(s).sig1[i];
+        for (int r0 = 0; r0 < U; r0 += chunk) {
+            const int r1 = U < r0 + chunk ? U : r0 + chunk;
+            double total[F];
+            for (int c = 0; c < F; c++) total[c] = 0.0;
+            for (int g = r0; g < r1; g += PT_BF16_EPI_ROWS)
+                for (int c = 0; c < F; c++) {
+                    float part = s->a.ds1[(size_t)g * F + c];
+                    for (int r = g + 1; r < r1 && r < g + PT_BF16_EPI_ROWS; r++)
+                        part += s->a.ds1[(size_t)r * F + c];
+                    total[c] += part;
+                }
+            for (int c = 0; c < F; c++) s->dw.mlp0_b[c] += (float)total[c];
+        }
+    } else {
+        pt_ssp_backward(s->a.ds1, s->dw.mlp0_b, K(s).sig1, U, F);
+    }
     pt_linear_backward(NULL, s->dw.mlp0_w, NULL, s->a.ds1, s->a.e, s->w.mlp0_w, U, G, F, 0.0f,
                        prec);
 }
@@ -182,7 +206,8 @@ static void check_alias(int U, pt_precision prec, int alias)
     if (!alias) SAME(K(&c).p, K(&r).p, rf);
     SAME(K(&c).w, K(&r).w, rf);
     K(&c).p = own_p;
-    SAME(c.a.ds1, r.a.ds1, rf);
+    /* the fused bf16 path keeps ds1 only as the pairs dA1 reads */
+    if (!pt_schnet_bf16_fused(&c.a)) SAME(c.a.ds1, r.a.ds1, rf);
     SAME(c.dw.mlp2_w, r.dw.mlp2_w, F * F);
     SAME(c.dw.mlp2_b, r.dw.mlp2_b, F);
     SAME(c.dw.mlp0_w, r.dw.mlp0_w, F * G);
