@@ -16,7 +16,8 @@
  * force passes' tangent, second backward and distance backward over the
  * whole batch (forces_tangent, forces_backward2, forces_backward_dist;
  * random operands), and what building the sender lists costs
- * (senders_build_us, once per micro-batch).
+ * (senders_build_us, once per micro-batch) and the row table itself
+ * (rows_build_us, pt_edge_rows_build, once per micro-batch too).
  * Then "pipeline": the edge pass of schnet_edges.c itself on block 0 of
  * seed 000's model (filter chunks each followed by the convolution of the
  * receivers they complete, then the backward), per implementation: the
@@ -215,6 +216,16 @@ int main(int argc, char **argv)
     int32_t *so = alloc((size_t)(N + 1) * sizeof(int32_t)), *se = alloc((size_t)E * sizeof(int32_t));
     int32_t *close = alloc((size_t)(N + 1) * sizeof(int32_t));
     pt_edge_rows_last(row_last, row, b.dst_offset, N);
+    /* the row table's cost, once per micro-batch in training (best of 20;
+     * the same table every time) */
+    double rows_s = 1e30;
+    for (int r = 0; r < 20; r++) {
+        const double t0 = cpu_now();
+        pt_edge_rows_build(row, first, row_dist, cursor, b.edge_src, b.dst_offset, b.edge_dist,
+                           b.edge_vec, N, cutoff);
+        const double t = cpu_now() - t0;
+        if (t < rows_s) rows_s = t;
+    }
     /* the lists' cost, once per micro-batch in training (best of 20) */
     double senders_s = 1e30;
     for (int r = 0; r < 20; r++) {
@@ -319,13 +330,14 @@ int main(int argc, char **argv)
                "\"fwd_ns_per_edge\":%.2f,\"bwd_ns_per_edge\":%.2f,\"bwd_senders_ns_per_edge\":%.2f,"
                "\"forces_tangent_ns_per_edge\":%.2f,\"forces_backward2_ns_per_edge\":%.2f,"
                "\"forces_backward_dist_ns_per_edge\":%.2f,\"senders_build_us\":%.1f,"
+               "\"rows_build_us\":%.1f,"
                "\"fwd_cycles\":%.1f,\"bwd_cycles\":%.1f,\"bwd_senders_cycles\":%.1f,"
                "\"bound_cycles\":{\"fwd_l1\":7,\"fwd_l2\":12.5,\"bwd_l1\":14,\"bwd_l2\":25},"
                "\"speedup_vs_generic\":{\"fwd\":%.2f,\"bwd\":%.2f},"
                "\"pipeline\":{\"cfconv_ns_per_edge\":%.2f,\"fwd_ns_per_edge\":%.2f,"
                "\"edge_pass_cpu_ms\":%.3f}}\n",
                pt_cfconv_impl_name(impls[ii]), argv[1], real, (int)U, hz * 1e-9, nf, nb, ns, nt, n2, nd,
-               senders_s * 1e6,
+               senders_s * 1e6, rows_s * 1e6,
                nf * hz * 1e-9, nb * hz * 1e-9, ns * hz * 1e-9, gen_f / best_f[ii],
                gen_b / best_b[ii],
                pipe_conv[ii] / (double)real * 1e9, pipe_fwd[ii] / (double)real * 1e9,
