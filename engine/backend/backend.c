@@ -125,6 +125,16 @@ static int allreduce_init(pt_backend *be, pt_errors *errs)
     return rc;
 }
 
+/* Idle work of a replica waiting for the others at the all-reduce: one
+ * pending batch filled (loader.h); 1 if it did.  The wait is idle time the
+ * step pays anyway, where the loader's background thread could not run
+ * (the waiter spins on its core). */
+static int help_fill(void *arg)
+{
+    pt_backend *be = arg;
+    return pt_loader_help(&be->ld);
+}
+
 /* Replica 0 runs on the calling thread (pt_backend_dispatch): threads for 1..R-1. */
 static int threads_start(pt_backend *be, pt_errors *errs)
 {
@@ -199,7 +209,7 @@ int pt_backend_open(pt_grad_engine *eng, const pt_train_data *data, pt_errors *e
     be->ld_ready = 1;
     /* a replica that waits fills batches ahead (loader.h); not in the inline
      * ablation, whose point is that nothing is filled ahead */
-    if (be->loader_threads > 0) pt_allreduce_set_idle(&be->ar, pt_backend_help_fill, be);
+    if (be->loader_threads > 0) pt_allreduce_set_idle(&be->ar, help_fill, be);
     be->stats.replica_bytes = replica_bytes(be);
     be->stats.blas_threads = be->blas_threads;
     be->stats.loader_threads = be->loader_threads;

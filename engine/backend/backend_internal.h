@@ -132,9 +132,6 @@ void pt_backend_dispatch(pt_backend *be, pt_zero_task task);
 
 /* backend_step.c */
 void *pt_backend_replica_main(void *arg);
-/* Idle work of a waiting replica: fills one pending batch (pt_loader_help)
- * when the loader is asynchronous; returns 1 if it did. */
-int pt_backend_help_fill(void *be);
 int pt_backend_fill_slot(void *user, int slot, pt_errors *errs);
 int pt_backend_compute(void *self, const pt_packs *packs, const uint32_t *ids, uint32_t n,
                        const pt_schnet_loss_norm *norm, float *grads, pt_step_stats *st,

@@ -297,22 +297,18 @@ static int all_finished(const void *arg)
     return atomic_load_explicit(&be->finished, memory_order_acquire) >= be->R - 1;
 }
 
-int pt_backend_help_fill(void *arg)
-{
-    pt_backend *be = arg;
-    return be->loader_threads > 0 && pt_loader_help(&be->ld);
-}
-
-/* Replicas 1..R-1: wait for a generation (filling pending batches while the
- * host does its serial work, then spinning: the next dispatch usually
- * follows within microseconds), run its task, count in. */
+/* Replicas 1..R-1: wait for a generation (spinning first: the next
+ * dispatch usually follows within microseconds), run its task, count in.
+ * No batch fills here: the host's serial work between two dispatches
+ * (tens of microseconds) is shorter than a fill, which would only delay
+ * the next dispatch; the replicas fill while they wait for each other at
+ * the all-reduce (backend.c). */
 void *pt_backend_replica_main(void *arg)
 {
     pt_backend_replica *rep = arg;
     pt_backend *be = rep->be;
     gen_wait w = {be, 0};
     for (;;) {
-        while (!woken(&w) && pt_backend_help_fill(be)) {}
         if (!pt_spin_until(woken, &w)) {
             pthread_mutex_lock(&be->mu);
             while (!woken(&w)) pthread_cond_wait(&be->go, &be->mu);

@@ -14,8 +14,8 @@
  * The CPU cores are the replicas' (one each, as on the IPUs' host a core
  * per device): fill threads run at background priority (SCHED_IDLE), so a
  * fill takes a core only while it would idle, and any thread with nothing
- * to do — a replica waiting at the all-reduce or for the next step — may
- * fill pending jobs itself (pt_loader_help).  A consumer that finds its job
+ * to do — a replica waiting for the others at the all-reduce — may fill
+ * pending jobs itself (pt_loader_help).  A consumer that finds its job
  * not yet claimed by anyone fills it too instead of waiting.  Who fills a
  * job never changes what it holds.
  *

@@ -29,7 +29,14 @@
  * would.  Measured on this VM (QM9 LPFHP, 2 replicas x 4 packs, the TTA
  * lever's step; runs under chrt -f 1 at load 4.6-4.9 as a stand-in for a
  * quiet machine): 20 us and 200 us gave the same step time; under heavy
- * oversubscription long spins steal the core from the thread awaited. */
+ * oversubscription long spins steal the core from the thread awaited.
+ * Tried and dropped (session 8): 1 ms when every replica has a core of its
+ * own cut the all-reduce's tail after the last arrival from 0.08-0.09 to
+ * 0.03-0.05 ms a step under chrt -f 1, but with other users' processes on
+ * the cores (load ~10, normal scheduling) QM9's 2 x 8-pack step took 35%
+ * more CPU per graph and ran at 750-890 graphs/s against 1160-1650 with
+ * 50 us: a replica that spins keeps its core while the one it waits for
+ * queues behind another process. */
 #define PT_SPIN_NS 50000
 
 int pt_spin_until(int (*pred)(const void *arg), const void *arg);
