@@ -384,25 +384,25 @@ void pt_cfconv_backward(float *dx, float *dp, const float *dm, const float *x, c
 void pt_cfconv_senders(int32_t *so, int32_t *se, int32_t *close, const int32_t *row,
                        const int32_t *src, const int32_t *dst, int n_nodes, int32_t n_edges)
 {
-    /* close: how many edges cross each boundary (a difference array over
-     * the span of each edge), then the next boundary that none crosses */
+    /* one pass over the edges: close counts how many edges cross each
+     * boundary (a difference array over the span of each edge), so the
+     * list lengths by sender (a counting sort, stable in k) */
     memset(close, 0, (size_t)(n_nodes + 1) * sizeof(int32_t));
+    memset(so, 0, (size_t)(n_nodes + 1) * sizeof(int32_t));
     for (int32_t k = 0; k < n_edges; k++) {
-        if (row[k] < 0 || src[k] == dst[k]) continue;
-        const int32_t lo = src[k] < dst[k] ? src[k] : dst[k];
-        const int32_t hi = src[k] < dst[k] ? dst[k] : src[k];
-        close[lo + 1]++;
-        close[hi + 1]--;
+        if (row[k] < 0) continue;
+        const int32_t s = src[k], d = dst[k];
+        so[s + 1]++;
+        if (s == d) continue;
+        close[(s < d ? s : d) + 1]++;
+        close[(s < d ? d : s) + 1]--;
     }
+    /* then the next boundary that none crosses */
     for (int b = 0; b < n_nodes; b++) close[b + 1] += close[b];
     for (int b = n_nodes, next = n_nodes; b >= 0; b--) {
         if (close[b] == 0) next = b;
         close[b] = next;
     }
-    /* the lists: a counting sort by sender, stable in k */
-    memset(so, 0, (size_t)(n_nodes + 1) * sizeof(int32_t));
-    for (int32_t k = 0; k < n_edges; k++)
-        if (row[k] >= 0) so[src[k] + 1]++;
     for (int j = 0; j < n_nodes; j++) so[j + 1] += so[j];
     /* so[j] is now list j's start; filling moves it to list j's end, which
      * is list j + 1's start */
