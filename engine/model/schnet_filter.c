@@ -358,13 +358,22 @@ void pt_schnet_filter_backward_rows(const pt_schnet_block *w, pt_schnet_block *d
     pt_linear_backward_weight(dw->mlp2_w, NULL, dp, k->s1 + o, n, 0, F, F, prec);
     /* ds1 = (dP A2) ⊙ σ1 as a pass: a MUL epilogue in the fp32 kernels
      * cost more in this pipeline (see the forward) */
-    if (!held_product(CblasNoTrans, n, F, F, dp, w->mlp2_w, NULL, ds1,
-                      held_fp32(prec, r0, G, F)))
+    /* σ1, streamed past the caches by the forward, comes from memory for
+     * the ssp backward below: fetched into L2 while dS1's FMAs run */
+    const int held = held_fp32(prec, r0, G, F);
+    if (held >= 0) pt_sgemm_prefetch(k->sig1 + o, (size_t)n * F * sizeof(float));
+    if (!held_product(CblasNoTrans, n, F, F, dp, w->mlp2_w, NULL, ds1, held))
         pt_linear_backward_input(ds1, dp, w->mlp2_w, n, F, F, 0.0f, prec);
     pt_column_sums_total(total, dp, n, F);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
     pt_ssp_backward(ds1, dw->mlp0_b, k->sig1 + o, n, F);
     pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
+    /* and the next chunk's s1 (dA2's B) and e (dA1's) while dA1's run */
+    const int next = a->n_rows - (r0 + n) < n ? a->n_rows - (r0 + n) : n;
+    if (held >= 0 && next > 0) {
+        pt_sgemm_prefetch(k->s1 + o + (size_t)n * F, (size_t)next * F * sizeof(float));
+        pt_sgemm_prefetch(a->e + (size_t)(r0 + n) * G, (size_t)next * G * sizeof(float));
+    }
     pt_linear_backward_weight(dw->mlp0_w, NULL, ds1, a->e + (size_t)r0 * G, n, 0, G, F, prec);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
 }

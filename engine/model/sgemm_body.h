@@ -198,9 +198,13 @@ static __attribute__((noinline)) void SK(block)(int rb, int nv, int pk, MASK_T l
 /* Every tile of C[m, n]: column panels of NVMAX vectors, row blocks of RB. */
 static void SK(tiles)(int m, int n, int k, const float *a, long ars, long aps, long a_row_step,
                       const float *b, long ldb, float beta, const float *bias, float *c,
-                      long ldc)
+                      long ldc, pt_sgemm_pf *pf)
 {
     const int panel = VW * NVMAX;
+    if (pf) { /* the caller's lines over this call's tiles (about m / RB a panel) */
+        const long tiles = (long)((n + panel - 1) / panel) * ((m + RB - 1) / RB);
+        pf->tile_lines = (pf->lines + tiles - 1) / tiles;
+    }
     /* row blocks of RB, but a remainder just over RB is split in two halves
      * (100 rows with RB 3: 32 × 3 + 2 + 2, not 33 × 3 + 1): a one-row tile
      * loads B for a single FMA per vector */
@@ -219,6 +223,7 @@ static void SK(tiles)(int m, int n, int k, const float *a, long ars, long aps, l
         for (int i0 = 0, rb; i0 < m; i0 += rb) {
             int rem = m - i0;
             rb = rem <= RB ? rem : rem < 2 * RB ? (rem + 1) / 2 : RB;
+            if (pf && pf->lines > 0) pt_sgemm_pf_tile(pf);
             SK(block)(rb, nv, pk, last, w == nv * VW, k, a + (long)i0 * a_row_step, ars, aps, b + j0,
                       ldb, beta, bias ? bias + j0 : NULL, c + (long)i0 * ldc + j0, ldc);
         }
@@ -233,17 +238,17 @@ static void SK(tiles)(int m, int n, int k, const float *a, long ars, long aps, l
  * B is the dispatcher's packed copy: rows 64-byte aligned (ldb a multiple
  * of 16). */
 void SK(nn)(int m, int n, int k, const float *a, int lda, const float *b, int ldb, float beta,
-            const float *bias, float *c, int ldc)
+            const float *bias, float *c, int ldc, pt_sgemm_pf *pf)
 {
-    SK(tiles)(m, n, k, a, lda, 1, lda, b, ldb, beta, bias, c, ldc);
+    SK(tiles)(m, n, k, a, lda, 1, lda, b, ldb, beta, bias, c, ldc, pf);
 }
 
 /* TN: C[m,n] = A[k,m]ᵀ B[k,n] + beta C for one pass of k ≤ PT_SGEMM_KC rows
  * (the dispatcher chains the passes); B as the caller has it. */
 void SK(tn)(int m, int n, int k, const float *a, int lda, const float *b, int ldb, float beta,
-            float *c, int ldc)
+            float *c, int ldc, pt_sgemm_pf *pf)
 {
-    SK(tiles)(m, n, k, a, 1, lda, 1, b, ldb, beta, NULL, c, ldc);
+    SK(tiles)(m, n, k, a, 1, lda, 1, b, ldb, beta, NULL, c, ldc, pf);
 }
 
 #undef SK_CASE

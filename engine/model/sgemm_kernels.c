@@ -8,6 +8,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -222,12 +223,40 @@ static _Thread_local float ct[PT_SGEMM_MAX_DIM * PT_SGEMM_MAX_DIM];
 static _Thread_local float biaspad[PT_SGEMM_MAX_DIM] __attribute__((aligned(64)));
 
 /* bias: NULL, or (NT/NN only) the row every chain starts from instead of C */
+/* The regions the thread's next product prefetches (pt_sgemm_prefetch). */
+static _Thread_local pt_sgemm_pf pf_next;
+
+void pt_sgemm_prefetch(const void *p, size_t bytes)
+{
+    if (!p || !bytes || pf_next.n == PT_SGEMM_PF_MAX) return;
+    const uintptr_t lo = (uintptr_t)p & ~(uintptr_t)63, hi = (uintptr_t)p + bytes;
+    pf_next.p[pf_next.n] = (const char *)lo;
+    pf_next.left[pf_next.n] = (long)((hi - lo + 63) / 64);
+    pf_next.lines += pf_next.left[pf_next.n];
+    pf_next.n++;
+}
+
+long pt_sgemm_prefetch_pending(void)
+{
+    return pf_next.lines;
+}
+
+/* the pending regions, taken by a product (NULL: none) */
+static pt_sgemm_pf *pf_take(pt_sgemm_pf *mine)
+{
+    if (!pf_next.n) return NULL;
+    *mine = pf_next;
+    memset(&pf_next, 0, sizeof pf_next);
+    return mine;
+}
+
 /* weight: 0 for plain products, 1 when B is a weight to cache (NN too),
  * 2 when it is also held (pt_sgemm_small_weight) */
 static void run_vec(int avx512, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
                     const float *a, int lda, const float *b, int ldb, float beta,
                     const float *bias, float *c, int ldc, int weight)
 {
+    pt_sgemm_pf own, *pf = pf_take(&own);
     if (k == 0) {   /* no products: C = beta C (or the bias), as cblas_sgemm does */
         for (int i = 0; i < m; i++)
             for (int j = 0; j < n; j++) {
@@ -240,6 +269,7 @@ static void run_vec(int avx512, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, i
         /* a narrow weight gradient (100 x 25) fills few lanes per row of C:
          * compute its transpose Cᵀ[n,m] = Bᵀ A instead (same products, same
          * order per element, so the same bits) and transpose back */
+        if (pf) pf_next = *pf; /* for the product below */
         if (avx512) { /* (beta = 0 reads no C: nothing to transpose in) */
             if (beta != 0.0f) pt_sgemm_avx512_transpose(m, n, c, ldc, ct, m);
             run_vec(avx512, CblasTrans, CblasNoTrans, n, m, k, b, ldb, a, lda, beta, NULL, ct, m,
@@ -256,11 +286,16 @@ static void run_vec(int avx512, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, i
     }
     const int ldp = (n + 15) & ~15;
     if (ta == CblasTrans) {
-        for (int r0 = 0; r0 < k; r0 += PT_SGEMM_KC) {
+        const int passes = (k + PT_SGEMM_KC - 1) / PT_SGEMM_KC;
+        const long total = pf ? pf->lines : 0;
+        for (int r0 = 0, i = 1; r0 < k; r0 += PT_SGEMM_KC, i++) {
             int kc = k - r0 < PT_SGEMM_KC ? k - r0 : PT_SGEMM_KC;
+            if (pf) /* an even share of the lines per pass */
+                pf->lines = (total * i + passes - 1) / passes -
+                            (total * (i - 1) + passes - 1) / passes;
             (avx512 ? pt_sgemm_avx512_tn : pt_sgemm_avx2_tn)(m, n, kc, a + (long)r0 * lda, lda,
                                                              b + (long)r0 * ldb, ldb,
-                                                             r0 == 0 ? beta : 1.0f, c, ldc);
+                                                             r0 == 0 ? beta : 1.0f, c, ldc, pf);
         }
         return;
     }
@@ -275,7 +310,7 @@ static void run_vec(int avx512, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, i
         bias = biaspad;
     }
     (avx512 ? pt_sgemm_avx512_nn : pt_sgemm_avx2_nn)(m, n, k, a, lda, bp, ldp, beta, bias, c,
-                                                     ldc);
+                                                     ldc, pf);
 }
 
 int pt_sgemm_run(pt_sgemm_impl impl, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,

@@ -27,6 +27,7 @@
 #define PT_SGEMM_KERNELS_H
 
 #include <cblas.h>
+#include <stddef.h>
 
 /* Widest n (and k of NT/NN, m of TN) the own kernels take. */
 #define PT_SGEMM_MAX_DIM 128
@@ -96,6 +97,15 @@ int pt_sgemm_small_weight(CBLAS_TRANSPOSE tb, int m, int n, int k, const float *
 
 /* Starts a hold on the calling thread (see pt_sgemm_small_weight). */
 void pt_sgemm_weights_hold(void);
+
+/* Asks the calling thread's next product on an own kernel to fetch
+ * [p, p + bytes) into L2 while it runs, a few lines per register tile
+ * (prefetch hints: no fault, no effect on any result), for data the caller
+ * reads next from memory: the product is bound by its FMAs, the fetch then
+ * costs it little and the next pass finds the data in cache.  Up to
+ * PT_SGEMM_PF_MAX (4) regions, taken (and forgotten) by that product; more
+ * are ignored.  A product OpenBLAS runs leaves them to the next. */
+void pt_sgemm_prefetch(const void *p, size_t bytes);
 
 /* No fused epilogues: the filter's elementwise ops (cutoff, ssp and its
  * derivative) run as passes over each chunk.  Fused into the stores

@@ -15,16 +15,47 @@
  * 64, 128 with bench/sgemm_kernels.c. */
 #define PT_SGEMM_KC 64
 
+/* Lines a product fetches into L2 for its caller while it runs
+ * (pt_sgemm_prefetch): regions walked in order, `lines` of them in this
+ * kernel call, spread evenly over its tiles (tile_lines a tile, set by the
+ * kernel).  NULL: none. */
+#define PT_SGEMM_PF_MAX 4
+typedef struct pt_sgemm_pf {
+    const char *p[PT_SGEMM_PF_MAX];
+    long left[PT_SGEMM_PF_MAX]; /* lines still to fetch in each region */
+    int n, cur;
+    long lines, tile_lines;
+} pt_sgemm_pf;
+
+/* the next tile's share: prefetcht1 (L2 and outward), a hint only */
+static inline void pt_sgemm_pf_tile(pt_sgemm_pf *pf)
+{
+    long todo = pf->tile_lines < pf->lines ? pf->tile_lines : pf->lines;
+    pf->lines -= todo;
+    while (todo > 0 && pf->cur < pf->n) {
+        long take = pf->left[pf->cur] < todo ? pf->left[pf->cur] : todo;
+        const char *q = pf->p[pf->cur];
+        for (long i = 0; i < take; i++) __builtin_prefetch(q + 64 * i, 0, 2);
+        pf->p[pf->cur] = q + 64 * take;
+        pf->left[pf->cur] -= take;
+        todo -= take;
+        if (pf->left[pf->cur] == 0) pf->cur++;
+    }
+}
+
+/* lines pt_sgemm_prefetch left for the thread's next product (tests) */
+long pt_sgemm_prefetch_pending(void);
+
 void pt_sgemm_avx512_nn(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
-                        float beta, const float *bias, float *c, int ldc);
+                        float beta, const float *bias, float *c, int ldc, pt_sgemm_pf *pf);
 void pt_sgemm_avx512_tn(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
-                        float beta, float *c, int ldc);
+                        float beta, float *c, int ldc, pt_sgemm_pf *pf);
 /* dst[j·ldd + i] = src[i·lds + j], i < rows, j < cols (sgemm_avx512.c) */
 void pt_sgemm_avx512_transpose(int rows, int cols, const float *src, int lds, float *dst,
                                int ldd);
 void pt_sgemm_avx2_nn(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
-                      float beta, const float *bias, float *c, int ldc);
+                      float beta, const float *bias, float *c, int ldc, pt_sgemm_pf *pf);
 void pt_sgemm_avx2_tn(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
-                      float beta, float *c, int ldc);
+                      float beta, float *c, int ldc, pt_sgemm_pf *pf);
 
 #endif
