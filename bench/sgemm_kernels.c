@@ -25,6 +25,9 @@
  * accumulating with beta = 1, as across chunks) and weighted by its U rows'
  * FLOPs.  Small chunks stay in L2 and can run faster than the whole batch,
  * so the best GEMM rate is the better of both (bench_speed.sh runs both).
+ * In CHUNK mode the filter's forward and input-gradient products hold
+ * their weight over a round (pt_sgemm_small_weight), as training holds it
+ * over a pass's chunks: only the round's first call compares it.
  * Prints the OpenBLAS kernel set in use. */
 #include <cblas.h>
 #include <stdio.h>
@@ -130,17 +133,32 @@ int main(int argc, char **argv)
                                                  ldb, p->beta, c, p->n) == 0 ? want
                                                                             : PT_SGEMM_OPENBLAS;
                 used[i][o] = use;
+                /* a filter product over chunks whose B is the weight (the
+                 * forward, the input gradient) holds it as training does
+                 * (schnet_filter.c): compared on the round's first call,
+                 * reused without comparing on the others */
+                const int held = chunk > 0 && p->weights == 1 && p->ta == CblasNoTrans &&
+                                 use != PT_SGEMM_OPENBLAS;
+                if (held) {
+                    pt_sgemm_force(use);
+                    pt_sgemm_weights_hold();
+                }
                 long reps = 0;
                 int turn = 0;
                 double t0 = now(), t = t0;
                 while (t - t0 < secs / rounds) {
                     const float *bw = b + (p->weights > 1 ? (size_t)turn * bstride : 0);
                     turn = (turn + 1) % p->weights;
-                    pt_sgemm_run(use, p->ta, p->tb, p->m, p->n, p->k, a, lda, bw, ldb, p->beta, c,
-                                 p->n);
+                    if (held)
+                        pt_sgemm_small_weight(p->tb, p->m, p->n, p->k, a, lda, bw, ldb, p->beta,
+                                              NULL, c, p->n, reps > 0);
+                    else
+                        pt_sgemm_run(use, p->ta, p->tb, p->m, p->n, p->k, a, lda, bw, ldb,
+                                     p->beta, c, p->n);
                     reps++;
                     t = now();
                 }
+                if (held) pt_sgemm_force(PT_SGEMM_AUTO);
                 double rate = 2.0 * p->m * p->n * p->k * (double)reps / (t - t0);
                 if (rate > best[i][o]) best[i][o] = rate;
             }
