@@ -64,6 +64,32 @@ static void fake_init(fake *f)
     f->gate_job = UINT64_MAX;
 }
 
+/* The loader every test drives: the fake's storage, an error list and a
+ * ring of `slots` with `threads` fill threads (init must succeed). */
+static void rig_open(pt_loader *ld, fake *f, pt_errors *errs, int slots, int threads)
+{
+    fake_init(f);
+    pt_errors_init(errs, 0);
+    assert_int_equal(pt_loader_init(ld, slots, threads, fake_fill, f, errs), 0);
+}
+
+static void rig_close(pt_loader *ld, pt_errors *errs)
+{
+    pt_loader_close(ld);
+    pt_errors_close(errs);
+}
+
+/* Takes batch `seq`, checks it was built from job value `v`, releases it;
+ * returns the slot it was in. */
+static int consume(pt_loader *ld, fake *f, pt_errors *errs, uint64_t seq, uint64_t v)
+{
+    int s = pt_loader_acquire(ld, seq, errs);
+    assert_true(s >= 0);
+    assert_int_equal(f->batch[s], v * 1000003ULL);
+    pt_loader_release(ld, seq);
+    return s;
+}
+
 /* Submits job value `v` if the ring has room; returns its seq or -1. */
 static int64_t try_submit(pt_loader *ld, fake *f, uint64_t v)
 {
@@ -79,11 +105,9 @@ static int64_t try_submit(pt_loader *ld, fake *f, uint64_t v)
 static void run_single(int n_slots, int n_threads)
 {
     fake f;
-    fake_init(&f);
     pt_errors errs;
-    pt_errors_init(&errs, 0);
     pt_loader ld;
-    assert_int_equal(pt_loader_init(&ld, n_slots, n_threads, fake_fill, &f, &errs), 0);
+    rig_open(&ld, &f, &errs, n_slots, n_threads);
     const uint64_t n = 500;
     uint64_t submitted = 0, consumed = 0;
     while (consumed < n) {
@@ -95,19 +119,16 @@ static void run_single(int n_slots, int n_threads)
         }
         /* the ring never holds more than n_slots jobs */
         assert_true(submitted - consumed <= (uint64_t)n_slots);
-        int s = pt_loader_acquire(&ld, consumed, &errs);
-        assert_true(s >= 0);
-        assert_int_equal(f.batch[s], (7 * consumed + 3) * 1000003ULL);
+        int s = consume(&ld, &f, &errs, consumed, 7 * consumed + 3);
         /* with fill threads either fills it (a consumer takes an unclaimed
-         * job itself), exactly once: the count below */
+         * job itself), exactly once: the count below; inline, nothing
+         * refills the released slot before the next acquire */
         if (n_threads == 0) assert_true(pthread_equal(f.filler[s], pthread_self()));
-        pt_loader_release(&ld, consumed);
         consumed++;
     }
     assert_int_equal(atomic_load(&f.fills), n);
     assert_int_equal(errs.total, 0);
-    pt_loader_close(&ld);
-    pt_errors_close(&errs);
+    rig_close(&ld, &errs);
 }
 
 static void test_single_consumer(void **state)
@@ -150,13 +171,11 @@ static void *consumer(void *p)
 static void run_multi(int n_consumers, int prefetch, int n_threads)
 {
     fake f;
-    fake_init(&f);
     pt_errors errs;
-    pt_errors_init(&errs, 0);
     pt_loader ld;
     int n_slots = n_consumers * (1 + prefetch);
     assert_true(n_slots <= MAX_SLOTS);
-    assert_int_equal(pt_loader_init(&ld, n_slots, n_threads, fake_fill, &f, &errs), 0);
+    rig_open(&ld, &f, &errs, n_slots, n_threads);
     const int steps = 60;
     pthread_barrier_t start, end;
     pthread_barrier_init(&start, NULL, (unsigned)n_consumers + 1);
@@ -182,8 +201,7 @@ static void run_multi(int n_consumers, int prefetch, int n_threads)
     assert_int_equal(atomic_load(&f.fills), total);
     pthread_barrier_destroy(&start);
     pthread_barrier_destroy(&end);
-    pt_loader_close(&ld);
-    pt_errors_close(&errs);
+    rig_close(&ld, &errs);
 }
 
 static void test_several_consumers(void **state)
@@ -200,29 +218,21 @@ static void test_fill_error(void **state)
     (void)state;
     for (int threads = 0; threads <= 1; threads++) {
         fake f;
-        fake_init(&f);
-        f.fail_job = 42;
         pt_errors errs;
-        pt_errors_init(&errs, 0);
         pt_loader ld;
-        assert_int_equal(pt_loader_init(&ld, 2, threads, fake_fill, &f, &errs), 0);
+        rig_open(&ld, &f, &errs, 2, threads);
+        f.fail_job = 42;
         assert_int_equal(try_submit(&ld, &f, 41), 0);
         assert_int_equal(try_submit(&ld, &f, 42), 1);
-        int s = pt_loader_acquire(&ld, 0, &errs);
-        assert_true(s >= 0);
-        pt_loader_release(&ld, 0);
+        consume(&ld, &f, &errs, 0, 41);
         assert_int_equal(pt_loader_acquire(&ld, 1, &errs), -1);
         assert_int_equal(errs.kept, 1);
         assert_string_equal(errs.items[0].message, "qm9.ptd: graph: structure 42 is missing");
         pt_loader_release(&ld, 1);
         /* the ring goes on after a failed job */
         assert_int_equal(try_submit(&ld, &f, 43), 2);
-        s = pt_loader_acquire(&ld, 2, &errs);
-        assert_true(s >= 0);
-        assert_int_equal(f.batch[s], 43 * 1000003ULL);
-        pt_loader_release(&ld, 2);
-        pt_loader_close(&ld);
-        pt_errors_close(&errs);
+        consume(&ld, &f, &errs, 2, 43);
+        rig_close(&ld, &errs);
     }
 }
 
@@ -230,11 +240,9 @@ static void test_ring_full_and_bad_sequences(void **state)
 {
     (void)state;
     fake f;
-    fake_init(&f);
     pt_errors errs;
-    pt_errors_init(&errs, 0);
     pt_loader ld;
-    assert_int_equal(pt_loader_init(&ld, 2, 1, fake_fill, &f, &errs), 0);
+    rig_open(&ld, &f, &errs, 2, 1);
     assert_int_equal(try_submit(&ld, &f, 1), 0);
     assert_int_equal(try_submit(&ld, &f, 2), 1);
     assert_int_equal(try_submit(&ld, &f, 3), -1);          /* full */
@@ -261,8 +269,7 @@ static void test_ring_full_and_bad_sequences(void **state)
     assert_int_equal(f.batch[s], 9 * 1000003ULL);
     pt_loader_release(&ld, 2);
     assert_int_equal(errs.total, 4);
-    pt_loader_close(&ld);
-    pt_errors_close(&errs);
+    rig_close(&ld, &errs);
 }
 
 /* Close with submitted jobs nobody consumes, several threads: must return. */
@@ -271,11 +278,9 @@ static void test_close_with_pending(void **state)
     (void)state;
     for (int k = 0; k < 20; k++) {
         fake f;
-        fake_init(&f);
         pt_errors errs;
-        pt_errors_init(&errs, 0);
         pt_loader ld;
-        assert_int_equal(pt_loader_init(&ld, 4, 3, fake_fill, &f, &errs), 0);
+        rig_open(&ld, &f, &errs, 4, 3);
         for (int i = 0; i < k % 5; i++) assert_true(try_submit(&ld, &f, (uint64_t)i) >= 0);
         pt_loader_close(&ld);
         assert_null(ld.slots);
@@ -293,12 +298,10 @@ static void test_consumer_and_helper_claim(void **state)
 {
     (void)state;
     fake f;
-    fake_init(&f);
-    f.gate_job = 0;
     pt_errors errs;
-    pt_errors_init(&errs, 0);
     pt_loader ld;
-    assert_int_equal(pt_loader_init(&ld, 4, 1, fake_fill, &f, &errs), 0);
+    rig_open(&ld, &f, &errs, 4, 1);
+    f.gate_job = 0;
     for (uint64_t v = 0; v < 3; v++) assert_int_equal(try_submit(&ld, &f, v), (int64_t)v);
     while (!atomic_load(&f.gate_reached)) sched_yield();
     int s = pt_loader_acquire(&ld, 1, &errs);
@@ -324,8 +327,7 @@ static void test_consumer_and_helper_claim(void **state)
     for (int v = 0; v < 4; v++) assert_int_equal(atomic_load(&f.filled[v]), 1);
     assert_int_equal(atomic_load(&f.fills), 4);
     assert_int_equal(errs.total, 0);
-    pt_loader_close(&ld);
-    pt_errors_close(&errs);
+    rig_close(&ld, &errs);
 }
 
 /* Helpers in inline mode and with a failing job: help fills in sequence,
@@ -334,12 +336,10 @@ static void test_help_inline_and_failure(void **state)
 {
     (void)state;
     fake f;
-    fake_init(&f);
-    f.fail_job = 5;
     pt_errors errs;
-    pt_errors_init(&errs, 0);
     pt_loader ld;
-    assert_int_equal(pt_loader_init(&ld, 3, 0, fake_fill, &f, &errs), 0);
+    rig_open(&ld, &f, &errs, 3, 0);
+    f.fail_job = 5;
     assert_int_equal(pt_loader_help(&ld), 0);                 /* empty ring */
     assert_int_equal(try_submit(&ld, &f, 4), 0);
     assert_int_equal(try_submit(&ld, &f, 5), 1);
@@ -347,9 +347,7 @@ static void test_help_inline_and_failure(void **state)
     assert_int_equal(pt_loader_help(&ld), 1);
     assert_int_equal(pt_loader_help(&ld), 0);
     assert_int_equal(atomic_load(&f.fills), 2);
-    int s = pt_loader_acquire(&ld, 0, &errs);
-    assert_int_equal(f.batch[s], 4 * 1000003ULL);
-    pt_loader_release(&ld, 0);
+    consume(&ld, &f, &errs, 0, 4);
     assert_int_equal(pt_loader_acquire(&ld, 1, &errs), -1);
     assert_string_equal(errs.items[0].message, "qm9.ptd: graph: structure 5 is missing");
     pt_loader_release(&ld, 1);
@@ -358,8 +356,7 @@ static void test_help_inline_and_failure(void **state)
     assert_int_equal(try_submit(&ld, &f, 6), 2);
     pt_loader_cancel(&ld);
     assert_int_equal(pt_loader_help(&ld), 0);
-    pt_loader_close(&ld);
-    pt_errors_close(&errs);
+    rig_close(&ld, &errs);
 }
 
 /* Helpers race the fill threads and several consumers: still exactly once. */
@@ -381,11 +378,9 @@ static void test_helpers_race(void **state)
     (void)state;
     for (int threads = 0; threads <= 2; threads++) {
         fake f;
-        fake_init(&f);
         pt_errors errs;
-        pt_errors_init(&errs, 0);
         pt_loader ld;
-        assert_int_equal(pt_loader_init(&ld, 8, threads, fake_fill, &f, &errs), 0);
+        rig_open(&ld, &f, &errs, 8, threads);
         atomic_int stop = 0;
         helper_arg ha[2] = {{&ld, &stop, 0}, {&ld, &stop, 0}};
         pthread_t th[2];
@@ -394,18 +389,14 @@ static void test_helpers_race(void **state)
         uint64_t submitted = 0, consumed = 0;
         while (consumed < n) {
             while (submitted < n && try_submit(&ld, &f, submitted) >= 0) submitted++;
-            int s = pt_loader_acquire(&ld, consumed, &errs);
-            assert_true(s >= 0);
-            assert_int_equal(f.batch[s], consumed * 1000003ULL);
-            pt_loader_release(&ld, consumed);
+            consume(&ld, &f, &errs, consumed, consumed);
             consumed++;
         }
         atomic_store(&stop, 1);
         for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
         for (uint64_t v = 0; v < n; v++) assert_int_equal(atomic_load(&f.filled[v]), 1);
         assert_int_equal(errs.total, 0);
-        pt_loader_close(&ld);
-        pt_errors_close(&errs);
+        rig_close(&ld, &errs);
     }
 }
 
