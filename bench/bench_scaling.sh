@@ -23,6 +23,14 @@
 #                micro-batches of 2 packs, QM9's as 2 x 8)
 #   *.nohuge     PACKTRAIN_HUGEPAGES=0: the activation arena on 4 KB pages
 #                (schnet_acts.c asks for transparent huge pages)
+#   par          `cores` separate processes of `one`, run at the same time:
+#                data parallelism with nothing shared but the hardware (no
+#                all-reduce, no waits, no loader hand-offs); its graphs/s is
+#                the processes' sum, its CPU per graph their mean.  `par`
+#                against `one` is what the cores' sharing of caches and
+#                memory costs the compute; `all` against `par` is the
+#                backend's own loss (session 9: on the Xeon the compute of
+#                two at once costs 4-6% more CPU, in one process or in two)
 # Per run the replicas' compute and their wait for the slowest at the
 # all-reduce (packtrain bench's backend.replicas_ms, thread CPU time), the
 # time to wake replicas 1..R-1, the host thread's serial work around them
@@ -85,7 +93,7 @@ for ds in "${dlist[@]}"; do
     job "$ds.$p.all.a2b4" "$target" "$cores" 2 4 "$cores" "$p"
     job "$ds.$p.all.a4b2" "$target" "$cores" 4 2 "$cores" "$p"
     job "$ds.$p.auto" "$target" '"auto"' 1 '"auto"' "$cores" "$p"
-    for c in one one.nohuge all all.nohuge all.a2b4 all.a4b2 auto auto.nohuge; do
+    for c in one one.nohuge par all all.nohuge all.a2b4 all.a4b2 auto auto.nohuge; do
       cases+=("$ds.$p.$c")
     done
   done
@@ -96,8 +104,20 @@ for round in $(seq "$rounds"); do
     ds=${c%%.*} jobname=${c%.nohuge} huge=1
     [ "$jobname" = "$c" ] || huge=0
     if [ $huge = 0 ]; then export PACKTRAIN_HUGEPAGES=0; else unset PACKTRAIN_HUGEPAGES; fi
-    "$bin" bench "$tmp/$ds.ptd" --config "$tmp/$jobname.json" --steps "$steps" --warmup 3 \
-      >"$tmp/$c.$round" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
+    if [ "${c##*.}" = par ]; then   # `cores` copies of `one` at once
+      pids=()
+      for k in $(seq "$cores"); do
+        "$bin" bench "$tmp/$ds.ptd" --config "$tmp/${c%.par}.one.json" --steps "$steps" \
+          --warmup 3 >"$tmp/$c.$round.p$k" 2>"$tmp/err.$k" &
+        pids+=($!)
+      done
+      for k in $(seq "$cores"); do
+        wait "${pids[$((k - 1))]}" || { cat "$tmp/err.$k" >&2; exit 1; }
+      done
+    else
+      "$bin" bench "$tmp/$ds.ptd" --config "$tmp/$jobname.json" --steps "$steps" --warmup 3 \
+        >"$tmp/$c.$round" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
+    fi
     unset PACKTRAIN_HUGEPAGES
     cut -d' ' -f1 /proc/loadavg >"$tmp/$c.$round.load"
   done
@@ -109,9 +129,15 @@ tmp, cores, rounds, cases = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys
 runs = {}
 for c in cases:
     for k in range(1, rounds + 1):
-        r = json.load(open(f"{tmp}/{c}.{k}"))
         load = float(open(f"{tmp}/{c}.{k}.load").read())
-        gps, cpu_graph = r["graphs_per_s"], r["cpu_ms_per_step"] * r["steps"] / r["graphs"]
+        if c.endswith(".par"):   # the processes' sum of graphs/s, mean CPU per graph
+            ps = [json.load(open(f"{tmp}/{c}.{k}.p{q}")) for q in range(1, cores + 1)]
+            r = dict(ps[0])
+            gps = sum(x["graphs_per_s"] for x in ps)
+            cpu_graph = statistics.mean(x["cpu_ms_per_step"] * x["steps"] / x["graphs"] for x in ps)
+        else:
+            r = json.load(open(f"{tmp}/{c}.{k}"))
+            gps, cpu_graph = r["graphs_per_s"], r["cpu_ms_per_step"] * r["steps"] / r["graphs"]
         rep = r["backend"].get("replicas_ms", {})
         # the step outside the replicas' compute: the wait for the slowest,
         # the all-reduce, waking, the host's serial work (the two-core loss

@@ -143,6 +143,45 @@ static void test_per_tensor_allreduce_same_bits(void **state)
     free(split);
 }
 
+/* One replica's step gradient in the caller's buffer: whatever the buffer
+ * held before — NaN here — and whatever the step before left in it, it has
+ * the bits of three replicas' all-reduce over the same micro-batches (the
+ * tree ((0+1)+2) both ways), and a second step on other packs, then the
+ * first packs again, overwrites rather than adds.  (The guard for writing
+ * level 0 of the stack into the caller's buffer in place of the one-rank
+ * all-reduce's copy, session 9: docs/performance.md.) */
+static void test_one_replica_sums_in_place(void **state)
+{
+    (void)state;
+    const size_t n = F.model.n_params;
+    pt_step_stats st;
+    float *three = grad_of(3, 1, 2, 0, 6, &st, 1);
+    float *other = grad_of(1, 3, 2, 6, 6, &st, 1);
+    pt_job_config cfg;
+    pt_train_data d = data_for(&cfg, 1, 3, 2);
+    pt_grad_engine eng;
+    open_ok(&eng, &d);
+    float *g = malloc(n * sizeof(float));
+    assert_non_null(g);
+    for (size_t i = 0; i < n; i++) g[i] = NAN;
+    uint32_t ids[6], ids2[6];
+    for (uint32_t i = 0; i < 6; i++) ids[i] = i, ids2[i] = 6 + i;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    assert_int_equal(eng.compute(eng.self, &F.packs, ids, 6, NULL, g, &st, &errs), 0);
+    assert_memory_equal(g, three, n * sizeof(float));
+    assert_int_equal(eng.compute(eng.self, &F.packs, ids2, 6, NULL, g, &st, &errs), 0);
+    assert_memory_equal(g, other, n * sizeof(float));
+    assert_true(memcmp(other, three, n * sizeof(float)) != 0);
+    assert_int_equal(eng.compute(eng.self, &F.packs, ids, 6, NULL, g, &st, &errs), 0);
+    assert_memory_equal(g, three, n * sizeof(float));
+    pt_errors_close(&errs);
+    eng.close(eng.self);
+    free(g);
+    free(other);
+    free(three);
+}
+
 /* One epoch, parameters fixed: the backend's loss sum over all steps equals
  * the sum over the graphs evaluated one pack at a time, and the counts equal
  * the dataset's — each graph computed exactly once. */
@@ -342,6 +381,7 @@ int main(void)
         cmocka_unit_test(test_uneven_split_and_partial_step),
         cmocka_unit_test(test_padding_contributes_nothing),
         cmocka_unit_test(test_per_tensor_allreduce_same_bits),
+        cmocka_unit_test(test_one_replica_sums_in_place),
         cmocka_unit_test(test_epoch_sees_every_graph_once),
         cmocka_unit_test(test_same_curve_whatever_the_loader),
         cmocka_unit_test(test_orders_and_mispredictions),
