@@ -25,7 +25,10 @@
  * lap lasts microseconds, and the best round is kept), forward and
  * forward + backward, and "edge_pass_cpu_ms", the thread CPU time of the
  * whole pass (filter network included: the same work for every
- * implementation, so differences are the convolution's).
+ * implementation, so differences are the convolution's); a third argument
+ * bf16 runs the pipeline in bf16 (the fused path, W as bf16 rows read by
+ * cfconv_bf16.h where the CPU has AVX512-BF16; the kernel lines above stay
+ * fp32's).
  * Cycles come from the clock measured here (a chain of dependent integer
  * adds, one per cycle).  Thread CPU time (CLOCK_THREAD_CPUTIME_ID), so a
  * loaded machine's time slicing is not counted; implementations run
@@ -103,7 +106,7 @@ static float touch(const float *a, int32_t r0, int32_t r1)
  * round) and the CPU time of the whole edge pass (filter network
  * included, the same work for every implementation). */
 static void pipeline(const pt_batch *b, int rounds, const pt_cfconv_impl *impls, int ni,
-                     double *conv, double *conv_f, double *whole)
+                     double *conv, double *conv_f, double *whole, pt_precision prec)
 {
     pt_schnet_config mc = pt_schnet_config_default();
     pt_schnet model;
@@ -116,6 +119,7 @@ static void pipeline(const pt_batch *b, int rounds, const pt_cfconv_impl *impls,
         exit(1);
     }
     pt_schnet_init_weights(&model, 5);
+    a.precision = prec;
     pt_schnet_prepare_edges(&model, &a, b);
     const int N = b->cap_nodes, G = mc.gaussians;
     const pt_schnet_block *w = &model.params.block[0];
@@ -158,10 +162,13 @@ static void pipeline(const pt_batch *b, int rounds, const pt_cfconv_impl *impls,
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: cfconv_rate DATA.ptd [ROUNDS]\n");
+        fprintf(stderr, "usage: cfconv_rate DATA.ptd [ROUNDS] [fp32|bf16]\n");
         return 2;
     }
     const int rounds = argc > 2 ? atoi(argv[2]) : 5;
+    /* the pipeline's precision (bf16: the fused path where the CPU has it) */
+    const pt_precision prec =
+        argc > 3 && !strcmp(argv[3], "bf16") ? PT_PRECISION_BF16 : PT_PRECISION_FP32;
     if (rounds < 1) {
         fprintf(stderr, "cfconv_rate: ROUNDS must be >= 1\n");
         return 2;
@@ -317,7 +324,7 @@ int main(int argc, char **argv)
         }
     pt_cfconv_force(PT_CFCONV_AUTO);
     double pipe_conv[NI], pipe_fwd[NI], pipe_whole[NI];
-    pipeline(&b, rounds, impls, NI, pipe_conv, pipe_fwd, pipe_whole);
+    pipeline(&b, rounds, impls, NI, pipe_conv, pipe_fwd, pipe_whole, prec);
     const double gen_f = best_f[0], gen_b = best_b[0];
     for (int ii = 0; ii < NI; ii++) {
         if (!pt_cfconv_supported(impls[ii])) continue;

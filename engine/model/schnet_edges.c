@@ -29,6 +29,10 @@
  * the backward, row u has all its edges behind it once receiver
  * row_last[u] is done.
  *
+ * bf16 energy (pt_schnet_bf16_fused) keeps W as bf16 rows
+ * (pt_schnet_w_bf16), which cfconv_bf16.h's convolution reads: half the
+ * bytes per edge row, in the forward and in the backward (from memory).
+ *
  * Bits: the same as the whole-batch sequence (tests/unit/test_schnet_edges.c).
  * The filter chunks are schnet_filter.c's; the convolution runs receiver by
  * receiver in ascending order whatever the pieces, so each m_i, each dx_j
@@ -37,6 +41,7 @@
  * order. */
 #include <string.h>
 
+#include "engine/model/cfconv_bf16.h"
 #include "engine/model/schnet_internal.h"
 
 /* The cutoff the forward convolution applies itself, or NULL when W's
@@ -59,6 +64,18 @@ static int ready_until(const int32_t *row, const int32_t *dst_offset, int i, int
     return n;
 }
 
+/* m_i for receivers i0 ≤ i < i1: W as bf16 rows (wh) or fp32 */
+static void convolve(pt_schnet_block_acts *k, const pt_schnet_acts *a, const pt_batch *b,
+                     const pt_bf16 *wh, const float *wcut, int i0, int i1, int F)
+{
+    if (wh)
+        pt_cfconv_bf16_forward_range(k->m, wh, a->row, k->x, b->edge_src, b->dst_offset, i0, i1,
+                                     F);
+    else
+        pt_cfconv_forward_range(k->m, k->w, wcut, a->first, a->row, k->x, b->edge_src,
+                                b->dst_offset, i0, i1, F);
+}
+
 void pt_schnet_edges_forward(const pt_schnet_block *w, pt_schnet_block_acts *k,
                              const pt_schnet_acts *a, const pt_batch *b, int G, int F,
                              pt_stopwatch *sw)
@@ -66,19 +83,18 @@ void pt_schnet_edges_forward(const pt_schnet_block *w, pt_schnet_block_acts *k,
     const int U = a->n_rows, N = b->cap_nodes;
     const int chunk = pt_schnet_filter_chunk(a->precision, G, F, U);
     const float *wcut = conv_cut(k, a);
+    const pt_bf16 *wh = pt_schnet_w_bf16(k, a);
     int i = 0; /* receivers below i are convolved */
     for (int r0 = 0; r0 < U; r0 += chunk) {
         const int n = U - r0 < chunk ? U - r0 : chunk;
         pt_schnet_filter_forward_rows(w, k, a, r0, n, G, F, wcut != NULL, sw);
         const int i1 = ready_until(a->row, b->dst_offset, i, N, r0 + n);
-        pt_cfconv_forward_range(k->m, k->w, wcut, a->first, a->row, k->x, b->edge_src,
-                                b->dst_offset, i, i1, F);
+        convolve(k, a, b, wh, wcut, i, i1, F);
         pt_lap(sw, PT_SCHNET_OP_CFCONV);
         i = i1;
     }
     /* receivers without rows (padding nodes; every row when U = 0) */
-    pt_cfconv_forward_range(k->m, k->w, wcut, a->first, a->row, k->x, b->edge_src,
-                            b->dst_offset, i, N, F);
+    convolve(k, a, b, wh, wcut, i, N, F);
     pt_lap(sw, PT_SCHNET_OP_CFCONV);
 }
 
@@ -118,6 +134,7 @@ void pt_schnet_edges_backward(const pt_schnet_block *w, pt_schnet_block *dw,
      * computed once per batch (pt_schnet_prepare_edges: ~26 µs a block on
      * water's 8 packs) */
     const int32_t ring = a->dp_ring;
+    const pt_bf16 *wh = pt_schnet_w_bf16(k, a);
     /* da2's double total across the chunks (F ≤ PT_OPS_MAX_WIDTH:
      * pt_schnet_config_check) */
     double total[PT_OPS_MAX_WIDTH];
@@ -132,7 +149,12 @@ void pt_schnet_edges_backward(const pt_schnet_block *w, pt_schnet_block *dw,
         /* on to a boundary no edge crosses (a structure's end at least),
          * so each sender's edges are walked in one piece */
         const int end = last < 0 ? 0 : a->snd_close[last + 1];
-        if (end > i) {
+        if (end > i && wh) {
+            pt_cfconv_bf16_backward_senders(a->dx, a->dp, a->dm, k->x, wh, a->cut, a->row,
+                                            a->first, a->row_last, b->edge_dst, a->snd_offset,
+                                            a->snd_edge, i, end, F, ring);
+            i = end;
+        } else if (end > i) {
             pt_cfconv_backward_senders(a->dx, a->dp, a->dm, k->x, k->w, a->cut, a->row,
                                        a->first, a->row_last, b->edge_src, b->edge_dst,
                                        b->dst_offset, a->snd_offset, a->snd_edge, i, end, F,

@@ -76,7 +76,8 @@ int pt_schnet_filter_chunk(pt_precision prec, int G, int F, int U)
  * and keep the unfused sequence.  The first product's stores then apply a1,
  * the shifted softplus at bf16's precision (bf16_ssp.h: no division, on
  * bands of rows still in L1) and round to bf16; the second's add a2 and the
- * cutoff (W = P ⊙ C, when P is W's own array).  No σ1 is kept: the
+ * cutoff (W = P ⊙ C, when P is W's own array: then W is kept only as the
+ * bf16 rows cfconv_bf16.h reads, pt_schnet_w_bf16).  No σ1 is kept: the
  * backward's ds1 product derives σ1 from s1's bf16 values as it stores
  * (8 MB a water block neither streamed out nor read back).  The unfused
  * sequence's bits, with bf16_ssp.h's ssp~ and σ̃ in place of pt_ssp_forward's
@@ -154,6 +155,11 @@ const uint32_t *pt_schnet_s1_pairs(const pt_schnet_block_acts *k, const pt_schne
     return pt_schnet_bf16_fused(a) ? spare_of(k, a, G, F).s1p : NULL;
 }
 
+pt_bf16 *pt_schnet_w_bf16(const pt_schnet_block_acts *k, const pt_schnet_acts *a)
+{
+    return pt_schnet_bf16_fused(a) && k->p == k->w ? (pt_bf16 *)k->w : NULL;
+}
+
 static void forward_rows_bf16(const pt_schnet_block *w, pt_schnet_block_acts *k,
                               const pt_schnet_acts *a, int r0, int n, int G, int F,
                               pt_stopwatch *sw)
@@ -189,11 +195,14 @@ static void forward_rows_bf16(const pt_schnet_block *w, pt_schnet_block_acts *k,
                                       w->mlp0_w, 0, G, 0.0f, NULL, F, &ssp),
                       n, F, G);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
+    /* in place (energy): W = P ⊙ C as the product stores, kept only as
+     * bf16 rows for the convolution (cfconv_bf16.h: half its reads) */
     const int in_place = k->p == k->w;
+    pt_bf16 *wh = pt_schnet_w_bf16(k, a);
     const pt_bf16_epilogue cut = {.bias = w->mlp2_b, .row_scale = in_place ? a->cut + r0 : NULL,
-                                  .b_held = held};
+                                  .b_held = held, .h = wh ? wh + o : NULL, .ldh = F};
     pt_bf16_check(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, n, F, F, 1.0f, s1h, 1, F, w->mlp2_w,
-                                  0, F, 0.0f, k->p + o, F, &cut),
+                                  0, F, 0.0f, wh ? NULL : k->p + o, F, &cut),
                   n, F, F);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
     if (!in_place) {

@@ -77,6 +77,11 @@ pt_bf16 *pt_schnet_s1_bf16(const pt_schnet_block_acts *k, const pt_schnet_acts *
                            int F);
 const uint32_t *pt_schnet_s1_pairs(const pt_schnet_block_acts *k, const pt_schnet_acts *a,
                                    int G, int F);
+/* Block k's W as the fused forward keeps it: bf16 rows of F in W's memory
+ * (the second filter product's epilogue rounds W = (A2 s1 + a2) ⊙ C once
+ * as it stores), read by cfconv_bf16.h's convolution; NULL where W is
+ * fp32 (not fused, or P apart from W: the forces arena). */
+pt_bf16 *pt_schnet_w_bf16(const pt_schnet_block_acts *k, const pt_schnet_acts *a);
 /* leave_p = 1 (the pipeline, fp32 in place: schnet_edges.c): P stays in
  * W's memory and the convolution applies the cutoff; the bf16 products
  * scale as they store whatever leave_p. */

@@ -12,7 +12,9 @@
  *   - periodic EMT cells (tests/data/emt_train_240.extxyz.gz): bonds to
  *     images, an atom bonded to its own images;
  * each checked to really have those features and several chunks of rows.
- * Compared: s1, σ1 (where kept: not in bf16 energy), W, m (forward); dx and the four filter gradients
+ * Compared: s1, σ1 (where kept: not in bf16 energy), W (bf16 energy: as the
+ * bf16 rows it keeps, its reference convolution the fp32 loops on them
+ * widened), m (forward); dx and the four filter gradients
  * accumulated onto non-zero values (backward; dP and ds1 are scratch: dP
  * in a window of the rows in flight, ds1 one chunk's); outputs and scratch
  * the pipeline must write are poisoned first.  The unfused sequence's
@@ -200,9 +202,17 @@ static void compare_block(data *d, pt_precision prec, int static_shapes, int rin
     /* the convolution by the generic loops here, the policy's kernel in
      * the pipeline: the same bits on real batches too */
     pt_cfconv_force(PT_CFCONV_GENERIC);
-    pt_cfconv_forward(k->m, k->w, a.row, k->x, b->edge_src, b->dst_offset, N, F);
-    pt_cfconv_backward(a.dx, a.dp, a.dm, k->x, k->w, a.cut, a.row, a.first, b->edge_src,
+    /* bf16 energy keeps W as bf16 rows (cfconv_bf16.h): the fp32 loops on
+     * those values widened are its reference */
+    const pt_bf16 *wh = pt_schnet_w_bf16(k, &a);
+    assert_int_equal(wh != NULL, prec == PT_PRECISION_BF16 && pt_schnet_bf16_fused(&a));
+    float *wf = wh ? malloc(uf * sizeof(float)) : k->w;
+    assert_non_null(wf);
+    if (wh) pt_bf16_to_floats(wf, wh, uf);
+    pt_cfconv_forward(k->m, wf, a.row, k->x, b->edge_src, b->dst_offset, N, F);
+    pt_cfconv_backward(a.dx, a.dp, a.dm, k->x, wf, a.cut, a.row, a.first, b->edge_src,
                        b->dst_offset, N, F);
+    if (wh) free(wf);
     pt_cfconv_force(PT_CFCONV_AUTO);
     pt_schnet_filter_backward(w, &gr.dw, k, &a, U, G, F, &sw);
     /* all of s1's memory: bf16 keeps s1's pairs in its free half, past uf
@@ -232,7 +242,10 @@ static void compare_block(data *d, pt_precision prec, int static_shapes, int rin
     }
     /* bf16 energy keeps no σ1 (derived from s1 in the backward) */
     if (!pt_schnet_bf16_fused(&a)) SAME(k->sig1, sig1, uf);
-    SAME(k->w, W, uf);
+    if (wh)
+        assert_memory_equal(k->w, W, uf * sizeof(pt_bf16));
+    else
+        SAME(k->w, W, uf);
     SAME(k->m, mm, nf);
     pt_schnet_edges_backward(w, &gf.dw, k, &a, b, G, F, &sw);
     SAME(a.dx, dx, nf);

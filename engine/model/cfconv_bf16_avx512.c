@@ -1,0 +1,163 @@
+/* cfconv_bf16_avx512.c — cfconv_bf16.h's convolution for AVX-512 (F, BW and
+ * VL: the bf16 path needs AVX512-BF16, which comes with them): a row of
+ * f ≤ 128 floats is one panel of nv ≤ 8 zmm, the last masked when f is not
+ * a multiple of 16, and W̃'s row is read as nv ymm of 16 halfs (the tail
+ * masked per half), widened exactly to fp32 in registers (zero-extend to
+ * 32 bits, shift left 16).  The structure is cfconv_body.h's (fwd_panel,
+ * bws_panel: m_i, or x_j, dx_j and dm_j, in named registers; panels
+ * instantiated per vector count so every guard folds); only W's loads
+ * differ, so the per-element operations are the scalar loops' of
+ * cfconv_bf16.c.  Called only when the CPU and OS have AVX-512. */
+#pragma GCC target("avx512f,avx512bw,avx512vl")
+#include <immintrin.h>
+#include <stdint.h>
+
+#include "engine/model/cfconv_bf16_internal.h"
+
+#define BV8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+/* vector v of an fp32 row at p: whole, or masked when it is the tail */
+#define BLD(p, v)                                                                        \
+    ((tail && (v) == nv - 1) ? _mm512_maskz_loadu_ps(last, (p) + (v) * 16)              \
+                             : _mm512_loadu_ps((p) + (v) * 16))
+#define BST(p, v, x)                                                                     \
+    do {                                                                                 \
+        if (tail && (v) == nv - 1)                                                       \
+            _mm512_mask_storeu_ps((p) + (v) * 16, last, (x));                            \
+        else                                                                             \
+            _mm512_storeu_ps((p) + (v) * 16, (x));                                       \
+    } while (0)
+
+/* vector v of a bf16 row at p, widened (exact) */
+static inline __attribute__((always_inline)) __m512 widen(__m256i h)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+#define BLDW(p, v)                                                                       \
+    widen((tail && (v) == nv - 1)                                                        \
+              ? _mm256_maskz_loadu_epi16(last, (p) + (v) * 16)                           \
+              : _mm256_loadu_si256((const __m256i *)((p) + (v) * 16)))
+
+/* Edges ahead whose W̃ row is prefetched (cfconv_body.h's CK_PF: the
+ * backward reads every row from memory, the forward rows written one
+ * structure back) */
+#define BPF 8
+static inline __attribute__((always_inline)) void prefetch_row(const pt_bf16 *p, int f)
+{
+    const char *c = (const char *)p;
+    for (int o = 0; o < 2 * f; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
+    _mm_prefetch(c + 2 * f - 1, _MM_HINT_T0);
+}
+
+static inline __attribute__((always_inline)) void fwd_panel(
+    const int nv, const int tail, const __mmask16 last, float *m, const pt_bf16 *w,
+    const int32_t *row, const float *x, const int32_t *src, const int32_t *off, int i0,
+    int i1, long f)
+{
+    const int32_t kend = off[i1];
+    for (int i = i0; i < i1; i++) {
+#define BZERO(v) __m512 a##v = _mm512_setzero_ps();
+        BV8(BZERO)
+        for (int32_t k = off[i]; k < off[i + 1]; k++) {
+            const int32_t u = row[k];
+            if (u < 0) continue;
+            if (k + BPF < kend && row[k + BPF] >= 0) prefetch_row(w + row[k + BPF] * f, (int)f);
+            const float *xp = x + src[k] * f;
+            const pt_bf16 *wp = w + u * f;
+#define BFMA(v) if ((v) < nv) a##v = _mm512_fmadd_ps(BLD(xp, v), BLDW(wp, v), a##v);
+            BV8(BFMA)
+        }
+        float *mp = m + i * f;
+#define BSTORE(v) if ((v) < nv) BST(mp, v, a##v);
+        BV8(BSTORE)
+    }
+}
+
+/* cfconv_body.h's bws_panel with W̃: x_j, dm_j and dx_j's accumulator in
+ * registers; dP per the edge's part (write, combine, add, dx only). */
+static inline __attribute__((always_inline)) void bws_panel(
+    const int nv, const int tail, const __mmask16 last, float *dx, float *dp, const float *dm,
+    const float *x, const pt_bf16 *w, const float *cut, const int32_t *row,
+    const uint8_t *first, const int32_t *rlast, const int32_t *dst, const int32_t *so,
+    const int32_t *se, int j0, int j1, long f, int32_t ring)
+{
+    const int32_t eend = so[j1];
+    for (int j = j0; j < j1; j++) {
+        if (so[j] == so[j + 1]) continue;
+        const float *xp = x + j * f, *dmj = dm + j * f;
+        float *dxp = dx + j * f;
+#define BXS(v) const __m512 x##v = (v) < nv ? BLD(xp, v) : _mm512_setzero_ps();
+        BV8(BXS)
+#define BACC(v) __m512 a##v = (v) < nv ? BLD(dxp, v) : _mm512_setzero_ps();
+        BV8(BACC)
+#define BDMJ(v) const __m512 m##v = (v) < nv ? BLD(dmj, v) : _mm512_setzero_ps();
+        BV8(BDMJ)
+        for (int32_t e = so[j]; e < so[j + 1]; e++) {
+            const int32_t k = se[e], u = row[k], i = dst[k];
+            if (e + BPF < eend) prefetch_row(w + row[se[e + BPF]] * f, (int)f);
+            const float *dmp = dm + i * f;
+            const pt_bf16 *wp = w + u * f;
+            float *dpp = dp + (ring > 0 ? u % ring : u) * f;
+            const __m512 cu = _mm512_set1_ps(cut[u]);
+#define BS(v, DP)                                                                        \
+    if ((v) < nv) {                                                                      \
+        const __m512 d_ = BLD(dmp, v);                                                   \
+        a##v = _mm512_fmadd_ps(d_, BLDW(wp, v), a##v);                                   \
+        const __m512 t_ = _mm512_mul_ps(d_, x##v);                                       \
+        BST(dpp, v, DP);                                                                 \
+    }
+#define BS_WRITE(v) BS(v, _mm512_mul_ps(t_, cu))
+#define BS_ADD(v) BS(v, _mm512_fmadd_ps(t_, cu, BLD(dpp, v)))
+#define BS_COMBINE(v)                                                                    \
+    BS(v, _mm512_fmadd_ps(_mm512_mul_ps(m##v, BLD(xip, v)), cu, _mm512_mul_ps(t_, cu)))
+#define BS_DX(v) if ((v) < nv) a##v = _mm512_fmadd_ps(BLD(dmp, v), BLDW(wp, v), a##v);
+            if (first[k]) {
+                if (rlast[u] == i) {
+                    BV8(BS_WRITE)
+                } else {
+                    const float *xip = x + i * f;
+                    BV8(BS_COMBINE)
+                }
+            } else if (j < i) {
+                BV8(BS_DX)
+            } else {
+                BV8(BS_ADD)
+            }
+        }
+#define BSTACC(v) if ((v) < nv) BST(dxp, v, a##v);
+        BV8(BSTACC)
+    }
+}
+
+#define BCASES(CALL)                                                                     \
+    BCASE(CALL, 1) BCASE(CALL, 2) BCASE(CALL, 3) BCASE(CALL, 4)                          \
+    BCASE(CALL, 5) BCASE(CALL, 6) BCASE(CALL, 7) BCASE(CALL, 8)
+#define BCASE(CALL, n)                                                                   \
+    case 2 * (n): CALL((n), 0); break;                                                   \
+    case 2 * (n) + 1: CALL((n), 1); break;
+
+void pt_cfconv_bf16_avx512_forward(float *m, const pt_bf16 *w, const int32_t *row,
+                                   const float *x, const int32_t *src, const int32_t *off,
+                                   int i0, int i1, int f)
+{
+    if (f <= 0 || f > 128 || i0 >= i1) return;
+    const int nv = (f + 15) / 16, tail = f % 16 != 0;
+    const __mmask16 last = (__mmask16)((1u << (tail ? f % 16 : 16)) - 1u);
+#define BFWD(n, t) fwd_panel((n), (t), last, m, w, row, x, src, off, i0, i1, f)
+    switch (2 * nv + tail) { BCASES(BFWD) default: break; }
+}
+
+void pt_cfconv_bf16_avx512_backward_senders(float *dx, float *dp, const float *dm,
+                                            const float *x, const pt_bf16 *w, const float *cut,
+                                            const int32_t *row, const uint8_t *first,
+                                            const int32_t *row_last, const int32_t *dst,
+                                            const int32_t *so, const int32_t *se, int j0,
+                                            int j1, int f, int32_t ring)
+{
+    if (f <= 0 || f > 128 || j0 >= j1) return;
+    const int nv = (f + 15) / 16, tail = f % 16 != 0;
+    const __mmask16 last = (__mmask16)((1u << (tail ? f % 16 : 16)) - 1u);
+#define BBWS(n, t)                                                                       \
+    bws_panel((n), (t), last, dx, dp, dm, x, w, cut, row, first, row_last, dst, so, se, j0, \
+              j1, f, ring)
+    switch (2 * nv + tail) { BCASES(BBWS) default: break; }
+}
