@@ -10,7 +10,9 @@
  * Node products run over the whole batch ([N,H]·[H,F] …); the edge part
  * (filter network and convolution) over the filter rows (engine/edge_rows.h).
  * bf16 energy steps fuse the second node product with c2 and the shifted
- * softplus and keep u only as bf16 (pt_schnet_bf16_fused). */
+ * softplus (bf16_ssp.h's, no σ2 kept) and keep u only as bf16
+ * (pt_schnet_bf16_fused). */
+#include "engine/model/bf16_ssp.h"
 #include "engine/model/schnet_internal.h"
 #include "engine/model/schnet_ops_internal.h"
 
@@ -50,10 +52,12 @@ void pt_schnet_block_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
     if (pt_schnet_bf16_fused(a)) {
         /* bf16: u = ssp(L2 m + c2) as the product stores it, kept only as
          * bf16 in u's memory (its readers, L3's products, round it anyway;
-         * schnet_internal.h) */
+         * schnet_internal.h), so at bf16's precision (bf16_ssp.h's ssp~: no
+         * division) and without σ2: the backward derives σ̃2 from u's bf16
+         * values, as the filter network's does from s1's */
         pt_bf16 *uh = (pt_bf16 *)k->u;
-        const pt_bf16_epilogue ssp = {.bias = w->conv_lin2_b, .map = pt_ssp_forward,
-                                      .aux = pt_schnet_keep_sig(a, k->sig2), .h = uh, .ldh = H};
+        const pt_bf16_epilogue ssp = {.bias = w->conv_lin2_b, .map = pt_bf16_ssp_map, .h = uh,
+                                      .ldh = H};
         pt_bf16_check(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, N, H, F, 1.0f, k->m, 0, F,
                                       w->conv_lin2_w, 0, F, 0.0f, NULL, H, &ssp),
                       N, H, F);
@@ -81,11 +85,12 @@ void pt_schnet_block_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
  * place) and as rows (din's A, read in place), where each product rounded
  * and laid out the fp32 dout itself: the same values in the same order, so
  * the same bits.  in is fp32, or bf16 rows (in_h: u as the forward kept
- * it); din NULL: dW only.  On the thread's operand scratch (no allocation
- * after the first step). */
+ * it); din NULL: dW only; din_epi: din's product's epilogue (bf16.h) or
+ * NULL.  On the thread's operand scratch (no allocation after the first
+ * step). */
 static void linear_backward_bf16(float *din, float *dw, const float *dout, const float *in,
                                  const pt_bf16 *in_h, const float *w, int n, int in_dim,
-                                 int out_dim, float din_beta)
+                                 int out_dim, float din_beta, const pt_bf16_epilogue *din_epi)
 {
     const int ldp = pt_bf16_pairs_ld(out_dim);
     const size_t pair_bytes = ((size_t)(n + 1) / 2 * ldp * sizeof(uint32_t) + 63) / 64 * 64;
@@ -102,7 +107,7 @@ static void linear_backward_bf16(float *din, float *dw, const float *dout, const
     if (din)
         pt_bf16_check(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, n, in_dim, out_dim, 1.0f, rows,
                                       PT_BF16_FMT_ROWS, out_dim, w, PT_BF16_FMT_F32, in_dim,
-                                      din_beta, din, in_dim, NULL),
+                                      din_beta, din, in_dim, din_epi),
                       n, in_dim, out_dim);
 }
 
@@ -120,20 +125,39 @@ void pt_schnet_block_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_ba
 
     const int fused = pt_schnet_bf16_fused(a);
     if (fused) {
-        /* pt_linear_backward's sequence with u read as the bf16 the forward kept */
+        /* pt_linear_backward's sequence with u read as the bf16 the forward
+         * kept; du's product applies the softplus' backward as it stores:
+         * du ⊙= σ̃2 derived from u's bf16 values (bf16_ssp.h: no σ2 array)
+         * and dc2 += Σ du (runs of PT_BF16_EPI_ROWS rows in float, their
+         * sums in double: bf16.h), while the rows are in L1 — the filter's
+         * ds1 product does the same with s1 */
+        double total[PT_OPS_MAX_WIDTH];
+        for (int j = 0; j < H; j++) total[j] = 0.0;
+        const pt_bf16_epilogue dssp = {.dssp_s1 = k->u, .dssp_fmt = PT_BF16_FMT_ROWS,
+                                       .dssp_ld = H, .col_sums = total};
+        /* an epilogue needs the reduction in one block (bf16.h): wider
+         * layers multiply and sum in passes, the same operations */
+        const int in_epi = H <= PT_BF16_KC;
         linear_backward_bf16(a->du, dw->lin_w, a->dh, NULL, (const pt_bf16 *)k->u, w->lin_w, N,
-                             H, H, 0.0f);
+                             H, H, 0.0f, in_epi ? &dssp : NULL);
         pt_column_sums_add(dw->lin_b, a->dh, N, H);
+        if (in_epi) {
+            for (int j = 0; j < H; j++) dw->conv_lin2_b[j] += (float)total[j];
+        } else {
+            pt_bf16_dssp_mul(a->du, (size_t)H, N, H, k->u, PT_BF16_FMT_ROWS, (size_t)H);
+            pt_ssp_backward(a->du, dw->conv_lin2_b, NULL, N, H);
+        }
+        pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
     } else {
         pt_linear_backward(a->du, dw->lin_w, dw->lin_b, a->dh, k->u, w->lin_w, N, H, H, 0.0f,
                            prec);
+        pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
+        pt_ssp_backward(a->du, dw->conv_lin2_b, k->sig2, N, H);
+        pt_lap(sw, PT_SCHNET_OP_NODE_SSP);
     }
-    pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
-    pt_ssp_backward(a->du, dw->conv_lin2_b, k->sig2, N, H);
-    pt_lap(sw, PT_SCHNET_OP_NODE_SSP);
     if (fused)
         linear_backward_bf16(a->dm, dw->conv_lin2_w, a->du, k->m, NULL, w->conv_lin2_w, N, F, H,
-                             0.0f);
+                             0.0f, NULL);
     else
         pt_linear_backward(a->dm, dw->conv_lin2_w, NULL, a->du, k->m, w->conv_lin2_w, N, F, H,
                            0.0f, prec);
@@ -143,7 +167,7 @@ void pt_schnet_block_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_ba
     pt_schnet_edges_backward(w, dw, k, a, b, G, F, sw);
     if (fused)
         linear_backward_bf16(a->dh, dw->conv_lin1_w, a->dx, a->h[t], NULL, w->conv_lin1_w, N, H,
-                             F, 1.0f);
+                             F, 1.0f, NULL);
     else
         pt_linear_backward(a->dh, dw->conv_lin1_w, NULL, a->dx, a->h[t], w->conv_lin1_w, N, H, F,
                            1.0f, prec);

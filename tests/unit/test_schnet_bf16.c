@@ -33,6 +33,7 @@
 #include "engine/data/normalize.h"
 #include "engine/model/schnet.h"
 #include "engine/model/schnet_internal.h"
+#include "engine/model/bf16_ssp.h"
 #include "tests/unit/backend_fixture.h"
 
 typedef struct step {
@@ -154,7 +155,9 @@ static void test_bf16_step_against_fp32(void **state)
 }
 
 /* The kernel choice inside bf16 (AVX512-BF16 or the portable path) changes
- * only the fp32 accumulation order. */
+ * only the fp32 accumulation order: compared with the fused products off on
+ * both sides (the portable path never fuses; what fusing changes — the bf16
+ * softplus, W kept as bf16 — is test_bf16_fused_step_equals_unfused's). */
 static void test_bf16_kernels_agree(void **state)
 {
     (void)state;
@@ -162,7 +165,9 @@ static void test_bf16_kernels_agree(void **state)
         skip();
         return;
     }
+    pt_bf16_set_fusion(0);
     step a = run(PT_PRECISION_BF16);
+    pt_bf16_set_fusion(1);
     assert_int_equal(pt_bf16_set_kernel(PT_BF16_KERNEL_PORTABLE), PT_BF16_OK);
     step p = run(PT_PRECISION_BF16);
     assert_int_equal(pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO), PT_BF16_OK);
@@ -179,7 +184,8 @@ static void test_bf16_kernels_agree(void **state)
  * against the unfused sequence of ops: the same up to the filter network's
  * softplus, which the fused path computes at bf16's precision with σ1
  * derived from s1's bf16 values (bf16_ssp.h: ssp~ within 1.4e-5, σ̃ within
- * bf16's rounding of s1), where the unfused one runs fp32's, and W, which
+ * bf16's rounding of s1; the node layer's u and σ̃2 alike, from u), where
+ * the unfused one runs fp32's, and W, which
  * the fused path keeps as bf16 rows for the convolution (cfconv_bf16.h:
  * 2^-8 |W| per element) where the unfused one keeps fp32.  Stated
  * tolerances, about 4x the values measured when this was written (printed):
@@ -189,7 +195,9 @@ static void test_bf16_kernels_agree(void **state)
  * the fused path meets on its own there (measured before W in bf16: loss
  * 2.5e-3, gradient 7.3e-3, worst tensor 9.4e-3; with it, session 9: fused
  * vs unfused loss 2.7e-6, |dy| 9.9e-4, gradient 4.2e-4, worst tensor
- * 1.06e-3; bf16 vs fp32 loss 2.52e-3, gradient 7.42e-3, worst 9.69e-3). */
+ * 1.06e-3; bf16 vs fp32 loss 2.52e-3, gradient 7.42e-3, worst 9.69e-3; and
+ * with the node layer's softplus in bf16: 4.35e-5, 1.09e-3, 5.02e-4,
+ * 1.20e-3; bf16 vs fp32 2.48e-3, 7.56e-3, 9.94e-3). */
 static void test_bf16_fused_step_equals_unfused(void **state)
 {
     (void)state;
@@ -244,12 +252,100 @@ static void test_bf16_fused_step_equals_unfused(void **state)
     step_free(&u);
 }
 
+/* The fused node layer: u = ssp(L2 m + c2) stored as bf16 with bf16_ssp.h's
+ * softplus (no σ2 kept): each block's u equals its product (the unfused
+ * bf16 Linear on the m the block kept, the same bits as the fused product
+ * before its epilogue: bf16.h) mapped by pt_bf16_ssp_ref and rounded, bit
+ * for bit; and σ2's memory is not written by a step that takes gradients
+ * (poisoned before, unchanged after). */
+static void test_bf16_node_softplus(void **state)
+{
+    (void)state;
+    if (!pt_cpu_has_bf16()) {
+        skip();
+        return;
+    }
+    acts.precision = PT_PRECISION_BF16;
+    assert_int_equal(pt_schnet_bf16_fused(&acts), 1);
+    const int N = batch.cap_nodes, H = big.cfg.hidden, nf = big.cfg.filters;
+    const size_t nh = (size_t)N * H;
+    for (int t = 0; t < big.cfg.interactions; t++)
+        memset(acts.block[t].sig2, 0xff, nh * sizeof(float));
+    step s = run(PT_PRECISION_BF16);
+    float *v = malloc(nh * sizeof(float));
+    assert_non_null(v);
+    for (int t = 0; t < big.cfg.interactions; t++) {
+        const pt_schnet_block *w = &big.params.block[t];
+        const pt_schnet_block_acts *k = &acts.block[t];
+        for (size_t i = 0; i < nh; i++) assert_int_equal(((const uint32_t *)k->sig2)[i], 0xffffffffu);
+        pt_linear_forward(v, k->m, w->conv_lin2_w, w->conv_lin2_b, N, nf, H, 0.0f,
+                          PT_PRECISION_BF16);
+        const pt_bf16 *uh = (const pt_bf16 *)k->u;
+        for (size_t i = 0; i < nh; i++)
+            if (uh[i] != pt_bf16_from_float(pt_bf16_ssp_ref(v[i])))
+                fail_msg("block %d u[%zu] = %04x, want %04x", t, i, uh[i],
+                         pt_bf16_from_float(pt_bf16_ssp_ref(v[i])));
+    }
+    free(v);
+    step_free(&s);
+}
+
+/* A node layer wider than one reduction block of the bf16 kernel (H = 300
+ * > PT_BF16_KC): du's product cannot take the softplus' backward as its
+ * epilogue, so the fused step multiplies by σ̃2 and sums dc2 in passes
+ * (schnet_block.c): it runs, and matches the unfused step (fp32 softplus,
+ * fp32 W) within test_bf16_fused_step_equals_unfused's bounds. */
+static void test_bf16_wide_node_layer(void **state)
+{
+    (void)state;
+    if (!pt_cpu_has_bf16()) {
+        skip();
+        return;
+    }
+    pt_schnet_config mc = pt_schnet_config_default();
+    mc.hidden = 300;
+    pt_schnet wide;
+    pt_schnet_acts wa;
+    assert_int_equal(pt_schnet_init(&wide, &mc, NULL), 0);
+    pt_schnet_init_weights(&wide, 12);
+    wide.mean[0] = big.mean[0];
+    wide.std[0] = big.std[0];
+    assert_int_equal(pt_schnet_acts_init(&wa, &wide, batch.cap_nodes, batch.cap_edges,
+                                         batch.cap_graphs, NULL),
+                     0);
+    wa.precision = PT_PRECISION_BF16;
+    assert_int_equal(pt_schnet_bf16_fused(&wa), 1);
+    float *g[2];
+    double loss[2];
+    for (int unfused = 0; unfused <= 1; unfused++) {
+        pt_bf16_set_fusion(!unfused);
+        pt_schnet_forward(&wide, &wa, &batch);
+        loss[unfused] = pt_schnet_loss(&wide, &wa, &batch, 0.0);
+        g[unfused] = calloc(wide.n_params, sizeof(float));
+        assert_non_null(g[unfused]);
+        pt_schnet_backward(&wide, &wa, &batch, g[unfused]);
+    }
+    pt_bf16_set_fusion(1);
+    const double loss_rel = fabs(loss[0] - loss[1]) / loss[1];
+    const double g_rel = rel_l2(g[0], g[1], wide.n_params);
+    printf("bf16 H = 300, fused vs unfused: loss rel %.2e, gradient rel L2 %.2e\n", loss_rel,
+           g_rel);
+    assert_true(loss_rel <= 2e-4);
+    assert_true(g_rel <= 1.3e-3);
+    assert_true(g_rel > 0.0); /* the fused path really ran */
+    free(g[0]), free(g[1]);
+    pt_schnet_acts_close(&wa);
+    pt_schnet_close(&wide);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bf16_step_against_fp32),
         cmocka_unit_test(test_bf16_kernels_agree),
         cmocka_unit_test(test_bf16_fused_step_equals_unfused),
+        cmocka_unit_test(test_bf16_node_softplus),
+        cmocka_unit_test(test_bf16_wide_node_layer),
     };
     return cmocka_run_group_tests_name("schnet_bf16", tests, setup_big, teardown_big);
 }
