@@ -1,7 +1,7 @@
 /* bf16.c — the product entry points: argument checks, the split of one
- * product over threads, the portable path for CPUs without AVX512-BF16, and
- * the scalar reference of the kernel's arithmetic.  The kernel itself is in
- * bf16_avx512.c, conversions, CPU detection and settings in bf16_cpu.c,
+ * product over threads and the portable path for CPUs without AVX512-BF16.
+ * The kernels are in bf16_avx512.c and bf16_amx.c, their scalar references
+ * in bf16_ref.c, conversions, CPU detection and settings in bf16_cpu.c,
  * packed weights kept across calls in bf16_cache.c; see bf16.h. */
 #include "engine/model/bf16.h"
 #include "engine/model/bf16_internal.h"
@@ -112,8 +112,7 @@ static int trans_flag(CBLAS_TRANSPOSE t)
     }
 }
 
-/* op(X)(row, col) as a float holding a bf16 value */
-static float operand_get(const pt_bf16_operand *o, size_t row, size_t col)
+float pt_bf16_operand_get(const pt_bf16_operand *o, size_t row, size_t col)
 {
     if (o->pairs) {
         /* stored row = the reduction index: row of op(B), column of op(A) */
@@ -128,8 +127,7 @@ static float operand_get(const pt_bf16_operand *o, size_t row, size_t col)
 
 static int max1(int x) { return x > 1 ? x : 1; }
 
-/* C = beta·C (alpha = 0 or k = 0); beta = 0 writes zeros without reading */
-static void scale_c(float *c, int ldc, int m, int n, float beta)
+void pt_bf16_scale_c(float *c, int ldc, int m, int n, float beta)
 {
     for (int i = 0; i < m; i++) {
         float *row = c + (size_t)i * ldc;
@@ -153,9 +151,9 @@ static void pack_b_portable(const pt_bf16_job *job)
             int width = job->n - n0 < PT_BF16_NP ? job->n - n0 : PT_BF16_NP;
             int wp = (width + 15) / 16 * 16;
             uint32_t *panel = job->bp + (size_t)(n0 / PT_BF16_NP) * job->kp * PT_BF16_NP;
-            uint32_t lo = pt_bf16_from_float(operand_get(&job->b, (size_t)2 * p, (size_t)col));
+            uint32_t lo = pt_bf16_from_float(pt_bf16_operand_get(&job->b, (size_t)2 * p, (size_t)col));
             uint32_t hi = 2 * p + 1 < job->k
-                              ? pt_bf16_from_float(operand_get(&job->b, (size_t)2 * p + 1,
+                              ? pt_bf16_from_float(pt_bf16_operand_get(&job->b, (size_t)2 * p + 1,
                                                                (size_t)col))
                               : 0;
             panel[(size_t)p * wp + (col - n0)] = lo | hi << 16;
@@ -186,11 +184,11 @@ static int run_portable(const pt_bf16_job *job, const pt_bf16_packed *pb)
     float *a = (float *)mem, *b = (float *)(mem + a_bytes);
     for (int i = 0; i < job->m; i++)
         for (int kk = 0; kk < job->k; kk++)
-            a[(size_t)i * job->k + kk] = operand_get(&job->a, (size_t)i, (size_t)kk);
+            a[(size_t)i * job->k + kk] = pt_bf16_operand_get(&job->a, (size_t)i, (size_t)kk);
     for (int kk = 0; kk < job->k; kk++)
         for (int j = 0; j < job->n; j++)
             b[(size_t)kk * job->n + j] =
-                pb ? packed_get(pb, kk, j) : operand_get(&job->b, (size_t)kk, (size_t)j);
+                pb ? packed_get(pb, kk, j) : pt_bf16_operand_get(&job->b, (size_t)kk, (size_t)j);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, job->m, job->n, job->k, job->alpha,
                 a, job->k, b, job->n, job->beta, job->c, job->ldc);
     return PT_BF16_OK;
@@ -210,6 +208,8 @@ static void *worker_main(void *arg)
     const worker *w = arg;
     if (w->pack_phase)
         pt_bf16_avx512_pack_b(w->job, w->begin, w->end);
+    else if (w->job->amx)
+        pt_bf16_amx_rows(w->job, w->begin, w->end, w->apack);
     else if (pt_bf16_job_fused(w->job) ||
              (pt_bf16_a_in_place(w->job) && w->job->k <= PT_BF16_KC))
         pt_bf16_avx512_rows_fused(w->job, w->begin, w->end, w->apack);
@@ -270,7 +270,9 @@ static int run_avx512(pt_bf16_job *job, int b_packed)
         b_bytes = (b_bytes + 63) / 64 * 64;
     }
     size_t abytes = PT_BF16_APACK_PAIRS * sizeof(uint32_t);
-    if (pt_bf16_job_fused(job))
+    if (job->amx)
+        abytes = (abytes + PT_BF16_AMX_FLOATS(job->n) * sizeof(float) + 63) / 64 * 64;
+    else if (pt_bf16_job_fused(job))
         abytes = (abytes + PT_BF16_BAND_FLOATS(job->n) * sizeof(float) + 63) / 64 * 64;
     char *mem = scratch_get(b_bytes + abytes * (size_t)threads);
     if (!mem) return PT_BF16_ENOMEM;
@@ -290,7 +292,8 @@ static int run_avx512(pt_bf16_job *job, int b_packed)
         run_workers(w, packers);
         for (int i = 0; i < packers; i++) w[i].pack_phase = 0;
     }
-    split_range(w, threads, job->m, PT_BF16_MR);
+    /* AMX: strips of 16 rows (and groups of the epilogue) whole per thread */
+    split_range(w, threads, job->m, job->amx ? PT_BF16_AMX_SUPER : PT_BF16_MR);
     run_workers(w, threads);
     return PT_BF16_OK;
 }
@@ -327,10 +330,12 @@ static int run(pt_bf16_job *job, const pt_bf16_packed *pb)
         job->beta = 1.0f;
     }
     if (job->k == 0 || job->alpha == 0.0f) {
-        scale_c(job->c, job->ldc, job->m, job->n, job->beta);
+        pt_bf16_scale_c(job->c, job->ldc, job->m, job->n, job->beta);
         return PT_BF16_OK;
     }
-    if (pt_bf16_kernel_active() == PT_BF16_KERNEL_PORTABLE) return run_portable(job, pb);
+    const pt_bf16_kernel kernel = pt_bf16_kernel_active();
+    if (kernel == PT_BF16_KERNEL_PORTABLE) return run_portable(job, pb);
+    job->amx = kernel == PT_BF16_KERNEL_AMX && pt_bf16_amx_takes(job);
     if (job->b.pairs) return run_avx512(job, 1); /* read in place */
     if (pb) {
         job->bp = pb->data;
@@ -402,7 +407,7 @@ int pt_bf16_gemm_ex(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
         return PT_BF16_EFORMAT;
     if (m == 0 || n == 0) return PT_BF16_OK;
     if (fused) {
-        if (pt_bf16_kernel_active() != PT_BF16_KERNEL_AVX512 || k < 1 || k > PT_BF16_KC ||
+        if (!pt_bf16_kernel_native() || k < 1 || k > PT_BF16_KC ||
             alpha == 0.0f || (epi->map && c && ldc != n) ||
             (!c && !epi->bias && beta != 0.0f) || (epi->h && epi->ldh < n))
             return PT_BF16_EFUSED;
@@ -439,7 +444,7 @@ void pt_bf16_pairs_pack(uint32_t *pairs, const float *x, int lds, int rows, int 
                         pt_bf16 *rows_h, int ldh)
 {
     const int ldp = pt_bf16_pairs_ld(w);
-    if (pt_bf16_kernel_active() == PT_BF16_KERNEL_AVX512) {
+    if (pt_bf16_kernel_native()) {
         pt_bf16_avx512_pairs_rows(pairs, ldp, x, (size_t)lds, rows, w, rows_h, (size_t)ldh,
                                   ldh - w);
         return;
@@ -473,7 +478,7 @@ static int pack_fill(pt_bf16_packed *p, const float *b, int ldb)
     pt_bf16_job job = {.k = p->k, .n = p->n, .kp = (p->k + 1) / 2, .bp = p->data,
                        .b = {.p = b, .f32 = 1, .trans = p->trans == CblasTrans, .ld = ldb}};
     if (p->k == 0 || p->n == 0) return PT_BF16_OK;
-    if (pt_bf16_kernel_active() == PT_BF16_KERNEL_AVX512)
+    if (pt_bf16_kernel_native())
         pt_bf16_avx512_pack_b(&job, 0, job.kp);
     else
         pack_b_portable(&job);
@@ -519,43 +524,4 @@ int pt_bf16_gemm_packed(CBLAS_TRANSPOSE ta, int m, float alpha, const float *a, 
     int rc = job_init(&job, ta, CblasNoTrans, m, b->n, b->k, alpha, a, lda, b->data,
                       max1(b->n), beta, c, ldc, 1);
     return rc ? rc : run(&job, b);
-}
-
-/* --- reference ------------------------------------------------------------ */
-
-/* vdpbf16ps reads bf16 subnormals as zero (DAZ) and flushes subnormal sums (FTZ) */
-static float flush(float x) { return fpclassify(x) == FP_SUBNORMAL ? copysignf(0.0f, x) : x; }
-
-void pt_bf16_gemm_ref(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
-                      const pt_bf16 *a, int lda, const pt_bf16 *b, int ldb, float beta, float *c,
-                      int ldc)
-{
-    pt_bf16_operand oa = {.p = a, .trans = trans_flag(ta) == 1, .ld = lda};
-    pt_bf16_operand ob = {.p = b, .trans = trans_flag(tb) == 1, .ld = ldb};
-    if (k == 0 || alpha == 0.0f) {
-        scale_c(c, ldc, m, n, beta);
-        return;
-    }
-    for (int i = 0; i < m; i++)
-        for (int j = 0; j < n; j++) {
-            float *cij = c + (size_t)i * ldc + j;
-            for (int pc = 0; pc < k; pc += PT_BF16_KC) {
-                int end = k - pc < PT_BF16_KC ? k : pc + PT_BF16_KC;
-                float acc = 0.0f;
-                for (int kk = pc; kk < end; kk += 2) {
-                    float a1 = 0.0f, b1 = 0.0f;
-                    if (kk + 1 < end) {
-                        a1 = flush(operand_get(&oa, (size_t)i, (size_t)kk + 1));
-                        b1 = flush(operand_get(&ob, (size_t)kk + 1, (size_t)j));
-                    }
-                    acc = flush(fmaf(a1, b1, acc));
-                    acc = flush(fmaf(flush(operand_get(&oa, (size_t)i, (size_t)kk)),
-                                   flush(operand_get(&ob, (size_t)kk, (size_t)j)), acc));
-                }
-                if (pc > 0)
-                    *cij = fmaf(alpha, acc, *cij);
-                else
-                    *cij = beta == 0.0f ? alpha * acc : fmaf(alpha, acc, beta * *cij);
-            }
-        }
 }

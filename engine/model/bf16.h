@@ -8,9 +8,14 @@
  * ≤ 2^-8 each) and the fp32 additions of the accumulation.
  *
  * Debian 12's OpenBLAS (0.3.21) exports no cblas_sbgemm, so the products run
- * on packtrain's own kernel: AVX512-BF16 `vdpbf16ps`, GotoBLAS-style blocking
+ * on packtrain's own kernels: AVX512-BF16 `vdpbf16ps`, GotoBLAS-style blocking
  * (B packed once per call into pair-interleaved panels, A packed per cache
- * block).  On a CPU without AVX512-BF16 the same entry points fall back to a
+ * block), and, where the CPU has AMX-BF16 and the OS grants tile data, AMX
+ * `tdpbf16ps` on the same packed B (its pairs are the tiles' VNNI layout:
+ * bf16_amx.c) for the products whose op(A) is not transposed; the
+ * others, the packing and the fused epilogues stay on AVX512-BF16.  AMX
+ * rounds differently (pt_bf16_gemm_ref_amx), so the bits depend on the kernel.
+ * On a CPU without AVX512-BF16 the same entry points fall back to a
  * portable path (operands rounded through bf16, widened, cblas_sgemm) so the
  * numbers stay bf16 numbers; jobs asking for bf16 on such a CPU are rejected
  * at submission with pt_bf16_cpu_explain()'s message.
@@ -62,8 +67,12 @@ typedef struct pt_cpu_features {
     int avx512f, avx512bw, avx512vl; /* cpuid leaf 7.0 EBX bits 16, 30, 31 */
     int avx512bf16;                  /* cpuid leaf 7.1 EAX bit 5 */
     int os_avx512;                   /* XCR0 has opmask + ZMM state (xgetbv) */
-    int amx_bf16;                    /* cpuid 7.0 EDX bit 22; reported, not used */
+    int amx_bf16, amx_tile;          /* cpuid 7.0 EDX bits 22, 24 */
+    int os_amx;                      /* XCR0 has tile config + tile data */
+    int amx;                         /* all of the above, AVX512-BF16's needs, and Linux
+                                        granted this process tile data (arch_prctl) */
     int hidden;                      /* PACKTRAIN_CPU_HIDE_BF16 was set */
+    int amx_hidden;                  /* PACKTRAIN_CPU_HIDE_AMX was set */
 } pt_cpu_features;
 
 /* What this CPU and OS provide (detected once).  Setting the environment
@@ -72,6 +81,10 @@ typedef struct pt_cpu_features {
 void pt_cpu_features_get(pt_cpu_features *f);
 /* 1 when the AVX512-BF16 kernel can run here. */
 int pt_cpu_has_bf16(void);
+/* 1 when the AMX kernel can run here (pt_cpu_features.amx).  Setting
+ * PACKTRAIN_CPU_HIDE_AMX=1 before the first call hides AMX (AUTO then
+ * chooses AVX512-BF16: that kernel stays testable on an AMX CPU). */
+int pt_cpu_has_amx(void);
 /* Fills buf with why bf16 cannot run on a CPU with features f, e.g.
  *   training.precision "bf16" needs a CPU with AVX512-BF16; this CPU lacks
  *   avx512_bf16 — use "fp32"
@@ -80,16 +93,21 @@ int pt_bf16_cpu_explain(const pt_cpu_features *f, char *buf, size_t len);
 
 /* --- products -------------------------------------------------------------- */
 typedef enum pt_bf16_kernel {
-    PT_BF16_KERNEL_AUTO = 0,     /* AVX512-BF16 when present, else portable */
+    PT_BF16_KERNEL_AUTO = 0,     /* AMX when usable, else AVX512-BF16 when present,
+                                    else portable */
     PT_BF16_KERNEL_AVX512 = 1,
-    PT_BF16_KERNEL_PORTABLE = 2
+    PT_BF16_KERNEL_PORTABLE = 2,
+    PT_BF16_KERNEL_AMX = 3       /* AMX tiles for op(A) not transposed, else AVX512-BF16 */
 } pt_bf16_kernel;
 
-/* Process-wide choice, like openblas_set_num_threads: forcing AVX512 on a CPU
- * without it returns PT_BF16_ENOCPU and changes nothing. */
+/* Process-wide choice, like openblas_set_num_threads: forcing AVX512 or AMX
+ * on a CPU without it returns PT_BF16_ENOCPU and changes nothing. */
 int pt_bf16_set_kernel(pt_bf16_kernel kernel);
 /* The kernel products use now (never AUTO). */
 pt_bf16_kernel pt_bf16_kernel_active(void);
+/* 1 when the active kernel is AVX512 or AMX (both fuse the epilogues below
+ * and restart their chains every PT_BF16_KC steps of a reduction). */
+int pt_bf16_kernel_native(void);
 /* Threads one product may use (default 1; rows of C are split between them,
  * and small products stay on one thread).  Values < 1 mean 1. */
 void pt_bf16_set_threads(int threads);
@@ -176,7 +194,7 @@ enum {
  *                                      a weight gradient's operand, e.g. the
  *                                      filter's ds1 for dA1)
  * row_scale, map, dssp_s1, col_sums, h and pairs need k ≤ PT_BF16_KC (one reduction block: the epilogue follows the last
- * block), ldc = n where map is set, and the AVX512-BF16 kernel
+ * block), ldc = n where map is set, and the AVX512-BF16 or AMX kernel
  * (PT_BF16_EFUSED otherwise; the caller runs the unfused steps). */
 /* rows of C per epilogue call (and per float run of col_sums) */
 #define PT_BF16_EPI_ROWS 12
@@ -247,5 +265,23 @@ void pt_bf16_weights_hold(void);
 void pt_bf16_gemm_ref(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
                       const pt_bf16 *a, int lda, const pt_bf16 *b, int ldb, float beta, float *c,
                       int ldc);
+/* The arithmetic of the AMX kernel (tdpbf16ps, Intel SDM; checked bit for bit
+ * on Sapphire Rapids-class hardware), one element at a time: per K block of
+ * PT_BF16_KC, acc = 0; per tile of PT_BF16_AMX_TK pairs of the block (the last
+ * one shorter): even = odd = 0, for each pair (k, k+1) of the tile
+ * even += a[k]·b[k] and odd += a[k+1]·b[k+1] (each fused, rounded to nearest
+ * even; bf16 subnormal inputs read as 0, subnormal results flushed to 0),
+ * then acc += (even + odd) (two more rounded, flushed additions); C is then
+ * updated from acc as in pt_bf16_gemm_ref.  Validates nothing. */
+#define PT_BF16_AMX_TK 16
+void pt_bf16_gemm_ref_amx(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
+                          float alpha, const pt_bf16 *a, int lda, const pt_bf16 *b, int ldb,
+                          float beta, float *c, int ldc);
+/* The reference of what `kernel` (AVX512 or AMX) computes for this product:
+ * pt_bf16_gemm_ref_amx where the AMX kernel runs it on tiles (op(A) not
+ * transposed), else pt_bf16_gemm_ref. */
+void pt_bf16_gemm_ref_kernel(pt_bf16_kernel kernel, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb,
+                             int m, int n, int k, float alpha, const pt_bf16 *a, int lda,
+                             const pt_bf16 *b, int ldb, float beta, float *c, int ldc);
 
 #endif

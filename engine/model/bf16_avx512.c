@@ -195,6 +195,31 @@ static void col_sums_add(double *sums, const float *x, int ldx, int rows, int n)
     }
 }
 
+void pt_bf16_avx512_group_epilogue(const pt_bf16_job *job, float *gc, int ldc, int grow,
+                                   int rows)
+{
+    const int n = job->n;
+    if (job->map) job->map(gc, job->aux ? job->aux + (size_t)grow * n : NULL, NULL, rows, n);
+    if (job->dssp_s1) {
+        /* σ derived from the group's s1 (grow is even: a pair row) */
+        const size_t at = job->dssp_fmt == PT_BF16_FMT_PAIRS
+                              ? (size_t)(grow / 2) * (size_t)job->dssp_ld * 4
+                              : (size_t)grow * (size_t)job->dssp_ld * 2;
+        pt_bf16_dssp_mul_avx512(gc, (size_t)ldc, rows, n, (const char *)job->dssp_s1 + at,
+                                job->dssp_fmt, (size_t)job->dssp_ld);
+    }
+    if (job->col_sums) col_sums_add(job->col_sums, gc, ldc, rows, n);
+    if (job->pairs) {
+        /* grow is even (groups start at multiples of MR) */
+        pt_bf16_avx512_pairs_rows(job->pairs + (size_t)(grow / 2) * pt_bf16_pairs_ld_(n),
+                                  pt_bf16_pairs_ld_(n), gc, (size_t)ldc, rows, n,
+                                  job->h ? job->h + (size_t)grow * job->ldh : NULL,
+                                  (size_t)job->ldh, 0);
+    } else if (job->h) {
+        pt_bf16_avx512_round_rows(job->h + (size_t)grow * job->ldh, job->ldh, gc, ldc, rows, n);
+    }
+}
+
 /* The fused epilogue (pt_bf16_gemm_ex, k ≤ KC: one reduction block): the
  * tiles of a band of MR rows sweep every panel of B (a whole B of k ≤ 256
  * and n ≤ 128 is ≤ 64 KB, L1/L2-resident); every GROUP rows (two bands,
@@ -290,29 +315,8 @@ static void rows_fused(const pt_bf16_job *job, int i_begin, int i_end, uint32_t 
             }
             if (ir + t.mr < mc && (ir + t.mr) % GROUP != 0) continue;
             const int grow = ic + g0, rows = ir + t.mr - g0;
-            float *gc = cbase ? cbase + (size_t)grow * ldc : band;
-            if (job->map)
-                job->map(gc, job->aux ? job->aux + (size_t)grow * n : NULL, NULL, rows, n);
-            if (job->dssp_s1) {
-                /* σ derived from the group's s1 (grow is even: a pair row) */
-                const size_t at = job->dssp_fmt == PT_BF16_FMT_PAIRS
-                                      ? (size_t)(grow / 2) * (size_t)job->dssp_ld * 4
-                                      : (size_t)grow * (size_t)job->dssp_ld * 2;
-                pt_bf16_dssp_mul_avx512(gc, (size_t)ldc, rows, n,
-                                        (const char *)job->dssp_s1 + at, job->dssp_fmt,
-                                        (size_t)job->dssp_ld);
-            }
-            if (job->col_sums) col_sums_add(job->col_sums, gc, ldc, rows, n);
-            if (job->pairs) {
-                /* grow is even (groups start at multiples of MR) */
-                pt_bf16_avx512_pairs_rows(job->pairs + (size_t)(grow / 2) * pt_bf16_pairs_ld_(n),
-                                          pt_bf16_pairs_ld_(n), gc, (size_t)ldc, rows, n,
-                                          job->h ? job->h + (size_t)grow * job->ldh : NULL,
-                                          (size_t)job->ldh, 0);
-            } else if (job->h) {
-                pt_bf16_avx512_round_rows(job->h + (size_t)grow * job->ldh, job->ldh, gc, ldc,
-                                          rows, n);
-            }
+            pt_bf16_avx512_group_epilogue(job, cbase ? cbase + (size_t)grow * ldc : band, ldc,
+                                          grow, rows);
         }
     }
 }

@@ -59,7 +59,13 @@ typedef struct pt_bf16_job {
     const void *dssp_s1; /* pt_bf16_epilogue.dssp_s1: after map, C ⊙= σ̃(s1) */
     int dssp_fmt, dssp_ld;
     double *col_sums; /* pt_bf16_epilogue.col_sums (then one thread) */
+    int amx;          /* rows of C computed by pt_bf16_amx_rows (pt_bf16_amx_takes) */
 } pt_bf16_job;
+
+/* op(X)(row, col) as a float holding a bf16 value (fp32 operands rounded) */
+float pt_bf16_operand_get(const pt_bf16_operand *o, size_t row, size_t col);
+/* C = beta·C (alpha = 0 or k = 0); beta = 0 writes zeros without reading */
+void pt_bf16_scale_c(float *c, int ldc, int m, int n, float beta);
 
 /* 1 when op(A) is bf16 rows already in the packed layout (k, lda even, or
  * an odd k whose rows end in the zero the pair needs):
@@ -119,6 +125,29 @@ void pt_bf16_avx512_rows_fused(const pt_bf16_job *job, int i_begin, int i_end, u
  * it there first if it is not cached or changed (bf16_cache.c); NULL when
  * job's B is not a cacheable weight (the caller packs it). */
 const uint32_t *pt_bf16_weight_packed(const pt_bf16_job *job);
+
+/* --- AMX (bf16_amx.c) ---
+ * Rows of C go by in strips of 16 (one tile's rows); 48 rows (3 strips, 4
+ * epilogue groups) are the unit of a thread's share, so both start at its
+ * first row. */
+#define PT_BF16_AMX_SUPER 48
+/* floats after a worker's A packing: 48 rows of C (c NULL) and one strip's
+ * tiles (16 × PT_BF16_NP) */
+#define PT_BF16_AMX_FLOATS(n) ((size_t)PT_BF16_AMX_SUPER * (size_t)(n) + 16 * PT_BF16_NP)
+/* 1 when the AMX kernel runs job on tiles: op(A) not transposed (its rows
+ * are the A tile's layout); the rest stays on AVX512-BF16 */
+static inline int pt_bf16_amx_takes(const pt_bf16_job *job) { return !job->a.trans; }
+/* Rows [i_begin, i_end) of C (i_begin a multiple of PT_BF16_AMX_SUPER from
+ * the product's row 0) on tiles, fused epilogue included; apack has
+ * PT_BF16_APACK_PAIRS entries then PT_BF16_AMX_FLOATS(n) floats.  Only
+ * after pt_cpu_has_amx(). */
+void pt_bf16_amx_rows(const pt_bf16_job *job, int i_begin, int i_end, uint32_t *apack);
+/* The fused epilogue's steps after the stores (map, dssp_s1, col_sums,
+ * pairs / h) on rows [grow, grow + rows) of C, stored at gc (ldc apart):
+ * one group of at most PT_BF16_GROUP rows, grow even.  Only after
+ * pt_cpu_has_bf16(). */
+void pt_bf16_avx512_group_epilogue(const pt_bf16_job *job, float *gc, int ldc, int grow,
+                                   int rows);
 
 /* floats of one worker's group of C rows (the fused epilogue with c NULL) */
 #define PT_BF16_BAND_FLOATS(n) ((size_t)PT_BF16_GROUP * (size_t)(n))

@@ -54,7 +54,7 @@ static int chunked(pt_precision prec, int G, int F)
 {
     const int r = PT_FILTER_CHUNK;
     if (prec == PT_PRECISION_BF16)
-        return r % PT_BF16_KC == 0 && pt_bf16_kernel_active() == PT_BF16_KERNEL_AVX512;
+        return r % PT_BF16_KC == 0 && pt_bf16_kernel_native();
     return prec == PT_PRECISION_FP32 &&
            pt_sgemm_choice(CblasNoTrans, CblasTrans, r, F, G) != PT_SGEMM_OPENBLAS &&
            pt_sgemm_choice(CblasNoTrans, CblasTrans, r, F, F) != PT_SGEMM_OPENBLAS &&
@@ -87,7 +87,7 @@ int pt_schnet_filter_chunk(pt_precision prec, int G, int F, int U)
 int pt_schnet_bf16_fused(const pt_schnet_acts *a)
 {
     return a->precision == PT_PRECISION_BF16 && a->mode == PT_SCHNET_ENERGY &&
-           pt_bf16_kernel_active() == PT_BF16_KERNEL_AVX512 && pt_bf16_fusion();
+           pt_bf16_kernel_native() && pt_bf16_fusion();
 }
 
 

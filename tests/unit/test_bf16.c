@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "engine/model/bf16.h"
+#include "tests/unit/bf16_native.h"
 #include "engine/core/rng.h"
 
 static float bits_float(uint32_t u)
@@ -345,7 +346,7 @@ static void products_check(int exact)
                 assert_memory_equal(c16, c32, (size_t)o.m * o.ldc * sizeof(float));
                 if (exact) {
                     float *cref = c_copy(&o);
-                    pt_bf16_gemm_ref(tr(o.ta), tr(o.tb), o.m, o.n, o.k, alpha, o.a16, o.lda,
+                    pt_bf16_gemm_ref_kernel(native, tr(o.ta), tr(o.tb), o.m, o.n, o.k, alpha, o.a16, o.lda,
                                      o.b16, o.ldb, beta, cref, o.ldc);
                     for (size_t i = 0; i < (size_t)o.m * o.ldc; i++)
                         if (memcmp(&cref[i], &c16[i], sizeof(float)) != 0)
@@ -363,8 +364,8 @@ static void test_avx512_kernel_products(void **state)
 {
     (void)state;
     if (!pt_cpu_has_bf16()) skip();
-    assert_int_equal(pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512), PT_BF16_OK);
-    assert_int_equal(pt_bf16_kernel_active(), PT_BF16_KERNEL_AVX512);
+    assert_int_equal(pt_bf16_set_kernel(native), PT_BF16_OK);
+    assert_int_equal(pt_bf16_kernel_active(), native);
     products_check(1);
     pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO);
 }
@@ -455,7 +456,7 @@ static void test_packed_b_avx512(void **state)
 {
     (void)state;
     if (!pt_cpu_has_bf16()) skip();
-    pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
+    pt_bf16_set_kernel(native);
     packed_check();
     pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO);
 }
@@ -477,7 +478,7 @@ static void test_packers_agree(void **state)
         operands o;
         operands_init(&o, (shape){1, 81, 7}, 0, tb, 3);
         pt_bf16_packed pv, ps;
-        pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
+        pt_bf16_set_kernel(native);
         assert_int_equal(pt_bf16_pack_init(&pv, tr(tb), o.k, o.n, o.b32, o.ldb), PT_BF16_OK);
         pt_bf16_set_kernel(PT_BF16_KERNEL_PORTABLE);
         assert_int_equal(pt_bf16_pack_init(&ps, tr(tb), o.k, o.n, o.b32, o.ldb), PT_BF16_OK);
@@ -585,13 +586,13 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_detection_agrees_with_proc_cpuinfo),
         cmocka_unit_test(test_explain_messages),
         cmocka_unit_test(test_hidden_cpu_is_rejected_with_message),
-        cmocka_unit_test(test_avx512_kernel_products),
+        NATIVE_TESTS(test_avx512_kernel_products),
         cmocka_unit_test(test_portable_products),
         cmocka_unit_test(test_sgemm_rounds_operands),
         cmocka_unit_test(test_threads_change_no_bit),
-        cmocka_unit_test(test_packed_b_avx512),
+        NATIVE_TESTS(test_packed_b_avx512),
         cmocka_unit_test(test_packed_b_portable),
-        cmocka_unit_test(test_packers_agree),
+        NATIVE_TESTS(test_packers_agree),
         cmocka_unit_test(test_degenerate_sizes),
         cmocka_unit_test(test_error_messages),
     };

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "engine/model/bf16.h"
+#include "tests/unit/bf16_native.h"
 
 #define PT_TEST_SEED 0x9e3779b97f4a7c15ull
 #include "tests/unit/rand_fixture.h"
@@ -81,7 +82,7 @@ static void bias_check(int reference)
                     assert_memory_equal(cb + (size_t)i * ldc + n, c0 + (size_t)i * ldc + n,
                                         (size_t)(ldc - n) * sizeof(float));
                 if (reference) {
-                    pt_bf16_gemm_ref(tr(ta), tr(tb), m, n, k, alpha, a16, lda, b16, ldb, 1.0f, cr,
+                    pt_bf16_gemm_ref_kernel(native, tr(ta), tr(tb), m, n, k, alpha, a16, lda, b16, ldb, 1.0f, cr,
                                      ldc);
                     for (int i = 0; i < m; i++)
                         if (memcmp(cb + (size_t)i * ldc, cr + (size_t)i * ldc,
@@ -99,7 +100,7 @@ static void test_bias_avx512(void **state)
 {
     (void)state;
     if (!pt_cpu_has_bf16()) skip();
-    assert_int_equal(pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512), PT_BF16_OK);
+    assert_int_equal(pt_bf16_set_kernel(native), PT_BF16_OK);
     bias_check(1);
     pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO);
 }
@@ -169,7 +170,7 @@ static void test_rounding_special_values(void **state)
 {
     (void)state;
     if (!pt_cpu_has_bf16()) skip();
-    pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
+    pt_bf16_set_kernel(native);
     const shape sh[] = {{19, 37, 41}, {9, 100, 100}};
     for (size_t s = 0; s < 2; s++)
         for (int t = 0; t < 4; t++) {
@@ -222,7 +223,7 @@ static void test_packers_agree_wide(void **state)
                 float *b = rnd_floats(nb, 1.0f);
                 for (size_t i = 0; i < NSPECIAL; i++) b[(i * 37) % nb] = bits_float(SPECIAL[i]);
                 pt_bf16_packed pv, ps;
-                pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
+                pt_bf16_set_kernel(native);
                 assert_int_equal(pt_bf16_pack_init(&pv, tr(tb), k, n, b, ldb), PT_BF16_OK);
                 pt_bf16_set_kernel(PT_BF16_KERNEL_PORTABLE);
                 assert_int_equal(pt_bf16_pack_init(&ps, tr(tb), k, n, b, ldb), PT_BF16_OK);
@@ -242,7 +243,7 @@ static void test_reduction_in_chunks(void **state)
 {
     (void)state;
     if (!pt_cpu_has_bf16()) skip();
-    pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
+    pt_bf16_set_kernel(native);
     const int U = 3 * PT_BF16_KC + 37;
     const int widths[][2] = {{100, 25}, {100, 100}, {7, 33}};
     for (int w = 0; w < 3; w++) {
@@ -274,7 +275,7 @@ static void test_transposed_b_packed_by_threads(void **state)
 {
     (void)state;
     if (!pt_cpu_has_bf16()) skip();
-    pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
+    pt_bf16_set_kernel(native);
     const int m = 50, n = 100, k = 2 * 1337 + 1; /* kp·n ≥ 65536: packing is split */
     float *a = rnd_floats((size_t)m * k, 1.0f), *b = rnd_floats((size_t)n * k, 1.0f), *c1 = rnd_floats((size_t)m * n, 1.0f);
     float *c2 = malloc((size_t)m * n * sizeof(float));
@@ -297,13 +298,13 @@ static void test_transposed_b_packed_by_threads(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bias_avx512),
-        cmocka_unit_test(test_bias_portable),
+        NATIVE_TESTS(test_bias_avx512),
+        NATIVE_TESTS(test_bias_portable),
         cmocka_unit_test(test_bias_degenerate),
-        cmocka_unit_test(test_rounding_special_values),
-        cmocka_unit_test(test_packers_agree_wide),
-        cmocka_unit_test(test_reduction_in_chunks),
-        cmocka_unit_test(test_transposed_b_packed_by_threads),
+        NATIVE_TESTS(test_rounding_special_values),
+        NATIVE_TESTS(test_packers_agree_wide),
+        NATIVE_TESTS(test_reduction_in_chunks),
+        NATIVE_TESTS(test_transposed_b_packed_by_threads),
     };
     return cmocka_run_group_tests_name("bf16_bias", tests, NULL, NULL);
 }

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "engine/model/bf16.h"
+#include "tests/unit/bf16_native.h"
 #include "engine/model/schnet_ops.h"
 
 #define PT_TEST_SEED 0x2545f4914f6cdd1dull
@@ -59,7 +60,7 @@ static void check_same(int ta, int tb, int m, int n, int k, int lda, int ldb, fl
     assert_int_equal(pt_bf16_gemm(tr(ta), tr(tb), m, n, k, -0.5f, a16, lda, b16, ldb, beta, c16,
                                   n),
                      PT_BF16_OK);
-    pt_bf16_gemm_ref(tr(ta), tr(tb), m, n, k, -0.5f, a16, lda, b16, ldb, beta, cr, n);
+    pt_bf16_gemm_ref_kernel(native, tr(ta), tr(tb), m, n, k, -0.5f, a16, lda, b16, ldb, beta, cr, n);
     if (memcmp(c32, c16, nc * sizeof(float)) != 0)
         fail_msg("m=%d n=%d k=%d ta=%d tb=%d: fp32 operands differ from pre-rounded ones", m, n,
                  k, ta, tb);
@@ -73,7 +74,7 @@ static void test_contiguous_rows_of_a(void **state)
 {
     (void)state;
     if (!pt_cpu_has_bf16()) skip();
-    pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
+    pt_bf16_set_kernel(native);
     const int ms[] = {1, 5, 7, 43, 241, 256}, ks[] = {2, 17, 24, 25, 26, 31, 32, 33, 100, 300};
     for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
         for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
@@ -91,7 +92,7 @@ static void test_interleaved_pairs_of_rows(void **state)
 {
     (void)state;
     if (!pt_cpu_has_bf16()) skip();
-    pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
+    pt_bf16_set_kernel(native);
     const int shapes[][3] = {{100, 100, 256}, {100, 25, 256}, {100, 25, 255},
                              {17, 33, 513},   {16, 16, 2},    {100, 100, 1}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
@@ -125,7 +126,7 @@ static void test_cached_weights_follow_changes(void **state)
 {
     (void)state;
     if (!pt_cpu_has_bf16()) skip();
-    pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
+    pt_bf16_set_kernel(native);
     enum { NW = 6 }; /* more weights than the cache keeps */
     const int out = 100, in = 25;
     float *w[NW];
@@ -175,7 +176,7 @@ static void test_held_weights(void **state)
 {
     (void)state;
     if (!pt_cpu_has_bf16()) skip();
-    pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
+    pt_bf16_set_kernel(native);
     const size_t nc = (size_t)37 * 100;
     float *x = rnd_floats((size_t)37 * 100, 1.0f), *w = rnd_floats((size_t)100 * 100, 1.0f);
     float *old_w = floats_copy(w, (size_t)100 * 100);
@@ -238,7 +239,7 @@ static void test_gemm_ex_fused_equals_unfused(void **state)
 {
     (void)state;
     if (!pt_cpu_has_bf16()) skip();
-    pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
+    pt_bf16_set_kernel(native);
     const int shapes[][3] = {{1, 1, 1},   {7, 17, 2},    {37, 100, 25}, {256, 100, 100},
                              {241, 128, 256}, {13, 65, 31}, {700, 100, 100}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
@@ -346,7 +347,7 @@ static void test_gemm_ex_refusals(void **state)
     const pt_bf16_epilogue map_aux = {.map = pt_ssp_forward, .aux = aux};
     const pt_bf16_epilogue short_h = {.h = h, .ldh = 1};
     const float keep[4] = {1, 2, 3, 4};
-    if (pt_cpu_has_bf16()) pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
+    if (pt_cpu_has_bf16()) pt_bf16_set_kernel(native);
     if (pt_cpu_has_bf16()) {
         /* k past one reduction block */
         assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, 2, 2, 257, 1.0f, a, 0, 257,
@@ -403,12 +404,12 @@ static void test_gemm_ex_refusals(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_contiguous_rows_of_a),
-        cmocka_unit_test(test_interleaved_pairs_of_rows),
-        cmocka_unit_test(test_cached_weights_follow_changes),
-        cmocka_unit_test(test_held_weights),
-        cmocka_unit_test(test_gemm_ex_fused_equals_unfused),
-        cmocka_unit_test(test_gemm_ex_refusals),
+        NATIVE_TESTS(test_contiguous_rows_of_a),
+        NATIVE_TESTS(test_interleaved_pairs_of_rows),
+        NATIVE_TESTS(test_cached_weights_follow_changes),
+        NATIVE_TESTS(test_held_weights),
+        NATIVE_TESTS(test_gemm_ex_fused_equals_unfused),
+        NATIVE_TESTS(test_gemm_ex_refusals),
     };
     return cmocka_run_group_tests_name("bf16_fast", tests, NULL, NULL);
 }

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "engine/model/bf16.h"
+#include "tests/unit/bf16_native.h"
 #include "engine/model/schnet_ops.h"
 
 #define PT_TEST_SEED 0x9e3779b97f4a7c15ull
@@ -94,7 +95,7 @@ static void check_pack(int rows, int w, int lds, int with_rows)
 static void test_pairs_pack(void **state)
 {
     (void)state;
-    const int kernels[2] = {PT_BF16_KERNEL_AVX512, PT_BF16_KERNEL_PORTABLE};
+    const int kernels[2] = {native, PT_BF16_KERNEL_PORTABLE};
     const int rows[] = {1, 2, 7, 256, 257}, ws[] = {1, 15, 16, 17, 25, 100, 130};
     for (int ki = pt_cpu_has_bf16() ? 0 : 1; ki < 2; ki++) {
         assert_int_equal(pt_bf16_set_kernel((pt_bf16_kernel)kernels[ki]), PT_BF16_OK);
@@ -128,8 +129,8 @@ static void check_product(int m, int n, int k, float beta, int a_pairs, int b_pa
                                      b_pairs ? PT_BF16_FMT_PAIRS : PT_BF16_FMT_F32, ldb, beta, c,
                                      n, NULL),
                      PT_BF16_OK);
-    if (pt_bf16_kernel_active() == PT_BF16_KERNEL_AVX512)
-        pt_bf16_gemm_ref(CblasTrans, CblasNoTrans, m, n, k, 0.75f, a16, m, b16, n, beta, cr, n);
+    if (pt_bf16_kernel_active() == native)
+        pt_bf16_gemm_ref_kernel(native, CblasTrans, CblasNoTrans, m, n, k, 0.75f, a16, m, b16, n, beta, cr, n);
     else /* the portable path: cblas_sgemm on the widened values, whatever their layout */
         assert_int_equal(pt_bf16_gemm(CblasTrans, CblasNoTrans, m, n, k, 0.75f, a16, m, b16, n,
                                       beta, cr, n),
@@ -144,7 +145,7 @@ static void check_product(int m, int n, int k, float beta, int a_pairs, int b_pa
 static void test_pairs_products(void **state)
 {
     (void)state;
-    const int kernels[2] = {PT_BF16_KERNEL_AVX512, PT_BF16_KERNEL_PORTABLE};
+    const int kernels[2] = {native, PT_BF16_KERNEL_PORTABLE};
     const int shapes[][3] = {{100, 100, 256}, {100, 25, 256}, {100, 100, 255}, {17, 33, 513},
                              {16, 16, 2},     {1, 1, 1},      {7, 130, 37},   {250, 70, 300}};
     for (int ki = pt_cpu_has_bf16() ? 0 : 1; ki < 2; ki++) {
@@ -200,7 +201,7 @@ static void test_epilogue_pairs(void **state)
 {
     (void)state;
     if (!pt_cpu_has_bf16()) skip();
-    pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
+    pt_bf16_set_kernel(native);
     const int shapes[][3] = {{256, 100, 25}, {1, 100, 25}, {37, 100, 25}, {7, 17, 2},
                              {13, 130, 31},  {255, 64, 100}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
@@ -254,7 +255,7 @@ static void test_pairs_kept(void **state)
 {
     (void)state;
     if (!pt_cpu_has_bf16()) skip();
-    pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
+    pt_bf16_set_kernel(native);
     const int shapes[][3] = {{256, 100, 100}, {1, 100, 100}, {37, 100, 100}, {7, 17, 2},
                              {13, 130, 31},   {255, 64, 100}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
@@ -308,7 +309,7 @@ static void check_rows_pad(int m, int n, int k)
 static void test_rows_pad(void **state)
 {
     (void)state;
-    const int kernels[2] = {PT_BF16_KERNEL_AVX512, PT_BF16_KERNEL_PORTABLE};
+    const int kernels[2] = {native, PT_BF16_KERNEL_PORTABLE};
     const int shapes[][3] = {{256, 100, 25}, {1, 100, 25}, {37, 100, 25}, {7, 17, 1},
                              {13, 130, 31},  {40, 64, 100}, {11, 20, 301}};
     for (int ki = pt_cpu_has_bf16() ? 0 : 1; ki < 2; ki++) {
@@ -369,7 +370,7 @@ static void test_pairs_refusals(void **state)
                      PT_BF16_EFORMAT);
     /* an epilogue without C needs a bf16 copy (rows or pairs) to keep; the
      * portable kernel has no epilogue */
-    if (pt_cpu_has_bf16()) pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
+    if (pt_cpu_has_bf16()) pt_bf16_set_kernel(native);
     const float scale[2] = {1, 1};
     const pt_bf16_epilogue no_copy = {.row_scale = scale};
     assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, x, 0, 2, x, 0, 2,
@@ -393,12 +394,12 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pairs_ld),
-        cmocka_unit_test(test_pairs_pack),
-        cmocka_unit_test(test_pairs_products),
-        cmocka_unit_test(test_epilogue_pairs),
-        cmocka_unit_test(test_pairs_kept),
-        cmocka_unit_test(test_rows_pad),
-        cmocka_unit_test(test_pairs_refusals),
+        NATIVE_TESTS(test_pairs_pack),
+        NATIVE_TESTS(test_pairs_products),
+        NATIVE_TESTS(test_epilogue_pairs),
+        NATIVE_TESTS(test_pairs_kept),
+        NATIVE_TESTS(test_rows_pad),
+        NATIVE_TESTS(test_pairs_refusals),
     };
     return cmocka_run_group_tests_name("bf16_pairs", tests, NULL, NULL);
 }
