@@ -12,9 +12,9 @@
  * (B packed once per call into pair-interleaved panels, A packed per cache
  * block), and, where the CPU has AMX-BF16 and the OS grants tile data, AMX
  * `tdpbf16ps` on the same packed B (its pairs are the tiles' VNNI layout:
- * bf16_amx.c) for the products whose op(A) is not transposed; the
- * others, the packing and the fused epilogues stay on AVX512-BF16.  AMX
- * rounds differently (pt_bf16_gemm_ref_amx), so the bits depend on the kernel.
+ * bf16_amx.c); the packing and the fused epilogues stay AVX512-BF16 code.
+ * AMX rounds differently (pt_bf16_gemm_ref_amx), so the bits depend on the
+ * kernel.
  * On a CPU without AVX512-BF16 the same entry points fall back to a
  * portable path (operands rounded through bf16, widened, cblas_sgemm) so the
  * numbers stay bf16 numbers; jobs asking for bf16 on such a CPU are rejected
@@ -97,7 +97,7 @@ typedef enum pt_bf16_kernel {
                                     else portable */
     PT_BF16_KERNEL_AVX512 = 1,
     PT_BF16_KERNEL_PORTABLE = 2,
-    PT_BF16_KERNEL_AMX = 3       /* AMX tiles for op(A) not transposed, else AVX512-BF16 */
+    PT_BF16_KERNEL_AMX = 3       /* AMX tiles (packing, epilogues: AVX512-BF16) */
 } pt_bf16_kernel;
 
 /* Process-wide choice, like openblas_set_num_threads: forcing AVX512 or AMX
@@ -277,9 +277,8 @@ void pt_bf16_gemm_ref(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int 
 void pt_bf16_gemm_ref_amx(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
                           float alpha, const pt_bf16 *a, int lda, const pt_bf16 *b, int ldb,
                           float beta, float *c, int ldc);
-/* The reference of what `kernel` (AVX512 or AMX) computes for this product:
- * pt_bf16_gemm_ref_amx where the AMX kernel runs it on tiles (op(A) not
- * transposed), else pt_bf16_gemm_ref. */
+/* The reference of what `kernel` (AVX512 or AMX) computes for a product:
+ * pt_bf16_gemm_ref_amx for AMX, else pt_bf16_gemm_ref (ta, tb as there). */
 void pt_bf16_gemm_ref_kernel(pt_bf16_kernel kernel, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb,
                              int m, int n, int k, float alpha, const pt_bf16 *a, int lda,
                              const pt_bf16 *b, int ldb, float beta, float *c, int ldc);

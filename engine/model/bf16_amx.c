@@ -182,6 +182,31 @@ static void strip_store(const stores *s, const float *out, float *c, size_t ldc,
     }
 }
 
+/* op(A) transposed (a weight gradient dW = dYᵀ·X: A stored [k][m]): the
+ * pairs along k that vdpbf16ps takes ([p][m], pt_bf16_avx512_pack_a's layout,
+ * or the caller's pairs in place) transposed 16 × 16 uint32 at a time into
+ * rows of A tiles: row r of the block = its pairs p < pairs, ldt apart (16
+ * per tile; rows and pairs past the block's are zeros, never multiplied
+ * into C but read by the last strip's tiles).  Returns the rows. */
+static const uint32_t *transpose_a(const pt_bf16_job *job, uint32_t *apack, uint32_t *rows,
+                                   int ic, int mc, int mcp, int pc, int kc, int ldt)
+{
+    ptrdiff_t sp, sr;
+    const uint32_t *src = pt_bf16_avx512_pack_a(job, apack, ic, mc, mcp, pc, kc, &sp, &sr);
+    const int pairs = (kc + 1) / 2;
+    for (int p0 = 0; p0 < pairs; p0 += 16) {
+        for (int c0 = 0; c0 < mcp; c0 += 16) {
+            __m512i r[16];
+            for (int i = 0; i < 16; i++)
+                r[i] = p0 + i < pairs ? _mm512_loadu_si512(src + (size_t)(p0 + i) * sp + c0)
+                                      : _mm512_setzero_si512();
+            transpose16(r);
+            for (int j = 0; j < 16; j++) _mm512_storeu_si512(rows + (size_t)(c0 + j) * ldt + p0, r[j]);
+        }
+    }
+    return rows;
+}
+
 /* Where a strip's A tiles start (bytes between rows in *sa): op(A)'s bf16
  * rows in place when they are the layout (pt_bf16_a_in_place) and the strip
  * has 16 rows, else rows [row, row+rows) of the K block [pc, pc+kc) copied
@@ -216,7 +241,8 @@ void pt_bf16_amx_rows(const pt_bf16_job *job, int i_begin, int i_end, uint32_t *
 {
     const int n = job->n, fused = pt_bf16_job_fused(job);
     const int inplace = pt_bf16_a_in_place(job);
-    float *const band = (float *)(apack + PT_BF16_APACK_PAIRS);
+    uint32_t *const arows = apack + PT_BF16_APACK_PAIRS; /* transpose_a's */
+    float *const band = (float *)(arows + PT_BF16_APACK_PAIRS);
     float *const out = band + (size_t)SUPER * n;
     float *const cbase = job->c;
     const int ldc = cbase ? job->ldc : n;
@@ -247,8 +273,13 @@ void pt_bf16_amx_rows(const pt_bf16_job *job, int i_begin, int i_end, uint32_t *
         for (int ic = i_begin; ic < i_end; ic += MC) {
             const int mc = i_end - ic < MC ? i_end - ic : MC, mcp = (mc + 15) / 16 * 16;
             ptrdiff_t sp = 1, sr = pairs;
-            const uint32_t *abase =
-                inplace ? NULL : pt_bf16_avx512_pack_a(job, apack, ic, mc, mcp, pc, kc, &sp, &sr);
+            const uint32_t *abase = NULL;
+            if (job->a.trans) {
+                sr = (pairs + 15) / 16 * 16;
+                abase = transpose_a(job, apack, arows, ic, mc, mcp, pc, kc, (int)sr);
+            } else if (!inplace) {
+                abase = pt_bf16_avx512_pack_a(job, apack, ic, mc, mcp, pc, kc, &sp, &sr);
+            }
             int epi = 0; /* rows of the block whose epilogue ran */
             for (int ir = 0; ir < mc; ir += 16) {
                 const int rows = mc - ir < 16 ? mc - ir : 16, row = ic + ir;

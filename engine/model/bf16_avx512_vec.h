@@ -93,4 +93,34 @@ static inline __m512i pair_words(__m512i both)
     return _mm512_permutexvar_epi16(idx, both);
 }
 
+/* 16 × 16 uint32 transposed in registers: r[i] lane j ↔ r[j] lane i.
+ * Pairs of rows interleave their 32-bit, then 64-bit elements (each 128-bit
+ * lane then holds a 4 × 4 block), and two rounds of 128-bit lane shuffles
+ * gather the blocks: 64 shuffles for 256 elements. */
+static inline void transpose16(__m512i r[16])
+{
+    __m512i t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);     /* column 4L + 0 of rows i..i+3 */
+        u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]); /* 4L + 1 */
+        u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int c = 0; c < 4; c++) {
+        /* u[c], u[4+c], u[8+c], u[12+c]: column 4L + c of rows 0-3, 4-7, 8-11, 12-15 */
+        __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x88);  /* lanes 0, 2 */
+        __m512i v1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xdd);  /* lanes 1, 3 */
+        __m512i w0 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x88);
+        __m512i w1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xdd);
+        r[c] = _mm512_shuffle_i32x4(v0, w0, 0x88);      /* column c */
+        r[4 + c] = _mm512_shuffle_i32x4(v1, w1, 0x88);  /* column 4 + c */
+        r[8 + c] = _mm512_shuffle_i32x4(v0, w0, 0xdd);  /* column 8 + c */
+        r[12 + c] = _mm512_shuffle_i32x4(v1, w1, 0xdd); /* column 12 + c */
+    }
+}
+
 #endif

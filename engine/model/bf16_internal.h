@@ -131,12 +131,14 @@ const uint32_t *pt_bf16_weight_packed(const pt_bf16_job *job);
  * epilogue groups) are the unit of a thread's share, so both start at its
  * first row. */
 #define PT_BF16_AMX_SUPER 48
-/* floats after a worker's A packing: 48 rows of C (c NULL) and one strip's
- * tiles (16 × PT_BF16_NP) */
-#define PT_BF16_AMX_FLOATS(n) ((size_t)PT_BF16_AMX_SUPER * (size_t)(n) + 16 * PT_BF16_NP)
-/* 1 when the AMX kernel runs job on tiles: op(A) not transposed (its rows
- * are the A tile's layout); the rest stays on AVX512-BF16 */
-static inline int pt_bf16_amx_takes(const pt_bf16_job *job) { return !job->a.trans; }
+/* floats after a worker's A packing: a transposed A's rows (another
+ * PT_BF16_APACK_PAIRS), 48 rows of C (c NULL) and one strip's tiles (16 ×
+ * PT_BF16_NP) */
+#define PT_BF16_AMX_FLOATS(n)                                                                  \
+    (PT_BF16_APACK_PAIRS + (size_t)PT_BF16_AMX_SUPER * (size_t)(n) + 16 * PT_BF16_NP)
+/* 1 when the AMX kernel runs job on tiles: every product (op(A) transposed
+ * is transposed into rows while packed) */
+static inline int pt_bf16_amx_takes(const pt_bf16_job *job) { return job != NULL; }
 /* Rows [i_begin, i_end) of C (i_begin a multiple of PT_BF16_AMX_SUPER from
  * the product's row 0) on tiles, fused epilogue included; apack has
  * PT_BF16_APACK_PAIRS entries then PT_BF16_AMX_FLOATS(n) floats.  Only

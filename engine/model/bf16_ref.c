@@ -96,7 +96,7 @@ void pt_bf16_gemm_ref_kernel(pt_bf16_kernel kernel, CBLAS_TRANSPOSE ta, CBLAS_TR
                              int m, int n, int k, float alpha, const pt_bf16 *a, int lda,
                              const pt_bf16 *b, int ldb, float beta, float *c, int ldc)
 {
-    if (kernel == PT_BF16_KERNEL_AMX && ta != CblasTrans && ta != CblasConjTrans)
+    if (kernel == PT_BF16_KERNEL_AMX)
         pt_bf16_gemm_ref_amx(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     else
         pt_bf16_gemm_ref(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);

@@ -8,7 +8,9 @@
  *     bit for bit for every operand format of pt_bf16_gemm_ex (fp32, bf16
  *     rows, padded rows, pairs, B transposed or not), m, n and k off the
  *     tiles' 16 / 32 (k = 1, 25, 100, 256, 257, 513), leading dimensions
- *     past the width, alpha / beta, a bias, and split over two threads; the
+ *     past the width, alpha / beta, a bias, and split over two threads,
+ *     op(A) transposed (weight gradients) with A and B as fp32, bf16 or
+ *     pairs; the
  *     fused epilogues are tested on both kernels by test_bf16_fast.c and
  *     test_bf16_pairs.c (bf16_native.h);
  *   - the AMX and the vdpbf16ps references agree within the bound of two
@@ -105,7 +107,11 @@ static void test_ref_arithmetic(void **state)
     pt_bf16_gemm_ref_kernel(PT_BF16_KERNEL_AMX, CblasTrans, CblasNoTrans, 1, 1, 4, 1.0f,
                             (pt_bf16[]){h(1), h(1), h(1), h(1)}, 1,
                             (pt_bf16[]){h(1), h(0x1p-24f), h(0), h(0x1p-24f)}, 1, 0.0f, &r2, 1);
-    assert_true(r2 == 1.0f); /* op(A) transposed: the AVX512-BF16 kernel's */
+    assert_true(r2 == 1.0f + 0x1p-23f); /* op(A) transposed: tiles too */
+    pt_bf16_gemm_ref_kernel(PT_BF16_KERNEL_AVX512, CblasTrans, CblasNoTrans, 1, 1, 4, 1.0f,
+                            (pt_bf16[]){h(1), h(1), h(1), h(1)}, 1,
+                            (pt_bf16[]){h(1), h(0x1p-24f), h(0), h(0x1p-24f)}, 1, 0.0f, &r2, 1);
+    assert_true(r2 == 1.0f);
 }
 
 /* The references agree within two summation orders' bound. */
@@ -190,6 +196,40 @@ static void check_amx(int m, int n, int k, int afmt, int bfmt, int tb, int pad, 
     free(a), free(b), free(ah), free(bh), free(bp), free(bias), free(c), free(cr);
 }
 
+/* op(A) transposed (a weight gradient: A stored [k][m]) as fp32, bf16 or
+ * pairs, B as fp32, bf16 rows or pairs, against the reference. */
+static void check_amx_t(int m, int n, int k, int afmt, int bfmt, float beta)
+{
+    const int lda = m, ldb = n, ldpa = pt_bf16_pairs_ld(m), ldpb = pt_bf16_pairs_ld(n);
+    float *a = rnd_floats((size_t)k * lda, 2.0f), *b = rnd_floats((size_t)k * ldb, 2.0f);
+    sprinkle(a, (size_t)k * lda, (size_t)k * lda / 3);
+    pt_bf16 *ah = malloc((size_t)k * lda * 2), *bh = malloc((size_t)k * ldb * 2);
+    uint32_t *ap = calloc((size_t)(k + 1) / 2 * ldpa + 1, 4);
+    uint32_t *bp = calloc((size_t)(k + 1) / 2 * ldpb + 1, 4);
+    assert_true(ah && bh && ap && bp);
+    pt_bf16_from_floats(ah, a, (size_t)k * lda);
+    pt_bf16_from_floats(bh, b, (size_t)k * ldb);
+    pt_bf16_pairs_pack(ap, a, lda, k, m, NULL, 0);
+    pt_bf16_pairs_pack(bp, b, ldb, k, n, NULL, 0);
+    float *c = rnd_floats((size_t)m * n, 1.0f), *cr = malloc((size_t)m * n * 4);
+    assert_non_null(cr);
+    memcpy(cr, c, (size_t)m * n * 4);
+    pt_bf16_gemm_ref_amx(CblasTrans, CblasNoTrans, m, n, k, 0.75f, ah, lda, bh, ldb, beta, cr, n);
+    const void *ao = afmt == PT_BF16_FMT_F32 ? (const void *)a
+                     : afmt == PT_BF16_FMT_PAIRS ? (const void *)ap : ah;
+    const void *bo = bfmt == PT_BF16_FMT_F32 ? (const void *)b
+                     : bfmt == PT_BF16_FMT_PAIRS ? (const void *)bp : bh;
+    assert_int_equal(pt_bf16_gemm_ex(CblasTrans, CblasNoTrans, m, n, k, 0.75f, ao, afmt,
+                                     afmt == PT_BF16_FMT_PAIRS ? ldpa : lda, bo, bfmt,
+                                     bfmt == PT_BF16_FMT_PAIRS ? ldpb : ldb, beta, c, n, NULL),
+                     PT_BF16_OK);
+    if (memcmp(c, cr, (size_t)m * n * 4) != 0)
+        fail_msg("amx transposed A m=%d n=%d k=%d A fmt %d B fmt %d beta=%g threads=%d: differs "
+                 "from pt_bf16_gemm_ref_amx",
+                 m, n, k, afmt, bfmt, (double)beta, pt_bf16_get_threads());
+    free(a), free(b), free(ah), free(bh), free(ap), free(bp), free(c), free(cr);
+}
+
 static void test_amx_kernel_matches_ref(void **state)
 {
     (void)state;
@@ -220,6 +260,12 @@ static void test_amx_kernel_matches_ref(void **state)
                     const int tb = bfmt != PT_BF16_FMT_PAIRS && v / 3 % 2;
                     check_amx(m, n, k, afmt, bfmt, tb, v % 5 == 1, ab[v % 3][0], ab[v % 3][1],
                               v % 7 == 2);
+                    /* transposed A: m and n are the weight's (k the rows) */
+                    if (m <= 130 || threads == 2)
+                        check_amx_t(n, m, k, v % 3 == 2 ? PT_BF16_FMT_PAIRS : v % 2,
+                                    v % 4 == 1 ? PT_BF16_FMT_F32
+                                               : v % 4 == 2 ? PT_BF16_FMT_ROWS : PT_BF16_FMT_PAIRS,
+                                    v % 2 ? 1.0f : 0.0f);
                 }
     }
     pt_bf16_set_threads(1);
