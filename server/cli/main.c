@@ -51,7 +51,8 @@ int pt_cmd_version(int argc, char **argv)
     pt_cpu_features f;
     pt_cpu_features_get(&f);
     char why[256];
-    if (pt_bf16_cpu_explain(&f, why, sizeof why)) printf("bf16: yes (AVX512-BF16)\n");
+    if (pt_bf16_cpu_explain(&f, why, sizeof why))
+        printf("bf16: yes (%s)\n", pt_cpu_has_amx() ? "AMX-BF16" : "AVX512-BF16");
     else printf("bf16: no (%s)\n", why);
     return 0;
 }

@@ -21,7 +21,10 @@
  * CPU without AVX512-BF16 takes the portable path (rounded operands through
  * sgemm): the same numbers up to accumulation order, so the test runs on any
  * x86-64.  The fused bf16 step (pt_schnet_bf16_fused) matches the unfused
- * one within the bounds of its bf16 softplus (below). */
+ * one within the bounds of its bf16 softplus (below).  Where the CPU has AMX
+ * the step, kernel and fusion tests run on both native kernels
+ * (bf16_native.h), and AMX's step agrees with AVX512-BF16's as closely as
+ * the portable path's does. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -30,6 +33,7 @@
 
 #include "engine/pack/batch.h"
 #include "engine/model/bf16.h"
+#include "tests/unit/bf16_native.h"
 #include "engine/data/normalize.h"
 #include "engine/model/schnet.h"
 #include "engine/model/schnet_internal.h"
@@ -110,7 +114,9 @@ static double rel_l2(const float *a, const float *b, size_t n)
 static void test_bf16_step_against_fp32(void **state)
 {
     (void)state;
+    if (pt_cpu_has_bf16()) assert_int_equal(pt_bf16_set_kernel(native), PT_BF16_OK);
     step f = run(PT_PRECISION_FP32), f2 = run(PT_PRECISION_FP32), b = run(PT_PRECISION_BF16);
+    pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO);
     assert_memory_equal(f.grads, f2.grads, big.n_params * sizeof(float));
 
     double loss_rel = fabs(b.loss - f.loss) / f.loss;
@@ -140,9 +146,10 @@ static void test_bf16_step_against_fp32(void **state)
             worst_name = tt->name;
         }
     }
-    printf("bf16 vs fp32 (%d graphs): loss %.6g vs %.6g (rel %.2e), max |dy| / rms "
+    printf("bf16 (kernel %d) vs fp32 (%d graphs): loss %.6g vs %.6g (rel %.2e), max |dy| / rms "
            "residual %.2e, gradient rel L2 %.2e, cosine %.6f, worst tensor %s %.2e\n",
-           n_real, b.loss, f.loss, loss_rel, y_rel, g_rel, cosine, worst_name, worst);
+           (int)(pt_cpu_has_bf16() ? native : PT_BF16_KERNEL_PORTABLE), n_real, b.loss, f.loss,
+           loss_rel, y_rel, g_rel, cosine, worst_name, worst);
     assert_true(g_rel > 1e-5); /* bf16 really ran */
     assert_true(loss_rel <= 1e-2);
     assert_true(y_rel <= 2e-2);
@@ -165,6 +172,7 @@ static void test_bf16_kernels_agree(void **state)
         skip();
         return;
     }
+    assert_int_equal(pt_bf16_set_kernel(native), PT_BF16_OK);
     pt_bf16_set_fusion(0);
     step a = run(PT_PRECISION_BF16);
     pt_bf16_set_fusion(1);
@@ -172,11 +180,38 @@ static void test_bf16_kernels_agree(void **state)
     step p = run(PT_PRECISION_BF16);
     assert_int_equal(pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO), PT_BF16_OK);
     double r = rel_l2(a.grads, p.grads, big.n_params);
-    printf("bf16 AVX512 vs portable kernel: gradient rel L2 %.2e\n", r);
+    printf("bf16 kernel %d vs portable kernel: gradient rel L2 %.2e\n", (int)native, r);
     assert_true(r <= 1e-3);
     assert_true(fabs(a.loss - p.loss) <= 1e-4 * a.loss);
     step_free(&a);
     step_free(&p);
+}
+
+/* AMX against AVX512-BF16: both fp32 accumulations of the same bf16
+ * operands in different orders (bf16.h), so as close as the portable path
+ * (bound 1e-3 on the gradient, 1e-4 on the loss), and not the same bits
+ * (AMX really ran).  Without AMX, forcing it is refused. */
+static void test_bf16_amx_and_avx512_agree(void **state)
+{
+    (void)state;
+    if (!pt_cpu_has_amx()) {
+        assert_int_equal(pt_bf16_set_kernel(PT_BF16_KERNEL_AMX), PT_BF16_ENOCPU);
+        assert_true(pt_bf16_kernel_active() != PT_BF16_KERNEL_AMX);
+        return;
+    }
+    assert_int_equal(pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512), PT_BF16_OK);
+    step v = run(PT_PRECISION_BF16);
+    assert_int_equal(pt_bf16_set_kernel(PT_BF16_KERNEL_AMX), PT_BF16_OK);
+    step x = run(PT_PRECISION_BF16);
+    assert_int_equal(pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO), PT_BF16_OK);
+    double r = rel_l2(x.grads, v.grads, big.n_params);
+    printf("bf16 AMX vs AVX512-BF16 kernel: loss rel %.2e, gradient rel L2 %.2e\n",
+           fabs(x.loss - v.loss) / v.loss, r);
+    assert_true(r > 0.0);
+    assert_true(r <= 1e-3);
+    assert_true(fabs(x.loss - v.loss) <= 1e-4 * v.loss);
+    step_free(&v);
+    step_free(&x);
 }
 
 /* The fused bf16 step (the filter's and the node's products applying bias,
@@ -205,6 +240,7 @@ static void test_bf16_fused_step_equals_unfused(void **state)
         skip();
         return;
     }
+    assert_int_equal(pt_bf16_set_kernel(native), PT_BF16_OK);
     acts.precision = PT_PRECISION_BF16;
     assert_int_equal(pt_schnet_bf16_fused(&acts), 1);
     step f = run(PT_PRECISION_BF16);
@@ -248,6 +284,7 @@ static void test_bf16_fused_step_equals_unfused(void **state)
         assert_int_equal(((const uint32_t *)acts.block[0].sig1)[i], 0xffffffffu);
     for (size_t i = 0; i < s2n; i++)
         assert_int_equal(((const uint32_t *)acts.block[0].sig2)[i], 0xffffffffu);
+    pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO);
     step_free(&f);
     step_free(&u);
 }
@@ -341,9 +378,10 @@ static void test_bf16_wide_node_layer(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bf16_step_against_fp32),
-        cmocka_unit_test(test_bf16_kernels_agree),
-        cmocka_unit_test(test_bf16_fused_step_equals_unfused),
+        NATIVE_TESTS(test_bf16_step_against_fp32),
+        NATIVE_TESTS(test_bf16_kernels_agree),
+        cmocka_unit_test(test_bf16_amx_and_avx512_agree),
+        NATIVE_TESTS(test_bf16_fused_step_equals_unfused),
         cmocka_unit_test(test_bf16_node_softplus),
         cmocka_unit_test(test_bf16_wide_node_layer),
     };
