@@ -45,6 +45,19 @@ const char *__asan_default_options(void)
     return "fast_unwind_on_malloc=0";
 }
 
+/* Without thread-local storage as a root: LeakSanitizer's scan of each
+ * thread's dynamic TLS at exit dereferences the DTV entry of an Open MPI
+ * plugin, which on some machines (seen on an Intel Xeon VM, Linux 6.18,
+ * Debian 12's glibc 2.36 and gcc 12's libasan: "DTLS 13 at 0x3bcb", then
+ * "Tracer caught signal 11") is not a pointer, and the whole check dies
+ * after every test passed.  Fewer roots can only add leak reports, never
+ * hide one, so the check stays as strict for packtrain's allocations. */
+const char *__lsan_default_options(void);
+const char *__lsan_default_options(void)
+{
+    return "use_tls=0";
+}
+
 const char *__lsan_default_suppressions(void);
 const char *__lsan_default_suppressions(void)
 {
