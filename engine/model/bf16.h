@@ -61,6 +61,16 @@ pt_bf16 pt_bf16_from_float(float x);
 float pt_bf16_to_float(pt_bf16 h);
 void pt_bf16_from_floats(pt_bf16 *dst, const float *src, size_t n);
 void pt_bf16_to_floats(float *dst, const pt_bf16 *src, size_t n);
+/* pt_bf16_to_float inline, for loops over bf16 rows (the scalar paths of
+ * cfconv_bf16.h): exact, bf16 is fp32's upper half */
+static inline float pt_bf16_widen(pt_bf16 h)
+{
+    const union {
+        uint32_t u;
+        float f;
+    } v = {.u = (uint32_t)h << 16};
+    return v.f;
+}
 
 /* --- CPU support ----------------------------------------------------------- */
 typedef struct pt_cpu_features {

@@ -71,6 +71,32 @@ static void tiles_configure(int tail)
     cfg_tail = tail;
 }
 
+/* One K step of a strip: A's tile ta (16 rows of up to TK pairs, step t)
+ * against nv column tiles of B loaded one after the other into tile tb,
+ * summed into C's tiles 0..nv-1.  A macro, not a function: the tile
+ * numbers are part of the instruction (GCC's _tile_* paste them into the
+ * assembly), and the full steps (tiles 4, 6) and the last K block's short
+ * step (tiles 5, 7, configured by tiles_configure) differ only in them. */
+#define STRIP_STEP(ta, tb, t)                                                            \
+    do {                                                                                 \
+        const char *at_ = a + (size_t)(t) * 4 * TK, *bt_ = b + (size_t)(t) * TK * sb;    \
+        _tile_loadd(ta, at_, sa);                                                        \
+        _tile_loadd(tb, bt_, sb);                                                        \
+        _tile_dpbf16ps(0, ta, tb);                                                       \
+        if (nv > 1) {                                                                    \
+            _tile_loadd(tb, bt_ + 64, sb);                                               \
+            _tile_dpbf16ps(1, ta, tb);                                                   \
+        }                                                                                \
+        if (nv > 2) {                                                                    \
+            _tile_loadd(tb, bt_ + 128, sb);                                              \
+            _tile_dpbf16ps(2, ta, tb);                                                   \
+        }                                                                                \
+        if (nv > 3) {                                                                    \
+            _tile_loadd(tb, bt_ + 192, sb);                                              \
+            _tile_dpbf16ps(3, ta, tb);                                                   \
+        }                                                                                \
+    } while (0)
+
 /* One strip of 16 rows × nv tiles of C over `pairs` pairs of the K block:
  * A's rows at a (sa bytes apart, pair t·16 at byte 64·t), B's pair rows at
  * b (sb bytes apart, column tile v at byte 64·v); the sums stored to out
@@ -84,42 +110,8 @@ static inline __attribute__((always_inline)) void strip_run(const char *a, size_
     _tile_zero(2);
     _tile_zero(3);
     const int full = pairs / TK;
-    for (int t = 0; t < full; t++) {
-        const char *at = a + (size_t)t * 4 * TK, *bt = b + (size_t)t * TK * sb;
-        _tile_loadd(4, at, sa);
-        _tile_loadd(6, bt, sb);
-        _tile_dpbf16ps(0, 4, 6);
-        if (nv > 1) {
-            _tile_loadd(6, bt + 64, sb);
-            _tile_dpbf16ps(1, 4, 6);
-        }
-        if (nv > 2) {
-            _tile_loadd(6, bt + 128, sb);
-            _tile_dpbf16ps(2, 4, 6);
-        }
-        if (nv > 3) {
-            _tile_loadd(6, bt + 192, sb);
-            _tile_dpbf16ps(3, 4, 6);
-        }
-    }
-    if (pairs % TK) {
-        const char *at = a + (size_t)full * 4 * TK, *bt = b + (size_t)full * TK * sb;
-        _tile_loadd(5, at, sa);
-        _tile_loadd(7, bt, sb);
-        _tile_dpbf16ps(0, 5, 7);
-        if (nv > 1) {
-            _tile_loadd(7, bt + 64, sb);
-            _tile_dpbf16ps(1, 5, 7);
-        }
-        if (nv > 2) {
-            _tile_loadd(7, bt + 128, sb);
-            _tile_dpbf16ps(2, 5, 7);
-        }
-        if (nv > 3) {
-            _tile_loadd(7, bt + 192, sb);
-            _tile_dpbf16ps(3, 5, 7);
-        }
-    }
+    for (int t = 0; t < full; t++) STRIP_STEP(4, 6, t);
+    if (pairs % TK) STRIP_STEP(5, 7, full);
     const size_t so = NP * sizeof(float);
     _tile_stored(0, out, so);
     if (nv > 1) _tile_stored(1, out + 16, so);
@@ -251,23 +243,8 @@ void pt_bf16_amx_rows(const pt_bf16_job *job, int i_begin, int i_end, uint32_t *
     tiles_configure(((job->k - klast + 1) / 2) % TK);
     for (int pc = 0; pc < job->k; pc += KC) {
         const int kc = job->k - pc < KC ? job->k - pc : KC, pairs = (kc + 1) / 2;
-        /* B's panels as in pt_bf16_avx512_rows: the whole packed B, or this
-         * K block packed now */
-        const uint32_t *bp = job->bp;
-        int kpb = job->kp, pair0 = pc / 2;
-        if (job->bblock && !job->b.pairs) {
-            pt_bf16_job sub = *job;
-            sub.k = kc;
-            sub.kp = pairs;
-            sub.bp = job->bblock;
-            sub.bblock = NULL;
-            sub.b.p = job->b.trans ? elem_at(&job->b, 0, (size_t)pc)
-                                   : elem_at(&job->b, (size_t)pc, 0);
-            pt_bf16_avx512_pack_b(&sub, 0, sub.kp);
-            bp = job->bblock;
-            kpb = sub.kp;
-            pair0 = 0;
-        }
+        int kpb, pair0;
+        const uint32_t *bp = pt_bf16_avx512_b_block(job, pc, kc, &kpb, &pair0);
         stores st = {.mode = pc > 0 ? 2 : job->bias ? 3 : job->beta != 0.0f ? 1 : 0,
                      .alpha = job->alpha, .beta = job->beta};
         for (int ic = i_begin; ic < i_end; ic += MC) {

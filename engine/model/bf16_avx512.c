@@ -120,21 +120,8 @@ void pt_bf16_avx512_rows(const pt_bf16_job *job, int i_begin, int i_end, uint32_
         int kc = job->k - pc < KC ? job->k - pc : KC;
         /* B's panels: pair rows [pc/2, pc/2 + kc/2) of the whole packed B
          * (panel stride kp), or this block alone packed now (stride kpb) */
-        const uint32_t *bp = job->bp;
-        int kpb = job->kp, pair0 = pc / 2;
-        if (job->bblock && !job->b.pairs) {
-            pt_bf16_job sub = *job;
-            sub.k = kc;
-            sub.kp = (kc + 1) / 2;
-            sub.bp = job->bblock;
-            sub.bblock = NULL;
-            sub.b.p = job->b.trans ? elem_at(&job->b, 0, (size_t)pc)
-                                   : elem_at(&job->b, (size_t)pc, 0);
-            pt_bf16_avx512_pack_b(&sub, 0, sub.kp);
-            bp = job->bblock;
-            kpb = sub.kp;
-            pair0 = 0;
-        }
+        int kpb, pair0;
+        const uint32_t *bp = pt_bf16_avx512_b_block(job, pc, kc, &kpb, &pair0);
         tile t;
         t.kp = (kc + 1) / 2;
         t.ldc = job->ldc;

@@ -105,6 +105,13 @@ static inline size_t pt_bf16_packed_pairs(int k, int n)
 /* Packs pair rows [p_begin, p_end) of op(B) into job->bp (all panels).  Only
  * after pt_cpu_has_bf16(). */
 void pt_bf16_avx512_pack_b(const pt_bf16_job *job, int p_begin, int p_end);
+/* B's panels for the K block [pc, pc+kc) (both kernels' block loop): pair
+ * rows from *pair0 = pc/2 of the whole packed B (panel stride *kpb =
+ * job->kp), or, with a per-block buffer (job->bblock, B not given as
+ * pairs), this block alone packed into it now (*pair0 = 0, *kpb = its
+ * pairs).  Returns the panels' base.  Only after pt_cpu_has_bf16(). */
+const uint32_t *pt_bf16_avx512_b_block(const pt_bf16_job *job, int pc, int kc, int *kpb,
+                                       int *pair0);
 /* Packs rows [ic, ic+mc) × k [pc, pc+kc) of op(A) into ap (rows padded with
  * zeros to mcp) and returns where they start: pair (r, p) at ·[p·sp + r·sr]
  * (A given as pairs is not copied).  Only after pt_cpu_has_bf16(). */

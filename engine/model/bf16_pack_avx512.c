@@ -198,6 +198,26 @@ void pt_bf16_avx512_pack_b(const pt_bf16_job *job, int p_begin, int p_end)
     }
 }
 
+const uint32_t *pt_bf16_avx512_b_block(const pt_bf16_job *job, int pc, int kc, int *kpb,
+                                       int *pair0)
+{
+    if (!job->bblock || job->b.pairs) {
+        *kpb = job->kp;
+        *pair0 = pc / 2;
+        return job->bp;
+    }
+    pt_bf16_job sub = *job;
+    sub.k = kc;
+    sub.kp = (kc + 1) / 2;
+    sub.bp = job->bblock;
+    sub.bblock = NULL;
+    sub.b.p = job->b.trans ? elem_at(&job->b, 0, (size_t)pc) : elem_at(&job->b, (size_t)pc, 0);
+    pt_bf16_avx512_pack_b(&sub, 0, sub.kp);
+    *kpb = sub.kp;
+    *pair0 = 0;
+    return job->bblock;
+}
+
 /* Packs rows [ic, ic+mc) × k [pc, pc+kc) of op(A), rows padded with zeros to
  * mcp, and returns where they start.  Pair (r, p) lands at ap[p·sp + r·sr]:
  * A stored as is gives one bf16 row per r (sp = 1), A stored transposed gives

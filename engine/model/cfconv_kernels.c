@@ -116,13 +116,16 @@ static void generic_backward(float *dx, float *dp, const float *dm, const float 
 }
 
 /* The backward by senders (cfconv_kernels.h): dx_j accumulates in place
- * over sender j's edges, the fused multiply-adds written out as above. */
+ * over sender j's edges, the fused multiply-adds written out as above.
+ * W's rows are fp32 (w) or, for cfconv_bf16.h's scalar path, bf16 (wh,
+ * w NULL): chosen once an edge, outside the loops over the row. */
 PT_SIMD_CLONES
-static void generic_backward_senders(float *dx, float *dp, const float *dm, const float *x,
-                                     const float *w, const float *cut, const int32_t *row,
-                                     const uint8_t *first, const int32_t *row_last,
-                                     const int32_t *dst, const int32_t *so, const int32_t *se,
-                                     int j0, int j1, int f, int32_t ring)
+void pt_cfconv_generic_backward_senders(float *dx, float *dp, const float *dm, const float *x,
+                                        const float *w, const pt_bf16 *wh, const float *cut,
+                                        const int32_t *row, const uint8_t *first,
+                                        const int32_t *row_last, const int32_t *dst,
+                                        const int32_t *so, const int32_t *se, int j0, int j1,
+                                        int f, int32_t ring)
 {
     for (int j = j0; j < j1; j++) {
         const float *restrict xj = x + (size_t)j * f, *restrict dmj = dm + (size_t)j * f;
@@ -130,10 +133,15 @@ static void generic_backward_senders(float *dx, float *dp, const float *dm, cons
         for (int32_t e = so[j]; e < so[j + 1]; e++) {
             const int32_t k = se[e], u = row[k], i = dst[k];
             const float *restrict dmi = dm + (size_t)i * f, *restrict xi = x + (size_t)i * f;
-            const float *restrict wu = w + (size_t)u * f;
             float *restrict dpu = dp + (size_t)(ring > 0 ? u % ring : u) * f;
             const float cu = cut[u];
-            for (int c = 0; c < f; c++) dxj[c] = fmaf(dmi[c], wu[c], dxj[c]);
+            if (w) {
+                const float *restrict wu = w + (size_t)u * f;
+                for (int c = 0; c < f; c++) dxj[c] = fmaf(dmi[c], wu[c], dxj[c]);
+            } else {
+                const pt_bf16 *restrict wu = wh + (size_t)u * f;
+                for (int c = 0; c < f; c++) dxj[c] = fmaf(dmi[c], pt_bf16_widen(wu[c]), dxj[c]);
+            }
             if (first[k] && row_last[u] == i) /* write */
                 for (int c = 0; c < f; c++) dpu[c] = dmi[c] * xj[c] * cu;
             else if (first[k]) /* combine: the other edge's product dm_j ⊙ x_i too */
@@ -431,7 +439,7 @@ void pt_cfconv_backward_senders(float *dx, float *dp, const float *dm, const flo
                                 ring);
         return;
     default:
-        generic_backward_senders(dx, dp, dm, x, w, cut, row, first, row_last, dst, so, se, j0,
-                                 j1, f, ring);
+        pt_cfconv_generic_backward_senders(dx, dp, dm, x, w, NULL, cut, row, first, row_last,
+                                           dst, so, se, j0, j1, f, ring);
     }
 }

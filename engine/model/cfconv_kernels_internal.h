@@ -7,6 +7,19 @@
 
 #include <stdint.h>
 
+#include "engine/model/bf16.h"
+
+/* The generic backward by senders (cfconv_kernels.c), arguments as
+ * pt_cfconv_backward_senders' (dst's, so's, se's, the range's): W as fp32
+ * rows w, or, with w NULL, W̃ as bf16 rows wh widened exactly (the scalar
+ * path of cfconv_bf16.h's pt_cfconv_bf16_backward_senders). */
+void pt_cfconv_generic_backward_senders(float *dx, float *dp, const float *dm, const float *x,
+                                        const float *w, const pt_bf16 *wh, const float *cut,
+                                        const int32_t *row, const uint8_t *first,
+                                        const int32_t *row_last, const int32_t *dst,
+                                        const int32_t *so, const int32_t *se, int j0, int j1,
+                                        int f, int32_t ring);
+
 void pt_cfconv_avx512_forward(float *m, float *w, const float *wcut, const uint8_t *first,
                               const int32_t *row, const float *x, const int32_t *src,
                               const int32_t *off, int i0, int i1, int f);

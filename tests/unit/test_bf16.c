@@ -18,15 +18,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "engine/model/bf16.h"
 #include "tests/unit/bf16_native.h"
+#include "tests/unit/child_run.h"
 #include "engine/core/rng.h"
 
 static float bits_float(uint32_t u)
@@ -181,33 +179,8 @@ static int child_hidden(void)
 static void test_hidden_cpu_is_rejected_with_message(void **state)
 {
     (void)state;
-    int out[2];
-    assert_int_equal(pipe(out), 0);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_addclose(&fa, out[0]);
-    size_t n = 0;
-    while (environ[n]) n++;
-    char **env = calloc(n + 2, sizeof(char *));
-    assert_non_null(env);
-    memcpy(env, environ, n * sizeof(char *));
-    env[n] = "PACKTRAIN_CPU_HIDE_BF16=1";
-    char *argv[] = {"test_bf16", "--child-hidden", NULL};
-    pid_t pid;
-    assert_int_equal(posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, env), 0);
-    close(out[1]);
-    char text[2048] = "";
-    size_t got = 0;
-    ssize_t r;
-    while ((r = read(out[0], text + got, sizeof(text) - 1 - got)) > 0) got += (size_t)r;
-    text[got] = '\0';
-    close(out[0]);
-    int status;
-    waitpid(pid, &status, 0);
-    posix_spawn_file_actions_destroy(&fa);
-    free(env);
-    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char text[2048];
+    child_run("test_bf16", "--child-hidden", "PACKTRAIN_CPU_HIDE_BF16=1", text, sizeof text);
     assert_non_null(strstr(text, "has=0\n"));
     assert_non_null(strstr(text, "explain=training.precision \"bf16\" needs a CPU with "
                                  "AVX512-BF16; this CPU lacks avx512_bf16 (hidden by "

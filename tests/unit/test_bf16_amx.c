@@ -24,19 +24,16 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "engine/model/bf16.h"
 
 #define PT_TEST_SEED 0x9e3779b97f4a7c15ull
 #include "tests/unit/rand_fixture.h"
-
-extern char **environ;
+#include "tests/unit/bf16_native.h"
+#include "tests/unit/child_run.h"
 
 static pt_bf16 h(float x) { return pt_bf16_from_float(x); }
 
@@ -233,12 +230,7 @@ static void check_amx_t(int m, int n, int k, int afmt, int bfmt, float beta)
 static void test_amx_kernel_matches_ref(void **state)
 {
     (void)state;
-    if (!pt_cpu_has_amx()) {
-        /* no AMX here: forcing it is refused, AUTO runs another kernel */
-        assert_int_equal(pt_bf16_set_kernel(PT_BF16_KERNEL_AMX), PT_BF16_ENOCPU);
-        assert_true(pt_bf16_kernel_active() != PT_BF16_KERNEL_AMX);
-        return;
-    }
+    if (amx_refused_here()) return;
     assert_int_equal(pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO), PT_BF16_OK);
     assert_int_equal(pt_bf16_kernel_active(), PT_BF16_KERNEL_AMX);
     assert_int_equal(pt_bf16_set_kernel(PT_BF16_KERNEL_AMX), PT_BF16_OK);
@@ -287,33 +279,8 @@ static int child_hidden(void)
 static void test_hide_amx(void **state)
 {
     (void)state;
-    int out[2];
-    assert_int_equal(pipe(out), 0);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_addclose(&fa, out[0]);
-    size_t n = 0;
-    while (environ[n]) n++;
-    char **env = calloc(n + 2, sizeof(char *));
-    assert_non_null(env);
-    memcpy(env, environ, n * sizeof(char *));
-    env[n] = "PACKTRAIN_CPU_HIDE_AMX=1";
-    char *argv[] = {"test_bf16_amx", "--child-hidden", NULL};
-    pid_t pid;
-    assert_int_equal(posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, env), 0);
-    close(out[1]);
-    char text[1024] = "";
-    size_t got = 0;
-    ssize_t r;
-    while ((r = read(out[0], text + got, sizeof(text) - 1 - got)) > 0) got += (size_t)r;
-    text[got] = '\0';
-    close(out[0]);
-    int status;
-    waitpid(pid, &status, 0);
-    posix_spawn_file_actions_destroy(&fa);
-    free(env);
-    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char text[1024];
+    child_run("test_bf16_amx", "--child-hidden", "PACKTRAIN_CPU_HIDE_AMX=1", text, sizeof text);
     assert_non_null(strstr(text, "hidden=1 amx=0 has=0\n"));
     char want[64];
     snprintf(want, sizeof want, "force=%d\n", PT_BF16_ENOCPU);

@@ -43,6 +43,7 @@
 
 #define PT_TEST_SEED 0x9e3779b97f4a7c15ull
 #include "tests/unit/rand_fixture.h"
+#include "tests/unit/cfconv_graph.h"
 
 static float *floats(size_t n)
 {
@@ -58,20 +59,13 @@ static void fill(float *p, size_t n)
 
 /* ---- a random graph with the features of real batches ------------------- */
 
-typedef struct graph {
-    int n, e, u;   /* receivers, edges, rows */
-    int32_t *off, *src, *row;
-    uint8_t *first;
-    float *cut;
-} graph;
-
 /* n receivers; receiver 0 has no edges, receiver 1 has a sender twice and
  * an edge to itself, the last receivers only padding edges or none; about
  * half the edges reuse a row made by an earlier edge (a bond's reverse),
  * rows numbered in order of first use as edge_rows.h numbers them. */
-static void graph_make(graph *g, int n)
+static void graph_make_random(graph *g, int n)
 {
-    g->n = n;
+    *g = (graph){.n = n};   /* no dst, last or structures: receiver order only */
     g->off = malloc((size_t)(n + 1) * sizeof(int32_t));
     const int cap = n * 12 + 8;
     g->src = malloc((size_t)cap * sizeof(int32_t));
@@ -105,40 +99,7 @@ static void graph_make(graph *g, int n)
     for (int r = 0; r < u; r++) g->cut[r] = 0.5f + 0.5f * rnd();
 }
 
-static void graph_close(graph *g)
-{
-    free(g->off), free(g->src), free(g->row), free(g->first), free(g->cut);
-}
-
-/* ---- the scalar reference ----------------------------------------------------- */
-
-static void ref_forward(float *m, const float *w, const float *x, const graph *g, int f)
-{
-    for (int i = 0; i < g->n; i++)
-        for (int c = 0; c < f; c++) {
-            float acc = 0.0f;
-            for (int32_t k = g->off[i]; k < g->off[i + 1]; k++)
-                if (g->row[k] >= 0)
-                    acc = fmaf(x[(size_t)g->src[k] * f + c], w[(size_t)g->row[k] * f + c], acc);
-            m[(size_t)i * f + c] = acc;
-        }
-}
-
-static void ref_backward(float *dx, float *dp, const float *dm, const float *x, const float *w,
-                         const graph *g, int f, int32_t ring)
-{
-    for (int i = 0; i < g->n; i++)
-        for (int32_t k = g->off[i]; k < g->off[i + 1]; k++) {
-            const int32_t u = g->row[k];
-            if (u < 0) continue;
-            const size_t j = (size_t)g->src[k] * f, pu = (size_t)(ring > 0 ? u % ring : u) * f;
-            for (int c = 0; c < f; c++) {
-                const float t = dm[(size_t)i * f + c] * x[j + c];
-                dp[pu + c] = g->first[k] ? t * g->cut[u] : fmaf(t, g->cut[u], dp[pu + c]);
-                dx[j + c] = fmaf(dm[(size_t)i * f + c], w[(size_t)u * f + c], dx[j + c]);
-            }
-        }
-}
+/* ---- the scalar reference (forward and backward: cfconv_graph.h) ----------- */
 
 /* the force passes' tangent, per element as schnet_ops.h's
  * pt_cfconv_tangent forms it: ṁ + fma(ẋ, W, x·(W'·λ)), or fma(x, W'·λ, ṁ) */
@@ -191,17 +152,12 @@ static void ref_backward_dist(float *dx, float *gr, const float *dm, const float
 static const pt_cfconv_impl impls[] = {PT_CFCONV_GENERIC, PT_CFCONV_AVX2, PT_CFCONV_AVX512,
                                        PT_CFCONV_AUTO};
 
-static void poison(float *p, size_t n)
-{
-    memset(p, 0x7f, n * sizeof(float));
-}
-
 /* Every implementation against the reference on one graph and width, the
  * whole range at once and in three pieces; ring 0 and a ring of 32 rows. */
 static void check_width(int n, int f)
 {
     graph g;
-    graph_make(&g, n);
+    graph_make_random(&g, n);
     const size_t nf = (size_t)n * f, uf = (size_t)(g.u ? g.u : 1) * f;
     float *x = floats(nf), *w = floats(uf), *dm = floats(nf), *dx0 = floats(nf);
     fill(x, nf), fill(w, uf), fill(dm, nf), fill(dx0, nf);
@@ -252,11 +208,7 @@ static void check_width(int n, int f)
                 fail_msg("forward with the cutoff %s f=%d pieces=%d differs",
                          pt_cfconv_impl_name(impls[ii]), f, pieces);
             for (int32_t ring = 0; ring <= 32; ring += 32) {
-                memcpy(dx_ref, dx0, nf * sizeof(float));
-                memcpy(dx, dx0, nf * sizeof(float));
-                poison(dp_ref, uf);
-                poison(dp, uf);
-                ref_backward(dx_ref, dp_ref, dm, x, w, &g, f, ring);
+                ref_backward_from(dx_ref, dp_ref, dx, dp, dx0, dm, x, w, &g, f, ring);
                 if (pieces == 1) {
                     pt_cfconv_backward_range(dx, dp, dm, x, w, g.cut, g.row, g.first, g.src,
                                              g.off, 0, n, f, ring);

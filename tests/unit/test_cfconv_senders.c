@@ -38,129 +38,7 @@
 
 #define PT_TEST_SEED 0x5eedc0f5a11ce55ull
 #include "tests/unit/rand_fixture.h"
-
-/* ---- a batch-like graph ------------------------------------------------------ */
-
-enum { MAXS = 8 };   /* nodes per structure */
-
-typedef struct graph {
-    int n, e, u, ns;           /* nodes, edges, rows, structures */
-    int32_t *off, *src, *dst, *row, *last;
-    uint8_t *first;
-    float *cut;
-    int32_t *start;            /* [ns + 1] structure node ranges */
-} graph;
-
-/* n nodes cut into structures of 1..MAXS; in each, every ordered pair is a
- * bond with probability 1/2 (both directions), a few cut on one side or at
- * the cutoff; some atoms have two edges to their own images; receivers in
- * ascending order, each receiver's edges by sender, then padding edges on
- * the batch's last node. */
-static void graph_make(graph *g, int n)
-{
-    g->n = n;
-    const int cap = n * (MAXS + 2) + 8;
-    g->off = malloc((size_t)(n + 1) * sizeof(int32_t));
-    g->start = malloc((size_t)(n + 1) * sizeof(int32_t));
-    g->src = malloc((size_t)cap * sizeof(int32_t));
-    g->dst = malloc((size_t)cap * sizeof(int32_t));
-    g->row = malloc((size_t)cap * sizeof(int32_t));
-    g->last = malloc((size_t)cap * sizeof(int32_t));
-    g->first = malloc((size_t)cap);
-    assert_true(g->off && g->start && g->src && g->dst && g->row && g->last && g->first);
-    /* bond[a][b] per structure: 0 none, 1 edge b←a with a row, 2 at the cutoff */
-    static uint8_t bond[MAXS][MAXS];
-    static int32_t made[MAXS][MAXS];   /* row of edge b←a once made, −1 none */
-    int e = 0, u = 0, ns = 0;
-    for (int s0 = 0; s0 < n;) {
-        int sz = 1 + (int)(rnd_u() % MAXS);
-        if (sz > n - s0) sz = n - s0;
-        g->start[ns++] = s0;
-        for (int a = 0; a < sz; a++)
-            for (int b = 0; b < sz; b++) {
-                made[a][b] = -1;
-                bond[a][b] = 0;
-            }
-        for (int a = 0; a < sz; a++)
-            for (int b = a + 1; b < sz; b++) {
-                if (rnd_u() % 2) continue;
-                const uint8_t kind = rnd_u() % 9 == 0 ? 2 : 1;
-                bond[a][b] = bond[b][a] = kind;
-                if (kind == 1 && rnd_u() % 7 == 0) {
-                    /* one side cut: the other edge gets a row of its own */
-                    if (rnd_u() % 2) bond[a][b] = 0;
-                    else bond[b][a] = 0;
-                }
-            }
-        for (int i = 0; i < sz; i++) {
-            g->off[s0 + i] = e;
-            const int images = (s0 + i) % 5 == 2;   /* i←i twice, one row */
-            for (int j = 0; j < sz; j++) {
-                if (j == i && images) {
-                    for (int t = 0; t < 2; t++, e++) {
-                        g->src[e] = g->dst[e] = s0 + i;
-                        g->row[e] = t == 0 ? u : u - 1;
-                        g->first[e] = t == 0;
-                        if (t == 0) u++;
-                    }
-                    continue;
-                }
-                if (j == i || !bond[j][i]) continue;
-                g->src[e] = s0 + j;
-                g->dst[e] = s0 + i;
-                if (bond[j][i] == 2) {
-                    g->row[e] = -1;
-                    g->first[e] = 0;
-                } else if (j < i && made[i][j] >= 0) {
-                    g->row[e] = made[i][j];   /* the reverse came first */
-                    g->first[e] = 0;
-                } else {
-                    g->row[e] = made[j][i] = u++;
-                    g->first[e] = 1;
-                }
-                e++;
-            }
-        }
-        s0 += sz;
-    }
-    g->start[ns] = n;
-    g->ns = ns;
-    /* padding edges: from and to the last node, no row */
-    for (int t = 0; t < 3; t++, e++) {
-        g->src[e] = g->dst[e] = n - 1;
-        g->row[e] = -1;
-        g->first[e] = 0;
-    }
-    g->off[n] = e;
-    g->e = e;
-    g->u = u;
-    pt_edge_rows_last(g->last, g->row, g->off, n);
-    g->cut = rnd_floats((size_t)(u ? u : 1), 1.0f);
-}
-
-static void graph_close(graph *g)
-{
-    free(g->off), free(g->start), free(g->src), free(g->dst), free(g->row), free(g->last);
-    free(g->first), free(g->cut);
-}
-
-/* ---- the scalar reference (receiver order) ---------------------------------- */
-
-static void ref_backward(float *dx, float *dp, const float *dm, const float *x, const float *w,
-                         const graph *g, int f, int32_t ring)
-{
-    for (int i = 0; i < g->n; i++)
-        for (int32_t k = g->off[i]; k < g->off[i + 1]; k++) {
-            const int32_t u = g->row[k];
-            if (u < 0) continue;
-            const size_t j = (size_t)g->src[k] * f, pu = (size_t)(ring > 0 ? u % ring : u) * f;
-            for (int c = 0; c < f; c++) {
-                const float t = dm[(size_t)i * f + c] * x[j + c];
-                dp[pu + c] = g->first[k] ? t * g->cut[u] : fmaf(t, g->cut[u], dp[pu + c]);
-                dx[j + c] = fmaf(dm[(size_t)i * f + c], w[(size_t)u * f + c], dx[j + c]);
-            }
-        }
-}
+#include "tests/unit/cfconv_graph.h"
 
 /* the force passes' second backward, receiver order, per element as
  * schnet_ops.h's pt_cfconv_backward2 forms it */
@@ -189,11 +67,6 @@ static void ref_backward2(float *dxh, float *ph, float *pb, const float *mh, con
 
 static const pt_cfconv_impl impls[] = {PT_CFCONV_GENERIC, PT_CFCONV_AVX2, PT_CFCONV_AVX512,
                                        PT_CFCONV_AUTO};
-
-static void poison(float *p, size_t n)
-{
-    memset(p, 0x7f, n * sizeof(float));
-}
 
 /* ---- the lists -------------------------------------------------------------- */
 
@@ -237,11 +110,8 @@ static void check_width(int n, int f)
 {
     graph g;
     graph_make(&g, n);
-    int32_t *so = malloc((size_t)(n + 1) * sizeof(int32_t));
-    int32_t *se = malloc((size_t)(g.e ? g.e : 1) * sizeof(int32_t));
-    int32_t *close = malloc((size_t)(n + 1) * sizeof(int32_t));
-    assert_true(so && se && close);
-    pt_cfconv_senders(so, se, close, g.row, g.src, g.dst, n, g.e);
+    int32_t *so, *se, *close;
+    graph_senders(&g, &so, &se, &close);
     check_lists(&g, so, se, close);
     const size_t nf = (size_t)n * f, uf = (size_t)(g.u ? g.u : 1) * f;
     float *x = rnd_floats(nf, 1.0f), *w = rnd_floats(uf, 1.0f), *dm = rnd_floats(nf, 1.0f);
@@ -252,11 +122,7 @@ static void check_width(int n, int f)
         pt_cfconv_force(impls[ii]);
         for (int mode = 0; mode < 3; mode++) {
             const int32_t ring = mode == 2 ? 64 : 0;
-            memcpy(dx_ref, dx0, nf * sizeof(float));
-            memcpy(dx, dx0, nf * sizeof(float));
-            poison(dp_ref, uf);
-            poison(dp, uf);
-            ref_backward(dx_ref, dp_ref, dm, x, w, &g, f, ring);
+            ref_backward_from(dx_ref, dp_ref, dx, dp, dx0, dm, x, w, &g, f, ring);
             if (mode == 0)
                 pt_cfconv_backward_senders(dx, dp, dm, x, w, g.cut, g.row, g.first, g.last,
                                            g.src, g.dst, g.off, so, se, 0, n, f, ring);
@@ -321,27 +187,15 @@ static void test_widths_several_panels(void **state)
 
 /* The visit order the kernels rely on holds on these graphs: every row's
  * first edge has a sender at least that of its other edge, the same sender
- * only with the smaller edge id (so a row's other edge, "stash" below:
+ * only with the smaller edge id (so a row's other edge, dx_only below:
  * dx only in the backward, its products stashed in the second backward,
  * and the combining first edge are exercised: a check that could not fail
  * otherwise). */
 static void test_graph_has_every_case(void **state)
 {
     (void)state;
-    graph g;
-    graph_make(&g, 61);
-    int write = 0, add = 0, stash = 0, combine = 0;
-    for (int k = 0; k < g.e; k++) {
-        const int32_t u = g.row[k];
-        if (u < 0) continue;
-        if (g.first[k] && g.last[u] == g.dst[k]) write++;
-        else if (g.first[k]) combine++;
-        else if (g.src[k] < g.dst[k]) stash++;
-        else add++;
-    }
-    assert_true(write > 0 && add > 0 && stash > 0 && combine > 0);
-    assert_int_equal(stash, combine);
-    graph_close(&g);
+    const graph_cases n = graph_has_every_case(61);
+    assert_int_equal(n.dx_only, n.combine);
 }
 
 /* An empty range writes nothing; a range whose edges are all padding (or
@@ -349,28 +203,23 @@ static void test_graph_has_every_case(void **state)
 static void test_empty_and_padding(void **state)
 {
     (void)state;
-    enum { F = 100, N = 3 };
-    const int32_t off[N + 1] = {0, 0, 2, 2}, src[2] = {1, 1}, dst[2] = {1, 1};
-    const int32_t row[2] = {-1, -1};
-    const uint8_t first[2] = {0, 0};
-    int32_t last[2], so[N + 1], se[2], close[N + 1];
-    const float cut[1] = {1.0f};
+    enum { F = PAD_F, N = PAD_N };
+    pad_graph p;
+    pad_graph_make(&p);
     float *x = rnd_floats(N * F, 1.0f), *w = rnd_floats(F, 1.0f), *dm = rnd_floats(N * F, 1.0f);
     float dx[N * F], dp[F];
-    pt_edge_rows_last(last, row, off, N);
-    pt_cfconv_senders(so, se, close, row, src, dst, N, 2);
-    for (int b = 0; b <= N; b++) assert_int_equal(close[b], b);
-    for (int j = 0; j <= N; j++) assert_int_equal(so[j], 0);
+    for (int b = 0; b <= N; b++) assert_int_equal(p.close[b], b);
+    for (int j = 0; j <= N; j++) assert_int_equal(p.so[j], 0);
     for (size_t ii = 0; ii < sizeof impls / sizeof impls[0]; ii++) {
         pt_cfconv_force(impls[ii]);
         poison(dx, N * F);
         poison(dp, F);
-        pt_cfconv_backward_senders(dx, dp, dm, x, w, cut, row, first, last, src, dst, off,
-                                   so, se, 1, 1, F, 0);
-        pt_cfconv_backward_senders(dx, dp, dm, x, w, cut, row, first, last, src, dst, off,
-                                   so, se, 2, 1, F, 0);
-        pt_cfconv_backward_senders(dx, dp, dm, x, w, cut, row, first, last, src, dst, off,
-                                   so, se, 0, N, F, 0);
+        pt_cfconv_backward_senders(dx, dp, dm, x, w, p.cut, p.row, p.first, p.last, p.src,
+                                   p.dst, p.off, p.so, p.se, 1, 1, F, 0);
+        pt_cfconv_backward_senders(dx, dp, dm, x, w, p.cut, p.row, p.first, p.last, p.src,
+                                   p.dst, p.off, p.so, p.se, 2, 1, F, 0);
+        pt_cfconv_backward_senders(dx, dp, dm, x, w, p.cut, p.row, p.first, p.last, p.src,
+                                   p.dst, p.off, p.so, p.se, 0, N, F, 0);
         for (int c = 0; c < N * F; c++) assert_true(dx[c] > 1e38f);
         for (int c = 0; c < F; c++) assert_true(dp[c] > 1e38f);
     }

@@ -164,6 +164,17 @@ static void chunked(side *s, int U)
 
 #define SAME(x, y, n) assert_memory_equal((x), (y), sizeof(float) * (size_t)(n))
 
+/* a tensor kept as bf16 where the reference keeps fp32: its n values are
+ * the reference's rounded, bit for bit */
+static void same_bf16(const pt_bf16 *got, const float *ref, size_t n)
+{
+    pt_bf16 *want = malloc(n * sizeof(pt_bf16));
+    assert_non_null(want);
+    pt_bf16_from_floats(want, ref, n);
+    assert_memory_equal(got, want, n * sizeof(pt_bf16));
+    free(want);
+}
+
 /* alias: the chunks' P is W's own array (the energy arena's layout, where
  * bf16 applies the cutoff as P is stored); the reference keeps both. */
 static void check_alias(int U, pt_precision prec, int alias)
@@ -192,11 +203,7 @@ static void check_alias(int U, pt_precision prec, int alias)
     } else if (s1h) {
         /* bf16 on the AVX512-BF16 kernel keeps s1 only as bf16: the
          * reference's s1 rounded, and all else the same bits */
-        pt_bf16 *want = malloc(rf * sizeof(pt_bf16));
-        assert_non_null(want);
-        pt_bf16_from_floats(want, K(&r).s1, rf);
-        assert_memory_equal(s1h, want, rf * sizeof(pt_bf16));
-        free(want);
+        same_bf16(s1h, K(&r).s1, rf);
     } else {
         assert_true(prec == PT_PRECISION_FP32 ||
                     pt_bf16_kernel_active() != PT_BF16_KERNEL_AVX512);
@@ -210,11 +217,7 @@ static void check_alias(int U, pt_precision prec, int alias)
         /* fused bf16 with P in W's memory keeps W only as bf16 rows (for
          * cfconv_bf16.h): the reference's W rounded */
         assert_true(alias);
-        pt_bf16 *want = malloc(rf * sizeof(pt_bf16));
-        assert_non_null(want);
-        pt_bf16_from_floats(want, K(&r).w, rf);
-        assert_memory_equal(wh, want, rf * sizeof(pt_bf16));
-        free(want);
+        same_bf16(wh, K(&r).w, rf);
     } else {
         assert_true(!alias || !pt_schnet_bf16_fused(&c.a));
         SAME(K(&c).w, K(&r).w, rf);
