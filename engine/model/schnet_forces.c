@@ -50,6 +50,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "engine/core/fpflush.h"
 #include "engine/model/schnet_internal.h"
 
 /* The second half of a pair of n-row arrays of `width` columns (schnet.h). */
@@ -76,7 +77,11 @@ void pt_schnet_filter_deriv(const pt_schnet *m, pt_schnet_acts *a, int t, pt_sto
     /* s1' is kept for the second backward (ṡ1 = s1' λ) when training */
     float *s1d = a->mode == PT_SCHNET_FORCES_TRAIN ? half2(k->s1, U, F) : a->rows_b;
 
+    /* A1 e' from 0: the Gaussians far from d (e ~ 1e-38) start every chain
+     * with subnormal partial sums (engine/core/fpflush.h) */
+    unsigned fp = pt_flush_begin(!a->ieee_subnormals);
     pt_linear_forward(s1d, a->de, w->mlp0_w, NULL, U, G, F, 0.0f, a->precision);
+    pt_flush_end(fp);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
     pt_ssp_tangent(s1d, k->sig1, U, F);
     pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
@@ -355,7 +360,10 @@ static void block_backward2(const pt_schnet *m, pt_schnet_acts *a, const pt_batc
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
     pt_ssp_backward2(zz, half2(zz, U, F), dw->mlp0_b, k->sig1, s1dot, U, F);
     pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
+    /* ė = e' λ is partly subnormal (0.3–21% on EMT; engine/core/fpflush.h) */
+    unsigned fp = pt_flush_begin(!a->ieee_subnormals);
     pt_linear_backward_weight(dw->mlp0_w, NULL, zz, a->e, 2 * U, 0, G, F, prec);
+    pt_flush_end(fp);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
     /* L1: dL1 += [x̂; x̄]ᵀ [h; ḣ] (ḣ_0 = 0: the first block's half is skipped);
      * ĥ = ĥ' + x̂ L1 */
