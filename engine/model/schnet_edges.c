@@ -43,6 +43,7 @@
 
 #include "engine/model/cfconv_bf16.h"
 #include "engine/model/schnet_internal.h"
+#include "engine/model/sgemm_kernels.h"
 
 /* The cutoff the forward convolution applies itself, or NULL when W's
  * memory holds W.  fp32 (and bf16 without the fused products) with P in
@@ -123,6 +124,29 @@ int32_t pt_schnet_edges_ring(const pt_schnet_acts *a, const pt_batch *b, int G, 
     return ring < U ? ring : 0;
 }
 
+int32_t pt_schnet_rows_made(const pt_schnet_acts *a, const pt_batch *b, int i0, int i1,
+                            int32_t made)
+{
+    for (int32_t k = b->dst_offset[i0]; k < b->dst_offset[i1]; k++) made += a->first[k];
+    return made;
+}
+
+/* The W rows the backward's next convolution call reads, fetched into L2
+ * by the chunk's filter products (pt_sgemm_prefetch) while they compute:
+ * W was written by the forward long before and comes from L3 (water: 8 MB
+ * a block), and the convolution by senders reads its rows in sender order,
+ * one at a time (a row prefetched 8 edges ahead still misses: ~12 ns an
+ * edge of ~44 in the pipeline's backward).  Receivers i ≤ r < end2 (i a
+ * boundary no edge crosses) read exactly the rows they created, which are
+ * contiguous: [made, made + their first edges) (edge_rows.h).  A hint
+ * only: the bits do not depend on it. */
+static void prefetch_next_w(const pt_schnet_block_acts *k, const pt_schnet_acts *a,
+                            const pt_batch *b, int i, int end2, int32_t made, int F)
+{
+    const int32_t made2 = pt_schnet_rows_made(a, b, i, end2, made);
+    pt_sgemm_prefetch(k->w + (size_t)made * F, (size_t)(made2 - made) * F * sizeof(float));
+}
+
 void pt_schnet_edges_backward(const pt_schnet_block *w, pt_schnet_block *dw,
                               const pt_schnet_block_acts *k, pt_schnet_acts *a,
                               const pt_batch *b, int G, int F, pt_stopwatch *sw)
@@ -140,15 +164,16 @@ void pt_schnet_edges_backward(const pt_schnet_block *w, pt_schnet_block *dw,
     double total[PT_OPS_MAX_WIDTH];
     for (int c = 0; c < F; c++) total[c] = 0.0;
     memset(a->dx, 0, (size_t)N * (size_t)F * sizeof(float));
-    int i = 0;     /* receivers below i are done */
-    int last = -1; /* the last receiver using a row below r0 + n */
+    int i = 0;        /* receivers below i are done */
+    int last = -1;    /* the last receiver using a row below r0 + n */
+    int32_t made = 0; /* the rows receivers below i created */
     for (int r0 = 0; r0 < U; r0 += chunk) {
         const int n = U - r0 < chunk ? U - r0 : chunk;
         for (int u = r0; u < r0 + n; u++)
             if (a->row_last[u] > last) last = a->row_last[u];
         /* on to a boundary no edge crosses (a structure's end at least),
          * so each sender's edges are walked in one piece */
-        const int end = last < 0 ? 0 : a->snd_close[last + 1];
+        const int end = last < 0 ? 0 : a->snd_close[last + 1], i0 = i;
         if (end > i && wh) {
             pt_cfconv_bf16_backward_senders(a->dx, a->dp, a->dm, k->x, wh, a->cut, a->row,
                                             a->first, a->row_last, b->edge_dst, a->snd_offset,
@@ -160,6 +185,17 @@ void pt_schnet_edges_backward(const pt_schnet_block *w, pt_schnet_block *dw,
                                        b->dst_offset, a->snd_offset, a->snd_edge, i, end, F,
                                        ring);
             i = end;
+        }
+        made = pt_schnet_rows_made(a, b, i0, i, made);
+        /* fp32 W (bf16's rows are cfconv_bf16.h's): the next call's rows
+         * while this chunk's filter backward computes */
+        if (!wh && r0 + n < U) {
+            const int r1 = r0 + n, n2 = U - r1 < chunk ? U - r1 : chunk;
+            int last2 = last;
+            for (int u = r1; u < r1 + n2; u++)
+                if (a->row_last[u] > last2) last2 = a->row_last[u];
+            const int end2 = last2 < 0 ? 0 : a->snd_close[last2 + 1];
+            if (end2 > i) prefetch_next_w(k, a, b, i, end2, made, F);
         }
         pt_lap(sw, PT_SCHNET_OP_CFCONV);
         /* ds1 lives one chunk: the first rows of a->ds1 stay in L2 */

@@ -112,6 +112,11 @@ void pt_schnet_edges_backward(const pt_schnet_block *w, pt_schnet_block *dw,
  * every block, so pt_schnet_prepare_edges computes it once with the sender
  * lists it depends on. */
 int32_t pt_schnet_edges_ring(const pt_schnet_acts *a, const pt_batch *b, int G, int F);
+/* made + the filter rows receivers i0 ≤ i < i1 created (their first edges;
+ * edge_rows.h numbers rows in order of first use in receiver order, so
+ * from a boundary no edge crosses these are the rows the receivers read) */
+int32_t pt_schnet_rows_made(const pt_schnet_acts *a, const pt_batch *b, int i0, int i1,
+                            int32_t made);
 
 /* Interaction block t (schnet_block.c): forward from a->h[t] to a->h[t+1];
  * backward from a->dh = dL/dh_{t+1} to dL/dh_t in place, ACCUMULATING the

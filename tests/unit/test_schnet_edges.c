@@ -107,6 +107,31 @@ static features table_features(const pt_schnet_acts *a, const pt_batch *b)
     return f;
 }
 
+/* The backward's W prefetch (schnet_edges.c) fetches rows [made(c0),
+ * made(c1)) for the receivers between two boundaries no edge crosses:
+ * every row they read must lie there, and the counts add up. */
+static void check_rows_made(const pt_schnet_acts *a, const pt_batch *b)
+{
+    const int N = b->cap_nodes;
+    int ranges = 0;
+    int32_t made = 0;
+    for (int c0 = 0; c0 < N; ranges++) {
+        const int c1 = a->snd_close[c0 + 1];
+        assert_true(c1 > c0 && c1 <= N);
+        const int32_t made1 = pt_schnet_rows_made(a, b, c0, c1, made);
+        assert_int_equal(made1, pt_schnet_rows_made(a, b, 0, c1, 0));
+        for (int32_t k = b->dst_offset[c0]; k < b->dst_offset[c1]; k++)
+            if (a->row[k] >= 0) {
+                assert_true(a->row[k] >= made);
+                assert_true(a->row[k] < made1);
+            }
+        made = made1;
+        c0 = c1;
+    }
+    assert_int_equal(made, a->n_rows);
+    assert_true(ranges > 1);
+}
+
 /* ---- the block-level comparison -------------------------------------------- */
 
 /* ring: the pipeline must have kept dP in a window of rows (the chunked
@@ -205,6 +230,7 @@ static void check_data(const char *src, const char *target, int want_one_sided)
                      0);
     pt_schnet_prepare_edges(&d.m, &a, &d.b);
     features f = table_features(&a, &d.b);
+    check_rows_made(&a, &d.b);
     print_message("%s: %d edge slots, %d rows, %d padding edges, %d one-sided rows\n", src,
                   d.b.cap_edges, f.rows, f.pad_edges, f.one_sided);
     pt_schnet_acts_close(&a);
