@@ -450,6 +450,23 @@ static void test_nt_weight_cache(void **state)
     for (int i = 0; i < 3; i++) drop(&w[i]);
 }
 
+/* NT's weight laid out transposed (sgemm_kernels.c: 16 x 16 register
+ * blocks for the AVX-512 kernel, a scalar loop otherwise) at every edge of
+ * the blocks, in both dimensions, with a padded B: bit for bit the
+ * reference's product in every kernel. */
+static void test_nt_layout_edges(void **state)
+{
+    (void)state;
+    const int dims[] = {1, 15, 16, 17, 25, 33, 100, 112, 127, 128};
+    const int nd = (int)(sizeof dims / sizeof dims[0]);
+    for (int i = 0; i < nd; i++)
+        for (int j = 0; j < nd; j++) {
+            prob p = make(CblasNoTrans, CblasTrans, 4, dims[i], dims[j], 3, 0.0f);
+            check_all(&p);
+            drop(&p);
+        }
+}
+
 /* A weight gradient over chunks of rows (schnet_filter.c): TN continued
  * with beta = 1 over the next rows gives the bits of one call over all rows,
  * in every own kernel (each element is one chain over the rows in order),
@@ -575,6 +592,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_environment_override),
         cmocka_unit_test(test_policy_whatever_openblas_set),
         cmocka_unit_test(test_nt_weight_cache),
+        cmocka_unit_test(test_nt_layout_edges),
         cmocka_unit_test(test_tn_chunks),
         cmocka_unit_test(test_transpose),
         cmocka_unit_test(test_threads),
