@@ -15,6 +15,9 @@
  *   ssp_backward  pt_ssp_backward over the chunk (d ← d ⊙ σ and the bias
  *              gradient's column sums) against the same loop gcc is told
  *              not to vectorise;
+ *   ssp_backward_s  pt_ssp_backward_s (σ̃ = 1 − ½e^−s recovered from the
+ *              softplus s, no σ array: the filter's backward) against the
+ *              same scalar loop as ssp_backward;
  *   edge_basis pt_edge_basis_forward over 4,096 distances in [0.5, 6.5) Å
  *              (25 Gaussians and the cosine cutoff, cutoff 6) against
  *              glibc's scalar expf and cosf.
@@ -28,6 +31,7 @@
 #include <time.h>
 
 #include "engine/model/schnet_ops.h"
+#include "engine/model/ssp_kernels.h"
 #include "engine/train/optim.h"
 #include "tests/ref/adam_ref.h"
 
@@ -145,7 +149,7 @@ int main(int argc, char **argv)
     float *src = floats(len), *x = floats(len), *sig = floats(len), *d = floats(len);
     float db[100] = {0};
     for (size_t i = 0; i < len; i++) src[i] = -12.0f + 24.0f * (float)((i * 7919u) % len) / (float)len;
-    for (int pass = 0; pass < 3; pass++) {
+    for (int pass = 0; pass < 4; pass++) {
         lib = (side){0};
         ref = (side){0};
         const int ssp_calls = 400;
@@ -156,15 +160,21 @@ int main(int argc, char **argv)
                  * the backward would shrink d towards denormals */
                 for (size_t i = 0; i < len; i++) x[i] = d[i] = src[i];
                 if (pass == 2) pt_ssp_forward(x, sig, NULL, 256, 100);
+                if (pass == 3) {
+                    for (size_t i = 0; i < len; i++) sig[i] = src[i];
+                    pt_ssp_forward(sig, NULL, NULL, 256, 100); /* s = ssp(v) */
+                }
                 double t0 = cpu_now();
-                if (pass == 2)
+                if (pass == 3)
+                    pt_ssp_backward_s(d, db, sig, 256, 100);
+                else if (pass == 2)
                     pt_ssp_backward(d, db, sig, 256, 100);
                 else
                     pt_ssp_forward(x, pass == 0 ? sig : NULL, NULL, 256, 100);
                 double t1 = cpu_now();
                 for (size_t i = 0; i < len; i++) x[i] = d[i] = src[i];
                 double t2 = cpu_now();
-                if (pass == 2)
+                if (pass >= 2)
                     ssp_backward_scalar(d, db, sig, 256, 100);
                 else
                     ssp_scalar(x, pass == 0 ? sig : NULL, len);
@@ -174,7 +184,8 @@ int main(int argc, char **argv)
             record(&lib, tl / ssp_calls);
             record(&ref, ts / ssp_calls);
         }
-        print(pass == 0 ? "ssp" : pass == 1 ? "ssp_value" : "ssp_backward", len, &lib, &ref);
+        static const char *const names[] = {"ssp", "ssp_value", "ssp_backward", "ssp_backward_s"};
+        print(names[pass], len, &lib, &ref);
     }
 
     /* Gaussian edge basis */

@@ -251,9 +251,14 @@ void pt_schnet_filter_forward_rows(const pt_schnet_block *w, pt_schnet_block_act
         pt_linear_forward(k->s1 + o, a->e + (size_t)r0 * G, w->mlp0_w, w->mlp0_b, n, G, F,
                           0.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
-    /* σ1 is read only by the backward, after every block's forward: its
-     * stores skip the caches (ssp_kernels.h) */
-    pt_ssp_forward_stream_run(PT_SGEMM_AUTO, k->s1 + o, pt_schnet_keep_sig(a, k->sig1 + o),
+    /* σ1 only for the force passes (pt_schnet_sig1_stored; the backward
+     * recovers it from s1: σ1's 8 MB a water block were streamed out here
+     * and fetched back there, and its exp and division cost the forward
+     * more than the exp costs the backward).  Where kept, it is read only
+     * after every block's forward: its stores skip the caches. */
+    pt_ssp_forward_stream_run(PT_SGEMM_AUTO, k->s1 + o,
+                              pt_schnet_sig1_stored(a) ? pt_schnet_keep_sig(a, k->sig1 + o)
+                                                       : NULL,
                               (size_t)n * (size_t)F);
     pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
     /* The cutoff stays a pass: as the product's epilogue (session 5's
@@ -367,15 +372,13 @@ void pt_schnet_filter_backward_rows(const pt_schnet_block *w, pt_schnet_block *d
     pt_linear_backward_weight(dw->mlp2_w, NULL, dp, k->s1 + o, n, 0, F, F, prec);
     /* ds1 = (dP A2) ⊙ σ1 as a pass: a MUL epilogue in the fp32 kernels
      * cost more in this pipeline (see the forward) */
-    /* σ1, streamed past the caches by the forward, comes from memory for
-     * the ssp backward below: fetched into L2 while dS1's FMAs run */
+    /* ds1 ⊙= σ̃1 below from s1, which dA2 has just read (in L2) */
     const int held = held_fp32(prec, r0, G, F);
-    if (held >= 0) pt_sgemm_prefetch(k->sig1 + o, (size_t)n * F * sizeof(float));
     if (!held_product(CblasNoTrans, n, F, F, dp, w->mlp2_w, NULL, ds1, held))
         pt_linear_backward_input(ds1, dp, w->mlp2_w, n, F, F, 0.0f, prec);
     pt_column_sums_total(total, dp, n, F);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
-    pt_ssp_backward(ds1, dw->mlp0_b, k->sig1 + o, n, F);
+    pt_ssp_backward_s(ds1, dw->mlp0_b, k->s1 + o, n, F);
     pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
     /* and the next chunk's s1 (dA2's B) and e (dA1's) while dA1's run */
     const int next = a->n_rows - (r0 + n) < n ? a->n_rows - (r0 + n) : n;

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "engine/model/ssp_kernels.h"
+#include "engine/model/ssp_table.h"
 #include "engine/model/vec_avx2.h"
 
 /* vectors in flight per step (ssp_body.h): 4 / 8 / 12 / 16 measured 0.26 /
@@ -22,6 +23,12 @@
 #define VSEL_GE0(v, a, b) \
     _mm256_blendv_ps((b), (a), _mm256_cmp_ps((v), _mm256_setzero_ps(), _CMP_GE_OQ))
 
+/* coefficient j of interval n (big's low 5 bits): a gather */
+#define VLUT(j, big)                                                                  \
+    _mm256_i32gather_ps(SSP_C[j],                                                     \
+                        _mm256_and_si256(_mm256_castps_si256(big), _mm256_set1_epi32(31)), \
+                        4)
+
 #define SSP_U SSP_BLOCK
 #define SSP_FN(name) sspB_##name   /* a block */
 #include "engine/model/ssp_body.h"
@@ -35,4 +42,5 @@
 
 #define SSP_KERNEL pt_ssp_avx2
 #define SSP_KERNEL_NT pt_ssp_avx2_nt
+#define SSP_DSIG_KERNEL pt_ssp_dsig_avx2
 #include "engine/model/ssp_vec_loop.h"

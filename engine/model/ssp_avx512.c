@@ -6,11 +6,14 @@
 #include <stdint.h>
 
 #include "engine/model/ssp_kernels.h"
+#include "engine/model/ssp_table.h"
 #include "engine/model/vec_avx512.h"
 
-/* vectors in flight per step (ssp_body.h): 4 / 8 / 12 / 16 measured 0.26 /
- * 0.22 / 0.24 / 0.28 ns per element on AVX-512 (AVX2: 4 → 8, 0.51 → 0.44) */
-#define SSP_BLOCK 8
+/* vectors in flight per step (ssp_body.h): the table softplus (session 10,
+ * value only, thread CPU time, load ~7) 2 / 4 / 6 / 8 vectors 0.26-0.31 /
+ * 0.24-0.28 / 0.27-0.35 / 0.32-0.37 ns per element (8 spills); the exp +
+ * log1p form before it had 4 / 8 / 12 / 16 at 0.26 / 0.22 / 0.24 / 0.28 */
+#define SSP_BLOCK 4
 #define T __m512
 #define VSUB(a, b) _mm512_sub_ps((a), (b))
 #define VDIV(a, b) _mm512_div_ps((a), (b))
@@ -23,6 +26,11 @@
                                          _mm512_slli_epi32(_mm512_castps_si512(big), 23)))
 #define VSEL_GE0(v, a, b) \
     _mm512_mask_blend_ps(_mm512_cmp_ps_mask((v), _mm512_setzero_ps(), _CMP_GE_OQ), (b), (a))
+
+/* coefficient j of interval n (big's low 5 bits): two registers, one permute */
+#define VLUT(j, big)                                                             \
+    _mm512_permutex2var_ps(_mm512_load_ps(SSP_C[j]), _mm512_castps_si512(big), \
+                           _mm512_load_ps(SSP_C[j] + 16))
 
 #define SSP_U SSP_BLOCK
 #define SSP_FN(name) sspB_##name   /* a block */
@@ -37,4 +45,5 @@
 
 #define SSP_KERNEL pt_ssp_avx512
 #define SSP_KERNEL_NT pt_ssp_avx512_nt
+#define SSP_DSIG_KERNEL pt_ssp_dsig_avx512
 #include "engine/model/ssp_vec_loop.h"

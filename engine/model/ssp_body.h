@@ -1,44 +1,57 @@
-/* ssp_body.h — the shifted softplus and its derivative, spelled once for
- * every instruction set (ssp_kernels.c: scalar, the reference and the
- * tails; ssp_avx512.c, ssp_avx2.c).  The includer defines T (float, __m256,
- * __m512), the operations below on T, SSP_U (vectors in flight per step)
- * and SSP_FN(name); every operation is one IEEE operation with one
- * rounding (fused multiply-adds written as such, never left to
- * contraction), so each lane of a vector gets the scalar bits.
+/* ssp_body.h — the shifted softplus, its derivative, and the derivative
+ * recovered from the softplus, spelled once for every instruction set
+ * (ssp_kernels.c: scalar, the reference and the tails; ssp_avx512.c,
+ * ssp_avx2.c).  The includer defines T (float, __m256, __m512), the
+ * operations below on T, SSP_U (vectors in flight per step) and
+ * SSP_FN(name); every operation is one IEEE operation with one rounding
+ * (fused multiply-adds written as such, never left to contraction), and
+ * VLUT(j, big) is an exact table read (ssp_table.h: a two-register permute
+ * on AVX-512, a gather on AVX2, an array index in scalar code), so each lane
+ * of a vector gets the scalar bits.
  *
- *   t = e^−|v|   (Cody-Waite: v·log2 e rounded to n by 1.5·2^23, r = x − n ln2
- *                 in two parts, e^r = 1 + r + r²·P(r) with a degree-4
- *                 minimax P, n added to the exponent field; |v| ≥ 87 gives
- *                 e^−87, 0 for every use here)
- *   σ = ssp'(v) = (v ≥ 0 ? 1 : t) / (1 + t)         (one division)
- *   ssp(v) = log1p(t) + max(v, 0) − ln 2,  log1p(t) = s·2Q(s²), s = t/(2+t)
- *                 (2 atanh(s) with a degree-4 minimax Q on s² ≤ 1/9)
+ *   ssp(v) = max(v, 0) + H_n(r),  t = min(|v|, 20.5), n = round(1.5 t),
+ *            r = n W − t (W = (float)2/3, one multiply-add, |r| ≤ 1/3),
+ *            H_n ≈ ln(1 + e^−t) − ln 2 a degree-5 polynomial per interval
+ *            (ssp_table.py: 32 Chebyshev fits, coefficients picked by n).
+ *            No exp, no log, no division: 15 operations a vector where the
+ *            exp + log1p form (sessions 4-6) took 27 and a division.
+ *   σ = ssp'(v) = (v ≥ 0 ? 1 : e) / (1 + e),  e = e^−|v|  (the exp below;
+ *            only where a caller asks for σ: these bits are the old ones)
+ *   σ̃(s) = 1 − ½ e^−s from s = ssp(v) alone (σ = 1 − e^−softplus and
+ *            softplus = s + ln 2): the filter's backward, which then needs
+ *            no σ1 array (schnet_filter.c)
+ *   e^x      Cody-Waite: x·log2 e rounded to n by 1.5·2^23, r = x − n ln2
+ *            in two parts, e^r = 1 + r + r²·P(r), P a degree-4 minimax, n
+ *            added to the exponent field
  *
- * Errors against double over every float (all 2^32 inputs, 2026-11-26; the
- * three implementations agree on every one of them): ssp ≤ 3.62 u ·
- * max(|ssp|, ln 2) (u = 2^−24; the shift makes the error absolute near 0,
- * worst at v ≈ −2.8e−3), σ ≤ 2.97 u · σ (+ 2e−38 where e^−|v| is clamped);
- * asserted on a sweep of the whole range in tests/unit/test_ssp_kernels.c.
- * ssp(0) = 0 exactly (the sum is rounded before ln 2 is subtracted, which
- * is exact there), ssp(+inf) = +inf, ssp(−inf) = −ln 2, ssp(NaN) = NaN
- * (max(0, v) passes a NaN through).
+ * Errors against double (u = 2^−24; test_ssp_kernels.c asserts them over
+ * every 2^9+1-th float and the limits, test_schnet_ops_sweep.c densely over
+ * the filter's range; measured 2026-11-26):
+ *   ssp: ≤ 2.6 u · max(|ssp|, ln 2): the fit with its float coefficients
+ *        ≤ 0.69 u ln 2 (mostly c0's rounding; ssp_table.py), Horner's last
+ *        rounding ½ ulp(|H| ≤ ln 2) ≤ 0.72, its earlier ones through |r| ≤
+ *        1/3 ≤ 0.24, r's rounding ≤ 0.18, the clamp at 20.5 ≤ 0.05, the
+ *        add's ½ ulp ≤ 0.72.  Measured 1.70 u (whole range), 1.66 u (the
+ *        filter's range); the exp + log1p form had 3.62 u.  ssp(0) = 0
+ *        exactly, ssp(+inf) = +inf, ssp(−inf) = −ln 2, ssp(NaN) = NaN
+ *        (max(0, v) passes it through).
+ *   σ:   2.97 u · σ (+ 2e−38 where e^−|v| is clamped at e^−87), unchanged.
+ *   σ̃:   |σ̃ − σ| ≤ (1 − σ)(|δs| + |ε_e|) + ½ u ≤ 4.1 u absolute, δs the
+ *        ssp error (with (1 − σ)·max(|s|, ln 2) ≤ ln 2), ε_e ≤ 2 u the
+ *        exp's; measured 1.44 u.  Not relative where σ is small: for v ≪ 0,
+ *        s = −ln 2 + e^v keeps e^v only to ±ln 2·u, so σ̃ there is σ ± 1e−7,
+ *        not σ·(1 ± u) (σ̃(ssp(−inf)) = 0, σ̃ ∈ [0, 1]).
  *
- * The steps are written over SSP_U independent vectors at once: the chain
- * of one vector is ~30 dependent operations, and the scheduler keeps the
- * pipes busy only when several chains are interleaved in program order (a
- * loop over vectors one at a time runs them back to back).  Eight vectors
- * per step: 0.315 → 0.218 ns per element with σ on AVX-512
- * (bench/elementwise_rate, thread CPU time). */
+ * The steps are written over SSP_U independent vectors at once: the chains
+ * are ~10-20 dependent operations, and the scheduler keeps the pipes busy
+ * only when several chains are interleaved in program order. */
 
 #define SSP_EACH for (int j = 0; j < SSP_U; j++)
 
-/* v[0..U) in; out ← ssp(v), sig ← σ(v) (sig NULL: not computed; the
- * values are the same either way). */
-static inline __attribute__((always_inline)) void SSP_FN(step)(const T *v, T *out, T *sig)
+/* e[0..U) ← e^x[0..U), x ∈ [−87, 1] */
+static inline __attribute__((always_inline)) void SSP_FN(exp)(const T *x, T *e)
 {
-    T x[SSP_U], big[SSP_U], fn[SSP_U], r[SSP_U], p[SSP_U], t[SSP_U], s[SSP_U], z[SSP_U],
-        q[SSP_U];
-    SSP_EACH x[j] = VMAX(VNEGABS(v[j]), VSET1(-87.0f));
+    T big[SSP_U], fn[SSP_U], r[SSP_U], p[SSP_U];
     SSP_EACH big[j] = VFMA(x[j], VSET1(1.44269504088896341f), VSET1(12582912.0f));
     SSP_EACH fn[j] = VSUB(big[j], VSET1(12582912.0f));
     SSP_EACH r[j] = VFMA(fn[j], VSET1(-0.693359375f), x[j]);
@@ -52,16 +65,40 @@ static inline __attribute__((always_inline)) void SSP_FN(step)(const T *v, T *ou
     /* p·2^n: big's low bits hold n (two's complement over 1.5·2^23), and
      * shifted left by 23 only n remains, in the exponent field; the result
      * stays normal (n = −126 only with r > 0.34, p > 1.4) */
-    SSP_EACH t[j] = VSCALE(p[j], big[j]);
-    if (sig)
-        SSP_EACH sig[j] = VDIV(VSEL_GE0(v[j], VSET1(1.0f), t[j]), VADD(VSET1(1.0f), t[j]));
-    SSP_EACH s[j] = VDIV(t[j], VADD(VSET1(2.0f), t[j]));
-    SSP_EACH z[j] = VMUL(s[j], s[j]);
-    SSP_EACH q[j] = VFMA(VSET1(2.801199257e-1f), z[j], VSET1(2.800180316e-1f));
-    SSP_EACH q[j] = VFMA(q[j], z[j], VSET1(4.002152681e-1f));
-    SSP_EACH q[j] = VFMA(q[j], z[j], VSET1(6.666641831e-1f));
-    SSP_EACH q[j] = VFMA(q[j], z[j], VSET1(2.0f));
-    SSP_EACH out[j] = VSUB(VFMA(s[j], q[j], VMAX(VSET1(0.0f), v[j])), VSET1(0.69314718f));
+    SSP_EACH e[j] = VSCALE(p[j], big[j]);
+}
+
+/* v[0..U) in; out ← ssp(v), sig ← σ(v) (sig NULL: not computed; the
+ * values are the same either way).  out may be v (the scalar loop works in
+ * place): σ first. */
+static inline __attribute__((always_inline)) void SSP_FN(step)(const T *v, T *out, T *sig)
+{
+    T x[SSP_U], big[SSP_U], r[SSP_U], p[SSP_U];
+    if (sig) {
+        T e[SSP_U];
+        SSP_EACH x[j] = VMAX(VNEGABS(v[j]), VSET1(-87.0f));
+        SSP_FN(exp)(x, e);
+        SSP_EACH sig[j] = VDIV(VSEL_GE0(v[j], VSET1(1.0f), e[j]), VADD(VSET1(1.0f), e[j]));
+    }
+    /* −t; a NaN v gives −20.5 here (maxps returns its second operand) and
+     * comes back through max(0, v) below */
+    SSP_EACH x[j] = VMAX(VNEGABS(v[j]), VSET1(-SSP_TMAX));
+    SSP_EACH big[j] = VFMA(x[j], VSET1(-1.5f), VSET1(12582912.0f)); /* low bits: n */
+    SSP_EACH r[j] = VFMA(VSUB(big[j], VSET1(12582912.0f)), VSET1(SSP_W), x[j]);
+    SSP_EACH p[j] = VLUT(SSP_DEG, big[j]);
+    for (int c = SSP_DEG - 1; c >= 0; c--) SSP_EACH p[j] = VFMA(p[j], r[j], VLUT(c, big[j]));
+    SSP_EACH out[j] = VADD(VMAX(VSET1(0.0f), v[j]), p[j]);
+}
+
+/* d[0..U) ← d · σ̃(s), s = ssp(v): σ̃ = 1 − ½ e^−s, e^−s from e^max(−s, −20)
+ * (½ e^−20 < 2^−29: σ̃ = 1 from there on, as σ rounds); a NaN s gives NaN
+ * (maxps returns its second operand). */
+static inline __attribute__((always_inline)) void SSP_FN(dsig)(const T *s, T *d)
+{
+    T x[SSP_U], e[SSP_U];
+    SSP_EACH x[j] = VMAX(VSET1(-20.0f), VSUB(VSET1(0.0f), s[j]));
+    SSP_FN(exp)(x, e);
+    SSP_EACH d[j] = VMUL(d[j], VFMA(VSET1(-0.5f), e[j], VSET1(1.0f)));
 }
 
 #undef SSP_EACH

@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "engine/model/schnet_ops.h"
+#include "engine/model/schnet_ops_internal.h"
+#include "engine/model/ssp_table.h"
 
 /* p·2^n with n in big's low bits (ssp_body.h): an integer add to the
  * exponent field, as the vector kernels do it */
@@ -23,6 +25,14 @@ static inline float scale_scalar(float p, float big)
     return p;
 }
 
+/* coefficient j of interval n, n in big's low bits */
+static inline float lut_scalar(int j, float big)
+{
+    uint32_t bb;
+    memcpy(&bb, &big, sizeof bb);
+    return SSP_C[j][bb & 31u];
+}
+
 #define T float
 #define VSET1(x) (x)
 #define VFMA(a, b, c) fmaf((a), (b), (c))
@@ -34,6 +44,7 @@ static inline float scale_scalar(float p, float big)
 #define VNEGABS(a) (-fabsf(a))
 #define VSCALE(p, big) scale_scalar((p), (big))
 #define VSEL_GE0(v, a, b) ((v) >= 0.0f ? (a) : (b))
+#define VLUT(j, big) lut_scalar((j), (big))
 #define SSP_U 1
 #define SSP_FN(name) ssp_scalar_##name
 #include "engine/model/ssp_body.h"
@@ -43,13 +54,23 @@ static void ssp_scalar(float *x, float *sig, size_t len)
     for (size_t k = 0; k < len; k++) ssp_scalar_step(x + k, x + k, sig ? sig + k : NULL);
 }
 
+static void dsig_scalar(float *d, const float *s, size_t len)
+{
+    for (size_t k = 0; k < len; k++) ssp_scalar_dsig(s + k, d + k);
+}
+
+static pt_sgemm_impl widest(pt_sgemm_impl impl)
+{
+    if (impl != PT_SGEMM_AUTO) return impl;
+    return pt_sgemm_supported(PT_SGEMM_AVX512) ? PT_SGEMM_AVX512
+           : pt_sgemm_supported(PT_SGEMM_AVX2) ? PT_SGEMM_AVX2
+                                               : PT_SGEMM_SCALAR;
+}
+
 /* stream: σ through the non-temporal kernels (the scalar one has none) */
 static int run(pt_sgemm_impl impl, float *x, float *sig, size_t len, int stream)
 {
-    if (impl == PT_SGEMM_AUTO)
-        impl = pt_sgemm_supported(PT_SGEMM_AVX512) ? PT_SGEMM_AVX512
-               : pt_sgemm_supported(PT_SGEMM_AVX2) ? PT_SGEMM_AVX2
-                                                   : PT_SGEMM_SCALAR;
+    impl = widest(impl);
     if (impl == PT_SGEMM_OPENBLAS || !pt_sgemm_supported(impl)) return -1;
     if (impl == PT_SGEMM_AVX512)
         (stream ? pt_ssp_avx512_nt : pt_ssp_avx512)(x, sig, len);
@@ -68,6 +89,31 @@ int pt_ssp_forward_run(pt_sgemm_impl impl, float *x, float *sig, size_t len)
 int pt_ssp_forward_stream_run(pt_sgemm_impl impl, float *x, float *sig, size_t len)
 {
     return run(impl, x, sig, len, 1);
+}
+
+int pt_ssp_dsig_run(pt_sgemm_impl impl, float *d, const float *s, size_t len)
+{
+    impl = widest(impl);
+    if (impl == PT_SGEMM_OPENBLAS || !pt_sgemm_supported(impl)) return -1;
+    if (impl == PT_SGEMM_AVX512)
+        pt_ssp_dsig_avx512(d, s, len);
+    else if (impl == PT_SGEMM_AVX2)
+        pt_ssp_dsig_avx2(d, s, len);
+    else
+        dsig_scalar(d, s, len);
+    return 0;
+}
+
+void pt_ssp_backward_s(float *d, float *db, const float *s, int n, int c)
+{
+    /* in blocks, so the column sums read rows still in cache (as
+     * pt_ssp_backward: the same sums in the same order) */
+    for (int r0 = 0; r0 < n; r0 += 4 * PT_SUM_BLOCK) {
+        const int rows = n - r0 < 4 * PT_SUM_BLOCK ? n - r0 : 4 * PT_SUM_BLOCK;
+        const size_t o = (size_t)r0 * (size_t)c;
+        pt_ssp_dsig_run(PT_SGEMM_AUTO, d + o, s + o, (size_t)rows * (size_t)c);
+        if (db) pt_column_sums_add(db, d + o, rows, c);
+    }
 }
 
 void pt_ssp_forward(float *x, float *sig, const float *b, int n, int c)

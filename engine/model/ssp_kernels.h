@@ -27,11 +27,23 @@ int pt_ssp_forward_run(pt_sgemm_impl impl, float *x, float *sig, size_t len);
  * keep pt_ssp_forward_run. */
 int pt_ssp_forward_stream_run(pt_sgemm_impl impl, float *x, float *sig, size_t len);
 
+/* d[len] ← d ⊙ σ̃(s), σ̃(s) = 1 − ½e^−s the derivative recovered from the
+ * softplus s = ssp(v) alone (ssp_body.h: |σ̃ − σ| ≤ 3.2·2^−24 absolute, not
+ * relative where σ is small).  impl and the result as pt_ssp_forward_run. */
+int pt_ssp_dsig_run(pt_sgemm_impl impl, float *d, const float *s, size_t len);
+
+/* pt_ssp_backward (schnet_ops.h) with σ̃(s) in place of a stored σ: d[n,c]
+ * ← d ⊙ σ̃(s), db[c] += Σ_rows d (db NULL: not summed), the same column
+ * sums in the same order.  The filter's backward (no σ1 array). */
+void pt_ssp_backward_s(float *d, float *db, const float *s, int n, int c);
+
 /* the per-instruction-set loops (ssp_avx512.c, ssp_avx2.c; ssp_vec_loop.h);
  * _nt: σ through non-temporal stores when sig is aligned to a vector */
 void pt_ssp_avx512(float *x, float *sig, size_t len);
 void pt_ssp_avx2(float *x, float *sig, size_t len);
 void pt_ssp_avx512_nt(float *x, float *sig, size_t len);
 void pt_ssp_avx2_nt(float *x, float *sig, size_t len);
+void pt_ssp_dsig_avx512(float *d, const float *s, size_t len);
+void pt_ssp_dsig_avx2(float *d, const float *s, size_t len);
 
 #endif

@@ -57,3 +57,25 @@ void SSP_KERNEL_NT(float *x, float *sig, size_t len)
     else
         SSP_KERNEL(x, sig, len);
 }
+
+/* d[len] ← d · σ̃(s) (ssp_body.h's dsig), the same blocks, singles and
+ * masked tail as the forward */
+void SSP_DSIG_KERNEL(float *restrict d, const float *restrict s, size_t len)
+{
+    size_t k = 0;
+    for (; k + SSP_BLOCK * (size_t)VW <= len; k += SSP_BLOCK * (size_t)VW) {
+        T sv[SSP_BLOCK], dv[SSP_BLOCK];
+        for (int j = 0; j < SSP_BLOCK; j++) {
+            sv[j] = VLOADU(s + k + (size_t)VW * j);
+            dv[j] = VLOADU(d + k + (size_t)VW * j);
+        }
+        sspB_dsig(sv, dv);
+        for (int j = 0; j < SSP_BLOCK; j++) VSTOREU(d + k + (size_t)VW * j, dv[j]);
+    }
+    for (; k < len; k += VW) {
+        const MASK_T m = MASK(len - k < (size_t)VW ? (int)(len - k) : VW);
+        T sv = VLOADM(s + k, m), dv = VLOADM(d + k, m);
+        ssp1_dsig(&sv, &dv);
+        VSTOREM(d + k, m, dv);
+    }
+}

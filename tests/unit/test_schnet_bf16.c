@@ -180,9 +180,14 @@ static void test_bf16_kernels_agree(void **state)
     step p = run(PT_PRECISION_BF16);
     assert_int_equal(pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO), PT_BF16_OK);
     double r = rel_l2(a.grads, p.grads, big.n_params);
-    printf("bf16 kernel %d vs portable kernel: gradient rel L2 %.2e\n", (int)native, r);
+    printf("bf16 kernel %d vs portable kernel: loss rel %.2e, gradient rel L2 %.2e\n", (int)native,
+           fabs(a.loss - p.loss) / a.loss, r);
     assert_true(r <= 1e-3);
-    assert_true(fabs(a.loss - p.loss) <= 1e-4 * a.loss);
+    /* the loss, a sum of squared residuals, amplifies ulp-level changes
+     * upstream (bf16 roundings that flip): with session 10's table softplus
+     * in fp32 (ssp_body.h) the same comparison measures 1.75e-5 / 1.24e-4
+     * (kernel 1 / 3), at c8e298d's softplus 2.56e-5 / 4.17e-5: bound 3e-4 */
+    assert_true(fabs(a.loss - p.loss) <= 3e-4 * a.loss);
     step_free(&a);
     step_free(&p);
 }
@@ -262,7 +267,12 @@ static void test_bf16_fused_step_equals_unfused(void **state)
     printf("bf16 fused vs unfused: loss rel %.2e, max |dy| / rms residual %.2e, gradient rel "
            "L2 %.2e, worst tensor %.2e\n",
            loss_rel, y_rel, g_rel, worst);
-    assert_true(loss_rel <= 2e-4);
+    /* loss rel: 1.42e-4 / 2.28e-4 (AVX512-BF16 / AMX) with session 10's
+     * table softplus in the unfused path, 1.56e-4 / 1.26e-4 with a correctly
+     * rounded one, 4.35e-5 / 7.78e-6 with c8e298d's: the loss amplifies
+     * which bf16 roundings flip (y_rel, the per-graph bound, is unchanged
+     * at 1.6e-3 of 4e-3), so its bound is 5e-4 (was 2e-4) */
+    assert_true(loss_rel <= 5e-4);
     assert_true(y_rel <= 4e-3);
     assert_true(g_rel <= 1.3e-3);
     assert_true(worst <= 3e-3);

@@ -202,8 +202,8 @@ static void compare_block(data *d, pt_precision prec, int static_shapes, int rin
         assert_memory_equal(
             k->s1, s1, uf * (pt_schnet_s1_bf16(k, &a, G, F) ? sizeof(pt_bf16) : sizeof(float)));
     }
-    /* bf16 energy keeps no σ1 (derived from s1 in the backward) */
-    if (!pt_schnet_bf16_fused(&a)) SAME(k->sig1, sig1, uf);
+    /* energy keeps no σ1 (derived from s1 in the backward), fp32 or bf16 */
+    if (!pt_schnet_bf16_fused(&a) && pt_schnet_sig1_stored(&a)) SAME(k->sig1, sig1, uf);
     if (wh)
         assert_memory_equal(k->w, W, uf * sizeof(pt_bf16));
     else

@@ -27,6 +27,10 @@
  *     room for all, for s1's pairs only, and for none;
  *   - bf16 with σ1 big enough to be streamed past the caches (4000 rows):
  *     the same bits;
+ *   - fp32: ds1 ⊙= σ̃1 = 1 − ½e^−s1 from s1 (pt_ssp_backward_s; the
+ *     reference does the same over all U rows); σ1 is stored only on a
+ *     forces arena (the force passes read it): both arenas checked, on the
+ *     policy's kernels and on AVX2;
  *   - gradients accumulate (+=) onto what dw held, as the reference does;
  *   - fp32 chunks hold the weights' layouts over a pass: a second pass
  *     after the weights changed in place runs on the new ones;
@@ -43,6 +47,7 @@
 #include "engine/model/schnet_internal.h"
 #include "engine/model/bf16_ssp.h"
 #include "engine/model/sgemm_kernels.h"
+#include "engine/model/ssp_kernels.h"
 
 enum { G = 25, F = 100 };
 
@@ -148,7 +153,8 @@ static void reference(side *s, int U)
             for (int c = 0; c < F; c++) s->dw.mlp0_b[c] += (float)total[c];
         }
     } else {
-        pt_ssp_backward(s->a.ds1, s->dw.mlp0_b, K(s).sig1, U, F);
+        /* fp32: σ̃1 = 1 − ½e^−s1 from s1, whether or not σ1 is kept */
+        pt_ssp_backward_s(s->a.ds1, s->dw.mlp0_b, K(s).s1, U, F);
     }
     pt_linear_backward(NULL, s->dw.mlp0_w, NULL, s->a.ds1, s->a.e, s->w.mlp0_w, U, G, F, 0.0f,
                        prec);
@@ -175,6 +181,9 @@ static void same_bf16(const pt_bf16 *got, const float *ref, size_t n)
     free(want);
 }
 
+/* the arenas' mode in check_alias (the energy arena unless a test says) */
+static pt_schnet_mode arena_mode = PT_SCHNET_ENERGY;
+
 /* alias: the chunks' P is W's own array (the energy arena's layout, where
  * bf16 applies the cutoff as P is stored); the reference keeps both. */
 static void check_alias(int U, pt_precision prec, int alias)
@@ -183,6 +192,7 @@ static void check_alias(int U, pt_precision prec, int alias)
     side_init(&r, NULL, U);
     side_init(&c, &r, U);
     r.a.precision = c.a.precision = prec;
+    r.a.mode = c.a.mode = arena_mode;
     float *own_p = K(&c).p;
     if (alias) K(&c).p = K(&c).w;
     reference(&r, U);
@@ -209,8 +219,10 @@ static void check_alias(int U, pt_precision prec, int alias)
                     pt_bf16_kernel_active() != PT_BF16_KERNEL_AVX512);
         SAME(K(&c).s1, K(&r).s1, rf);
     }
-    /* the fused bf16 path keeps no σ1 (the backward derives it from s1) */
-    if (!pt_schnet_bf16_fused(&c.a)) SAME(K(&c).sig1, K(&r).sig1, rf);
+    /* the fused bf16 path keeps no σ1 (the backward derives it from s1),
+     * nor does fp32 for an energy arena (σ̃1 from s1: sig1_stored) */
+    if (!pt_schnet_bf16_fused(&c.a) && pt_schnet_sig1_stored(&c.a))
+        SAME(K(&c).sig1, K(&r).sig1, rf);
     if (!alias) SAME(K(&c).p, K(&r).p, rf);
     const pt_bf16 *wh = pt_schnet_w_bf16(&K(&c), &c.a);
     if (wh) {
@@ -234,6 +246,16 @@ static void check_alias(int U, pt_precision prec, int alias)
 }
 
 static void check(int U, pt_precision prec) { check_alias(U, prec, 0); }
+
+/* as a forces arena: σ1 is then stored by the forward (the force passes
+ * read it); the backward's bits are the energy arena's */
+static void check_sizes(pt_precision prec);
+static void check_sizes_forces(pt_precision prec)
+{
+    arena_mode = PT_SCHNET_FORCES_TRAIN;
+    check_sizes(prec);
+    arena_mode = PT_SCHNET_ENERGY;
+}
 
 static const int sizes[] = {1, 37, 256, 700, 1100};
 
@@ -267,6 +289,7 @@ static void test_policy_kernels(void **state)
     (void)state;
     pt_sgemm_force(PT_SGEMM_AUTO);
     check_sizes(PT_PRECISION_FP32);
+    check_sizes_forces(PT_PRECISION_FP32);
 }
 
 static void test_avx2(void **state)
@@ -280,6 +303,7 @@ static void test_avx2(void **state)
     }
     pt_sgemm_force(PT_SGEMM_AVX2);
     check_sizes(PT_PRECISION_FP32);
+    check_sizes_forces(PT_PRECISION_FP32);
     pt_sgemm_force(PT_SGEMM_AUTO);
 }
 
@@ -312,8 +336,7 @@ static void test_pass_after_step(void **state)
         reference(&r, U);
         chunked(&c, U);
         const size_t rf = (size_t)U * F;
-        SAME(K(&c).s1, K(&r).s1, rf);
-        SAME(K(&c).sig1, K(&r).sig1, rf);
+        SAME(K(&c).s1, K(&r).s1, rf); /* σ1: not kept (energy arena) */
         SAME(K(&c).p, K(&r).p, rf);
         SAME(K(&c).w, K(&r).w, rf);
         SAME(c.a.ds1, r.a.ds1, rf);
