@@ -8,9 +8,12 @@
 #include "engine/model/ssp_table.h"
 #include "engine/model/vec_avx2.h"
 
-/* vectors in flight per step (ssp_body.h): 4 / 8 / 12 / 16 measured 0.26 /
- * 0.22 / 0.24 / 0.28 ns per element on AVX-512 (AVX2: 4 → 8, 0.51 → 0.44) */
-#define SSP_BLOCK 8
+/* vectors in flight per step (ssp_body.h): with the 8-interval table
+ * (session 11, AVX2 forced on the Xeon, thread CPU time) 1 / 2 / 3 / 4 / 6 /
+ * 8 vectors: value only 0.30 / 0.30 / 0.29-0.32 / 0.31 / 0.33-0.35 /
+ * 0.40 ns per element, with σ 0.56-0.58 / 0.56 / 0.57-0.61 / 0.63-0.66 /
+ * 0.68-0.72 / 0.74-0.77 (16 ymm registers: the table rows are reloaded) */
+#define SSP_BLOCK 2
 #define T __m256
 #define VSUB(a, b) _mm256_sub_ps((a), (b))
 #define VDIV(a, b) _mm256_div_ps((a), (b))
@@ -23,11 +26,10 @@
 #define VSEL_GE0(v, a, b) \
     _mm256_blendv_ps((b), (a), _mm256_cmp_ps((v), _mm256_setzero_ps(), _CMP_GE_OQ))
 
-/* coefficient j of interval n (big's low 5 bits): a gather */
-#define VLUT(j, big)                                                                  \
-    _mm256_i32gather_ps(SSP_C[j],                                                     \
-                        _mm256_and_si256(_mm256_castps_si256(big), _mm256_set1_epi32(31)), \
-                        4)
+/* the interval's slot: x's bits >> 22 (ssp_table.h); a table entry by the
+ * slot: one 8-entry permute (vpermps reads the index's low 3 bits) */
+#define VKEY(x) _mm256_castsi256_ps(_mm256_srli_epi32(_mm256_castps_si256(x), 22))
+#define VLUT(row, key) _mm256_permutevar8x32_ps(_mm256_load_ps(row), _mm256_castps_si256(key))
 
 #define SSP_U SSP_BLOCK
 #define SSP_FN(name) sspB_##name   /* a block */

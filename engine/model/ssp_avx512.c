@@ -9,10 +9,11 @@
 #include "engine/model/ssp_table.h"
 #include "engine/model/vec_avx512.h"
 
-/* vectors in flight per step (ssp_body.h): the table softplus (session 10,
- * value only, thread CPU time, load ~7) 2 / 4 / 6 / 8 vectors 0.26-0.31 /
- * 0.24-0.28 / 0.27-0.35 / 0.32-0.37 ns per element (8 spills); the exp +
- * log1p form before it had 4 / 8 / 12 / 16 at 0.26 / 0.22 / 0.24 / 0.28 */
+/* vectors in flight per step (ssp_body.h): the 8-interval table (session
+ * 11, value only, thread CPU time) 2 / 3 / 4 / 6 vectors 0.23 / 0.22-0.24 /
+ * 0.22 / 0.24-0.25 ns per element; session 10's 32 intervals 2 / 4 / 6 / 8
+ * at 0.26-0.31 / 0.24-0.28 / 0.27-0.35 / 0.32-0.37 (8 spills); the exp +
+ * log1p form before them 4 / 8 / 12 / 16 at 0.26 / 0.22 / 0.24 / 0.28 */
 #define SSP_BLOCK 4
 #define T __m512
 #define VSUB(a, b) _mm512_sub_ps((a), (b))
@@ -27,10 +28,11 @@
 #define VSEL_GE0(v, a, b) \
     _mm512_mask_blend_ps(_mm512_cmp_ps_mask((v), _mm512_setzero_ps(), _CMP_GE_OQ), (b), (a))
 
-/* coefficient j of interval n (big's low 5 bits): two registers, one permute */
-#define VLUT(j, big)                                                             \
-    _mm512_permutex2var_ps(_mm512_load_ps(SSP_C[j]), _mm512_castps_si512(big), \
-                           _mm512_load_ps(SSP_C[j] + 16))
+/* the interval's slot: x's bits >> 22 (ssp_table.h); a table entry by the
+ * slot: one permute from one register (the 8 entries are written twice, so
+ * the 4 index bits it reads give AVX2's 3-bit pick) */
+#define VKEY(x) _mm512_castsi512_ps(_mm512_srli_epi32(_mm512_castps_si512(x), 22))
+#define VLUT(row, key) _mm512_permutexvar_ps(_mm512_castps_si512(key), _mm512_load_ps(row))
 
 #define SSP_U SSP_BLOCK
 #define SSP_FN(name) sspB_##name   /* a block */

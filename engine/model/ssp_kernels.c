@@ -25,12 +25,22 @@ static inline float scale_scalar(float p, float big)
     return p;
 }
 
-/* coefficient j of interval n, n in big's low bits */
-static inline float lut_scalar(int j, float big)
+/* the interval's slot, x's bits >> 22 (as a float's bits, like the vector
+ * kernels' keys), and the table entry it picks (ssp_table.h) */
+static inline float key_scalar(float x)
 {
-    uint32_t bb;
-    memcpy(&bb, &big, sizeof bb);
-    return SSP_C[j][bb & 31u];
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    b >>= 22;
+    memcpy(&x, &b, sizeof x);
+    return x;
+}
+
+static inline float lut_scalar(const float *row, float key)
+{
+    uint32_t b;
+    memcpy(&b, &key, sizeof b);
+    return row[b & 15u];
 }
 
 #define T float
@@ -44,7 +54,8 @@ static inline float lut_scalar(int j, float big)
 #define VNEGABS(a) (-fabsf(a))
 #define VSCALE(p, big) scale_scalar((p), (big))
 #define VSEL_GE0(v, a, b) ((v) >= 0.0f ? (a) : (b))
-#define VLUT(j, big) lut_scalar((j), (big))
+#define VKEY(x) key_scalar(x)
+#define VLUT(row, key) lut_scalar((row), (key))
 #define SSP_U 1
 #define SSP_FN(name) ssp_scalar_##name
 #include "engine/model/ssp_body.h"

@@ -28,7 +28,7 @@ int pt_ssp_forward_run(pt_sgemm_impl impl, float *x, float *sig, size_t len);
 int pt_ssp_forward_stream_run(pt_sgemm_impl impl, float *x, float *sig, size_t len);
 
 /* d[len] ← d ⊙ σ̃(s), σ̃(s) = 1 − ½e^−s the derivative recovered from the
- * softplus s = ssp(v) alone (ssp_body.h: |σ̃ − σ| ≤ 3.2·2^−24 absolute, not
+ * softplus s = ssp(v) alone (ssp_body.h: |σ̃ − σ| ≤ 4.1·2^−24 absolute, not
  * relative where σ is small).  impl and the result as pt_ssp_forward_run. */
 int pt_ssp_dsig_run(pt_sgemm_impl impl, float *d, const float *s, size_t len);
 

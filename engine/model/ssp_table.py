@@ -2,58 +2,114 @@
 """ssp_table.py -- the coefficients of ssp_table.h (run: python3 ssp_table.py > ssp_table.h).
 
 The shifted softplus ssp(v) = max(v, 0) + g(t) - ln 2, t = |v|, g(t) = ln(1 + e^-t),
-on t <= SSP_TMAX as 32 polynomials of degree SSP_DEG: interval n (0..31) holds the
-t with round(t * 1.5) = n, and there H_n(r) = g(n W - r) - ln 2, r = n W - t, W the
-float nearest 2/3 (ssp_body.h forms r with one multiply-add; |r| <= W/2).
-Each H_n is Chebyshev interpolation of degree SSP_DEG on its range of r (50-digit
-mpmath), converted to powers of r and rounded to float.
+on t <= SSP_TMAX as 8 polynomials of degree SSP_DEG, so that one 8-entry permute
+(AVX2's vpermps; AVX-512's vpermps reads the same table written twice) picks each
+coefficient.  The interval of t is chosen by the exponent and the first mantissa bit
+of x = 1 + t S (S = (float)(8/11), one multiply-add): x in [1, 1.5), [1.5, 2), [2, 3),
+... [12, 16), i.e. t in [0, 0.6875), [0.6875, 1.375), [1.375, 2.75), [2.75, 4.125),
+[4.125, 6.875), [6.875, 9.625), [9.625, 15.125), [15.125, 20.5]: intervals that widen
+as g falls off (the error that matters is absolute, |g| <= ln 2).  The low 3 bits of
+x's bits >> 22 are the slot (interval k in slot (k + 6) & 7).  In interval k,
+H_k(r) = g(m_k - r) - ln 2, r = m_k - t (one add), m_k a short float (interval 0:
+m_0 = 0 and c0 = 0, so ssp(0) = 0 exactly; the others the short float near the
+middle whose rounded coefficients err least).  Each H_k is Chebyshev interpolation of
+degree SSP_DEG on its range of r widened by 1e-5 of its width (x's rounding may put
+t a few ulps across a boundary), in 50-digit mpmath, converted to powers of r and
+rounded to float.  Degree 7: degree 6 on these intervals errs by 2.4 u ln 2.
 """
 import struct
 import mpmath as mp
 
 mp.mp.dps = 50
-DEG = 5
+DEG = 7
 TMAX = 20.5
-W = struct.unpack('f', struct.pack('f', 2.0 / 3.0))[0]
 
 
 def f32(x):
     return struct.unpack('f', struct.pack('f', float(x)))[0]
 
 
-def h(n, r):
-    t = mp.mpf(n) * mp.mpf(W) - r
-    return mp.log(1 + mp.exp(-t)) - mp.log(2)
+S = f32(8.0 / 11.0)
+XB = [1, 1.5, 2, 3, 4, 6, 8, 12, 16]   # x's interval boundaries
 
 
-def fit(n):
-    lo = mp.mpf(-W) / 2 * (1 + mp.mpf('1e-6'))
-    hi = mp.mpf(W) / 2 * (1 + mp.mpf('1e-6'))
-    if n == 0:
-        hi = mp.mpf(0)
-    lo = max(lo, mp.mpf(n) * mp.mpf(W) - mp.mpf(TMAX))
-    nodes = [(lo + hi) / 2 + (hi - lo) / 2 * mp.cos(mp.pi * (k + mp.mpf(0.5)) / (DEG + 1))
-             for k in range(DEG + 1)]
-    vals = [h(n, x) for x in nodes]
-    # power coefficients through the Vandermonde system (degree 5: well posed in 50 digits)
-    a = mp.matrix([[x ** j for j in range(DEG + 1)] for x in nodes])
+def bounds(k):
+    lo = mp.mpf(XB[k] - 1) / mp.mpf(S)
+    hi = mp.mpf(TMAX) if k == 7 else mp.mpf(XB[k + 1] - 1) / mp.mpf(S)
+    w = (hi - lo) * mp.mpf('1e-5')
+    return (mp.mpf(0) if k == 0 else lo - w), hi + w
+
+
+def fit_at(k, m):
+    lo, hi = bounds(k)
+    m = mp.mpf(m)
+    a, b = m - hi, m - lo   # r = m - t over [m - hi, m - lo]
+    nodes = [(a + b) / 2 + (b - a) / 2 * mp.cos(mp.pi * (j + mp.mpf(0.5)) / (DEG + 1))
+             for j in range(DEG + 1)]
+    vals = [mp.log(1 + mp.exp(-(m - r))) - mp.log(2) for r in nodes]
+    a = mp.matrix([[r ** j for j in range(DEG + 1)] for r in nodes])
     c = mp.lu_solve(a, mp.matrix(vals))
-    return [c[j] for j in range(DEG + 1)]
+    c = [mp.mpf(f32(c[j])) for j in range(DEG + 1)]
+    if k == 0:
+        c[0] = mp.mpf(0)   # H_0(0) = g(0) - ln 2 = 0 (the fit's c0 is ~1e-12)
+    return c
+
+
+def fit_error(k, m, c, n=400):
+    """max |H_k(r) - (g(t) - ln 2)| over the interval, float coefficients, in u ln 2"""
+    lo, hi = bounds(k)
+    worst = mp.mpf(0)
+    for i in range(n + 1):
+        t = lo + (hi - lo) * i / n
+        p = mp.mpf(0)
+        for j in range(DEG, -1, -1):
+            p = p * (mp.mpf(m) - t) + c[j]
+        worst = max(worst, abs(p - mp.log(1 + mp.exp(-t)) + mp.log(2)))
+    return worst / (mp.mpf(2) ** -24 * mp.log(2))
+
+
+def fit(k):
+    """(m_k, coefficients, error): interval 0 at m = 0; the others at the short
+    float (a multiple of 1/32 within 1/4 of the middle) whose rounded coefficients
+    err least (c0's rounding is most of it: 0.55 u ln 2 at the middle, 0.39 at most
+    so); r = m - t is then exact (m a multiple of ulp(t), |r| <= t)"""
+    if k == 0:
+        c = fit_at(0, 0.0)
+        return 0.0, c, fit_error(0, 0.0, c)
+    lo, hi = bounds(k)
+    mid = float(mp.nint((lo + hi) / 2 * 32) / 32)
+    best = None
+    for j in range(-8, 9):
+        m = mid + j / 32.0
+        c = fit_at(k, m)
+        e = fit_error(k, m, c)
+        if best is None or e < best[2]:
+            best = (m, c, e)
+    return best
+
+
+def slots(vals):
+    row = [0.0] * 8
+    for k in range(8):
+        row[(k + 6) & 7] = vals[k]
+    return row + row
 
 
 def main():
-    coef = [fit(n) for n in range(32)]
-    coef[0][0] = mp.mpf(0)  # H_0(0) = g(0) - ln 2 = 0 exactly (fit: -1.7e-12), so ssp(0) = 0
-    print('/* ssp_table.h -- generated by ssp_table.py (do not edit): H_n(r) = sum_j')
-    print(' * SSP_C[j][n] r^j ~ ln(1 + e^-(n W - r)) - ln 2, W = (float)(2/3), n = 0..31,')
-    print(' * degree %d (ssp_body.h). */' % DEG)
+    fits = [fit(k) for k in range(8)]
+    print('/* ssp_table.h -- generated by ssp_table.py (do not edit): in interval k of t')
+    print(' * (slot (k + 6) & 7, written twice for AVX-512\'s 16-entry permute), H_k(r) =')
+    print(' * sum_j SSP_C[j][slot] r^j ~ ln(1 + e^-(SSP_M[slot] - r)) - ln 2, degree %d' % DEG)
+    print(' * (ssp_body.h).  Fit with float coefficients, in u ln 2 (u = 2^-24), k = 0..7:')
+    print(' * ' + ' '.join('%.3f' % float(f[2]) for f in fits) + '. */')
     print('#define SSP_DEG %d' % DEG)
     print('#define SSP_TMAX %.1ff' % TMAX)
-    print('#define SSP_W %.9ef' % W)
-    print('static const float SSP_C[SSP_DEG + 1][32] __attribute__((aligned(64))) = {')
+    print('#define SSP_S %.9ef' % S)
+    print('static const float SSP_M[16] __attribute__((aligned(64))) = {')
+    print('    ' + ', '.join('%.9e' % f[0] for f in slots(fits)) + '};')
+    print('static const float SSP_C[SSP_DEG + 1][16] __attribute__((aligned(64))) = {')
     for j in range(DEG + 1):
-        row = ', '.join('%.9e' % f32(coef[n][j]) for n in range(32))
-        print('    {' + row + '},')
+        print('    {' + ', '.join('%.9e' % float(f[1][j]) for f in slots(fits)) + '},')
     print('};')
 
 
