@@ -26,11 +26,29 @@
  * panel cut changes no bits. */
 
 #define CK_V8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
-/* vector v of a panel row at p: whole, or masked when it is the tail */
-#define CK_LD(p, v) ((tail && (v) == nv - 1) ? VLOADM((p) + (v) * VW, last) : VLOADU((p) + (v) * VW))
+/* A panel's tail: 0 none (the panel ends on a whole vector), 2 exactly 4
+ * lanes (a 100-float row: 6 zmm + 4, 12 ymm + 4), 1 any other count.  A
+ * tail of 4 is loaded and stored as one xmm (VLOAD4 / VSTORE4), not
+ * through the lane mask: a masked store's footprint is the whole vector,
+ * 64 bytes from the row's last 16, so it covers the first 48 bytes of the
+ * next row, and a load overlapping a store still in flight that it cannot
+ * take its data from waits until the store has written the cache.  In the
+ * forward the first edges store W_u over P_u (pt_cfconv_forward_range's
+ * wcut) and the receiver's next rows, often row u + 1, are loaded right
+ * after; an xmm store overlaps nothing beyond its 16 bytes, and a later
+ * xmm load of the same bytes takes them from the store.  Same values,
+ * same bits (docs/performance.md, session 11 conv: water's pipeline
+ * forward 13.1-14.4 -> 11.6-12.9 ns an edge). */
+#define CK_TAIL(f, p, npan) ((p) != (npan) - 1 || (f) % VW == 0 ? 0 : (f) % VW == 4 ? 2 : 1)
+/* vector v of a panel row at p: whole, or the tail (4 lanes or masked) */
+#define CK_LD(p, v)                                                                      \
+    ((tail && (v) == nv - 1) ? (tail == 2 ? VLOAD4((p) + (v) * VW) : VLOADM((p) + (v) * VW, last)) \
+                             : VLOADU((p) + (v) * VW))
 #define CK_ST(p, v, x)                                                                   \
     do {                                                                                 \
-        if (tail && (v) == nv - 1)                                                       \
+        if (tail == 2 && (v) == nv - 1)                                                  \
+            VSTORE4((p) + (v) * VW, (x));                                                \
+        else if (tail && (v) == nv - 1)                                                  \
             VSTOREM((p) + (v) * VW, last, (x));                                          \
         else                                                                             \
             VSTOREU((p) + (v) * VW, (x));                                                \
@@ -192,8 +210,9 @@ static inline int CK(panels)(int nvec)
     CK_CASE(CALL, 1) CK_CASE(CALL, 2) CK_CASE(CALL, 3) CK_CASE(CALL, 4)                  \
     CK_CASE(CALL, 5) CK_CASE(CALL, 6) CK_CASE(CALL, 7) CK_CASE(CALL, 8)
 #define CK_CASE(CALL, n)                                                                 \
-    case 2 * (n): if ((n) <= NVMAX) CALL((n), 0); break;                                 \
-    case 2 * (n) + 1: if ((n) <= NVMAX) CALL((n), 1); break;
+    case 3 * (n): if ((n) <= NVMAX) CALL((n), 0); break;                                 \
+    case 3 * (n) + 1: if ((n) <= NVMAX) CALL((n), 1); break;                             \
+    case 3 * (n) + 2: if ((n) <= NVMAX) CALL((n), 2); break;
 
 void CK(forward)(float *m, float *w, const float *wcut, const uint8_t *first, const int32_t *row,
                  const float *x, const int32_t *src, const int32_t *off, int i0, int i1, int f)
@@ -202,7 +221,7 @@ void CK(forward)(float *m, float *w, const float *wcut, const uint8_t *first, co
     const int nvec = (f + VW - 1) / VW, npan = CK(panels)(nvec);
     for (int p = 0, v0 = 0; p < npan; p++) {
         const int nv = (nvec - v0 + npan - p - 1) / (npan - p);
-        const int tail = p == npan - 1 && f % VW != 0;
+        const int tail = CK_TAIL(f, p, npan);
         const MASK_T last = MASK(tail ? f % VW : VW);
         const long c0 = (long)v0 * VW;
 #define CK_FWD(n, t)                                                                     \
@@ -211,9 +230,9 @@ void CK(forward)(float *m, float *w, const float *wcut, const uint8_t *first, co
     CK(fwd_panel)((n), (t), 1, last, m + c0, w + c0, wcut, first, row, x + c0, src, off, i0, \
                   i1, f)
         if (wcut)
-            switch (2 * nv + tail) { CK_CASES(CK_FWDC) default: break; }
+            switch (3 * nv + tail) { CK_CASES(CK_FWDC) default: break; }
         else
-            switch (2 * nv + tail) { CK_CASES(CK_FWD) default: break; }
+            switch (3 * nv + tail) { CK_CASES(CK_FWD) default: break; }
         v0 += nv;
     }
 }
@@ -226,13 +245,13 @@ void CK(tangent)(float *m, const float *w, const float *wd, const float *lambda,
     const int nvec = (f + VW - 1) / VW, npan = CK(panels)(nvec);
     for (int p = 0, v0 = 0; p < npan; p++) {
         const int nv = (nvec - v0 + npan - p - 1) / (npan - p);
-        const int tail = p == npan - 1 && f % VW != 0;
+        const int tail = CK_TAIL(f, p, npan);
         const MASK_T last = MASK(tail ? f % VW : VW);
         const long c0 = (long)v0 * VW;
 #define CK_TANC(n, t)                                                                    \
     CK(tan_panel)((n), (t), last, m + c0, w + c0, wd + c0, lambda, row, x + c0,         \
                   xd ? xd + c0 : NULL, src, off, i0, i1, f)
-        switch (2 * nv + tail) { CK_CASES(CK_TANC) default: break; }
+        switch (3 * nv + tail) { CK_CASES(CK_TANC) default: break; }
         v0 += nv;
     }
 }
@@ -245,13 +264,13 @@ void CK(backward)(float *dx, float *dp, const float *dm, const float *x, const f
     const int nvec = (f + VW - 1) / VW, npan = CK(panels)(nvec);
     for (int p = 0, v0 = 0; p < npan; p++) {
         const int nv = (nvec - v0 + npan - p - 1) / (npan - p);
-        const int tail = p == npan - 1 && f % VW != 0;
+        const int tail = CK_TAIL(f, p, npan);
         const MASK_T last = MASK(tail ? f % VW : VW);
         const long c0 = (long)v0 * VW;
 #define CK_BWD(n, t)                                                                     \
     CK(bwd_panel)((n), (t), last, dx + c0, dp + c0, dm + c0, x + c0, w + c0, cut, row, first, \
                   src, off, i0, i1, f, ring)
-        switch (2 * nv + tail) { CK_CASES(CK_BWD) default: break; }
+        switch (3 * nv + tail) { CK_CASES(CK_BWD) default: break; }
         v0 += nv;
     }
 }
@@ -334,8 +353,9 @@ static inline __attribute__((always_inline)) void CK(bws_panel)(
     CK_SCASE(CALL, 1) CK_SCASE(CALL, 2) CK_SCASE(CALL, 3) CK_SCASE(CALL, 4)              \
     CK_SCASE(CALL, 5) CK_SCASE(CALL, 6) CK_SCASE(CALL, 7) CK_SCASE(CALL, 8)
 #define CK_SCASE(CALL, n)                                                                \
-    case 2 * (n): if ((n) <= SNVMAX) CALL((n), 0); break;                                \
-    case 2 * (n) + 1: if ((n) <= SNVMAX) CALL((n), 1); break;
+    case 3 * (n): if ((n) <= SNVMAX) CALL((n), 0); break;                                \
+    case 3 * (n) + 1: if ((n) <= SNVMAX) CALL((n), 1); break;                            \
+    case 3 * (n) + 2: if ((n) <= SNVMAX) CALL((n), 2); break;
 
 void CK(backward_senders)(float *dx, float *dp, const float *dm, const float *x, const float *w,
                           const float *cut, const int32_t *row, const uint8_t *first,
@@ -346,13 +366,13 @@ void CK(backward_senders)(float *dx, float *dp, const float *dm, const float *x,
     const int nvec = (f + VW - 1) / VW, npan = (nvec + SNVMAX - 1) / SNVMAX;
     for (int p = 0, v0 = 0; p < npan; p++) {
         const int nv = (nvec - v0 + npan - p - 1) / (npan - p);
-        const int tail = p == npan - 1 && f % VW != 0;
+        const int tail = CK_TAIL(f, p, npan);
         const MASK_T lm = MASK(tail ? f % VW : VW);
         const long c0 = (long)v0 * VW;
 #define CK_BWS(nn, t)                                                                    \
     CK(bws_panel)((nn), (t), lm, dx + c0, dp + c0, dm + c0, x + c0, w + c0, cut, row, first, \
                   row_last, dst, so, se, j0, j1, f, ring)
-        switch (2 * nv + tail) { CK_SCASES(CK_BWS) default: break; }
+        switch (3 * nv + tail) { CK_SCASES(CK_BWS) default: break; }
         v0 += nv;
     }
 }
@@ -428,14 +448,14 @@ void CK(backward2_senders)(float *dxh, float *ph, float *pb, const float *mh, co
     const int nvec = (f + VW - 1) / VW, npan = (nvec + SNVMAX - 1) / SNVMAX;
     for (int p = 0, v0 = 0; p < npan; p++) {
         const int nv = (nvec - v0 + npan - p - 1) / (npan - p);
-        const int tail = p == npan - 1 && f % VW != 0;
+        const int tail = CK_TAIL(f, p, npan);
         const MASK_T lm = MASK(tail ? f % VW : VW);
         const long c0 = (long)v0 * VW;
 #define CK_B2S(nn, t)                                                                    \
     CK(b2s_panel)((nn), (t), lm, dxh + c0, ph + c0, pb + c0, mh + c0, mb + c0, x + c0,   \
                   xd ? xd + c0 : NULL, w + c0, wd + c0, lambda, cut, dcut, row, first,  \
                   row_last, dst, so, se, j0, j1, f)
-        switch (2 * nv + tail) { CK_SCASES(CK_B2S) default: break; }
+        switch (3 * nv + tail) { CK_SCASES(CK_B2S) default: break; }
         v0 += nv;
     }
 }
@@ -496,11 +516,11 @@ int CK(backward_dist)(float *dx, float *g, const float *dm, const float *x, cons
                       const float *wd, const int32_t *row, const int32_t *src,
                       const int32_t *off, int n, int f)
 {
-    const int nv = (f + VW - 1) / VW, tail = f % VW != 0;
+    const int nv = (f + VW - 1) / VW, tail = CK_TAIL(f, 0, 1);
     if (f <= 0 || nv > NVMAX) return f <= 0;
     const MASK_T last = MASK(tail ? f % VW : VW);
 #define CK_DISTC(nn, t) CK(dist_panel)((nn), (t), last, dx, g, dm, x, w, wd, row, src, off, n, f)
-    switch (2 * nv + tail) { CK_CASES(CK_DISTC) default: break; }
+    switch (3 * nv + tail) { CK_CASES(CK_DISTC) default: break; }
     return 1;
 }
 #endif

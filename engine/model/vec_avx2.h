@@ -19,6 +19,8 @@
 #define VFMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
 #define VMUL(a, b) _mm256_mul_ps((a), (b))
 #define VADD(a, b) _mm256_add_ps((a), (b))
+#define VLOAD4(p) _mm256_zextps128_ps256(_mm_loadu_ps(p))
+#define VSTORE4(p, v) _mm_storeu_ps((p), _mm256_castps256_ps128(v))
 /* the first n lanes (0 ≤ n ≤ 8) */
 #define MASK(n) _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))
 

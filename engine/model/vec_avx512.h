@@ -18,6 +18,8 @@
 #define VFMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
 #define VMUL(a, b) _mm512_mul_ps((a), (b))
 #define VADD(a, b) _mm512_add_ps((a), (b))
+#define VLOAD4(p) _mm512_zextps128_ps512(_mm_loadu_ps(p))
+#define VSTORE4(p, v) _mm_storeu_ps((p), _mm512_castps512_ps128(v))
 /* the first n lanes (0 ≤ n ≤ 16) */
 #define MASK(n) ((__mmask16)((1u << (n)) - 1u))
 

@@ -5,7 +5,7 @@
  *   - forward m and backward dx, dP on random CSR graphs for every width
  *     class: one to eight whole vectors of 8 and 16 lanes, masked tails,
  *     several panels (f > 64 for AVX2, > 128 for AVX-512), the model's 100
- *     and 25;
+ *     and 25, and tails of exactly 4 lanes (stored as one xmm, not masked);
  *   - the graphs have receivers without edges (m written 0 over poison),
  *     padding edges (row < 0: no message, no gradient), rows shared by
  *     several edges (first edge writes dP, later ones add), a sender
@@ -280,6 +280,16 @@ static void test_widths_masked_tails(void **state)
     for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) check_width(41, fs[i]);
 }
 
+/* tails of exactly 4 lanes, loaded and stored as one xmm
+ * (cfconv_body.h's CK_TAIL: 100 is one of them) rather than masked: one
+ * vector, several, several panels (AVX-512 past 128, AVX2 past 64) */
+static void test_widths_four_lane_tails(void **state)
+{
+    (void)state;
+    static const int fs[] = {4, 12, 20, 36, 52, 68, 84, 116, 132, 260};
+    for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) check_width(29, fs[i]);
+}
+
 static void test_widths_several_panels(void **state)
 {
     (void)state;
@@ -392,6 +402,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_widths_whole_vectors),
         cmocka_unit_test(test_widths_masked_tails),
+        cmocka_unit_test(test_widths_four_lane_tails),
         cmocka_unit_test(test_widths_several_panels),
         cmocka_unit_test(test_empty_and_padding),
         cmocka_unit_test(test_policy_and_force),
