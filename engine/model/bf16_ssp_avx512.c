@@ -52,13 +52,20 @@ static inline __m512 hi_float(__m512i v)
 static inline __m512 lo_float(__m512i v) { return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)); }
 
 /* c[0..16) ⊙= σ̃(s): whole vectors unmasked, the tail masked (masked
- * memory operations are slow here: bf16_pack_avx512.c) */
+ * memory operations are slow here: bf16_pack_avx512.c), a tail of 4 lanes
+ * (a 100-float row's) as one xmm: a masked store covers 48 bytes of the
+ * next row, whose first load would wait for it (bf16_avx512_vec.h) */
 static inline void mul_full(float *c, __m512 s)
 {
     _mm512_storeu_ps(c, _mm512_mul_ps(_mm512_loadu_ps(c), bsspv_dssp(s)));
 }
 static inline void mul_tail(float *c, __mmask16 m, __m512 s)
 {
+    if (m == 0xf) {
+        const __m512 x = _mm512_zextps128_ps512(_mm_loadu_ps(c));
+        _mm_storeu_ps(c, _mm512_castps512_ps128(_mm512_mul_ps(x, bsspv_dssp(s))));
+        return;
+    }
     _mm512_mask_storeu_ps(c, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, c), bsspv_dssp(s)));
 }
 

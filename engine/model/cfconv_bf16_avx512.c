@@ -15,25 +15,38 @@
 #include "engine/model/cfconv_bf16_internal.h"
 
 #define BV8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
-/* vector v of an fp32 row at p: whole, or masked when it is the tail */
+/* vector v of an fp32 row at p: whole, or the tail: tail 2 (f % 16 = 4,
+ * the model's 100) as one xmm, tail 1 any other count through the mask.
+ * As cfconv_body.h's CK_TAIL: a masked store's footprint is the whole
+ * 64-byte vector, 48 bytes into the next row, and a load of those bytes
+ * while the store is in flight waits for it to reach the cache — the
+ * backward loads sender j + 1's dx row right after storing j's, and an
+ * edge's dP row after an earlier edge stored the row before it. */
 #define BLD(p, v)                                                                        \
-    ((tail && (v) == nv - 1) ? _mm512_maskz_loadu_ps(last, (p) + (v) * 16)              \
-                             : _mm512_loadu_ps((p) + (v) * 16))
+    ((tail == 2 && (v) == nv - 1)                                                        \
+         ? _mm512_zextps128_ps512(_mm_loadu_ps((p) + (v) * 16))                          \
+     : (tail && (v) == nv - 1) ? _mm512_maskz_loadu_ps(last, (p) + (v) * 16)            \
+                               : _mm512_loadu_ps((p) + (v) * 16))
 #define BST(p, v, x)                                                                     \
     do {                                                                                 \
-        if (tail && (v) == nv - 1)                                                       \
+        if (tail == 2 && (v) == nv - 1)                                                  \
+            _mm_storeu_ps((p) + (v) * 16, _mm512_castps512_ps128(x));                    \
+        else if (tail && (v) == nv - 1)                                                  \
             _mm512_mask_storeu_ps((p) + (v) * 16, last, (x));                            \
         else                                                                             \
             _mm512_storeu_ps((p) + (v) * 16, (x));                                       \
     } while (0)
 
-/* vector v of a bf16 row at p, widened (exact) */
+/* vector v of a bf16 row at p, widened (exact); a tail of 4 halfs as one
+ * 8-byte load */
 static inline __attribute__((always_inline)) __m512 widen(__m256i h)
 {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 #define BLDW(p, v)                                                                       \
-    widen((tail && (v) == nv - 1)                                                        \
+    widen((tail == 2 && (v) == nv - 1)                                                   \
+              ? _mm256_zextsi128_si256(_mm_loadl_epi64((const __m128i *)((p) + (v) * 16))) \
+          : (tail && (v) == nv - 1)                                                      \
               ? _mm256_maskz_loadu_epi16(last, (p) + (v) * 16)                           \
               : _mm256_loadu_si256((const __m256i *)((p) + (v) * 16)))
 
@@ -132,18 +145,21 @@ static inline __attribute__((always_inline)) void bws_panel(
     BCASE(CALL, 1) BCASE(CALL, 2) BCASE(CALL, 3) BCASE(CALL, 4)                          \
     BCASE(CALL, 5) BCASE(CALL, 6) BCASE(CALL, 7) BCASE(CALL, 8)
 #define BCASE(CALL, n)                                                                   \
-    case 2 * (n): CALL((n), 0); break;                                                   \
-    case 2 * (n) + 1: CALL((n), 1); break;
+    case 3 * (n): CALL((n), 0); break;                                                   \
+    case 3 * (n) + 1: CALL((n), 1); break;                                               \
+    case 3 * (n) + 2: CALL((n), 2); break;
+/* the tail kind of a row of f floats (BLD) */
+#define BTAIL(f) ((f) % 16 == 0 ? 0 : (f) % 16 == 4 ? 2 : 1)
 
 void pt_cfconv_bf16_avx512_forward(float *m, const pt_bf16 *w, const int32_t *row,
                                    const float *x, const int32_t *src, const int32_t *off,
                                    int i0, int i1, int f)
 {
     if (f <= 0 || f > 128 || i0 >= i1) return;
-    const int nv = (f + 15) / 16, tail = f % 16 != 0;
+    const int nv = (f + 15) / 16, tail = BTAIL(f);
     const __mmask16 last = (__mmask16)((1u << (tail ? f % 16 : 16)) - 1u);
 #define BFWD(n, t) fwd_panel((n), (t), last, m, w, row, x, src, off, i0, i1, f)
-    switch (2 * nv + tail) { BCASES(BFWD) default: break; }
+    switch (3 * nv + tail) { BCASES(BFWD) default: break; }
 }
 
 void pt_cfconv_bf16_avx512_backward_senders(float *dx, float *dp, const float *dm,
@@ -154,10 +170,10 @@ void pt_cfconv_bf16_avx512_backward_senders(float *dx, float *dp, const float *d
                                             int j1, int f, int32_t ring)
 {
     if (f <= 0 || f > 128 || j0 >= j1) return;
-    const int nv = (f + 15) / 16, tail = f % 16 != 0;
+    const int nv = (f + 15) / 16, tail = BTAIL(f);
     const __mmask16 last = (__mmask16)((1u << (tail ? f % 16 : 16)) - 1u);
 #define BBWS(n, t)                                                                       \
     bws_panel((n), (t), last, dx, dp, dm, x, w, cut, row, first, row_last, dst, so, se, j0, \
               j1, f, ring)
-    switch (2 * nv + tail) { BCASES(BBWS) default: break; }
+    switch (3 * nv + tail) { BCASES(BBWS) default: break; }
 }

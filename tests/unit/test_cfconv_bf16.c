@@ -133,6 +133,16 @@ static void test_widths_masked_tails(void **state)
     for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) check_width(61, fs[i]);
 }
 
+/* a tail of exactly 4 lanes at every vector count (the model's 100 among
+ * them): the fp32 rows' tail is loaded and stored as one xmm and W̃'s as 8
+ * bytes (cfconv_bf16_avx512.c BLD / BST / BLDW), not through the mask */
+static void test_widths_four_lane_tails(void **state)
+{
+    (void)state;
+    static const int fs[] = {4, 20, 36, 52, 68, 84, 100, 116};
+    for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) check_width(41, fs[i]);
+}
+
 static void test_widths_past_the_kernels(void **state)
 {
     (void)state;
@@ -184,6 +194,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_widths_whole_vectors),
         cmocka_unit_test(test_widths_masked_tails),
+        cmocka_unit_test(test_widths_four_lane_tails),
         cmocka_unit_test(test_widths_past_the_kernels),
         cmocka_unit_test(test_graph_has_every_case),
         cmocka_unit_test(test_empty_and_padding),
