@@ -245,6 +245,9 @@ int main(int argc, char **argv)
     for (int k = 0; k < E; k++) real += row[k] >= 0;
     float *x = randoms((size_t)N * F, 1), *w = randoms((size_t)U * F, 2);
     float *dm = randoms((size_t)N * F, 3), *cut = randoms((size_t)U, 4);
+    /* and the lists' edges as the backward reads them (once per batch too) */
+    pt_cfconv_sedge *sr = alloc((size_t)E * sizeof *sr);
+    pt_cfconv_sender_edges(sr, so, se, row, first, row_last, b.edge_dst, cut, 0, N);
     float *m = alloc((size_t)N * F * sizeof(float)), *dx = alloc((size_t)N * F * sizeof(float));
     float *dp = alloc((size_t)U * F * sizeof(float));
     /* each pack's receivers and the rows they use (rows are numbered in
@@ -294,7 +297,7 @@ int main(int argc, char **argv)
                 sink += touch(dp, r_at[p], r_at[p + 1]) + touch(w, r_at[p], r_at[p + 1]);
                 double t0 = cpu_now();
                 pt_cfconv_backward_senders(dx, dp, dm, x, w, cut, row, first, row_last,
-                                           b.edge_src, b.edge_dst, b.dst_offset, so, se,
+                                           b.edge_src, b.edge_dst, b.dst_offset, so, se, sr,
                                            i_at[p], i_at[p + 1], F, 0);
                 ts += cpu_now() - t0;
             }
@@ -351,7 +354,7 @@ int main(int argc, char **argv)
                pipe_whole[ii] * 1e3);
     }
     if (sink == 12345.0f) printf("#\n");   /* keeps the reads */
-    free(row_last), free(so), free(se), free(close), free(wd), free(lam), free(pb);
+    free(row_last), free(so), free(se), free(sr), free(close), free(wd), free(lam), free(pb);
     free(row), free(first), free(row_dist), free(cursor), free(x), free(w), free(dm), free(cut);
     free(m), free(dx), free(dp), free(natoms), free(nedges), free(ids);
     pt_batch_close(&b);

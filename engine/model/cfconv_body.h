@@ -288,13 +288,16 @@ void CK(backward)(float *dx, float *dp, const float *dm, const float *x, const f
 /* dx_j[panel] += Σ dm_i ⊙ W_u over sender j's edges and dP_u per the edge's
  * part (cfconv_kernels.h: write, add, dx only, combine), senders j0 ≤ j < j1
  * in ascending order; x_j's panel and dx_j's accumulator in registers
- * (2 nv of them).  Array pointers offset to the panel's first column (cut,
- * row, first, rlast, dst, so, se are not). */
+ * (2 nv of them).  Each edge's row, receiver, dP row, part and cutoff come
+ * from its list entry sr[e] (pt_cfconv_sender_edges), read in order: the
+ * lookups through se, row, dst, first, row_last and cut were a chain of
+ * dependent loads of scattered entries on every edge, ~4 ns of its ~24 in
+ * the pipeline (docs/performance.md, session 12 bwd).  Array pointers
+ * offset to the panel's first column (so and sr are not). */
 static inline __attribute__((always_inline)) void CK(bws_panel)(
     const int nv, const int tail, const MASK_T last, float *dx, float *dp, const float *dm,
-    const float *x, const float *w, const float *cut, const int32_t *row, const uint8_t *first,
-    const int32_t *rlast, const int32_t *dst, const int32_t *so, const int32_t *se, int j0,
-    int j1, long f, int32_t ring)
+    const float *x, const float *w, const int32_t *so, const pt_cfconv_sedge *sr, int j0,
+    int j1, long f)
 {
     const int32_t eend = so[j1];
     for (int j = j0; j < j1; j++) {
@@ -310,11 +313,13 @@ static inline __attribute__((always_inline)) void CK(bws_panel)(
 #define CK_DMJ(v) const V m##v = (v) < nv ? CK_LD(dmj, v) : VZERO();
         CK_V8(CK_DMJ)
         for (int32_t e = so[j]; e < so[j + 1]; e++) {
-            const int32_t k = se[e], u = row[k], i = dst[k];
-            CK_PREFETCH_S(e)
-            const float *dmp = dm + i * f, *wp = w + u * f;
-            float *dpp = dp + (ring > 0 ? u % ring : u) * f;
-            const V cu = VSET1(cut[u]);
+            const pt_cfconv_sedge s = sr[e];
+            /* W's row of the edge PF ahead (the next senders' edges when
+             * this one's end: the lists follow each other in visit order) */
+            if (e + CK_PF < eend) CK_PREFETCH(w + sr[e + CK_PF].row * f, nv * VW);
+            const float *dmp = dm + s.dst * f, *wp = w + s.row * f;
+            float *dpp = dp + (long)(s.dp & ((1u << PT_SEDGE_ROW_BITS) - 1)) * f;
+            const V cu = VSET1(s.cut);
 #define CK_BS(v, DP)                                                                     \
     if ((v) < nv) {                                                                      \
         const V d_ = CK_LD(dmp, v);                                                      \
@@ -326,22 +331,19 @@ static inline __attribute__((always_inline)) void CK(bws_panel)(
 #define CK_BS_ADD(v) CK_BS(v, VFMA(t_, cu, CK_LD(dpp, v)))
 #define CK_BS_COMBINE(v) CK_BS(v, VFMA(VMUL(m##v, CK_LD(xip, v)), cu, VMUL(t_, cu)))
 #define CK_BS_DX(v) if ((v) < nv) a##v = VFMA(CK_LD(dmp, v), CK_LD(wp, v), a##v);
-            if (first[k]) {
-                if (rlast[u] == i) {
-                    CK_V8(CK_BS_WRITE)
-                } else {
-                    /* the row's other edge (receiver j, sender i) came
-                     * earlier in sender order and left dP alone: its
-                     * product dm_j ⊙ x_i, as it would have formed it */
-                    const float *xip = x + i * f;
-                    CK_V8(CK_BS_COMBINE)
-                }
-            } else if (j < i) {
-                /* the other edge of a row whose first edge (receiver j,
-                 * sender i) comes later and forms both products: dx only */
-                CK_V8(CK_BS_DX)
-            } else {
-                CK_V8(CK_BS_ADD)
+            switch (s.dp >> PT_SEDGE_ROW_BITS) {
+            case PT_SEDGE_WRITE: CK_V8(CK_BS_WRITE) break;
+            case PT_SEDGE_ADD: CK_V8(CK_BS_ADD) break;
+            /* the other edge of a row whose first edge (receiver j, sender
+             * i) comes later and forms both products */
+            case PT_SEDGE_DX: CK_V8(CK_BS_DX) break;
+            default: {
+                /* the row's other edge (receiver j, sender i) came earlier
+                 * in sender order and left dP alone: its product
+                 * dm_j ⊙ x_i, as it would have formed it */
+                const float *xip = x + s.dst * f;
+                CK_V8(CK_BS_COMBINE)
+            } break;
             }
         }
 #define CK_STACC(v) if ((v) < nv) CK_ST(dxp, v, a##v);
@@ -358,9 +360,7 @@ static inline __attribute__((always_inline)) void CK(bws_panel)(
     case 3 * (n) + 2: if ((n) <= SNVMAX) CALL((n), 2); break;
 
 void CK(backward_senders)(float *dx, float *dp, const float *dm, const float *x, const float *w,
-                          const float *cut, const int32_t *row, const uint8_t *first,
-                          const int32_t *row_last, const int32_t *dst, const int32_t *so,
-                          const int32_t *se, int j0, int j1, int f, int32_t ring)
+                          const int32_t *so, const pt_cfconv_sedge *sr, int j0, int j1, int f)
 {
     if (f <= 0 || j0 >= j1) return;
     const int nvec = (f + VW - 1) / VW, npan = (nvec + SNVMAX - 1) / SNVMAX;
@@ -370,8 +370,7 @@ void CK(backward_senders)(float *dx, float *dp, const float *dm, const float *x,
         const MASK_T lm = MASK(tail ? f % VW : VW);
         const long c0 = (long)v0 * VW;
 #define CK_BWS(nn, t)                                                                    \
-    CK(bws_panel)((nn), (t), lm, dx + c0, dp + c0, dm + c0, x + c0, w + c0, cut, row, first, \
-                  row_last, dst, so, se, j0, j1, f, ring)
+    CK(bws_panel)((nn), (t), lm, dx + c0, dp + c0, dm + c0, x + c0, w + c0, so, sr, j0, j1, f)
         switch (3 * nv + tail) { CK_SCASES(CK_BWS) default: break; }
         v0 += nv;
     }

@@ -420,17 +420,34 @@ void pt_cfconv_senders(int32_t *so, int32_t *se, int32_t *close, const int32_t *
     so[0] = 0;
 }
 
+/* The parts are the generic loop's branches below, decided once a batch. */
+void pt_cfconv_sender_edges(pt_cfconv_sedge *sr, const int32_t *so, const int32_t *se,
+                            const int32_t *row, const uint8_t *first, const int32_t *row_last,
+                            const int32_t *dst, const float *cut, int32_t ring, int n_nodes)
+{
+    for (int j = 0; j < n_nodes; j++)
+        for (int32_t t = so[j]; t < so[j + 1]; t++) {
+            const int32_t k = se[t], u = row[k], i = dst[k];
+            const uint32_t part = first[k] ? (row_last[u] == i ? PT_SEDGE_WRITE : PT_SEDGE_COMBINE)
+                                           : (j < i ? PT_SEDGE_DX : PT_SEDGE_ADD);
+            sr[t] = (pt_cfconv_sedge){.row = u, .dst = i,
+                                      .dp = (uint32_t)(ring > 0 ? u % ring : u) |
+                                            part << PT_SEDGE_ROW_BITS,
+                                      .cut = cut[u]};
+        }
+}
+
 void pt_cfconv_backward_senders(float *dx, float *dp, const float *dm, const float *x,
                                 const float *w, const float *cut, const int32_t *row,
                                 const uint8_t *first, const int32_t *row_last,
                                 const int32_t *src, const int32_t *dst,
                                 const int32_t *dst_offset, const int32_t *so,
-                                const int32_t *se, int j0, int j1, int f, int32_t ring)
+                                const int32_t *se, const pt_cfconv_sedge *sr, int j0, int j1,
+                                int f, int32_t ring)
 {
     switch (pt_cfconv_choice()) {
     case PT_CFCONV_AVX512:
-        pt_cfconv_avx512_backward_senders(dx, dp, dm, x, w, cut, row, first, row_last, dst, so,
-                                          se, j0, j1, f, ring);
+        pt_cfconv_avx512_backward_senders(dx, dp, dm, x, w, so, sr, j0, j1, f);
         return;
     case PT_CFCONV_AVX2:
         /* the receiver-order kernel: the same bits (the range is closed),

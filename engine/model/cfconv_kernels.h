@@ -34,6 +34,12 @@
  * boundaries no edge crosses (structure ends), so each list is walked in
  * one piece.  bench/cfconv_rate, water, AVX-512 (load 2-3): 13.9 against
  * 15.1-16.8 ns per edge for the receiver-order kernel on the same packs.
+ * The AVX-512 kernel reads each edge's row, receiver, dP row, part and
+ * cutoff from one 16-byte entry in list order (schnet_ops.h's
+ * pt_cfconv_sender_edges, made once per batch), not through se → row,
+ * dst, first → row_last, cut: the same operations on the same operands,
+ * so the same bits; 16.2-17.3 → 14.0-14.6 ns an edge warm, 24-27 → 22-24
+ * in the pipeline (docs/performance.md, session 12 bwd).
  *
  * The force passes' convolution (schnet_ops.h) runs here too:
  * pt_cfconv_tangent keeps ṁ_i in registers (receiver order, like the

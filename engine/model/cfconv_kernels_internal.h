@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "engine/model/bf16.h"
+#include "engine/model/schnet_ops.h"
 
 /* The generic backward by senders (cfconv_kernels.c), arguments as
  * pt_cfconv_backward_senders' (dst's, so's, se's, the range's): W as fp32
@@ -42,13 +43,11 @@ void pt_cfconv_avx2_tangent(float *m, const float *w, const float *wd, const flo
                             const int32_t *row, const float *x, const float *xd,
                             const int32_t *src, const int32_t *off, int i0, int i1, int f);
 /* the backward by senders: pt_cfconv_backward_senders over senders
- * j0 ≤ j < j1 (AVX-512 only: cfconv_avx2.c says why) */
+ * j0 ≤ j < j1 from the lists' edges sr (AVX-512 only: cfconv_avx2.c says
+ * why) */
 void pt_cfconv_avx512_backward_senders(float *dx, float *dp, const float *dm, const float *x,
-                                       const float *w, const float *cut, const int32_t *row,
-                                       const uint8_t *first, const int32_t *row_last,
-                                       const int32_t *dst, const int32_t *so,
-                                       const int32_t *se, int j0, int j1, int f,
-                                       int32_t ring);
+                                       const float *w, const int32_t *so,
+                                       const pt_cfconv_sedge *sr, int j0, int j1, int f);
 /* the force passes' second backward by senders over senders j0 ≤ j < j1
  * (AVX-512 only: x_j, ẋ_j and x̂_j do not fit AVX2's 16 registers) */
 void pt_cfconv_avx512_backward2_senders(float *dxh, float *ph, float *pb, const float *mh,

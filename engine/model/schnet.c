@@ -386,6 +386,10 @@ void pt_schnet_prepare_edges(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
     }
     pt_edge_basis_forward(a->e, a->cut, a->row_dist, a->n_rows, m->cfg.gaussians,
                           m->cfg.cutoff);
+    /* and the lists' edges as the backward reads them (cut and ring known) */
+    if (!a->forward_only)
+        pt_cfconv_sender_edges(a->snd_rec, a->snd_offset, a->snd_edge, a->row, a->first,
+                               a->row_last, b->edge_dst, a->cut, a->dp_ring, b->cap_nodes);
     if (a->mode >= PT_SCHNET_FORCES)
         pt_edge_basis_deriv(a->de, a->dcut, a->e, a->row_dist, a->n_rows, m->cfg.gaussians,
                             m->cfg.cutoff);

@@ -236,6 +236,9 @@ typedef struct pt_schnet_acts {
                                       * the backward */
     int32_t dp_ring;                 /* the backward's dP window in rows, 0: none
                                       * (schnet_edges.c; with the lists) */
+    pt_cfconv_sedge *snd_rec;        /* [E] the lists' edges as the backward reads
+                                      * them (pt_cfconv_sender_edges, with cut and
+                                      * dp_ring) */
     float *row_dist;                 /* [E] distance of each row */
     float *e, *cut;                  /* [rows,G] Gaussians, [rows] cosine cutoff */
     float *h[PT_SCHNET_MAX_INTERACTIONS + 1]; /* [N,H] input of block t; h[T] feeds the head */

@@ -182,8 +182,8 @@ void pt_schnet_edges_backward(const pt_schnet_block *w, pt_schnet_block *dw,
         } else if (end > i) {
             pt_cfconv_backward_senders(a->dx, a->dp, a->dm, k->x, k->w, a->cut, a->row,
                                        a->first, a->row_last, b->edge_src, b->edge_dst,
-                                       b->dst_offset, a->snd_offset, a->snd_edge, i, end, F,
-                                       ring);
+                                       b->dst_offset, a->snd_offset, a->snd_edge, a->snd_rec,
+                                       i, end, F, ring);
             i = end;
         }
         made = pt_schnet_rows_made(a, b, i0, i, made);

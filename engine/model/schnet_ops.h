@@ -111,6 +111,32 @@ void pt_cfconv_backward_range(float *dx, float *dp, const float *dm, const float
                               const float *w, const float *cut, const int32_t *row,
                               const uint8_t *first, const int32_t *src,
                               const int32_t *dst_offset, int i0, int i1, int f, int32_t ring);
+/* One edge of the sender lists as the backward by senders reads it, at the
+ * list's position (sr[t] for se[t]): what the kernel would otherwise look
+ * up through se[t] → k → row[k], dst[k], first[k] → row_last[u], cut[u]
+ * and u % ring, a chain of dependent loads of scattered entries on every
+ * edge, now one sequential 16-byte read (docs/performance.md, session 12
+ * bwd).  dp: dP's row (u, or u % ring with the ring) in the low 30 bits,
+ * the edge's part (PT_SEDGE_*) in the top 2. */
+typedef struct pt_cfconv_sedge {
+    int32_t row;  /* u: W's row */
+    int32_t dst;  /* i: the receiver */
+    uint32_t dp;  /* dP's row | part << 30 */
+    float cut;    /* C_u */
+} pt_cfconv_sedge;
+enum {
+    PT_SEDGE_WRITE = 0,   /* the row's only edge: dP = (dm_i ⊙ x_j)·C_u */
+    PT_SEDGE_ADD = 1,     /* a later edge whose row was written: dP += … */
+    PT_SEDGE_DX = 2,      /* the other edge of a row whose first edge comes later: dx only */
+    PT_SEDGE_COMBINE = 3, /* a first edge forming both products */
+    PT_SEDGE_ROW_BITS = 30
+};
+/* sr[so[j] .. so[j+1]) for senders 0 ≤ j < n_nodes from the lists of
+ * pt_cfconv_senders, the rows, cut and the dP ring (0: none) the backward
+ * will use; rows must be below 2^30 (W alone would then exceed 400 GB). */
+void pt_cfconv_sender_edges(pt_cfconv_sedge *sr, const int32_t *so, const int32_t *se,
+                            const int32_t *row, const uint8_t *first, const int32_t *row_last,
+                            const int32_t *dst, const float *cut, int32_t ring, int n_nodes);
 /* The backward by senders: pt_cfconv_backward_range's results bit for bit
  * (dx added to, dP rows, ring alike) over receivers j0 ≤ i < j1, walking
  * the senders j0 ≤ j < j1 in ascending order with x_j and dx_j in
@@ -124,13 +150,16 @@ void pt_cfconv_backward_range(float *dx, float *dp, const float *dm, const float
  * as before; each dP row still gets (first edge's product) · C_u, then
  * fma(other's product, C_u, ·) — when the other edge comes first in
  * sender order (its sender is the smaller), the first edge forms both
- * products when it comes (cfconv_kernels.h). */
+ * products when it comes (cfconv_kernels.h).  sr: the same lists as
+ * pt_cfconv_sender_edges made them for this batch, cut and ring (AVX-512
+ * reads them instead of se, row, dst, first, row_last and cut). */
 void pt_cfconv_backward_senders(float *dx, float *dp, const float *dm, const float *x,
                                 const float *w, const float *cut, const int32_t *row,
                                 const uint8_t *first, const int32_t *row_last,
                                 const int32_t *src, const int32_t *dst,
                                 const int32_t *dst_offset, const int32_t *so,
-                                const int32_t *se, int j0, int j1, int f, int32_t ring);
+                                const int32_t *se, const pt_cfconv_sedge *sr, int j0,
+                                int j1, int f, int32_t ring);
 /* Sender lists: the edges with a row (row[k] ≥ 0) of sender j, ascending,
  * are se[so[j] .. so[j+1]) (so: [n_nodes + 1], se: [n_edges]).  close[b]
  * (b ≤ n_nodes; [n_nodes + 1]) is the first node boundary at or after b

@@ -1,6 +1,6 @@
 /* test_cfconv_senders.c — the convolution's passes that walk senders
- * (schnet_ops.h: pt_cfconv_senders, pt_cfconv_backward_senders,
- * pt_cfconv_backward2;
+ * (schnet_ops.h: pt_cfconv_senders, pt_cfconv_sender_edges,
+ * pt_cfconv_backward_senders, pt_cfconv_backward2;
  * engine/model/cfconv_kernels.h) for every implementation (generic, AVX2,
  * AVX-512 and the policy, forced with pt_cfconv_force), bit for bit against
  * a scalar reference in receiver order written here with explicit fmaf:
@@ -11,7 +11,9 @@
  *     at the cutoff (row −1 both ways), an atom's pairs of edges to its own
  *     images (i←i twice on one row), padding edges, nodes without edges;
  *   - the lists (each sender's edges with a row, ascending) and close[]
- *     against a brute-force scan of the boundaries no edge crosses;
+ *     against a brute-force scan of the boundaries no edge crosses, and
+ *     the lists' edges as the backward reads them (row, receiver, cutoff,
+ *     dP row with and without a ring, part) against the graph itself;
  *   - widths: one to eight whole vectors of 8 and 16 lanes, masked tails,
  *     several panels, the model's 100 and 25;
  *   - one call over the batch, one call per structure (closed ranges, as
@@ -113,6 +115,8 @@ static void check_width(int n, int f)
     int32_t *so, *se, *close;
     graph_senders(&g, &so, &se, &close);
     check_lists(&g, so, se, close);
+    pt_cfconv_sedge *sr = malloc((size_t)(g.e ? g.e : 1) * sizeof *sr);
+    assert_non_null(sr);
     const size_t nf = (size_t)n * f, uf = (size_t)(g.u ? g.u : 1) * f;
     float *x = rnd_floats(nf, 1.0f), *w = rnd_floats(uf, 1.0f), *dm = rnd_floats(nf, 1.0f);
     float *dx0 = rnd_floats(nf, 1.0f);
@@ -122,14 +126,15 @@ static void check_width(int n, int f)
         pt_cfconv_force(impls[ii]);
         for (int mode = 0; mode < 3; mode++) {
             const int32_t ring = mode == 2 ? 64 : 0;
+            pt_cfconv_sender_edges(sr, so, se, g.row, g.first, g.last, g.dst, g.cut, ring, n);
             ref_backward_from(dx_ref, dp_ref, dx, dp, dx0, dm, x, w, &g, f, ring);
             if (mode == 0)
                 pt_cfconv_backward_senders(dx, dp, dm, x, w, g.cut, g.row, g.first, g.last,
-                                           g.src, g.dst, g.off, so, se, 0, n, f, ring);
+                                           g.src, g.dst, g.off, so, se, sr, 0, n, f, ring);
             else
                 for (int s = 0; s < g.ns; s++)
                     pt_cfconv_backward_senders(dx, dp, dm, x, w, g.cut, g.row, g.first,
-                                               g.last, g.src, g.dst, g.off, so, se,
+                                               g.last, g.src, g.dst, g.off, so, se, sr,
                                                g.start[s], g.start[s + 1], f, ring);
             if (memcmp(dx, dx_ref, nf * sizeof(float)))
                 fail_msg("dx %s f=%d mode=%d differs", pt_cfconv_impl_name(impls[ii]), f, mode);
@@ -159,7 +164,7 @@ static void check_width(int n, int f)
     }
     free(wd), free(lam), free(dcut), free(xd), free(mb), free(pb_ref), free(pb);
     pt_cfconv_force(PT_CFCONV_AUTO);
-    free(so), free(se), free(close), free(x), free(w), free(dm), free(dx0);
+    free(so), free(se), free(sr), free(close), free(x), free(w), free(dm), free(dx0);
     free(dx_ref), free(dx), free(dp_ref), free(dp);
     graph_close(&g);
 }
@@ -198,6 +203,51 @@ static void test_graph_has_every_case(void **state)
     assert_int_equal(n.dx_only, n.combine);
 }
 
+/* The lists' edges as the backward reads them (pt_cfconv_sender_edges)
+ * against the graph read directly: each entry's row, receiver, cutoff and
+ * dP row (with and without a ring) at its list position, and its part
+ * from the row's edges themselves — first edge: write when every edge of
+ * the row has its receiver (alone, or an atom's pair of images), else
+ * combine; later edge: dx only from a smaller sender, else add — with
+ * every part present. */
+static void check_sender_edges(int n, int32_t ring)
+{
+    graph g;
+    graph_make(&g, n);
+    int32_t *so, *se, *close;
+    graph_senders(&g, &so, &se, &close);
+    pt_cfconv_sedge *sr = malloc((size_t)(g.e ? g.e : 1) * sizeof *sr);
+    assert_non_null(sr);
+    pt_cfconv_sender_edges(sr, so, se, g.row, g.first, g.last, g.dst, g.cut, ring, n);
+    int seen[4] = {0, 0, 0, 0};
+    for (int j = 0; j < n; j++)
+        for (int32_t t = so[j]; t < so[j + 1]; t++) {
+            const int32_t k = se[t], u = g.row[k], i = g.dst[k];
+            assert_int_equal(sr[t].row, u);
+            assert_int_equal(sr[t].dst, i);
+            assert_true(sr[t].cut == g.cut[u]);
+            assert_int_equal(sr[t].dp & ((1u << PT_SEDGE_ROW_BITS) - 1), ring ? u % ring : u);
+            int alone = 1;
+            for (int q = 0; q < g.e; q++) alone &= g.row[q] != u || g.dst[q] == i;
+            const unsigned want = g.first[k] ? (alone ? PT_SEDGE_WRITE : PT_SEDGE_COMBINE)
+                                             : (j < i ? PT_SEDGE_DX : PT_SEDGE_ADD);
+            assert_int_equal(sr[t].dp >> PT_SEDGE_ROW_BITS, want);
+            seen[want]++;
+        }
+    for (int c = 0; c < 4; c++)
+        if (!seen[c]) fail_msg("no edge of part %d (n=%d)", c, n);
+    free(so), free(se), free(close), free(sr);
+    graph_close(&g);
+}
+
+static void test_sender_edges(void **state)
+{
+    (void)state;
+    check_sender_edges(61, 0);
+    check_sender_edges(61, 64);
+    check_sender_edges(53, 7);
+}
+
 /* An empty range writes nothing; a range whose edges are all padding (or
  * at the cutoff) leaves dx and dP as they were. */
 static void test_empty_and_padding(void **state)
@@ -208,6 +258,8 @@ static void test_empty_and_padding(void **state)
     pad_graph_make(&p);
     float *x = rnd_floats(N * F, 1.0f), *w = rnd_floats(F, 1.0f), *dm = rnd_floats(N * F, 1.0f);
     float dx[N * F], dp[F];
+    pt_cfconv_sedge sr[2];
+    pt_cfconv_sender_edges(sr, p.so, p.se, p.row, p.first, p.last, p.dst, p.cut, 0, N);
     for (int b = 0; b <= N; b++) assert_int_equal(p.close[b], b);
     for (int j = 0; j <= N; j++) assert_int_equal(p.so[j], 0);
     for (size_t ii = 0; ii < sizeof impls / sizeof impls[0]; ii++) {
@@ -215,11 +267,11 @@ static void test_empty_and_padding(void **state)
         poison(dx, N * F);
         poison(dp, F);
         pt_cfconv_backward_senders(dx, dp, dm, x, w, p.cut, p.row, p.first, p.last, p.src,
-                                   p.dst, p.off, p.so, p.se, 1, 1, F, 0);
+                                   p.dst, p.off, p.so, p.se, sr, 1, 1, F, 0);
         pt_cfconv_backward_senders(dx, dp, dm, x, w, p.cut, p.row, p.first, p.last, p.src,
-                                   p.dst, p.off, p.so, p.se, 2, 1, F, 0);
+                                   p.dst, p.off, p.so, p.se, sr, 2, 1, F, 0);
         pt_cfconv_backward_senders(dx, dp, dm, x, w, p.cut, p.row, p.first, p.last, p.src,
-                                   p.dst, p.off, p.so, p.se, 0, N, F, 0);
+                                   p.dst, p.off, p.so, p.se, sr, 0, N, F, 0);
         for (int c = 0; c < N * F; c++) assert_true(dx[c] > 1e38f);
         for (int c = 0; c < F; c++) assert_true(dp[c] > 1e38f);
     }
@@ -234,6 +286,7 @@ int main(void)
         cmocka_unit_test(test_widths_masked_tails),
         cmocka_unit_test(test_widths_several_panels),
         cmocka_unit_test(test_graph_has_every_case),
+        cmocka_unit_test(test_sender_edges),
         cmocka_unit_test(test_empty_and_padding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
