@@ -48,11 +48,11 @@ void pt_cfconv_bf16_backward_senders(float *dx, float *dp, const float *dm, cons
                                      const pt_bf16 *w, const float *cut, const int32_t *row,
                                      const uint8_t *first, const int32_t *row_last,
                                      const int32_t *dst, const int32_t *so, const int32_t *se,
-                                     int j0, int j1, int f, int32_t ring)
+                                     const pt_cfconv_sedge *sr, int j0, int j1, int f,
+                                     int32_t ring)
 {
     if (pt_cfconv_bf16_vector(f))
-        pt_cfconv_bf16_avx512_backward_senders(dx, dp, dm, x, w, cut, row, first, row_last, dst,
-                                               so, se, j0, j1, f, ring);
+        pt_cfconv_bf16_avx512_backward_senders(dx, dp, dm, x, w, so, sr, j0, j1, f);
     else
         pt_cfconv_generic_backward_senders(dx, dp, dm, x, NULL, w, cut, row, first, row_last,
                                            dst, so, se, j0, j1, f, ring);

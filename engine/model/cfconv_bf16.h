@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "engine/model/bf16.h"
+#include "engine/model/schnet_ops.h"
 
 /* m_i for receivers i0 ≤ i < i1 (edges dst_offset[i] ..< dst_offset[i+1],
  * row[k] < 0: padding, skipped); w: bf16 rows of f. */
@@ -44,12 +45,15 @@ void pt_cfconv_bf16_forward_range(float *m, const pt_bf16 *w, const int32_t *row
 
 /* pt_cfconv_backward_senders (schnet_ops.h) with W as bf16 rows: senders
  * j0 ≤ j < j1 (boundaries no edge crosses), dx added to, dP rows at
- * u % ring (ring > 0) or u. */
+ * u % ring (ring > 0) or u; sr the lists' entries for this cut and ring
+ * (pt_cfconv_sender_edges: the AVX-512 kernel reads them instead of se,
+ * row, dst, first, row_last and cut). */
 void pt_cfconv_bf16_backward_senders(float *dx, float *dp, const float *dm, const float *x,
                                      const pt_bf16 *w, const float *cut, const int32_t *row,
                                      const uint8_t *first, const int32_t *row_last,
                                      const int32_t *dst, const int32_t *so, const int32_t *se,
-                                     int j0, int j1, int f, int32_t ring);
+                                     const pt_cfconv_sedge *sr, int j0, int j1, int f,
+                                     int32_t ring);
 
 /* 1 when the AVX-512 kernels run these for width f now. */
 int pt_cfconv_bf16_vector(int f);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "engine/model/cfconv_bf16_internal.h"
+#include "engine/model/cfconv_kernels_internal.h"
 
 #define BV8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 /* vector v of an fp32 row at p: whole, or the tail: tail 2 (f % 16 = 4,
@@ -86,12 +87,13 @@ static inline __attribute__((always_inline)) void fwd_panel(
 }
 
 /* cfconv_body.h's bws_panel with W̃: x_j, dm_j and dx_j's accumulator in
- * registers; dP per the edge's part (write, combine, add, dx only). */
+ * registers; each edge's row, receiver, dP row, part (write, combine, add,
+ * dx only) and cutoff from its list entry sr[e] (schnet_ops.h's
+ * pt_cfconv_sender_edges), read in order. */
 static inline __attribute__((always_inline)) void bws_panel(
     const int nv, const int tail, const __mmask16 last, float *dx, float *dp, const float *dm,
-    const float *x, const pt_bf16 *w, const float *cut, const int32_t *row,
-    const uint8_t *first, const int32_t *rlast, const int32_t *dst, const int32_t *so,
-    const int32_t *se, int j0, int j1, long f, int32_t ring)
+    const float *x, const pt_bf16 *w, const int32_t *so, const pt_cfconv_sedge *sr, int j0,
+    int j1, long f)
 {
     const int32_t eend = so[j1];
     for (int j = j0; j < j1; j++) {
@@ -105,12 +107,12 @@ static inline __attribute__((always_inline)) void bws_panel(
 #define BDMJ(v) const __m512 m##v = (v) < nv ? BLD(dmj, v) : _mm512_setzero_ps();
         BV8(BDMJ)
         for (int32_t e = so[j]; e < so[j + 1]; e++) {
-            const int32_t k = se[e], u = row[k], i = dst[k];
-            if (e + BPF < eend) prefetch_row(w + row[se[e + BPF]] * f, (int)f);
-            const float *dmp = dm + i * f;
-            const pt_bf16 *wp = w + u * f;
-            float *dpp = dp + (ring > 0 ? u % ring : u) * f;
-            const __m512 cu = _mm512_set1_ps(cut[u]);
+            const pt_cfconv_sedge s = sr[e];
+            if (e + BPF < eend) prefetch_row(w + sr[e + BPF].row * f, (int)f);
+            const float *dmp = dm + s.dst * f;
+            const pt_bf16 *wp = w + s.row * f;
+            float *dpp = dp + PT_SEDGE_DP(s) * f;
+            const __m512 cu = _mm512_set1_ps(s.cut);
 #define BS(v, DP)                                                                        \
     if ((v) < nv) {                                                                      \
         const __m512 d_ = BLD(dmp, v);                                                   \
@@ -123,18 +125,7 @@ static inline __attribute__((always_inline)) void bws_panel(
 #define BS_COMBINE(v)                                                                    \
     BS(v, _mm512_fmadd_ps(_mm512_mul_ps(m##v, BLD(xip, v)), cu, _mm512_mul_ps(t_, cu)))
 #define BS_DX(v) if ((v) < nv) a##v = _mm512_fmadd_ps(BLD(dmp, v), BLDW(wp, v), a##v);
-            if (first[k]) {
-                if (rlast[u] == i) {
-                    BV8(BS_WRITE)
-                } else {
-                    const float *xip = x + i * f;
-                    BV8(BS_COMBINE)
-                }
-            } else if (j < i) {
-                BV8(BS_DX)
-            } else {
-                BV8(BS_ADD)
-            }
+            PT_SEDGE_EDGE(s, BV8, BS_WRITE, BS_ADD, BS_DX, BS_COMBINE, x, f)
         }
 #define BSTACC(v) if ((v) < nv) BST(dxp, v, a##v);
         BV8(BSTACC)
@@ -163,17 +154,13 @@ void pt_cfconv_bf16_avx512_forward(float *m, const pt_bf16 *w, const int32_t *ro
 }
 
 void pt_cfconv_bf16_avx512_backward_senders(float *dx, float *dp, const float *dm,
-                                            const float *x, const pt_bf16 *w, const float *cut,
-                                            const int32_t *row, const uint8_t *first,
-                                            const int32_t *row_last, const int32_t *dst,
-                                            const int32_t *so, const int32_t *se, int j0,
-                                            int j1, int f, int32_t ring)
+                                            const float *x, const pt_bf16 *w, const int32_t *so,
+                                            const pt_cfconv_sedge *sr, int j0, int j1, int f)
 {
     if (f <= 0 || f > 128 || j0 >= j1) return;
     const int nv = (f + 15) / 16, tail = BTAIL(f);
     const __mmask16 last = (__mmask16)((1u << (tail ? f % 16 : 16)) - 1u);
 #define BBWS(n, t)                                                                       \
-    bws_panel((n), (t), last, dx, dp, dm, x, w, cut, row, first, row_last, dst, so, se, j0, \
-              j1, f, ring)
+    bws_panel((n), (t), last, dx, dp, dm, x, w, so, sr, j0, j1, f)
     switch (3 * nv + tail) { BCASES(BBWS) default: break; }
 }

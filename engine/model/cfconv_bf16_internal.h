@@ -9,15 +9,13 @@
 #include <stdint.h>
 
 #include "engine/model/bf16.h"
+#include "engine/model/schnet_ops.h"
 
 void pt_cfconv_bf16_avx512_forward(float *m, const pt_bf16 *w, const int32_t *row,
                                    const float *x, const int32_t *src, const int32_t *off,
                                    int i0, int i1, int f);
 void pt_cfconv_bf16_avx512_backward_senders(float *dx, float *dp, const float *dm,
-                                            const float *x, const pt_bf16 *w, const float *cut,
-                                            const int32_t *row, const uint8_t *first,
-                                            const int32_t *row_last, const int32_t *dst,
-                                            const int32_t *so, const int32_t *se, int j0,
-                                            int j1, int f, int32_t ring);
+                                            const float *x, const pt_bf16 *w, const int32_t *so,
+                                            const pt_cfconv_sedge *sr, int j0, int j1, int f);
 
 #endif

@@ -318,7 +318,7 @@ static inline __attribute__((always_inline)) void CK(bws_panel)(
              * this one's end: the lists follow each other in visit order) */
             if (e + CK_PF < eend) CK_PREFETCH(w + sr[e + CK_PF].row * f, nv * VW);
             const float *dmp = dm + s.dst * f, *wp = w + s.row * f;
-            float *dpp = dp + (long)(s.dp & ((1u << PT_SEDGE_ROW_BITS) - 1)) * f;
+            float *dpp = dp + PT_SEDGE_DP(s) * f;
             const V cu = VSET1(s.cut);
 #define CK_BS(v, DP)                                                                     \
     if ((v) < nv) {                                                                      \
@@ -331,20 +331,7 @@ static inline __attribute__((always_inline)) void CK(bws_panel)(
 #define CK_BS_ADD(v) CK_BS(v, VFMA(t_, cu, CK_LD(dpp, v)))
 #define CK_BS_COMBINE(v) CK_BS(v, VFMA(VMUL(m##v, CK_LD(xip, v)), cu, VMUL(t_, cu)))
 #define CK_BS_DX(v) if ((v) < nv) a##v = VFMA(CK_LD(dmp, v), CK_LD(wp, v), a##v);
-            switch (s.dp >> PT_SEDGE_ROW_BITS) {
-            case PT_SEDGE_WRITE: CK_V8(CK_BS_WRITE) break;
-            case PT_SEDGE_ADD: CK_V8(CK_BS_ADD) break;
-            /* the other edge of a row whose first edge (receiver j, sender
-             * i) comes later and forms both products */
-            case PT_SEDGE_DX: CK_V8(CK_BS_DX) break;
-            default: {
-                /* the row's other edge (receiver j, sender i) came earlier
-                 * in sender order and left dP alone: its product
-                 * dm_j ⊙ x_i, as it would have formed it */
-                const float *xip = x + s.dst * f;
-                CK_V8(CK_BS_COMBINE)
-            } break;
-            }
+            PT_SEDGE_EDGE(s, CK_V8, CK_BS_WRITE, CK_BS_ADD, CK_BS_DX, CK_BS_COMBINE, x, f)
         }
 #define CK_STACC(v) if ((v) < nv) CK_ST(dxp, v, a##v);
         CK_V8(CK_STACC)

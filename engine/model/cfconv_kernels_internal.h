@@ -42,6 +42,27 @@ void pt_cfconv_avx512_tangent(float *m, const float *w, const float *wd, const f
 void pt_cfconv_avx2_tangent(float *m, const float *w, const float *wd, const float *lambda,
                             const int32_t *row, const float *x, const float *xd,
                             const int32_t *src, const int32_t *off, int i0, int i1, int f);
+/* An entry's dP row, and the backward by senders' work on its edge by its
+ * part: V8 applies the kernel's per-vector WRITE, ADD, DX or COMBINE
+ * (which reads the receiver's x row xip) — cfconv_body.h's and
+ * cfconv_bf16_avx512.c's bws_panel, which differ only in W's loads. */
+#define PT_SEDGE_DP(s) ((long)((s).dp & ((1u << PT_SEDGE_ROW_BITS) - 1)))
+#define PT_SEDGE_EDGE(s, V8, WRITE, ADD, DX, COMBINE, x, f)                              \
+    switch ((s).dp >> PT_SEDGE_ROW_BITS) {                                               \
+    case PT_SEDGE_WRITE: V8(WRITE) break;                                                \
+    case PT_SEDGE_ADD: V8(ADD) break;                                                    \
+    /* the other edge of a row whose first edge (receiver j, sender i)                   \
+     * comes later and forms both products */                                            \
+    case PT_SEDGE_DX: V8(DX) break;                                                      \
+    default: {                                                                           \
+        /* the row's other edge (receiver j, sender i) came earlier in                   \
+         * sender order and left dP alone: its product dm_j ⊙ x_i, as it                 \
+         * would have formed it */                                                       \
+        const float *xip = (x) + (s).dst * (f);                                          \
+        V8(COMBINE)                                                                      \
+    } break;                                                                             \
+    }
+
 /* the backward by senders: pt_cfconv_backward_senders over senders
  * j0 ≤ j < j1 from the lists' edges sr (AVX-512 only: cfconv_avx2.c says
  * why) */

@@ -177,7 +177,7 @@ void pt_schnet_edges_backward(const pt_schnet_block *w, pt_schnet_block *dw,
         if (end > i && wh) {
             pt_cfconv_bf16_backward_senders(a->dx, a->dp, a->dm, k->x, wh, a->cut, a->row,
                                             a->first, a->row_last, b->edge_dst, a->snd_offset,
-                                            a->snd_edge, i, end, F, ring);
+                                            a->snd_edge, a->snd_rec, i, end, F, ring);
             i = end;
         } else if (end > i) {
             pt_cfconv_backward_senders(a->dx, a->dp, a->dm, k->x, k->w, a->cut, a->row,

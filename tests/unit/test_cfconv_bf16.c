@@ -72,6 +72,9 @@ static void check_width(int n, int f)
     const size_t nf = (size_t)n * f, uf = (size_t)(g.u ? g.u : 1) * f;
     pt_bf16 *w = rnd_w(uf);
     float *wf = widen_all(w, uf);
+    /* the lists' entries, made per ring below */
+    pt_cfconv_sedge *sr = malloc((size_t)(g.e ? g.e : 1) * sizeof *sr);
+    assert_non_null(sr);
     float *x = rnd_floats(nf, 1.0f), *dm = rnd_floats(nf, 1.0f), *dx0 = rnd_floats(nf, 1.0f);
     float *m_ref = rnd_floats(nf, 1.0f), *m = rnd_floats(nf, 1.0f);
     float *dx_ref = rnd_floats(nf, 1.0f), *dx = rnd_floats(nf, 1.0f);
@@ -96,14 +99,15 @@ static void check_width(int n, int f)
         }
         for (int mode = 0; mode < 3; mode++) {
             const int32_t ring = mode == 2 ? 64 : 0;
+            pt_cfconv_sender_edges(sr, so, se, g.row, g.first, g.last, g.dst, g.cut, ring, n);
             ref_backward_from(dx_ref, dp_ref, dx, dp, dx0, dm, x, wf, &g, f, ring);
             if (mode == 0)
                 pt_cfconv_bf16_backward_senders(dx, dp, dm, x, w, g.cut, g.row, g.first, g.last,
-                                                g.dst, so, se, 0, n, f, ring);
+                                                g.dst, so, se, sr, 0, n, f, ring);
             else
                 for (int s = 0; s < g.ns; s++)
                     pt_cfconv_bf16_backward_senders(dx, dp, dm, x, w, g.cut, g.row, g.first,
-                                                    g.last, g.dst, so, se, g.start[s],
+                                                    g.last, g.dst, so, se, sr, g.start[s],
                                                     g.start[s + 1], f, ring);
             if (memcmp(dx, dx_ref, nf * sizeof(float)))
                 fail_msg("dx %s f=%d mode=%d differs", pt_cfconv_impl_name(impls[ii]), f, mode);
@@ -112,7 +116,7 @@ static void check_width(int n, int f)
         }
     }
     pt_cfconv_force(PT_CFCONV_AUTO);
-    free(so), free(se), free(close), free(w), free(wf), free(x), free(dm), free(dx0);
+    free(so), free(se), free(sr), free(close), free(w), free(wf), free(x), free(dm), free(dx0);
     free(m_ref), free(m), free(dx_ref), free(dx), free(dp_ref), free(dp);
     graph_close(&g);
 }
@@ -169,15 +173,17 @@ static void test_empty_and_padding(void **state)
     float *x = rnd_floats(N * F, 1.0f), *dm = rnd_floats(N * F, 1.0f);
     pt_bf16 *w = rnd_w(F);
     float dx[N * F], dp[F], m[N * F];
+    pt_cfconv_sedge sr[2];
+    pt_cfconv_sender_edges(sr, p.so, p.se, p.row, p.first, p.last, p.dst, p.cut, 0, N);
     for (size_t ii = 0; ii < sizeof impls / sizeof impls[0]; ii++) {
         pt_cfconv_force(impls[ii]);
         poison(dx, N * F), poison(dp, F), poison(m, N * F);
         pt_cfconv_bf16_backward_senders(dx, dp, dm, x, w, p.cut, p.row, p.first, p.last, p.dst,
-                                        p.so, p.se, 1, 1, F, 0);
+                                        p.so, p.se, sr, 1, 1, F, 0);
         pt_cfconv_bf16_backward_senders(dx, dp, dm, x, w, p.cut, p.row, p.first, p.last, p.dst,
-                                        p.so, p.se, 2, 1, F, 0);
+                                        p.so, p.se, sr, 2, 1, F, 0);
         pt_cfconv_bf16_backward_senders(dx, dp, dm, x, w, p.cut, p.row, p.first, p.last, p.dst,
-                                        p.so, p.se, 0, N, F, 0);
+                                        p.so, p.se, sr, 0, N, F, 0);
         pt_cfconv_bf16_forward_range(m, w, p.row, x, p.src, p.off, 2, 2, F);
         pt_cfconv_bf16_forward_range(m, w, p.row, x, p.src, p.off, 2, 1, F);
         for (int c = 0; c < N * F; c++) assert_true(dx[c] > 1e38f && m[c] > 1e38f);
