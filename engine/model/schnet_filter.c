@@ -221,6 +221,26 @@ static int held_fp32(pt_precision prec, int r0, int G, int F)
     return r0 > 0;
 }
 
+/* Where an fp32 chunk's s1 is computed, or NULL for its rows of k->s1.
+ * Energy training on the own kernels (held ≥ 0): the first rows of a->ds1
+ * (the backward's one-chunk scratch, unused in the forward: 100 KB, in L2
+ * after the first chunk), and pt_ssp_forward_copy_run writes the values
+ * to k->s1 with non-temporal stores.  The product's plain stores into
+ * k->s1 (8 MB a water block, read back only by the backward, after every
+ * block's forward) read each line for ownership first (session 11: the
+ * first product at 63-68% of its isolated rate in the step); now the
+ * softplus reads the chunk from L2 and the second product reads s1 from
+ * there.  The bits are the same (the same operations, another address).
+ * Not for the force passes (σ1 stored; a->ds1 is a shared row array
+ * there) nor without a backward (no_grad: k->s1 is read by nothing, but
+ * kept as the tests read it). */
+static float *s1_scratch(const pt_schnet_acts *a, int held)
+{
+    return held >= 0 && a->mode == PT_SCHNET_ENERGY && !a->no_grad && !a->forward_only
+               ? a->ds1
+               : NULL;
+}
+
 /* A Linear layer's product on the rows [n, k] of A with its weight W
  * (NT: the forward, W[nout,k], with the bias; NN: the input gradient,
  * W[k,nout], no bias), rows of nout into C, through
@@ -246,28 +266,33 @@ void pt_schnet_filter_forward_rows(const pt_schnet_block *w, pt_schnet_block_act
     /* fp32 chunks: the first compares A1, A2 with their layouts, the
      * others reuse them (unchanged over the pass: sgemm_kernels.h) */
     const int held = held_fp32(prec, r0, G, F);
-    if (!held_product(CblasTrans, n, F, G, a->e + (size_t)r0 * G, w->mlp0_w, w->mlp0_b,
-                      k->s1 + o, held))
-        pt_linear_forward(k->s1 + o, a->e + (size_t)r0 * G, w->mlp0_w, w->mlp0_b, n, G, F,
-                          0.0f, prec);
+    float *scratch = s1_scratch(a, held);
+    float *s1 = scratch ? scratch : k->s1 + o;
+    if (!held_product(CblasTrans, n, F, G, a->e + (size_t)r0 * G, w->mlp0_w, w->mlp0_b, s1,
+                      held))
+        pt_linear_forward(s1, a->e + (size_t)r0 * G, w->mlp0_w, w->mlp0_b, n, G, F, 0.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
     /* σ1 only for the force passes (pt_schnet_sig1_stored; the backward
      * recovers it from s1: σ1's 8 MB a water block were streamed out here
      * and fetched back there, and its exp and division cost the forward
      * more than the exp costs the backward).  Where kept, it is read only
-     * after every block's forward: its stores skip the caches. */
-    pt_ssp_forward_stream_run(PT_SGEMM_AUTO, k->s1 + o,
-                              pt_schnet_sig1_stored(a) ? pt_schnet_keep_sig(a, k->sig1 + o)
-                                                       : NULL,
-                              (size_t)n * (size_t)F);
+     * after every block's forward: its stores skip the caches.  With a
+     * scratch, s1 goes to its array the same way (s1_scratch). */
+    if (scratch)
+        pt_ssp_forward_copy_run(PT_SGEMM_AUTO, s1, k->s1 + o, (size_t)n * (size_t)F);
+    else
+        pt_ssp_forward_stream_run(PT_SGEMM_AUTO, s1,
+                                  pt_schnet_sig1_stored(a) ? pt_schnet_keep_sig(a, k->sig1 + o)
+                                                           : NULL,
+                                  (size_t)n * (size_t)F);
     pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
     /* The cutoff stays a pass: as the product's epilogue (session 5's
      * ROW_SCALE, removed in session 6: sgemm_kernels.h) the same bits cost
      * more in this pipeline than the pass (water fp32 schnet_profile
      * 43.7-44.5 -> 46.4-46.6 ms a step with it and the ssp backward's MUL,
      * load 1.4-1.6), though 1-2% less on isolated chunks. */
-    if (!held_product(CblasTrans, n, F, F, k->s1 + o, w->mlp2_w, w->mlp2_b, k->p + o, held))
-        pt_linear_forward(k->p + o, k->s1 + o, w->mlp2_w, w->mlp2_b, n, F, F, 0.0f, prec);
+    if (!held_product(CblasTrans, n, F, F, s1, w->mlp2_w, w->mlp2_b, k->p + o, held))
+        pt_linear_forward(k->p + o, s1, w->mlp2_w, w->mlp2_b, n, F, F, 0.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
     if (leave_p) return; /* the pipeline's convolution applies C (schnet_edges.c) */
     pt_filter_cutoff_forward(k->w + o, k->p + o, a->cut + r0, n, F);

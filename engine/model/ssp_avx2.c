@@ -44,5 +44,6 @@
 
 #define SSP_KERNEL pt_ssp_avx2
 #define SSP_KERNEL_NT pt_ssp_avx2_nt
+#define SSP_KERNEL_COPY_NT pt_ssp_avx2_copy_nt
 #define SSP_DSIG_KERNEL pt_ssp_dsig_avx2
 #include "engine/model/ssp_vec_loop.h"

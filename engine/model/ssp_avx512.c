@@ -47,5 +47,6 @@
 
 #define SSP_KERNEL pt_ssp_avx512
 #define SSP_KERNEL_NT pt_ssp_avx512_nt
+#define SSP_KERNEL_COPY_NT pt_ssp_avx512_copy_nt
 #define SSP_DSIG_KERNEL pt_ssp_dsig_avx512
 #include "engine/model/ssp_vec_loop.h"

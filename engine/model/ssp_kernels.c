@@ -60,9 +60,12 @@ static inline float lut_scalar(const float *row, float key)
 #define SSP_FN(name) ssp_scalar_##name
 #include "engine/model/ssp_body.h"
 
-static void ssp_scalar(float *x, float *sig, size_t len)
+static void ssp_scalar(float *x, float *copy, float *sig, size_t len)
 {
-    for (size_t k = 0; k < len; k++) ssp_scalar_step(x + k, x + k, sig ? sig + k : NULL);
+    for (size_t k = 0; k < len; k++) {
+        ssp_scalar_step(x + k, x + k, sig ? sig + k : NULL);
+        if (copy) copy[k] = x[k];
+    }
 }
 
 static void dsig_scalar(float *d, const float *s, size_t len)
@@ -78,28 +81,38 @@ static pt_sgemm_impl widest(pt_sgemm_impl impl)
                                                : PT_SGEMM_SCALAR;
 }
 
-/* stream: σ through the non-temporal kernels (the scalar one has none) */
-static int run(pt_sgemm_impl impl, float *x, float *sig, size_t len, int stream)
+/* stream: σ through the non-temporal kernels (the scalar one has none);
+ * copy (NULL: none, sig then NULL): pt_ssp_forward_copy_run's */
+static int run(pt_sgemm_impl impl, float *x, float *copy, float *sig, size_t len, int stream)
 {
     impl = widest(impl);
     if (impl == PT_SGEMM_OPENBLAS || !pt_sgemm_supported(impl)) return -1;
-    if (impl == PT_SGEMM_AVX512)
+    if (impl == PT_SGEMM_AVX512 && copy)
+        pt_ssp_avx512_copy_nt(x, copy, len);
+    else if (impl == PT_SGEMM_AVX512)
         (stream ? pt_ssp_avx512_nt : pt_ssp_avx512)(x, sig, len);
+    else if (impl == PT_SGEMM_AVX2 && copy)
+        pt_ssp_avx2_copy_nt(x, copy, len);
     else if (impl == PT_SGEMM_AVX2)
         (stream ? pt_ssp_avx2_nt : pt_ssp_avx2)(x, sig, len);
     else
-        ssp_scalar(x, sig, len);
+        ssp_scalar(x, copy, sig, len);
     return 0;
 }
 
 int pt_ssp_forward_run(pt_sgemm_impl impl, float *x, float *sig, size_t len)
 {
-    return run(impl, x, sig, len, 0);
+    return run(impl, x, NULL, sig, len, 0);
 }
 
 int pt_ssp_forward_stream_run(pt_sgemm_impl impl, float *x, float *sig, size_t len)
 {
-    return run(impl, x, sig, len, 1);
+    return run(impl, x, NULL, sig, len, 1);
+}
+
+int pt_ssp_forward_copy_run(pt_sgemm_impl impl, float *x, float *copy, size_t len)
+{
+    return run(impl, x, copy, NULL, len, 1);
 }
 
 int pt_ssp_dsig_run(pt_sgemm_impl impl, float *d, const float *s, size_t len)

@@ -27,6 +27,16 @@ int pt_ssp_forward_run(pt_sgemm_impl impl, float *x, float *sig, size_t len);
  * keep pt_ssp_forward_run. */
 int pt_ssp_forward_stream_run(pt_sgemm_impl impl, float *x, float *sig, size_t len);
 
+/* x[len] ← ssp(x) in place and the same values into copy[len], copy's
+ * through non-temporal stores where it is aligned to a vector (vector
+ * kernels; plain stores otherwise and in scalar code): the same bits in
+ * both.  For a chunk computed in a cache-resident scratch whose values a
+ * whole-batch array keeps for a reader long after: the filter's s1
+ * (schnet_filter.c), whose plain stores into the 8 MB array (water, per
+ * block) read every line for ownership first.  impl and the result as
+ * pt_ssp_forward_run. */
+int pt_ssp_forward_copy_run(pt_sgemm_impl impl, float *x, float *copy, size_t len);
+
 /* d[len] ← d ⊙ σ̃(s), σ̃(s) = 1 − ½e^−s the derivative recovered from the
  * softplus s = ssp(v) alone (ssp_body.h: |σ̃ − σ| ≤ 4.1·2^−24 absolute, not
  * relative where σ is small).  impl and the result as pt_ssp_forward_run. */
@@ -38,11 +48,14 @@ int pt_ssp_dsig_run(pt_sgemm_impl impl, float *d, const float *s, size_t len);
 void pt_ssp_backward_s(float *d, float *db, const float *s, int n, int c);
 
 /* the per-instruction-set loops (ssp_avx512.c, ssp_avx2.c; ssp_vec_loop.h);
- * _nt: σ through non-temporal stores when sig is aligned to a vector */
+ * _nt: σ through non-temporal stores when sig is aligned to a vector;
+ * _copy_nt: pt_ssp_forward_copy_run's */
 void pt_ssp_avx512(float *x, float *sig, size_t len);
 void pt_ssp_avx2(float *x, float *sig, size_t len);
 void pt_ssp_avx512_nt(float *x, float *sig, size_t len);
 void pt_ssp_avx2_nt(float *x, float *sig, size_t len);
+void pt_ssp_avx512_copy_nt(float *x, float *copy, size_t len);
+void pt_ssp_avx2_copy_nt(float *x, float *copy, size_t len);
 void pt_ssp_dsig_avx512(float *d, const float *s, size_t len);
 void pt_ssp_dsig_avx2(float *d, const float *s, size_t len);
 

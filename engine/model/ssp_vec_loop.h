@@ -8,12 +8,16 @@
  * stream_sig: the blocks' σ go out with non-temporal stores (sig aligned to
  * a vector; the few single and partial vectors after them are plain
  * stores), then a store fence, so the thread's later loads and other
- * threads after a synchronisation see them like plain stores. */
+ * threads after a synchronisation see them like plain stores.  copy (NULL:
+ * none): the values written a second time there, the blocks' the same way
+ * when stream_copy (copy aligned to a vector). */
 
 static inline __attribute__((always_inline)) void ssp_loop(float *restrict x,
+                                                           float *restrict copy,
                                                            float *restrict sig, size_t len,
                                                            const int want_sig,
-                                                           const int stream_sig)
+                                                           const int stream_sig,
+                                                           const int stream_copy)
 {
     size_t k = 0;
     for (; k + SSP_BLOCK * (size_t)VW <= len; k += SSP_BLOCK * (size_t)VW) {
@@ -21,6 +25,10 @@ static inline __attribute__((always_inline)) void ssp_loop(float *restrict x,
         for (int j = 0; j < SSP_BLOCK; j++) v[j] = VLOADU(x + k + (size_t)VW * j);
         sspB_step(v, o, want_sig ? g : NULL);
         for (int j = 0; j < SSP_BLOCK; j++) VSTOREU(x + k + (size_t)VW * j, o[j]);
+        if (copy && stream_copy)
+            for (int j = 0; j < SSP_BLOCK; j++) VSTREAM(copy + k + (size_t)VW * j, o[j]);
+        else if (copy)
+            for (int j = 0; j < SSP_BLOCK; j++) VSTOREU(copy + k + (size_t)VW * j, o[j]);
         if (want_sig && stream_sig)
             for (int j = 0; j < SSP_BLOCK; j++) VSTREAM(sig + k + (size_t)VW * j, g[j]);
         else if (want_sig)
@@ -30,6 +38,7 @@ static inline __attribute__((always_inline)) void ssp_loop(float *restrict x,
         T v = VLOADU(x + k), o, g;
         ssp1_step(&v, &o, want_sig ? &g : NULL);
         VSTOREU(x + k, o);
+        if (copy) VSTOREU(copy + k, o);
         if (want_sig) VSTOREU(sig + k, g);
     }
     if (k < len) {
@@ -37,25 +46,34 @@ static inline __attribute__((always_inline)) void ssp_loop(float *restrict x,
         T v = VLOADM(x + k, m), o, g;
         ssp1_step(&v, &o, want_sig ? &g : NULL);
         VSTOREM(x + k, m, o);
+        if (copy) VSTOREM(copy + k, m, o);
         if (want_sig) VSTOREM(sig + k, m, g);
     }
-    if (stream_sig) _mm_sfence();
+    if (stream_sig || stream_copy) _mm_sfence();
 }
 
 void SSP_KERNEL(float *x, float *sig, size_t len)
 {
     if (sig)
-        ssp_loop(x, sig, len, 1, 0);
+        ssp_loop(x, NULL, sig, len, 1, 0, 0);
     else
-        ssp_loop(x, NULL, len, 0, 0);
+        ssp_loop(x, NULL, NULL, len, 0, 0, 0);
 }
 
 void SSP_KERNEL_NT(float *x, float *sig, size_t len)
 {
     if (sig && (uintptr_t)sig % (sizeof(float) * VW) == 0)
-        ssp_loop(x, sig, len, 1, 1);
+        ssp_loop(x, NULL, sig, len, 1, 1, 0);
     else
         SSP_KERNEL(x, sig, len);
+}
+
+void SSP_KERNEL_COPY_NT(float *x, float *copy, size_t len)
+{
+    if ((uintptr_t)copy % (sizeof(float) * VW) == 0)
+        ssp_loop(x, copy, NULL, len, 0, 0, 1);
+    else
+        ssp_loop(x, copy, NULL, len, 0, 0, 0);
 }
 
 /* d[len] ← d · σ̃(s) (ssp_body.h's dsig), the same blocks, singles and

@@ -31,6 +31,12 @@
  *     reference does the same over all U rows); σ1 is stored only on a
  *     forces arena (the force passes read it): both arenas checked, on the
  *     policy's kernels and on AVX2;
+ *   - fp32 energy training computes each chunk's s1 in the first rows of
+ *     a->ds1 (an L2 scratch) and writes it to s1's array through
+ *     non-temporal stores: after a forward, s1's array is the reference's
+ *     and ds1's first rows hold the last chunk's s1 (so the scratch path
+ *     ran), on the policy's kernels and on AVX2; with no_grad and on a
+ *     forces arena ds1 is not touched (s1 straight into its array);
  *   - gradients accumulate (+=) onto what dw held, as the reference does;
  *   - fp32 chunks hold the weights' layouts over a pass: a second pass
  *     after the weights changed in place runs on the new ones;
@@ -349,6 +355,40 @@ static void test_pass_after_step(void **state)
     pt_sgemm_force(PT_SGEMM_AUTO);
 }
 
+/* fp32: where a forward computes s1 (s1_scratch in schnet_filter.c) */
+static void test_s1_scratch(void **state)
+{
+    (void)state;
+    const int U = 700, last = 512; /* chunks of 256: the last holds rows 512..699 */
+    const pt_schnet_mode modes[] = {PT_SCHNET_ENERGY, PT_SCHNET_ENERGY, PT_SCHNET_FORCES_TRAIN};
+    for (int v = 0; v < 2; v++)
+        for (int m = 0; m < 3; m++) {
+            pt_sgemm_force(v ? PT_SGEMM_AVX2 : PT_SGEMM_AUTO);
+            side r, c;
+            side_init(&r, NULL, U);
+            side_init(&c, &r, U);
+            r.a.precision = c.a.precision = PT_PRECISION_FP32;
+            r.a.mode = c.a.mode = modes[m];
+            c.a.no_grad = m == 1;
+            reference(&r, U);
+            pt_stopwatch sw;
+            pt_stopwatch_start(&sw, NULL);
+            pt_schnet_filter_forward(&c.w, &K(&c), &c.a, U, G, F, &sw);
+            const size_t rf = (size_t)U * F, tail = (size_t)(U - last) * F;
+            SAME(K(&c).s1, K(&r).s1, rf);
+            SAME(K(&c).w, K(&r).w, rf);
+            if (m == 0) {
+                SAME(c.a.ds1, K(&r).s1 + (size_t)last * F, tail);
+            } else {
+                for (size_t i = 0; i < rf; i++)
+                    if (c.a.ds1[i] != 0.0f) fail_msg("mode %d: ds1[%zu] written", m, i);
+            }
+            side_free(&c, 0);
+            side_free(&r, 1);
+        }
+    pt_sgemm_force(PT_SGEMM_AUTO);
+}
+
 static void test_bf16(void **state)
 {
     (void)state;
@@ -389,6 +429,7 @@ int main(void)
         cmocka_unit_test(test_avx2),
         cmocka_unit_test(test_openblas),
         cmocka_unit_test(test_pass_after_step),
+        cmocka_unit_test(test_s1_scratch),
         cmocka_unit_test(test_bf16),
         cmocka_unit_test(test_bf16_threads_and_portable),
     };

@@ -12,6 +12,12 @@
  *     scalar bits for lengths 1..300 with σ aligned to a cache line and
  *     misaligned (plain stores then), σ NULL too, and writes nothing past
  *     the run;
+ *   - pt_ssp_forward_copy_run (the values also into a second array, through
+ *     non-temporal stores where it is aligned to a vector) gives the scalar
+ *     bits in both arrays over the sweep and for lengths 1..300 with the
+ *     copy at a cache line, one, four and eight floats past it (eight: a
+ *     vector of AVX2 but not of AVX-512), writes nothing past the run in
+ *     either, and is refused by OpenBLAS and by an absent instruction set;
  *   - the error against double over the whole finite float range (the
  *     filter's range is also swept more densely in test_schnet_ops_sweep.c)
  *     within the bounds stated in ssp_body.h, and the special values:
@@ -163,6 +169,65 @@ static void test_stream(void **state)
             }
     }
     free(line);
+    free(src);
+}
+
+/* the copy's run and its guard after the scalar bits; x and copy after */
+static void check_copy(pt_sgemm_impl impl, size_t off, const float *x, const float *copy,
+                       const float *want, size_t len, size_t span)
+{
+    for (size_t k = 0; k < span; k++) {
+        const float w = k < len ? want[k] : -7.0f;
+        if (memcmp(&x[k], &w, 4) || memcmp(&copy[k], &w, 4))
+            fail_msg("%s, copy %zu floats past a line, length %zu, element %zu: x %a copy %a, "
+                     "want %a",
+                     pt_sgemm_impl_name(impl), off, len, k, (double)x[k], (double)copy[k],
+                     (double)w);
+    }
+}
+
+static void test_copy(void **state)
+{
+    (void)state;
+    enum { MAXLEN = 300, SPAN = MAXLEN + 20 };
+    float *src = rnd_floats(MAXLEN, 12.0f), want[MAXLEN];
+    memcpy(want, src, sizeof want);
+    assert_int_equal(pt_ssp_forward_run(PT_SGEMM_SCALAR, want, NULL, MAXLEN), 0);
+    size_t n;
+    float *sw = sweep(&n, (1u << 14) + 1u), *sw_want = floats_copy(sw, n);
+    assert_int_equal(pt_ssp_forward_run(PT_SGEMM_SCALAR, sw_want, NULL, n), 0);
+    float *big = aligned_alloc(64, (n + 16) * sizeof(float));
+    float *line = aligned_alloc(64, (SPAN + 16) * sizeof(float));
+    assert_non_null(big);
+    assert_non_null(line);
+    float x[SPAN];
+    assert_int_equal(pt_ssp_forward_copy_run(PT_SGEMM_OPENBLAS, x, line, 1), -1);
+    const pt_sgemm_impl all[] = {PT_SGEMM_AUTO, PT_SGEMM_AVX512, PT_SGEMM_AVX2, PT_SGEMM_SCALAR};
+    const size_t offs[] = {0, 1, 4, 8};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        if (!pt_sgemm_supported(all[i])) {
+            assert_int_equal(pt_ssp_forward_copy_run(all[i], x, line, 1), -1);
+            continue;
+        }
+        float *xs = floats_copy(sw, n);
+        for (size_t k = 0; k < n + 16; k++) big[k] = -7.0f;
+        assert_int_equal(pt_ssp_forward_copy_run(all[i], xs, big, n), 0);
+        check_copy(all[i], 0, xs, big, sw_want, n, n);
+        for (size_t k = n; k < n + 16; k++) assert_true(big[k] == -7.0f);
+        free(xs);
+        for (size_t o = 0; o < sizeof offs / sizeof offs[0]; o++)
+            for (size_t len = 1; len <= MAXLEN; len++) {
+                float *copy = line + offs[o];
+                for (size_t k = 0; k < SPAN; k++) x[k] = copy[k] = -7.0f;
+                memcpy(x, src, len * sizeof(float));
+                assert_int_equal(pt_ssp_forward_copy_run(all[i], x, copy, len), 0);
+                check_copy(all[i], offs[o], x, copy, want, len, SPAN);
+            }
+    }
+    free(line);
+    free(big);
+    free(sw);
+    free(sw_want);
     free(src);
 }
 
@@ -424,6 +489,7 @@ int main(void)
         cmocka_unit_test(test_isa_bits),
         cmocka_unit_test(test_lengths),
         cmocka_unit_test(test_stream),
+        cmocka_unit_test(test_copy),
         cmocka_unit_test(test_bias_rows),
         cmocka_unit_test(test_accuracy_and_specials),
         cmocka_unit_test(test_interval_edges),
