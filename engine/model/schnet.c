@@ -38,6 +38,7 @@
 
 #include "engine/model/edge_rows.h"
 #include "engine/model/schnet_internal.h"
+#include "engine/model/ssp_kernels.h"
 #include "engine/core/rng.h"
 
 pt_schnet_config pt_schnet_config_default(void)
@@ -407,7 +408,9 @@ static void head_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *
     pt_linear_forward(o->q, a->h[m->cfg.interactions], p->lin1_w, p->lin1_b, N, H, H2, 0.0f,
                       a->precision);
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
-    pt_ssp_forward(o->q, pt_schnet_keep_sig(a, o->sig4), NULL, N, H2);
+    /* σ4 only for the force passes: the backward recovers it from q */
+    pt_ssp_forward(o->q, pt_schnet_sig1_stored(a) ? pt_schnet_keep_sig(a, o->sig4) : NULL, NULL,
+                   N, H2);
     pt_lap(sw, PT_SCHNET_OP_NODE_SSP);
     pt_linear_forward(o->o, o->q, p->lin2_w, p->lin2_b, N, H2, 1, 0.0f, a->precision);
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
@@ -513,7 +516,7 @@ void pt_schnet_head_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
     pt_linear_backward(a->dq, dp->lin2_w, dp->lin2_b, a->dout, o->q, p->lin2_w, N, H2, 1, 0.0f,
                        a->precision);
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
-    pt_ssp_backward(a->dq, dp->lin1_b, o->sig4, N, H2);
+    pt_ssp_backward_s(a->dq, dp->lin1_b, o->q, N, H2);
     pt_lap(sw, PT_SCHNET_OP_NODE_SSP);
     pt_linear_backward(dh, dp->lin1_w, NULL, a->dq, a->h[m->cfg.interactions], p->lin1_w, N, H,
                        H2, beta, a->precision);

@@ -15,6 +15,7 @@
 #include "engine/model/bf16_ssp.h"
 #include "engine/model/schnet_internal.h"
 #include "engine/model/schnet_ops_internal.h"
+#include "engine/model/ssp_kernels.h"
 
 /* h_{t+1} = h_t + c3 row by row, before the product adds L3 u (one pass
  * instead of a copy and a bias pass). */
@@ -72,7 +73,9 @@ void pt_schnet_block_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
     }
     pt_linear_forward(k->u, k->m, w->conv_lin2_w, w->conv_lin2_b, N, F, H, 0.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
-    pt_ssp_forward(k->u, pt_schnet_keep_sig(a, k->sig2), NULL, N, H);
+    /* σ2 only for the force passes: the backward recovers it from u */
+    pt_ssp_forward(k->u, pt_schnet_sig1_stored(a) ? pt_schnet_keep_sig(a, k->sig2) : NULL, NULL,
+                   N, H);
     pt_lap(sw, PT_SCHNET_OP_NODE_SSP);
     residual_init(a->h[t + 1], a->h[t], w->lin_b, N, H);
     pt_lap(sw, PT_SCHNET_OP_OTHER);
@@ -152,7 +155,7 @@ void pt_schnet_block_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_ba
         pt_linear_backward(a->du, dw->lin_w, dw->lin_b, a->dh, k->u, w->lin_w, N, H, H, 0.0f,
                            prec);
         pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
-        pt_ssp_backward(a->du, dw->conv_lin2_b, k->sig2, N, H);
+        pt_ssp_backward_s(a->du, dw->conv_lin2_b, k->u, N, H);
         pt_lap(sw, PT_SCHNET_OP_NODE_SSP);
     }
     if (fused)

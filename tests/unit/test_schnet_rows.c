@@ -10,7 +10,8 @@
  *     directed edge, as PyG does), also when some bonds cannot share a row;
  *   - the shifted softplus without a bias is the one with a zero bias;
  *   - a forward that takes no gradient (no_grad) predicts the same bits and
- *     writes none of the sigmoids;
+ *     writes none of the sigmoids; an energy training step neither writes
+ *     nor reads the node layers' and the head's (recovered from u and q);
  *   - the optional profile charges time to every kind of work and counts
  *     passes, and names its ops. */
 #include <stdarg.h>
@@ -272,6 +273,36 @@ static void test_no_grad_forward(void **state)
     fixture_close(&fx);
 }
 
+/* A training step of an energy arena neither writes nor reads the node
+ * layers' σ2 nor the head's σ4 (the backward recovers them from u and q):
+ * with both poisoned (NaN) before the step, they are unchanged after it and
+ * the gradients are bit for bit those of a step without the poison. */
+static void test_energy_step_recovers_node_sigma(void **state)
+{
+    (void)state;
+    fixture fx;
+    fixture_open(&fx, PT_READOUT_SUM);
+    assert_int_equal(fx.a.mode, PT_SCHNET_ENERGY);
+    const int T = fx.m.cfg.interactions;
+    const size_t N = (size_t)fx.a.cap_nodes, H = (size_t)fx.m.cfg.hidden;
+    step_out ref, got;
+    run_step(&fx, NULL, &ref);
+    for (int t = 0; t < T; t++) memset(fx.a.block[t].sig2, 0xff, N * H * sizeof(float));
+    memset(fx.a.head[0].sig4, 0xff, N * (H / 2) * sizeof(float));
+    run_step(&fx, NULL, &got);
+    assert_memory_equal(got.grads, ref.grads, fx.m.n_params * sizeof(float));
+    assert_memory_equal(got.y, ref.y, sizeof(double) * (size_t)fx.hb.b.cap_graphs);
+    const uint8_t *b;
+    for (int t = 0; t < T; t++) {
+        b = (const uint8_t *)fx.a.block[t].sig2;
+        for (size_t i = 0; i < N * H * sizeof(float); i++) assert_int_equal(b[i], 0xff);
+    }
+    b = (const uint8_t *)fx.a.head[0].sig4;
+    for (size_t i = 0; i < N * (H / 2) * sizeof(float); i++) assert_int_equal(b[i], 0xff);
+    free(ref.grads), free(got.grads);
+    fixture_close(&fx);
+}
+
 /* ---- profile ---------------------------------------------------------------- */
 
 static void test_profile_charges_every_op(void **state)
@@ -321,6 +352,7 @@ int main(void)
         cmocka_unit_test(test_rows_static_shapes),
         cmocka_unit_test(test_ssp_without_bias),
         cmocka_unit_test(test_no_grad_forward),
+        cmocka_unit_test(test_energy_step_recovers_node_sigma),
         cmocka_unit_test(test_profile_charges_every_op),
         cmocka_unit_test(test_op_names),
     };
