@@ -25,13 +25,24 @@ static inline int is_reverse(const int32_t *src, const float *dist, const float 
 }
 
 /* The reverse of edge k (receiver i) among the edges p0 ≤ p < end: the
- * first one, or −1. */
+ * first one, or −1.  run: the list is in sender order from p0 on, so only
+ * the run of sender i at p0 can hold it and the search stops after that run
+ * (the same answer; without it an edge whose partner was truncated away
+ * scanned the rest of the list). */
 static int32_t reverse_in(const int32_t *src, const float *dist, const float *vec, int32_t p0,
-                          int32_t end, int32_t i, int32_t k)
+                          int32_t end, int32_t i, int32_t k, int run)
 {
-    for (int32_t p = p0; p < end; p++)
+    for (int32_t p = p0; p < end && (!run || src[p] == i); p++)
         if (is_reverse(src, dist, vec, p, i, k)) return p;
     return -1;
+}
+
+/* 1 when the edges lo ≤ k < hi are in ascending sender order */
+static int in_sender_order(const int32_t *src, int32_t lo, int32_t hi)
+{
+    int ok = 1;
+    for (int32_t k = lo + 1; k < hi; k++) ok &= src[k - 1] <= src[k];
+    return ok;
 }
 
 int32_t pt_edge_rows_build(int32_t *row, uint8_t *first, float *row_dist, int32_t *cursor,
@@ -39,6 +50,7 @@ int32_t pt_edge_rows_build(int32_t *row, uint8_t *first, float *row_dist, int32_
                            const float *vec, int n_nodes, float cutoff)
 {
     int32_t n_rows = 0;
+    int sorted = 1;   /* every list before i's is in sender order */
     for (int32_t i = 0; i < n_nodes; i++) {
         /* receivers after i search i's list with ascending senders */
         cursor[i] = dst_offset[i];
@@ -63,9 +75,9 @@ int32_t pt_edge_rows_build(int32_t *row, uint8_t *first, float *row_dist, int32_
                 const int32_t end = dst_offset[j + 1];
                 while (p < end && src[p] < i) p++;
                 cursor[j] = p;
-                partner = reverse_in(src, dist, vec, p, end, i, k);
+                partner = reverse_in(src, dist, vec, p, end, i, k, sorted);
             } else if (j == i) {
-                partner = reverse_in(src, dist, vec, dst_offset[i], k, i, k);
+                partner = reverse_in(src, dist, vec, dst_offset[i], k, i, k, 0);
             }
             if (partner >= 0 && row[partner] >= 0) {
                 row[k] = row[partner];
@@ -75,6 +87,7 @@ int32_t pt_edge_rows_build(int32_t *row, uint8_t *first, float *row_dist, int32_
             first[k] = 1;
             row_dist[n_rows++] = d;
         }
+        sorted &= in_sender_order(src, dst_offset[i], dst_offset[i + 1]);
     }
     return n_rows;
 }

@@ -41,8 +41,9 @@
  * one side only) gets a row of its own.  Returns the number of rows (≤ the
  * edge count).  cursor: n_nodes int32 of scratch (a position in each list,
  * overwritten).  In lists sorted by sender (the neighbour lists') each
- * partner is found in about one step, O(E) in all; any order of a list gives
- * the same table, at up to one scan of the partner's list per edge. */
+ * partner is found, or found missing, in about one step, O(E) in all; any
+ * order of a list gives the same table, at up to one scan of the partner's
+ * list per edge once a list out of sender order has been seen. */
 int32_t pt_edge_rows_build(int32_t *row, uint8_t *first, float *row_dist, int32_t *cursor,
                            const int32_t *src, const int32_t *dst_offset, const float *dist,
                            const float *vec, int n_nodes, float cutoff);
