@@ -12,7 +12,8 @@
  * avx512 where the CPU has them): ns and cycles per real edge (edges with a
  * row) of the forward and the backward, and the bound of cfconv_kernels.h
  * in cycles (forward 7 from L1 / 12.5 with W from L2, backward 14 / 25);
- * also the backward by senders on the same packs (bwd_senders) and the
+ * also the backward by senders and by rows on the same packs (bwd_senders,
+ * bwd_rows, with what the rows' entries cost: row_edges_build_us) and the
  * force passes' tangent, second backward and distance backward over the
  * whole batch (forces_tangent, forces_backward2, forces_backward_dist;
  * random operands), and what building the sender lists costs
@@ -248,6 +249,16 @@ int main(int argc, char **argv)
     /* and the lists' edges as the backward reads them (once per batch too) */
     pt_cfconv_sedge *sr = alloc((size_t)E * sizeof *sr);
     pt_cfconv_sender_edges(sr, so, se, row, first, row_last, b.edge_dst, cut, 0, N);
+    /* and each row's edges as the backward by rows reads them (once per
+     * batch, best of 20) */
+    pt_cfconv_redge *re = alloc((size_t)E * sizeof *re);
+    double row_edges_s = 1e30;
+    for (int r = 0; r < 20; r++) {
+        const double t0 = cpu_now();
+        pt_cfconv_row_edges(re, row, first, b.edge_src, b.dst_offset, cut, N);
+        const double t = cpu_now() - t0;
+        if (t < row_edges_s) row_edges_s = t;
+    }
     float *m = alloc((size_t)N * F * sizeof(float)), *dx = alloc((size_t)N * F * sizeof(float));
     float *dp = alloc((size_t)U * F * sizeof(float));
     /* each pack's receivers and the rows they use (rows are numbered in
@@ -267,10 +278,11 @@ int main(int argc, char **argv)
     const double hz = clock_hz();
     const pt_cfconv_impl impls[] = {PT_CFCONV_GENERIC, PT_CFCONV_AVX2, PT_CFCONV_AVX512};
     enum { NI = sizeof impls / sizeof impls[0] };
-    double best_f[NI], best_b[NI], best_s[NI], best_t[NI], best_2[NI], best_d[NI];
+    double best_f[NI], best_b[NI], best_s[NI], best_t[NI], best_2[NI], best_d[NI], best_r[NI];
     float sink = 0.0f;
     for (int ii = 0; ii < NI; ii++)
-        best_f[ii] = best_b[ii] = best_s[ii] = best_t[ii] = best_2[ii] = best_d[ii] = 1e30;
+        best_f[ii] = best_b[ii] = best_s[ii] = best_t[ii] = best_2[ii] = best_d[ii] = best_r[ii] =
+            1e30;
     float *wd = randoms((size_t)U * F, 7), *lam = randoms((size_t)U, 8);
     float *pb = randoms((size_t)U * F, 9);
     for (int r = 0; r < rounds; r++)
@@ -301,6 +313,16 @@ int main(int argc, char **argv)
                                            i_at[p], i_at[p + 1], F, 0);
                 ts += cpu_now() - t0;
             }
+            memset(dx, 0, (size_t)N * F * sizeof(float));
+            double tr = 0.0;
+            for (int p = 0; p < PACKS; p++) {
+                sink += touch(dp, r_at[p], r_at[p + 1]) + touch(w, r_at[p], r_at[p + 1]);
+                double t0 = cpu_now();
+                pt_cfconv_backward_rows(dx, dp + (size_t)r_at[p] * F, dm, x, w, re, r_at[p],
+                                        r_at[p + 1], F);
+                tr += cpu_now() - t0;
+            }
+            if (tr < best_r[ii]) best_r[ii] = tr;
             /* the force passes' tangent over the batch, with ẋ (blocks after
              * the first) */
             double t0 = cpu_now();
@@ -336,8 +358,10 @@ int main(int argc, char **argv)
         const double nt = best_t[ii] / (double)real * 1e9;
         const double n2 = best_2[ii] / (double)real * 1e9;
         const double nd = best_d[ii] / (double)real * 1e9;
+        const double nr = best_r[ii] / (double)real * 1e9;
         printf("{\"impl\":\"%s\",\"data\":\"%s\",\"edges\":%ld,\"rows\":%d,\"ghz\":%.2f,"
                "\"fwd_ns_per_edge\":%.2f,\"bwd_ns_per_edge\":%.2f,\"bwd_senders_ns_per_edge\":%.2f,"
+               "\"bwd_rows_ns_per_edge\":%.2f,\"row_edges_build_us\":%.1f,"
                "\"forces_tangent_ns_per_edge\":%.2f,\"forces_backward2_ns_per_edge\":%.2f,"
                "\"forces_backward_dist_ns_per_edge\":%.2f,\"senders_build_us\":%.1f,"
                "\"rows_build_us\":%.1f,"
@@ -346,7 +370,8 @@ int main(int argc, char **argv)
                "\"speedup_vs_generic\":{\"fwd\":%.2f,\"bwd\":%.2f},"
                "\"pipeline\":{\"cfconv_ns_per_edge\":%.2f,\"fwd_ns_per_edge\":%.2f,"
                "\"edge_pass_cpu_ms\":%.3f}}\n",
-               pt_cfconv_impl_name(impls[ii]), argv[1], real, (int)U, hz * 1e-9, nf, nb, ns, nt, n2, nd,
+               pt_cfconv_impl_name(impls[ii]), argv[1], real, (int)U, hz * 1e-9, nf, nb, ns, nr,
+               row_edges_s * 1e6, nt, n2, nd,
                senders_s * 1e6, rows_s * 1e6,
                nf * hz * 1e-9, nb * hz * 1e-9, ns * hz * 1e-9, gen_f / best_f[ii],
                gen_b / best_b[ii],
@@ -354,7 +379,7 @@ int main(int argc, char **argv)
                pipe_whole[ii] * 1e3);
     }
     if (sink == 12345.0f) printf("#\n");   /* keeps the reads */
-    free(row_last), free(so), free(se), free(sr), free(close), free(wd), free(lam), free(pb);
+    free(row_last), free(so), free(se), free(sr), free(re), free(close), free(wd), free(lam), free(pb);
     free(row), free(first), free(row_dist), free(cursor), free(x), free(w), free(dm), free(cut);
     free(m), free(dx), free(dp), free(natoms), free(nedges), free(ids);
     pt_batch_close(&b);

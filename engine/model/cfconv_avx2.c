@@ -17,5 +17,9 @@
 
 #define CK(name) pt_cfconv_avx2_##name
 #define NVMAX 8
+/* the backward by rows keeps dm_i, x_i and dx_i: 3 × 4 ymm of 16, so a
+ * 100-filter row is four panels (bench/cfconv_rate, water: 17-18 ns an
+ * edge warm against 29-30 for the receiver-order kernel) */
+#define RNVMAX 4
 
 #include "engine/model/cfconv_body.h"

@@ -15,5 +15,7 @@
 #define NVMAX 8
 /* the backward by senders keeps x_j and dx_j: 2 × 8 zmm of 32 */
 #define SNVMAX 8
+/* the backward by rows keeps dm_i, x_i and dx_i: 3 × 8 zmm of 32 */
+#define RNVMAX 8
 
 #include "engine/model/cfconv_body.h"

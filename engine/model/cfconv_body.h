@@ -214,6 +214,21 @@ static inline int CK(panels)(int nvec)
     case 3 * (n) + 1: if ((n) <= NVMAX) CALL((n), 1); break;                             \
     case 3 * (n) + 2: if ((n) <= NVMAX) CALL((n), 2); break;
 
+/* CALL(nv, tail) for each panel of a row of f floats cut into panels of at
+ * most MAXV vectors (balanced), with the last vector's mask lm and the
+ * panel's first column c0 in scope; CASES instantiates the (nv, tail)
+ * pairs (the walks by senders and by rows) */
+#define CK_PANELS(f, MAXV, CASES, CALL)                                                  \
+    for (int p_ = 0, v0_ = 0, nvec_ = ((f) + VW - 1) / VW,                               \
+             npan_ = (nvec_ + (MAXV) - 1) / (MAXV); p_ < npan_; p_++) {                  \
+        const int nv = (nvec_ - v0_ + npan_ - p_ - 1) / (npan_ - p_);                    \
+        const int tail = CK_TAIL(f, p_, npan_);                                          \
+        const MASK_T lm = MASK(tail ? (f) % VW : VW);                                    \
+        const long c0 = (long)v0_ * VW;                                                  \
+        switch (3 * nv + tail) { CASES(CALL) default: break; }                           \
+        v0_ += nv;                                                                       \
+    }
+
 void CK(forward)(float *m, float *w, const float *wcut, const uint8_t *first, const int32_t *row,
                  const float *x, const int32_t *src, const int32_t *off, int i0, int i1, int f)
 {
@@ -273,6 +288,90 @@ void CK(backward)(float *dx, float *dp, const float *dm, const float *x, const f
         switch (3 * nv + tail) { CK_CASES(CK_BWD) default: break; }
         v0 += nv;
     }
+}
+
+/* --- the backward by rows (schnet_ops.h's pt_cfconv_backward_rows) --------
+ * Rows in ascending order, each with both its edges: W_u read once, dP_u
+ * written once.  Rows are numbered by first use in receiver order
+ * (edge_rows.h), so receiver i's rows follow each other: dm_i, x_i and
+ * dx_i's accumulator stay in registers (3 nv of them, RNVMAX per panel)
+ * across them, and each row reads the sender's dm_j, x_j and W_u and adds
+ * to dx_j in memory.  Per element the generic loop's operations
+ * (cfconv_kernels.c), so the same bits.  Pointers offset to the panel's
+ * first column (re is not). */
+static inline __attribute__((always_inline)) void CK(rows_panel)(
+    const int nv, const int tail, const MASK_T last, float *dx, float *dp, const float *dm,
+    const float *x, const float *w, const pt_cfconv_redge *re, int32_t r0, int32_t r1, long f)
+{
+    for (int32_t u = r0; u < r1;) {
+        const int32_t i = re[u].i;
+        const float *dmp = dm + i * f, *xip = x + i * f;
+        float *dxi = dx + i * f;
+        CK_V8(CK_DM)
+#define CK_XI(v) const V y##v = (v) < nv ? CK_LD(xip, v) : VZERO();
+        CK_V8(CK_XI)
+#define CK_ACCI(v) V a##v = (v) < nv ? CK_LD(dxi, v) : VZERO();
+        CK_V8(CK_ACCI)
+        for (; u < r1 && re[u].i == i; u++) {
+            const pt_cfconv_redge e = re[u];
+            const long j = e.j * f;
+            const float *wp = w + u * f, *xj = x + j, *dmj = dm + j;
+            float *dxj = dx + j, *dpp = dp + (u - r0) * f;
+            const V cu = VSET1(e.cut);
+            /* dP's row PF rows ahead into L1: the chunk's scratch is in
+             * L2, and seven stores a row that each wait for their line cost
+             * ~8 ns an edge of ~20 (docs/performance.md, session 13 rows:
+             * warm 20-21 -> 13-13.5 ns an edge; prefetchw no better) */
+            if (u + CK_PF < r1) CK_PREFETCH(dpp + CK_PF * f, nv * VW);
+            /* the first edge (receiver i, sender j): dx_j += dm_i ⊙ W_u,
+             * and its product (dm_i ⊙ x_j)·C_u.  x_j is loaded before dx_j
+             * is stored: rows j of x and dx can sit at the same offset in
+             * their pages, and a load behind a store with the same low 12
+             * address bits waits for it (4K aliasing). */
+#define CK_R1(v) const V w_ = CK_LD(wp, v), x_ = CK_LD(xj, v);                           \
+                 const V t_ = VMUL(VMUL(d##v, x_), cu);                                  \
+                 CK_ST(dxj, v, VFMA(d##v, w_, CK_LD(dxj, v)));
+#define CK_RONE(v) if ((v) < nv) { CK_R1(v) CK_ST(dpp, v, t_); }
+            /* and the reverse (receiver j, sender i): dx_i += dm_j ⊙ W_u,
+             * dP_u = fma(dm_j ⊙ x_i, C_u, first's) */
+#define CK_RBOTH(v)                                                                      \
+    if ((v) < nv) {                                                                      \
+        const V m_ = CK_LD(dmj, v);                                                      \
+        CK_R1(v)                                                                         \
+        a##v = VFMA(m_, w_, a##v);                                                       \
+        CK_ST(dpp, v, VFMA(VMUL(m_, y##v), cu, t_));                                     \
+    }
+            /* j = i (an atom's image): dx_i is the accumulator */
+#define CK_RS1(v) const V w_ = CK_LD(wp, v);                                             \
+                  a##v = VFMA(d##v, w_, a##v);                                           \
+                  const V t_ = VMUL(VMUL(d##v, y##v), cu);
+#define CK_RONES(v) if ((v) < nv) { CK_RS1(v) CK_ST(dpp, v, t_); }
+#define CK_RBOTHS(v)                                                                     \
+    if ((v) < nv) {                                                                      \
+        CK_RS1(v)                                                                        \
+        a##v = VFMA(d##v, w_, a##v);                                                     \
+        CK_ST(dpp, v, VFMA(VMUL(d##v, y##v), cu, t_));                                   \
+    }
+            switch (e.part) {
+            case PT_REDGE_ONE: CK_V8(CK_RONE) break;
+            case PT_REDGE_BOTH: CK_V8(CK_RBOTH) break;
+            case PT_REDGE_ONE_SELF: CK_V8(CK_RONES) break;
+            default: CK_V8(CK_RBOTHS) break;
+            }
+        }
+#define CK_STI(v) if ((v) < nv) CK_ST(dxi, v, a##v);
+        CK_V8(CK_STI)
+    }
+}
+
+void CK(backward_rows)(float *dx, float *dp, const float *dm, const float *x, const float *w,
+                       const pt_cfconv_redge *re, int32_t r0, int32_t r1, int f)
+{
+    if (f <= 0 || r0 >= r1) return;
+#define CK_BWR(nn, t)                                                                    \
+    CK(rows_panel)((nn), (t), lm, dx + c0, dp + c0, dm + c0, x + c0, w + c0, re, r0, r1, f)
+    /* nv ≤ RNVMAX ≤ NVMAX: the forward's cases, the larger ones unused */
+    CK_PANELS(f, RNVMAX, CK_CASES, CK_BWR)
 }
 
 /* --- the backward by senders (cfconv_kernels.h) ----------------------------
@@ -350,17 +449,9 @@ void CK(backward_senders)(float *dx, float *dp, const float *dm, const float *x,
                           const int32_t *so, const pt_cfconv_sedge *sr, int j0, int j1, int f)
 {
     if (f <= 0 || j0 >= j1) return;
-    const int nvec = (f + VW - 1) / VW, npan = (nvec + SNVMAX - 1) / SNVMAX;
-    for (int p = 0, v0 = 0; p < npan; p++) {
-        const int nv = (nvec - v0 + npan - p - 1) / (npan - p);
-        const int tail = CK_TAIL(f, p, npan);
-        const MASK_T lm = MASK(tail ? f % VW : VW);
-        const long c0 = (long)v0 * VW;
 #define CK_BWS(nn, t)                                                                    \
     CK(bws_panel)((nn), (t), lm, dx + c0, dp + c0, dm + c0, x + c0, w + c0, so, sr, j0, j1, f)
-        switch (3 * nv + tail) { CK_SCASES(CK_BWS) default: break; }
-        v0 += nv;
-    }
+    CK_PANELS(f, SNVMAX, CK_SCASES, CK_BWS)
 }
 
 /* The force passes' second backward by senders (schnet_ops.h's
@@ -431,19 +522,11 @@ void CK(backward2_senders)(float *dxh, float *ph, float *pb, const float *mh, co
                            int j1, int f)
 {
     if (f <= 0 || j0 >= j1) return;
-    const int nvec = (f + VW - 1) / VW, npan = (nvec + SNVMAX - 1) / SNVMAX;
-    for (int p = 0, v0 = 0; p < npan; p++) {
-        const int nv = (nvec - v0 + npan - p - 1) / (npan - p);
-        const int tail = CK_TAIL(f, p, npan);
-        const MASK_T lm = MASK(tail ? f % VW : VW);
-        const long c0 = (long)v0 * VW;
 #define CK_B2S(nn, t)                                                                    \
     CK(b2s_panel)((nn), (t), lm, dxh + c0, ph + c0, pb + c0, mh + c0, mb + c0, x + c0,   \
                   xd ? xd + c0 : NULL, w + c0, wd + c0, lambda, cut, dcut, row, first,  \
                   row_last, dst, so, se, j0, j1, f)
-        switch (3 * nv + tail) { CK_SCASES(CK_B2S) default: break; }
-        v0 += nv;
-    }
+    CK_PANELS(f, SNVMAX, CK_SCASES, CK_B2S)
 }
 
 /* The force passes' distance backward (schnet_ops.h's

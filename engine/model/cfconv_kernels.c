@@ -154,6 +154,53 @@ void pt_cfconv_generic_backward_senders(float *dx, float *dp, const float *dm, c
     }
 }
 
+/* The backward by rows (schnet_ops.h), dx in memory: per element the
+ * first edge's dx_j = fma(dm_i, W, dx_j) and t = (dm_i·x_j)·C, then with
+ * the reverse dx_i = fma(dm_j, W, dx_i) and dP = fma(dm_j·x_i, C, t) —
+ * receiver order's dP bits.  One row: both is a constant at every call
+ * site, so each use is one straight vector loop; j ≠ i (restrict holds). */
+static inline __attribute__((always_inline)) void rows_edge(
+    float *restrict dxi, float *restrict dxj, float *restrict dpu, const float *restrict dmi,
+    const float *restrict xi, const float *restrict dmj, const float *restrict xj,
+    const float *restrict wu, float cu, int f, const int both)
+{
+    for (int c = 0; c < f; c++) {
+        const float t = dmi[c] * xj[c] * cu;
+        dxj[c] = fmaf(dmi[c], wu[c], dxj[c]);
+        if (both) dxi[c] = fmaf(dmj[c], wu[c], dxi[c]);
+        dpu[c] = both ? fmaf(dmj[c] * xi[c], cu, t) : t;
+    }
+}
+
+PT_SIMD_CLONES
+static void generic_backward_rows(float *dx, float *dp, const float *dm, const float *x,
+                                  const float *w, const pt_cfconv_redge *re, int32_t r0,
+                                  int32_t r1, int f)
+{
+    for (int32_t u = r0; u < r1; u++) {
+        const pt_cfconv_redge e = re[u];
+        const float *dmi = dm + (size_t)e.i * f, *xi = x + (size_t)e.i * f;
+        const float *wu = w + (size_t)u * f;
+        float *dxi = dx + (size_t)e.i * f, *dpu = dp + (size_t)(u - r0) * f;
+        const float cu = e.cut;
+        if (e.part == PT_REDGE_BOTH) {
+            rows_edge(dxi, dx + (size_t)e.j * f, dpu, dmi, xi, dm + (size_t)e.j * f,
+                      x + (size_t)e.j * f, wu, cu, f, 1);
+        } else if (e.part == PT_REDGE_ONE) {
+            rows_edge(dxi, dx + (size_t)e.j * f, dpu, dmi, xi, dm + (size_t)e.j * f,
+                      x + (size_t)e.j * f, wu, cu, f, 0);
+        } else {
+            /* j = i (an atom's image): both terms into dx_i, in order */
+            for (int c = 0; c < f; c++) {
+                const float t = dmi[c] * xi[c] * cu;
+                dxi[c] = fmaf(dmi[c], wu[c], dxi[c]);
+                if (e.part == PT_REDGE_BOTH_SELF) dxi[c] = fmaf(dmi[c], wu[c], dxi[c]);
+                dpu[c] = e.part == PT_REDGE_BOTH_SELF ? fmaf(dmi[c] * xi[c], cu, t) : t;
+            }
+        }
+    }
+}
+
 /* The force passes' tangent (cfconv_body.h's tan_panel): per element the
  * operations gcc made of the loop it replaced (schnet_ops_forces.c, built
  * with fp-contract=fast): ṁ + fma(ẋ, W, x·(W'·λ)), or fma(x, W'·λ, ṁ). */
@@ -387,6 +434,46 @@ void pt_cfconv_backward(float *dx, float *dp, const float *dm, const float *x, c
     memset(dx, 0, (size_t)n_nodes * f * sizeof(float));
     pt_cfconv_backward_range(dx, dp, dm, x, w, cut, row, first, src, dst_offset, 0, n_nodes, f,
                              0);
+}
+
+int pt_cfconv_row_edges(pt_cfconv_redge *re, const int32_t *row, const uint8_t *first,
+                        const int32_t *src, const int32_t *dst_offset, const float *cut,
+                        int n_nodes)
+{
+    /* a row's first edge comes first in receiver order (edge_rows.h), so
+     * its entry is made before any other edge of the row is seen; written
+     * in row order (rows are numbered by first use) */
+    int simple = 1;
+    for (int i = 0; i < n_nodes; i++)
+        for (int32_t k = dst_offset[i]; k < dst_offset[i + 1]; k++) {
+            const int32_t u = row[k], j = src[k];
+            if (u < 0) continue;
+            pt_cfconv_redge *e = re + u;
+            if (first[k])
+                *e = (pt_cfconv_redge){.i = i, .j = j, .cut = cut[u],
+                                       .part = j == i ? PT_REDGE_ONE_SELF : PT_REDGE_ONE};
+            else if (!(e->part & PT_REDGE_BOTH) && e->i == j && e->j == i)
+                e->part |= PT_REDGE_BOTH; /* its reverse */
+            else
+                simple = 0;
+        }
+    return simple;
+}
+
+void pt_cfconv_backward_rows(float *dx, float *dp, const float *dm, const float *x,
+                             const float *w, const pt_cfconv_redge *re, int32_t r0, int32_t r1,
+                             int f)
+{
+    switch (pt_cfconv_choice()) {
+    case PT_CFCONV_AVX512:
+        pt_cfconv_avx512_backward_rows(dx, dp, dm, x, w, re, r0, r1, f);
+        return;
+    case PT_CFCONV_AVX2:
+        pt_cfconv_avx2_backward_rows(dx, dp, dm, x, w, re, r0, r1, f);
+        return;
+    default:
+        generic_backward_rows(dx, dp, dm, x, w, re, r0, r1, f);
+    }
 }
 
 void pt_cfconv_senders(int32_t *so, int32_t *se, int32_t *close, const int32_t *row,

@@ -41,6 +41,22 @@
  * so the same bits; 16.2-17.3 → 14.0-14.6 ns an edge warm, 24-27 → 22-24
  * in the pipeline (docs/performance.md, session 12 bwd).
  *
+ * The backward by rows (pt_cfconv_backward_rows; the model's for fp32 W
+ * since session 13, the walk by senders staying for bf16's W̃ rows and for
+ * batches with a row of three edges) walks each filter row once, both its
+ * edges together: W_u read once in ascending order, dP_u written once into
+ * the chunk's scratch (no ring), dm_i, x_i and dx_i's accumulator in
+ * registers across receiver i's rows (contiguous: edge_rows.h), dx_j in
+ * memory.  dP's operations are the above (the same bits); dx_k sums its
+ * terms in ascending row order, which is receiver order except where a
+ * one-sided row of a truncated neighbour list (or an atom's image) comes
+ * later: fp32 bits move there, within 2·γ(n)·Σ|dm ⊙ W| of the receiver
+ * order's sum of n terms (measured on water: ≤ 0.07 of that bound;
+ * tests/unit/test_cfconv_rows.c, test_schnet_edges.c).  Every
+ * implementation forms the same bits, however the rows are cut into calls.
+ * bench/cfconv_rate, water, AVX-512 pipeline: backward ≈ 26 -> ≈ 16 ns an
+ * edge (docs/performance.md, session 13 rows).
+ *
  * The force passes' convolution (schnet_ops.h) runs here too:
  * pt_cfconv_tangent keeps ṁ_i in registers (receiver order, like the
  * forward), pt_cfconv_backward2 walks senders with x_j, ẋ_j and x̂_j in

@@ -379,18 +379,17 @@ void pt_schnet_prepare_edges(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
                                          b->edge_src, b->dst_offset, b->edge_dist, b->edge_vec,
                                          b->cap_nodes, m->cfg.cutoff);
     pt_edge_rows_last(a->row_last, a->row, b->dst_offset, b->cap_nodes);
-    /* the backward's sender lists (a forward-only arena runs none) */
-    if (!a->forward_only) {
+    /* the energy backward's tables are made by its first block, those it
+     * reads only (schnet_edges.c: by rows, or by senders for bf16 and rows
+     * of three edges); the force passes walk the sender lists */
+    a->bwd_made = 0;
+    if (!a->forward_only && a->mode >= PT_SCHNET_FORCES) {
         pt_cfconv_senders(a->snd_offset, a->snd_edge, a->snd_close, a->row, b->edge_src,
                           b->edge_dst, b->cap_nodes, b->cap_edges);
-        a->dp_ring = pt_schnet_edges_ring(a, b, m->cfg.gaussians, m->cfg.filters);
+        a->bwd_made = PT_SCHNET_BWD_LISTS;
     }
     pt_edge_basis_forward(a->e, a->cut, a->row_dist, a->n_rows, m->cfg.gaussians,
                           m->cfg.cutoff);
-    /* and the lists' edges as the backward reads them (cut and ring known) */
-    if (!a->forward_only)
-        pt_cfconv_sender_edges(a->snd_rec, a->snd_offset, a->snd_edge, a->row, a->first,
-                               a->row_last, b->edge_dst, a->cut, a->dp_ring, b->cap_nodes);
     if (a->mode >= PT_SCHNET_FORCES)
         pt_edge_basis_deriv(a->de, a->dcut, a->e, a->row_dist, a->n_rows, m->cfg.gaussians,
                             m->cfg.cutoff);

@@ -239,6 +239,13 @@ typedef struct pt_schnet_acts {
     pt_cfconv_sedge *snd_rec;        /* [E] the lists' edges as the backward reads
                                       * them (pt_cfconv_sender_edges, with cut and
                                       * dp_ring) */
+    pt_cfconv_redge *row_rec;        /* [E] each row's edges as the backward by rows
+                                      * reads them (pt_cfconv_row_edges) */
+    int32_t rows_simple;             /* pt_cfconv_row_edges' answer: 1 when every
+                                      * row is an edge and at most its reverse */
+    int32_t bwd_made;                /* which of the backward's tables this batch
+                                      * has (PT_SCHNET_BWD_*, schnet_internal.h):
+                                      * made when a reader first runs */
     float *row_dist;                 /* [E] distance of each row */
     float *e, *cut;                  /* [rows,G] Gaussians, [rows] cosine cutoff */
     float *h[PT_SCHNET_MAX_INTERACTIONS + 1]; /* [N,H] input of block t; h[T] feeds the head */

@@ -96,6 +96,7 @@ static void acts_layout(pt_schnet_acts *a, const pt_schnet_config *c, carver *cv
     a->snd_edge = carve(cv, E * sizeof(int32_t));
     a->snd_close = carve(cv, (N + 1) * sizeof(int32_t));
     a->snd_rec = a->forward_only ? NULL : carve(cv, E * sizeof(pt_cfconv_sedge));
+    a->row_rec = a->forward_only ? NULL : carve(cv, E * sizeof(pt_cfconv_redge));
     a->row_dist = carve(cv, E * fs);
     a->e = carve(cv, pair * E * G * fs);
     a->cut = carve(cv, E * fs);

@@ -5,10 +5,13 @@
  *   forward   for each chunk of rows: s1, P, W = P ⊙ C (schnet_filter.c),
  *             then m_i = Σ_{k→i} x[src_k] ⊙ W[row_k] for every receiver i
  *             whose rows are now all computed;
- *   backward  for each chunk of rows: dx[src_k] += dm_i ⊙ W[row_k] and
- *             dP[row_k] (+)= dm_i ⊙ x[src_k] · C for the receivers up to the
- *             last one using a row of the chunk, then the chunk's filter
- *             backward from dP.
+ *   backward  for each chunk of rows: each row's two edges at once,
+ *             dx[j] += dm_i ⊙ W_u, dx[i] += dm_j ⊙ W_u and dP_u into the
+ *             chunk's scratch (fp32 W: pt_cfconv_backward_rows), or by
+ *             senders dx[src_k] += dm_i ⊙ W[row_k] and dP[row_k] (+)= dm_i ⊙
+ *             x[src_k] · C for the receivers up to the last one using a row
+ *             of the chunk (bf16's W̃ rows; rows of three edges); then the
+ *             chunk's filter backward from dP.
  *
  * Run one after the other over a whole batch, the filter network writes W
  * (water: ~20,000 rows × 100 floats = 8 MB per block) and the convolution
@@ -19,9 +22,10 @@
  * so what the convolution reads stays within one structure's rows and
  * nodes (water: ~1,000 rows, 400 KB).
  *
- * dP is kept in a window of the rows in flight (dp_ring) and ds1 in one
- * chunk's scratch, so the backward writes neither to an 8 MB array that
- * the caches would have to write back and fetch again.
+ * dP is kept in one chunk's scratch (by rows) or a window of the rows in
+ * flight (dp_ring, by senders) and ds1 in one chunk's scratch, so the
+ * backward writes neither to an 8 MB array that the caches would have to
+ * write back and fetch again.
  *
  * Which receivers a chunk completes follows from edge_rows.h's numbering:
  * rows are numbered in order of first use in receiver order, so receiver i
@@ -33,15 +37,18 @@
  * (pt_schnet_w_bf16), which cfconv_bf16.h's convolution reads: half the
  * bytes per edge row, in the forward and in the backward (from memory).
  *
- * Bits: the same as the whole-batch sequence (tests/unit/test_schnet_edges.c).
- * The filter chunks are schnet_filter.c's; the convolution runs receiver by
- * receiver in ascending order whatever the pieces, so each m_i, each dx_j
- * (summed over its edges in receiver order) and each dP row (first edge
- * writes, the other adds) is formed by the same operations in the same
- * order. */
+ * Bits: the same as the whole-batch sequence (tests/unit/test_schnet_edges.c:
+ * the forward and the walk by senders against receiver order, the walk by
+ * rows against its own whole-batch call, and that within a stated bound of
+ * receiver order: cfconv_kernels.h).  The filter chunks are
+ * schnet_filter.c's; the convolution runs receivers (rows) in ascending
+ * order whatever the pieces, so each m_i, each dx_j and each dP row (first
+ * edge writes, the other adds) is formed by the same operations in the
+ * same order. */
 #include <string.h>
 
 #include "engine/model/cfconv_bf16.h"
+#include "engine/model/cfconv_kernels.h"
 #include "engine/model/schnet_internal.h"
 #include "engine/model/sgemm_kernels.h"
 
@@ -147,23 +154,81 @@ static void prefetch_next_w(const pt_schnet_block_acts *k, const pt_schnet_acts 
     pt_sgemm_prefetch(k->w + (size_t)made * F, (size_t)(made2 - made) * F * sizeof(float));
 }
 
+/* The tables the backward reads for this batch, made by its first block
+ * (a->bwd_made; pt_schnet_prepare_edges clears it) and only those a
+ * reader uses.  Returns 1 to walk rows (fp32 W and every row an edge and at
+ * most its reverse: pt_cfconv_row_edges), 0 to walk senders (bf16's W̃
+ * rows, whose kernels read the lists, or rows of three edges).  The
+ * senders' entries (pt_cfconv_sender_edges, ~0.1 ms a water batch) are
+ * made only where an AVX-512 kernel reads them. */
+static int backward_tables(pt_schnet_acts *a, const pt_batch *b, int bf16, int G, int F)
+{
+    if (!bf16 && !(a->bwd_made & PT_SCHNET_BWD_ROWS)) {
+        a->rows_simple = pt_cfconv_row_edges(a->row_rec, a->row, a->first, b->edge_src,
+                                             b->dst_offset, a->cut, b->cap_nodes);
+        a->bwd_made |= PT_SCHNET_BWD_ROWS;
+    }
+    if (!bf16 && a->rows_simple) return 1;
+    if (!(a->bwd_made & PT_SCHNET_BWD_LISTS)) {
+        pt_cfconv_senders(a->snd_offset, a->snd_edge, a->snd_close, a->row, b->edge_src,
+                          b->edge_dst, b->cap_nodes, b->cap_edges);
+        a->bwd_made |= PT_SCHNET_BWD_LISTS;
+    }
+    if (!(a->bwd_made & PT_SCHNET_BWD_RING)) {
+        a->dp_ring = pt_schnet_edges_ring(a, b, G, F);
+        a->bwd_made |= PT_SCHNET_BWD_RING;
+    }
+    if (!(a->bwd_made & PT_SCHNET_BWD_SEDGES) && pt_cfconv_choice() == PT_CFCONV_AVX512) {
+        pt_cfconv_sender_edges(a->snd_rec, a->snd_offset, a->snd_edge, a->row, a->first,
+                               a->row_last, b->edge_dst, a->cut, a->dp_ring, b->cap_nodes);
+        a->bwd_made |= PT_SCHNET_BWD_SEDGES;
+    }
+    return 0;
+}
+
+/* By rows (fp32 W): each chunk's rows [r0, r0 + n) once, both edges of a
+ * bond together, dP into the chunk's scratch (a->dp's first rows, in L2
+ * like ds1), so W is read once in ascending order and no ring is needed;
+ * the next chunk's W rows are fetched by this chunk's filter products. */
+static void backward_rows(const pt_schnet_block *w, pt_schnet_block *dw,
+                          const pt_schnet_block_acts *k, pt_schnet_acts *a, int G, int F,
+                          double *total, pt_stopwatch *sw)
+{
+    const int U = a->n_rows;
+    const int chunk = pt_schnet_filter_chunk(a->precision, G, F, U);
+    for (int r0 = 0; r0 < U; r0 += chunk) {
+        const int n = U - r0 < chunk ? U - r0 : chunk, r1 = r0 + n;
+        pt_cfconv_backward_rows(a->dx, a->dp, a->dm, k->x, k->w, a->row_rec, r0, r1, F);
+        if (r1 < U) {
+            const int n2 = U - r1 < chunk ? U - r1 : chunk;
+            pt_sgemm_prefetch(k->w + (size_t)r1 * F, (size_t)n2 * F * sizeof(float));
+        }
+        pt_lap(sw, PT_SCHNET_OP_CFCONV);
+        pt_schnet_filter_backward_rows(w, dw, k, a, r0, n, G, F, a->dp, a->ds1, total, sw);
+    }
+}
+
 void pt_schnet_edges_backward(const pt_schnet_block *w, pt_schnet_block *dw,
                               const pt_schnet_block_acts *k, pt_schnet_acts *a,
                               const pt_batch *b, int G, int F, pt_stopwatch *sw)
 {
     const int U = a->n_rows, N = b->cap_nodes;
     const int chunk = pt_schnet_filter_chunk(a->precision, G, F, U);
-    /* dP in a window of the rows in flight (water: ~1,300 rows), so its
-     * lines are reused in cache instead of streaming 8 MB through memory;
-     * computed once per batch (pt_schnet_prepare_edges: ~26 µs a block on
-     * water's 8 packs) */
-    const int32_t ring = a->dp_ring;
     const pt_bf16 *wh = pt_schnet_w_bf16(k, a);
     /* da2's double total across the chunks (F ≤ PT_OPS_MAX_WIDTH:
      * pt_schnet_config_check) */
     double total[PT_OPS_MAX_WIDTH];
     for (int c = 0; c < F; c++) total[c] = 0.0;
     memset(a->dx, 0, (size_t)N * (size_t)F * sizeof(float));
+    if (backward_tables(a, b, wh != NULL, G, F)) {
+        backward_rows(w, dw, k, a, G, F, total, sw);
+        for (int c = 0; c < F; c++) dw->mlp2_b[c] += (float)total[c];
+        return;
+    }
+    /* By senders: dP in a window of the rows in flight (water: ~1,300
+     * rows), so its lines are reused in cache instead of streaming 8 MB
+     * through memory */
+    const int32_t ring = a->dp_ring;
     int i = 0;        /* receivers below i are done */
     int last = -1;    /* the last receiver using a row below r0 + n */
     int32_t made = 0; /* the rows receivers below i created */

@@ -119,10 +119,19 @@ void pt_schnet_edges_forward(const pt_schnet_block *w, pt_schnet_block_acts *k,
 void pt_schnet_edges_backward(const pt_schnet_block *w, pt_schnet_block *dw,
                               const pt_schnet_block_acts *k, pt_schnet_acts *a,
                               const pt_batch *b, int G, int F, pt_stopwatch *sw);
-/* The backward's dP window for this batch's rows (a->dp_ring): the same for
- * every block, so pt_schnet_prepare_edges computes it once with the sender
- * lists it depends on. */
+/* The backward's dP window for this batch's rows (a->dp_ring) when it walks
+ * senders: the same for every block, so the backward's first block
+ * computes it once with the sender lists it depends on. */
 int32_t pt_schnet_edges_ring(const pt_schnet_acts *a, const pt_batch *b, int G, int F);
+/* a->bwd_made: the backward's tables this batch has, each made by the first
+ * block whose backward reads it (pt_schnet_prepare_edges clears them; a
+ * forces arena's passes read the lists, which it makes at once) */
+enum {
+    PT_SCHNET_BWD_LISTS = 1,   /* snd_offset, snd_edge, snd_close */
+    PT_SCHNET_BWD_RING = 2,    /* dp_ring */
+    PT_SCHNET_BWD_SEDGES = 4,  /* snd_rec (read by the AVX-512 kernels only) */
+    PT_SCHNET_BWD_ROWS = 8     /* row_rec and rows_simple */
+};
 /* made + the filter rows receivers i0 ≤ i < i1 created (their first edges;
  * edge_rows.h numbers rows in order of first use in receiver order, so
  * from a boundary no edge crosses these are the rows the receivers read) */

@@ -137,7 +137,9 @@ enum {
 void pt_cfconv_sender_edges(pt_cfconv_sedge *sr, const int32_t *so, const int32_t *se,
                             const int32_t *row, const uint8_t *first, const int32_t *row_last,
                             const int32_t *dst, const float *cut, int32_t ring, int n_nodes);
-/* The backward by senders: pt_cfconv_backward_range's results bit for bit
+/* The backward by senders (the model's for bf16's W̃ rows and for batches
+ * pt_cfconv_row_edges refuses; fp32 walks rows): pt_cfconv_backward_range's
+ * results bit for bit
  * (dx added to, dP rows, ring alike) over receivers j0 ≤ i < j1, walking
  * the senders j0 ≤ j < j1 in ascending order with x_j and dx_j in
  * registers instead of adding to dx_j in memory once per edge.  j0 and j1
@@ -160,6 +162,46 @@ void pt_cfconv_backward_senders(float *dx, float *dp, const float *dm, const flo
                                 const int32_t *dst_offset, const int32_t *so,
                                 const int32_t *se, const pt_cfconv_sedge *sr, int j0,
                                 int j1, int f, int32_t ring);
+/* The backward by rows: each filter row (a bond, edge_rows.h) once, in
+ * ascending order, with both its edges.  Row u's first edge is receiver i,
+ * sender j; its other edge, if any, is the reverse (receiver j, sender i):
+ *   dx_j += dm_i ⊙ W_u,   dx_i += dm_j ⊙ W_u (with the reverse),
+ *   dP_u  = (dm_i ⊙ x_j)·C_u, or fma(dm_j ⊙ x_i, C_u, (dm_i ⊙ x_j)·C_u)
+ * (dP as the receiver order forms it: the same bits).  W_u is read once and
+ * dP_u written once, in row order (docs/performance.md, session 13 rows).
+ * dx_k sums its terms in ascending row order: the receiver order's except
+ * where a one-sided row of a truncated neighbour list (or an atom's image)
+ * comes later than in receiver order, so dx's bits may differ from
+ * pt_cfconv_backward_range's by the reordering of a sum of n terms:
+ * |Δ| ≤ 2·γ(n−1)·Σ|dm ⊙ W|, γ(m) = m·2⁻²⁴/(1 − m·2⁻²⁴) (tests/unit/
+ * test_cfconv_rows.c checks it).  Same bits whatever the implementation
+ * and however the rows are cut into calls. */
+typedef struct pt_cfconv_redge {
+    int32_t i;     /* the first edge's receiver */
+    int32_t j;     /* its sender */
+    float cut;     /* C_u */
+    uint32_t part; /* PT_REDGE_* */
+} pt_cfconv_redge;
+enum {
+    PT_REDGE_ONE = 0,       /* the row's only edge (j ≠ i) */
+    PT_REDGE_BOTH = 1,      /* and its reverse (j ≠ i) */
+    PT_REDGE_ONE_SELF = 2,  /* an atom's image alone (j = i) */
+    PT_REDGE_BOTH_SELF = 3, /* an atom's two images (i←i and its reverse) */
+};
+/* re[u] for the rows of a batch's table (edge_rows.h: row, first; src,
+ * dst_offset the edges).  Returns 1, or 0 when a row has an edge that is
+ * neither its first nor that edge's reverse (duplicate edges: a row of
+ * three): then the batch needs the backward by senders. */
+int pt_cfconv_row_edges(pt_cfconv_redge *re, const int32_t *row, const uint8_t *first,
+                        const int32_t *src, const int32_t *dst_offset, const float *cut,
+                        int n_nodes);
+/* Rows r0 ≤ u < r1 of the backward by rows: dx added to (the caller zeroes
+ * it once), dP_u written at dp row u − r0 (a chunk's scratch), W_u at w
+ * row u.  Consecutive calls over ascending ranges give the bits of one
+ * call over all rows. */
+void pt_cfconv_backward_rows(float *dx, float *dp, const float *dm, const float *x,
+                             const float *w, const pt_cfconv_redge *re, int32_t r0, int32_t r1,
+                             int f);
 /* Sender lists: the edges with a row (row[k] ≥ 0) of sender j, ascending,
  * are se[so[j] .. so[j+1]) (so: [n_nodes + 1], se: [n_edges]).  close[b]
  * (b ≤ n_nodes; [n_nodes + 1]) is the first node boundary at or after b

@@ -47,6 +47,7 @@
 #include "engine/pack/packing.h"
 
 #include "tests/unit/real_batch_fixture.h"
+#include "tests/unit/sum_order_bound.h"
 
 /* ---- helpers --------------------------------------------------------------- */
 
@@ -134,6 +135,28 @@ static void check_rows_made(const pt_schnet_acts *a, const pt_batch *b)
 
 /* ---- the block-level comparison -------------------------------------------- */
 
+/* The backward by rows (pt_cfconv_backward_rows, the pipeline's for fp32
+ * W) over the whole batch against receiver order (pt_cfconv_backward's
+ * results in a->dx and a->dp, replaced by the rows' walk, the pipeline's
+ * reference): dP bit for bit; dx_j sums the same terms dm_i ⊙ W_u in row
+ * order instead of receiver order, within sum_order_bound.h's bound.
+ * Returns the largest |Δ| over its bound; *moved counts the elements that
+ * differ. */
+static double rows_against_receivers(pt_schnet_acts *a, const pt_batch *b, const float *x,
+                                     const float *w, int F, int *moved)
+{
+    const int N = b->cap_nodes, U = a->n_rows;
+    const size_t nf = (size_t)N * F, uf = (size_t)U * F;
+    float *dx_r = floats_copy(a->dx, nf), *dp_r = floats_copy(a->dp, uf);
+    memset(a->dx, 0, nf * sizeof(float));
+    pt_cfconv_backward_rows(a->dx, a->dp, a->dm, x, w, a->row_rec, 0, U, F);
+    SAME(a->dp, dp_r, uf);
+    const double worst =
+        sum_order_check(a->dx, dx_r, a->dm, w, b->dst_offset, b->edge_src, a->row, N, F, moved);
+    free(dx_r), free(dp_r);
+    return worst;
+}
+
 /* ring: the pipeline must have kept dP in a window of rows (the chunked
  * path on a batch whose bonds stay within a few chunks), seen as dp's last
  * row still poisoned */
@@ -157,9 +180,10 @@ static void compare_block(data *d, pt_precision prec, int static_shapes, int rin
     pt_stopwatch_start(&sw, NULL);
 
     /* the unfused sequence */
-    grads gr, gf;
+    grads gr, gf, gs;
     grads_init(&gr, G, F, NULL);
     grads_init(&gf, G, F, &gr);
+    grads_init(&gs, G, F, &gr);
     pt_schnet_filter_forward(w, k, &a, U, G, F, &sw);
     /* the convolution by the generic loops here, the policy's kernel in
      * the pipeline: the same bits on real batches too */
@@ -174,6 +198,18 @@ static void compare_block(data *d, pt_precision prec, int static_shapes, int rin
     pt_cfconv_forward(k->m, wf, a.row, k->x, b->edge_src, b->dst_offset, N, F);
     pt_cfconv_backward(a.dx, a.dp, a.dm, k->x, wf, a.cut, a.row, a.first, b->edge_src,
                        b->dst_offset, N, F);
+    /* fp32 W: the pipeline walks rows (every row here is an edge and at
+     * most its reverse); bf16's W̃ rows walk senders, receiver order's bits */
+    const int simple = pt_cfconv_row_edges(a.row_rec, a.row, a.first, b->edge_src,
+                                           b->dst_offset, a.cut, N);
+    assert_true(simple);
+    float *dx_recv = floats_copy(a.dx, nf);
+    if (!wh) {
+        int moved;
+        const double worst = rows_against_receivers(&a, b, k->x, wf, F, &moved);
+        print_message("  by rows: %d of %zu dx elements moved, at most %.3g of the bound\n",
+                      moved, nf, worst);
+    }
     if (wh) free(wf);
     pt_cfconv_force(PT_CFCONV_AUTO);
     pt_schnet_filter_backward(w, &gr.dw, k, &a, U, G, F, &sw);
@@ -209,9 +245,31 @@ static void compare_block(data *d, pt_precision prec, int static_shapes, int rin
     else
         SAME(k->w, W, uf);
     SAME(k->m, mm, nf);
+    a.bwd_made = 0; /* as pt_schnet_prepare_edges leaves it */
     pt_schnet_edges_backward(w, &gf.dw, k, &a, b, G, F, &sw);
     SAME(a.dx, dx, nf);
+    /* the tables its walk reads, and only those: by rows for fp32 W (no
+     * sender lists, ring or entries), by senders for bf16's W̃ rows (the
+     * entries where an AVX-512 kernel reads them) */
+    if (wh)
+        assert_int_equal(a.bwd_made, PT_SCHNET_BWD_LISTS | PT_SCHNET_BWD_RING |
+                                         (pt_cfconv_choice() == PT_CFCONV_AVX512
+                                              ? PT_SCHNET_BWD_SEDGES : 0));
+    else
+        assert_int_equal(a.bwd_made, PT_SCHNET_BWD_ROWS);
     SAME(gf.buf, gr.buf, sizeof gr.buf / sizeof(float));
+    if (!wh) {
+        /* a batch pt_cfconv_row_edges refuses (a row of three edges) walks
+         * senders: receiver order's dx, the same gradients */
+        a.bwd_made = PT_SCHNET_BWD_ROWS;
+        a.rows_simple = 0;
+        memset(a.dx, 0xff, nf * sizeof(float));
+        pt_schnet_edges_backward(w, &gs.dw, k, &a, b, G, F, &sw);
+        SAME(a.dx, dx_recv, nf);
+        SAME(gs.buf, gr.buf, sizeof gr.buf / sizeof(float));
+        assert_true(a.bwd_made & PT_SCHNET_BWD_RING);
+    }
+    free(dx_recv);
     if (ring) {
         const uint32_t *last_row = (const uint32_t *)(a.dp + uf - F);
         for (int c = 0; c < F; c++) assert_int_equal(last_row[c], 0xffffffffu);
@@ -229,6 +287,9 @@ static void check_data(const char *src, const char *target, int want_one_sided)
                                          NULL),
                      0);
     pt_schnet_prepare_edges(&d.m, &a, &d.b);
+    /* the sender lists as the backward by senders makes them (bf16) */
+    pt_cfconv_senders(a.snd_offset, a.snd_edge, a.snd_close, a.row, d.b.edge_src, d.b.edge_dst,
+                      d.b.cap_nodes, d.b.cap_edges);
     features f = table_features(&a, &d.b);
     check_rows_made(&a, &d.b);
     print_message("%s: %d edge slots, %d rows, %d padding edges, %d one-sided rows\n", src,
