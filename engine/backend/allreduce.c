@@ -51,7 +51,15 @@ int pt_allreduce_init(pt_allreduce *ar, int n_ranks, size_t n,
     ar->n_ranks = n_ranks;
     ar->n = n;
     ar->chunk = PT_ALLREDUCE_CHUNK;
+    ar->scratch = aligned_alloc(64, (size_t)n_ranks * ar->chunk * sizeof(float));
+    if (!ar->scratch) {
+        pt_errors_add(errs, "", 0, "allreduce", "out of memory for %d ranks' scratch", n_ranks);
+        free(ar->segments);
+        memset(ar, 0, sizeof(*ar));
+        return -1;
+    }
     if (pt_spin_barrier_init(&ar->barrier, (uint32_t)n_ranks, errs)) {
+        free(ar->scratch);
         free(ar->segments);
         memset(ar, 0, sizeof(*ar));
         return -1;
@@ -62,6 +70,7 @@ int pt_allreduce_init(pt_allreduce *ar, int n_ranks, size_t n,
 void pt_allreduce_close(pt_allreduce *ar)
 {
     pt_spin_barrier_close(&ar->barrier);
+    free(ar->scratch);
     free(ar->segments);
     memset(ar, 0, sizeof(*ar));
 }
@@ -72,49 +81,67 @@ void pt_allreduce_set_idle(pt_allreduce *ar, int (*idle)(void *arg), void *arg)
     ar->idle_arg = arg;
 }
 
+void pt_allreduce_set_sink(pt_allreduce *ar, const pt_allreduce_sink *sink)
+{
+    ar->sink = sink;
+}
+
 /* Sums bufs[*][at, at + len) into out[0, len) through the pairwise tree.
  * Levels write their partial sums into the lower buffer of each pair; the
- * final level (or the copy, for one rank) writes out. */
-void pt_allreduce_tree(int R, float *const *bufs, size_t at, float *out, size_t len)
+ * final level (or the copy, for one rank) writes out.  With clear, each
+ * buffer element is zeroed right after its last read (a pair's upper one
+ * at its level, the lowest at the final level): the same values summed,
+ * the same bits. */
+static void tree(int R, float *const *bufs, size_t at, float *out, size_t len, int clear)
 {
     if (R == 1) {
         memcpy(out, bufs[0] + at, len * sizeof(float));
+        if (clear) memset(bufs[0] + at, 0, len * sizeof(float));
         return;
     }
     for (int s = 1; s < R; s *= 2) {
         int last = 2 * s >= R;
         for (int i = 0; i + s < R; i += 2 * s) {
-            const float *restrict b = bufs[i + s] + at;
+            float *restrict b = bufs[i + s] + at;
+            float *restrict a = bufs[i] + at;
             if (last) {
                 float *restrict dst = out;
-                const float *restrict a = bufs[i] + at;
                 for (size_t j = 0; j < len; j++) dst[j] = a[j] + b[j];
+                if (clear) memset(a, 0, len * sizeof(float));
             } else {
-                float *restrict acc = bufs[i] + at;
-                for (size_t j = 0; j < len; j++) acc[j] += b[j];
+                for (size_t j = 0; j < len; j++) a[j] += b[j];
             }
+            if (clear) memset(b, 0, len * sizeof(float));
         }
     }
 }
 
-static void reduce_range(int R, float *const *bufs, float *out, size_t lo, size_t hi)
+void pt_allreduce_tree(int R, float *const *bufs, size_t at, float *out, size_t len)
 {
-    pt_allreduce_tree(R, bufs, lo, out + lo, hi - lo);
+    tree(R, bufs, at, out, len, 0);
 }
 
 void pt_allreduce_run(pt_allreduce *ar, int rank, float *const *bufs, float *out)
 {
     const int R = ar->n_ranks;
+    const pt_allreduce_sink *sink = ar->sink;
     /* every replica's buffer must be final before anyone reads it; the
      * early ones do the idle work meanwhile */
     pt_spin_barrier_wait_idle(&ar->barrier, ar->idle, ar->idle_arg);
+    const int use = sink && sink->open(sink->arg, rank);
+    float *mine = ar->scratch + (size_t)rank * ar->chunk;
     for (size_t s = 0; s < ar->n_segments; s++) {
         const pt_allreduce_segment *g = &ar->segments[s];
         size_t lo = g->offset + g->len * (size_t)rank / (size_t)R;
         size_t hi = g->offset + g->len * (size_t)(rank + 1) / (size_t)R;
         for (size_t c = lo; c < hi; c += ar->chunk) {
             size_t e = c + ar->chunk < hi ? c + ar->chunk : hi;
-            reduce_range(R, bufs, out, c, e);
+            if (use) {
+                tree(R, bufs, c, mine, e - c, 1);
+                sink->chunk(sink->arg, rank, mine, c, e);
+            } else {
+                tree(R, bufs, c, out + c, e - c, 1);
+            }
         }
         pt_spin_barrier_wait(&ar->barrier);
     }

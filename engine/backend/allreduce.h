@@ -18,7 +18,14 @@
  * Segments: the merge_all_reduce=false ablation passes one segment per model
  * tensor (the state_dict table); each segment is then a separate collective,
  * split over the ranks and closed by a barrier, the cost seed 000 removed.
- * The sum is the same bit for bit; only the synchronisation differs. */
+ * The sum is the same bit for bit; only the synchronisation differs.
+ *
+ * What the run leaves behind: every replica buffer all zero (each element
+ * is cleared right after the tree's last read of it, while its line is in
+ * L1), so the next step's backward accumulates into it without a separate
+ * zeroing pass.  A sink may take the sum instead of out: each rank's chunks
+ * then go to an L1 scratch of the rank and straight to the sink (the
+ * backend applies Adam there, backend.h), and out is not written at all. */
 #ifndef PT_ALLREDUCE_H
 #define PT_ALLREDUCE_H
 
@@ -42,7 +49,26 @@ typedef struct pt_allreduce {
     pt_spin_barrier barrier;
     int (*idle)(void *arg);         /* work for a rank waiting for the others (NULL: none) */
     void *idle_arg;
+    const struct pt_allreduce_sink *sink;   /* NULL: none */
+    float *scratch;                 /* [n_ranks × chunk] a rank's chunk of the sum, for the sink */
 } pt_allreduce;
+
+/* Takes the sum in place of out, per rank (pt_allreduce_set_sink):
+ *   open(arg, rank)   once per run, after the opening barrier (everything
+ *                     the ranks wrote before they arrived is visible);
+ *                     nonzero: the sink takes this run's sum (every rank's
+ *                     open must answer alike), zero: out gets it
+ *   chunk(arg, rank, sum, lo, hi)
+ *                     sum[0, hi - lo) is elements [lo, hi) of the sum,
+ *                     reduced by this rank just now, in its scratch (valid
+ *                     until the call returns); the calls of a run cover
+ *                     [0, n) once over all ranks.
+ * Both run on the rank's thread before the barrier that closes its segment. */
+typedef struct pt_allreduce_sink {
+    int (*open)(void *arg, int rank);
+    void (*chunk)(void *arg, int rank, const float *sum, size_t lo, size_t hi);
+    void *arg;
+} pt_allreduce_sink;
 
 /* Floats per chunk: 16 KiB per buffer, so the R rows of a chunk stay in L2. */
 #define PT_ALLREDUCE_CHUNK 4096
@@ -61,9 +87,12 @@ void pt_allreduce_close(pt_allreduce *ar);
  * batches (pt_loader_help).  Never changes the sum. */
 void pt_allreduce_set_idle(pt_allreduce *ar, int (*idle)(void *arg), void *arg);
 
+/* Sets (or, NULL, removes) the sink of the following runs; not during a run. */
+void pt_allreduce_set_sink(pt_allreduce *ar, const pt_allreduce_sink *sink);
+
 /* Called by each of the n_ranks threads with its own rank and the same
- * arguments: bufs[0..n_ranks) are the replicas' buffers (used as scratch:
- * their contents are destroyed), out receives the sum.  Returns once out is
+ * arguments: bufs[0..n_ranks) are the replicas' buffers (left all zero),
+ * out receives the sum (unless the sink takes it).  Returns once the sum is
  * complete for every rank (the last barrier is shared). */
 void pt_allreduce_run(pt_allreduce *ar, int rank, float *const *bufs, float *out);
 

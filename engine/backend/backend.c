@@ -76,6 +76,9 @@ static int replicas_init(pt_backend *be, pt_errors *errs)
         size_t bytes = (size_t)rep->levels * be->n_params * sizeof(float);
         rep->stack = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
         if (!rep->stack) goto oom;
+        /* zero once: the merges and the all-reduce leave every level zero
+         * after use, so a backward accumulates into a zero level (backend_step.c) */
+        memset(rep->stack, 0, bytes);
         be->bufs[r] = rep->stack;
     }
     return 0;
@@ -222,6 +225,11 @@ int pt_backend_open(pt_grad_engine *eng, const pt_train_data *data, pt_errors *e
     /* stage 0: the update split over the replicas when they are the whole group */
     if (be->stage > 0 || (be->R > 1 && be->group_R == be->R && be->group_first == 0))
         eng->update = pt_backend_update;
+    /* ... and applied inside the all-reduce where the loop allows it */
+    if (be->stage == 0 && eng->update) {
+        eng->arm_update = pt_backend_arm_update;
+        pt_backend_fused_sink(be);
+    }
     if (threads_start(be, errs)) goto fail;
     return 0;
 fail:

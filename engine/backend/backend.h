@@ -112,6 +112,10 @@ typedef struct pt_backend_stats {
     /* batches filled by the loader's thread, by their consumer, by a
      * waiting replica (loader.h) */
     int64_t fills_thread, fills_consumer, fills_helper;
+    /* updates the replicas applied inside the step's all-reduce (the
+     * engine's arm_update, train.h); update_seconds then times only the
+     * step count */
+    int64_t fused_updates;
 } pt_backend_stats;
 
 /* Returns 0, or -1 (out cleared) when eng is not a backend engine. */

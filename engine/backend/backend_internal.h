@@ -49,6 +49,7 @@ typedef struct pt_backend_replica {
     float *gtop;               /* the stack entry this micro-batch reduces into */
     float *stage_m, *stage_v;  /* offload: [PT_ZERO_STAGE_FLOATS] each */
     double sumsq;
+    int fused;                 /* this step's all-reduce applies the update (sink's open) */
     double busy, busy_cpu, lag;   /* this step's compute (wall, thread CPU), start lag */
     /* this step's results, read by the host after the step */
     pt_step_stats st;
@@ -120,11 +121,20 @@ struct pt_backend {
     pt_optim_coeffs coeffs;
     float clip_coef;
     float *grads_in;           /* stage 0-1 gradient (full, reduced) for UPDATE / SUMSQ */
+    /* the update applied inside the all-reduce (arm_update, train.h): armed
+     * by the loop for the next compute, fuse for the step in flight (read by
+     * the replicas), applied from its end to the update call that counts it */
+    int armed, fuse, applied;
+    pt_allreduce_sink sink;
 };
 
-/* The engine's update (train.h) at stage >= 1 and the split stage 0: backend_zero.c. */
+/* The engine's update (train.h) at stage >= 1 and the split stage 0, and
+ * stage 0's arm_update with the all-reduce's sink that applies it:
+ * backend_zero.c. */
 int pt_backend_update(void *self, pt_optim *opt, float *grads, double lr, double clip,
                       pt_errors *errs);
+int pt_backend_arm_update(void *self, pt_optim *opt, double lr, double clip);
+void pt_backend_fused_sink(pt_backend *be);
 
 /* Runs `task` on every replica: wakes replicas 1..R-1, runs replica 0 on
  * the calling thread, waits for the others (backend_step.c). */

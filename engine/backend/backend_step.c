@@ -191,9 +191,13 @@ static void stream_advance(pt_backend *be)
 
 /* ---- replicas -------------------------------------------------------------- */
 
-static void vec_add(float *restrict dst, const float *restrict src, size_t n)
+/* dst += src, src left zero for its next micro-batch (run_micro). */
+static void vec_add_clear(float *restrict dst, float *restrict src, size_t n)
 {
-    for (size_t i = 0; i < n; i++) dst[i] += src[i];
+    for (size_t i = 0; i < n; i++) {
+        dst[i] += src[i];
+        src[i] = 0.0f;
+    }
 }
 
 /* One micro-batch: returns 0, or -1 with the error in rep->errs. */
@@ -210,8 +214,9 @@ static int run_micro(pt_backend_replica *rep, uint64_t seq, float *grad, pt_phas
     const pt_batch *b = &be->slots[s].batch;
     pt_train_micro_forward(be->d, m, &rep->acts, b, &be->norm, &rep->st);
     pt_phase_lap(clk, &rep->phases, PT_PHASE_FORWARD);
-    /* stage 2-3: grad is NULL, the layer hook reduce-scatters (backend_zero.c) */
-    if (grad) memset(grad, 0, be->n_params * sizeof(float));
+    /* grad is a zero level of the stack: the merges and the all-reduce
+     * clear what they have read (replica_step); stage 2-3: NULL, the layer
+     * hook reduce-scatters (backend_zero.c) */
     pt_train_micro_backward(be->d, m, &rep->acts, b, grad);
     pt_loader_release(&be->ld, seq);
     return 0;
@@ -256,14 +261,14 @@ static void replica_step(pt_backend_replica *rep)
         size[depth++] = 1;
         /* binary-counter merging keeps the sum a balanced pairwise tree */
         while (depth >= 2 && size[depth - 1] == size[depth - 2]) {
-            vec_add(stack + (size_t)(depth - 2) * len, stack + (size_t)(depth - 1) * len, len);
+            vec_add_clear(stack + (size_t)(depth - 2) * len, stack + (size_t)(depth - 1) * len, len);
             size[depth - 2] *= 2;
             depth--;
         }
         pt_phase_lap(&clk, &rep->phases, PT_PHASE_BACKWARD);
     }
     for (; depth >= 2; depth--)
-        vec_add(stack + (size_t)(depth - 2) * len, stack + (size_t)(depth - 1) * len, len);
+        vec_add_clear(stack + (size_t)(depth - 2) * len, stack + (size_t)(depth - 1) * len, len);
     pt_phase_lap(&clk, &rep->phases, PT_PHASE_BACKWARD);
     rep->busy = clk.last - t0;
     rep->busy_cpu = thread_cpu_seconds() - cpu0;
@@ -353,6 +358,10 @@ int pt_backend_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
     double t0 = pt_phase_clock();
     if (be->returned > 0.0) be->stats.host_gap_seconds += t0 - be->returned;
     memset(st, 0, sizeof(*st));
+    /* an armed update is this step's only (pt_backend_arm_update) */
+    const int armed = be->armed;
+    be->armed = 0;
+    be->applied = 0;
     if (n > be->G) {
         pt_errors_add(errs, "", 0, "backend", "a step of %u packs, above R x A x b = %u", n, be->G);
         return -1;
@@ -382,7 +391,12 @@ int pt_backend_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
     be->out = grads;
     be->dispatched = pt_phase_clock();
     be->stats.host_prep_seconds += be->dispatched - t0;
+    be->fuse = armed;
     pt_backend_dispatch(be, PT_TASK_COMPUTE);
+    be->fuse = 0;
+    /* every rank took the same decision (fused_open) */
+    be->applied = armed && be->reps[0].fused;
+    be->stats.fused_updates += be->applied;
     const double joined = pt_phase_clock();
     be->stats.host_join_seconds += joined - be->host_ran;
 

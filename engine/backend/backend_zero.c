@@ -359,9 +359,21 @@ void pt_backend_zero_gather(const pt_grad_engine *eng)
 int pt_backend_update(void *self, pt_optim *opt, float *grads, double lr, double clip,
                       pt_errors *errs)
 {
-    (void)errs;
     pt_backend *be = self;
     const double t0 = pt_phase_clock();
+    if (be->applied) {
+        /* the step's all-reduce applied it (pt_backend_arm_update): count it */
+        be->applied = 0;
+        if (opt != be->opt || grads != be->out) {   /* the loop's, armed for this step */
+            pt_errors_add(errs, "", 0, "backend",
+                          "update called with another optimizer or gradient buffer than the "
+                          "step's, which applied it already");
+            return -1;
+        }
+        opt->step++;
+        be->stats.update_seconds += pt_phase_clock() - t0;
+        return 0;
+    }
     if (be->stage == 0) {
         if (clip > 0) pt_grad_clip(grads, be->n_params, clip);
         be->opt = opt;
@@ -379,4 +391,59 @@ int pt_backend_update(void *self, pt_optim *opt, float *grads, double lr, double
     pt_backend_zero_gather(&eng);
     be->stats.update_seconds += pt_phase_clock() - t0;
     return 0;
+}
+
+/* ---- stage 0: the update inside the all-reduce -------------------------------------- */
+
+/* Stage 0 keeps one copy of the parameters, m and v, which the split
+ * update reads and writes by ranges: applied to each chunk a rank has just
+ * reduced, the gradient goes from the replicas' buffers through L1 into
+ * Adam — never stored to the loop's buffer and read back — and the step
+ * needs no second dispatch of the replicas.  Clipping needs the whole
+ * gradient's norm before any element moves: declined then. */
+int pt_backend_arm_update(void *self, pt_optim *opt, double lr, double clip)
+{
+    pt_backend *be = self;
+    be->armed = 0;
+    if (be->stage != 0 || clip > 0) return 0;
+    be->opt = opt;
+    be->coeffs = pt_optim_coeffs_next(opt, lr);
+    be->armed = 1;
+    return 1;
+}
+
+/* After the all-reduce's opening barrier: every replica's statistics and
+ * failure flag are final, and every rank takes the same decision from them
+ * — the loop's divergence check on the sum compute returns, so a step the
+ * loop rejects leaves the parameters and moments untouched. */
+static int fused_open(void *arg, int rank)
+{
+    pt_backend *be = arg;
+    pt_backend_replica *rep = &be->reps[rank];
+    rep->fused = 0;
+    if (!be->fuse) return 0;
+    pt_step_stats st;
+    memset(&st, 0, sizeof(st));
+    for (int r = 0; r < be->R; r++) {
+        if (be->reps[r].failed) return 0;
+        pt_step_stats_add(&st, &be->reps[r].st);
+    }
+    rep->fused = pt_step_stats_finite(&st);
+    return rep->fused;
+}
+
+/* Adam on elements [lo, hi), from the rank's chunk of the sum in L1. */
+static void fused_chunk(void *arg, int rank, const float *sum, size_t lo, size_t hi)
+{
+    (void)rank;
+    pt_backend *be = arg;
+    pt_optim *o = be->opt;
+    pt_optim_update(o, &be->coeffs, be->d->model->params_memory + lo, sum, o->m + lo, o->v + lo,
+                    lo, hi - lo);
+}
+
+void pt_backend_fused_sink(pt_backend *be)
+{
+    be->sink = (pt_allreduce_sink){.open = fused_open, .chunk = fused_chunk, .arg = be};
+    pt_allreduce_set_sink(&be->ar, &be->sink);
 }

@@ -80,8 +80,14 @@ void pt_optim_reset(pt_optim *opt)
  * (0 or 1), i.e. two parameter groups. */
 pt_optim_coeffs pt_optim_begin(pt_optim *opt, double lr)
 {
+    pt_optim_coeffs c = pt_optim_coeffs_next(opt, lr);
     opt->step++;
-    const double t = (double)opt->step;
+    return c;
+}
+
+pt_optim_coeffs pt_optim_coeffs_next(const pt_optim *opt, double lr)
+{
+    const double t = (double)(opt->step + 1);
     const int adamw = opt->p.kind == PT_OPTIM_ADAMW;
     return (pt_optim_coeffs){
         .b1 = (float)opt->p.beta1,

@@ -65,6 +65,11 @@ typedef struct pt_optim_coeffs {
 /* Counts the step (opt->step + 1) and forms its scalars at rate lr. */
 pt_optim_coeffs pt_optim_begin(pt_optim *opt, double lr);
 
+/* The scalars pt_optim_begin would form for the next step, without counting
+ * it: an engine that applies the update inside its gradient pass forms them
+ * before the pass and counts the step only once it has applied it. */
+pt_optim_coeffs pt_optim_coeffs_next(const pt_optim *opt, double lr);
+
 /* The update of elements [first, first + n) of the flat buffer, for ZeRO
  * shards (engine/backend/backend_zero.h): param, grad, m and v point at element
  * `first` (m and v may be opt->m + first, or a staging copy of them);

@@ -306,13 +306,16 @@ static int write_result(pt_trainer *tr)
  * engine, optional clipping, Adam(W) at the schedule's rate. */
 static int train_step(pt_trainer *tr, const uint32_t *ids, uint32_t n, pt_step_stats *st)
 {
+    const double lr = pt_schedule_lr(&tr->sched), clip = tr->cfg->training.clip_grad_norm;
     double t0 = now();
+    /* the backend applies Adam inside its all-reduce when it can (train.h) */
+    if (tr->engine.update && tr->engine.arm_update)
+        tr->engine.arm_update(tr->engine.self, &tr->optim, lr, clip);
     if (tr->engine.compute(tr->engine.self, &tr->packs, ids, n, NULL, tr->grads, st, tr->errs) != 0)
         return -1;
     double t1 = now();
     if (!tr->engine.phases) tr->phases.seconds[PT_PHASE_OTHER] += t1 - t0;
-    if (!isfinite(st->loss_sum) || !isfinite(st->forces_sse) || !isfinite(st->stress_sse) ||
-        !isfinite(st->heads_loss_sum)) {
+    if (!pt_step_stats_finite(st)) {
         pt_errors_add(tr->errs, NULL, 0, "training.lr",
                       "training diverged: the loss is not finite at step %lld; lower "
                       "training.lr or set training.clip_grad_norm",
@@ -321,13 +324,11 @@ static int train_step(pt_trainer *tr, const uint32_t *ids, uint32_t n, pt_step_s
     }
     if (tr->engine.update) {
         /* ZeRO: the engine's replicas update their shards (engine/backend/backend_zero.h) */
-        if (tr->engine.update(tr->engine.self, &tr->optim, tr->grads, pt_schedule_lr(&tr->sched),
-                              tr->cfg->training.clip_grad_norm, tr->errs) != 0)
+        if (tr->engine.update(tr->engine.self, &tr->optim, tr->grads, lr, clip, tr->errs) != 0)
             return -1;
     } else {
-        if (tr->cfg->training.clip_grad_norm > 0)
-            pt_grad_clip(tr->grads, tr->model.n_params, tr->cfg->training.clip_grad_norm);
-        pt_optim_step(&tr->optim, tr->model.params_memory, tr->grads, pt_schedule_lr(&tr->sched));
+        if (clip > 0) pt_grad_clip(tr->grads, tr->model.n_params, clip);
+        pt_optim_step(&tr->optim, tr->model.params_memory, tr->grads, lr);
     }
     tr->phases.seconds[PT_PHASE_OPTIMIZER] += now() - t1;
     tr->phases.steps++;

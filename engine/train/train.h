@@ -147,6 +147,17 @@ typedef struct pt_grad_engine {
      * Returns 0, or -1 with errs filled. */
     int (*update)(void *self, pt_optim *opt, float *grads, double lr, double clip,
                   pt_errors *errs);
+    /* Optional, with update: offers the engine the coming step's update
+     * (the arguments the loop will pass to update) before compute.  Returns
+     * 1 when the next compute applies it itself, each replica to its part of
+     * the gradient right after the all-reduce made it, when the step's loss
+     * is finite (pt_step_stats_finite of the st it returns) — the bits of
+     * update's — and leaves opt's step count to the update call that
+     * follows (same opt and grads); 0 when it declines (e.g. clipping needs
+     * the whole norm first).  Either way the loop then calls compute, checks
+     * the loss and calls update as without it.  A compute that applied the
+     * update does not write grads (the gradient went straight into Adam). */
+    int (*arm_update)(void *self, pt_optim *opt, double lr, double clip);
     /* Optional: makes opt's moments whole where the engine keeps parts of
      * them elsewhere (MPI ranks each update their own block), before the
      * loop saves them in a checkpoint.  Collective: every rank calls it at
@@ -167,6 +178,9 @@ double pt_step_stats_loss(const pt_step_stats *st, const pt_train_loss *loss);
 
 /* Adds b's sums and counts to a's. */
 void pt_step_stats_add(pt_step_stats *a, const pt_step_stats *b);
+
+/* 1 when the step's loss terms are finite (the loop's divergence check). */
+int pt_step_stats_finite(const pt_step_stats *st);
 
 /* The built-in engine ("local"): R·A micro-batches of b packs, in order, on
  * the calling thread (R replicas are emulated by running them one after

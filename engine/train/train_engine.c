@@ -72,6 +72,12 @@ void pt_step_stats_add(pt_step_stats *a, const pt_step_stats *b)
     a->filter_rows += b->filter_rows;
 }
 
+int pt_step_stats_finite(const pt_step_stats *st)
+{
+    return isfinite(st->loss_sum) && isfinite(st->forces_sse) && isfinite(st->stress_sse) &&
+           isfinite(st->heads_loss_sum);
+}
+
 void pt_step_stats_add_batch(pt_step_stats *st, const pt_batch *b, const pt_schnet_acts *a)
 {
     st->filter_rows += a->n_rows;

@@ -33,7 +33,7 @@ static const char usage_text[] =
     "\"steps\",\"graphs\",\"seconds\",\"step_ms\",\"cpu_ms_per_step\",\"phases_ms\":{io,forward,\n"
     "backward,allreduce,other,outside},\"backend\":{...,\"replicas_ms\":{busy,wait,\n"
     "busy_cpu,wait_cpu,start_lag},\"host_ms\":{prep,join,post,gap,update},\n"
-    "\"fills\":{thread,consumer,helper}},\"limits\":{...},\"memplan\":{...},\n"
+    "\"fills\":{thread,consumer,helper},\"fused_updates\"},\"limits\":{...},\"memplan\":{...},\n"
     "\"config\":{...}} measured over the N steps after the W warm-up steps.\n"
     "cpu_ms_per_step is the process's CPU time (all its threads) per step: on a\n"
     "loaded machine it moves less than the wall clock.  phases_ms are means per\n"
@@ -45,7 +45,8 @@ static const char usage_text[] =
     "join (waiting for replicas 1..R-1 after its own part), post (stats merge),\n"
     "gap (between steps: the loop's update and bookkeeping) and the update in it.\n"
     "fills: the measured steps' batches filled by the loader's (background)\n"
-    "thread, by their consumer, by a waiting replica.\n"
+    "thread, by their consumer, by a waiting replica.  fused_updates: measured\n"
+    "steps whose Adam update the replicas applied inside the all-reduce.\n"
     "DATA is a .ptd, or a file 'packtrain ingest' reads, ingested on first use\n"
     "into $XDG_CACHE_HOME/packtrain.\n"
     "\n"
@@ -117,6 +118,12 @@ static int bench_update(void *self, pt_optim *opt, float *grads, double lr, doub
     return b->inner.update(b->inner.self, opt, grads, lr, clip, errs);
 }
 
+static int bench_arm_update(void *self, pt_optim *opt, double lr, double clip)
+{
+    bench_state *b = self;
+    return b->inner.arm_update(b->inner.self, opt, lr, clip);
+}
+
 static void bench_close(void *self)
 {
     bench_state *b = self;
@@ -141,6 +148,7 @@ static int bench_open(pt_grad_engine *eng, const pt_train_data *d, pt_errors *er
     eng->compute = bench_compute;
     eng->close = bench_close;
     if (b->inner.update) eng->update = bench_update;
+    if (b->inner.arm_update) eng->arm_update = bench_arm_update;
     return 0;
 }
 
@@ -362,6 +370,8 @@ static json_t *report(const bench_state *b, const pt_job_config *cfg, const pt_t
             "{s:I, s:I, s:I}", "thread", (json_int_t)(bs->fills_thread - b0->fills_thread),
             "consumer", (json_int_t)(bs->fills_consumer - b0->fills_consumer),
             "helper", (json_int_t)(bs->fills_helper - b0->fills_helper)));
+        json_object_set_new(be, "fused_updates",
+                            json_integer((json_int_t)(bs->fused_updates - b0->fused_updates)));
     }
     pt_memplan plan;
     pt_errors errs;

@@ -3,7 +3,10 @@
  * or not), buffer length (chunk boundaries, fewer floats than ranks) and
  * segmentation; per-tensor segments give the same bits as one merged buffer;
  * the tree differs from a left-to-right sum (so order really is fixed, not
- * accidentally equal); bad segment tables are rejected with their reason. */
+ * accidentally equal); bad segment tables are rejected with their reason;
+ * the run leaves every replica buffer zero, and a sink that takes the sum
+ * gets each rank's part of it once, final, after one opening call per rank,
+ * while out is left alone (and gets the sum when the sink declines). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -29,6 +32,19 @@ static void *run_rank(void *p)
     run_arg *a = p;
     pt_allreduce_run(a->ar, a->rank, a->bufs, a->out);
     return NULL;
+}
+
+/* The collective on R threads (R <= 8), one per rank, as the replicas run it. */
+static void run_ranks(pt_allreduce *ar, int R, float *const *bufs, float *out)
+{
+    pthread_t th[8];
+    run_arg args[8];
+    assert_true(R <= 8);
+    for (int r = 0; r < R; r++) {
+        args[r] = (run_arg){ar, r, bufs, out};
+        assert_int_equal(pthread_create(&th[r], NULL, run_rank, &args[r]), 0);
+    }
+    for (int r = 0; r < R; r++) pthread_join(th[r], NULL);
 }
 
 /* Fills R buffers of n floats with values of mixed magnitude, so that the
@@ -77,17 +93,7 @@ static float *threaded_sum(float *const *src, int R, size_t n, const pt_allreduc
     float **work = copy_bufs(src, R, n);
     float *out = malloc(n * sizeof(float));
     assert_non_null(out);
-    pthread_t *th = calloc((size_t)R, sizeof(*th));
-    run_arg *args = calloc((size_t)R, sizeof(*args));
-    assert_non_null(th);
-    assert_non_null(args);
-    for (int r = 0; r < R; r++) {
-        args[r] = (run_arg){&ar, r, work, out};
-        assert_int_equal(pthread_create(&th[r], NULL, run_rank, &args[r]), 0);
-    }
-    for (int r = 0; r < R; r++) pthread_join(th[r], NULL);
-    free(th);
-    free(args);
+    run_ranks(&ar, R, work, out);
     free_bufs(work, R);
     pt_allreduce_close(&ar);
     pt_errors_close(&errs);
@@ -192,13 +198,7 @@ static void test_repeated_runs(void **state)
     for (int it = 0; it < 20; it++) {
         float **src = make_bufs(R, n, 1000 + (uint64_t)it);
         assert_int_equal(pt_allreduce_reference(R, n, src, ref), 0);
-        pthread_t th[3];
-        run_arg args[3];
-        for (int r = 0; r < R; r++) {
-            args[r] = (run_arg){&ar, r, src, out};
-            assert_int_equal(pthread_create(&th[r], NULL, run_rank, &args[r]), 0);
-        }
-        for (int r = 0; r < R; r++) pthread_join(th[r], NULL);
+        run_ranks(&ar, R, src, out);
         assert_bitwise(out, ref, n);
         free_bufs(src, R);
     }
@@ -206,6 +206,98 @@ static void test_repeated_runs(void **state)
     free(ref);
     pt_allreduce_close(&ar);
     pt_errors_close(&errs);
+}
+
+/* A sink that checks what it is shown: every chunk is final (equal to the
+ * reference), lies in the caller's part of its segment, and [0, n) is shown
+ * once over all ranks; open is called once per rank. */
+typedef struct sink_log {
+    const float *ref;
+    const pt_allreduce *ar;
+    int *seen;          /* [n] chunk calls covering the element */
+    int opens[8];
+    int wrong[8];       /* chunks not final, or outside the rank's part */
+    int accept;         /* what open returns */
+} sink_log;
+
+static int log_open(void *arg, int rank)
+{
+    sink_log *l = arg;
+    l->opens[rank]++;
+    return l->accept;
+}
+
+static void log_chunk(void *arg, int rank, const float *sum, size_t lo, size_t hi)
+{
+    sink_log *l = arg;
+    const pt_allreduce *ar = l->ar;
+    int inside = 0;
+    for (size_t s = 0; s < ar->n_segments; s++) {
+        const pt_allreduce_segment *g = &ar->segments[s];
+        size_t a = g->offset + g->len * (size_t)rank / (size_t)ar->n_ranks;
+        size_t b = g->offset + g->len * (size_t)(rank + 1) / (size_t)ar->n_ranks;
+        inside |= lo >= a && hi <= b && lo < hi;
+    }
+    if (!inside || memcmp(sum, l->ref + lo, (hi - lo) * sizeof(float)) != 0)
+        l->wrong[rank]++;
+    for (size_t j = lo; j < hi; j++) l->seen[j]++;
+}
+
+static void test_buffers_zero_and_sink(void **state)
+{
+    (void)state;
+    static const int ranks[] = {1, 2, 3, 4};
+    static const size_t sizes[] = {2500, 25, 100, PT_ALLREDUCE_CHUNK + 3, 1, 7};
+    pt_allreduce_segment segs[6];
+    size_t n = 0;
+    for (int i = 0; i < 6; i++) {
+        segs[i] = (pt_allreduce_segment){n, sizes[i]};
+        n += sizes[i];
+    }
+    for (size_t ri = 0; ri < sizeof ranks / sizeof *ranks; ri++) {
+        for (int split = 0; split <= 1; split++) {
+            for (int accept = 0; accept <= 1; accept++) {
+                const int R = ranks[ri];
+                pt_errors errs;
+                pt_errors_init(&errs, 0);
+                pt_allreduce ar;
+                assert_int_equal(pt_allreduce_init(&ar, R, n, split ? segs : NULL, split ? 6 : 0,
+                                                   &errs), 0);
+                float **src = make_bufs(R, n, 500 + ri);
+                float *ref = malloc(n * sizeof(float));
+                float *out = malloc(n * sizeof(float));
+                assert_non_null(ref);
+                assert_non_null(out);
+                for (size_t j = 0; j < n; j++) out[j] = -7.0f;
+                assert_int_equal(pt_allreduce_reference(R, n, src, ref), 0);
+                sink_log log = {.ref = ref, .ar = &ar, .accept = accept};
+                log.seen = calloc(n, sizeof(int));
+                assert_non_null(log.seen);
+                pt_allreduce_sink sink = {.open = log_open, .chunk = log_chunk, .arg = &log};
+                pt_allreduce_set_sink(&ar, &sink);
+                run_ranks(&ar, R, src, out);
+                if (accept)
+                    for (size_t j = 0; j < n; j++) assert_true(out[j] == -7.0f);
+                else
+                    assert_bitwise(out, ref, n);
+                for (int r = 0; r < R; r++) {
+                    for (size_t j = 0; j < n; j++)
+                        if (src[r][j] != 0.0f || signbit(src[r][j]))
+                            fail_msg("R=%d split %d: buffer %d element %zu left %g", R, split, r,
+                                     j, (double)src[r][j]);
+                    assert_int_equal(log.opens[r], 1);
+                    assert_int_equal(log.wrong[r], 0);
+                }
+                for (size_t j = 0; j < n; j++) assert_int_equal(log.seen[j], accept);
+                free(log.seen);
+                free(out);
+                free(ref);
+                free_bufs(src, R);
+                pt_allreduce_close(&ar);
+                pt_errors_close(&errs);
+            }
+        }
+    }
 }
 
 static void expect_init_error(int R, size_t n, const pt_allreduce_segment *segs, size_t n_segs,
@@ -252,6 +344,7 @@ int main(void)
         cmocka_unit_test(test_segments_equal_merged),
         cmocka_unit_test(test_order_is_the_pairwise_tree),
         cmocka_unit_test(test_repeated_runs),
+        cmocka_unit_test(test_buffers_zero_and_sink),
         cmocka_unit_test(test_init_errors),
     };
     return cmocka_run_group_tests_name("allreduce", tests, NULL, NULL);

@@ -182,6 +182,51 @@ static void test_one_replica_sums_in_place(void **state)
     free(three);
 }
 
+/* The accumulation stack needs no zeroing before a backward: the merges
+ * and the all-reduce leave every level they read zero.  Consecutive steps
+ * on one engine — other packs, then the first again — each give the
+ * gradient a fresh engine gives, for stacks of 1-3 levels, merged and
+ * per-tensor all-reduce; a level left holding a sum would add it. */
+static void test_stack_left_zero_between_steps(void **state)
+{
+    (void)state;
+    const size_t n = F.model.n_params;
+    static const int layouts[][4] = {{2, 4, 1, 1}, {3, 2, 1, 0}, {2, 1, 3, 1}};
+    for (size_t k = 0; k < sizeof layouts / sizeof *layouts; k++) {
+        const int R = layouts[k][0], A = layouts[k][1], b = layouts[k][2];
+        const uint32_t G = (uint32_t)(R * A * b);
+        pt_step_stats st;
+        float *want[2];
+        for (uint32_t w = 0; w < 2; w++) want[w] = grad_of(R, A, b, w * G, G, &st, layouts[k][3]);
+        assert_true(memcmp(want[0], want[1], n * sizeof(float)) != 0);
+        pt_job_config cfg;
+        pt_train_data d = data_for(&cfg, R, A, b);
+        cfg.backend.merge_all_reduce = layouts[k][3];
+        pt_grad_engine eng;
+        open_ok(&eng, &d);
+        float *g = malloc(n * sizeof(float));
+        uint32_t *ids = malloc(2 * G * sizeof(uint32_t));
+        assert_non_null(g);
+        assert_non_null(ids);
+        for (uint32_t i = 0; i < 2 * G; i++) ids[i] = i;
+        pt_errors errs;
+        pt_errors_init(&errs, 0);
+        static const uint32_t order[] = {0, 1, 1, 0};
+        for (size_t s = 0; s < sizeof order / sizeof *order; s++) {
+            const uint32_t w = order[s];
+            assert_int_equal(eng.compute(eng.self, &F.packs, ids + w * G, G, NULL, g, &st, &errs), 0);
+            if (memcmp(g, want[w], n * sizeof(float)) != 0)
+                fail_msg("R=%d A=%d b=%d, step %zu: not a fresh engine's gradient", R, A, b, s);
+        }
+        pt_errors_close(&errs);
+        eng.close(eng.self);
+        free(ids);
+        free(g);
+        free(want[0]);
+        free(want[1]);
+    }
+}
+
 /* One epoch, parameters fixed: the backend's loss sum over all steps equals
  * the sum over the graphs evaluated one pack at a time, and the counts equal
  * the dataset's — each graph computed exactly once. */
@@ -382,6 +427,7 @@ int main(void)
         cmocka_unit_test(test_padding_contributes_nothing),
         cmocka_unit_test(test_per_tensor_allreduce_same_bits),
         cmocka_unit_test(test_one_replica_sums_in_place),
+        cmocka_unit_test(test_stack_left_zero_between_steps),
         cmocka_unit_test(test_epoch_sees_every_graph_once),
         cmocka_unit_test(test_same_curve_whatever_the_loader),
         cmocka_unit_test(test_orders_and_mispredictions),

@@ -30,6 +30,7 @@ typedef struct run_opts {
     double clip;
     int steps;
     int serial;   /* the loop's own clip + pt_optim_step even where the engine updates */
+    int fused;    /* the loop's offer of the update before compute (arm_update) */
 } run_opts;
 
 /* Trains `steps` optimizer steps over epoch 0's packs from the initial
@@ -45,8 +46,10 @@ static float *train(const run_opts *o, double *curve, pt_backend_stats *bs)
     reset_params();
     pt_grad_engine eng;
     open_ok(&eng, &d);
-    /* stage 0 splits the update over R > 1 replicas (backend_zero.h) */
+    /* stage 0 splits the update over R > 1 replicas (backend_zero.h), and
+     * can apply it inside the all-reduce */
     assert_true((eng.update != NULL) == (o->stage > 0 || o->R > 1));
+    assert_true((eng.arm_update != NULL) == (o->stage == 0 && o->R > 1));
     size_t n = F.model.n_params;
     float *g = malloc(n * sizeof(float));
     pt_optim_params op = pt_optim_defaults(PT_OPTIM_ADAMW);
@@ -64,6 +67,8 @@ static float *train(const run_opts *o, double *curve, pt_backend_stats *bs)
         if (first >= F.packs.n_packs) first = 0;
         uint32_t cnt = F.packs.n_packs - first < G ? F.packs.n_packs - first : G;
         pt_step_stats st;
+        if (o->fused && eng.arm_update)
+            assert_int_equal(eng.arm_update(eng.self, &opt, 1e-3, o->clip), o->clip <= 0);
         assert_int_equal(eng.compute(eng.self, &F.packs, ids + first, cnt, NULL, g, &st, &errs), 0);
         curve[s] = st.loss_sum;
         if (eng.update && !o->serial) {
@@ -75,19 +80,24 @@ static float *train(const run_opts *o, double *curve, pt_backend_stats *bs)
         first += cnt;
     }
     assert_int_equal(opt.step, o->steps);
-    if (bs) pt_backend_stats_get(&eng, bs);
+    pt_backend_stats own;
+    if (!bs) bs = &own;
+    pt_backend_stats_get(&eng, bs);
+    assert_int_equal(bs->fused_updates, o->fused && eng.arm_update && o->clip <= 0 ? o->steps : 0);
     return run_finish(&eng, &opt, &errs, ids, g);
 }
 
 enum { STEPS = 12 };
 
-/* Stage 0's update split over the replicas: the bits of the loop's serial
- * update, with and without clipping, uneven shards included. */
+/* Stage 0's update split over the replicas, as a second dispatch and
+ * applied inside the all-reduce (fused; declined with clipping): the bits
+ * of the loop's serial update, with and without clipping, uneven shards and
+ * accumulation stacks of 1-3 levels included. */
 static void test_stage0_split_update_is_serial_bits(void **state)
 {
     (void)state;
     const size_t n = F.model.n_params;
-    static const int layouts[][3] = {{2, 1, 2}, {3, 1, 1}, {4, 2, 1}};
+    static const int layouts[][3] = {{2, 1, 2}, {3, 1, 1}, {4, 2, 1}, {2, 4, 1}};
     for (size_t k = 0; k < sizeof layouts / sizeof *layouts; k++) {
         for (int clip = 0; clip <= 1; clip++) {
             const int *l = layouts[k];
@@ -96,15 +106,94 @@ static void test_stage0_split_update_is_serial_bits(void **state)
                           .clip = clip ? 0.05 : 0.0, .serial = 1};
             float *ref = train(&o, ref_curve, NULL);
             o.serial = 0;
-            float *p = train(&o, curve, NULL);
-            if (memcmp(p, ref, n * sizeof(float)) != 0)
-                fail_msg("R=%d A=%d b=%d clip %d: split update differs from the serial one "
-                         "(relative %g)", l[0], l[1], l[2], clip, rel_diff(p, ref, n));
-            assert_memory_equal(curve, ref_curve, sizeof curve);
-            free(p);
+            for (int fused = 0; fused <= 1; fused++) {
+                o.fused = fused;
+                float *p = train(&o, curve, NULL);
+                if (memcmp(p, ref, n * sizeof(float)) != 0)
+                    fail_msg("R=%d A=%d b=%d clip %d fused %d: split update differs from the "
+                             "serial one (relative %g)", l[0], l[1], l[2], clip, fused,
+                             rel_diff(p, ref, n));
+                assert_memory_equal(curve, ref_curve, sizeof curve);
+                free(p);
+            }
             free(ref);
         }
     }
+}
+
+/* An update offered for a step whose loss is not finite (a NaN parameter)
+ * is not applied: parameters, moments and step count stay as they were, as
+ * the loop, which stops there, expects; an applied one, with the per-tensor
+ * all-reduce, has the serial update's bits, leaves the gradient buffer
+ * unwritten and is counted only by an update call with the step's own
+ * optimizer and gradient buffer. */
+static void test_fused_update_only_for_a_finite_step(void **state)
+{
+    (void)state;
+    const size_t n = F.model.n_params;
+    pt_job_config cfg;
+    pt_train_data d = data_for(&cfg, 2, 1, 2);
+    cfg.backend.merge_all_reduce = 0;
+    pt_grad_engine eng;
+    open_ok(&eng, &d);
+    float *g = malloc(n * sizeof(float));
+    float *before = malloc(n * sizeof(float));
+    assert_non_null(g);
+    assert_non_null(before);
+    pt_optim_params op = pt_optim_defaults(PT_OPTIM_ADAMW);
+    pt_optim opt, other;
+    assert_int_equal(pt_optim_init(&opt, &op, n), 0);
+    assert_int_equal(pt_optim_init(&other, &op, n), 0);
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    uint32_t ids[4] = {0, 1, 2, 3};
+    pt_step_stats st;
+    F.model.params_memory[n - 1] = NAN;
+    memcpy(before, F.model.params_memory, n * sizeof(float));
+    assert_int_equal(eng.arm_update(eng.self, &opt, 1e-3, 0.0), 1);
+    assert_int_equal(eng.compute(eng.self, &F.packs, ids, 4, NULL, g, &st, &errs), 0);
+    assert_false(pt_step_stats_finite(&st));
+    assert_memory_equal(F.model.params_memory, before, n * sizeof(float));
+    for (size_t i = 0; i < n; i++) assert_true(opt.m[i] == 0.0f && opt.v[i] == 0.0f);
+    assert_int_equal(opt.step, 0);
+    reset_params();
+
+    /* a finite step: its gradient (not armed: nothing applied) ... */
+    assert_int_equal(eng.compute(eng.self, &F.packs, ids, 4, NULL, g, &st, &errs), 0);
+    assert_memory_equal(F.model.params_memory, F.init_params, n * sizeof(float));
+    pt_optim ref;
+    assert_int_equal(pt_optim_init(&ref, &op, n), 0);
+    memcpy(before, F.init_params, n * sizeof(float));
+    pt_optim_step(&ref, before, g, 1e-3);
+    /* ... then armed: applied in compute, g untouched, counted by update */
+    for (size_t i = 0; i < n; i++) g[i] = -3.0f;
+    assert_int_equal(eng.arm_update(eng.self, &opt, 1e-3, 0.0), 1);
+    assert_int_equal(eng.compute(eng.self, &F.packs, ids, 4, NULL, g, &st, &errs), 0);
+    assert_true(pt_step_stats_finite(&st));
+    assert_int_equal(opt.step, 0);
+    for (size_t i = 0; i < n; i++) assert_true(g[i] == -3.0f);
+    assert_memory_equal(F.model.params_memory, before, n * sizeof(float));
+    assert_memory_equal(opt.m, ref.m, n * sizeof(float));
+    assert_memory_equal(opt.v, ref.v, n * sizeof(float));
+    assert_true(memcmp(before, F.init_params, n * sizeof(float)) != 0);
+    pt_optim_close(&ref);
+    assert_int_equal(eng.update(eng.self, &opt, g, 1e-3, 0.0, &errs), 0);
+    assert_int_equal(opt.step, 1);
+    /* the same again, counted with another optimizer: refused */
+    assert_int_equal(eng.arm_update(eng.self, &opt, 1e-3, 0.0), 1);
+    assert_int_equal(eng.compute(eng.self, &F.packs, ids, 4, NULL, g, &st, &errs), 0);
+    assert_int_equal(eng.update(eng.self, &other, g, 1e-3, 0.0, &errs), -1);
+    assert_int_equal(errs.kept, 1);
+    assert_string_equal(errs.items[0].message,
+                        "update called with another optimizer or gradient buffer than the "
+                        "step's, which applied it already");
+    pt_backend_stats bs;
+    assert_int_equal(pt_backend_stats_get(&eng, &bs), 0);
+    assert_int_equal(bs.fused_updates, 2);
+    pt_optim_close(&other);
+    free(before);
+    float *p = run_finish(&eng, &opt, &errs, NULL, g);
+    free(p);
 }
 
 /* Stage 1 at any split, stages 2-3 with A = 1: the bits of stage 0. */
@@ -388,6 +477,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stage0_split_update_is_serial_bits),
+        cmocka_unit_test(test_fused_update_only_for_a_finite_step),
         cmocka_unit_test(test_same_bits_where_order_is_kept),
         cmocka_unit_test(test_accumulation_within_rounding),
         cmocka_unit_test(test_clipping),
