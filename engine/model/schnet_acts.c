@@ -131,9 +131,13 @@ static void acts_layout(pt_schnet_acts *a, const pt_schnet_config *c, carver *cv
     }
     heads_layout(a, c, cv, pair);
     a->dh = carve(cv, N * H * fs);
-    a->du = carve(cv, N * H * fs);
     a->dm = carve(cv, N * F * fs);
-    a->dx = carve(cv, N * F * fs);
+    /* du lives in dx's memory: the block's backward is done with du before
+     * the convolution's backward clears dx, and dx is then in cache (the
+     * block above's dL1 products just read it), so du's stores find their
+     * lines there instead of fetching a cold array for ownership */
+    a->dx = carve(cv, N * (F > H ? F : H) * fs);
+    a->du = a->dx;
     a->dp = forces ? a->rows_a : carve(cv, E * F * fs);
     a->ds1 = forces ? a->rows_b : carve(cv, E * F * fs);
     a->dq = carve(cv, N * H2 * fs);

@@ -12,6 +12,8 @@
  *   - a forward that takes no gradient (no_grad) predicts the same bits and
  *     writes none of the sigmoids; an energy training step neither writes
  *     nor reads the node layers' and the head's (recovered from u and q);
+ *   - du kept in dx's memory (schnet_acts.c) gives the gradients of du in
+ *     a buffer of its own, in fp32 and bf16;
  *   - the optional profile charges time to every kind of work and counts
  *     passes, and names its ops. */
 #include <stdarg.h>
@@ -303,6 +305,37 @@ static void test_energy_step_recovers_node_sigma(void **state)
     fixture_close(&fx);
 }
 
+/* The arena keeps du in dx's memory (the block's backward is done with du
+ * before the convolution's backward clears dx): the gradients are bit for
+ * bit those of du in a buffer of its own, in fp32 and bf16 (the fused bf16
+ * backward has its own sequence of du's uses).  Fails if any use of du
+ * moved after the convolution's backward. */
+static void test_du_shares_dx(void **state)
+{
+    (void)state;
+    const pt_precision precs[2] = {PT_PRECISION_FP32, PT_PRECISION_BF16};
+    for (int p = 0; p < 2; p++) {
+        fixture fx;
+        fixture_open(&fx, PT_READOUT_SUM);
+        fx.a.precision = precs[p];
+        assert_ptr_equal(fx.a.du, fx.a.dx);
+        step_out shared, own;
+        run_step(&fx, NULL, &shared);
+        const size_t n = (size_t)fx.a.cap_nodes * (size_t)fx.m.cfg.hidden;
+        float *du = malloc(n * sizeof(float));
+        assert_non_null(du);
+        memset(du, 0xff, n * sizeof(float));
+        fx.a.du = du;
+        run_step(&fx, NULL, &own);
+        assert_memory_equal(own.y, shared.y, sizeof(double) * (size_t)fx.hb.b.cap_graphs);
+        assert_memory_equal(own.grads, shared.grads, fx.m.n_params * sizeof(float));
+        fx.a.du = fx.a.dx;
+        free(du);
+        free(shared.grads), free(own.grads);
+        fixture_close(&fx);
+    }
+}
+
 /* ---- profile ---------------------------------------------------------------- */
 
 static void test_profile_charges_every_op(void **state)
@@ -353,6 +386,7 @@ int main(void)
         cmocka_unit_test(test_ssp_without_bias),
         cmocka_unit_test(test_no_grad_forward),
         cmocka_unit_test(test_energy_step_recovers_node_sigma),
+        cmocka_unit_test(test_du_shares_dx),
         cmocka_unit_test(test_profile_charges_every_op),
         cmocka_unit_test(test_op_names),
     };
