@@ -94,10 +94,11 @@ void pt_linear_forward(float *out, const float *in, const float *w, const float 
                        int n, int in_dim, int out_dim, float beta, pt_precision prec)
 {
     if (n <= 0) return;
-    /* fp32 on the own kernels: the chains start from the bias, no fill pass */
-    if (b && beta == 0.0f && prec == PT_PRECISION_FP32 &&
-        pt_sgemm_small_bias(CblasNoTrans, CblasTrans, n, out_dim, in_dim, in, in_dim, w, in_dim, b,
-                            out, out_dim))
+    /* fp32 on the own kernels: the chains start from the bias, no fill
+     * pass; the weight laid out for this call only (pt_sgemm_small_once:
+     * a Linear layer's forward runs once an optimizer step) */
+    if ((!b || beta == 0.0f) && prec == PT_PRECISION_FP32 &&
+        pt_sgemm_small_once(n, out_dim, in_dim, in, in_dim, w, in_dim, beta, b, out, out_dim))
         return;
     /* bf16: the bias is added as C is stored (the same bits), no fill pass */
     if (b && beta == 0.0f && prec == PT_PRECISION_BF16) {

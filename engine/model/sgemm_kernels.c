@@ -141,6 +141,22 @@ static void scalar(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, 
 static _Thread_local float bpack[PT_SGEMM_MAX_DIM * PT_SGEMM_MAX_DIM]
     __attribute__((aligned(64)));
 
+/* op(B) (NT: B[n,k] of row stride ldb transposed; NN: B[k,n] copied) into
+ * dst with rows of ldp floats.  The transpose in 16 x 16 blocks in
+ * registers for the AVX-512 kernel (the same values; session 11: QM9 node
+ * forward products 44-46 -> 42-43 us in the step). */
+static void lay_out(int avx512, int trans, const float *b, int n, int k, int ldb, float *dst,
+                    int ldp)
+{
+    if (trans && avx512)
+        pt_sgemm_avx512_transpose(n, k, b, ldb, dst, ldp);
+    else if (trans)
+        for (int j = 0; j < n; j++)
+            for (int p = 0; p < k; p++) dst[p * ldp + j] = b[(long)j * ldb + p];
+    else
+        for (int p = 0; p < k; p++) memcpy(dst + (long)p * ldp, b + (long)p * ldb, sizeof(float) * n);
+}
+
 /* A weight's op(B) laid out as NN's B is (rows of k, stride ldp), cached:
  * the filter network runs the same two weights over every 256-row chunk of
  * a batch (schnet_filter.c), and the scalar transpose of a 100 × 100 weight
@@ -204,19 +220,7 @@ static const float *w_packed(int avx512, int trans, const float *b, int n, int k
     if (same) return e->packed;
     for (int r = 0; r < rows; r++)
         memcpy(e->src + (long)r * width, b + (long)r * ldb, sizeof(float) * width);
-    /* in 16 x 16 blocks in registers for the AVX-512 kernel (the same
-     * values): an optimizer step changes every weight, and the node layers'
-     * twelve weights, more than the cache keeps, are laid out again on
-     * every forward (QM9, one thread, in a training step: node forward
-     * products 44-46 -> 42-43 us, 35.5 us on their own) */
-    if (trans && avx512)
-        pt_sgemm_avx512_transpose(n, k, b, ldb, e->packed, ldp);
-    else if (trans)
-        for (int j = 0; j < n; j++)
-            for (int p = 0; p < k; p++) e->packed[p * ldp + j] = b[(long)j * ldb + p];
-    else
-        for (int p = 0; p < k; p++)
-            memcpy(e->packed + (long)p * ldp, b + (long)p * ldb, sizeof(float) * n);
+    lay_out(avx512, trans, b, n, k, ldb, e->packed, ldp);
     e->b = b;
     e->n = n;
     e->k = k;
@@ -260,7 +264,9 @@ static pt_sgemm_pf *pf_take(pt_sgemm_pf *mine)
 }
 
 /* weight: 0 for plain products, 1 when B is a weight to cache (NN too),
- * 2 when it is also held (pt_sgemm_small_weight) */
+ * 2 when it is also held (pt_sgemm_small_weight), W_ONCE when it is a
+ * weight read once (pt_sgemm_small_once: laid out in bpack, not cached) */
+#define W_ONCE 3
 static void run_vec(int avx512, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
                     const float *a, int lda, const float *b, int ldb, float beta,
                     const float *bias, float *c, int ldc, int weight)
@@ -309,11 +315,10 @@ static void run_vec(int avx512, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, i
         return;
     }
     const float *bp = bpack;
-    if (tb == CblasTrans || weight)
-        bp = w_packed(avx512, tb == CblasTrans, b, n, k, ldb, ldp, weight == 2);
+    if (weight == W_ONCE || (!weight && tb != CblasTrans))
+        lay_out(avx512, tb == CblasTrans, b, n, k, ldb, bpack, ldp);
     else
-        for (int p = 0; p < k; p++)
-            memcpy(bpack + (long)p * ldp, b + (long)p * ldb, sizeof(float) * n);
+        bp = w_packed(avx512, tb == CblasTrans, b, n, k, ldb, ldp, weight == 2);
     if (bias) {
         memcpy(biaspad, bias, sizeof(float) * n);
         bias = biaspad;
@@ -394,5 +399,20 @@ int pt_sgemm_small_weight(CBLAS_TRANSPOSE tb, int m, int n, int k, const float *
         return 0;
     run_vec(impl == PT_SGEMM_AVX512, CblasNoTrans, tb, m, n, k, a, lda, b, ldb,
             bias ? 0.0f : beta, bias, c, ldc, held ? 2 : 1);
+    return 1;
+}
+
+int pt_sgemm_small_once(int m, int n, int k, const float *a, int lda, const float *w, int ldw,
+                        float beta, const float *bias, float *c, int ldc)
+{
+    pt_sgemm_impl impl = pt_sgemm_choice(CblasNoTrans, CblasTrans, m, n, k);
+    if (impl == PT_SGEMM_OPENBLAS || !shape_ok(CblasNoTrans, CblasTrans, m, n, k, lda, ldw, ldc))
+        return 0;
+    if (bias) beta = 0.0f;
+    if (impl == PT_SGEMM_SCALAR)
+        scalar(CblasNoTrans, CblasTrans, m, n, k, a, lda, w, ldw, beta, bias, c, ldc);
+    else
+        run_vec(impl == PT_SGEMM_AVX512, CblasNoTrans, CblasTrans, m, n, k, a, lda, w, ldw, beta,
+                bias, c, ldc, W_ONCE);
     return 1;
 }

@@ -95,6 +95,19 @@ int pt_sgemm_small_weight(CBLAS_TRANSPOSE tb, int m, int n, int k, const float *
                           const float *b, int ldb, float beta, const float *bias, float *c,
                           int ldc, int held);
 
+/* A Linear layer's forward whose weight is read once before it changes
+ * (the node layers and the head: one forward an optimizer step, thirteen
+ * weights, more than the cache of pt_sgemm_small_weight keeps, so each
+ * missed it and was copied for a comparison that never came):
+ * C[m,n] = A·Wᵀ + bias on every row (bias not NULL; beta unused) or
+ * + beta·C, W[n,k] of row stride ldw, Wᵀ laid out in the thread's scratch
+ * on every call, no cache entry.  The bits of pt_sgemm_small /
+ * pt_sgemm_small_bias (NT), through the kernel the policy picks (or
+ * pt_sgemm_force: SCALAR runs the reference).  1 when it ran the product,
+ * 0 when the caller is to run it another way (as pt_sgemm_small). */
+int pt_sgemm_small_once(int m, int n, int k, const float *a, int lda, const float *w, int ldw,
+                        float beta, const float *bias, float *c, int ldc);
+
 /* Starts a hold on the calling thread (see pt_sgemm_small_weight). */
 void pt_sgemm_weights_hold(void);
 
