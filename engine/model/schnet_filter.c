@@ -399,18 +399,24 @@ void pt_schnet_filter_backward_rows(const pt_schnet_block *w, pt_schnet_block *d
      * cost more in this pipeline (see the forward) */
     /* ds1 ⊙= σ̃1 below from s1, which dA2 has just read (in L2) */
     const int held = held_fp32(prec, r0, G, F);
+    /* The next chunk's rows, fetched into L2 by this chunk's products
+     * (pt_sgemm_prefetch; a hint: the bits do not depend on it): its W by
+     * dA2 (schnet_edges.c), its s1 (dA2's B, 100 KB, from memory: the
+     * forward streamed it out) by dS1 here, its e (dA1's B, 25 KB) by dA1.
+     * One line per ~65 cycles of a 28 µs product: s1 and e together in
+     * dA1 (≈ 10 µs) were more than its fill buffers bring in (session 14:
+     * dA1 at 57% of its isolated rate in the step, 17 µs against 9.6). */
+    const int next = a->n_rows - (r0 + n) < n ? a->n_rows - (r0 + n) : n;
+    if (held >= 0 && next > 0)
+        pt_sgemm_prefetch(k->s1 + o + (size_t)n * F, (size_t)next * F * sizeof(float));
     if (!held_product(CblasNoTrans, n, F, F, dp, w->mlp2_w, NULL, ds1, held))
         pt_linear_backward_input(ds1, dp, w->mlp2_w, n, F, F, 0.0f, prec);
     pt_column_sums_total(total, dp, n, F);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
     pt_ssp_backward_s(ds1, dw->mlp0_b, k->s1 + o, n, F);
     pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);
-    /* and the next chunk's s1 (dA2's B) and e (dA1's) while dA1's run */
-    const int next = a->n_rows - (r0 + n) < n ? a->n_rows - (r0 + n) : n;
-    if (held >= 0 && next > 0) {
-        pt_sgemm_prefetch(k->s1 + o + (size_t)n * F, (size_t)next * F * sizeof(float));
+    if (held >= 0 && next > 0)
         pt_sgemm_prefetch(a->e + (size_t)(r0 + n) * G, (size_t)next * G * sizeof(float));
-    }
     pt_linear_backward_weight(dw->mlp0_w, NULL, ds1, a->e + (size_t)r0 * G, n, 0, G, F, prec);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
 }

@@ -37,6 +37,9 @@
  *     and ds1's first rows hold the last chunk's s1 (so the scratch path
  *     ran), on the policy's kernels and on AVX2; with no_grad and on a
  *     forces arena ds1 is not touched (s1 straight into its array);
+ *   - fp32: a backward chunk leaves no prefetch region pending (the next
+ *     chunk's s1 and e go to its own products), on the own kernels and on
+ *     OpenBLAS (no regions then);
  *   - gradients accumulate (+=) onto what dw held, as the reference does;
  *   - fp32 chunks hold the weights' layouts over a pass: a second pass
  *     after the weights changed in place runs on the new ones;
@@ -53,6 +56,7 @@
 #include "engine/model/schnet_internal.h"
 #include "engine/model/bf16_ssp.h"
 #include "engine/model/sgemm_kernels.h"
+#include "engine/model/sgemm_kernels_internal.h" /* pt_sgemm_prefetch_pending */
 #include "engine/model/ssp_kernels.h"
 
 enum { G = 25, F = 100 };
@@ -176,6 +180,15 @@ static void chunked(side *s, int U)
 
 #define SAME(x, y, n) assert_memory_equal((x), (y), sizeof(float) * (size_t)(n))
 
+/* the four weight and bias gradients, bit for bit */
+static void same_grads(const side *c, const side *r)
+{
+    SAME(c->dw.mlp2_w, r->dw.mlp2_w, F * F);
+    SAME(c->dw.mlp2_b, r->dw.mlp2_b, F);
+    SAME(c->dw.mlp0_w, r->dw.mlp0_w, F * G);
+    SAME(c->dw.mlp0_b, r->dw.mlp0_b, F);
+}
+
 /* a tensor kept as bf16 where the reference keeps fp32: its n values are
  * the reference's rounded, bit for bit */
 static void same_bf16(const pt_bf16 *got, const float *ref, size_t n)
@@ -243,10 +256,7 @@ static void check_alias(int U, pt_precision prec, int alias)
     K(&c).p = own_p;
     /* the fused bf16 path keeps ds1 only as the pairs dA1 reads */
     if (!pt_schnet_bf16_fused(&c.a)) SAME(c.a.ds1, r.a.ds1, rf);
-    SAME(c.dw.mlp2_w, r.dw.mlp2_w, F * F);
-    SAME(c.dw.mlp2_b, r.dw.mlp2_b, F);
-    SAME(c.dw.mlp0_w, r.dw.mlp0_w, F * G);
-    SAME(c.dw.mlp0_b, r.dw.mlp0_b, F);
+    same_grads(&c, &r);
     side_free(&c, 0);
     side_free(&r, 1);
 }
@@ -389,6 +399,49 @@ static void test_s1_scratch(void **state)
     pt_sgemm_force(PT_SGEMM_AUTO);
 }
 
+/* fp32: each backward chunk hands the next chunk's s1 and e to its own
+ * products as regions to fetch (pt_sgemm_prefetch: s1 to dS1, e to dA1),
+ * so none is left pending after the chunk (it would ride on an unrelated
+ * later product) and none is registered by the last chunk; on the own
+ * kernels the bits are the reference's all the same.  On OpenBLAS (which
+ * takes no regions) none is registered: there the pieces of 256 rows are
+ * the test's (the pipeline runs one whole-batch piece), and their bits
+ * not compared (OpenBLAS rounds a piece as it likes: schnet_filter.c). */
+static void test_backward_prefetch(void **state)
+{
+    (void)state;
+    const int U = 700, chunk = 256;
+    for (int v = 0; v < 3; v++) {
+        pt_sgemm_force(v == 2 ? PT_SGEMM_OPENBLAS : v ? PT_SGEMM_AVX2 : PT_SGEMM_AUTO);
+        side r, c;
+        side_init(&r, NULL, U);
+        side_init(&c, &r, U);
+        r.a.precision = c.a.precision = PT_PRECISION_FP32;
+        reference(&r, U);
+        pt_stopwatch sw;
+        pt_stopwatch_start(&sw, NULL);
+        pt_schnet_filter_forward(&c.w, &K(&c), &c.a, U, G, F, &sw);
+        assert_int_equal(pt_schnet_filter_chunk(PT_PRECISION_FP32, G, F, U), v == 2 ? U : chunk);
+        double total[F];
+        for (int j = 0; j < F; j++) total[j] = 0.0;
+        for (int r0 = 0; r0 < U; r0 += chunk) {
+            const int n = U - r0 < chunk ? U - r0 : chunk;
+            pt_schnet_filter_backward_rows(&c.w, &c.dw, &K(&c), &c.a, r0, n, G, F,
+                                           c.a.dp + (size_t)r0 * F, c.a.ds1 + (size_t)r0 * F,
+                                           total, &sw);
+            assert_int_equal(pt_sgemm_prefetch_pending(), 0);
+        }
+        for (int j = 0; j < F; j++) c.dw.mlp2_b[j] += (float)total[j];
+        if (v < 2) {
+            SAME(c.a.ds1, r.a.ds1, (size_t)U * F);
+            same_grads(&c, &r);
+        }
+        side_free(&c, 0);
+        side_free(&r, 1);
+    }
+    pt_sgemm_force(PT_SGEMM_AUTO);
+}
+
 static void test_bf16(void **state)
 {
     (void)state;
@@ -430,6 +483,7 @@ int main(void)
         cmocka_unit_test(test_openblas),
         cmocka_unit_test(test_pass_after_step),
         cmocka_unit_test(test_s1_scratch),
+        cmocka_unit_test(test_backward_prefetch),
         cmocka_unit_test(test_bf16),
         cmocka_unit_test(test_bf16_threads_and_portable),
     };
