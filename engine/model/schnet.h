@@ -214,7 +214,8 @@ typedef struct pt_schnet_acts {
                                       * outputs; pt_schnet_backward after such a
                                       * forward is not allowed); 0 after init */
     int32_t ieee_subnormals;         /* 1: the force passes' two products with
-                                      * subnormals run without the flush scope
+                                      * subnormals and the filter backward's dA1
+                                      * run without the flush scope
                                       * (engine/core/fpflush.h; tests compare the
                                       * bits); 0 after init */
     int32_t forward_only;            /* 1: made by pt_schnet_acts_init_forward (no

@@ -9,7 +9,13 @@
  *     non-zero gradients) gives the same bits with the scope as with IEEE
  *     subnormals (pt_schnet_acts.ieee_subnormals), on real batches of 8
  *     LPFHP packs: periodic EMT cells (checked to really produce subnormal
- *     ė = e' λ, so the scope is exercised) and water clusters. */
+ *     ė = e' λ, so the scope is exercised) and water clusters;
+ *   - so does an energy training step (the filter backward's dA1 += ds1ᵀ e
+ *     in the scope, schnet_filter.c; two steps, gradients accumulated) on
+ *     water clusters and QM9 molecules, whose bases e are checked to hold
+ *     entries below 2^-120 (the basis' floor, e^-87 ≈ 2^-125.5, over a
+ *     row's Gaussians far from its distance), whose products with ds1 and
+ *     the sums of such products are subnormal. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -115,6 +121,55 @@ static void check(const char *file, int needs_subnormals)
     data_close(&d);
 }
 
+/* Two energy training steps on d's batch, gradients accumulated; the
+ * entries of the Gaussian basis e below 2^-120. */
+static size_t run_energy(data *d, int ieee, double loss[2], float *grads)
+{
+    const pt_batch *b = &d->b;
+    pt_schnet_acts a;
+    assert_int_equal(pt_schnet_acts_init(&a, &d->m, b->cap_nodes, b->cap_edges, b->cap_graphs,
+                                         NULL),
+                     0);
+    a.ieee_subnormals = ieee;
+    size_t sub = 0;
+    for (int s = 0; s < 2; s++) {
+        pt_schnet_forward(&d->m, &a, b);
+        loss[s] = pt_schnet_loss(&d->m, &a, b, 0.0);
+        pt_schnet_backward(&d->m, &a, b, grads);
+        for (size_t k = 0; !s && k < (size_t)a.n_rows * (size_t)d->m.cfg.gaussians; k++)
+            sub += a.e[k] < 0x1p-120f;
+    }
+    pt_schnet_acts_close(&a);
+    return sub;
+}
+
+static void check_energy(const char *file, const char *target)
+{
+    data d;
+    data_open(&d, file, target);
+    double loss_ieee[2], loss_fast[2];
+    float *g_ieee = calloc(d.m.n_params, sizeof(float)), *g_fast = calloc(d.m.n_params, sizeof(float));
+    assert_true(g_ieee && g_fast);
+    assert_true(run_energy(&d, 1, loss_ieee, g_ieee) > 0);
+    run_energy(&d, 0, loss_fast, g_fast);
+    assert_memory_equal(loss_ieee, loss_fast, sizeof loss_ieee);
+    assert_memory_equal(g_ieee, g_fast, d.m.n_params * sizeof(float));
+    free(g_ieee), free(g_fast);
+    data_close(&d);
+}
+
+static void test_energy_water_same_bits(void **state)
+{
+    (void)state;
+    check_energy("tests/data/ingest_water_slice.extxyz.gz", "energy");
+}
+
+static void test_energy_qm9_same_bits(void **state)
+{
+    (void)state;
+    check_energy("tests/data/backend_qm9_240.extxyz.gz", "energy_U0");
+}
+
 static void test_emt_step_same_bits(void **state)
 {
     (void)state;
@@ -133,6 +188,8 @@ int main(void)
         cmocka_unit_test(test_scope),
         cmocka_unit_test(test_emt_step_same_bits),
         cmocka_unit_test(test_water_step_same_bits),
+        cmocka_unit_test(test_energy_water_same_bits),
+        cmocka_unit_test(test_energy_qm9_same_bits),
     };
     return cmocka_run_group_tests_name("schnet_forces_flush", tests, NULL, NULL);
 }
