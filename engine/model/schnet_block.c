@@ -15,6 +15,7 @@
 #include "engine/model/bf16_ssp.h"
 #include "engine/model/schnet_internal.h"
 #include "engine/model/schnet_ops_internal.h"
+#include "engine/model/sgemm_kernels.h"
 #include "engine/model/ssp_kernels.h"
 
 /* h_{t+1} = h_t + c3 row by row, before the product adds L3 u (one pass
@@ -77,6 +78,16 @@ void pt_schnet_block_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
     pt_ssp_forward(k->u, pt_schnet_sig1_stored(a) ? pt_schnet_keep_sig(a, k->sig2) : NULL, NULL,
                    N, H);
     pt_lap(sw, PT_SCHNET_OP_NODE_SSP);
+    /* fp32 on the own kernels: every chain of L3's product starts from
+     * h_t + c3, h_t read as each register tile starts (cold after the edge
+     * pipeline: the pass below fetched it and wrote h_{t+1} only for the
+     * product to read it back); the same bits (sgemm_kernels.h) */
+    if (prec == PT_PRECISION_FP32 &&
+        pt_sgemm_small_once_residual(N, H, H, k->u, H, w->lin_w, H, a->h[t], H, w->lin_b,
+                                     a->h[t + 1], H)) {
+        pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
+        return;
+    }
     residual_init(a->h[t + 1], a->h[t], w->lin_b, N, H);
     pt_lap(sw, PT_SCHNET_OP_OTHER);
     pt_linear_forward(a->h[t + 1], k->u, w->lin_w, NULL, N, H, H, 1.0f, prec);

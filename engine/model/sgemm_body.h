@@ -23,9 +23,10 @@
 /* C tile (+)= Σ_p a_p ⊗ b_p over p < k, where a_p[i] = a[i·ars + p·aps] and
  * b_p = b[p·ldb .. +nv·VW) (ldb a whole number of vectors): NN has ars = lda,
  * aps = 1; TN ars = 1, aps = lda.
- * The chains start from bias (a row, whole vectors), else from 0, C or
- * beta·C.  The accumulators are named variables (acc<row><vector>), not an array:
- * gcc keeps an array of vectors in memory and spills it on every step.
+ * The chains start from bias (a row, whole vectors; plus c0's row when c0
+ * is not NULL: a residual, SK(nn_res)), else from 0, C or beta·C.  The
+ * accumulators are named variables (acc<row><vector>), not an array: gcc
+ * keeps an array of vectors in memory and spills it on every step.
  * With rb and nv constant (SK(block)'s switch) every guard below folds. */
 /* B's vectors are loaded once per step into registers: without the empty asm
  * gcc folds each load into every FMA that uses it (a memory operand), so a
@@ -38,9 +39,14 @@
 #define SK_V(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6)
 #define SK_DECL(i, v) V acc##i##v = VZERO();
 #define SK_INIT(i, v)                                                                    \
-    if ((i) < rb && (v) < nv && bias)                                                    \
+    if ((i) < rb && (v) < nv && bias) {                                                  \
         acc##i##v = VLOADU(bias + (v) * VW);                                             \
-    else if ((i) < rb && (v) < nv && beta != 0.0f) {                                     \
+        if (c0) {                                                                        \
+            const float *rp = c0 + (i) * ldc0 + (v) * VW;                                \
+            V x = (v) == nv - 1 && !full ? VLOADM(rp, last) : VLOADU(rp);                \
+            acc##i##v = VADD(x, acc##i##v);                                              \
+        }                                                                                \
+    } else if ((i) < rb && (v) < nv && beta != 0.0f) {                                   \
         const float *cp = c + (i) * ldc + (v) * VW;                                      \
         V x = (v) == nv - 1 && !full ? VLOADM(cp, last) : VLOADU(cp);                    \
         acc##i##v = beta == 1.0f ? x : VMUL(vb, x);                                      \
@@ -80,11 +86,18 @@
 #if RB > 3
 #error "the packed last columns hold 4 columns of at most 3 rows (lanes 0-11)"
 #endif
-/* the packed accumulator's start: bias columns, else rows of C (times beta) */
+/* the packed accumulator's start: bias columns (plus c0's rows: a residual),
+ * else rows of C (times beta) */
 #define SK_PK_INIT                                                                       \
-    if (pk && bias)                                                                      \
+    if (pk && bias) {                                                                    \
         accp = SK_BCAST4(bias + nv * VW);                                                \
-    else if (pk && beta != 0.0f) {                                                       \
+        if (c0) {                                                                        \
+            V x = SK_INSERT4(VZERO(), c0 + nv * VW, 0);                                  \
+            if (rb > 1) x = SK_INSERT4(x, c0 + ldc0 + nv * VW, 1);                       \
+            if (rb > 2) x = SK_INSERT4(x, c0 + 2 * ldc0 + nv * VW, 2);                   \
+            accp = VADD(x, accp);                                                        \
+        }                                                                                \
+    } else if (pk && beta != 0.0f) {                                                     \
         V x = SK_INSERT4(VZERO(), c + nv * VW, 0);                                       \
         if (rb > 1) x = SK_INSERT4(x, c + ldc + nv * VW, 1);                             \
         if (rb > 2) x = SK_INSERT4(x, c + 2 * ldc + nv * VW, 2);                         \
@@ -117,7 +130,8 @@ static inline __attribute__((always_inline)) void SK(tile)(int rb, int nv, int p
                                                            int full, int k,
                                                            const float *a, long ars, long aps,
                                                            const float *b, long ldb, float beta,
-                                                           const float *bias, float *c, long ldc)
+                                                           const float *bias, const float *c0,
+                                                           long ldc0, float *c, long ldc)
 {
     const V vb = VSET1(beta);
     SK_IV(SK_DECL)
@@ -151,13 +165,13 @@ static inline __attribute__((always_inline)) void SK(tile)(int rb, int nv, int p
 
 #define SK_CASE(R, N)                                                                    \
     case (R) * 16 + (N):                                                                 \
-        SK(tile)(R, N, 0, last, full, k, a, ars, aps, b, ldb, beta, bias, c, ldc);          \
+        SK(tile)(R, N, 0, last, full, k, a, ars, aps, b, ldb, beta, bias, c0, ldc0, c, ldc); \
         break;
 #ifdef SK_PACK4
 /* N whole vectors and the packed 4 columns (key 8 + N) */
 #define SK_PCASE(R, N)                                                                   \
     case (R) * 16 + 8 + (N):                                                             \
-        SK(tile)(R, N, 1, last, 1, k, a, ars, aps, b, ldb, beta, bias, c, ldc);             \
+        SK(tile)(R, N, 1, last, 1, k, a, ars, aps, b, ldb, beta, bias, c0, ldc0, c, ldc);    \
         break;
 #define SK_ROW(R) SK_NV_CASES(R) SK_PK_CASES(R)
 #else
@@ -171,7 +185,8 @@ static inline __attribute__((always_inline)) void SK(tile)(int rb, int nv, int p
 static __attribute__((noinline)) void SK(block)(int rb, int nv, int pk, MASK_T last, int full,
                                                 int k, const float *a, long ars, long aps,
                                                 const float *b, long ldb, float beta,
-                                                const float *bias, float *c, long ldc)
+                                                const float *bias, const float *c0, long ldc0,
+                                                float *c, long ldc)
 {
     switch (rb * 16 + (pk ? 8 : 0) + nv) {
         SK_ROW(1)
@@ -197,8 +212,8 @@ static __attribute__((noinline)) void SK(block)(int rb, int nv, int pk, MASK_T l
 
 /* Every tile of C[m, n]: column panels of NVMAX vectors, row blocks of RB. */
 static void SK(tiles)(int m, int n, int k, const float *a, long ars, long aps, long a_row_step,
-                      const float *b, long ldb, float beta, const float *bias, float *c,
-                      long ldc, pt_sgemm_pf *pf)
+                      const float *b, long ldb, float beta, const float *bias,
+                      const float *c0, long ldc0, float *c, long ldc, pt_sgemm_pf *pf)
 {
     const int panel = VW * NVMAX;
     if (pf) { /* the caller's lines over this call's tiles (about m / RB a panel) */
@@ -225,7 +240,8 @@ static void SK(tiles)(int m, int n, int k, const float *a, long ars, long aps, l
             rb = rem <= RB ? rem : rem < 2 * RB ? (rem + 1) / 2 : RB;
             if (pf && pf->lines > 0) pt_sgemm_pf_tile(pf);
             SK(block)(rb, nv, pk, last, w == nv * VW, k, a + (long)i0 * a_row_step, ars, aps, b + j0,
-                      ldb, beta, bias ? bias + j0 : NULL, c + (long)i0 * ldc + j0, ldc);
+                      ldb, beta, bias ? bias + j0 : NULL, c0 ? c0 + (long)i0 * ldc0 + j0 : NULL,
+                      ldc0, c + (long)i0 * ldc + j0, ldc);
         }
     }
 }
@@ -240,7 +256,18 @@ static void SK(tiles)(int m, int n, int k, const float *a, long ars, long aps, l
 void SK(nn)(int m, int n, int k, const float *a, int lda, const float *b, int ldb, float beta,
             const float *bias, float *c, int ldc, pt_sgemm_pf *pf)
 {
-    SK(tiles)(m, n, k, a, lda, 1, lda, b, ldb, beta, bias, c, ldc, pf);
+    SK(tiles)(m, n, k, a, lda, 1, lda, b, ldb, beta, bias, NULL, 0, c, ldc, pf);
+}
+
+/* NN with a residual: the chains start from c0's row plus the bias (c0[i·ldc0
+ * + j] + bias[j], one rounding: C = c0 + bias written first and read back
+ * with beta = 1 has the same start), so c0 is read as each tile starts
+ * instead of in a pass of its own (sgemm_kernels.h). */
+void SK(nn_res)(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                const float *bias, const float *c0, int ldc0, float *c, int ldc,
+                pt_sgemm_pf *pf)
+{
+    SK(tiles)(m, n, k, a, lda, 1, lda, b, ldb, 0.0f, bias, c0, ldc0, c, ldc, pf);
 }
 
 /* TN: C[m,n] = A[k,m]ᵀ B[k,n] + beta C for one pass of k ≤ PT_SGEMM_KC rows
@@ -248,7 +275,7 @@ void SK(nn)(int m, int n, int k, const float *a, int lda, const float *b, int ld
 void SK(tn)(int m, int n, int k, const float *a, int lda, const float *b, int ldb, float beta,
             float *c, int ldc, pt_sgemm_pf *pf)
 {
-    SK(tiles)(m, n, k, a, 1, lda, 1, b, ldb, beta, NULL, c, ldc, pf);
+    SK(tiles)(m, n, k, a, 1, lda, 1, b, ldb, beta, NULL, NULL, 0, c, ldc, pf);
 }
 
 #undef SK_CASE

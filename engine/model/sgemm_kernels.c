@@ -416,3 +416,27 @@ int pt_sgemm_small_once(int m, int n, int k, const float *a, int lda, const floa
                 bias, c, ldc, W_ONCE);
     return 1;
 }
+
+int pt_sgemm_small_once_residual(int m, int n, int k, const float *a, int lda, const float *w,
+                                 int ldw, const float *in, int ldin, const float *bias, float *c,
+                                 int ldc)
+{
+    pt_sgemm_impl impl = pt_sgemm_choice(CblasNoTrans, CblasTrans, m, n, k);
+    if (impl == PT_SGEMM_OPENBLAS || !bias || !in || ldin < n ||
+        !shape_ok(CblasNoTrans, CblasTrans, m, n, k, lda, ldw, ldc))
+        return 0;
+    if (impl == PT_SGEMM_SCALAR || k == 0) {   /* C = in + bias, then the products */
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) c[(long)i * ldc + j] = in[(long)i * ldin + j] + bias[j];
+        if (impl == PT_SGEMM_SCALAR)
+            scalar(CblasNoTrans, CblasTrans, m, n, k, a, lda, w, ldw, 1.0f, NULL, c, ldc);
+        return 1;
+    }
+    const int avx512 = impl == PT_SGEMM_AVX512, ldp = (n + 15) & ~15;
+    pt_sgemm_pf own, *pf = pf_take(&own);
+    lay_out(avx512, 1, w, n, k, ldw, bpack, ldp);
+    memcpy(biaspad, bias, sizeof(float) * n);
+    (avx512 ? pt_sgemm_avx512_nn_res : pt_sgemm_avx2_nn_res)(m, n, k, a, lda, bpack, ldp, biaspad,
+                                                             in, ldin, c, ldc, pf);
+    return 1;
+}

@@ -108,6 +108,34 @@ int pt_sgemm_small_weight(CBLAS_TRANSPOSE tb, int m, int n, int k, const float *
 int pt_sgemm_small_once(int m, int n, int k, const float *a, int lda, const float *w, int ldw,
                         float beta, const float *bias, float *c, int ldc);
 
+/* A residual layer's forward, C[m,n] = (in + bias) + A·Wᵀ (in[m,n] of row
+ * stride ldin, bias[n] not NULL, W[n,k] read once as pt_sgemm_small_once's):
+ * the bits of C = in + bias row by row and then pt_sgemm_small_once with
+ * beta 1 (every chain starts from the same float in[i,j] + bias[j]), made
+ * in blocks of rows so that each block's sum is read back from L1 and the
+ * next block's in and C are fetched into L2 while this block's tiles run
+ * (SchNet's h_{t+1} = h_t + c3 + L3 u: h_t is cold after the block's edge
+ * pipeline).  in may not overlap C unless in == C with ldin == ldc.  1 when
+ * it ran, 0 when the caller is to run it another way (as
+ * pt_sgemm_small_once; also bias NULL or ldin < n), C untouched then. */
+int pt_sgemm_small_once_residual(int m, int n, int k, const float *a, int lda, const float *w,
+                                 int ldw, const float *in, int ldin, const float *bias, float *c,
+                                 int ldc);
+
+/* A residual layer's forward, C[m,n] = (in + bias) + A·Wᵀ (in[m,n] of row
+ * stride ldin, bias[n] not NULL, W[n,k] read once as pt_sgemm_small_once's):
+ * the bits of C = in + bias row by row followed by pt_sgemm_small_once with
+ * beta 1 (every chain starts from the same float in[i,j] + bias[j]), with
+ * in read as each register tile starts instead of in a pass of its own
+ * (SchNet's h_{t+1} = h_t + c3 + L3 u: h_t is cold after the block's edge
+ * pipeline, and the pass read it and wrote C only for the product to read
+ * C back).  in may be C itself (ldin == ldc), not overlap it otherwise.  1
+ * when it ran, 0 when the caller is to run it another way (as
+ * pt_sgemm_small_once; also bias or in NULL, ldin < n), C untouched then. */
+int pt_sgemm_small_once_residual(int m, int n, int k, const float *a, int lda, const float *w,
+                                 int ldw, const float *in, int ldin, const float *bias, float *c,
+                                 int ldc);
+
 /* Starts a hold on the calling thread (see pt_sgemm_small_weight). */
 void pt_sgemm_weights_hold(void);
 

@@ -48,6 +48,10 @@ long pt_sgemm_prefetch_pending(void);
 
 void pt_sgemm_avx512_nn(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                         float beta, const float *bias, float *c, int ldc, pt_sgemm_pf *pf);
+/* NN from a residual: bias not NULL, chains from c0 + bias (sgemm_body.h) */
+void pt_sgemm_avx512_nn_res(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                        const float *bias, const float *c0, int ldc0, float *c, int ldc,
+                        pt_sgemm_pf *pf);
 void pt_sgemm_avx512_tn(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                         float beta, float *c, int ldc, pt_sgemm_pf *pf);
 /* dst[j·ldd + i] = src[i·lds + j], i < rows, j < cols (sgemm_avx512.c) */
@@ -55,6 +59,10 @@ void pt_sgemm_avx512_transpose(int rows, int cols, const float *src, int lds, fl
                                int ldd);
 void pt_sgemm_avx2_nn(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                       float beta, const float *bias, float *c, int ldc, pt_sgemm_pf *pf);
+/* NN from a residual: bias not NULL, chains from c0 + bias (sgemm_body.h) */
+void pt_sgemm_avx2_nn_res(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                        const float *bias, const float *c0, int ldc0, float *c, int ldc,
+                        pt_sgemm_pf *pf);
 void pt_sgemm_avx2_tn(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                       float beta, float *c, int ldc, pt_sgemm_pf *pf);
 

@@ -10,6 +10,12 @@
  *   - what it does not take is left to the caller (0): the policy's
  *     OpenBLAS (n < 16, or forced), widths past PT_SGEMM_MAX_DIM, short
  *     leading dimensions.
+ *   - the residual forward (pt_sgemm_small_once_residual): C = in + bias +
+ *     A·Wᵀ has the bits of the pass C = in + bias followed by the reference
+ *     with beta 1, through every kernel, at the tiles' row and column edges
+ *     (the packed last 4 columns, AVX2's masked last vector), with padded
+ *     operands (C's padding untouched), in place (in == C), k = 0; and its
+ *     refusals (C untouched).
  * On a CPU without AVX-512 (or AVX2) the kernel is not supported and the
  * check asserts so instead. */
 #include <stdarg.h>
@@ -27,22 +33,30 @@
 #include "tests/unit/rand_fixture.h"
 
 /* C = A·Wᵀ (+ bias | + beta·C0) through impl (forced), compared with the
- * scalar reference bit for bit, C's padding columns untouched. */
-static void check_once(int m, int n, int k, int pad, float beta, int with_bias)
+ * scalar reference bit for bit, C's padding untouched.  residual (bias
+ * then given): pt_sgemm_small_once_residual's C = in + bias + A·Wᵀ against
+ * the pass C = in + bias and the reference with beta 1; RES_INPLACE: in is
+ * C itself. */
+enum { RES_NONE, RES_APART, RES_INPLACE };
+static void check_case(int m, int n, int k, int pad, float beta, int with_bias, int residual)
 {
     const int lda = k + pad, ldw = k + pad, ldc = n + pad;
-    float *a = rnd_floats((size_t)m * lda, 1.0f), *w = rnd_floats((size_t)n * ldw, 1.0f);
+    const int ldin = residual == RES_INPLACE ? ldc : n + 2 * pad;
+    float *a = rnd_floats((size_t)m * lda + 1, 1.0f), *w = rnd_floats((size_t)n * ldw + 1, 1.0f);
     float *c0 = rnd_floats((size_t)m * ldc, 1.0f), *bias = with_bias ? rnd_floats((size_t)n, 1.0f) : NULL;
+    float *in = residual == RES_APART ? rnd_floats((size_t)m * ldin, 1.0f) : c0;
     float *ref = malloc(sizeof(float) * (size_t)m * ldc), *c = malloc(sizeof(float) * (size_t)m * ldc);
     assert_non_null(ref);
     assert_non_null(c);
     memcpy(ref, c0, sizeof(float) * (size_t)m * ldc);
-    if (bias)
+    for (int i = 0; residual && i < m; i++)
+        for (int j = 0; j < n; j++) ref[(size_t)i * ldc + j] = in[(size_t)i * ldin + j] + bias[j];
+    if (bias && !residual)
         assert_int_equal(pt_sgemm_bias_run(PT_SGEMM_SCALAR, CblasNoTrans, CblasTrans, m, n, k, a,
                                            lda, w, ldw, bias, ref, ldc), 0);
     else
         assert_int_equal(pt_sgemm_run(PT_SGEMM_SCALAR, CblasNoTrans, CblasTrans, m, n, k, a, lda,
-                                      w, ldw, beta, ref, ldc), 0);
+                                      w, ldw, residual ? 1.0f : beta, ref, ldc), 0);
     const pt_sgemm_impl impls[] = {PT_SGEMM_AVX512, PT_SGEMM_AVX2, PT_SGEMM_SCALAR};
     for (int i = 0; i < 3; i++) {
         if (!pt_sgemm_supported(impls[i])) {
@@ -51,16 +65,27 @@ static void check_once(int m, int n, int k, int pad, float beta, int with_bias)
         }
         pt_sgemm_force(impls[i]);
         memcpy(c, c0, sizeof(float) * (size_t)m * ldc);
-        const int ran = pt_sgemm_small_once(m, n, k, a, lda, w, ldw, beta, bias, c, ldc);
+        const int ran =
+            residual ? pt_sgemm_small_once_residual(m, n, k, a, lda, w, ldw,
+                                                    residual == RES_INPLACE ? c : in, ldin, bias,
+                                                    c, ldc)
+                     : pt_sgemm_small_once(m, n, k, a, lda, w, ldw, beta, bias, c, ldc);
         pt_sgemm_force(PT_SGEMM_AUTO);
         assert_int_equal(ran, 1);
         for (long q = 0; q < (long)m * ldc; q++)
             if (memcmp(&c[q], &ref[q], sizeof(float)))
-                fail_msg("%s %dx%dx%d pad %d beta %g bias %d: element %ld: %.9g, reference %.9g",
-                         pt_sgemm_impl_name(impls[i]), m, n, k, pad, (double)beta, with_bias, q,
-                         (double)c[q], (double)ref[q]);
+                fail_msg("%s %dx%dx%d pad %d beta %g bias %d residual %d: element %ld: %.9g, "
+                         "reference %.9g",
+                         pt_sgemm_impl_name(impls[i]), m, n, k, pad, (double)beta, with_bias,
+                         residual, q, (double)c[q], (double)ref[q]);
     }
+    if (in != c0) free(in);
     free(a), free(w), free(c0), free(bias), free(ref), free(c);
+}
+
+static void check_once(int m, int n, int k, int pad, float beta, int with_bias)
+{
+    check_case(m, n, k, pad, beta, with_bias, RES_NONE);
 }
 
 static void test_once_matches_reference(void **state)
@@ -131,12 +156,53 @@ static void test_once_refusals(void **state)
     assert_memory_equal(c, zero, sizeof zero);
 }
 
+static void test_residual_matches_reference(void **state)
+{
+    (void)state;
+    const int dims[] = {16, 17, 20, 33, 50, 100, 112, 116, 128};
+    const int nd = (int)(sizeof dims / sizeof dims[0]);
+    for (int i = 0; i < nd; i++)
+        for (int j = 0; j < nd; j += 2) check_case(5, dims[i], dims[j], 3, 0.0f, 1, RES_APART);
+    /* the node layers' shape over row counts around the tiles (3 rows
+     * AVX-512, 6 AVX2), padded or not, in place or not; no reduction */
+    const int rows[] = {1, 2, 3, 4, 5, 6, 7, 13, 37, 288};
+    for (int r = 0; r < (int)(sizeof rows / sizeof rows[0]); r++)
+        for (int pad = 0; pad <= 3; pad += 3)
+            for (int res = RES_APART; res <= RES_INPLACE; res++)
+                check_case(rows[r], 100, 100, pad, 0.0f, 1, res);
+    check_case(7, 100, 0, 1, 0.0f, 1, RES_APART);
+}
+
+/* What it does not take: 0, C untouched. */
+static void test_residual_refusals(void **state)
+{
+    (void)state;
+    static float a[4 * 129], w[129 * 129], in[4 * 129], bias[129], c[4 * 129];
+    static const float zero[4 * 129];
+    /* no bias or no residual, a short residual stride */
+    assert_int_equal(pt_sgemm_small_once_residual(4, 100, 100, a, 100, w, 100, in, 100, NULL, c, 100), 0);
+    assert_int_equal(pt_sgemm_small_once_residual(4, 100, 100, a, 100, w, 100, NULL, 100, bias, c, 100), 0);
+    assert_int_equal(pt_sgemm_small_once_residual(4, 100, 100, a, 100, w, 100, in, 99, bias, c, 100), 0);
+    /* as pt_sgemm_small_once: narrow rows, too wide, short strides, no rows */
+    assert_int_equal(pt_sgemm_small_once_residual(4, 15, 50, a, 50, w, 50, in, 15, bias, c, 15), 0);
+    assert_int_equal(pt_sgemm_small_once_residual(4, 129, 100, a, 100, w, 100, in, 129, bias, c, 129), 0);
+    assert_int_equal(pt_sgemm_small_once_residual(4, 100, 100, a, 99, w, 100, in, 100, bias, c, 100), 0);
+    assert_int_equal(pt_sgemm_small_once_residual(4, 100, 100, a, 100, w, 100, in, 100, bias, c, 99), 0);
+    assert_int_equal(pt_sgemm_small_once_residual(0, 100, 100, a, 100, w, 100, in, 100, bias, c, 100), 0);
+    pt_sgemm_force(PT_SGEMM_OPENBLAS);
+    assert_int_equal(pt_sgemm_small_once_residual(4, 100, 100, a, 100, w, 100, in, 100, bias, c, 100), 0);
+    pt_sgemm_force(PT_SGEMM_AUTO);
+    assert_memory_equal(c, zero, sizeof zero);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_once_matches_reference),
         cmocka_unit_test(test_once_sees_changed_weight),
         cmocka_unit_test(test_once_refusals),
+        cmocka_unit_test(test_residual_matches_reference),
+        cmocka_unit_test(test_residual_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
