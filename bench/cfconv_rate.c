@@ -294,7 +294,7 @@ int main(int argc, char **argv)
             for (int p = 0; p < PACKS; p++) {
                 sink += touch(w, r_at[p], r_at[p + 1]);
                 double t0 = cpu_now();
-                pt_cfconv_forward_range(m, w, NULL, NULL, row, x, b.edge_src, b.dst_offset, i_at[p],
+                pt_cfconv_forward_range(m, w, NULL, row, x, b.edge_src, b.dst_offset, i_at[p],
                                         i_at[p + 1], F);
                 tf += cpu_now() - t0;
                 sink += touch(dp, r_at[p], r_at[p + 1]) + touch(w, r_at[p], r_at[p + 1]);
@@ -318,7 +318,7 @@ int main(int argc, char **argv)
             for (int p = 0; p < PACKS; p++) {
                 sink += touch(dp, r_at[p], r_at[p + 1]) + touch(w, r_at[p], r_at[p + 1]);
                 double t0 = cpu_now();
-                pt_cfconv_backward_rows(dx, dp + (size_t)r_at[p] * F, dm, x, w, re, r_at[p],
+                pt_cfconv_backward_rows(dx, dp + (size_t)r_at[p] * F, dm, x, w, 0, re, r_at[p],
                                         r_at[p + 1], F);
                 tr += cpu_now() - t0;
             }

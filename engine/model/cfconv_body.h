@@ -32,13 +32,14 @@
  * through the lane mask: a masked store's footprint is the whole vector,
  * 64 bytes from the row's last 16, so it covers the first 48 bytes of the
  * next row, and a load overlapping a store still in flight that it cannot
- * take its data from waits until the store has written the cache.  In the
- * forward the first edges store W_u over P_u (pt_cfconv_forward_range's
- * wcut) and the receiver's next rows, often row u + 1, are loaded right
- * after; an xmm store overlaps nothing beyond its 16 bytes, and a later
- * xmm load of the same bytes takes them from the store.  Same values,
- * same bits (docs/performance.md, session 11 conv: water's pipeline
- * forward 13.1-14.4 -> 11.6-12.9 ns an edge). */
+ * take its data from waits until the store has written the cache.  The
+ * forward's first edges stored W_u over P_u until session 15, and the
+ * receiver's next rows, often row u + 1, were loaded right after; the
+ * backward stores dx and dP rows the same way.  An xmm store overlaps
+ * nothing beyond its 16 bytes, and a later xmm load of the same bytes takes
+ * them from the store.  Same values, same bits (docs/performance.md,
+ * session 11 conv: water's pipeline forward 13.1-14.4 -> 11.6-12.9 ns an
+ * edge). */
 #define CK_TAIL(f, p, npan) ((p) != (npan) - 1 || (f) % VW == 0 ? 0 : (f) % VW == 4 ? 2 : 1)
 /* vector v of a panel row at p: whole, or the tail (4 lanes or masked) */
 #define CK_LD(p, v)                                                                      \
@@ -79,15 +80,17 @@
 
 /* m_i[panel] = Σ_k x_j ⊙ W_u over receiver i's edges, i0 ≤ i < i1; m, w, x
  * already offset to the panel's first column, f the row stride.  sc (w
- * holds P on rows no edge has used yet: the pipeline's fp32 path): a row's
- * first edge forms W_u = P_u · C_u, rounded once as the cutoff pass rounds
- * it, stores it over P (the lines just loaded) and uses it; the later edges
- * and the backward read W.  (Storing on every edge, W_u · 1 on the later
- * ones, branch-free, measured slower: the stores split lines.) */
+ * holds P: the pipeline's fp32 path): every edge forms W_u = P_u · C_u in
+ * registers, rounded once as the cutoff pass rounds it, and stores nothing;
+ * the backward by rows forms it again from P (pt_cfconv_backward_rows' pc).
+ * Until session 15 a row's first edge stored W_u over P for the later
+ * edges and the backward: the stores, and the loads of the receiver's next
+ * rows behind them, cost ~1.3 ns an edge of ~11.5 in the pipeline
+ * (docs/performance.md, session 15 conv). */
 static inline __attribute__((always_inline)) void CK(fwd_panel)(
-    const int nv, const int tail, const int sc, const MASK_T last, float *m, float *w,
-    const float *wcut, const uint8_t *first, const int32_t *row, const float *x,
-    const int32_t *src, const int32_t *off, int i0, int i1, long f)
+    const int nv, const int tail, const int sc, const MASK_T last, float *m, const float *w,
+    const float *wcut, const int32_t *row, const float *x, const int32_t *src,
+    const int32_t *off, int i0, int i1, long f)
 {
     const int32_t kend = off[i1];
     for (int i = i0; i < i1; i++) {
@@ -96,17 +99,11 @@ static inline __attribute__((always_inline)) void CK(fwd_panel)(
         for (int32_t k = off[i]; k < off[i + 1]; k++) {
             const int32_t u = row[k];
             if (u < 0) continue;
-            const float *xp = x + src[k] * f;
-            float *wp = w + u * f;
+            const float *xp = x + src[k] * f, *wp = w + u * f;
             CK_PREFETCH_W(k)
-            if (sc && first[k]) {
+            if (sc) {
                 const V ck = VSET1(wcut[u]);
-#define CK_FMAC(v)                                                                       \
-    if ((v) < nv) {                                                                      \
-        const V w_ = VMUL(CK_LD(wp, v), ck);                                             \
-        CK_ST(wp, v, w_);                                                                \
-        a##v = VFMA(CK_LD(xp, v), w_, a##v);                                             \
-    }
+#define CK_FMAC(v) if ((v) < nv) a##v = VFMA(CK_LD(xp, v), VMUL(CK_LD(wp, v), ck), a##v);
                 CK_V8(CK_FMAC)
             } else {
 #define CK_FMA(v) if ((v) < nv) a##v = VFMA(CK_LD(xp, v), CK_LD(wp, v), a##v);
@@ -229,8 +226,8 @@ static inline int CK(panels)(int nvec)
         v0_ += nv;                                                                       \
     }
 
-void CK(forward)(float *m, float *w, const float *wcut, const uint8_t *first, const int32_t *row,
-                 const float *x, const int32_t *src, const int32_t *off, int i0, int i1, int f)
+void CK(forward)(float *m, const float *w, const float *wcut, const int32_t *row, const float *x,
+                 const int32_t *src, const int32_t *off, int i0, int i1, int f)
 {
     if (f <= 0 || i0 >= i1) return;
     const int nvec = (f + VW - 1) / VW, npan = CK(panels)(nvec);
@@ -240,10 +237,9 @@ void CK(forward)(float *m, float *w, const float *wcut, const uint8_t *first, co
         const MASK_T last = MASK(tail ? f % VW : VW);
         const long c0 = (long)v0 * VW;
 #define CK_FWD(n, t)                                                                     \
-    CK(fwd_panel)((n), (t), 0, last, m + c0, w + c0, NULL, NULL, row, x + c0, src, off, i0, i1, f)
+    CK(fwd_panel)((n), (t), 0, last, m + c0, w + c0, NULL, row, x + c0, src, off, i0, i1, f)
 #define CK_FWDC(n, t)                                                                    \
-    CK(fwd_panel)((n), (t), 1, last, m + c0, w + c0, wcut, first, row, x + c0, src, off, i0, \
-                  i1, f)
+    CK(fwd_panel)((n), (t), 1, last, m + c0, w + c0, wcut, row, x + c0, src, off, i0, i1, f)
         if (wcut)
             switch (3 * nv + tail) { CK_CASES(CK_FWDC) default: break; }
         else
@@ -297,10 +293,13 @@ void CK(backward)(float *dx, float *dp, const float *dm, const float *x, const f
  * dx_i's accumulator stay in registers (3 nv of them, RNVMAX per panel)
  * across them, and each row reads the sender's dm_j, x_j and W_u and adds
  * to dx_j in memory.  Per element the generic loop's operations
- * (cfconv_kernels.c), so the same bits.  Pointers offset to the panel's
+ * (cfconv_kernels.c), so the same bits.  pc (w holds P: the forward with
+ * wcut stored no W): W_u = P_u · C_u formed here, rounded once as the
+ * cutoff pass rounds it (the same bits).  Pointers offset to the panel's
  * first column (re is not). */
 static inline __attribute__((always_inline)) void CK(rows_panel)(
-    const int nv, const int tail, const MASK_T last, float *dx, float *dp, const float *dm,
+    const int nv, const int tail, const int pc, const MASK_T last, float *dx, float *dp,
+    const float *dm,
     const float *x, const float *w, const pt_cfconv_redge *re, int32_t r0, int32_t r1, long f)
 {
     for (int32_t u = r0; u < r1;) {
@@ -328,7 +327,8 @@ static inline __attribute__((always_inline)) void CK(rows_panel)(
              * is stored: rows j of x and dx can sit at the same offset in
              * their pages, and a load behind a store with the same low 12
              * address bits waits for it (4K aliasing). */
-#define CK_R1(v) const V w_ = CK_LD(wp, v), x_ = CK_LD(xj, v);                           \
+#define CK_LDW(v) (pc ? VMUL(CK_LD(wp, v), cu) : CK_LD(wp, v))
+#define CK_R1(v) const V w_ = CK_LDW(v), x_ = CK_LD(xj, v);                              \
                  const V t_ = VMUL(VMUL(d##v, x_), cu);                                  \
                  CK_ST(dxj, v, VFMA(d##v, w_, CK_LD(dxj, v)));
 #define CK_RONE(v) if ((v) < nv) { CK_R1(v) CK_ST(dpp, v, t_); }
@@ -342,7 +342,7 @@ static inline __attribute__((always_inline)) void CK(rows_panel)(
         CK_ST(dpp, v, VFMA(VMUL(m_, y##v), cu, t_));                                     \
     }
             /* j = i (an atom's image): dx_i is the accumulator */
-#define CK_RS1(v) const V w_ = CK_LD(wp, v);                                             \
+#define CK_RS1(v) const V w_ = CK_LDW(v);                                                \
                   a##v = VFMA(d##v, w_, a##v);                                           \
                   const V t_ = VMUL(VMUL(d##v, y##v), cu);
 #define CK_RONES(v) if ((v) < nv) { CK_RS1(v) CK_ST(dpp, v, t_); }
@@ -365,13 +365,18 @@ static inline __attribute__((always_inline)) void CK(rows_panel)(
 }
 
 void CK(backward_rows)(float *dx, float *dp, const float *dm, const float *x, const float *w,
-                       const pt_cfconv_redge *re, int32_t r0, int32_t r1, int f)
+                       int pc, const pt_cfconv_redge *re, int32_t r0, int32_t r1, int f)
 {
     if (f <= 0 || r0 >= r1) return;
 #define CK_BWR(nn, t)                                                                    \
-    CK(rows_panel)((nn), (t), lm, dx + c0, dp + c0, dm + c0, x + c0, w + c0, re, r0, r1, f)
+    CK(rows_panel)((nn), (t), 0, lm, dx + c0, dp + c0, dm + c0, x + c0, w + c0, re, r0, r1, f)
+#define CK_BWRP(nn, t)                                                                   \
+    CK(rows_panel)((nn), (t), 1, lm, dx + c0, dp + c0, dm + c0, x + c0, w + c0, re, r0, r1, f)
     /* nv ≤ RNVMAX ≤ NVMAX: the forward's cases, the larger ones unused */
-    CK_PANELS(f, RNVMAX, CK_CASES, CK_BWR)
+    if (pc)
+        CK_PANELS(f, RNVMAX, CK_CASES, CK_BWRP)
+    else
+        CK_PANELS(f, RNVMAX, CK_CASES, CK_BWR)
 }
 
 /* --- the backward by senders (cfconv_kernels.h) ----------------------------

@@ -66,9 +66,9 @@ const char *pt_cfconv_impl_name(pt_cfconv_impl impl)
  * accumulates in memory, the fused multiply-adds written out (fmaf), so the
  * bits are the kernels' on any target. */
 PT_SIMD_CLONES
-static void generic_forward(float *m, float *w, const float *wcut, const uint8_t *first,
-                            const int32_t *row, const float *x, const int32_t *src,
-                            const int32_t *dst_offset, int i0, int i1, int f)
+static void generic_forward(float *m, const float *w, const float *wcut, const int32_t *row,
+                            const float *x, const int32_t *src, const int32_t *dst_offset,
+                            int i0, int i1, int f)
 {
     for (int i = i0; i < i1; i++) {
         float *restrict mi = m + (size_t)i * f;
@@ -76,10 +76,11 @@ static void generic_forward(float *m, float *w, const float *wcut, const uint8_t
         for (int32_t k = dst_offset[i]; k < dst_offset[i + 1]; k++) {
             if (row[k] < 0) continue;
             const float *restrict xj = x + (size_t)src[k] * f;
-            float *restrict wk = w + (size_t)row[k] * f;
-            if (wcut && first[k]) /* the row's first edge: W = P·C in place */
-                for (int c = 0; c < f; c++) wk[c] = wk[c] * wcut[row[k]];
-            for (int c = 0; c < f; c++) mi[c] = fmaf(xj[c], wk[c], mi[c]);
+            const float *restrict wk = w + (size_t)row[k] * f;
+            if (wcut) /* w holds P: W = P·C, rounded, then the fma */
+                for (int c = 0; c < f; c++) mi[c] = fmaf(xj[c], wk[c] * wcut[row[k]], mi[c]);
+            else
+                for (int c = 0; c < f; c++) mi[c] = fmaf(xj[c], wk[c], mi[c]);
         }
     }
 }
@@ -157,24 +158,25 @@ void pt_cfconv_generic_backward_senders(float *dx, float *dp, const float *dm, c
 /* The backward by rows (schnet_ops.h), dx in memory: per element the
  * first edge's dx_j = fma(dm_i, W, dx_j) and t = (dm_i·x_j)·C, then with
  * the reverse dx_i = fma(dm_j, W, dx_i) and dP = fma(dm_j·x_i, C, t) —
- * receiver order's dP bits.  One row: both is a constant at every call
- * site, so each use is one straight vector loop; j ≠ i (restrict holds). */
+ * receiver order's dP bits; pc: W = P·C from w's P, rounded first.  One
+ * row: both and pc are constants at every call site, so each use is one
+ * straight vector loop; j ≠ i (restrict holds). */
 static inline __attribute__((always_inline)) void rows_edge(
     float *restrict dxi, float *restrict dxj, float *restrict dpu, const float *restrict dmi,
     const float *restrict xi, const float *restrict dmj, const float *restrict xj,
-    const float *restrict wu, float cu, int f, const int both)
+    const float *restrict wu, float cu, int f, const int both, const int pc)
 {
     for (int c = 0; c < f; c++) {
-        const float t = dmi[c] * xj[c] * cu;
-        dxj[c] = fmaf(dmi[c], wu[c], dxj[c]);
-        if (both) dxi[c] = fmaf(dmj[c], wu[c], dxi[c]);
+        const float t = dmi[c] * xj[c] * cu, wc = pc ? wu[c] * cu : wu[c];
+        dxj[c] = fmaf(dmi[c], wc, dxj[c]);
+        if (both) dxi[c] = fmaf(dmj[c], wc, dxi[c]);
         dpu[c] = both ? fmaf(dmj[c] * xi[c], cu, t) : t;
     }
 }
 
 PT_SIMD_CLONES
 static void generic_backward_rows(float *dx, float *dp, const float *dm, const float *x,
-                                  const float *w, const pt_cfconv_redge *re, int32_t r0,
+                                  const float *w, int pc, const pt_cfconv_redge *re, int32_t r0,
                                   int32_t r1, int f)
 {
     for (int32_t u = r0; u < r1; u++) {
@@ -183,18 +185,22 @@ static void generic_backward_rows(float *dx, float *dp, const float *dm, const f
         const float *wu = w + (size_t)u * f;
         float *dxi = dx + (size_t)e.i * f, *dpu = dp + (size_t)(u - r0) * f;
         const float cu = e.cut;
-        if (e.part == PT_REDGE_BOTH) {
-            rows_edge(dxi, dx + (size_t)e.j * f, dpu, dmi, xi, dm + (size_t)e.j * f,
-                      x + (size_t)e.j * f, wu, cu, f, 1);
-        } else if (e.part == PT_REDGE_ONE) {
-            rows_edge(dxi, dx + (size_t)e.j * f, dpu, dmi, xi, dm + (size_t)e.j * f,
-                      x + (size_t)e.j * f, wu, cu, f, 0);
-        } else {
+        const float *dmj = dm + (size_t)e.j * f, *xj = x + (size_t)e.j * f;
+        float *dxj = dx + (size_t)e.j * f;
+        if (e.part == PT_REDGE_BOTH && pc)
+            rows_edge(dxi, dxj, dpu, dmi, xi, dmj, xj, wu, cu, f, 1, 1);
+        else if (e.part == PT_REDGE_BOTH)
+            rows_edge(dxi, dxj, dpu, dmi, xi, dmj, xj, wu, cu, f, 1, 0);
+        else if (e.part == PT_REDGE_ONE && pc)
+            rows_edge(dxi, dxj, dpu, dmi, xi, dmj, xj, wu, cu, f, 0, 1);
+        else if (e.part == PT_REDGE_ONE)
+            rows_edge(dxi, dxj, dpu, dmi, xi, dmj, xj, wu, cu, f, 0, 0);
+        else {
             /* j = i (an atom's image): both terms into dx_i, in order */
             for (int c = 0; c < f; c++) {
-                const float t = dmi[c] * xi[c] * cu;
-                dxi[c] = fmaf(dmi[c], wu[c], dxi[c]);
-                if (e.part == PT_REDGE_BOTH_SELF) dxi[c] = fmaf(dmi[c], wu[c], dxi[c]);
+                const float t = dmi[c] * xi[c] * cu, wc = pc ? wu[c] * cu : wu[c];
+                dxi[c] = fmaf(dmi[c], wc, dxi[c]);
+                if (e.part == PT_REDGE_BOTH_SELF) dxi[c] = fmaf(dmi[c], wc, dxi[c]);
                 dpu[c] = e.part == PT_REDGE_BOTH_SELF ? fmaf(dmi[c] * xi[c], cu, t) : t;
             }
         }
@@ -384,19 +390,19 @@ void pt_cfconv_tangent(float *mdot, const float *w, const float *wd, const float
     }
 }
 
-void pt_cfconv_forward_range(float *m, float *w, const float *wcut, const uint8_t *first,
-                             const int32_t *row, const float *x, const int32_t *src,
-                             const int32_t *dst_offset, int i0, int i1, int f)
+void pt_cfconv_forward_range(float *m, const float *w, const float *wcut, const int32_t *row,
+                             const float *x, const int32_t *src, const int32_t *dst_offset,
+                             int i0, int i1, int f)
 {
     switch (pt_cfconv_choice()) {
     case PT_CFCONV_AVX512:
-        pt_cfconv_avx512_forward(m, w, wcut, first, row, x, src, dst_offset, i0, i1, f);
+        pt_cfconv_avx512_forward(m, w, wcut, row, x, src, dst_offset, i0, i1, f);
         return;
     case PT_CFCONV_AVX2:
-        pt_cfconv_avx2_forward(m, w, wcut, first, row, x, src, dst_offset, i0, i1, f);
+        pt_cfconv_avx2_forward(m, w, wcut, row, x, src, dst_offset, i0, i1, f);
         return;
     default:
-        generic_forward(m, w, wcut, first, row, x, src, dst_offset, i0, i1, f);
+        generic_forward(m, w, wcut, row, x, src, dst_offset, i0, i1, f);
     }
 }
 
@@ -422,9 +428,7 @@ void pt_cfconv_backward_range(float *dx, float *dp, const float *dm, const float
 void pt_cfconv_forward(float *m, const float *w, const int32_t *row, const float *x,
                        const int32_t *src, const int32_t *dst_offset, int n_nodes, int f)
 {
-    /* W as given: nothing is written to it (the cast drops a const the
-     * range form needs only with wcut) */
-    pt_cfconv_forward_range(m, (float *)w, NULL, NULL, row, x, src, dst_offset, 0, n_nodes, f);
+    pt_cfconv_forward_range(m, w, NULL, row, x, src, dst_offset, 0, n_nodes, f);
 }
 
 void pt_cfconv_backward(float *dx, float *dp, const float *dm, const float *x, const float *w,
@@ -461,18 +465,18 @@ int pt_cfconv_row_edges(pt_cfconv_redge *re, const int32_t *row, const uint8_t *
 }
 
 void pt_cfconv_backward_rows(float *dx, float *dp, const float *dm, const float *x,
-                             const float *w, const pt_cfconv_redge *re, int32_t r0, int32_t r1,
-                             int f)
+                             const float *w, int pc, const pt_cfconv_redge *re, int32_t r0,
+                             int32_t r1, int f)
 {
     switch (pt_cfconv_choice()) {
     case PT_CFCONV_AVX512:
-        pt_cfconv_avx512_backward_rows(dx, dp, dm, x, w, re, r0, r1, f);
+        pt_cfconv_avx512_backward_rows(dx, dp, dm, x, w, pc, re, r0, r1, f);
         return;
     case PT_CFCONV_AVX2:
-        pt_cfconv_avx2_backward_rows(dx, dp, dm, x, w, re, r0, r1, f);
+        pt_cfconv_avx2_backward_rows(dx, dp, dm, x, w, pc, re, r0, r1, f);
         return;
     default:
-        generic_backward_rows(dx, dp, dm, x, w, re, r0, r1, f);
+        generic_backward_rows(dx, dp, dm, x, w, pc, re, r0, r1, f);
     }
 }
 

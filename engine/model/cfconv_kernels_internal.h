@@ -21,26 +21,26 @@ void pt_cfconv_generic_backward_senders(float *dx, float *dp, const float *dm, c
                                         const int32_t *so, const int32_t *se, int j0, int j1,
                                         int f, int32_t ring);
 
-void pt_cfconv_avx512_forward(float *m, float *w, const float *wcut, const uint8_t *first,
-                              const int32_t *row, const float *x, const int32_t *src,
-                              const int32_t *off, int i0, int i1, int f);
+void pt_cfconv_avx512_forward(float *m, const float *w, const float *wcut, const int32_t *row,
+                              const float *x, const int32_t *src, const int32_t *off, int i0,
+                              int i1, int f);
 void pt_cfconv_avx512_backward(float *dx, float *dp, const float *dm, const float *x,
                                const float *w, const float *cut, const int32_t *row,
                                const uint8_t *first, const int32_t *src, const int32_t *off,
                                int i0, int i1, int f, int32_t ring);
-void pt_cfconv_avx2_forward(float *m, float *w, const float *wcut, const uint8_t *first,
-                            const int32_t *row, const float *x, const int32_t *src,
-                            const int32_t *off, int i0, int i1, int f);
+void pt_cfconv_avx2_forward(float *m, const float *w, const float *wcut, const int32_t *row,
+                            const float *x, const int32_t *src, const int32_t *off, int i0,
+                            int i1, int f);
 void pt_cfconv_avx2_backward(float *dx, float *dp, const float *dm, const float *x,
                              const float *w, const float *cut, const int32_t *row,
                              const uint8_t *first, const int32_t *src, const int32_t *off,
                              int i0, int i1, int f, int32_t ring);
 /* the backward by rows: pt_cfconv_backward_rows */
 void pt_cfconv_avx512_backward_rows(float *dx, float *dp, const float *dm, const float *x,
-                                    const float *w, const pt_cfconv_redge *re, int32_t r0,
+                                    const float *w, int pc, const pt_cfconv_redge *re, int32_t r0,
                                     int32_t r1, int f);
 void pt_cfconv_avx2_backward_rows(float *dx, float *dp, const float *dm, const float *x,
-                                  const float *w, const pt_cfconv_redge *re, int32_t r0,
+                                  const float *w, int pc, const pt_cfconv_redge *re, int32_t r0,
                                   int32_t r1, int f);
 /* the force passes' tangent: pt_cfconv_tangent over receivers i0 ≤ i < i1 */
 void pt_cfconv_avx512_tangent(float *m, const float *w, const float *wd, const float *lambda,

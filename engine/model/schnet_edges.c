@@ -2,9 +2,10 @@
  * and convolution) as one pass over the filter rows that keeps W and dP in
  * L2 (issue 18):
  *
- *   forward   for each chunk of rows: s1, P, W = P ⊙ C (schnet_filter.c),
- *             then m_i = Σ_{k→i} x[src_k] ⊙ W[row_k] for every receiver i
- *             whose rows are now all computed;
+ *   forward   for each chunk of rows: s1, P (schnet_filter.c), then
+ *             m_i = Σ_{k→i} x[src_k] ⊙ W[row_k] for every receiver i
+ *             whose rows are now all computed, W = P ⊙ C formed per edge
+ *             (fp32: conv_cut);
  *   backward  for each chunk of rows: each row's two edges at once,
  *             dx[j] += dm_i ⊙ W_u, dx[i] += dm_j ⊙ W_u and dP_u into the
  *             chunk's scratch (fp32 W: pt_cfconv_backward_rows), or by
@@ -52,12 +53,15 @@
 #include "engine/model/schnet_internal.h"
 #include "engine/model/sgemm_kernels.h"
 
-/* The cutoff the forward convolution applies itself, or NULL when W's
- * memory holds W.  fp32 (and bf16 without the fused products) with P in
- * W's memory (energy): the filter leaves P there and each row's first edge
- * forms W_u = P_u · C_u and stores it in place (pt_cfconv_forward_range),
- * rounded as the cutoff pass rounds it (the same bits): that pass read and
- * wrote every row once more.  The bf16 products scale as they store. */
+/* The cutoff the convolution applies itself, or NULL when W's memory holds
+ * W.  fp32 (and bf16 without the fused products) with P in W's memory
+ * (energy): the filter leaves P there, and every edge of the forward and
+ * every row of the backward by rows forms W_u = P_u · C_u in registers
+ * (pt_cfconv_forward_range's wcut, pt_cfconv_backward_rows' pc), rounded
+ * as the cutoff pass rounds it (the same bits): that pass read and wrote
+ * every row once more, and W stored by the forward's first edges cost it
+ * more than the multiplies (docs/performance.md, session 15 conv).  The
+ * bf16 products scale as they store. */
 static const float *conv_cut(const pt_schnet_block_acts *k, const pt_schnet_acts *a)
 {
     return !pt_schnet_bf16_fused(a) && k->p == k->w ? a->cut : NULL;
@@ -80,8 +84,8 @@ static void convolve(pt_schnet_block_acts *k, const pt_schnet_acts *a, const pt_
         pt_cfconv_bf16_forward_range(k->m, wh, a->row, k->x, b->edge_src, b->dst_offset, i0, i1,
                                      F);
     else
-        pt_cfconv_forward_range(k->m, k->w, wcut, a->first, a->row, k->x, b->edge_src,
-                                b->dst_offset, i0, i1, F);
+        pt_cfconv_forward_range(k->m, k->w, wcut, a->row, k->x, b->edge_src, b->dst_offset, i0,
+                                i1, F);
 }
 
 void pt_schnet_edges_forward(const pt_schnet_block *w, pt_schnet_block_acts *k,
@@ -194,11 +198,11 @@ static void backward_rows(const pt_schnet_block *w, pt_schnet_block *dw,
                           const pt_schnet_block_acts *k, pt_schnet_acts *a, int G, int F,
                           double *total, pt_stopwatch *sw)
 {
-    const int U = a->n_rows;
+    const int U = a->n_rows, pc = conv_cut(k, a) != NULL;
     const int chunk = pt_schnet_filter_chunk(a->precision, G, F, U);
     for (int r0 = 0; r0 < U; r0 += chunk) {
         const int n = U - r0 < chunk ? U - r0 : chunk, r1 = r0 + n;
-        pt_cfconv_backward_rows(a->dx, a->dp, a->dm, k->x, k->w, a->row_rec, r0, r1, F);
+        pt_cfconv_backward_rows(a->dx, a->dp, a->dm, k->x, k->w, pc, a->row_rec, r0, r1, F);
         if (r1 < U) {
             const int n2 = U - r1 < chunk ? U - r1 : chunk;
             pt_sgemm_prefetch(k->w + (size_t)r1 * F, (size_t)n2 * F * sizeof(float));
@@ -225,9 +229,13 @@ void pt_schnet_edges_backward(const pt_schnet_block *w, pt_schnet_block *dw,
         for (int c = 0; c < F; c++) dw->mlp2_b[c] += (float)total[c];
         return;
     }
-    /* By senders: dP in a window of the rows in flight (water: ~1,300
-     * rows), so its lines are reused in cache instead of streaming 8 MB
-     * through memory */
+    /* By senders, whose kernels read W: where the forward left P
+     * (conv_cut), W = P ⊙ C in place first, the cutoff pass's bits — a pass
+     * more, only for fp32 batches with a row of three edges (duplicates) */
+    if (conv_cut(k, a)) pt_filter_cutoff_forward(k->w, k->w, a->cut, U, F);
+    pt_lap(sw, PT_SCHNET_OP_CFCONV);
+    /* dP in a window of the rows in flight (water: ~1,300 rows), so its
+     * lines are reused in cache instead of streaming 8 MB through memory */
     const int32_t ring = a->dp_ring;
     int i = 0;        /* receivers below i are done */
     int last = -1;    /* the last receiver using a row below r0 + n */

@@ -97,16 +97,15 @@ void pt_cfconv_backward(float *dx, float *dp, const float *dm, const float *x, c
  * order give the bits of the whole-batch call: every sum runs in the same
  * edge order.  ring > 0: dP row u is kept in dp row u mod ring (a window of
  * the rows in flight that stays in cache); 0: in dp row u.
- * The forward's wcut (NULL: w holds W, read only): w holds P = W before the
- * cutoff on rows no edge has used yet, and each row's first edge (first[k],
- * edge_rows.h) forms W_u = P_u · wcut[u], rounded once as
- * pt_filter_cutoff_forward rounds it, and stores it in place for the later
- * edges (which come after it in receiver order, in this range or a later
- * one) and the backward: the same m and W bits without the cutoff's own
- * pass over the rows (schnet_edges.c, fp32).  first may be NULL without wcut. */
-void pt_cfconv_forward_range(float *m, float *w, const float *wcut, const uint8_t *first,
-                             const int32_t *row, const float *x, const int32_t *src,
-                             const int32_t *dst_offset, int i0, int i1, int f);
+ * The forward's wcut (NULL: w holds W): w holds P = W before the cutoff,
+ * and every edge forms W_u = P_u · wcut[u] in registers, rounded once as
+ * pt_filter_cutoff_forward rounds it: the same m bits without the cutoff's
+ * own pass over the rows, and nothing written to w (schnet_edges.c, fp32:
+ * the backward by rows forms W_u from P again, pt_cfconv_backward_rows'
+ * pc).  w is read only either way. */
+void pt_cfconv_forward_range(float *m, const float *w, const float *wcut, const int32_t *row,
+                             const float *x, const int32_t *src, const int32_t *dst_offset,
+                             int i0, int i1, int f);
 void pt_cfconv_backward_range(float *dx, float *dp, const float *dm, const float *x,
                               const float *w, const float *cut, const int32_t *row,
                               const uint8_t *first, const int32_t *src,
@@ -197,11 +196,13 @@ int pt_cfconv_row_edges(pt_cfconv_redge *re, const int32_t *row, const uint8_t *
                         int n_nodes);
 /* Rows r0 ≤ u < r1 of the backward by rows: dx added to (the caller zeroes
  * it once), dP_u written at dp row u − r0 (a chunk's scratch), W_u at w
- * row u.  Consecutive calls over ascending ranges give the bits of one
- * call over all rows. */
+ * row u, or with pc (w holds P, as the forward with wcut leaves it)
+ * W_u = P_u · re[u].cut, rounded once as pt_filter_cutoff_forward rounds it
+ * (the same bits as on W).  Consecutive calls over ascending ranges give
+ * the bits of one call over all rows. */
 void pt_cfconv_backward_rows(float *dx, float *dp, const float *dm, const float *x,
-                             const float *w, const pt_cfconv_redge *re, int32_t r0, int32_t r1,
-                             int f);
+                             const float *w, int pc, const pt_cfconv_redge *re, int32_t r0,
+                             int32_t r1, int f);
 /* Sender lists: the edges with a row (row[k] ≥ 0) of sender j, ascending,
  * are se[so[j] .. so[j+1]) (so: [n_nodes + 1], se: [n_edges]).  close[b]
  * (b ≤ n_nodes; [n_nodes + 1]) is the first node boundary at or after b

@@ -15,9 +15,9 @@
  *     and without ẋ, and distance backward pt_cfconv_backward_dist (dm in
  *     registers, its dot product's order of additions), on the same graphs
  *     and widths;
- *   - the forward in ranges on P with the cutoff applied by each row's first
- *     edge (wcut: the pipeline's fp32 path) against the reference on
- *     W = P ⊙ C, and W left in place of P on every row an edge uses;
+ *   - the forward in ranges on P with the cutoff applied by every edge
+ *     (wcut: the pipeline's fp32 path) against the reference on W = P ⊙ C
+ *     rounded by the scalar loop, and P left as it was (nothing stored);
  *   - consecutive receiver ranges give the bits of one call (the pipeline
  *     of schnet_edges.c relies on it), an empty range writes nothing, and
  *     the whole-batch forms zero dx;
@@ -165,8 +165,8 @@ static void check_width(int n, int f)
     float *wd = floats(uf), *xd = floats(nf), *lam = floats(g.u ? (size_t)g.u : 1);
     fill(wd, uf), fill(xd, nf), fill(lam, g.u ? (size_t)g.u : 1);
     float *dx_ref = floats(nf), *dx = floats(nf), *dp_ref = floats(uf), *dp = floats(uf);
-    /* P, the W = P ⊙ C the forward with wcut leaves on used rows (others
-     * keep P), and its m */
+    /* P, W = P ⊙ C on the rows an edge uses (others keep P: unread), and
+     * the m the forward with wcut forms from P */
     float *p = floats(uf), *pw = floats(uf), *wp = floats(uf), *mp_ref = floats(nf);
     fill(p, uf);
     memcpy(wp, p, uf * sizeof(float));
@@ -188,23 +188,23 @@ static void check_width(int n, int f)
             if (pieces == 1) {
                 pt_cfconv_forward(m, w, g.row, x, g.src, g.off, n, f);
             } else {
-                pt_cfconv_forward_range(m, w, NULL, NULL, g.row, x, g.src, g.off, 0, cut1, f);
-                pt_cfconv_forward_range(m, w, NULL, NULL, g.row, x, g.src, g.off, cut1, cut1, f);
-                pt_cfconv_forward_range(m, w, NULL, NULL, g.row, x, g.src, g.off, cut1, cut2, f);
-                pt_cfconv_forward_range(m, w, NULL, NULL, g.row, x, g.src, g.off, cut2, n, f);
+                pt_cfconv_forward_range(m, w, NULL, g.row, x, g.src, g.off, 0, cut1, f);
+                pt_cfconv_forward_range(m, w, NULL, g.row, x, g.src, g.off, cut1, cut1, f);
+                pt_cfconv_forward_range(m, w, NULL, g.row, x, g.src, g.off, cut1, cut2, f);
+                pt_cfconv_forward_range(m, w, NULL, g.row, x, g.src, g.off, cut2, n, f);
             }
             if (memcmp(m, m_ref, nf * sizeof(float)))
                 fail_msg("forward %s f=%d pieces=%d differs", pt_cfconv_impl_name(impls[ii]), f,
                          pieces);
             for (int c = 0; c < f; c++) assert_true(m[c] == 0.0f && !signbit(m[c]));
-            /* the same pieces on P, the cutoff applied by each row's first edge */
+            /* the same pieces on P, the cutoff applied by every edge */
             poison(m, nf);
             memcpy(pw, p, uf * sizeof(float));
             const int32_t at[4] = {0, cut1, pieces == 1 ? n : cut2, n};
             for (int q = 0; q < 3; q++)
-                pt_cfconv_forward_range(m, pw, g.cut, g.first, g.row, x, g.src, g.off, at[q],
-                                        at[q + 1], f);
-            if (memcmp(m, mp_ref, nf * sizeof(float)) || memcmp(pw, wp, uf * sizeof(float)))
+                pt_cfconv_forward_range(m, pw, g.cut, g.row, x, g.src, g.off, at[q], at[q + 1],
+                                        f);
+            if (memcmp(m, mp_ref, nf * sizeof(float)) || memcmp(pw, p, uf * sizeof(float)))
                 fail_msg("forward with the cutoff %s f=%d pieces=%d differs",
                          pt_cfconv_impl_name(impls[ii]), f, pieces);
             for (int32_t ring = 0; ring <= 32; ring += 32) {
@@ -311,16 +311,16 @@ static void test_empty_and_padding(void **state)
     for (size_t ii = 0; ii < sizeof impls / sizeof impls[0]; ii++) {
         pt_cfconv_force(impls[ii]);
         poison(m, N * F);
-        pt_cfconv_forward_range(m, w, NULL, NULL, row, x, src, off, 1, 1, F);
-        pt_cfconv_forward_range(m, w, NULL, NULL, row, x, src, off, 2, 1, F);
+        pt_cfconv_forward_range(m, w, NULL, row, x, src, off, 1, 1, F);
+        pt_cfconv_forward_range(m, w, NULL, row, x, src, off, 2, 1, F);
         for (int c = 0; c < N * F; c++) assert_true(isnan(m[c]) || m[c] > 1e38f);
-        pt_cfconv_forward_range(m, w, NULL, NULL, row, x, src, off, 1, 2, F);
+        pt_cfconv_forward_range(m, w, NULL, row, x, src, off, 1, 2, F);
         for (int c = 0; c < F; c++) assert_true(m[F + c] == 0.0f);   /* padding only */
         assert_true(m[0] > 1e38f && m[2 * F] > 1e38f);                /* outside the range */
-        /* with the cutoff applied in place: padding edges leave W alone */
+        /* with the cutoff applied by the edges: padding edges have none */
         float w0[F];
         memcpy(w0, w, sizeof w0);
-        pt_cfconv_forward_range(m, w, cut, first, row, x, src, off, 0, N, F);
+        pt_cfconv_forward_range(m, w, cut, row, x, src, off, 0, N, F);
         for (int c = 0; c < N * F; c++) assert_true(m[c] == 0.0f);
         assert_memory_equal(w, w0, sizeof w0);
         poison(dx, N * F);

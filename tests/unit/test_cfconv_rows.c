@@ -11,6 +11,10 @@
  *     added to (not zeroed);
  *   - one call over all rows and calls over chunks of 1, 7 and 64 rows with
  *     dP in a chunk's scratch (row u at u − r0): the same bits;
+ *   - the same calls on P with pc (W_u = P_u · C_u formed by the kernel, as
+ *     the forward with wcut leaves W's memory): the bits of the calls on
+ *     W = P ⊙ C rounded by the scalar loop (a kernel ignoring pc, or
+ *     applying C twice, fails);
  *   - against receiver order (cfconv_graph.h's ref_backward, the kernels'
  *     bits before the walk by rows): dP bit for bit, dx within the bound of
  *     reordering a sum of n terms each rounded once, 2·γ(n)·Σ|dm ⊙ W|;
@@ -88,12 +92,13 @@ static void check_entries(const graph *g, const pt_cfconv_redge *re, int *seen)
 }
 
 /* chunk 0: one call over all rows; else calls of `chunk` rows, dP into a
- * scratch of that many rows, copied out to row u (the pipeline's use) */
+ * scratch of that many rows, copied out to row u (the pipeline's use); pc:
+ * w holds P */
 static void run_rows(float *dx, float *dp, const float *dm, const float *x, const float *w,
-                     const pt_cfconv_redge *re, int u_rows, int f, int chunk)
+                     int pc, const pt_cfconv_redge *re, int u_rows, int f, int chunk)
 {
     if (chunk == 0) {
-        pt_cfconv_backward_rows(dx, dp, dm, x, w, re, 0, u_rows, f);
+        pt_cfconv_backward_rows(dx, dp, dm, x, w, pc, re, 0, u_rows, f);
         return;
     }
     float *scratch = malloc((size_t)chunk * f * sizeof(float));
@@ -101,7 +106,7 @@ static void run_rows(float *dx, float *dp, const float *dm, const float *x, cons
     for (int r0 = 0; r0 < u_rows; r0 += chunk) {
         const int n = u_rows - r0 < chunk ? u_rows - r0 : chunk;
         poison(scratch, (size_t)chunk * f);
-        pt_cfconv_backward_rows(dx, scratch, dm, x, w, re, r0, r0 + n, f);
+        pt_cfconv_backward_rows(dx, scratch, dm, x, w, pc, re, r0, r0 + n, f);
         memcpy(dp + (size_t)r0 * f, scratch, (size_t)n * f * sizeof(float));
         /* nothing past the chunk's rows */
         for (size_t o = (size_t)n * f; o < (size_t)chunk * f; o++)
@@ -139,7 +144,12 @@ static void check_width(int n, int f)
     assert_true(seen[PT_REDGE_ONE] > 0 && seen[PT_REDGE_BOTH] > 0 &&
                 seen[PT_REDGE_BOTH_SELF] > 0);
     const size_t nf = (size_t)n * f, uf = (size_t)(g.u ? g.u : 1) * f;
-    float *x = rnd_floats(nf, 1.0f), *w = rnd_floats(uf, 1.0f), *dm = rnd_floats(nf, 1.0f);
+    /* P, and W = P ⊙ C as the cutoff pass rounds it */
+    float *x = rnd_floats(nf, 1.0f), *p = rnd_floats(uf, 1.0f), *dm = rnd_floats(nf, 1.0f);
+    float *w = malloc(uf * sizeof(float));
+    assert_non_null(w);
+    for (int32_t u = 0; u < g.u; u++)
+        for (int c = 0; c < f; c++) w[(size_t)u * f + c] = p[(size_t)u * f + c] * g.cut[u];
     float *dx0 = rnd_floats(nf, 1.0f), *dx_ref = malloc(nf * sizeof(float));
     float *dx = malloc(nf * sizeof(float)), *dp_ref = malloc(uf * sizeof(float));
     float *dp = malloc(uf * sizeof(float));
@@ -156,25 +166,26 @@ static void check_width(int n, int f)
     static const int chunks[] = {0, 1, 7, 64};
     for (int ii = 0; ii < NIMPL; ii++) {
         pt_cfconv_force(impls[ii]);
-        for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
+        for (size_t c = 0; c < 2 * sizeof chunks / sizeof chunks[0]; c++) {
+            const int pc = (int)(c & 1), chunk = chunks[c / 2];
             memcpy(dx, dx0, nf * sizeof(float));
             poison(dp, uf);
-            run_rows(dx, dp, dm, x, w, re, g.u, f, chunks[c]);
+            run_rows(dx, dp, dm, x, pc ? p : w, pc, re, g.u, f, chunk);
             if (memcmp(dx, dx_ref, nf * sizeof(float)))
-                fail_msg("dx %s f=%d chunk=%d differs", pt_cfconv_impl_name(impls[ii]), f,
-                         chunks[c]);
+                fail_msg("dx %s f=%d chunk=%d pc=%d differs", pt_cfconv_impl_name(impls[ii]), f,
+                         chunk, pc);
             if (memcmp(dp, dp_ref, uf * sizeof(float)))
-                fail_msg("dP %s f=%d chunk=%d differs", pt_cfconv_impl_name(impls[ii]), f,
-                         chunks[c]);
+                fail_msg("dP %s f=%d chunk=%d pc=%d differs", pt_cfconv_impl_name(impls[ii]), f,
+                         chunk, pc);
         }
         /* from 0, against receiver order's sums */
         memset(dx, 0, nf * sizeof(float));
-        pt_cfconv_backward_rows(dx, dp, dm, x, w, re, 0, g.u, f);
+        pt_cfconv_backward_rows(dx, dp, dm, x, w, 0, re, 0, g.u, f);
         check_reorder_bound(dx, dm, w, &g, f);
     }
     pt_cfconv_force(PT_CFCONV_AUTO);
-    free(re), free(x), free(w), free(dm), free(dx0), free(dx_ref), free(dx), free(dp_ref);
-    free(dp), free(dx_recv), free(dp_recv);
+    free(re), free(x), free(p), free(w), free(dm), free(dx0), free(dx_ref), free(dx);
+    free(dp_ref), free(dp), free(dx_recv), free(dp_recv);
     graph_close(&g);
 }
 
@@ -205,7 +216,7 @@ static void test_reorder_moves_bits(void **state)
     float *x = rnd_floats(nf, 1.0f), *w = rnd_floats(uf, 1.0f), *dm = rnd_floats(nf, 1.0f);
     float *dx = calloc(nf, sizeof(float)), *dp = malloc(uf * sizeof(float));
     assert_true(dx && dp);
-    pt_cfconv_backward_rows(dx, dp, dm, x, w, re, 0, g.u, f);
+    pt_cfconv_backward_rows(dx, dp, dm, x, w, 0, re, 0, g.u, f);
     const int moved = check_reorder_bound(dx, dm, w, &g, f);
     print_message("%d of %zu dx elements moved by the row order\n", moved, nf);
     assert_true(moved > 0);
@@ -238,13 +249,13 @@ static void test_small_graphs(void **state)
         pt_cfconv_force(impls[ii]);
         memset(dx, 0, sizeof dx);
         poison(dp, 3 * f);
-        pt_cfconv_backward_rows(dx, dp, dm, x, w, re, 0, 3, f);
+        pt_cfconv_backward_rows(dx, dp, dm, x, w, 0, re, 0, 3, f);
         assert_memory_equal(dx, dx_ref, sizeof dx);
         assert_memory_equal(dp, dp_ref, sizeof dp);
         /* an empty range writes nothing */
         poison(dx, 4 * f);
         poison(dp, 3 * f);
-        pt_cfconv_backward_rows(dx, dp, dm, x, w, re, 2, 2, f);
+        pt_cfconv_backward_rows(dx, dp, dm, x, w, 1, re, 2, 2, f);
         for (int c = 0; c < 4 * f; c++) assert_int_equal(((uint32_t *)dx)[c], 0x7f7f7f7fu);
         for (int c = 0; c < 3 * f; c++) assert_int_equal(((uint32_t *)dp)[c], 0x7f7f7f7fu);
     }

@@ -149,7 +149,7 @@ static double rows_against_receivers(pt_schnet_acts *a, const pt_batch *b, const
     const size_t nf = (size_t)N * F, uf = (size_t)U * F;
     float *dx_r = floats_copy(a->dx, nf), *dp_r = floats_copy(a->dp, uf);
     memset(a->dx, 0, nf * sizeof(float));
-    pt_cfconv_backward_rows(a->dx, a->dp, a->dm, x, w, a->row_rec, 0, U, F);
+    pt_cfconv_backward_rows(a->dx, a->dp, a->dm, x, w, 0, a->row_rec, 0, U, F);
     SAME(a->dp, dp_r, uf);
     const double worst =
         sum_order_check(a->dx, dx_r, a->dm, w, b->dst_offset, b->edge_src, a->row, N, F, moved);
@@ -240,10 +240,17 @@ static void compare_block(data *d, pt_precision prec, int static_shapes, int rin
     }
     /* energy keeps no σ1 (derived from s1 in the backward), fp32 or bf16 */
     if (!pt_schnet_bf16_fused(&a) && pt_schnet_sig1_stored(&a)) SAME(k->sig1, sig1, uf);
-    if (wh)
+    if (wh) {
         assert_memory_equal(k->w, W, uf * sizeof(pt_bf16));
-    else
-        SAME(k->w, W, uf);
+    } else {
+        /* fp32 W: the forward leaves P in W's memory (every edge forms
+         * W = P ⊙ C itself, and the backward by rows again): the cutoff
+         * pass on it gives the sequence's W bit for bit */
+        float *pw = floats_copy(k->w, uf);
+        pt_filter_cutoff_forward(pw, pw, a.cut, U, F);
+        SAME(pw, W, uf);
+        free(pw);
+    }
     SAME(k->m, mm, nf);
     a.bwd_made = 0; /* as pt_schnet_prepare_edges leaves it */
     pt_schnet_edges_backward(w, &gf.dw, k, &a, b, G, F, &sw);
