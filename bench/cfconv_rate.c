@@ -43,7 +43,7 @@
 #include "engine/data/dataset.h"
 #include "engine/graph/graph.h"
 #include "engine/model/cfconv_kernels.h"
-#include "engine/model/edge_rows.h"
+#include "engine/pack/edge_rows.h"
 #include "engine/model/schnet_internal.h"
 #include "engine/model/schnet_ops.h"
 #include "engine/pack/batch.h"

@@ -62,10 +62,12 @@ size_t pt_memplan_batch_bytes(pt_pack_limits limits, int32_t n_packs)
     const size_t N = p * (size_t)limits.max_nodes, B = p * (size_t)limits.max_graphs;
     /* train_batch.c allocates one edge slot when a batch has none */
     const size_t edges = p * (size_t)limits.max_edges, E = edges > 0 ? edges : 1;
-    return N * (sizeof(*b->z) + sizeof(*b->node_graph) + 3 * sizeof(*b->node_force)) +
+    return N * (sizeof(*b->z) + sizeof(*b->node_graph) + 3 * sizeof(*b->node_force) +
+                sizeof(*b->row_cursor)) +
            (N + 1) * sizeof(*b->dst_offset) +
            E * (sizeof(*b->edge_src) + sizeof(*b->edge_dst) + sizeof(*b->edge_dist) +
-                3 * sizeof(*b->edge_vec)) +
+                3 * sizeof(*b->edge_vec) + sizeof(*b->edge_row) + sizeof(*b->edge_first) +
+                sizeof(*b->row_last) + sizeof(*b->row_dist)) +
            B * (sizeof(*b->graph_id) + sizeof(*b->graph_natoms) + sizeof(*b->target) +
                 sizeof(*b->graph_has_forces) + 9 * sizeof(*b->graph_stress) +
                 sizeof(*b->graph_has_stress) + sizeof(*b->graph_volume));

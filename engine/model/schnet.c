@@ -17,7 +17,7 @@
  *
  * W_ij depends on d_ij alone, so the filter network runs once per filter
  * row — one per bond, shared by its two directions — and not at all for
- * edges with C_ij = 0 (padding edges): engine/edge_rows.h.  The result is
+ * edges with C_ij = 0 (padding edges): engine/pack/edge_rows.h.  The result is
  * PyG's up to float rounding (tests/unit/test_schnet.c checks against a
  * double-precision per-edge reference, tests/torch against PyTorch).
  * Products run over the whole batch (rows×G·G×F, rows×F·F×F, N×H·H×F…) with
@@ -36,7 +36,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/model/edge_rows.h"
+#include "engine/pack/edge_rows.h"
 #include "engine/model/schnet_internal.h"
 #include "engine/model/ssp_kernels.h"
 #include "engine/core/rng.h"
@@ -368,17 +368,42 @@ const char *pt_schnet_op_name(pt_schnet_op op)
 
 /* ---- forward / loss / backward ------------------------------------------- */
 
+/* 1 when the batch's fill made its filter-row table at this model's cutoff
+ * (bit for bit: the table keeps the edges with d < cutoff) */
+static int batch_rows_fit(const pt_batch *b, float cutoff)
+{
+    uint32_t x, y;
+    memcpy(&x, &b->cutoff, sizeof x);
+    memcpy(&y, &cutoff, sizeof y);
+    return b->n_rows >= 0 && b->edge_row && b->edge_first && b->row_last && b->row_dist &&
+           x == y;
+}
+
 void pt_schnet_prepare_edges(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *b)
 {
-    a->n_rows = a->static_shapes
-                    ? pt_edge_rows_identity(a->row, a->first, a->row_dist, b->edge_dist,
-                                            b->cap_edges)
-                    /* snd_close as the search's scratch: the sender lists
-                     * below fill it */
-                    : pt_edge_rows_build(a->row, a->first, a->row_dist, a->snd_close,
-                                         b->edge_src, b->dst_offset, b->edge_dist, b->edge_vec,
-                                         b->cap_nodes, m->cfg.cutoff);
-    pt_edge_rows_last(a->row_last, a->row, b->dst_offset, b->cap_nodes);
+    if (!a->static_shapes && batch_rows_fit(b, m->cfg.cutoff)) {
+        /* the filler built it (batch.h): the same function on the same
+         * arrays, so the same table, off this thread's critical path */
+        a->row = b->edge_row;
+        a->first = b->edge_first;
+        a->row_last = b->row_last;
+        a->row_dist = b->row_dist;
+        a->n_rows = b->n_rows;
+    } else {
+        a->row = a->own_row;
+        a->first = a->own_first;
+        a->row_last = a->own_row_last;
+        a->row_dist = a->own_row_dist;
+        a->n_rows = a->static_shapes
+                        ? pt_edge_rows_identity(a->row, a->first, a->row_dist, b->edge_dist,
+                                                b->cap_edges)
+                        /* snd_close as the search's scratch: the sender lists
+                         * below fill it */
+                        : pt_edge_rows_build(a->row, a->first, a->row_dist, a->snd_close,
+                                             b->edge_src, b->dst_offset, b->edge_dist,
+                                             b->edge_vec, b->cap_nodes, m->cfg.cutoff);
+        pt_edge_rows_last(a->row_last, a->row, b->dst_offset, b->cap_nodes);
+    }
     /* the energy backward's tables are made by its first block, those it
      * reads only (schnet_edges.c: by rows, or by senders for bf16 and rows
      * of three edges); the force passes walk the sender lists */

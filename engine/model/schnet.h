@@ -226,12 +226,18 @@ typedef struct pt_schnet_acts {
     size_t bytes;
     int32_t huge_pages;              /* 1: the arena asked for transparent huge
                                       * pages and the kernel accepted (madvise) */
-    /* filter rows (engine/edge_rows.h): the filter network runs over
-     * n_rows ≤ E rows, one per bond (both directions) at C > 0 */
+    /* filter rows (engine/pack/edge_rows.h): the filter network runs over
+     * n_rows ≤ E rows, one per bond (both directions) at C > 0.  row, first,
+     * row_last and row_dist point at the batch's table when its fill made
+     * one at this model's cutoff (read in place, never written), else at
+     * the arena's own (own_*), built by pt_schnet_prepare_edges */
     int32_t n_rows;
     int32_t *row;                    /* [E] edge → filter row, −1 = no message */
     uint8_t *first;                  /* [E] 1: the row's first edge */
     int32_t *row_last;               /* [E] receiver of each row's last edge */
+    int32_t *own_row, *own_row_last; /* [E] the arena's table */
+    uint8_t *own_first;              /* [E] */
+    float *own_row_dist;             /* [E] */
     int32_t *snd_offset, *snd_edge, *snd_close; /* [N+1], [E], [N+1] the edges by
                                       * sender (schnet_ops.h's pt_cfconv_senders) for
                                       * the backward */

@@ -89,15 +89,15 @@ static void acts_layout(pt_schnet_acts *a, const pt_schnet_config *c, carver *cv
     const size_t H2 = H / 2, fs = sizeof(float), ds = sizeof(double);
     const int forces = a->mode >= PT_SCHNET_FORCES, train = a->mode == PT_SCHNET_FORCES_TRAIN;
     const size_t pair = train ? 2 : 1; /* arrays with a second (tangent or bar) half */
-    a->row = carve(cv, E * sizeof(int32_t));
-    a->first = carve(cv, E);
-    a->row_last = carve(cv, E * sizeof(int32_t));
+    a->row = a->own_row = carve(cv, E * sizeof(int32_t));
+    a->first = a->own_first = carve(cv, E);
+    a->row_last = a->own_row_last = carve(cv, E * sizeof(int32_t));
     a->snd_offset = carve(cv, (N + 1) * sizeof(int32_t));
     a->snd_edge = carve(cv, E * sizeof(int32_t));
     a->snd_close = carve(cv, (N + 1) * sizeof(int32_t));
     a->snd_rec = a->forward_only ? NULL : carve(cv, E * sizeof(pt_cfconv_sedge));
     a->row_rec = a->forward_only ? NULL : carve(cv, E * sizeof(pt_cfconv_redge));
-    a->row_dist = carve(cv, E * fs);
+    a->row_dist = a->own_row_dist = carve(cv, E * fs);
     a->e = carve(cv, pair * E * G * fs);
     a->cut = carve(cv, E * fs);
     if (forces) {

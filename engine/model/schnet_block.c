@@ -8,7 +8,7 @@
  *             filter network and L1, accumulating the block's gradients.
  *
  * Node products run over the whole batch ([N,H]·[H,F] …); the edge part
- * (filter network and convolution) over the filter rows (engine/edge_rows.h).
+ * (filter network and convolution) over the filter rows (engine/pack/edge_rows.h).
  * bf16 energy steps fuse the second node product with c2 and the shifted
  * softplus (bf16_ssp.h's, no σ2 kept) and keep u only as bf16
  * (pt_schnet_bf16_fused). */

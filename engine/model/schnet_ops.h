@@ -69,7 +69,7 @@ void pt_ssp_backward(float *d, float *db, const float *sig, int n, int c);
 void pt_edge_basis_forward(float *e, float *cut, const float *dist, int n_edges,
                            int n_gauss, float cutoff);
 
-/* The filter's cosine cutoff, per filter row (engine/edge_rows.h):
+/* The filter's cosine cutoff, per filter row (engine/pack/edge_rows.h):
  *   W_u = P_u · C_u    (P = A2 s1 + a2 already holds the bias).
  * w may be p (in place: energy only); the force passes keep P apart because
  * ∂W/∂d needs it (see the section on distance derivatives below). */
@@ -249,7 +249,7 @@ void pt_atom_output_backward(float *dout, float *datomref, const double *dy,
 /* ---- derivatives with respect to the distances -----------------------------
  * Forces and stress come from g_u = ∂Y/∂d_u, the derivative of the summed
  * energy Y = Σ_g y_g with respect to each filter row's distance (one row per
- * bond, engine/edge_rows.h).  Training on them needs ∂L/∂θ of a loss that
+ * bond, engine/pack/edge_rows.h).  Training on them needs ∂L/∂θ of a loss that
  * depends on g: with λ_u = ∂L/∂g_u that is ∂/∂θ (Σ_u λ_u g_u), the parameter
  * gradient of Y's directional derivative along λ.  schnet_forces.c computes
  * it with the ops below; its header states the passes.  Names: ā ("bar") is

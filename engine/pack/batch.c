@@ -10,6 +10,7 @@
 
 #include "engine/data/dataset.h"
 #include "engine/graph/graph.h"
+#include "engine/pack/edge_rows.h"
 
 const char *pt_batch_strerror(int rc)
 {
@@ -48,7 +49,13 @@ void pt_batch_close(pt_batch *b)
     free(b->graph_volume);
     free(b->key_target);
     free(b->atom_target);
+    free(b->edge_row);
+    free(b->edge_first);
+    free(b->row_last);
+    free(b->row_dist);
+    free(b->row_cursor);
     memset(b, 0, sizeof(*b));
+    b->n_rows = -1;
 }
 
 int pt_batch_set_keys(pt_batch *b, const uint32_t *keys, int32_t n)
@@ -96,6 +103,7 @@ static double fill_key(pt_batch *b, const pt_dataset *ds, int32_t j, uint32_t s,
 int pt_batch_init(pt_batch *b, pt_pack_limits limits, int32_t n_packs, float cutoff)
 {
     memset(b, 0, sizeof(*b));
+    b->n_rows = -1;
     int64_t nodes = (int64_t)n_packs * limits.max_nodes;
     int64_t edges = (int64_t)n_packs * limits.max_edges;
     int64_t graphs = (int64_t)n_packs * limits.max_graphs;
@@ -124,10 +132,16 @@ int pt_batch_init(pt_batch *b, pt_pack_limits limits, int32_t n_packs, float cut
     b->graph_stress = calloc(9 * g, sizeof(*b->graph_stress));
     b->graph_has_stress = calloc(g, sizeof(*b->graph_has_stress));
     b->graph_volume = calloc(g, sizeof(*b->graph_volume));
+    b->edge_row = calloc(e, sizeof(*b->edge_row));
+    b->edge_first = calloc(e, sizeof(*b->edge_first));
+    b->row_last = calloc(e, sizeof(*b->row_last));
+    b->row_dist = calloc(e, sizeof(*b->row_dist));
+    b->row_cursor = calloc(n, sizeof(*b->row_cursor));
     if (!b->z || !b->node_graph || !b->edge_src || !b->edge_dst || !b->edge_dist ||
         !b->dst_offset || !b->graph_id || !b->graph_natoms || !b->target || !b->edge_vec ||
         !b->node_force || !b->graph_has_forces || !b->graph_stress || !b->graph_has_stress ||
-        !b->graph_volume) {
+        !b->graph_volume || !b->edge_row || !b->edge_first || !b->row_last || !b->row_dist ||
+        !b->row_cursor) {
         pt_batch_close(b);
         return PT_BATCH_ENOMEM;
     }
@@ -277,6 +291,7 @@ static int fill_batch(pt_batch *b, const pt_dataset *ds, const pt_graphs *g, con
         if (rc != PT_BATCH_OK) return rc;
     }
     b->n_real_nodes = b->n_real_edges = b->n_real_graphs = 0;
+    b->n_rows = -1;
     for (int32_t p = 0; p < b->n_packs; p++) {
         uint32_t k = p < n ? (ids ? ids[p] : first + (uint32_t)p) : 0;
         fill_pack(b, ds, g, packs, p, p < n ? &k : NULL, target_index);
@@ -287,6 +302,12 @@ static int fill_batch(pt_batch *b, const pt_dataset *ds, const pt_graphs *g, con
         while (e < b->cap_edges && b->edge_dst[e] < i) e++;
         b->dst_offset[i] = e;
     }
+    /* the filter-row table, while the edges just written are in this
+     * core's cache (before: by the replica, on its step's critical path) */
+    b->n_rows = pt_edge_rows_build(b->edge_row, b->edge_first, b->row_dist, b->row_cursor,
+                                   b->edge_src, b->dst_offset, b->edge_dist, b->edge_vec,
+                                   b->cap_nodes, b->cutoff);
+    pt_edge_rows_last(b->row_last, b->edge_row, b->dst_offset, b->cap_nodes);
     return PT_BATCH_OK;
 }
 

@@ -83,6 +83,20 @@ typedef struct pt_batch {
      * slot i at atom_target[j * cap_nodes + i], 0 on padding nodes */
     uint8_t key_atom[PT_BATCH_MAX_KEYS];    /* 1: key j is a per-atom column (dataset.h atom_cols) */
     double *atom_target;     /* [n_keys * cap_nodes], or NULL when no key is per atom */
+
+    /* The filter-row table of the current fill (edge_rows.h, at `cutoff`):
+     * made by every fill after its edges, so the thread that fills a batch
+     * (the loader's, or a replica waiting at the all-reduce) pays for it,
+     * not the replica that computes on it, which reads it in place
+     * (schnet.c, pt_schnet_prepare_edges, when its cutoff is the batch's).
+     * n_rows is -1 until a fill made it (a batch assembled by hand, with
+     * NULL arrays, has none). */
+    int32_t n_rows;
+    int32_t *edge_row;       /* [cap_edges] filter row of each edge, -1 = none */
+    uint8_t *edge_first;     /* [cap_edges] 1: the first edge of its row */
+    int32_t *row_last;       /* [cap_edges] receiver of each row's last edge (first n_rows) */
+    float *row_dist;         /* [cap_edges] distance of each row (first n_rows) */
+    int32_t *row_cursor;     /* [cap_nodes] the table's search scratch */
 } pt_batch;
 
 /* --- filling batches (batch.c) -------------------------------------------- */
@@ -103,14 +117,16 @@ enum {
 };
 
 /* Allocates a batch of n_packs packs of `limits` once (cutoff: the distance
- * padding edges get).  Returns PT_BATCH_OK or an error code. */
+ * padding edges get, and the filter-row table's).  Returns PT_BATCH_OK or an
+ * error code. */
 int pt_batch_init(pt_batch *b, pt_pack_limits limits, int32_t n_packs, float cutoff);
 
 /* Fills the batch, without allocating, from packs[first_pack ..
  * first_pack + n_packs_avail) of an epoch; batch pack slots past n_packs_avail
  * (the end of an epoch) are all padding.  target_index selects the dataset
  * key copied to `target` (-1: none, targets 0; a structure lacking the key
- * copies its NaN).  Every pack is checked before anything is written.
+ * copies its NaN).  Every pack is checked before anything is written.  The
+ * batch's filter-row table is made last (n_rows).
  * Returns PT_BATCH_OK or an error code (pt_batch_strerror). */
 int pt_batch_fill(pt_batch *b, const struct pt_dataset *ds, const struct pt_graphs *g,
                   const pt_packs *packs, uint32_t first_pack, int32_t n_packs_avail,

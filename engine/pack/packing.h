@@ -1,7 +1,9 @@
 /* packing.h — grouping graphs into fixed-capacity packs, one epoch at a time.
  *
  * Room engine/pack: packs of graphs and the fixed-shape batches filled from
- * them (batch.h).  Uses engine/core, data and graph; knows no model, job
+ * them (batch.h), with each batch's table of which edges share a row of the
+ * filter network (edge_rows.h: a property of the edges and the cutoff alone,
+ * made by the fill).  Uses engine/core, data and graph; knows no model, job
  * configuration or backend.  Planning is layered: packing.c (this API)
  * resolves "auto" limits (packing_auto.c) before it calls one strategy
  * (packing_lpfhp.c, packing_tuple.c, packing_baselines.c), all on

@@ -184,7 +184,7 @@ typedef struct pt_job_backend {
     bool static_shapes;           /* compute every slot, as an IPU's static program
                                      would: the filter network on every edge slot,
                                      padding included (default false: once per
-                                     bond, padding edges skipped; engine/model/edge_rows.h) */
+                                     bond, padding edges skipped; engine/pack/edge_rows.h) */
     int32_t prefetch_depth;
     int32_t device_memory_mb;
     int32_t threads;              /* 0 = "auto" (all cores) */

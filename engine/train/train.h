@@ -97,7 +97,7 @@ typedef struct pt_step_stats {
     int64_t node_slots;     /* node slots of all packs processed, padding included */
     int64_t edges;          /* real edges */
     int64_t edge_slots;
-    int64_t filter_rows;    /* rows the filter network ran over (engine/model/edge_rows.h) */
+    int64_t filter_rows;    /* rows the filter network ran over (engine/pack/edge_rows.h) */
 } pt_step_stats;
 
 /* Everything a gradient engine reads; owned by the trainer, valid for the

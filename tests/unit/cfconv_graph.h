@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/model/edge_rows.h"
+#include "engine/pack/edge_rows.h"
 #include "engine/model/schnet_ops.h"
 
 enum { MAXS = 8 }; /* nodes per structure */

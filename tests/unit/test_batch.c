@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "engine/pack/batch.h"
+#include "engine/pack/edge_rows.h"
 #include "engine/graph/graph.h"
 #include "engine/data/ingest.h"
 #include "engine/pack/packing.h"
@@ -76,6 +77,54 @@ static int same_target(double a, double b)
 }
 
 /* Every statement of batch.h's layout comment, for one fill. */
+/* The fill's filter-row table (batch.h) is edge_rows.h's table of the
+ * batch's own edges at its cutoff, bit for bit (rows, first edges, row
+ * distances, last receivers): what the model would build from them
+ * (test_edge_rows checks that table against a scan of every edge pair).
+ * Also, independently of that function: an edge has a row exactly when
+ * its distance is below the cutoff (so padding edges have none), takes
+ * its row's distance, and each row is a bond: one or two edges. */
+static void check_rows(const pt_batch *b)
+{
+    const size_t E = (size_t)b->cap_edges;
+    int32_t *row = malloc(E * sizeof(int32_t)), *last = malloc(E * sizeof(int32_t));
+    int32_t *cursor = malloc((size_t)b->cap_nodes * sizeof(int32_t));
+    int32_t *uses = calloc(E, sizeof(int32_t));
+    uint8_t *first = malloc(E);
+    float *dist = malloc(E * sizeof(float));
+    assert_non_null(row);
+    assert_non_null(last);
+    assert_non_null(cursor);
+    assert_non_null(uses);
+    assert_non_null(first);
+    assert_non_null(dist);
+    const int32_t n = pt_edge_rows_build(row, first, dist, cursor, b->edge_src, b->dst_offset,
+                                         b->edge_dist, b->edge_vec, b->cap_nodes, b->cutoff);
+    pt_edge_rows_last(last, row, b->dst_offset, b->cap_nodes);
+    assert_int_equal(b->n_rows, n);
+    assert_memory_equal(b->edge_row, row, E * sizeof(int32_t));
+    assert_memory_equal(b->edge_first, first, E);
+    if (n > 0) {
+        assert_memory_equal(b->row_dist, dist, (size_t)n * sizeof(float));
+        assert_memory_equal(b->row_last, last, (size_t)n * sizeof(int32_t));
+    }
+    for (size_t k = 0; k < E; k++) {
+        const int32_t u = b->edge_row[k];
+        assert_int_equal(u >= 0, b->edge_dist[k] < b->cutoff);
+        if (u < 0) continue;
+        assert_true(u < n);
+        assert_memory_equal(&b->row_dist[u], &b->edge_dist[k], sizeof(float));
+        uses[u]++;
+    }
+    for (int32_t u = 0; u < n; u++) assert_true(uses[u] == 1 || uses[u] == 2);
+    free(row);
+    free(last);
+    free(cursor);
+    free(uses);
+    free(first);
+    free(dist);
+}
+
 static void check_batch(const pt_batch *b, const fixture *f, const pt_packs *packs,
                         uint32_t first, int32_t avail, int key)
 {
@@ -170,6 +219,7 @@ static void check_batch(const pt_batch *b, const fixture *f, const pt_packs *pac
         int32_t d = b->edge_dst[e];
         assert_true(b->dst_offset[d] <= e && e < b->dst_offset[d + 1]);
     }
+    check_rows(b);
 }
 
 static void run_epochs(const fixture *f, pt_pack_method m, int32_t packs_per_batch, int key)

@@ -32,7 +32,7 @@
 
 #include "engine/model/cfconv_bf16.h"
 #include "engine/model/cfconv_kernels.h"
-#include "engine/model/edge_rows.h"
+#include "engine/pack/edge_rows.h"
 #include "engine/model/schnet_ops.h"
 
 #define PT_TEST_SEED 0xbf16c0f5a11ce55ull

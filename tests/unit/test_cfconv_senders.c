@@ -35,7 +35,7 @@
 #include <string.h>
 
 #include "engine/model/cfconv_kernels.h"
-#include "engine/model/edge_rows.h"
+#include "engine/pack/edge_rows.h"
 #include "engine/model/schnet_ops.h"
 
 #define PT_TEST_SEED 0x5eedc0f5a11ce55ull

@@ -1,4 +1,4 @@
-/* test_edge_rows.c — the filter-row table (engine/model/edge_rows.h,
+/* test_edge_rows.c — the filter-row table (engine/pack/edge_rows.h,
  * pt_edge_rows_build) against a scan written here (each edge's partner:
  * the first edge of the sender's list with the receiver as sender, the
  * vector negated and the distance bit-identical), on random batches of a
@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/model/edge_rows.h"
+#include "engine/pack/edge_rows.h"
 
 #define PT_TEST_SEED 0x243f6a8885a308d3ull
 #include "tests/unit/rand_fixture.h"

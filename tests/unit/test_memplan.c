@@ -95,13 +95,15 @@ static void test_batch_bytes_by_hand(void **state)
 {
     (void)state;
     /* 2 packs of 10 nodes, 20 edges, 3 graphs: 20 nodes x (1 z + 4 node_graph
-     * + 12 node_force) + 21 x 4 dst_offset + 40 edges x (4 + 4 + 4 + 12 edge_vec)
-     * + 6 graphs x (4 + 4 + 8 + 1 has_forces + 72 stress + 1 has_stress + 8 volume) */
+     * + 12 node_force + 4 row_cursor) + 21 x 4 dst_offset + 40 edges x (4 + 4
+     * + 4 + 12 edge_vec + the filter-row table's 4 edge_row + 1 edge_first + 4
+     * row_last + 4 row_dist) + 6 graphs x (4 + 4 + 8 + 1 has_forces + 72
+     * stress + 1 has_stress + 8 volume) */
     pt_pack_limits L = {10, 20, 3};
-    assert_int_equal(pt_memplan_batch_bytes(L, 2), 20 * 17 + 21 * 4 + 40 * 24 + 6 * 98);
+    assert_int_equal(pt_memplan_batch_bytes(L, 2), 20 * 21 + 21 * 4 + 40 * 37 + 6 * 98);
     /* no edges: the allocator still keeps one edge slot */
     pt_pack_limits L0 = {10, 0, 3};
-    assert_int_equal(pt_memplan_batch_bytes(L0, 1), 10 * 17 + 11 * 4 + 1 * 24 + 3 * 98);
+    assert_int_equal(pt_memplan_batch_bytes(L0, 1), 10 * 21 + 11 * 4 + 1 * 37 + 3 * 98);
 }
 
 static void test_buffer_counts(void **state)

@@ -40,7 +40,7 @@
 #include "engine/graph/graph.h"
 #include "engine/model/bf16.h"
 #include "engine/model/cfconv_kernels.h"
-#include "engine/model/edge_rows.h"
+#include "engine/pack/edge_rows.h"
 #include "engine/model/schnet_internal.h"
 #include "engine/model/sgemm_kernels.h"
 #include "engine/pack/batch.h"

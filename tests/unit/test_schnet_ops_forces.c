@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "engine/core/rng.h"
-#include "engine/model/edge_rows.h"
+#include "engine/pack/edge_rows.h"
 #include "engine/model/schnet_ops.h"
 #include "tests/ref/model_ref.h"
 

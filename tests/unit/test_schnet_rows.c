@@ -1,6 +1,6 @@
 /* test_schnet_rows.c — the speed-motivated parts of the SchNet engine give
  * the numbers of the plain formulation:
- *   - the filter-row table (engine/edge_rows.h): the two directions of a bond
+ *   - the filter-row table (engine/pack/edge_rows.h): the two directions of a bond
  *     (reverse edge, vector exactly negated) share a row only when their
  *     distances are bit-identical, one-sided edges get rows of their own,
  *     edges at or past the cutoff get none; periodic bonds pair by shift:
@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/model/edge_rows.h"
+#include "engine/pack/edge_rows.h"
 #include "engine/model/schnet.h"
 #include "tests/unit/schnet_fixture.h"
 

@@ -1,5 +1,5 @@
 /* edge_rows.c — the filter-row table of a batch (see edge_rows.h). */
-#include "engine/model/edge_rows.h"
+#include "engine/pack/edge_rows.h"
 
 #include <string.h>
 
