@@ -433,7 +433,7 @@ static void head_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_batch *
                       a->precision);
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
     /* σ4 only for the force passes: the backward recovers it from q */
-    pt_ssp_forward(o->q, pt_schnet_sig1_stored(a) ? pt_schnet_keep_sig(a, o->sig4) : NULL, NULL,
+    pt_ssp_forward(o->q, pt_schnet_sig_stored(a) ? pt_schnet_keep_sig(a, o->sig4) : NULL, NULL,
                    N, H2);
     pt_lap(sw, PT_SCHNET_OP_NODE_SSP);
     pt_linear_forward(o->o, o->q, p->lin2_w, p->lin2_b, N, H2, 1, 0.0f, a->precision);

@@ -131,7 +131,8 @@ typedef enum pt_schnet_mode {
  * (both change with the batch).  In FORCES mode only the bar half exists. */
 typedef struct pt_schnet_block_acts {
     float *sig1, *s1;   /* [rows,F] σ and ssp of A1 e + a1; pair [s1; s1'];
-                           bf16 energy: s1's bf16 rows only (pt_schnet_s1_bf16) */
+                           bf16 energy: s1's bf16 rows only (pt_schnet_s1_bf16);
+                           σ1, σ2, σ4: NULL in an energy arena (never stored) */
     float *p;           /* [rows,F] P = A2 s1 + a2 (energy: the array w; forces:
                          * shared scratch, live during the block's forward) */
     float *w;           /* [rows,F] filter W = P ⊙ C */

@@ -15,6 +15,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "engine/model/schnet_internal.h"
+
 /* Carves 64-byte aligned pieces off the arena; with base == NULL it only
  * counts, so sizing and assignment share one walk. */
 typedef struct carver {
@@ -30,8 +32,9 @@ static void *carve(carver *c, size_t bytes)
 }
 
 /* Heads: head 0's q is a pair (forces come from head 0); y and dy per
- * graph or per atom; the readout's counts.  A forward-only arena's sig4
- * aliases q (never written: pt_schnet_keep_sig). */
+ * graph or per atom; the readout's counts.  sig4 only where the forward
+ * stores it (pt_schnet_sig_stored: NULL in an energy arena), but a
+ * forward-only arena's aliases q (never written: pt_schnet_keep_sig). */
 static void heads_layout(pt_schnet_acts *a, const pt_schnet_config *c, carver *cv, size_t pair)
 {
     const size_t N = (size_t)a->cap_nodes, B = (size_t)a->cap_graphs;
@@ -39,9 +42,9 @@ static void heads_layout(pt_schnet_acts *a, const pt_schnet_config *c, carver *c
     for (int k = 0; k < pt_schnet_head_count(c); k++) {
         pt_schnet_head_acts *h = &a->head[k];
         const size_t out = c->n_heads > 0 && c->heads[k].level == PT_HEAD_ATOM ? N : B;
-        h->sig4 = a->forward_only ? NULL : carve(cv, N * H2 * fs);
+        h->sig4 = pt_schnet_sig_stored(a) ? carve(cv, N * H2 * fs) : NULL;
         h->q = carve(cv, (k ? 1 : pair) * N * H2 * fs);
-        if (!h->sig4) h->sig4 = h->q;
+        if (a->forward_only) h->sig4 = h->q;
         h->o = carve(cv, N * fs);
         h->y = carve(cv, out * ds);
         h->dy = carve(cv, out * ds);
@@ -111,16 +114,20 @@ static void acts_layout(pt_schnet_acts *a, const pt_schnet_config *c, carver *cv
         forward_layout(a, c, cv);
         return;
     }
+    const int sig = pt_schnet_sig_stored(a);
     for (int t = 0; t <= c->interactions; t++) a->h[t] = carve(cv, pair * N * H * fs);
     for (int t = 0; t < c->interactions; t++) {
         pt_schnet_block_acts *k = &a->block[t];
-        k->sig1 = carve(cv, E * F * fs);
+        /* σ1 and σ2 only where the forward stores them (the force passes:
+         * pt_schnet_sig_stored); an energy arena has none (NULL), its
+         * backward recovers σ from s1 and u */
+        k->sig1 = sig ? carve(cv, E * F * fs) : NULL;
         k->s1 = carve(cv, pair * E * F * fs);
         k->w = carve(cv, E * F * fs);
         k->p = forces ? a->rows_a : k->w;
         k->x = carve(cv, N * F * fs);
         k->m = carve(cv, pair * N * F * fs);
-        k->sig2 = carve(cv, N * H * fs);
+        k->sig2 = sig ? carve(cv, N * H * fs) : NULL;
         k->u = carve(cv, pair * N * H * fs);
         if (!forces) continue;
         k->wd = carve(cv, E * F * fs);

@@ -75,7 +75,7 @@ void pt_schnet_block_forward(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
     pt_linear_forward(k->u, k->m, w->conv_lin2_w, w->conv_lin2_b, N, F, H, 0.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
     /* σ2 only for the force passes: the backward recovers it from u */
-    pt_ssp_forward(k->u, pt_schnet_sig1_stored(a) ? pt_schnet_keep_sig(a, k->sig2) : NULL, NULL,
+    pt_ssp_forward(k->u, pt_schnet_sig_stored(a) ? pt_schnet_keep_sig(a, k->sig2) : NULL, NULL,
                    N, H);
     pt_lap(sw, PT_SCHNET_OP_NODE_SSP);
     /* fp32 on the own kernels: every chain of L3's product starts from

@@ -273,7 +273,7 @@ void pt_schnet_filter_forward_rows(const pt_schnet_block *w, pt_schnet_block_act
                       held))
         pt_linear_forward(s1, a->e + (size_t)r0 * G, w->mlp0_w, w->mlp0_b, n, G, F, 0.0f, prec);
     pt_lap(sw, PT_SCHNET_OP_FILTER_GEMM);
-    /* σ1 only for the force passes (pt_schnet_sig1_stored; the backward
+    /* σ1 only for the force passes (pt_schnet_sig_stored; the backward
      * recovers it from s1: σ1's 8 MB a water block were streamed out here
      * and fetched back there, and its exp and division cost the forward
      * more than the exp costs the backward).  Where kept, it is read only
@@ -283,7 +283,7 @@ void pt_schnet_filter_forward_rows(const pt_schnet_block *w, pt_schnet_block_act
         pt_ssp_forward_copy_run(PT_SGEMM_AUTO, s1, k->s1 + o, (size_t)n * (size_t)F);
     else
         pt_ssp_forward_stream_run(PT_SGEMM_AUTO, s1,
-                                  pt_schnet_sig1_stored(a) ? pt_schnet_keep_sig(a, k->sig1 + o)
+                                  pt_schnet_sig_stored(a) ? pt_schnet_keep_sig(a, k->sig1 + o)
                                                            : NULL,
                                   (size_t)n * (size_t)F);
     pt_lap(sw, PT_SCHNET_OP_FILTER_SSP);

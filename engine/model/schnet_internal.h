@@ -49,11 +49,12 @@ static inline float *pt_schnet_keep_sig(const pt_schnet_acts *a, float *sig)
 
 /* Whether the forward stores the softplus layers' σ (the fp32 filter's σ1,
  * the node layers' σ2, the head's σ4): only for the force passes (W', the
- * tangents, the second backward).  The backward of the energy multiplies
+ * tangents, the second backward); an energy arena carves none of them
+ * (schnet_acts.c: NULL).  The backward of the energy multiplies
  * by σ̃ = 1 − ½e^−s, recovered from the layer's output s (s1, u, q;
  * ssp_body.h: within 4.1·2^−24 of σ, absolute), in every mode, so an
  * energy arena and a forces arena give the same energy gradient bits. */
-static inline int pt_schnet_sig1_stored(const pt_schnet_acts *a)
+static inline int pt_schnet_sig_stored(const pt_schnet_acts *a)
 {
     return a->mode != PT_SCHNET_ENERGY;
 }

@@ -215,12 +215,15 @@ static void compare_block(data *d, pt_precision prec, int static_shapes, int rin
     pt_schnet_filter_backward(w, &gr.dw, k, &a, U, G, F, &sw);
     /* all of s1's memory: bf16 keeps s1's pairs in its free half, past uf
      * floats' worth of rows where they need more than that */
-    float *s1 = floats_copy(k->s1, (size_t)a.cap_edges * F), *sig1 = floats_copy(k->sig1, uf), *W = floats_copy(k->w, uf);
+    /* an energy arena has no σ1 (the backward derives σ̃1 from s1) */
+    assert_int_equal(k->sig1 != NULL, pt_schnet_sig_stored(&a));
+    float *s1 = floats_copy(k->s1, (size_t)a.cap_edges * F), *W = floats_copy(k->w, uf);
+    float *sig1 = k->sig1 ? floats_copy(k->sig1, uf) : NULL;
     float *mm = floats_copy(k->m, nf), *dx = floats_copy(a.dx, nf);
 
     /* the pipeline, on poisoned outputs */
     memset(k->s1, 0xff, (size_t)a.cap_edges * F * sizeof(float));
-    memset(k->sig1, 0xff, uf * sizeof(float));
+    if (k->sig1) memset(k->sig1, 0xff, uf * sizeof(float));
     memset(k->w, 0xff, uf * sizeof(float));
     memset(k->m, 0xff, nf * sizeof(float));
     memset(a.dx, 0xff, nf * sizeof(float));
@@ -239,7 +242,7 @@ static void compare_block(data *d, pt_precision prec, int static_shapes, int rin
             k->s1, s1, uf * (pt_schnet_s1_bf16(k, &a, G, F) ? sizeof(pt_bf16) : sizeof(float)));
     }
     /* energy keeps no σ1 (derived from s1 in the backward), fp32 or bf16 */
-    if (!pt_schnet_bf16_fused(&a) && pt_schnet_sig1_stored(&a)) SAME(k->sig1, sig1, uf);
+    if (!pt_schnet_bf16_fused(&a) && pt_schnet_sig_stored(&a)) SAME(k->sig1, sig1, uf);
     if (wh) {
         assert_memory_equal(k->w, W, uf * sizeof(pt_bf16));
     } else {

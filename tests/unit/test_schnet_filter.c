@@ -239,8 +239,8 @@ static void check_alias(int U, pt_precision prec, int alias)
         SAME(K(&c).s1, K(&r).s1, rf);
     }
     /* the fused bf16 path keeps no σ1 (the backward derives it from s1),
-     * nor does fp32 for an energy arena (σ̃1 from s1: sig1_stored) */
-    if (!pt_schnet_bf16_fused(&c.a) && pt_schnet_sig1_stored(&c.a))
+     * nor does fp32 for an energy arena (σ̃1 from s1: sig_stored) */
+    if (!pt_schnet_bf16_fused(&c.a) && pt_schnet_sig_stored(&c.a))
         SAME(K(&c).sig1, K(&r).sig1, rf);
     if (!alias) SAME(K(&c).p, K(&r).p, rf);
     const pt_bf16 *wh = pt_schnet_w_bf16(&K(&c), &c.a);
