@@ -34,7 +34,9 @@ static const char usage_text[] =
     "backward,allreduce,other,outside},\"backend\":{...,\"replicas_ms\":{busy,wait,\n"
     "busy_cpu,wait_cpu,start_lag},\"host_ms\":{prep,join,post,gap,update},\n"
     "\"fills\":{thread,consumer,helper},\"fused_updates\"},\"limits\":{...},\"memplan\":{...},\n"
-    "\"config\":{...}} measured over the N steps after the W warm-up steps.\n"
+    "\"config\":{...},\"per_step\":{graphs,ms}} measured over the N steps after the W\n"
+    "warm-up steps.  per_step: each measured step's graphs and wall-clock ms, in\n"
+    "order (graphs_per_s is their sums' ratio; bench_speed.sh reads windows).\n"
     "cpu_ms_per_step is the process's CPU time (all its threads) per step: on a\n"
     "loaded machine it moves less than the wall clock.  phases_ms are means per\n"
     "step; \"outside\" is the time the loop spends outside the gradient engine\n"
@@ -299,9 +301,12 @@ static json_t *report(const bench_state *b, const pt_job_config *cfg, const pt_t
 {
     int64_t graphs = 0, nodes = 0, slots = 0, edges = 0, eslots = 0, rows = 0, steps = 0;
     double seconds = 0.0;
+    json_t *step_graphs = json_array(), *step_ms = json_array();
     for (int64_t k = b->warmup; k < b->n; k++) {
         if (!(b->rate[k] > 0.0)) continue;
         const pt_step_stats *s = &b->st[k];
+        json_array_append_new(step_graphs, json_integer((json_int_t)s->graphs));
+        json_array_append_new(step_ms, json_real(1000.0 * (double)s->graphs / b->rate[k]));
         graphs += s->graphs;
         nodes += s->nodes;
         slots += s->node_slots;
@@ -382,7 +387,7 @@ static json_t *report(const bench_state *b, const pt_job_config *cfg, const pt_t
     json_t *cj = pt_job_config_to_json(cfg);
     const double cpu = b->cpu_end > b->cpu_start ? b->cpu_end - b->cpu_start : 0.0;
     return json_pack("{s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:f, s:f, s:o, s:o, s:{s:i, s:i, s:i}, "
-                     "s:o, s:o, s:f, s:f, s:s}",
+                     "s:o, s:o, s:f, s:f, s:s, s:{s:o, s:o}}",
                      "graphs_per_s", seconds > 0 ? (double)graphs / seconds : 0.0,
                      "nodes_per_s", seconds > 0 ? (double)nodes / seconds : 0.0,
                      "padding_fraction", slots ? 1.0 - (double)nodes / (double)slots : 0.0,
@@ -395,7 +400,8 @@ static json_t *report(const bench_state *b, const pt_job_config *cfg, const pt_t
                      (int)res->limits.max_edges, "max_graphs", (int)res->limits.max_graphs,
                      "memplan", mp, "config", cj ? cj : json_null(), "first_loss",
                      res->first_loss, "last_loss", res->last_loss, "stop_reason",
-                     res->stop_reason ? res->stop_reason : "");
+                     res->stop_reason ? res->stop_reason : "", "per_step", "graphs", step_graphs,
+                     "ms", step_ms);
 }
 
 int pt_cmd_bench(int argc, char **argv)

@@ -67,6 +67,21 @@ static void test_backend_run(void **state)
     double rate = json_real_value(json_object_get(r, "graphs_per_s"));
     assert_true(graphs > 0 && seconds > 0 && rate > 0);
     assert_true(fabs(rate - graphs / seconds) <= 1e-3 * rate);
+    /* per_step: one entry per measured step, summing to the totals (to the
+     * JSON's precision: reals are printed to 6 significant digits) */
+    json_t *ps = json_object_get(r, "per_step");
+    json_t *pg = json_object_get(ps, "graphs"), *pm = json_object_get(ps, "ms");
+    assert_int_equal(json_array_size(pg), 4);
+    assert_int_equal(json_array_size(pm), 4);
+    double sum_g = 0.0, sum_ms = 0.0;
+    for (size_t k = 0; k < 4; k++) {
+        assert_true(json_integer_value(json_array_get(pg, k)) > 0);
+        assert_true(json_real_value(json_array_get(pm, k)) > 0);
+        sum_g += (double)json_integer_value(json_array_get(pg, k));
+        sum_ms += json_real_value(json_array_get(pm, k));
+    }
+    assert_true(sum_g == graphs);
+    assert_true(fabs(sum_ms - 1000.0 * seconds) <= 1e-4 * sum_ms);
     json_t *be = json_object_get(r, "backend");
     assert_string_equal(json_string_value(json_object_get(be, "engine")), "backend");
     assert_int_equal(json_integer_value(json_object_get(be, "replication_factor")), 2);
