@@ -66,6 +66,24 @@
 #   fraction    packtrain's executed FLOP/s over the sgemm rate
 #               (fraction_of_sgemm) and over the best GEMM rate
 #               (fraction_of_best_gemm: issue 18's ≥ 85% target).
+#   paired      the same fraction measured like for like (fraction_paired):
+#               the yardstick re-run right before and right after each fp32
+#               packtrain round of the case (`cores` sgemm_kernels processes
+#               at once, the implementation and filter mode whose mean rate
+#               was best at setup, PAIRED_SECONDS=0.5 a product: ~6 s), and
+#               each round's executed FLOP/s divided by the mean of its two
+#               neighbours; both sides as the mean rate over the whole
+#               measurement by the wall clock (packtrain's graphs_per_s, the
+#               yardstick's "wall" statistic).  Median and range over the
+#               rounds.  The old fraction divides a multi-second mean by a
+#               sum of each product's best ~70 ms round measured minutes
+#               away, on a host whose speed drifts 5-10% within a minute;
+#               a best window's bias grows as its window shortens and the
+#               two sides' windows differ (0.3-3 s of packtrain, 70 ms a
+#               product), a mean's does not: docs/performance.md, "Session
+#               16 (pair)", has the biases measured on this host.
+#               bench/paired.py holds the arithmetic (tested by
+#               tests/bench/test_paired.py).
 #   profile     one replica's step split by kind of work (bench/schnet_profile.c).
 # Printed first (stderr) and kept in every JSON line: date, CPU, cores, its
 # AVX-512 / AVX512-BF16 flags, OPENBLAS_CORETYPE, the commit, the load
@@ -158,12 +176,15 @@ gemm() {
   fi
 }
 gemm_run() {
-  local tag=$1 U=$2 N=$3 i pids=()
+  local tag=$1 U=$2 N=$3 i pids=() mode=whole
   shift 3
+  [ $# -ge 2 ] && mode=chunk
   for i in $(seq "$cores"); do
     "$bdir/sgemm_kernels" "$U" "$N" 0.5 "$@" >"$tmp/$tag.gemm.$i" & pids+=($!)
   done
   wait "${pids[@]}"
+  # each process's lines, for the paired yardstick's choice (yard_choose)
+  for i in $(seq "$cores"); do cp "$tmp/$tag.gemm.$i" "$tmp/$tag.gemmraw.$mode.$i"; done
   cat "$tmp/$tag.gemm".[0-9]* | "$py" -c '
 import json, sys
 tot = {}
@@ -173,6 +194,48 @@ for line in sys.stdin:
         tot[r["impl"]] = tot.get(r["impl"], 0.0) + r["weighted_gflops"]
 print(json.dumps(tot))' >>"$tmp/$tag.gemm"
 }
+
+# yard_choose TAG: the paired yardstick's implementation and filter mode —
+# of setup's gemm measurement, the (mode, implementation) with the best mean
+# rate summed over the processes — into $tmp/TAG.yardpick as "IMPL CHUNK"
+# (CHUNK 0: the filter products over the whole micro-batch)
+yard_choose() {
+  "$py" - "$tmp" "$1" "$cores" >"$tmp/$1.yardpick" <<'PY'
+import json, sys
+sys.path.insert(0, "bench")
+import paired as pf
+tmp, tag, cores = sys.argv[1], sys.argv[2], int(sys.argv[3])
+chunk = open(f"{tmp}/{tag}.shapes").read().split()[2]
+best = None
+for mode in ("whole", "chunk"):
+    try:
+        procs = [[json.loads(l) for l in open(f"{tmp}/{tag}.gemmraw.{mode}.{i}")]
+                 for i in range(1, cores + 1)]
+    except FileNotFoundError:
+        continue
+    y = pf.yardstick_sum(procs)
+    impl = pf.best_impl(y, "mean")
+    if best is None or y[impl]["mean"] > best[0]:
+        best = (y[impl]["mean"], impl, chunk if mode == "chunk" else "0")
+print(best[1], best[2])
+PY
+}
+
+# yard TAG WHEN: the paired yardstick beside a packtrain round, `cores`
+# processes at once, each one's lines in $tmp/TAG.yard.WHEN.I
+yard() {
+  local tag=$1 when=$2 i pids=() impl chunk U N
+  read -r impl chunk <"$tmp/$tag.yardpick"
+  read -r U N _ <"$tmp/$tag.shapes"
+  local extra=("$impl")
+  [ "$chunk" != 0 ] && extra+=("$chunk")
+  for i in $(seq "$cores"); do
+    "$bdir/sgemm_kernels" "$U" "$N" "$paired_seconds" "${extra[@]}" >"$tmp/$tag.yard.$when.$i" &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+}
+paired_seconds=${PAIRED_SECONDS:-0.5}
 
 # packtrain_run NAME DATA ROUND [OUT]: one `packtrain bench` run of job NAME
 packtrain_run() {
@@ -253,6 +316,7 @@ setup_case() {
   sgemm "$tag" $(cat "$tmp/$tag.shapes")
   # shellcheck disable=SC2046
   gemm "$tag" $(cat "$tmp/$tag.shapes")
+  yard_choose "$tag"
   cases+=("$tag:$data")
 }
 # packs per step: ≈32 QM9 molecules (LPFHP packs hold ~2, tuple packs ~3)
@@ -265,13 +329,16 @@ job qm9_lpfhp.r1 energy_U0 lpfhp 1 16 "$cores"
 for round in $(seq "$rounds"); do
   for c in "${cases[@]}"; do
     tag=${c%%:*} data=${c#*:}
+    # the fp32 runs (both splits) between two yardstick runs: the paired fraction
+    yard "$tag" "b$round"
     packtrain_run "$tag" "$data" "$round"
+    if [[ " ${splits[*]} " == *" $tag "* ]]; then packtrain_run "$tag.mb2" "$data" "$round"; fi
+    yard "$tag" "a$round"
     # the same with every fp32 product on OpenBLAS: the own kernels' share
     PACKTRAIN_SGEMM=openblas packtrain_run "$tag" "$data" "$round" "$tag.openblas"
     if [ "$bf16" = 1 ]; then packtrain_run "$tag.bf16" "$data" "$round"; fi
-    if [[ " ${splits[*]} " == *" $tag "* ]]; then
-      packtrain_run "$tag.mb2" "$data" "$round"
-      if [ "$bf16" = 1 ]; then packtrain_run "$tag.mb2.bf16" "$data" "$round"; fi
+    if [[ " ${splits[*]} " == *" $tag "* ]] && [ "$bf16" = 1 ]; then
+      packtrain_run "$tag.mb2.bf16" "$data" "$round"
     fi
     if [ "$tag" = qm9_lpfhp ]; then packtrain_run qm9_lpfhp.r1 "$data" "$round"; fi
     if [ $have_torch = 1 ] && [ "$tag" = qm9_lpfhp ]; then
@@ -291,7 +358,9 @@ for c in "${cases[@]}"; do
 done
 
 "$py" - "$tmp" "$cores" "$bdir/schnet_profile" "$rounds" "$bf16" <<'PY'
-import json, os, subprocess, sys
+import json, os, statistics, subprocess, sys
+sys.path.insert(0, "bench")
+import paired as pf
 tmp, cores, rounds, bf16 = sys.argv[1], int(sys.argv[2]), int(sys.argv[4]), sys.argv[5] == "1"
 H, F, T, G = 100, 100, 4, 25
 
@@ -332,6 +401,47 @@ def sgemm_limit(tag, U, N):
              (N*H*(H//2), rate[(N, H, H//2)])]
     return (sum(w for w, _ in parts) / sum(w / g for w, g in parts), edge(G), edge(F),
             max(rate.values()))
+
+def yard_of(tag, when):
+    return pf.yardstick_sum([[json.loads(l) for l in open(f"{tmp}/{tag}.yard.{when}.{i}")]
+                             for i in range(1, cores + 1)])
+
+def paired(tag):
+    """fraction_paired (bench/paired.py): each round's best fp32
+    split against the mean of the yardstick run right before and right
+    after it, both as mean rates by the wall clock; and the statistics'
+    biases on each side, measured in this run"""
+    impl, chunk = open(f"{tmp}/{tag}.yardpick").read().split()
+    fr, fr_cpu, ref, env, pbest = [], [], [], [], []
+    for k in range(1, rounds + 1):
+        rs = [r for r in (load(f"{tmp}/{n}.{k}") for n in (f"{tag}.pt", f"{tag}.mb2.pt")) if r]
+        r = max(rs, key=lambda x: x["graphs_per_s"])
+        _, e_, ns_, _ = counts(r)
+        flops = train_flops(ns_, e_, r["filter_rows_per_graph"])
+        b, a = yard_of(tag, f"b{k}"), yard_of(tag, f"a{k}")
+        fr.append(pf.fraction(r["graphs_per_s"], flops, pf.bracket(b, a, impl, "wall")))
+        # both sides by CPU time: packtrain's process CPU spread over the
+        # cores, the yardstick's thread CPU time; on a quiet machine the
+        # same as by the wall clock, on a shared one preempted slices drop
+        # out of both sides (a spinning wait still counts: it is not a product)
+        fr_cpu.append(pf.fraction(pf.cpu_graphs_per_s(r, cores), flops,
+                                  pf.bracket(b, a, impl, "mean")))
+        ref.append([round(b[impl]["wall"], 1), round(a[impl]["wall"], 1)])
+        # the old statistic (each product's best round) over the mean, same runs
+        env.append(pf.bracket(b, a, impl, "best") / pf.bracket(b, a, impl, "mean"))
+        ps = r.get("per_step")
+        if ps:
+            pbest.append(max(pf.window_rates(ps["graphs"], ps["ms"], 5)) /
+                         pf.mean_rate(ps["graphs"], ps["ms"]))
+    sp = pf.spread(fr)
+    return {"fraction_paired": sp["median"], "fraction_paired_range": sp["range"],
+            "fraction_paired_rounds": [round(x, 3) for x in fr],
+            "fraction_paired_cpu": pf.spread(fr_cpu)["median"],
+            "fraction_paired_cpu_range": pf.spread(fr_cpu)["range"],
+            "paired_yardstick": {"impl": impl, "filter_rows_per_call": int(chunk) or None,
+                                 "wall_gflops_before_after": ref},
+            "yardstick_best_over_mean": round(statistics.median(env), 3),
+            "packtrain_best5_over_mean": round(statistics.median(pbest), 3) if pbest else None}
 
 cond = json.load(open(f"{tmp}/conditions.json"))
 core = subprocess.run([sys.argv[3], "--corename"], capture_output=True, text=True).stdout.strip()
@@ -406,6 +516,7 @@ for tag, ds in [("qm9_lpfhp", "qm9"), ("qm9_tuple", "qm9"), ("water_lpfhp", "wat
     out["gemm_gflops_by_impl"] = {k: round(v, 1) for k, v in best_gemm.items()}
     out["gemm_best_gflops"] = round(gemm_best, 1)
     out["fraction_of_best_gemm"] = round(gps * train_flops(ns, e, u) / (gemm_best * 1e9), 3)
+    out.update(paired(tag))
     oruns = runs_of(f"{tag}.openblas.pt")
     out["openblas_products_graphs_per_s"] = round(max(r["graphs_per_s"] for r in oruns), 1)
     out["openblas_products_runs"] = [round(r["graphs_per_s"], 1) for r in oruns]
@@ -426,7 +537,8 @@ print(f"conditions: {cond['date']}, {cond['cpu']}, {cores} cores, OPENBLAS_CORET
       f"{cond['OPENBLAS_CORETYPE']} (OpenBLAS {core}), commit {cond['commit']}, "
       f"load {cond['load_average_start']} at start, {loads} after each of {rounds} round(s)")
 print(f"{'case':<12} {'packtrain':>9} {'bf16':>6} {'1 thr':>6} {f'{cores} thr':>6} {'DDP':>6} "
-      f"{'ratio':>6} {'bf16 r':>6} {'MFLOP/g':>8} {'exec':>6} {'exec GF/s':>9} {'GEMM GF/s':>9} {'of GEMM':>7}")
+      f"{'ratio':>6} {'bf16 r':>6} {'MFLOP/g':>8} {'exec':>6} {'exec GF/s':>9} {'GEMM GF/s':>9} {'of GEMM':>7} "
+      f"{'paired (range)':>15} {'by CPU':>6}")
 for r in rows:
     p = r["pytorch_by_layout"]
     cell = lambda label: f"{p[label]:.0f}" if label in p else "skip"
@@ -436,13 +548,18 @@ for r in rows:
     print(f"{r['case']:<12} {r['packtrain_graphs_per_s']:>9.0f} {bf:>6} {cell('1 thread'):>6} "
           f"{cell(f'{cores} threads'):>6} {cell(f'DDP {cores}x1'):>6} {ra:>6} {br:>6} "
           f"{r['flops_per_graph']/1e6:>8.1f} {r['executed_flops_per_graph']/1e6:>6.1f} "
-          f"{r['executed_gflops']:>9.1f} {r['gemm_best_gflops']:>9.1f} {r['fraction_of_best_gemm']:>7.0%}")
+          f"{r['executed_gflops']:>9.1f} {r['gemm_best_gflops']:>9.1f} {r['fraction_of_best_gemm']:>7.0%} "
+          f"{r['fraction_paired']:>5.0%} ({r['fraction_paired_range'][0]:.0%}-{r['fraction_paired_range'][1]:.0%}) "
+          f"{r['fraction_paired_cpu']:>6.0%}")
 for r in rows:
     if len(r["packtrain_by_split"]) > 1:
         print(f"{r['case']}: packtrain by micro-batch split (packs x accumulation), fp32 "
               f"{r['packtrain_by_split']}, bf16 {r.get('bf16_by_split', '-')}")
 print("ratio: packtrain's best over the peer's best layout (best against best); "
       "ratio_range in the JSON: worst packtrain run / best peer .. best packtrain / worst peer run")
+print("paired: each round's fp32 FLOP/s over the yardstick run right before and after it, "
+      "both mean rates by the wall clock; median (range) over the rounds; by CPU: both sides "
+      "by CPU time (reads through a shared machine's load)")
 PY
 
 # energy + forces: the same per-layout peer comparison, by the script that

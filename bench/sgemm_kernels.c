@@ -28,7 +28,18 @@
  * In CHUNK mode the filter's forward and input-gradient products hold
  * their weight over a round (pt_sgemm_small_weight), as training holds it
  * over a pass's chunks: only the round's first call compares it.
- * Prints the OpenBLAS kernel set in use. */
+ * Prints the OpenBLAS kernel set in use.
+ *
+ * Then per implementation one line of other statistics of the same rounds
+ * {"impl", "stats": {...}} (no "weighted_gflops" key, so readers of the
+ * line above are not disturbed): "mean" weights each product's rate over
+ * all 7 rounds (its FLOPs over its CPU time), "wall" the same by the wall
+ * clock, "rounds" the step-weighted rate of each round alone (one pass over
+ * every product), "best_round" / "median_round" of those, and the span
+ * "wall_s" from the first to the last round.  The best-per-product rate
+ * above takes each product at its own luckiest moment, which on a host
+ * whose speed drifts from second to second is an envelope no step ever
+ * runs at; bench_speed.sh's paired fraction uses "mean" (see there). */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +58,20 @@ static double now(void)
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* the wall clock, for the "wall" statistic only */
+static double wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    const double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
 }
 
 static float *filled(size_t n)
@@ -113,6 +138,11 @@ int main(int argc, char **argv)
     const size_t bstride = (size_t)PT_SGEMM_MAX_DIM * PT_SGEMM_MAX_DIM;
     float *a = filled(big), *b = filled(big + 2 * bstride), *c = filled(big);
     double best[4][16] = {{0}};
+    /* per (implementation, product): FLOPs, CPU and wall seconds over all
+     * rounds, and each round's rate */
+    double flops_all[4][16] = {{0}}, cpu_all[4][16] = {{0}}, wall_all[4][16] = {{0}};
+    double per_round[7][4][16] = {{{0}}};
+    const double w0 = wall();
     pt_sgemm_impl used[4][16];
     printf("{\"openblas_core\":\"%s\",\"U\":%d,\"N\":%d,\"filter_rows_per_call\":%d,"
            "\"rounds\":%d}\n", openblas_get_corename(), U, N, R, rounds);
@@ -145,6 +175,7 @@ int main(int argc, char **argv)
                 }
                 long reps = 0;
                 int turn = 0;
+                const double tw0 = wall();
                 double t0 = now(), t = t0;
                 while (t - t0 < secs / rounds) {
                     const float *bw = b + (p->weights > 1 ? (size_t)turn * bstride : 0);
@@ -159,8 +190,13 @@ int main(int argc, char **argv)
                     t = now();
                 }
                 if (held) pt_sgemm_force(PT_SGEMM_AUTO);
+                const double tw = wall() - tw0;
                 double rate = 2.0 * p->m * p->n * p->k * (double)reps / (t - t0);
                 if (rate > best[i][o]) best[i][o] = rate;
+                flops_all[i][o] += 2.0 * p->m * p->n * p->k * (double)reps;
+                cpu_all[i][o] += t - t0;
+                wall_all[i][o] += tw;
+                per_round[r][i][o] = rate;
             }
     for (int i = 0; i < n_impls; i++) {
         if (!on[i]) continue;
@@ -180,6 +216,27 @@ int main(int argc, char **argv)
         }
         printf("{\"impl\":\"%s\",\"weighted_gflops\":%.2f}\n", pt_sgemm_impl_name(impls[i]),
                flops_w / secs_w * 1e-9);
+    }
+    const double span = wall() - w0;
+    for (int i = 0; i < n_impls; i++) {
+        if (!on[i] || !pt_sgemm_supported(impls[i])) continue;
+        /* the same step weights as above, over other statistics of the rates */
+        double fw = 0.0, s_mean = 0.0, s_wall = 0.0, s_round[7] = {0}, g_round[7], sorted[7];
+        for (int o = 0; o < n_ops; o++) {
+            const op *p = &ops[o];
+            double f = 2.0 * p->m * p->n * p->k * p->per_step * p->scale;
+            fw += f;
+            s_mean += f * cpu_all[i][o] / flops_all[i][o];
+            s_wall += f * wall_all[i][o] / flops_all[i][o];
+            for (int r = 0; r < rounds; r++) s_round[r] += f / per_round[r][i][o];
+        }
+        for (int r = 0; r < rounds; r++) sorted[r] = g_round[r] = fw / s_round[r] * 1e-9;
+        qsort(sorted, (size_t)rounds, sizeof sorted[0], cmp_double);
+        printf("{\"impl\":\"%s\",\"stats\":{\"mean\":%.2f,\"wall\":%.2f,\"best_round\":%.2f,"
+               "\"median_round\":%.2f,\"wall_s\":%.3f,\"rounds\":[", pt_sgemm_impl_name(impls[i]),
+               fw / s_mean * 1e-9, fw / s_wall * 1e-9, sorted[rounds - 1], sorted[rounds / 2], span);
+        for (int r = 0; r < rounds; r++) printf("%s%.2f", r ? "," : "", g_round[r]);
+        printf("]}}\n");
     }
     free(a);
     free(b);

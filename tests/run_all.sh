@@ -5,6 +5,8 @@
 #   layout      the rooms' dependency rules: no file cycle across rooms, rooms
 #               include only rooms below them (tests/layout/include_graph.py,
 #               on the #include lines and the objects' symbols)
+#   bench       the arithmetic of the bench scripts' paired measurements
+#               (bench/paired.py: bench_speed.sh's fraction_paired, ab_step.sh)
 #   torch       the PyTorch cross-check (tests/torch)
 #   ase         periodic structures and neighbour graphs against ASE (tests/ase)
 #   api_errors, api_flow, api_recovery, api_asedb, api_hardening, openapi, mpi
@@ -21,6 +23,7 @@ export PACKTRAIN_BIN=$(realpath "$bin")
 suites=(
   "unit:tests/run_unit.sh $unit_dir"
   "layout:python3 tests/layout/include_graph.py --objects ${unit_dir%/tests}"
+  "bench:python3 tests/bench/test_paired.py ${unit_dir%/tests}/bench"
   "torch:tests/torch/run.sh"
   "ase:tests/ase/run.sh"
   "api_errors:tests/integration/test_api_errors.sh"
