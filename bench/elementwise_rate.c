@@ -18,6 +18,11 @@
  *   ssp_backward_s  pt_ssp_backward_s (σ̃ = 1 − ½e^−s recovered from the
  *              softplus s, no σ array: the filter's backward) against the
  *              same scalar loop as ssp_backward;
+ *   colsum / colsum_avx2  pt_colsum_total_run (the bias gradients'
+ *              blocked column sums, colsum_kernels.h) over a filter chunk of
+ *              256 × 100, AVX-512 (or AVX2 where the CPU has no AVX-512) and
+ *              AVX2, against the scalar reference (gcc's vectorised loop over
+ *              a block array: what ran before session 16); the same bits;
  *   edge_basis pt_edge_basis_forward over 4,096 distances in [0.5, 6.5) Å
  *              (25 Gaussians and the cosine cutoff, cutoff 6) against
  *              glibc's scalar expf and cosf.
@@ -28,8 +33,10 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
+#include "engine/model/colsum_kernels.h"
 #include "engine/model/schnet_ops.h"
 #include "engine/model/ssp_kernels.h"
 #include "engine/train/optim.h"
@@ -186,6 +193,33 @@ int main(int argc, char **argv)
         }
         static const char *const names[] = {"ssp", "ssp_value", "ssp_backward", "ssp_backward_s"};
         print(names[pass], len, &lib, &ref);
+    }
+
+    /* the bias gradients' column sums over a filter chunk (hot, as in the
+     * backward, where the product has just written the rows) */
+    for (int pass = 0; pass < 2; pass++) {
+        const pt_sgemm_impl impl = pass == 0 ? PT_SGEMM_AUTO : PT_SGEMM_AVX2;
+        double tot[100] = {0}, tot_ref[100] = {0};
+        if (pt_colsum_total_run(impl, tot, src, 256, 100)) continue; /* no AVX2 */
+        pt_colsum_total_run(PT_SGEMM_SCALAR, tot_ref, src, 256, 100);
+        lib = (side){0};
+        ref = (side){0};
+        const int sum_calls = 2000;
+        for (int r = 0; r < rounds; r++) {
+            double t0 = cpu_now();
+            for (int k = 0; k < sum_calls; k++) pt_colsum_total_run(impl, tot, src, 256, 100);
+            double t1 = cpu_now();
+            for (int k = 0; k < sum_calls; k++)
+                pt_colsum_total_run(PT_SGEMM_SCALAR, tot_ref, src, 256, 100);
+            double t2 = cpu_now();
+            record(&lib, (t1 - t0) / sum_calls);
+            record(&ref, (t2 - t1) / sum_calls);
+        }
+        if (memcmp(tot, tot_ref, sizeof tot)) {
+            fprintf(stderr, "elementwise_rate: colsum bits differ from the reference\n");
+            return 1;
+        }
+        print(pass == 0 ? "colsum" : "colsum_avx2", len, &lib, &ref);
     }
 
     /* Gaussian edge basis */

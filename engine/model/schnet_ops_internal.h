@@ -1,11 +1,12 @@
 /* schnet_ops_internal.h — what the two files of SchNet's ops (schnet_ops.c:
  * the energy's forward/backward pairs; schnet_ops_forces.c: the derivatives
  * with respect to the distances) share: the AVX-512/AVX2 clone attribute and
- * the blocked column sums behind every bias gradient. */
+ * the blocked column sums behind every bias gradient (colsum_kernels.h). */
 #ifndef PT_SCHNET_OPS_INTERNAL_H
 #define PT_SCHNET_OPS_INTERNAL_H
 
 #include "engine/core/simd.h"
+#include "engine/model/colsum_kernels.h"
 #include "engine/model/schnet_ops.h"
 
 /* The elementwise kernels are built for AVX-512 and AVX2 (engine/core/simd.h). */
@@ -16,28 +17,16 @@
  * message with the shape (m x n x k) and aborts. */
 void pt_bf16_check(int rc, int m, int n, int k);
 
-/* Rows in a float block before the block joins the double total: short
- * enough that the float part stays accurate, long enough to vectorise. */
-#define PT_SUM_BLOCK 16
-
 /* total[k] += Σ_r m[r,k], in float blocks of PT_SUM_BLOCK rows, each block
- * added to the double total; calls on consecutive runs of rows whose
+ * added to the double total (colsum_kernels.h: the widest instruction set,
+ * the same bits on every one); calls on consecutive runs of rows whose
  * lengths are multiples of PT_SUM_BLOCK give the bits of one call over all
  * of them (schnet_filter.c's chunks). */
 static inline __attribute__((always_inline)) void pt_column_sums_total(double *restrict total,
                                                                        const float *restrict m,
                                                                        int n, int c)
 {
-    float part[PT_OPS_MAX_WIDTH];
-    for (int r0 = 0; r0 < n; r0 += PT_SUM_BLOCK) {
-        int r1 = r0 + PT_SUM_BLOCK < n ? r0 + PT_SUM_BLOCK : n;
-        for (int k = 0; k < c; k++) part[k] = 0.0f;
-        for (int r = r0; r < r1; r++) {
-            const float *row = m + (size_t)r * c;
-            for (int k = 0; k < c; k++) part[k] += row[k];
-        }
-        for (int k = 0; k < c; k++) total[k] += part[k];
-    }
+    pt_colsum_total(total, m, n, c);
 }
 
 /* db[k] += Σ_r m[r,k], in float blocks of PT_SUM_BLOCK rows gathered in a

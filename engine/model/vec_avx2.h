@@ -21,6 +21,14 @@
 #define VADD(a, b) _mm256_add_ps((a), (b))
 #define VLOAD4(p) _mm256_zextps128_ps256(_mm_loadu_ps(p))
 #define VSTORE4(p, v) _mm_storeu_ps((p), _mm256_castps256_ps128(v))
+/* doubles (the column sums' totals, colsum_body.h): VW/2 per vector, the
+ * low and high halves of a float vector widened */
+#define VD __m256d
+#define VDLOADU(p) _mm256_loadu_pd(p)
+#define VDSTOREU(p, v) _mm256_storeu_pd((p), (v))
+#define VDADD(a, b) _mm256_add_pd((a), (b))
+#define VD_LO(v) _mm256_cvtps_pd(_mm256_castps256_ps128(v))
+#define VD_HI(v) _mm256_cvtps_pd(_mm256_extractf128_ps((v), 1))
 /* the first n lanes (0 ≤ n ≤ 8) */
 #define MASK(n) _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))
 

@@ -20,6 +20,14 @@
 #define VADD(a, b) _mm512_add_ps((a), (b))
 #define VLOAD4(p) _mm512_zextps128_ps512(_mm_loadu_ps(p))
 #define VSTORE4(p, v) _mm_storeu_ps((p), _mm512_castps512_ps128(v))
+/* doubles (the column sums' totals, colsum_body.h): VW/2 per vector, the
+ * low and high halves of a float vector widened */
+#define VD __m512d
+#define VDLOADU(p) _mm512_loadu_pd(p)
+#define VDSTOREU(p, v) _mm512_storeu_pd((p), (v))
+#define VDADD(a, b) _mm512_add_pd((a), (b))
+#define VD_LO(v) _mm512_cvtps_pd(_mm512_castps512_ps256(v))
+#define VD_HI(v) _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)))
 /* the first n lanes (0 ≤ n ≤ 16) */
 #define MASK(n) ((__mmask16)((1u << (n)) - 1u))
 

@@ -55,6 +55,7 @@ CONCEPTS = {
                       "bf16_avx512_vec", "bf16_pack_avx512", "bf16_ssp", "bf16_ssp_avx512"},
                      {"sgemm_kernels", "sgemm_kernels_internal", "sgemm_avx512", "sgemm_avx2"},
                      {"ssp_kernels", "ssp_avx512", "ssp_avx2"},
+                     {"colsum_kernels", "colsum_avx512", "colsum_avx2"},
                      {"schnet", "schnet_internal", "schnet_forces", "schnet_layers", "schnet_acts",
                       "schnet_filter", "schnet_block", "schnet_edges"},
                      {"schnet_ops", "schnet_ops_internal", "schnet_ops_forces"}],
