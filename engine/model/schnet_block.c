@@ -182,8 +182,20 @@ void pt_schnet_block_backward(const pt_schnet *m, pt_schnet_acts *a, const pt_ba
     if (fused)
         linear_backward_bf16(a->dh, dw->conv_lin1_w, a->dx, a->h[t], NULL, w->conv_lin1_w, N, H,
                              F, 1.0f, NULL);
-    else
-        pt_linear_backward(a->dh, dw->conv_lin1_w, NULL, a->dx, a->h[t], w->conv_lin1_w, N, H, F,
-                           1.0f, prec);
+    else {
+        /* dh += dx W before dW += dxᵀ h_t (pt_linear_backward runs them the
+         * other way; neither reads what the other writes: the same bits).
+         * Per call in the step (TSC around the pair, the order switched every
+         * step in one binary, schnet_profile water fp32 30-40 steps, 5 runs
+         * at load 4.5-5, medians): 1,286-1,410 -> 1,104-1,190 kcycles, ≈ -75
+         * µs a block, ≈ -0.3 ms a water step; QM9 (N = 288, in L2) unchanged.
+         * Both products stream a cold operand (dh, last read by this block's
+         * L3 before the edge pipeline; h_t, written by the forward); why this
+         * order overlaps them better is not established.  L3's and L2's pairs
+         * moved no more than the noise the same way (docs/performance.md,
+         * session 16 (sums)). */
+        pt_linear_backward_input(a->dh, a->dx, w->conv_lin1_w, N, H, F, 1.0f, prec);
+        pt_linear_backward_weight(dw->conv_lin1_w, NULL, a->dx, a->h[t], N, N, H, F, prec);
+    }
     pt_lap(sw, PT_SCHNET_OP_NODE_GEMM);
 }
