@@ -3,7 +3,9 @@
  *
  *   forward   m_i  = Σ_{k→i} x_j ⊙ W̃_u            (receivers i0 ≤ i < i1)
  *   backward  dx_j += dm_i ⊙ W̃_u,  dP_u (=|+=) (dm_i ⊙ x_j) · C_u
- *             by senders (pt_cfconv_backward_senders' walk and dP modes)
+ *             by rows (pt_cfconv_backward_rows' walk, the model's since
+ *             session 17) or by senders (pt_cfconv_backward_senders' walk
+ *             and dP modes: batches with a row of three edges)
  *
  * W̃ = bf16(W) is what the second filter product stores (its epilogue's
  * rows h, rounded to nearest even once, after the cutoff: W = (A2 s1 + a2)
@@ -54,6 +56,22 @@ void pt_cfconv_bf16_backward_senders(float *dx, float *dp, const float *dm, cons
                                      const int32_t *dst, const int32_t *so, const int32_t *se,
                                      const pt_cfconv_sedge *sr, int j0, int j1, int f,
                                      int32_t ring);
+
+/* pt_cfconv_backward_rows (schnet_ops.h) with W as bf16 rows: rows
+ * r0 ≤ u < r1 with both their edges, dx added to (the caller zeroes it
+ * once), dP_u written at dp row u − r0 (a chunk's scratch), W̃_u read once
+ * and widened exactly (the bf16 products store W̃ with the cutoff applied:
+ * no pc).  Per element the fp32 walk's operations on W̃ widened, so the bits
+ * of pt_cfconv_backward_rows on those widened rows with pc = 0 (tests/unit/
+ * test_cfconv_bf16.c), however the rows are cut into calls; dx sums its
+ * terms in ascending row order, within cfconv_kernels.h's reordering bound
+ * of the walk by senders (pt_cfconv_bf16_backward_senders).  W̃'s 200 B an
+ * edge row are read once, in ascending order, where the walk by senders
+ * read each row twice, in sender order (docs/performance.md, session 17
+ * bf16z). */
+void pt_cfconv_bf16_backward_rows(float *dx, float *dp, const float *dm, const float *x,
+                                  const pt_bf16 *w, const pt_cfconv_redge *re, int32_t r0,
+                                  int32_t r1, int f);
 
 /* 1 when the AVX-512 kernels run these for width f now. */
 int pt_cfconv_bf16_vector(int f);

@@ -7,7 +7,8 @@
  * bws_panel: m_i, or x_j, dx_j and dm_j, in named registers; panels
  * instantiated per vector count so every guard folds); only W's loads
  * differ, so the per-element operations are the scalar loops' of
- * cfconv_bf16.c.  Called only when the CPU and OS have AVX-512. */
+ * cfconv_bf16.c.  The backward by rows (bwr_panel) is cfconv_body.h's rows_panel
+ * the same way.  Called only when the CPU and OS have AVX-512. */
 #pragma GCC target("avx512f,avx512bw,avx512vl")
 #include <immintrin.h>
 #include <stdint.h>
@@ -163,4 +164,95 @@ void pt_cfconv_bf16_avx512_backward_senders(float *dx, float *dp, const float *d
 #define BBWS(n, t)                                                                       \
     bws_panel((n), (t), last, dx, dp, dm, x, w, so, sr, j0, j1, f)
     switch (3 * nv + tail) { BCASES(BBWS) default: break; }
+}
+
+/* W̃ rows ahead that the walk by rows prefetches (bwr_panel) */
+#define BRPF 24
+
+/* cfconv_body.h's rows_panel with W̃ (pc = 0): rows r0 ≤ u < r1 in
+ * ascending order, each with both its edges; dm_i, x_i and dx_i's
+ * accumulator in registers across receiver i's rows (contiguous:
+ * edge_rows.h), the sender's dm_j, x_j and W̃_u read and dx_j added to in
+ * memory, dP_u written once into the chunk's scratch.  Per element the
+ * scalar loop's operations (cfconv_bf16.c), so the same bits. */
+static inline __attribute__((always_inline)) void bwr_panel(
+    const int nv, const int tail, const __mmask16 last, float *dx, float *dp, const float *dm,
+    const float *x, const pt_bf16 *w, const pt_cfconv_redge *re, int32_t r0, int32_t r1, long f)
+{
+    for (int32_t u = r0; u < r1;) {
+        const int32_t i = re[u].i;
+        const float *dmp = dm + i * f, *xip = x + i * f;
+        float *dxi = dx + i * f;
+#define BRD(v) const __m512 d##v = (v) < nv ? BLD(dmp, v) : _mm512_setzero_ps();
+        BV8(BRD)
+#define BRY(v) const __m512 y##v = (v) < nv ? BLD(xip, v) : _mm512_setzero_ps();
+        BV8(BRY)
+#define BRA(v) __m512 a##v = (v) < nv ? BLD(dxi, v) : _mm512_setzero_ps();
+        BV8(BRA)
+        for (; u < r1 && re[u].i == i; u++) {
+            const pt_cfconv_redge e = re[u];
+            const long j = e.j * f;
+            const pt_bf16 *wp = w + u * f;
+            const float *xj = x + j, *dmj = dm + j;
+            float *dxj = dx + j, *dpp = dp + (u - r0) * f;
+            const __m512 cu = _mm512_set1_ps(e.cut);
+            /* dP's row BPF rows ahead into L1 (cfconv_body.h's rows_panel:
+             * the scratch is in L2, and stores waiting for their lines cost
+             * more than the arithmetic) */
+            if (u + BPF < r1) {
+                const char *pc_ = (const char *)(dpp + BPF * f);
+                for (long o = 0; o < (long)nv * 64; o += 64) _mm_prefetch(pc_ + o, _MM_HINT_T0);
+                _mm_prefetch(pc_ + (long)nv * 64 - 1, _MM_HINT_T0);
+            }
+            /* W̃'s row BRPF rows ahead: fp32's W is fetched into L2 by the
+             * filter products (schnet_edges.c), W̃ is not, and comes from
+             * L3 or memory (the forward wrote it four blocks back); the
+             * loads of W̃ held the walk (water, one thread, per step: 2.2 ->
+             * 1.3 ms at 24 rows; 8: 1.9, 16: 1.4, 48: 1.7) */
+            if (u + BRPF < r1) prefetch_row(wp + BRPF * f, (int)f);
+            /* x_j loaded before dx_j is stored (4K aliasing: rows j of x
+             * and dx can share their low 12 address bits) */
+#define BR1(v) const __m512 w_ = BLDW(wp, v), x_ = BLD(xj, v);                            \
+               const __m512 t_ = _mm512_mul_ps(_mm512_mul_ps(d##v, x_), cu);               \
+               BST(dxj, v, _mm512_fmadd_ps(d##v, w_, BLD(dxj, v)));
+#define BRONE(v) if ((v) < nv) { BR1(v) BST(dpp, v, t_); }
+#define BRBOTH(v)                                                                        \
+    if ((v) < nv) {                                                                      \
+        const __m512 m_ = BLD(dmj, v);                                                   \
+        BR1(v)                                                                           \
+        a##v = _mm512_fmadd_ps(m_, w_, a##v);                                            \
+        BST(dpp, v, _mm512_fmadd_ps(_mm512_mul_ps(m_, y##v), cu, t_));                   \
+    }
+            /* j = i (an atom's image): dx_i is the accumulator */
+#define BRS1(v) const __m512 w_ = BLDW(wp, v);                                             \
+                a##v = _mm512_fmadd_ps(d##v, w_, a##v);                                    \
+                const __m512 t_ = _mm512_mul_ps(_mm512_mul_ps(d##v, y##v), cu);
+#define BRONES(v) if ((v) < nv) { BRS1(v) BST(dpp, v, t_); }
+#define BRBOTHS(v)                                                                       \
+    if ((v) < nv) {                                                                      \
+        BRS1(v)                                                                          \
+        a##v = _mm512_fmadd_ps(d##v, w_, a##v);                                          \
+        BST(dpp, v, _mm512_fmadd_ps(_mm512_mul_ps(d##v, y##v), cu, t_));                 \
+    }
+            switch (e.part) {
+            case PT_REDGE_ONE: BV8(BRONE) break;
+            case PT_REDGE_BOTH: BV8(BRBOTH) break;
+            case PT_REDGE_ONE_SELF: BV8(BRONES) break;
+            default: BV8(BRBOTHS) break;
+            }
+        }
+#define BRST(v) if ((v) < nv) BST(dxi, v, a##v);
+        BV8(BRST)
+    }
+}
+
+void pt_cfconv_bf16_avx512_backward_rows(float *dx, float *dp, const float *dm, const float *x,
+                                         const pt_bf16 *w, const pt_cfconv_redge *re, int32_t r0,
+                                         int32_t r1, int f)
+{
+    if (f <= 0 || f > 128 || r0 >= r1) return;
+    const int nv = (f + 15) / 16, tail = BTAIL(f);
+    const __mmask16 last = (__mmask16)((1u << (tail ? f % 16 : 16)) - 1u);
+#define BBWR(n, t) bwr_panel((n), (t), last, dx, dp, dm, x, w, re, r0, r1, f)
+    switch (3 * nv + tail) { BCASES(BBWR) default: break; }
 }

@@ -42,8 +42,9 @@
  * in the pipeline (docs/performance.md, session 12 bwd).
  *
  * The backward by rows (pt_cfconv_backward_rows; the model's for fp32 W
- * since session 13, the walk by senders staying for bf16's W̃ rows and for
- * batches with a row of three edges) walks each filter row once, both its
+ * since session 13 and, as cfconv_bf16.h's, for bf16's W̃ rows since
+ * session 17, the walk by senders staying for batches with a row of three
+ * edges) walks each filter row once, both its
  * edges together: W_u read once in ascending order, dP_u written once into
  * the chunk's scratch (no ring), dm_i, x_i and dx_i's accumulator in
  * registers across receiver i's rows (contiguous: edge_rows.h), dx_j in

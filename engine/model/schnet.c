@@ -405,8 +405,8 @@ void pt_schnet_prepare_edges(const pt_schnet *m, pt_schnet_acts *a, const pt_bat
         pt_edge_rows_last(a->row_last, a->row, b->dst_offset, b->cap_nodes);
     }
     /* the energy backward's tables are made by its first block, those it
-     * reads only (schnet_edges.c: by rows, or by senders for bf16 and rows
-     * of three edges); the force passes walk the sender lists */
+     * reads only (schnet_edges.c: by rows, or by senders for rows of three
+     * edges); the force passes walk the sender lists */
     a->bwd_made = 0;
     if (!a->forward_only && a->mode >= PT_SCHNET_FORCES) {
         pt_cfconv_senders(a->snd_offset, a->snd_edge, a->snd_close, a->row, b->edge_src,

@@ -8,11 +8,11 @@
  *             (fp32: conv_cut);
  *   backward  for each chunk of rows: each row's two edges at once,
  *             dx[j] += dm_i ⊙ W_u, dx[i] += dm_j ⊙ W_u and dP_u into the
- *             chunk's scratch (fp32 W: pt_cfconv_backward_rows), or by
- *             senders dx[src_k] += dm_i ⊙ W[row_k] and dP[row_k] (+)= dm_i ⊙
- *             x[src_k] · C for the receivers up to the last one using a row
- *             of the chunk (bf16's W̃ rows; rows of three edges); then the
- *             chunk's filter backward from dP.
+ *             chunk's scratch (pt_cfconv_backward_rows; bf16's W̃ rows:
+ *             pt_cfconv_bf16_backward_rows), or by senders dx[src_k] +=
+ *             dm_i ⊙ W[row_k] and dP[row_k] (+)= dm_i ⊙ x[src_k] · C for the
+ *             receivers up to the last one using a row of the chunk (rows
+ *             of three edges); then the chunk's filter backward from dP.
  *
  * Run one after the other over a whole batch, the filter network writes W
  * (water: ~20,000 rows × 100 floats = 8 MB per block) and the convolution
@@ -46,6 +46,7 @@
  * order whatever the pieces, so each m_i, each dx_j and each dP row (first
  * edge writes, the other adds) is formed by the same operations in the
  * same order. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/model/cfconv_bf16.h"
@@ -160,19 +161,19 @@ static void prefetch_next_w(const pt_schnet_block_acts *k, const pt_schnet_acts 
 
 /* The tables the backward reads for this batch, made by its first block
  * (a->bwd_made; pt_schnet_prepare_edges clears it) and only those a
- * reader uses.  Returns 1 to walk rows (fp32 W and every row an edge and at
- * most its reverse: pt_cfconv_row_edges), 0 to walk senders (bf16's W̃
- * rows, whose kernels read the lists, or rows of three edges).  The
- * senders' entries (pt_cfconv_sender_edges, ~0.1 ms a water batch) are
- * made only where an AVX-512 kernel reads them. */
-static int backward_tables(pt_schnet_acts *a, const pt_batch *b, int bf16, int G, int F)
+ * reader uses.  Returns 1 to walk rows (every row an edge and at most its
+ * reverse: pt_cfconv_row_edges; fp32 W, or bf16's W̃ rows since session
+ * 17), 0 to walk senders (rows of three edges).  The senders' entries
+ * (pt_cfconv_sender_edges, ~0.1 ms a water batch) are made only where an
+ * AVX-512 kernel reads them. */
+static int backward_tables(pt_schnet_acts *a, const pt_batch *b, int G, int F)
 {
-    if (!bf16 && !(a->bwd_made & PT_SCHNET_BWD_ROWS)) {
+    if (!(a->bwd_made & PT_SCHNET_BWD_ROWS)) {
         a->rows_simple = pt_cfconv_row_edges(a->row_rec, a->row, a->first, b->edge_src,
                                              b->dst_offset, a->cut, b->cap_nodes);
         a->bwd_made |= PT_SCHNET_BWD_ROWS;
     }
-    if (!bf16 && a->rows_simple) return 1;
+    if (a->rows_simple) return 1;
     if (!(a->bwd_made & PT_SCHNET_BWD_LISTS)) {
         pt_cfconv_senders(a->snd_offset, a->snd_edge, a->snd_close, a->row, b->edge_src,
                           b->edge_dst, b->cap_nodes, b->cap_edges);
@@ -190,20 +191,26 @@ static int backward_tables(pt_schnet_acts *a, const pt_batch *b, int bf16, int G
     return 0;
 }
 
-/* By rows (fp32 W): each chunk's rows [r0, r0 + n) once, both edges of a
- * bond together, dP into the chunk's scratch (a->dp's first rows, in L2
- * like ds1), so W is read once in ascending order and no ring is needed;
- * the next chunk's W rows are fetched by this chunk's filter products. */
+/* By rows: each chunk's rows [r0, r0 + n) once, both edges of a bond
+ * together, dP into the chunk's scratch (a->dp's first rows, in L2 like
+ * ds1), so W is read once in ascending order and no ring is needed; fp32's
+ * next chunk's W rows are fetched by this chunk's filter products.  bf16's
+ * W̃ rows (wh) walked by senders until session 17: each row read twice, in
+ * sender order, from L3 or memory (water: 2.6 ms a step against fp32's
+ * 1.6 by rows, docs/performance.md). */
 static void backward_rows(const pt_schnet_block *w, pt_schnet_block *dw,
-                          const pt_schnet_block_acts *k, pt_schnet_acts *a, int G, int F,
-                          double *total, pt_stopwatch *sw)
+                          const pt_schnet_block_acts *k, pt_schnet_acts *a, const pt_bf16 *wh,
+                          int G, int F, double *total, pt_stopwatch *sw)
 {
     const int U = a->n_rows, pc = conv_cut(k, a) != NULL;
     const int chunk = pt_schnet_filter_chunk(a->precision, G, F, U);
     for (int r0 = 0; r0 < U; r0 += chunk) {
         const int n = U - r0 < chunk ? U - r0 : chunk, r1 = r0 + n;
-        pt_cfconv_backward_rows(a->dx, a->dp, a->dm, k->x, k->w, pc, a->row_rec, r0, r1, F);
-        if (r1 < U) {
+        if (wh)
+            pt_cfconv_bf16_backward_rows(a->dx, a->dp, a->dm, k->x, wh, a->row_rec, r0, r1, F);
+        else
+            pt_cfconv_backward_rows(a->dx, a->dp, a->dm, k->x, k->w, pc, a->row_rec, r0, r1, F);
+        if (!wh && r1 < U) {
             const int n2 = U - r1 < chunk ? U - r1 : chunk;
             pt_sgemm_prefetch(k->w + (size_t)r1 * F, (size_t)n2 * F * sizeof(float));
         }
@@ -224,8 +231,8 @@ void pt_schnet_edges_backward(const pt_schnet_block *w, pt_schnet_block *dw,
     double total[PT_OPS_MAX_WIDTH];
     for (int c = 0; c < F; c++) total[c] = 0.0;
     memset(a->dx, 0, (size_t)N * (size_t)F * sizeof(float));
-    if (backward_tables(a, b, wh != NULL, G, F)) {
-        backward_rows(w, dw, k, a, G, F, total, sw);
+    if (backward_tables(a, b, G, F)) {
+        backward_rows(w, dw, k, a, wh, G, F, total, sw);
         for (int c = 0; c < F; c++) dw->mlp2_b[c] += (float)total[c];
         return;
     }
@@ -262,6 +269,19 @@ void pt_schnet_edges_backward(const pt_schnet_block *w, pt_schnet_block *dw,
         made = pt_schnet_rows_made(a, b, i0, i, made);
         /* fp32 W (bf16's rows are cfconv_bf16.h's): the next call's rows
          * while this chunk's filter backward computes */
+        if (wh && r0 + n < U && getenv("BZ_PF")) {
+            const int r1 = r0 + n, n2 = U - r1 < chunk ? U - r1 : chunk;
+            int last2 = last;
+            for (int u = r1; u < r1 + n2; u++)
+                if (a->row_last[u] > last2) last2 = a->row_last[u];
+            const int end2 = last2 < 0 ? 0 : a->snd_close[last2 + 1];
+            if (end2 > i) {
+                const int32_t made2 = pt_schnet_rows_made(a, b, i, end2, made);
+                const char *q = (const char *)(wh + (size_t)made * F);
+                const char *qe = (const char *)(wh + (size_t)made2 * F);
+                for (; q < qe; q += 64) __builtin_prefetch(q, 0, 2);
+            }
+        }
         if (!wh && r0 + n < U) {
             const int r1 = r0 + n, n2 = U - r1 < chunk ? U - r1 : chunk;
             int last2 = last;

@@ -136,8 +136,8 @@ enum {
 void pt_cfconv_sender_edges(pt_cfconv_sedge *sr, const int32_t *so, const int32_t *se,
                             const int32_t *row, const uint8_t *first, const int32_t *row_last,
                             const int32_t *dst, const float *cut, int32_t ring, int n_nodes);
-/* The backward by senders (the model's for bf16's W̃ rows and for batches
- * pt_cfconv_row_edges refuses; fp32 walks rows): pt_cfconv_backward_range's
+/* The backward by senders (the model's for batches pt_cfconv_row_edges
+ * refuses; fp32 W and bf16's W̃ rows otherwise walk rows): pt_cfconv_backward_range's
  * results bit for bit
  * (dx added to, dP rows, ring alike) over receivers j0 ≤ i < j1, walking
  * the senders j0 ≤ j < j1 in ascending order with x_j and dx_j in

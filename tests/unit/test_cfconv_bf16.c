@@ -17,7 +17,12 @@
  *   - the forward over the whole batch and in consecutive receiver ranges
  *     (schnet_edges.c's pipeline), m written over poison, receivers without
  *     edges 0; the backward over the batch and per structure, dP ring on
- *     and off, dx added to; an empty range writes nothing.
+ *     and off, dx added to; an empty range writes nothing;
+ *   - the backward by rows (pt_cfconv_bf16_backward_rows, the model's walk
+ *     since session 17) against the fp32 walk by rows on W̃ widened
+ *     (pt_cfconv_backward_rows, pc = 0: its own bits and bound are
+ *     test_cfconv_rows.c's), bit for bit, in one call and in chunks of 1, 7
+ *     and 64 rows, dx added to.
  * The pipeline's use (filter product storing bf16 W, these kernels in
  * chunks) is test_schnet_edges.c's and test_schnet_filter.c's. */
 #include <stdarg.h>
@@ -80,6 +85,17 @@ static void check_width(int n, int f)
     float *dx_ref = rnd_floats(nf, 1.0f), *dx = rnd_floats(nf, 1.0f);
     float *dp_ref = rnd_floats(uf, 1.0f), *dp = rnd_floats(uf, 1.0f);
     ref_forward(m_ref, wf, x, &g, f);
+    /* the backward by rows' reference: the fp32 walk by rows (its generic
+     * loop, test_cfconv_rows.c's subject) on W̃ widened, pc = 0, dx added
+     * to dx0, every row's dP at its own row */
+    pt_cfconv_redge *re = malloc((size_t)(g.u ? g.u : 1) * sizeof *re);
+    float *dxr_ref = malloc(nf * sizeof(float)), *dpr_ref = malloc(uf * sizeof(float));
+    assert_true(re && dxr_ref && dpr_ref);
+    assert_int_equal(pt_cfconv_row_edges(re, g.row, g.first, g.src, g.off, g.cut, n), 1);
+    memcpy(dxr_ref, dx0, nf * sizeof(float));
+    poison(dpr_ref, uf);
+    pt_cfconv_force(PT_CFCONV_GENERIC);
+    pt_cfconv_backward_rows(dxr_ref, dpr_ref, dm, x, wf, 0, re, 0, g.u, f);
     for (size_t ii = 0; ii < sizeof impls / sizeof impls[0]; ii++) {
         pt_cfconv_force(impls[ii]);
         const int vector = pt_cfconv_bf16_vector(f);
@@ -114,8 +130,27 @@ static void check_width(int n, int f)
             if (memcmp(dp, dp_ref, uf * sizeof(float)))
                 fail_msg("dP %s f=%d mode=%d differs", pt_cfconv_impl_name(impls[ii]), f, mode);
         }
+        /* the backward by rows: one call, then chunks of 1, 7 and 64 rows,
+         * each chunk's dP at its row u − r0 (the base moved by r0 here, so
+         * every row lands at u) */
+        static const int chunks[] = {0, 1, 7, 64};
+        for (size_t ci = 0; ci < sizeof chunks / sizeof chunks[0]; ci++) {
+            const int step = chunks[ci] ? chunks[ci] : (g.u ? g.u : 1);
+            memcpy(dx, dx0, nf * sizeof(float));
+            poison(dp, uf);
+            for (int r0 = 0; r0 < g.u; r0 += step)
+                pt_cfconv_bf16_backward_rows(dx, dp + (size_t)r0 * f, dm, x, w, re, r0,
+                                             r0 + step < g.u ? r0 + step : g.u, f);
+            if (memcmp(dx, dxr_ref, nf * sizeof(float)))
+                fail_msg("rows dx %s f=%d chunk=%d differs", pt_cfconv_impl_name(impls[ii]), f,
+                         chunks[ci]);
+            if (memcmp(dp, dpr_ref, uf * sizeof(float)))
+                fail_msg("rows dP %s f=%d chunk=%d differs", pt_cfconv_impl_name(impls[ii]), f,
+                         chunks[ci]);
+        }
     }
     pt_cfconv_force(PT_CFCONV_AUTO);
+    free(re), free(dxr_ref), free(dpr_ref);
     free(so), free(se), free(sr), free(close), free(w), free(wf), free(x), free(dm), free(dx0);
     free(m_ref), free(m), free(dx_ref), free(dx), free(dp_ref), free(dp);
     graph_close(&g);
@@ -162,8 +197,8 @@ static void test_graph_has_every_case(void **state)
     graph_has_every_case(61);
 }
 
-/* Empty ranges write nothing; a range of padding edges only leaves dx and
- * dP, and writes m = 0. */
+/* Empty ranges write nothing (the walk by rows' too: its entries are not
+ * read); a range of padding edges only leaves dx and dP, and writes m = 0. */
 static void test_empty_and_padding(void **state)
 {
     (void)state;
@@ -184,6 +219,8 @@ static void test_empty_and_padding(void **state)
                                         p.so, p.se, sr, 2, 1, F, 0);
         pt_cfconv_bf16_backward_senders(dx, dp, dm, x, w, p.cut, p.row, p.first, p.last, p.dst,
                                         p.so, p.se, sr, 0, N, F, 0);
+        pt_cfconv_bf16_backward_rows(dx, dp, dm, x, w, NULL, 1, 1, F);
+        pt_cfconv_bf16_backward_rows(dx, dp, dm, x, w, NULL, 2, 1, F);
         pt_cfconv_bf16_forward_range(m, w, p.row, x, p.src, p.off, 2, 2, F);
         pt_cfconv_bf16_forward_range(m, w, p.row, x, p.src, p.off, 2, 1, F);
         for (int c = 0; c < N * F; c++) assert_true(dx[c] > 1e38f && m[c] > 1e38f);

@@ -14,7 +14,7 @@
  * each checked to really have those features and several chunks of rows.
  * Compared: s1, σ1 (where kept: not in bf16 energy), W (bf16 energy: as the
  * bf16 rows it keeps, its reference convolution the fp32 loops on them
- * widened), m (forward); dx and the four filter gradients
+ * widened, the walk by rows too since session 17), m (forward); dx and the four filter gradients
  * accumulated onto non-zero values (backward; dP and ds1 are scratch: dP
  * in a window of the rows in flight, ds1 one chunk's); outputs and scratch
  * the pipeline must write are poisoned first.  The unfused sequence's
@@ -198,17 +198,17 @@ static void compare_block(data *d, pt_precision prec, int static_shapes, int rin
     pt_cfconv_forward(k->m, wf, a.row, k->x, b->edge_src, b->dst_offset, N, F);
     pt_cfconv_backward(a.dx, a.dp, a.dm, k->x, wf, a.cut, a.row, a.first, b->edge_src,
                        b->dst_offset, N, F);
-    /* fp32 W: the pipeline walks rows (every row here is an edge and at
-     * most its reverse); bf16's W̃ rows walk senders, receiver order's bits */
+    /* the pipeline walks rows (every row here is an edge and at most its
+     * reverse), fp32 W and bf16's W̃ rows alike (since session 17) */
     const int simple = pt_cfconv_row_edges(a.row_rec, a.row, a.first, b->edge_src,
                                            b->dst_offset, a.cut, N);
     assert_true(simple);
     float *dx_recv = floats_copy(a.dx, nf);
-    if (!wh) {
+    {
         int moved;
         const double worst = rows_against_receivers(&a, b, k->x, wf, F, &moved);
-        print_message("  by rows: %d of %zu dx elements moved, at most %.3g of the bound\n",
-                      moved, nf, worst);
+        print_message("  by rows%s: %d of %zu dx elements moved, at most %.3g of the bound\n",
+                      wh ? " (bf16 W)" : "", moved, nf, worst);
     }
     if (wh) free(wf);
     pt_cfconv_force(PT_CFCONV_AUTO);
@@ -258,19 +258,14 @@ static void compare_block(data *d, pt_precision prec, int static_shapes, int rin
     a.bwd_made = 0; /* as pt_schnet_prepare_edges leaves it */
     pt_schnet_edges_backward(w, &gf.dw, k, &a, b, G, F, &sw);
     SAME(a.dx, dx, nf);
-    /* the tables its walk reads, and only those: by rows for fp32 W (no
-     * sender lists, ring or entries), by senders for bf16's W̃ rows (the
-     * entries where an AVX-512 kernel reads them) */
-    if (wh)
-        assert_int_equal(a.bwd_made, PT_SCHNET_BWD_LISTS | PT_SCHNET_BWD_RING |
-                                         (pt_cfconv_choice() == PT_CFCONV_AVX512
-                                              ? PT_SCHNET_BWD_SEDGES : 0));
-    else
-        assert_int_equal(a.bwd_made, PT_SCHNET_BWD_ROWS);
+    /* the tables its walk reads, and only those: by rows (no sender lists,
+     * ring or entries), fp32 W and bf16's W̃ rows alike */
+    assert_int_equal(a.bwd_made, PT_SCHNET_BWD_ROWS);
     SAME(gf.buf, gr.buf, sizeof gr.buf / sizeof(float));
-    if (!wh) {
+    {
         /* a batch pt_cfconv_row_edges refuses (a row of three edges) walks
-         * senders: receiver order's dx, the same gradients */
+         * senders: receiver order's dx, the same gradients (bf16's W̃:
+         * cfconv_bf16.h's walk by senders) */
         a.bwd_made = PT_SCHNET_BWD_ROWS;
         a.rows_simple = 0;
         memset(a.dx, 0xff, nf * sizeof(float));
