@@ -84,6 +84,7 @@ struct pt_backend {
     pthread_mutex_t mu;
     pthread_cond_t go, fin;
     _Atomic uint64_t generation;
+    int host_cpu;              /* the dispatching thread's CPU (published by generation) */
     _Atomic int32_t finished;
     _Atomic int stop;
     uint64_t step_base;        /* seq of job (replica 0, micro-batch 0) */

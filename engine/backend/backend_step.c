@@ -18,10 +18,12 @@
  * pairwise sum of its k in [r·A, (r+1)·A), and the all-reduce sums replicas
  * by the same tree. */
 #include <cblas.h>
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 
 #include "engine/backend/backend_internal.h"
+#include "engine/backend/cpu_spread.h"
 #include "engine/model/bf16.h"
 
 /* ---- jobs ------------------------------------------------------------------ */
@@ -321,6 +323,9 @@ void *pt_backend_replica_main(void *arg)
         }
         if (atomic_load_explicit(&be->stop, memory_order_acquire)) break;
         w.seen = atomic_load_explicit(&be->generation, memory_order_acquire);
+        /* woken onto the host's CPU, it would share that core with replica 0
+         * until the load balancer noticed (cpu_spread.h) */
+        pt_thread_leave_cpu(be->host_cpu);
         replica_run(rep, be->task);
         pthread_mutex_lock(&be->mu);
         if (atomic_fetch_add_explicit(&be->finished, 1, memory_order_acq_rel) + 1 == be->R - 1)
@@ -336,6 +341,7 @@ void pt_backend_dispatch(pt_backend *be, pt_zero_task task)
 {
     pthread_mutex_lock(&be->mu);
     be->task = task;
+    be->host_cpu = sched_getcpu();
     atomic_store_explicit(&be->finished, 0, memory_order_relaxed);
     /* release: a spinning replica that sees the generation sees the task */
     atomic_fetch_add_explicit(&be->generation, 1, memory_order_release);
