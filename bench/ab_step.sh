@@ -18,6 +18,10 @@
 #            (replicas = threads = cores, 16 packs a step); the metric is
 #            step_ms (wall), with cpu_ms_per_step beside it.
 #   CASE     water (default) or qm9;  PREC fp32 (default) or bf16
+#   METHOD   lpfhp (default) or tuple (QM9 only): bench_speed.sh's qm9_tuple
+#            jobs, 11 packs over the cores (6 a micro-batch on 2 cores: 12
+#            packs, ~35 molecules a step), the profile job one such
+#            micro-batch on one thread
 #   STEPS    measured steps per run (profile 20, bench 40), after 3 / 5
 #
 # Output: one line per run, then one JSON summary per metric.  Use
@@ -26,7 +30,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: bench/ab_step.sh A B [PAIRS]  (MODE=profile|bench CASE=water|qm9 PREC=fp32|bf16 STEPS=N)" >&2; exit 2; }
 pairs=${3:-5}
-mode=${MODE:-profile} case=${CASE:-water} prec=${PREC:-fp32}
+mode=${MODE:-profile} case=${CASE:-water} prec=${PREC:-fp32} method=${METHOD:-lpfhp}
 [[ "$pairs" =~ ^[1-9][0-9]*$ ]] || { echo "ab_step: PAIRS must be a positive count, not '$pairs'" >&2; exit 2; }
 case $mode in profile) steps=${STEPS:-20} warm=3 ;; bench) steps=${STEPS:-40} warm=5 ;;
   *) echo "ab_step: MODE must be profile or bench, not '$mode'" >&2; exit 2 ;; esac
@@ -34,6 +38,8 @@ case $case in water) src=../shared/data/water_20k.extxyz.gz tgt=energy ;;
   qm9) src=../shared/data/qm9_13k.extxyz.gz tgt=energy_U0 ;;
   *) echo "ab_step: CASE must be water or qm9, not '$case'" >&2; exit 2 ;; esac
 case $prec in fp32|bf16) ;; *) echo "ab_step: PREC must be fp32 or bf16, not '$prec'" >&2; exit 2 ;; esac
+case $method in lpfhp) ;; tuple) [ "$case" = qm9 ] || { echo "ab_step: METHOD=tuple is a QM9 case (CASE=qm9)" >&2; exit 2; } ;;
+  *) echo "ab_step: METHOD must be lpfhp or tuple, not '$method'" >&2; exit 2 ;; esac
 
 # build DIR -> "profile_program packtrain_binary"
 locate() {
@@ -54,11 +60,14 @@ trap 'rm -rf "$tmp"' EXIT
 cores=$(nproc)
 if [ "$mode" = profile ]; then reps=1 threads=1 packs=8; else reps=$cores threads=$cores packs=16; fi
 mb=$(( (packs + reps - 1) / reps ))
+# tuple packs hold ~3 QM9 molecules (LPFHP's ~2): bench_speed.sh's 11 packs
+# over the cores, its profile job one replica's micro-batch of them
+[ "$method" = tuple ] && mb=$(( (11 + cores - 1) / cores ))
 [ "$mode" = bench ] && [ "$case" = water ] && mb='"auto"'   # as bench_speed.sh's job
 cat >"$tmp/job.json" <<EOF
 {"target":"$tgt",
  "model":{"hidden":100,"filters":100,"interactions":4,"gaussians":25,"cutoff":6.0,"max_neighbors":32,"readout":"sum"},
- "batching":{"method":"lpfhp","model_batch_size":$mb},
+ "batching":{"method":"$method","model_batch_size":$mb},
  "training":{"epochs":1000,"lr":0.0005,"normalize":"atomref","log_every":1,"precision":"$prec",
              "loss":{"forces_weight":0}},
  "backend":{"replication_factor":$reps,"threads":$threads,"gradient_accumulation":1}}
@@ -76,7 +85,7 @@ one() {
   fi || { cat "$tmp/err" >&2; exit 1; }
   echo "pair $k $side: $(cut -c1-160 "$tmp/$side.$k")" >&2
 }
-echo "ab_step: A=$1 B=$2 mode=$mode case=$case prec=$prec pairs=$pairs steps=$steps" \
+echo "ab_step: A=$1 B=$2 mode=$mode case=$case method=$method prec=$prec pairs=$pairs steps=$steps" \
      "load $(cut -d' ' -f1-3 /proc/loadavg) at $(date -u +%H:%M:%S)" >&2
 for k in $(seq "$pairs"); do
   if [ $((k % 2)) = 1 ]; then one a "$k"; one b "$k"; else one b "$k"; one a "$k"; fi
