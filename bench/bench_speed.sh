@@ -19,7 +19,8 @@
 # clusters (LPFHP), trained on energies only (as the peer), with threads = cores:
 #   packtrain   `packtrain bench` on the emulated IPU backend, one replica per
 #               core, ≈32 QM9 molecules per optimizer step in all (16 LPFHP
-#               or 11 tuple packs; 16 LPFHP packs of water), one OpenBLAS
+#               or 11 tuple packs, rounded up to whole micro-batches: 12 on
+#               2 cores, ~35 molecules; 16 LPFHP packs of water), one OpenBLAS
 #               thread per replica; in fp32 and, where the CPU has
 #               AVX512-BF16, in bf16 (training.precision); and in fp32 with
 #               every product on OpenBLAS (PACKTRAIN_SGEMM=openblas: what the
@@ -319,7 +320,8 @@ setup_case() {
   yard_choose "$tag"
   cases+=("$tag:$data")
 }
-# packs per step: ≈32 QM9 molecules (LPFHP packs hold ~2, tuple packs ~3)
+# packs per step: ≈32 QM9 molecules (LPFHP packs hold ~2, tuple packs ~3;
+# tuple's 11 become ceil(11 / cores) a replica: 6 + 6 on 2 cores, ~35)
 setup_case qm9_lpfhp "$tmp/qm9.ptd" energy_U0 lpfhp 16
 setup_case qm9_tuple "$tmp/qm9.ptd" energy_U0 tuple 11
 setup_case water_lpfhp "$tmp/water.ptd" energy lpfhp 16
