@@ -162,8 +162,10 @@ test: all $(UNIT_BIN)
 	@docker/install-deps.sh --test
 	@SKIP="$(SKIP)" tests/run_all.sh "$(BUILD)/tests" "$(BIN)/packtrain"
 
+# PACKTRAIN_BIN: the tests that spawn the CLI (test_client's Ctrl-C) run this
+# build's binary (make asan's sanitized one), not whatever bin/ holds.
 unit: all $(UNIT_BIN)
-	@tests/run_unit.sh "$(BUILD)/tests"
+	@PACKTRAIN_BIN="$(abspath $(BIN)/packtrain)" tests/run_unit.sh "$(BUILD)/tests"
 
 asan:
 	$(MAKE) BUILD=build-asan BIN=build-asan/bin \
