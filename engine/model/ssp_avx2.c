@@ -14,6 +14,10 @@
  * 0.40 ns per element, with σ 0.56-0.58 / 0.56 / 0.57-0.61 / 0.63-0.66 /
  * 0.68-0.72 / 0.74-0.77 (16 ymm registers: the table rows are reloaded) */
 #define SSP_BLOCK 2
+/* the backward's σ̃ (no table rows to hold): 2 / 3 / 4 vectors 0.247-0.250 /
+ * 0.232-0.237 / 0.234-0.237 ns per element (AVX2 forced on the Zen 5,
+ * session 18) */
+#define SSP_DBLOCK 3
 #define T __m256
 #define VSUB(a, b) _mm256_sub_ps((a), (b))
 #define VDIV(a, b) _mm256_div_ps((a), (b))
@@ -33,6 +37,11 @@
 
 #define SSP_U SSP_BLOCK
 #define SSP_FN(name) sspB_##name   /* a block */
+#include "engine/model/ssp_body.h"
+#undef SSP_U
+#undef SSP_FN
+#define SSP_U SSP_DBLOCK
+#define SSP_FN(name) sspD_##name   /* a block of the backward's σ̃ */
 #include "engine/model/ssp_body.h"
 #undef SSP_U
 #undef SSP_FN

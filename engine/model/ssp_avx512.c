@@ -15,6 +15,14 @@
  * at 0.26-0.31 / 0.24-0.28 / 0.27-0.35 / 0.32-0.37 (8 spills); the exp +
  * log1p form before them 4 / 8 / 12 / 16 at 0.26 / 0.22 / 0.24 / 0.28 */
 #define SSP_BLOCK 4
+/* the backward's σ̃ (dsig: the exp's chain, 11 of its 17 operations on the
+ * two multiply-add pipes, no table) over its own count: on the Zen 5
+ * (session 18, thread CPU time, interleaved) 4 / 5 / 6 / 7 / 8 vectors
+ * 0.116 / 0.104 / 0.100 / 0.101-0.105 / 0.103-0.105 ns per element alone;
+ * pt_ssp_backward_s (with da1's column sums) 4 → 6: 0.156-0.161 →
+ * 0.145-0.148.  The forward stays at 4 (6: 0.138 against 0.141 value only,
+ * with σ no better) */
+#define SSP_DBLOCK 6
 #define T __m512
 #define VSUB(a, b) _mm512_sub_ps((a), (b))
 #define VDIV(a, b) _mm512_div_ps((a), (b))
@@ -36,6 +44,11 @@
 
 #define SSP_U SSP_BLOCK
 #define SSP_FN(name) sspB_##name   /* a block */
+#include "engine/model/ssp_body.h"
+#undef SSP_U
+#undef SSP_FN
+#define SSP_U SSP_DBLOCK
+#define SSP_FN(name) sspD_##name   /* a block of the backward's σ̃ */
 #include "engine/model/ssp_body.h"
 #undef SSP_U
 #undef SSP_FN

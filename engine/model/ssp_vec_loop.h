@@ -1,8 +1,10 @@
 /* ssp_vec_loop.h — the loop of a vector shifted-softplus kernel over a flat
  * run of floats, shared by ssp_avx512.c and ssp_avx2.c (after their
  * vocabulary, vec_avx512.h / vec_avx2.h, VSTREAM (an aligned non-temporal
- * store of one vector), and two instantiations of ssp_body.h: sspB_step
- * over SSP_BLOCK vectors, ssp1_step over one).
+ * store of one vector), and instantiations of ssp_body.h: sspB_step over
+ * SSP_BLOCK vectors (the forward), sspD_dsig over SSP_DBLOCK (the backward's
+ * σ̃: its own count, since its chain and mix of pipes differ), and ssp1_* over
+ * one).
  * Blocks of SSP_BLOCK vectors, then single vectors, then the last partial
  * vector through a lane mask (masked-off lanes load 0 and are not stored).
  * stream_sig: the blocks' σ go out with non-temporal stores (sig aligned to
@@ -81,14 +83,14 @@ void SSP_KERNEL_COPY_NT(float *x, float *copy, size_t len)
 void SSP_DSIG_KERNEL(float *restrict d, const float *restrict s, size_t len)
 {
     size_t k = 0;
-    for (; k + SSP_BLOCK * (size_t)VW <= len; k += SSP_BLOCK * (size_t)VW) {
-        T sv[SSP_BLOCK], dv[SSP_BLOCK];
-        for (int j = 0; j < SSP_BLOCK; j++) {
+    for (; k + SSP_DBLOCK * (size_t)VW <= len; k += SSP_DBLOCK * (size_t)VW) {
+        T sv[SSP_DBLOCK], dv[SSP_DBLOCK];
+        for (int j = 0; j < SSP_DBLOCK; j++) {
             sv[j] = VLOADU(s + k + (size_t)VW * j);
             dv[j] = VLOADU(d + k + (size_t)VW * j);
         }
-        sspB_dsig(sv, dv);
-        for (int j = 0; j < SSP_BLOCK; j++) VSTOREU(d + k + (size_t)VW * j, dv[j]);
+        sspD_dsig(sv, dv);
+        for (int j = 0; j < SSP_DBLOCK; j++) VSTOREU(d + k + (size_t)VW * j, dv[j]);
     }
     for (; k < len; k += VW) {
         const MASK_T m = MASK(len - k < (size_t)VW ? (int)(len - k) : VW);
