@@ -51,6 +51,13 @@ typedef struct pt_allreduce {
     void *idle_arg;
     const struct pt_allreduce_sink *sink;   /* NULL: none */
     float *scratch;                 /* [n_ranks × chunk] a rank's chunk of the sum, for the sink */
+    /* pt_allreduce_run_ready: rank r's buffer is final on [ready[r], n);
+     * chunks are claimed from the top of the buffer down (next counts them) */
+    _Atomic size_t *ready;          /* [n_ranks] */
+    _Atomic size_t next;
+    _Atomic int sleepers;           /* ranks asleep on cv for a ready edge */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
 } pt_allreduce;
 
 /* Takes the sum in place of out, per rank (pt_allreduce_set_sink):
@@ -72,6 +79,8 @@ typedef struct pt_allreduce_sink {
 
 /* Floats per chunk: 16 KiB per buffer, so the R rows of a chunk stay in L2. */
 #define PT_ALLREDUCE_CHUNK 4096
+/* Chunks per claim of the progressive run (pt_allreduce_run_ready). */
+#define PT_ALLREDUCE_READY_CHUNKS 4
 
 /* Sets up a collective of n_ranks over buffers of n floats.  segments NULL
  * means one merged segment [0, n); otherwise the n_segments segments must
@@ -95,6 +104,51 @@ void pt_allreduce_set_sink(pt_allreduce *ar, const pt_allreduce_sink *sink);
  * out receives the sum (unless the sink takes it).  Returns once the sum is
  * complete for every rank (the last barrier is shared). */
 void pt_allreduce_run(pt_allreduce *ar, int rank, float *const *bufs, float *out);
+
+/* The progressive run: the ranks sum each chunk as soon as every replica's
+ * buffer is final there, so a rank that finishes its backward early sums
+ * (and hands the sink) what the others have finished while they compute,
+ * instead of waiting for them at an opening barrier.  A replica's backward
+ * finishes its gradient from the top of the flat layout down (the heads,
+ * the last block, …, the embedding), and publishes each edge:
+ *
+ *   pt_allreduce_ready_reset(ar)          before the ranks start (no rank
+ *                                         inside a run): nothing is final
+ *   pt_allreduce_ready_publish(ar, r, from)
+ *                                         rank r's buffer is final on
+ *                                         [from, n) (from only decreases
+ *                                         within a run); what r wrote there,
+ *                                         and before, is visible to the
+ *                                         ranks that see the edge
+ *   pt_allreduce_run_ready(ar, r, bufs, out)
+ *                                         rank r, its own buffer final
+ *                                         (it publishes 0): waits until
+ *                                         every rank has published once,
+ *                                         calls the sink's open, then claims
+ *                                         chunks from the top down, waits
+ *                                         for each to be final in every
+ *                                         buffer, sums it by the same tree
+ *                                         (same bits as pt_allreduce_run) to
+ *                                         the sink or out, clearing the
+ *                                         buffers.  Returns when no chunk is
+ *                                         left to claim: the sum is complete
+ *                                         once every rank has returned (the
+ *                                         caller's join), no closing barrier.
+ *
+ * The sink's chunk calls come in no fixed order and from any rank; open
+ * runs once per rank after every rank's first publication.  A waiting rank
+ * runs the idle work first, while it accepts and chunks are left: a chunk
+ * left over is shared by every rank once they are all done, idle work left
+ * over (the backend's fill) falls on one replica's next step.  Then it
+ * spins PT_SPIN_NS, then sleeps until a publication.  Needs the
+ * merged layout (one segment): with segments it runs pt_allreduce_run,
+ * which needs no publications. */
+void pt_allreduce_ready_reset(pt_allreduce *ar);
+void pt_allreduce_ready_publish(pt_allreduce *ar, int rank, size_t from);
+void pt_allreduce_run_ready(pt_allreduce *ar, int rank, float *const *bufs, float *out);
+/* The common edge of a progressive run: every rank's buffer is final on
+ * [edge, n) (n: some rank has published nothing yet). */
+size_t pt_allreduce_ready_edge(const pt_allreduce *ar);
 
 /* The tree of one range, for the ZeRO reduce-scatter (backend_zero.h): sums
  * bufs[i][at .. at + len) over i in [0, n_ranks) into out[0 .. len), in the

@@ -135,7 +135,26 @@ static int allreduce_init(pt_backend *be, pt_errors *errs)
 static int help_fill(void *arg)
 {
     pt_backend *be = arg;
+    /* progressive: not once every replica's gradient is final (chunks may
+     * be left; a fill then would outlast the others' share of them) */
+    if (be->progressive && pt_allreduce_ready_edge(&be->ar) == 0) return 0;
     return pt_loader_help(&be->ld);
+}
+
+/* The progressive all-reduce (backend_internal.h) where its layer hook sees
+ * every layer finish from the top of the flat layout down: stage 0 (ZeRO
+ * stages own the hook), more than one replica, the merged layout, an energy
+ * loss (the forces backward runs its layers in another order), layers that
+ * tile the layout in order. */
+static void progressive_configure(pt_backend *be)
+{
+    be->progressive = 0;
+    if (be->stage != 0 || be->R < 2 || be->ar.n_segments != 1 || be->d->loss.forces) return;
+    if (be->n_layers < 2 || be->layer_off[0] != 0 || be->layer_off[be->n_layers] != be->n_params)
+        return;
+    for (int L = 0; L < be->n_layers; L++)
+        if (be->layer_off[L + 1] <= be->layer_off[L]) return;
+    be->progressive = 1;
 }
 
 /* Replica 0 runs on the calling thread (pt_backend_dispatch): threads for 1..R-1. */
@@ -213,6 +232,7 @@ int pt_backend_open(pt_grad_engine *eng, const pt_train_data *data, pt_errors *e
     /* a replica that waits fills batches ahead (loader.h); not in the inline
      * ablation, whose point is that nothing is filled ahead */
     if (be->loader_threads > 0) pt_allreduce_set_idle(&be->ar, help_fill, be);
+    progressive_configure(be);
     be->stats.replica_bytes = replica_bytes(be);
     be->stats.blas_threads = be->blas_threads;
     be->stats.loader_threads = be->loader_threads;

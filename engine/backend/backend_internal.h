@@ -50,6 +50,12 @@ typedef struct pt_backend_replica {
     float *stage_m, *stage_v;  /* offload: [PT_ZERO_STAGE_FLOATS] each */
     double sumsq;
     int fused;                 /* this step's all-reduce applies the update (sink's open) */
+    /* progressive all-reduce (backend_step.c): in the step's last micro-batch
+     * the layer hook merges each finished layer through the stack by plan
+     * (levels d += d + 1, in order) and publishes its edge */
+    int last_micro;
+    int n_plan;
+    int8_t plan[64];
     double busy, busy_cpu, lag;   /* this step's compute (wall, thread CPU), start lag */
     /* this step's results, read by the host after the step */
     pt_step_stats st;
@@ -127,6 +133,11 @@ struct pt_backend {
      * the replicas), applied from its end to the update call that counts it */
     int armed, fuse, applied;
     pt_allreduce_sink sink;
+    /* stage 0, R > 1, merged layout, energy loss: each replica publishes its
+     * gradient layer by layer in its last micro-batch, and the all-reduce
+     * sums (and applies Adam to) what every replica has finished while the
+     * slower ones compute (pt_allreduce_run_ready) */
+    int progressive;
 };
 
 /* The engine's update (train.h) at stage >= 1 and the split stage 0, and

@@ -202,6 +202,43 @@ static void vec_add_clear(float *restrict dst, float *restrict src, size_t n)
     }
 }
 
+/* The merges replica_step's binary counter makes after the micro-batch it
+ * is about to run (stack depth `depth`, leaves size[0..depth)), through the
+ * end of the step: the step's last micro-batch does them layer by layer in
+ * the layer hook instead, each element the same adds in the same order. */
+static void plan_last_merges(pt_backend_replica *rep, const uint64_t *size_in, int depth)
+{
+    uint64_t size[33];
+    memcpy(size, size_in, (size_t)depth * sizeof(uint64_t));
+    int np = 0;
+    size[depth++] = 1;
+    while (depth >= 2 && size[depth - 1] == size[depth - 2]) {
+        rep->plan[np++] = (int8_t)(depth - 2);
+        size[depth - 2] *= 2;
+        depth--;
+    }
+    for (; depth >= 2; depth--) rep->plan[np++] = (int8_t)(depth - 2);
+    rep->n_plan = np;
+}
+
+/* Layer hook of the progressive all-reduce: when the last micro-batch's
+ * backward has finished layer L (the layers finish from the top of the
+ * flat layout down), its range goes through the planned merges into stack
+ * level 0 and the replica's edge moves down to the layer's start. */
+static void ready_hook(void *user, pt_schnet_layer_event ev, int L, pt_schnet_params *grad)
+{
+    (void)grad;
+    pt_backend_replica *rep = user;
+    if (ev != PT_LAYER_BACKWARD_DONE || !rep->last_micro) return;
+    pt_backend *be = rep->be;
+    const size_t n = be->n_params, off = be->layer_off[L], len = be->layer_off[L + 1] - off;
+    for (int i = 0; i < rep->n_plan; i++) {
+        const size_t d = (size_t)rep->plan[i];
+        vec_add_clear(rep->stack + d * n + off, rep->stack + (d + 1) * n + off, len);
+    }
+    pt_allreduce_ready_publish(&be->ar, rep->rank, off);
+}
+
 /* One micro-batch: returns 0, or -1 with the error in rep->errs. */
 static int run_micro(pt_backend_replica *rep, uint64_t seq, float *grad, pt_phase_timer *clk)
 {
@@ -251,16 +288,28 @@ static void replica_step(pt_backend_replica *rep)
     float *stack = sharded ? rep->gacc : rep->stack;
     const size_t len = sharded ? rep->hi - rep->lo : n;
     pt_zero_replica_prepare(rep);
+    if (be->progressive) {
+        rep->acts.on_layer = ready_hook;
+        rep->acts.layer_user = rep;
+    }
     for (int a = 0; a < be->A; a++) {
         uint64_t seq = be->step_base + (uint64_t)rep->rank * (uint64_t)be->A + (uint64_t)a;
         float *top = stack + (size_t)depth * len;
         rep->gtop = top;
-        if (run_micro(rep, seq, sharded ? NULL : top, &clk)) {
+        const int last = be->progressive && a == be->A - 1;
+        if (last) plan_last_merges(rep, size, depth);
+        rep->last_micro = last;
+        const int bad = run_micro(rep, seq, sharded ? NULL : top, &clk);
+        rep->last_micro = 0;
+        if (bad) {
             rep->failed = 1;
             if (sharded) pt_zero_backward_empty(rep);
             else memset(top, 0, n * sizeof(float));
         }
         size[depth++] = 1;
+        /* the hook has merged every layer into level 0 (a failed run fired
+         * no hook: merged below, published by the all-reduce's entry) */
+        if (last && !bad) depth = 1;
         /* binary-counter merging keeps the sum a balanced pairwise tree */
         while (depth >= 2 && size[depth - 1] == size[depth - 2]) {
             vec_add_clear(stack + (size_t)(depth - 2) * len, stack + (size_t)(depth - 1) * len, len);
@@ -276,7 +325,8 @@ static void replica_step(pt_backend_replica *rep)
     rep->busy_cpu = thread_cpu_seconds() - cpu0;
     if (sharded) return;   /* reduce-scattered layer by layer in the backward */
     /* every replica joins the collective, failed or not, or the others would wait forever */
-    pt_allreduce_run(&be->ar, rep->rank, be->bufs, be->out);
+    if (be->progressive) pt_allreduce_run_ready(&be->ar, rep->rank, be->bufs, be->out);
+    else pt_allreduce_run(&be->ar, rep->rank, be->bufs, be->out);
     pt_phase_lap(&clk, &rep->phases, PT_PHASE_ALLREDUCE);
 }
 
@@ -398,6 +448,8 @@ int pt_backend_compute(void *self, const pt_packs *packs, const uint32_t *ids, u
     be->dispatched = pt_phase_clock();
     be->stats.host_prep_seconds += be->dispatched - t0;
     be->fuse = armed;
+    /* nothing published yet (no replica runs: the dispatch publishes this) */
+    if (be->progressive) pt_allreduce_ready_reset(&be->ar);
     pt_backend_dispatch(be, PT_TASK_COMPUTE);
     be->fuse = 0;
     /* every rank took the same decision (fused_open) */

@@ -6,7 +6,9 @@
  * accidentally equal); bad segment tables are rejected with their reason;
  * the run leaves every replica buffer zero, and a sink that takes the sum
  * gets each rank's part of it once, final, after one opening call per rank,
- * while out is left alone (and gets the sum when the sink declines). */
+ * while out is left alone (and gets the sum when the sink declines); the
+ * progressive run (edges published as a backward finishes its layers) gives
+ * the same bits and the same guarantees, chunks from any rank. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -14,6 +16,8 @@
 #include <cmocka.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +35,13 @@ static void *run_rank(void *p)
 {
     run_arg *a = p;
     pt_allreduce_run(a->ar, a->rank, a->bufs, a->out);
+    return NULL;
+}
+
+static void *ready_fallback_rank(void *p)
+{
+    run_arg *a = p;
+    pt_allreduce_run_ready(a->ar, a->rank, a->bufs, a->out);
     return NULL;
 }
 
@@ -218,6 +229,7 @@ typedef struct sink_log {
     int opens[8];
     int wrong[8];       /* chunks not final, or outside the rank's part */
     int accept;         /* what open returns */
+    int any_rank;       /* progressive run: a chunk may come from any rank */
 } sink_log;
 
 static int log_open(void *arg, int rank)
@@ -238,6 +250,7 @@ static void log_chunk(void *arg, int rank, const float *sum, size_t lo, size_t h
         size_t b = g->offset + g->len * (size_t)(rank + 1) / (size_t)ar->n_ranks;
         inside |= lo >= a && hi <= b && lo < hi;
     }
+    if (l->any_rank) inside = lo < hi && hi <= ar->n;
     if (!inside || memcmp(sum, l->ref + lo, (hi - lo) * sizeof(float)) != 0)
         l->wrong[rank]++;
     for (size_t j = lo; j < hi; j++) l->seen[j]++;
@@ -300,6 +313,175 @@ static void test_buffers_zero_and_sink(void **state)
     }
 }
 
+/* ---- the progressive run --------------------------------------------------- */
+
+/* One rank of a progressive run: its buffer (NaN where not yet written, so
+ * a read before the edge shows in the sum) is written from the top down in
+ * `steps` pieces, each published, as a backward finishes its layers, then
+ * the rank joins the run.  delay_us before each publication: a slow rank
+ * (longer than the spin, the others sleep). */
+typedef struct ready_arg {
+    pt_allreduce *ar;
+    int rank;
+    float *const *bufs;
+    float *out;
+    const float *final;
+    size_t n;
+    int steps;
+    int delay_us;
+} ready_arg;
+
+static void *ready_rank(void *p)
+{
+    ready_arg *a = p;
+    size_t edge = a->n;
+    for (int s = 1; s <= a->steps; s++) {
+        size_t lo = a->n - a->n * (size_t)s / (size_t)a->steps;
+        memcpy(a->bufs[a->rank] + lo, a->final + lo, (edge - lo) * sizeof(float));
+        if (a->delay_us) usleep((useconds_t)a->delay_us);
+        pt_allreduce_ready_publish(a->ar, a->rank, lo);
+        edge = lo;
+    }
+    pt_allreduce_run_ready(a->ar, a->rank, a->bufs, a->out);
+    return NULL;
+}
+
+static void run_ready_ranks(pt_allreduce *ar, int R, float *const *bufs, float *out,
+                            float *const *final, size_t n, int steps, int delay_us)
+{
+    pthread_t th[8];
+    ready_arg args[8];
+    assert_true(R <= 8);
+    pt_allreduce_ready_reset(ar);
+    for (int r = 0; r < R; r++) {
+        for (size_t j = 0; j < n; j++) bufs[r][j] = NAN;
+        args[r] = (ready_arg){ar, r, bufs, out, final[r], n, steps, r * delay_us};
+        assert_int_equal(pthread_create(&th[r], NULL, ready_rank, &args[r]), 0);
+    }
+    for (int r = 0; r < R; r++) pthread_join(th[r], NULL);
+}
+
+static _Atomic int idle_calls;
+
+/* Idle work that accepts its first three calls of a run. */
+static int count_idle(void *arg)
+{
+    (void)arg;
+    return atomic_fetch_add(&idle_calls, 1) < 3;
+}
+
+/* The progressive run sums each element by the reference's tree whatever
+ * rank takes it and whenever its edge arrives, reads nothing before every
+ * rank has published it, leaves every buffer zero, shows a sink each
+ * element once (final, any rank) after one open per rank, leaves out alone
+ * when the sink takes the sum; slow ranks (the others sleep) and repeated
+ * runs on one collective included; idle work runs while ranks wait. */
+static void test_ready_run(void **state)
+{
+    (void)state;
+    const size_t U = PT_ALLREDUCE_CHUNK * PT_ALLREDUCE_READY_CHUNKS;
+    const size_t sizes[] = {1, 7, U - 1, U + 5, 3 * U + 100};
+    for (int R = 1; R <= 4; R++) {
+        for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+            const size_t n = sizes[si];
+            pt_errors errs;
+            pt_errors_init(&errs, 0);
+            pt_allreduce ar;
+            assert_int_equal(pt_allreduce_init(&ar, R, n, NULL, 0, &errs), 0);
+            pt_allreduce_set_idle(&ar, count_idle, NULL);
+            float **final = make_bufs(R, n, 900 + 10 * (uint64_t)R + si);
+            float **bufs = copy_bufs(final, R, n);
+            float *ref = malloc(n * sizeof(float));
+            float *out = malloc(n * sizeof(float));
+            assert_non_null(ref);
+            assert_non_null(out);
+            assert_int_equal(pt_allreduce_reference(R, n, final, ref), 0);
+            /* sink: none, declining, taking the sum; pieces: one, several, slow */
+            for (int mode = 0; mode < 3; mode++) {
+                for (int pace = 0; pace < 3; pace++) {
+                    const int steps = pace == 0 ? 1 : 5, delay = pace == 2 ? 150 : 0;
+                    sink_log log = {.ref = ref, .ar = &ar, .accept = mode == 2, .any_rank = 1};
+                    log.seen = calloc(n, sizeof(int));
+                    assert_non_null(log.seen);
+                    pt_allreduce_sink sink = {.open = log_open, .chunk = log_chunk, .arg = &log};
+                    pt_allreduce_set_sink(&ar, mode ? &sink : NULL);
+                    for (size_t j = 0; j < n; j++) out[j] = -7.0f;
+                    atomic_store(&idle_calls, 0);
+                    run_ready_ranks(&ar, R, bufs, out, final, n, steps, delay);
+                    if (mode == 2)
+                        for (size_t j = 0; j < n; j++) assert_true(out[j] == -7.0f);
+                    else
+                        assert_bitwise(out, ref, n);
+                    for (int r = 0; r < R; r++) {
+                        for (size_t j = 0; j < n; j++)
+                            if (bufs[r][j] != 0.0f || signbit(bufs[r][j]))
+                                fail_msg("R=%d n=%zu: buffer %d element %zu left %g", R, n, r, j,
+                                         (double)bufs[r][j]);
+                        assert_int_equal(log.opens[r], mode ? 1 : 0);
+                        assert_int_equal(log.wrong[r], 0);
+                    }
+                    for (size_t j = 0; j < n; j++) assert_int_equal(log.seen[j], mode == 2);
+                    if (R > 1 && delay) assert_true(atomic_load(&idle_calls) >= 1);
+                    free(log.seen);
+                }
+            }
+            free(out);
+            free(ref);
+            free_bufs(bufs, R);
+            free_bufs(final, R);
+            pt_allreduce_close(&ar);
+            pt_errors_close(&errs);
+        }
+    }
+}
+
+/* The common edge is the highest published edge; reset makes it n again;
+ * with segments the progressive run is the segmented run (same bits,
+ * publications not needed). */
+static void test_ready_edge_and_segments(void **state)
+{
+    (void)state;
+    pt_errors errs;
+    pt_errors_init(&errs, 0);
+    pt_allreduce ar;
+    assert_int_equal(pt_allreduce_init(&ar, 3, 100, NULL, 0, &errs), 0);
+    assert_int_equal(pt_allreduce_ready_edge(&ar), 100);
+    pt_allreduce_ready_publish(&ar, 0, 40);
+    pt_allreduce_ready_publish(&ar, 1, 10);
+    assert_int_equal(pt_allreduce_ready_edge(&ar), 100);
+    pt_allreduce_ready_publish(&ar, 2, 70);
+    assert_int_equal(pt_allreduce_ready_edge(&ar), 70);
+    pt_allreduce_ready_publish(&ar, 2, 0);
+    assert_int_equal(pt_allreduce_ready_edge(&ar), 40);
+    pt_allreduce_ready_reset(&ar);
+    assert_int_equal(pt_allreduce_ready_edge(&ar), 100);
+    pt_allreduce_close(&ar);
+
+    const size_t n = 2 * PT_ALLREDUCE_CHUNK + 9;
+    pt_allreduce_segment segs[3] = {{0, 5}, {5, PT_ALLREDUCE_CHUNK}, {PT_ALLREDUCE_CHUNK + 5,
+                                                                     PT_ALLREDUCE_CHUNK + 4}};
+    assert_int_equal(pt_allreduce_init(&ar, 2, n, segs, 3, &errs), 0);
+    float **src = make_bufs(2, n, 77);
+    float *ref = malloc(n * sizeof(float));
+    float *out = malloc(n * sizeof(float));
+    assert_non_null(ref);
+    assert_non_null(out);
+    assert_int_equal(pt_allreduce_reference(2, n, src, ref), 0);
+    pthread_t th[2];
+    run_arg args[2];
+    for (int r = 0; r < 2; r++) {
+        args[r] = (run_arg){&ar, r, src, out};
+        assert_int_equal(pthread_create(&th[r], NULL, ready_fallback_rank, &args[r]), 0);
+    }
+    for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+    assert_bitwise(out, ref, n);
+    free(out);
+    free(ref);
+    free_bufs(src, 2);
+    pt_allreduce_close(&ar);
+    pt_errors_close(&errs);
+}
+
 static void expect_init_error(int R, size_t n, const pt_allreduce_segment *segs, size_t n_segs,
                               const char *field, const char *message)
 {
@@ -346,6 +528,8 @@ int main(void)
         cmocka_unit_test(test_repeated_runs),
         cmocka_unit_test(test_buffers_zero_and_sink),
         cmocka_unit_test(test_init_errors),
+        cmocka_unit_test(test_ready_run),
+        cmocka_unit_test(test_ready_edge_and_segments),
     };
     return cmocka_run_group_tests_name("allreduce", tests, NULL, NULL);
 }

@@ -132,15 +132,26 @@ static void test_padding_contributes_nothing(void **state)
     free(two);
 }
 
+/* The merged layout runs the progressive all-reduce (each replica's last
+ * micro-batch merges and publishes layer by layer, engine/backend/allreduce.h),
+ * the per-tensor one the barrier-per-segment run: the same bits, for stacks
+ * whose last merges come from the binary counter (A = 2, 4) and from the
+ * closing loop (A = 3). */
 static void test_per_tensor_allreduce_same_bits(void **state)
 {
     (void)state;
-    pt_step_stats a, b;
-    float *merged = grad_of(3, 1, 2, 0, 6, &a, 1);
-    float *split = grad_of(3, 1, 2, 0, 6, &b, 0);
-    assert_memory_equal(merged, split, F.model.n_params * sizeof(float));
-    free(merged);
-    free(split);
+    static const int layouts[][3] = {{3, 1, 2}, {2, 3, 1}, {3, 3, 1}, {2, 4, 1}, {2, 2, 2}};
+    for (size_t k = 0; k < sizeof layouts / sizeof *layouts; k++) {
+        const int R = layouts[k][0], A = layouts[k][1], b = layouts[k][2];
+        const uint32_t G = (uint32_t)(R * A * b);
+        pt_step_stats a, c;
+        float *merged = grad_of(R, A, b, 0, G, &a, 1);
+        float *split = grad_of(R, A, b, 0, G, &c, 0);
+        if (memcmp(merged, split, F.model.n_params * sizeof(float)) != 0)
+            fail_msg("R=%d A=%d b=%d: merged and per-tensor all-reduce differ", R, A, b);
+        free(merged);
+        free(split);
+    }
 }
 
 /* One replica's step gradient in the caller's buffer: whatever the buffer
