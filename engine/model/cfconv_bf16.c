@@ -2,10 +2,10 @@
  * implementation runs it, and the scalar loops (the reference the AVX-512
  * kernels of cfconv_bf16_avx512.c match bit for bit, and the path for
  * other widths or a forced implementation): the forward here, the backward
- * by senders cfconv_kernels.c's generic loop reading W̃.  The fused
- * multiply-adds are written out (fmaf) and the build does not contract, so
- * these loops round as the kernels do on any target.  The backward by rows
- * (pt_cfconv_bf16_backward_rows) has its scalar loop here too. */
+ * by senders and by rows cfconv_kernels.c's generic loops reading W̃
+ * (one body with fp32's, so the scalar walks cannot drift apart).  The
+ * fused multiply-adds are written out (fmaf) and the build does not
+ * contract, so these loops round as the kernels do on any target. */
 #include "engine/model/cfconv_bf16.h"
 
 #include <math.h>
@@ -59,49 +59,6 @@ void pt_cfconv_bf16_backward_senders(float *dx, float *dp, const float *dm, cons
                                            dst, so, se, j0, j1, f, ring);
 }
 
-/* One row of the walk by rows with W̃ widened: cfconv_kernels.c's
- * rows_edge without pc (first edge dx_j = fma(dm_i, W̃, dx_j) and
- * t = (dm_i·x_j)·C; with the reverse dx_i = fma(dm_j, W̃, dx_i) and
- * dP = fma(dm_j·x_i, C, t)); j ≠ i. */
-static inline void scalar_rows_edge(float *restrict dxi, float *restrict dxj,
-                                    float *restrict dpu, const float *restrict dmi,
-                                    const float *restrict xi, const float *restrict dmj,
-                                    const float *restrict xj, const pt_bf16 *restrict wu,
-                                    float cu, int f, int both)
-{
-    for (int c = 0; c < f; c++) {
-        const float t = dmi[c] * xj[c] * cu, wc = pt_bf16_widen(wu[c]);
-        dxj[c] = fmaf(dmi[c], wc, dxj[c]);
-        if (both) dxi[c] = fmaf(dmj[c], wc, dxi[c]);
-        dpu[c] = both ? fmaf(dmj[c] * xi[c], cu, t) : t;
-    }
-}
-
-static void scalar_backward_rows(float *dx, float *dp, const float *dm, const float *x,
-                                 const pt_bf16 *w, const pt_cfconv_redge *re, int32_t r0,
-                                 int32_t r1, int f)
-{
-    for (int32_t u = r0; u < r1; u++) {
-        const pt_cfconv_redge e = re[u];
-        const float *dmi = dm + (size_t)e.i * f, *xi = x + (size_t)e.i * f;
-        const pt_bf16 *wu = w + (size_t)u * f;
-        float *dxi = dx + (size_t)e.i * f, *dpu = dp + (size_t)(u - r0) * f;
-        const float cu = e.cut;
-        if (e.part == PT_REDGE_ONE || e.part == PT_REDGE_BOTH) {
-            scalar_rows_edge(dxi, dx + (size_t)e.j * f, dpu, dmi, xi, dm + (size_t)e.j * f,
-                             x + (size_t)e.j * f, wu, cu, f, e.part == PT_REDGE_BOTH);
-            continue;
-        }
-        /* j = i (an atom's image): both terms into dx_i, in order */
-        for (int c = 0; c < f; c++) {
-            const float t = dmi[c] * xi[c] * cu, wc = pt_bf16_widen(wu[c]);
-            dxi[c] = fmaf(dmi[c], wc, dxi[c]);
-            if (e.part == PT_REDGE_BOTH_SELF) dxi[c] = fmaf(dmi[c], wc, dxi[c]);
-            dpu[c] = e.part == PT_REDGE_BOTH_SELF ? fmaf(dmi[c] * xi[c], cu, t) : t;
-        }
-    }
-}
-
 void pt_cfconv_bf16_backward_rows(float *dx, float *dp, const float *dm, const float *x,
                                   const pt_bf16 *w, const pt_cfconv_redge *re, int32_t r0,
                                   int32_t r1, int f)
@@ -110,5 +67,5 @@ void pt_cfconv_bf16_backward_rows(float *dx, float *dp, const float *dm, const f
     if (pt_cfconv_bf16_vector(f))
         pt_cfconv_bf16_avx512_backward_rows(dx, dp, dm, x, w, re, r0, r1, f);
     else
-        scalar_backward_rows(dx, dp, dm, x, w, re, r0, r1, f);
+        pt_cfconv_generic_backward_rows(dx, dp, dm, x, NULL, w, 0, re, r0, r1, f);
 }

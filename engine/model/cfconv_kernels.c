@@ -158,52 +158,72 @@ void pt_cfconv_generic_backward_senders(float *dx, float *dp, const float *dm, c
 /* The backward by rows (schnet_ops.h), dx in memory: per element the
  * first edge's dx_j = fma(dm_i, W, dx_j) and t = (dm_i·x_j)·C, then with
  * the reverse dx_i = fma(dm_j, W, dx_i) and dP = fma(dm_j·x_i, C, t) —
- * receiver order's dP bits; pc: W = P·C from w's P, rounded first.  One
- * row: both and pc are constants at every call site, so each use is one
- * straight vector loop; j ≠ i (restrict holds). */
+ * receiver order's dP bits; pc: W = P·C from w's P, rounded first.  W's
+ * rows are fp32 (wu) or, for cfconv_bf16.h's scalar path, bf16 (whu,
+ * widened exactly; bf constant 1, pc 0).  One row: both, pc and bf are
+ * constants at every call site, so each use is one straight vector loop;
+ * j ≠ i (restrict holds). */
 static inline __attribute__((always_inline)) void rows_edge(
     float *restrict dxi, float *restrict dxj, float *restrict dpu, const float *restrict dmi,
     const float *restrict xi, const float *restrict dmj, const float *restrict xj,
-    const float *restrict wu, float cu, int f, const int both, const int pc)
+    const float *restrict wu, const pt_bf16 *restrict whu, float cu, int f, const int both,
+    const int pc, const int bf)
 {
     for (int c = 0; c < f; c++) {
-        const float t = dmi[c] * xj[c] * cu, wc = pc ? wu[c] * cu : wu[c];
+        const float t = dmi[c] * xj[c] * cu;
+        const float wc = bf ? pt_bf16_widen(whu[c]) : pc ? wu[c] * cu : wu[c];
         dxj[c] = fmaf(dmi[c], wc, dxj[c]);
         if (both) dxi[c] = fmaf(dmj[c], wc, dxi[c]);
         dpu[c] = both ? fmaf(dmj[c] * xi[c], cu, t) : t;
     }
 }
 
+/* j = i (an atom's image, alone or both ways): both terms into dx_i, in
+ * order; W's rows as in rows_edge */
+static inline __attribute__((always_inline)) void rows_self(
+    float *restrict dxi, float *restrict dpu, const float *restrict dmi,
+    const float *restrict xi, const float *restrict wu, const pt_bf16 *restrict whu, float cu,
+    int f, const int both, const int pc, const int bf)
+{
+    for (int c = 0; c < f; c++) {
+        const float t = dmi[c] * xi[c] * cu;
+        const float wc = bf ? pt_bf16_widen(whu[c]) : pc ? wu[c] * cu : wu[c];
+        dxi[c] = fmaf(dmi[c], wc, dxi[c]);
+        if (both) dxi[c] = fmaf(dmi[c], wc, dxi[c]);
+        dpu[c] = both ? fmaf(dmi[c] * xi[c], cu, t) : t;
+    }
+}
+
+/* One row u of the walk with its part's loop; bf and pc constants. */
+static inline __attribute__((always_inline)) void rows_row(
+    float *dx, float *dpu, const float *dm, const float *x, const float *wu,
+    const pt_bf16 *whu, const pt_cfconv_redge *e, int f, const int pc, const int bf)
+{
+    const float *dmi = dm + (size_t)e->i * f, *xi = x + (size_t)e->i * f;
+    const float *dmj = dm + (size_t)e->j * f, *xj = x + (size_t)e->j * f;
+    float *dxi = dx + (size_t)e->i * f, *dxj = dx + (size_t)e->j * f;
+    const float cu = e->cut;
+    switch (e->part) {
+    case PT_REDGE_BOTH: rows_edge(dxi, dxj, dpu, dmi, xi, dmj, xj, wu, whu, cu, f, 1, pc, bf); break;
+    case PT_REDGE_ONE: rows_edge(dxi, dxj, dpu, dmi, xi, dmj, xj, wu, whu, cu, f, 0, pc, bf); break;
+    case PT_REDGE_BOTH_SELF: rows_self(dxi, dpu, dmi, xi, wu, whu, cu, f, 1, pc, bf); break;
+    default: rows_self(dxi, dpu, dmi, xi, wu, whu, cu, f, 0, pc, bf); break;
+    }
+}
+
 PT_SIMD_CLONES
-static void generic_backward_rows(float *dx, float *dp, const float *dm, const float *x,
-                                  const float *w, int pc, const pt_cfconv_redge *re, int32_t r0,
-                                  int32_t r1, int f)
+void pt_cfconv_generic_backward_rows(float *dx, float *dp, const float *dm, const float *x,
+                                     const float *w, const pt_bf16 *wh, int pc,
+                                     const pt_cfconv_redge *re, int32_t r0, int32_t r1, int f)
 {
     for (int32_t u = r0; u < r1; u++) {
-        const pt_cfconv_redge e = re[u];
-        const float *dmi = dm + (size_t)e.i * f, *xi = x + (size_t)e.i * f;
-        const float *wu = w + (size_t)u * f;
-        float *dxi = dx + (size_t)e.i * f, *dpu = dp + (size_t)(u - r0) * f;
-        const float cu = e.cut;
-        const float *dmj = dm + (size_t)e.j * f, *xj = x + (size_t)e.j * f;
-        float *dxj = dx + (size_t)e.j * f;
-        if (e.part == PT_REDGE_BOTH && pc)
-            rows_edge(dxi, dxj, dpu, dmi, xi, dmj, xj, wu, cu, f, 1, 1);
-        else if (e.part == PT_REDGE_BOTH)
-            rows_edge(dxi, dxj, dpu, dmi, xi, dmj, xj, wu, cu, f, 1, 0);
-        else if (e.part == PT_REDGE_ONE && pc)
-            rows_edge(dxi, dxj, dpu, dmi, xi, dmj, xj, wu, cu, f, 0, 1);
-        else if (e.part == PT_REDGE_ONE)
-            rows_edge(dxi, dxj, dpu, dmi, xi, dmj, xj, wu, cu, f, 0, 0);
-        else {
-            /* j = i (an atom's image): both terms into dx_i, in order */
-            for (int c = 0; c < f; c++) {
-                const float t = dmi[c] * xi[c] * cu, wc = pc ? wu[c] * cu : wu[c];
-                dxi[c] = fmaf(dmi[c], wc, dxi[c]);
-                if (e.part == PT_REDGE_BOTH_SELF) dxi[c] = fmaf(dmi[c], wc, dxi[c]);
-                dpu[c] = e.part == PT_REDGE_BOTH_SELF ? fmaf(dmi[c] * xi[c], cu, t) : t;
-            }
-        }
+        float *dpu = dp + (size_t)(u - r0) * f;
+        if (!w)
+            rows_row(dx, dpu, dm, x, NULL, wh + (size_t)u * f, re + u, f, 0, 1);
+        else if (pc)
+            rows_row(dx, dpu, dm, x, w + (size_t)u * f, NULL, re + u, f, 1, 0);
+        else
+            rows_row(dx, dpu, dm, x, w + (size_t)u * f, NULL, re + u, f, 0, 0);
     }
 }
 
@@ -476,7 +496,7 @@ void pt_cfconv_backward_rows(float *dx, float *dp, const float *dm, const float 
         pt_cfconv_avx2_backward_rows(dx, dp, dm, x, w, pc, re, r0, r1, f);
         return;
     default:
-        generic_backward_rows(dx, dp, dm, x, w, pc, re, r0, r1, f);
+        pt_cfconv_generic_backward_rows(dx, dp, dm, x, w, NULL, pc, re, r0, r1, f);
     }
 }
 

@@ -21,6 +21,15 @@ void pt_cfconv_generic_backward_senders(float *dx, float *dp, const float *dm, c
                                         const int32_t *so, const int32_t *se, int j0, int j1,
                                         int f, int32_t ring);
 
+/* The generic backward by rows, arguments as pt_cfconv_backward_rows':
+ * W as fp32 rows w (P with pc), or, with w NULL, W̃ as bf16 rows wh
+ * widened exactly (pc ignored: the scalar path of cfconv_bf16.h's
+ * pt_cfconv_bf16_backward_rows).  One body for both, so the bf16 scalar
+ * walk is the fp32 generic walk on widened rows by construction. */
+void pt_cfconv_generic_backward_rows(float *dx, float *dp, const float *dm, const float *x,
+                                     const float *w, const pt_bf16 *wh, int pc,
+                                     const pt_cfconv_redge *re, int32_t r0, int32_t r1, int f);
+
 void pt_cfconv_avx512_forward(float *m, const float *w, const float *wcut, const int32_t *row,
                               const float *x, const int32_t *src, const int32_t *off, int i0,
                               int i1, int f);
