@@ -269,19 +269,6 @@ void pt_schnet_edges_backward(const pt_schnet_block *w, pt_schnet_block *dw,
         made = pt_schnet_rows_made(a, b, i0, i, made);
         /* fp32 W (bf16's rows are cfconv_bf16.h's): the next call's rows
          * while this chunk's filter backward computes */
-        if (wh && r0 + n < U && getenv("BZ_PF")) {
-            const int r1 = r0 + n, n2 = U - r1 < chunk ? U - r1 : chunk;
-            int last2 = last;
-            for (int u = r1; u < r1 + n2; u++)
-                if (a->row_last[u] > last2) last2 = a->row_last[u];
-            const int end2 = last2 < 0 ? 0 : a->snd_close[last2 + 1];
-            if (end2 > i) {
-                const int32_t made2 = pt_schnet_rows_made(a, b, i, end2, made);
-                const char *q = (const char *)(wh + (size_t)made * F);
-                const char *qe = (const char *)(wh + (size_t)made2 * F);
-                for (; q < qe; q += 64) __builtin_prefetch(q, 0, 2);
-            }
-        }
         if (!wh && r0 + n < U) {
             const int r1 = r0 + n, n2 = U - r1 < chunk ? U - r1 : chunk;
             int last2 = last;
