@@ -140,10 +140,11 @@ int pt_sgemm_small_once_residual(int m, int n, int k, const float *a, int lda, c
 void pt_sgemm_weights_hold(void);
 
 /* Asks the calling thread's next product on an own kernel to fetch
- * [p, p + bytes) into L2 while it runs, a few lines per register tile
- * (prefetch hints: no fault, no effect on any result), for data the caller
- * reads next from memory: the product is bound by its FMAs, the fetch then
- * costs it little and the next pass finds the data in cache.  Up to
+ * [p, p + bytes) while it runs, a few lines per register tile (prefetchnta
+ * hints, kept out of L2: sgemm_kernels_internal.h; no fault, no effect on
+ * any result), for data the caller reads next from memory: the product is
+ * bound by its FMAs, the fetch then costs it little and the next pass
+ * finds the data in cache.  Up to
  * PT_SGEMM_PF_MAX (4) regions, taken (and forgotten) by that product; more
  * are ignored.  A product OpenBLAS runs leaves them to the next. */
 void pt_sgemm_prefetch(const void *p, size_t bytes);

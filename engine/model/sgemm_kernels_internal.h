@@ -15,7 +15,7 @@
  * 64, 128 with bench/sgemm_kernels.c. */
 #define PT_SGEMM_KC 64
 
-/* Lines a product fetches into L2 for its caller while it runs
+/* Lines a product fetches for its caller while it runs
  * (pt_sgemm_prefetch): regions walked in order, `lines` of them in this
  * kernel call, spread evenly over its tiles (tile_lines a tile, set by the
  * kernel).  NULL: none. */
@@ -27,7 +27,16 @@ typedef struct pt_sgemm_pf {
     long lines, tile_lines;
 } pt_sgemm_pf;
 
-/* the next tile's share: prefetcht1 (L2 and outward), a hint only */
+/* the next tile's share: prefetchnta, a hint only (the bits do not depend
+ * on it).  The regions are the filter's next chunk (s1, W, e: ~225 KB of a
+ * 256-row chunk), read by the next product; as prefetcht1 they were brought
+ * into L2, where the convolution's and the node products' arrays (x, dm,
+ * dx: ~340 KB a water micro-batch) also live, and those parts are the ones
+ * that slow most when another replica shares L3.  Measured on the Zen 5
+ * (docs/performance.md, session 18 memz): two replicas' thread CPU a step
+ * -1.3% (water, QM9), two profiles at once cfconv -7.7%, node_gemm -3.9%,
+ * filter_gemm -1.8%; one thread even (water) to -1% (QM9).  No hardware
+ * counters in that VM: which level keeps the lines is inferred, not seen. */
 static inline void pt_sgemm_pf_tile(pt_sgemm_pf *pf)
 {
     long todo = pf->tile_lines < pf->lines ? pf->tile_lines : pf->lines;
@@ -35,7 +44,7 @@ static inline void pt_sgemm_pf_tile(pt_sgemm_pf *pf)
     while (todo > 0 && pf->cur < pf->n) {
         long take = pf->left[pf->cur] < todo ? pf->left[pf->cur] : todo;
         const char *q = pf->p[pf->cur];
-        for (long i = 0; i < take; i++) __builtin_prefetch(q + 64 * i, 0, 2);
+        for (long i = 0; i < take; i++) __builtin_prefetch(q + 64 * i, 0, 0);
         pf->p[pf->cur] = q + 64 * take;
         pf->left[pf->cur] -= take;
         todo -= take;
