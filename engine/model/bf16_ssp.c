@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #define T float
 #define VSET1(x) (x)
@@ -15,11 +16,22 @@
 #define VNEG(a) (-(a))
 /* maxps: a > b ? a : b (a NaN in either gives b) */
 #define VMAX(a, b) bssp_max((a), (b))
-#define VNEGABS(a) (-fabsf(a))
+/* minps: a < b ? a : b (a NaN in either gives b) */
+#define VMIN(a, b) bssp_min((a), (b))
+#define VABS(a) fabsf(a)
+/* vpermt2ps: the table entry the low 5 bits of big's encoding name */
+#define VTAB(tab, big) ((tab)[bssp_bits(big) & 31u])
 #define VSCALE(p, fn) bssp_scale((p), (fn))
 #define BSSP_FN(name) bssp_##name
 
 static inline float bssp_max(float a, float b) { return a > b ? a : b; }
+static inline float bssp_min(float a, float b) { return a < b ? a : b; }
+static inline uint32_t bssp_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
 
 /* vscalefps: p·2^fn, fn an integer; exact for the normal results here */
 static inline float bssp_scale(float p, float fn) { return ldexpf(p, (int)fn); }

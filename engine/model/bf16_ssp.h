@@ -3,8 +3,8 @@
  *
  * The fused bf16 energy path (schnet_filter.c) rounds s1 = ssp(A1 e + a1)
  * to bf16 as soon as it is computed and keeps no σ1: the first product's
- * epilogue runs pt_bf16_ssp_map (no division, ~17 operations a vector
- * where fp32's ssp_body.h takes ~30 and two divisions), and the backward's
+ * epilogue runs pt_bf16_ssp_map (a table of cubics: 14 operations a
+ * vector, no division, where fp32's ssp_body.h takes ~30 and two divisions), and the backward's
  * ds1 = (dP A2) ⊙ σ1 derives σ1 from the bf16 s1 the weight gradient
  * dA2 += dPᵀ s1 reads anyway (pt_bf16_epilogue.dssp_s1 in bf16.h), so
  * neither an 8 MB σ1 stream per water block in the forward nor its read

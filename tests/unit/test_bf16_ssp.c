@@ -2,9 +2,9 @@
  * (engine/model/bf16_ssp.h, bf16_ssp_body.h):
  *   - error against double over a sweep of every binade of the whole float
  *     range (both signs; every 257th bit pattern, 16.7 M values) within the
- *     bounds bf16_ssp_body.h states: ssp~ within 1.4e-5 + 2^-23|v|; σ̃ of
+ *     bounds bf16_ssp_body.h states: ssp~ within 3e-6 + 2^-23|v|; σ̃ of
  *     the bf16-rounded ssp~ within (1 − σ)(e^δ − 1) + 1e-6, δ = 2^-8 |ssp| +
- *     1.4e-5 + 2^-23 |v|; the measured maxima are printed;
+ *     3e-6 + 2^-23 |v|; the measured maxima are printed;
  *   - the limits: no NaN or inf for finite input, ssp~(v) → v − ln 2 for
  *     large v (v ≥ 18 and up to FLT_MAX), → −ln 2 for very negative v (and
  *     −inf), +inf → +inf, NaN → NaN, σ̃ ∈ [0, 1], σ̃(+inf) = 1, σ̃(NaN) = NaN;
@@ -72,7 +72,7 @@ static void test_accuracy(void **state)
         const float s = pt_bf16_ssp_ref(v);
         assert_true(isfinite(s));
         const double want = ssp_d(v), err = fabs((double)s - want);
-        const double room_ssp = 1.4e-5 + ldexp(fabs(v), -23);
+        const double room_ssp = 3e-6 + ldexp(fabs(v), -23);
         if (err > room_ssp) {
             printf("ssp~(%.9g) = %.9g, want %.9g\n", v, s, want);
             fail();
