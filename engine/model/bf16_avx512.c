@@ -186,7 +186,14 @@ void pt_bf16_avx512_group_epilogue(const pt_bf16_job *job, float *gc, int ldc, i
                                    int rows)
 {
     const int n = job->n;
-    if (job->map) job->map(gc, job->aux ? job->aux + (size_t)grow * n : NULL, NULL, rows, n);
+    /* bf16_ssp.h's softplus with C not kept and nothing else reading the
+     * band's fp32 values (the first filter product, the node layer's u):
+     * applied as the rounding below loads the band, one pass over the
+     * group instead of a map pass and a rounding pass (the same bits) */
+    const int ssp = job->map == pt_bf16_ssp_map && !job->c && !job->dssp_s1 &&
+                    !job->col_sums && (job->pairs || job->h);
+    if (job->map && !ssp)
+        job->map(gc, job->aux ? job->aux + (size_t)grow * n : NULL, NULL, rows, n);
     if (job->dssp_s1) {
         /* σ derived from the group's s1 (grow is even: a pair row) */
         const size_t at = job->dssp_fmt == PT_BF16_FMT_PAIRS
@@ -198,12 +205,21 @@ void pt_bf16_avx512_group_epilogue(const pt_bf16_job *job, float *gc, int ldc, i
     if (job->col_sums) col_sums_add(job->col_sums, gc, ldc, rows, n);
     if (job->pairs) {
         /* grow is even (groups start at multiples of MR) */
-        pt_bf16_avx512_pairs_rows(job->pairs + (size_t)(grow / 2) * pt_bf16_pairs_ld_(n),
-                                  pt_bf16_pairs_ld_(n), gc, (size_t)ldc, rows, n,
-                                  job->h ? job->h + (size_t)grow * job->ldh : NULL,
-                                  (size_t)job->ldh, 0);
+        uint32_t *const p = job->pairs + (size_t)(grow / 2) * pt_bf16_pairs_ld_(n);
+        pt_bf16 *const h = job->h ? job->h + (size_t)grow * job->ldh : NULL;
+        if (ssp)
+            pt_bf16_avx512_ssp_pairs_rows(p, pt_bf16_pairs_ld_(n), gc, (size_t)ldc, rows, n, h,
+                                          (size_t)job->ldh);
+        else
+            pt_bf16_avx512_pairs_rows(p, pt_bf16_pairs_ld_(n), gc, (size_t)ldc, rows, n, h,
+                                      (size_t)job->ldh, 0);
     } else if (job->h) {
-        pt_bf16_avx512_round_rows(job->h + (size_t)grow * job->ldh, job->ldh, gc, ldc, rows, n);
+        if (ssp)
+            pt_bf16_avx512_ssp_round_rows(job->h + (size_t)grow * job->ldh, job->ldh, gc, ldc,
+                                          rows, n);
+        else
+            pt_bf16_avx512_round_rows(job->h + (size_t)grow * job->ldh, job->ldh, gc, ldc, rows,
+                                      n);
     }
 }
 

@@ -167,6 +167,14 @@ void pt_bf16_avx512_group_epilogue(const pt_bf16_job *job, float *gc, int ldc, i
  * Only after pt_cpu_has_bf16(). */
 void pt_bf16_avx512_pairs_rows(uint32_t *pairs, int ldp, const float *x, size_t lds, int rows,
                                int w, pt_bf16 *rows_h, size_t ldh, int hpad);
+/* the same (hpad 0) and pt_bf16_avx512_round_rows, of ssp~(x) (bf16_ssp.h)
+ * computed in registers: the fused epilogue's pt_bf16_ssp_map and rounding
+ * in one pass over its band, the bits of the two in sequence.  Only after
+ * pt_cpu_has_bf16(). */
+void pt_bf16_avx512_ssp_pairs_rows(uint32_t *pairs, int ldp, const float *x, size_t lds,
+                                   int rows, int w, pt_bf16 *rows_h, size_t ldh);
+void pt_bf16_avx512_ssp_round_rows(pt_bf16 *dst, int ldd, const float *src, int lds, int rows,
+                                   int n);
 
 /* fp32 → bf16, round to nearest even, NaN kept quiet (shared by both files). */
 static inline uint16_t pt_bf16_round_bits(uint32_t u)

@@ -10,6 +10,7 @@
 #pragma GCC target("avx512f,avx512bf16,avx512bw,avx512vl")
 
 #include "engine/model/bf16_avx512_vec.h"
+#include "engine/model/bf16_ssp_vec.h"
 
 #define MR PT_BF16_MR
 #define NP PT_BF16_NP
@@ -25,27 +26,34 @@ static void convert_run(uint16_t *dst, const void *src, int f32, int count, int 
     }
 }
 
-/* dst[0, count) = bf16 of the fp32 run src[0, count): rows of A that lie
- * back to back in the source and in the packed block (lda = kc, kc even)
- * are one run, converted in whole vectors with no per-row tail (a 100-wide
- * row is 6¼ vectors: its masked tail and loop cost as much as the rest). */
-static void convert_flat(uint16_t *dst, const float *src, size_t count)
+/* dst[0, count) = bf16 of the fp32 run src[0, count) (ssp: of ssp~(src),
+ * bf16_ssp.h, applied in registers): rows of A that lie back to back in
+ * the source and in the packed block (lda = kc, kc even) are one run,
+ * converted in whole vectors with no per-row tail (a 100-wide row is 6¼
+ * vectors: its masked tail and loop cost as much as the rest). */
+static inline __attribute__((always_inline)) void convert_flat_(uint16_t *dst, const float *src,
+                                                                size_t count, const int ssp)
 {
     size_t j = 0;
     for (; j + 64 <= count; j += 64) {
-        __m256i h0 = round16h(_mm512_loadu_ps(src + j));
-        __m256i h1 = round16h(_mm512_loadu_ps(src + j + 16));
-        __m256i h2 = round16h(_mm512_loadu_ps(src + j + 32));
-        __m256i h3 = round16h(_mm512_loadu_ps(src + j + 48));
-        _mm256_storeu_si256((__m256i *)(dst + j), h0);
-        _mm256_storeu_si256((__m256i *)(dst + j + 16), h1);
-        _mm256_storeu_si256((__m256i *)(dst + j + 32), h2);
-        _mm256_storeu_si256((__m256i *)(dst + j + 48), h3);
+        __m512 x[4];
+        for (int i = 0; i < 4; i++) {
+            x[i] = _mm512_loadu_ps(src + j + 16 * i);
+            if (ssp) x[i] = bsspv_ssp(x[i]);
+        }
+        for (int i = 0; i < 4; i++)
+            _mm256_storeu_si256((__m256i *)(dst + j + 16 * i), round16h(x[i]));
     }
     for (; j < count; j += 16) {
         __mmask16 m = lanes((int)(count - j < 16 ? count - j : 16));
-        _mm256_mask_storeu_epi16(dst + j, m, round16h(load_ps(m, src + j)));
+        __m512 x = load_ps(m, src + j);
+        if (ssp) x = bsspv_ssp(x);
+        _mm256_mask_storeu_epi16(dst + j, m, round16h(x));
     }
+}
+static void convert_flat(uint16_t *dst, const float *src, size_t count)
+{
+    convert_flat_(dst, src, count, 0);
 }
 
 /* dst[j] = bf16(lo[j]) | bf16(hi[j]) << 16 for j < count, 0 up to padded;
@@ -95,15 +103,24 @@ static inline __m512i round_both(__m512 l, __m512 h)
 }
 
 /* One pair row (hi NULL: zeros) and, with rlo, the plain rows: the halves
- * of round_both are the rows, its word permutation the pairs. */
-static inline void pairs_row(uint32_t *dst, int ldp, const float *lo, const float *hi, int w,
-                             pt_bf16 *rlo, pt_bf16 *rhi, int hpad)
+ * of round_both are the rows, its word permutation the pairs.  ssp:
+ * rounded are ssp~(lo), ssp~(hi) (bf16_ssp.h), computed in registers; the
+ * padding lanes stay 0 (ssp~(0) is not). */
+static inline __attribute__((always_inline)) void pairs_row(uint32_t *dst, int ldp,
+                                                            const float *lo, const float *hi,
+                                                            int w, pt_bf16 *rlo, pt_bf16 *rhi,
+                                                            int hpad, const int ssp)
 {
     const int full = w / 16 * 16;
     int j = 0;
     if (hi) {
         for (; j < full; j += 16) {
-            const __m512i both = round_both(_mm512_loadu_ps(lo + j), _mm512_loadu_ps(hi + j));
+            __m512 l = _mm512_loadu_ps(lo + j), h = _mm512_loadu_ps(hi + j);
+            if (ssp) {
+                l = bsspv_ssp(l);
+                h = bsspv_ssp(h);
+            }
+            const __m512i both = round_both(l, h);
             if (rlo) {
                 _mm256_storeu_si256((__m256i *)(rlo + j), _mm512_castsi512_si256(both));
                 _mm256_storeu_si256((__m256i *)(rhi + j), _mm512_extracti64x4_epi64(both, 1));
@@ -115,7 +132,11 @@ static inline void pairs_row(uint32_t *dst, int ldp, const float *lo, const floa
         /* the tail, or a lone last row: lanes past w read as 0 (the pairs'
          * zero padding) */
         const __mmask16 m = lanes(w - j);
-        const __m512 l = load_ps(m, lo + j), h = hi ? load_ps(m, hi + j) : _mm512_setzero_ps();
+        __m512 l = load_ps(m, lo + j), h = hi ? load_ps(m, hi + j) : _mm512_setzero_ps();
+        if (ssp) {
+            l = _mm512_maskz_mov_ps(m, bsspv_ssp(l));
+            if (hi) h = _mm512_maskz_mov_ps(m, bsspv_ssp(h));
+        }
         const __m512i both = round_both(l, h);
         if (rlo) {
             _mm256_mask_storeu_epi16(rlo + j, m, _mm512_castsi512_si256(both));
@@ -130,18 +151,32 @@ static inline void pairs_row(uint32_t *dst, int ldp, const float *lo, const floa
     }
 }
 
+static inline __attribute__((always_inline)) void pairs_rows_(uint32_t *pairs, int ldp,
+                                                              const float *x, size_t lds,
+                                                              int rows, int w, pt_bf16 *rows_h,
+                                                              size_t ldh, int hpad, const int ssp)
+{
+    for (int r = 0; r < rows; r += 2) {
+        const float *lo = x + (size_t)r * lds, *hi = r + 1 < rows ? lo + lds : NULL;
+        pt_bf16 *rlo = rows_h ? rows_h + (size_t)r * ldh : NULL;
+        pairs_row(pairs + (size_t)(r / 2) * ldp, ldp, lo, hi, w, rlo, rlo ? rlo + ldh : NULL,
+                  hpad, ssp);
+    }
+}
+
 /* bf16.h's pairs of fp32 rows x (and their plain bf16 rows): full vectors
  * unmasked, only a row's tail masked (masked memory operations are slow
  * here, see load_ps). */
 void pt_bf16_avx512_pairs_rows(uint32_t *pairs, int ldp, const float *x, size_t lds, int rows,
                                int w, pt_bf16 *rows_h, size_t ldh, int hpad)
 {
-    for (int r = 0; r < rows; r += 2) {
-        const float *lo = x + (size_t)r * lds, *hi = r + 1 < rows ? lo + lds : NULL;
-        pt_bf16 *rlo = rows_h ? rows_h + (size_t)r * ldh : NULL;
-        pairs_row(pairs + (size_t)(r / 2) * ldp, ldp, lo, hi, w, rlo, rlo ? rlo + ldh : NULL,
-                  hpad);
-    }
+    pairs_rows_(pairs, ldp, x, lds, rows, w, rows_h, ldh, hpad, 0);
+}
+
+void pt_bf16_avx512_ssp_pairs_rows(uint32_t *pairs, int ldp, const float *x, size_t lds,
+                                   int rows, int w, pt_bf16 *rows_h, size_t ldh)
+{
+    pairs_rows_(pairs, ldp, x, lds, rows, w, rows_h, ldh, 0, 1);
 }
 
 /* op(B) stored transposed (the weights W[out][in] of a Linear): column col of
@@ -285,12 +320,27 @@ const uint32_t *pt_bf16_avx512_pack_a(const pt_bf16_job *job, uint32_t *ap, int 
     return ap;
 }
 
-void pt_bf16_avx512_round_rows(pt_bf16 *dst, int ldd, const float *src, int lds, int rows, int n)
+static inline __attribute__((always_inline)) void round_rows_(pt_bf16 *dst, int ldd,
+                                                              const float *src, int lds,
+                                                              int rows, int n, const int ssp)
 {
     if (ldd == n && lds == n) {
-        convert_flat(dst, src, (size_t)rows * n);
+        convert_flat_(dst, src, (size_t)rows * n, ssp);
         return;
     }
-    for (int r = 0; r < rows; r++)
-        convert_run(dst + (size_t)r * ldd, src + (size_t)r * lds, 1, n, n);
+    for (int r = 0; r < rows; r++) {
+        if (ssp) convert_flat_(dst + (size_t)r * ldd, src + (size_t)r * lds, (size_t)n, 1);
+        else convert_run(dst + (size_t)r * ldd, src + (size_t)r * lds, 1, n, n);
+    }
+}
+
+void pt_bf16_avx512_round_rows(pt_bf16 *dst, int ldd, const float *src, int lds, int rows, int n)
+{
+    round_rows_(dst, ldd, src, lds, rows, n, 0);
+}
+
+void pt_bf16_avx512_ssp_round_rows(pt_bf16 *dst, int ldd, const float *src, int lds, int rows,
+                                   int n)
+{
+    round_rows_(dst, ldd, src, lds, rows, n, 1);
 }

@@ -8,26 +8,7 @@
 
 #include "engine/model/bf16_ssp.h"
 
-#define T __m512
-#define VSET1(x) _mm512_set1_ps(x)
-#define VFMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
-#define VFNMA(a, b, c) _mm512_fnmadd_ps((a), (b), (c))
-#define VADD(a, b) _mm512_add_ps((a), (b))
-#define VSUB(a, b) _mm512_sub_ps((a), (b))
-#define VNEG(a) \
-    _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_set1_epi32(INT32_MIN)))
-/* maxps(a, b) = a > b ? a : b, NaN included: the scalar spelling's select */
-#define VMAX(a, b) _mm512_max_ps((a), (b))
-/* minps(a, b) = a < b ? a : b, NaN included */
-#define VMIN(a, b) _mm512_min_ps((a), (b))
-#define VABS(a) _mm512_abs_ps(a)
-/* 32-entry tables: vpermt2ps reads the low 5 bits of each lane of big */
-#define VTAB(tab, big) \
-    _mm512_permutex2var_ps(_mm512_loadu_ps(tab), _mm512_castps_si512(big), _mm512_loadu_ps((tab) + 16))
-#define VSCALE(p, fn) _mm512_scalef_ps((p), (fn))
-#define BSSP_FN(name) bsspv_##name
-
-#include "engine/model/bf16_ssp_body.h"
+#include "engine/model/bf16_ssp_vec.h"
 
 /* vectors per step: independent chains the core overlaps (each ~14
  * dependent operations; 4 and 8 measured alike with the table's cubics) */
@@ -47,6 +28,7 @@ void pt_bf16_ssp_avx512(float *x, size_t len)
         _mm512_mask_storeu_ps(x + k, m, bsspv_ssp(_mm512_maskz_loadu_ps(m, x + k)));
     }
 }
+
 
 /* bf16 bits in the high half of each 32-bit lane are that lane's float */
 static inline __m512 hi_float(__m512i v)

@@ -14,6 +14,9 @@
  *     from pairs and from rows, widths 1..130, odd and even row counts,
  *     padded leading dimensions, nothing outside the rows × n written;
  *   - pt_bf16_ssp_map is the run over rows × n;
+ *   - as the forward product's epilogue with C not kept (ssp~ applied as
+ *     the band is rounded): bf16 rows and pairs equal the product,
+ *     pt_bf16_ssp_run and pt_bf16_pairs_pack in sequence;
  *   - as the product's epilogue (bf16.h dssp_s1, the filter's dS1): C and
  *     its pairs equal the product, pt_bf16_dssp_mul and pt_bf16_pairs_pack
  *     in sequence, s1 as pairs and rows, odd rows, two threads; with C not
@@ -295,6 +298,72 @@ static void test_epilogue(void **state)
     pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO);
 }
 
+/* The softplus as the forward's epilogue (the filter's first product, the
+ * node layer's u): with C not kept, bf16_avx512.c applies ssp~ as it
+ * rounds the band (pt_bf16_avx512_ssp_pairs_rows / _ssp_round_rows); its
+ * bf16 rows and pairs equal the product with its bias, pt_bf16_ssp_run and
+ * pt_bf16_pairs_pack in sequence, bit for bit: pairs and rows, pairs
+ * alone, rows alone (flat and with ldh > n), odd rows, widths with tails,
+ * large and non-finite pre-activations, one and two threads. */
+static void check_ssp_epilogue(int m, int n, int k, int ldh, int scale)
+{
+    const size_t nx = (size_t)m * k, nw = (size_t)n * k, nc = (size_t)m * n;
+    float *xf = rnd_floats(nx, 1.0f), *w = rnd_floats(nw, (float)scale);
+    float *bias = rnd_floats((size_t)n, 4.0f), *c = rnd_floats(nc, 1.0f);
+    pt_bf16 *x = malloc(nx * sizeof(pt_bf16));
+    const int ld = pt_bf16_pairs_ld(n);
+    const size_t np = (size_t)(m + 1) / 2 * ld, nh = (size_t)m * ldh;
+    uint32_t *p = malloc(np * sizeof(uint32_t)), *pw = malloc(np * sizeof(uint32_t));
+    pt_bf16 *h = malloc(nh * sizeof(pt_bf16)), *hw = malloc(nh * sizeof(pt_bf16));
+    assert_true(x && p && pw && h && hw);
+    if (n > 3) bias[3] = INFINITY, bias[2] = -INFINITY;
+    if (n > 5) bias[5] = NAN;
+    pt_bf16_from_floats(x, xf, nx);
+    const pt_bf16_epilogue plain = {.bias = bias};
+    assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, m, n, k, 1.0f, x,
+                                     PT_BF16_FMT_ROWS, k, w, 0, k, 0.0f, c, n, &plain),
+                     PT_BF16_OK);
+    pt_bf16_ssp_run(c, nc);
+    memset(hw, 0x5a, nh * sizeof(pt_bf16));
+    pt_bf16_pairs_pack(pw, c, n, m, n, hw, ldh);
+    for (int mode = 0; mode < 3; mode++) { /* pairs and rows, pairs, rows */
+        memset(p, 0xab, np * sizeof(uint32_t));
+        memset(h, 0x5a, nh * sizeof(pt_bf16));
+        const pt_bf16_epilogue e = {.bias = bias, .map = pt_bf16_ssp_map,
+                                    .pairs = mode < 2 ? p : NULL, .h = mode != 1 ? h : NULL,
+                                    .ldh = ldh};
+        assert_int_equal(pt_bf16_gemm_ex(CblasNoTrans, CblasTrans, m, n, k, 1.0f, x,
+                                         PT_BF16_FMT_ROWS, k, w, 0, k, 0.0f, NULL, n, &e),
+                         PT_BF16_OK);
+        if (mode < 2 && memcmp(p, pw, np * sizeof(uint32_t)) != 0)
+            fail_msg("ssp epilogue pairs m=%d n=%d k=%d mode=%d threads=%d differ", m, n, k,
+                     mode, pt_bf16_get_threads());
+        if (mode != 1)
+            for (int r = 0; r < m; r++)
+                if (memcmp(h + (size_t)r * ldh, hw + (size_t)r * ldh, (size_t)n * 2) != 0)
+                    fail_msg("ssp epilogue row %d m=%d n=%d k=%d mode=%d differs", r, m, n, k,
+                             mode);
+    }
+    free(xf), free(w), free(bias), free(c), free(x), free(p), free(pw), free(h), free(hw);
+}
+
+static void test_ssp_epilogue(void **state)
+{
+    (void)state;
+    if (!pt_cpu_has_bf16()) return; /* the portable kernel maps then rounds: nothing fused */
+    pt_bf16_set_kernel(PT_BF16_KERNEL_AVX512);
+    const int shapes[][4] = {{256, 100, 25, 100}, {1, 100, 25, 100}, {37, 100, 100, 100},
+                             {7, 17, 2, 17},      {13, 130, 31, 130}, {25, 100, 25, 104},
+                             {12, 64, 26, 70},    {5, 3, 4, 3}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int scale = 1; scale <= 40; scale *= 40)
+            check_ssp_epilogue(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], scale);
+    pt_bf16_set_threads(2);
+    check_ssp_epilogue(1001, 100, 25, 100, 1);
+    pt_bf16_set_threads(1);
+    pt_bf16_set_kernel(PT_BF16_KERNEL_AUTO);
+}
+
 /* an s1 the epilogue cannot read (a format other than pairs or rows, ld
  * too small) is PT_BF16_EFORMAT, the portable kernel PT_BF16_EFUSED; C
  * untouched */
@@ -335,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_vector_bits),
         cmocka_unit_test(test_dssp_mul),
         cmocka_unit_test(test_epilogue),
+        cmocka_unit_test(test_ssp_epilogue),
         cmocka_unit_test(test_epilogue_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
