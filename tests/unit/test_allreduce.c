@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <unistd.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -256,6 +257,24 @@ static void log_chunk(void *arg, int rank, const float *sum, size_t lo, size_t h
     for (size_t j = lo; j < hi; j++) l->seen[j]++;
 }
 
+/* What every run must leave behind (both tests below): each replica buffer
+ * all +0.0 (the tree clears each element right after its last read; a -0.0
+ * would be a sum written back), each rank's sink opened `opens` times and
+ * shown no chunk that is not final or not its own, and every element shown
+ * `seen` times over all ranks.  `what` names the case in a failure. */
+static void assert_run_clean(float *const *bufs, int R, size_t n, const sink_log *log, int opens,
+                             int seen, const char *what)
+{
+    for (int r = 0; r < R; r++) {
+        for (size_t j = 0; j < n; j++)
+            if (bufs[r][j] != 0.0f || signbit(bufs[r][j]))
+                fail_msg("%s: buffer %d element %zu left %g", what, r, j, (double)bufs[r][j]);
+        assert_int_equal(log->opens[r], opens);
+        assert_int_equal(log->wrong[r], 0);
+    }
+    for (size_t j = 0; j < n; j++) assert_int_equal(log->seen[j], seen);
+}
+
 static void test_buffers_zero_and_sink(void **state)
 {
     (void)state;
@@ -293,15 +312,9 @@ static void test_buffers_zero_and_sink(void **state)
                     for (size_t j = 0; j < n; j++) assert_true(out[j] == -7.0f);
                 else
                     assert_bitwise(out, ref, n);
-                for (int r = 0; r < R; r++) {
-                    for (size_t j = 0; j < n; j++)
-                        if (src[r][j] != 0.0f || signbit(src[r][j]))
-                            fail_msg("R=%d split %d: buffer %d element %zu left %g", R, split, r,
-                                     j, (double)src[r][j]);
-                    assert_int_equal(log.opens[r], 1);
-                    assert_int_equal(log.wrong[r], 0);
-                }
-                for (size_t j = 0; j < n; j++) assert_int_equal(log.seen[j], accept);
+                char what[64];
+                snprintf(what, sizeof what, "R=%d split %d", R, split);
+                assert_run_clean(src, R, n, &log, 1, accept, what);
                 free(log.seen);
                 free(out);
                 free(ref);
@@ -412,15 +425,9 @@ static void test_ready_run(void **state)
                         for (size_t j = 0; j < n; j++) assert_true(out[j] == -7.0f);
                     else
                         assert_bitwise(out, ref, n);
-                    for (int r = 0; r < R; r++) {
-                        for (size_t j = 0; j < n; j++)
-                            if (bufs[r][j] != 0.0f || signbit(bufs[r][j]))
-                                fail_msg("R=%d n=%zu: buffer %d element %zu left %g", R, n, r, j,
-                                         (double)bufs[r][j]);
-                        assert_int_equal(log.opens[r], mode ? 1 : 0);
-                        assert_int_equal(log.wrong[r], 0);
-                    }
-                    for (size_t j = 0; j < n; j++) assert_int_equal(log.seen[j], mode == 2);
+                    char what[64];
+                    snprintf(what, sizeof what, "R=%d n=%zu", R, n);
+                    assert_run_clean(bufs, R, n, &log, mode ? 1 : 0, mode == 2, what);
                     if (R > 1 && delay) assert_true(atomic_load(&idle_calls) >= 1);
                     free(log.seen);
                 }
