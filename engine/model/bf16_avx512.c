@@ -104,12 +104,122 @@ static inline __attribute__((always_inline)) void tile_run(const tile *t, const 
     }
 }
 
+/* A tile whose last ≤ 4 columns (a 100-wide row's 96..99: 4 of the 16
+ * lanes its last vector would compute) are computed for 4 rows in one
+ * vector: lanes 4i..4i+3 of q[0] are row i's, of q[1] row 4 + i's (lanes
+ * 8-15 unused), so the tail costs 2 vdpbf16ps a pair step instead of MR.
+ * The A pairs are the rows' broadcasts blended in 4-lane groups and B's
+ * 4 tail pairs are broadcast to the 4 groups: every lane sees the pairs
+ * tile_run's lane of that row and column sees, in the same order, so the
+ * bits are tile_run's.  nv full vectors before the tail (nv ≤ 2: 6·nv + 2
+ * accumulators, the blends and B in the 32 zmm). */
+static inline __attribute__((always_inline)) void tile_run_q(const tile *t, const int nv)
+{
+    _Static_assert(MR == 6, "the tail's two vectors hold 4 + 2 rows");
+    __m512 acc[MR][2], q[2];
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; r++)
+#pragma GCC unroll 2
+        for (int v = 0; v < nv; v++) acc[r][v] = _mm512_setzero_ps();
+    q[0] = q[1] = _mm512_setzero_ps();
+
+    const uint32_t *a = t->a, *b = t->b;
+    const ptrdiff_t sr = t->sr, sp = t->sp, bs = t->bs;
+    for (int p = 0; p < t->kp; p++) {
+        __m512bh bv[2];
+#pragma GCC unroll 2
+        for (int v = 0; v < nv; v++) bv[v] = (__m512bh)_mm512_loadu_si512(b + 16 * v);
+        const __m512bh bq =
+            (__m512bh)_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(b + 16 * nv)));
+        __m512i av[MR];
+#pragma GCC unroll 6
+        for (int r = 0; r < MR; r++) {
+            av[r] = _mm512_set1_epi32((int)a[r * sr]);
+#pragma GCC unroll 2
+            for (int v = 0; v < nv; v++)
+                acc[r][v] = _mm512_dpbf16_ps(acc[r][v], (__m512bh)av[r], bv[v]);
+        }
+        __m512i a03 = _mm512_mask_blend_epi32(0x00f0, av[0], av[1]);
+        a03 = _mm512_mask_blend_epi32(0x0f00, a03, av[2]);
+        a03 = _mm512_mask_blend_epi32(0xf000, a03, av[3]);
+        const __m512i a45 = _mm512_mask_blend_epi32(0x00f0, av[4], av[5]);
+        q[0] = _mm512_dpbf16_ps(q[0], (__m512bh)a03, bq);
+        q[1] = _mm512_dpbf16_ps(q[1], (__m512bh)a45, bq);
+        a += sp;
+        b += bs;
+    }
+
+    const __m512 va = _mm512_set1_ps(t->alpha), vb = _mm512_set1_ps(t->beta);
+    const __m128 qa = _mm512_castps512_ps128(va), qb = _mm512_castps512_ps128(vb);
+    const int mode = t->mode, mr = t->mr;
+    const size_t ldc = (size_t)t->ldc;
+    const __mmask8 qm = (__mmask8)(t->last & 0xf);
+    float *const c0 = t->c;
+    const float *const scale = t->scale;
+    float qs[2][16]; /* the tails' lanes, read back 4 at a time */
+    _mm512_storeu_ps(qs[0], q[0]);
+    _mm512_storeu_ps(qs[1], q[1]);
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; r++) {
+        if (r >= mr) break;
+        float *c = c0 + r * ldc;
+        const __m512 vs = _mm512_set1_ps(scale ? scale[r] : 1.0f);
+#pragma GCC unroll 2
+        for (int v = 0; v < nv; v++) {
+            __m512 x;
+            if (mode == 0)
+                x = _mm512_mul_ps(va, acc[r][v]);
+            else if (mode == 1)
+                x = _mm512_fmadd_ps(va, acc[r][v], _mm512_mul_ps(vb, _mm512_loadu_ps(c + 16 * v)));
+            else if (mode == 3)
+                x = _mm512_fmadd_ps(va, acc[r][v], _mm512_loadu_ps(t->bias + 16 * v));
+            else
+                x = _mm512_fmadd_ps(va, acc[r][v], _mm512_loadu_ps(c + 16 * v));
+            if (scale) x = _mm512_mul_ps(x, vs);
+            _mm512_storeu_ps(c + 16 * v, x);
+        }
+        /* the tail: tile_run's operations on 4 lanes */
+        float *ct = c + 16 * nv;
+        const __m128 y = _mm_loadu_ps(&qs[r / 4][4 * (r % 4)]);
+        __m128 x;
+        if (mode == 0)
+            x = _mm_mul_ps(qa, y);
+        else if (mode == 1)
+            x = _mm_fmadd_ps(qa, y, _mm_mul_ps(qb, _mm_maskz_loadu_ps(qm, ct)));
+        else if (mode == 3)
+            x = _mm_fmadd_ps(qa, y, _mm_maskz_loadu_ps(qm, t->bias + 16 * nv));
+        else
+            x = _mm_fmadd_ps(qa, y, _mm_maskz_loadu_ps(qm, ct));
+        if (scale) x = _mm_mul_ps(x, _mm512_castps512_ps128(vs));
+        if (qm == 0xf) _mm_storeu_ps(ct, x);
+        else _mm_mask_storeu_ps(ct, qm, x);
+    }
+}
+
+static void tile_q0(const tile *t) { tile_run_q(t, 0); }
+static void tile_q1(const tile *t) { tile_run_q(t, 1); }
+static void tile_q2(const tile *t) { tile_run_q(t, 2); }
+
+static void (*const tile_q_fn[3])(const tile *) = {tile_q0, tile_q1, tile_q2};
+
+/* the tile for a panel of `width` columns: the 4-row tail when its last
+ * vector would hold ≤ 4 columns and nv ≤ 3 */
 static void tile_nv1(const tile *t) { tile_run(t, 1); }
 static void tile_nv2(const tile *t) { tile_run(t, 2); }
 static void tile_nv3(const tile *t) { tile_run(t, 3); }
 static void tile_nv4(const tile *t) { tile_run(t, 4); }
 
 static void (*const tile_fn[5])(const tile *) = {NULL, tile_nv1, tile_nv2, tile_nv3, tile_nv4};
+
+/* the tile for a panel of `width` columns: tile_run_q when its last vector
+ * would hold ≤ 4 columns (a 100-wide row's second panel: 36 columns, 2
+ * vectors and the tail; bench/bf16_filter in docs/performance.md) */
+static inline void tile_call(const tile *t, int width)
+{
+    const int nv = (width + 15) / 16;
+    if (width - 16 * (nv - 1) <= 4 && nv <= 3) tile_q_fn[nv - 1](t);
+    else tile_fn[nv](t);
+}
 
 /* GotoBLAS loop order: for each K block, each MC block of A is packed once
  * and swept by every B panel; a B panel (KC × 64 bf16 = 32 KB) stays in L1
@@ -150,7 +260,7 @@ void pt_bf16_avx512_rows(const pt_bf16_job *job, int i_begin, int i_end, uint32_
                     t.a = abase + ir * t.sr;
                     t.mr = mc - ir < MR ? mc - ir : MR;
                     t.c = job->c + (size_t)(ic + ir) * job->ldc + n0;
-                    tile_fn[nv](&t);
+                    tile_call(&t, width);
                 }
             }
         }
@@ -314,7 +424,7 @@ static void rows_fused(const pt_bf16_job *job, int i_begin, int i_end, uint32_t 
                 t.last = lanes(width - 16 * (nv - 1));
                 t.bias = job->bias ? job->bias + n0 : NULL;
                 t.c = crow + n0;
-                tile_fn[nv](&t);
+                tile_call(&t, width);
             }
             if (ir + t.mr < mc && (ir + t.mr) % GROUP != 0) continue;
             const int grow = ic + g0, rows = ir + t.mr - g0;

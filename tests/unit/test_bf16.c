@@ -196,9 +196,13 @@ typedef struct shape {
     int m, n, k;
 } shape;
 
+/* n's last panel (64 columns a panel) with ≤ 4 columns in its last vector
+ * takes bf16_avx512.c's 4-row tail (tile_run_q): 17, 65, 129 (1 lane), 20
+ * and 68 (4), 100 and 36 (4 after 2 vectors), 33 (1 after 2), 3 (3) */
 static const shape SHAPES[] = {
     {1, 1, 1},    {5, 17, 3},    {7, 15, 2},   {13, 65, 25},  {6, 64, 100},
-    {100, 100, 25}, {37, 129, 257}, {12, 33, 600}, {241, 48, 31},
+    {100, 100, 25}, {37, 129, 257}, {12, 33, 600}, {241, 48, 31}, {9, 20, 40},
+    {19, 68, 300}, {11, 36, 7},   {4, 3, 5},
 };
 static const float ALPHA_BETA[][2] = {{1.0f, 0.0f}, {0.5f, 0.0f}, {1.0f, 1.0f}, {-1.5f, 0.25f}};
 
