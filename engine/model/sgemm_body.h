@@ -210,10 +210,30 @@ static __attribute__((noinline)) void SK(block)(int rb, int nv, int pk, MASK_T l
     }
 }
 
-/* Every tile of C[m, n]: column panels of NVMAX vectors, row blocks of RB. */
+/* rows × bytes from p (rows ld floats apart) fetched into cache: a hint,
+ * no effect on any result */
+static inline __attribute__((always_inline)) void SK(fetch_rows)(const float *p, long ld,
+                                                                 int rows, int bytes)
+{
+    for (int r = 0; r < rows; r++) {
+        const char *q = (const char *)(p + r * ld);
+        for (int o = 0; o < bytes; o += 64) __builtin_prefetch(q + o, 0, 3);
+        __builtin_prefetch(q + bytes - 1, 0, 3);
+    }
+}
+
+/* Every tile of C[m, n]: column panels of NVMAX vectors, row blocks of RB.
+ * ahead (PT_SGEMM_AHEAD_*): as a tile starts, the rows the next tile of the
+ * panel reads first are fetched — its chains' start (c0's rows, or C's
+ * when beta ≠ 0 and there is no bias) and, with _A, its rows of A (NN
+ * only).  A tile's start waits on those loads before its first FMA; where
+ * they come from L3 or memory (a node product's operand after the edge
+ * pipeline) each tile paid that latency, which a tile's ~1,000 cycles of
+ * FMAs now cover (docs/performance.md, session 19 (nodew)). */
 static void SK(tiles)(int m, int n, int k, const float *a, long ars, long aps, long a_row_step,
                       const float *b, long ldb, float beta, const float *bias,
-                      const float *c0, long ldc0, float *c, long ldc, pt_sgemm_pf *pf)
+                      const float *c0, long ldc0, float *c, long ldc, pt_sgemm_pf *pf,
+                      int ahead)
 {
     const int panel = VW * NVMAX;
     if (pf) { /* the caller's lines over this call's tiles (about m / RB a panel) */
@@ -239,6 +259,16 @@ static void SK(tiles)(int m, int n, int k, const float *a, long ars, long aps, l
             int rem = m - i0;
             rb = rem <= RB ? rem : rem < 2 * RB ? (rem + 1) / 2 : RB;
             if (pf && pf->lines > 0) pt_sgemm_pf_tile(pf);
+            if (ahead && i0 + rb < m) {
+                const int rem2 = m - i0 - rb;
+                const int rb2 = rem2 <= RB ? rem2 : rem2 < 2 * RB ? (rem2 + 1) / 2 : RB;
+                if (c0)
+                    SK(fetch_rows)(c0 + (long)(i0 + rb) * ldc0 + j0, ldc0, rb2, w * 4);
+                else if (beta != 0.0f && !bias)
+                    SK(fetch_rows)(c + (long)(i0 + rb) * ldc + j0, ldc, rb2, w * 4);
+                if ((ahead & PT_SGEMM_AHEAD_A) && aps == 1)
+                    SK(fetch_rows)(a + (long)(i0 + rb) * a_row_step, a_row_step, rb2, k * 4);
+            }
             SK(block)(rb, nv, pk, last, w == nv * VW, k, a + (long)i0 * a_row_step, ars, aps, b + j0,
                       ldb, beta, bias ? bias + j0 : NULL, c0 ? c0 + (long)i0 * ldc0 + j0 : NULL,
                       ldc0, c + (long)i0 * ldc + j0, ldc);
@@ -254,20 +284,22 @@ static void SK(tiles)(int m, int n, int k, const float *a, long ars, long aps, l
  * B is the dispatcher's packed copy: rows 64-byte aligned (ldb a multiple
  * of 16). */
 void SK(nn)(int m, int n, int k, const float *a, int lda, const float *b, int ldb, float beta,
-            const float *bias, float *c, int ldc, pt_sgemm_pf *pf)
+            const float *bias, float *c, int ldc, pt_sgemm_pf *pf, int ahead)
 {
-    SK(tiles)(m, n, k, a, lda, 1, lda, b, ldb, beta, bias, NULL, 0, c, ldc, pf);
+    SK(tiles)(m, n, k, a, lda, 1, lda, b, ldb, beta, bias, NULL, 0, c, ldc, pf, ahead);
 }
 
 /* NN with a residual: the chains start from c0's row plus the bias (c0[i·ldc0
  * + j] + bias[j], one rounding: C = c0 + bias written first and read back
  * with beta = 1 has the same start), so c0 is read as each tile starts
- * instead of in a pass of its own (sgemm_kernels.h). */
+ * instead of in a pass of its own (sgemm_kernels.h); the next tile's c0
+ * rows fetched ahead. */
 void SK(nn_res)(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                 const float *bias, const float *c0, int ldc0, float *c, int ldc,
                 pt_sgemm_pf *pf)
 {
-    SK(tiles)(m, n, k, a, lda, 1, lda, b, ldb, 0.0f, bias, c0, ldc0, c, ldc, pf);
+    SK(tiles)(m, n, k, a, lda, 1, lda, b, ldb, 0.0f, bias, c0, ldc0, c, ldc, pf,
+              PT_SGEMM_AHEAD_START);
 }
 
 /* TN: C[m,n] = A[k,m]ᵀ B[k,n] + beta C for one pass of k ≤ PT_SGEMM_KC rows
@@ -275,7 +307,7 @@ void SK(nn_res)(int m, int n, int k, const float *a, int lda, const float *b, in
 void SK(tn)(int m, int n, int k, const float *a, int lda, const float *b, int ldb, float beta,
             float *c, int ldc, pt_sgemm_pf *pf)
 {
-    SK(tiles)(m, n, k, a, 1, lda, 1, b, ldb, beta, NULL, NULL, 0, c, ldc, pf);
+    SK(tiles)(m, n, k, a, 1, lda, 1, b, ldb, beta, NULL, NULL, 0, c, ldc, pf, 0);
 }
 
 #undef SK_CASE

@@ -323,8 +323,21 @@ static void run_vec(int avx512, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, i
         memcpy(biaspad, bias, sizeof(float) * n);
         bias = biaspad;
     }
+    /* the next tile's rows fetched ahead where they come from L3 or memory:
+     * C's rows of an accumulating NN (the node input gradient dh += dx W1ᵀ:
+     * dh last touched before the edge pipeline), and a node layer's input
+     * rows in its one forward when they are too many for L2 to have kept
+     * (m after the convolution, water's 8 packs: 451 KB); from L3 (2 packs:
+     * 113 KB) out-of-order execution covers A's loads and the fetch cost
+     * the forwards 1-4%.  Not the filter's products (no bias-less
+     * accumulating NN; their chunk is fetched by pt_sgemm_prefetch). */
+    const int ahead =
+        (beta != 0.0f && !bias ? PT_SGEMM_AHEAD_START : 0) |
+        (weight == W_ONCE && (size_t)m * (size_t)lda * sizeof(float) >= PT_SGEMM_AHEAD_A_BYTES
+             ? PT_SGEMM_AHEAD_A
+             : 0);
     (avx512 ? pt_sgemm_avx512_nn : pt_sgemm_avx2_nn)(m, n, k, a, lda, bp, ldp, beta, bias, c,
-                                                     ldc, pf);
+                                                     ldc, pf, ahead);
 }
 
 int pt_sgemm_run(pt_sgemm_impl impl, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,

@@ -55,8 +55,18 @@ static inline void pt_sgemm_pf_tile(pt_sgemm_pf *pf)
 /* lines pt_sgemm_prefetch left for the thread's next product (tests) */
 long pt_sgemm_prefetch_pending(void);
 
+/* What NN's tiles fetch for the next tile as each starts (sgemm_body.h):
+ * _START the rows its chains start from (c0's, or C's when beta ≠ 0 and
+ * no bias), _A its rows of A.  Hints only: no result depends on them. */
+#define PT_SGEMM_AHEAD_START 1
+#define PT_SGEMM_AHEAD_A 2
+/* A's size from which a forward (W_ONCE) fetches its rows ahead: a
+ * quarter of the Zen 5's 1 MB L2 (sgemm_kernels.c) */
+#define PT_SGEMM_AHEAD_A_BYTES ((size_t)256 << 10)
+
 void pt_sgemm_avx512_nn(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
-                        float beta, const float *bias, float *c, int ldc, pt_sgemm_pf *pf);
+                        float beta, const float *bias, float *c, int ldc, pt_sgemm_pf *pf,
+                        int ahead);
 /* NN from a residual: bias not NULL, chains from c0 + bias (sgemm_body.h) */
 void pt_sgemm_avx512_nn_res(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                         const float *bias, const float *c0, int ldc0, float *c, int ldc,
@@ -67,7 +77,8 @@ void pt_sgemm_avx512_tn(int m, int n, int k, const float *a, int lda, const floa
 void pt_sgemm_avx512_transpose(int rows, int cols, const float *src, int lds, float *dst,
                                int ldd);
 void pt_sgemm_avx2_nn(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
-                      float beta, const float *bias, float *c, int ldc, pt_sgemm_pf *pf);
+                      float beta, const float *bias, float *c, int ldc, pt_sgemm_pf *pf,
+                      int ahead);
 /* NN from a residual: bias not NULL, chains from c0 + bias (sgemm_body.h) */
 void pt_sgemm_avx2_nn_res(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                         const float *bias, const float *c0, int ldc0, float *c, int ldc,

@@ -15,7 +15,9 @@
  *     with beta 1, through every kernel, at the tiles' row and column edges
  *     (the packed last 4 columns, AVX2's masked last vector), with padded
  *     operands (C's padding untouched), in place (in == C), k = 0; and its
- *     refusals (C untouched).
+ *     refusals (C untouched);
+ *   - the rows fetched ahead for the next tile change no bit (row counts
+ *     around the A rows' threshold, the residual, NN with beta 1).
  * On a CPU without AVX-512 (or AVX2) the kernel is not supported and the
  * check asserts so instead. */
 #include <stdarg.h>
@@ -173,6 +175,43 @@ static void test_residual_matches_reference(void **state)
     check_case(7, 100, 0, 1, 0.0f, 1, RES_APART);
 }
 
+/* The next tile's rows fetched ahead (sgemm_body.h, PT_SGEMM_AHEAD_*) are
+ * hints: the bits stay the reference's on both sides of the A rows'
+ * threshold (PT_SGEMM_AHEAD_A_BYTES: 656 rows of 100 floats), for the
+ * residual forward (c0's rows) and an accumulating NN (C's rows with
+ * beta 1, as the node input gradient dh += dx W1ᵀ), at every impl, with
+ * row counts ending in a short tile. */
+static void test_ahead_matches_reference(void **state)
+{
+    (void)state;
+    const int rows[] = {655, 656, 700, 1128};
+    for (int r = 0; r < 4; r++)
+        for (int pad = 0; pad <= 3; pad += 3) {
+            check_once(rows[r], 100, 100, pad, 0.0f, 1);
+            check_once(rows[r], 100, 100, pad, 1.0f, 0);
+            check_case(rows[r], 100, 100, pad, 0.0f, 1, RES_APART);
+        }
+    /* NN with beta 1 and no bias (pt_sgemm_run, B as given) */
+    enum { M = 1127, N = 100, K = 100 };
+    float *a = rnd_floats((size_t)M * K, 1.0f), *b = rnd_floats((size_t)K * N, 1.0f);
+    float *c0 = rnd_floats((size_t)M * N, 1.0f);
+    float *ref = malloc(sizeof(float) * M * N), *c = malloc(sizeof(float) * M * N);
+    assert_non_null(ref);
+    assert_non_null(c);
+    memcpy(ref, c0, sizeof(float) * M * N);
+    assert_int_equal(pt_sgemm_run(PT_SGEMM_SCALAR, CblasNoTrans, CblasNoTrans, M, N, K, a, K, b,
+                                  N, 1.0f, ref, N), 0);
+    const pt_sgemm_impl impls[] = {PT_SGEMM_AVX512, PT_SGEMM_AVX2};
+    for (int i = 0; i < 2; i++) {
+        if (!pt_sgemm_supported(impls[i])) continue;
+        memcpy(c, c0, sizeof(float) * M * N);
+        assert_int_equal(pt_sgemm_run(impls[i], CblasNoTrans, CblasNoTrans, M, N, K, a, K, b, N,
+                                      1.0f, c, N), 0);
+        assert_memory_equal(c, ref, sizeof(float) * M * N);
+    }
+    free(a), free(b), free(c0), free(ref), free(c);
+}
+
 /* What it does not take: 0, C untouched. */
 static void test_residual_refusals(void **state)
 {
@@ -203,6 +242,7 @@ int main(void)
         cmocka_unit_test(test_once_refusals),
         cmocka_unit_test(test_residual_matches_reference),
         cmocka_unit_test(test_residual_refusals),
+        cmocka_unit_test(test_ahead_matches_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
