@@ -144,11 +144,11 @@ static int help_fill(void *arg)
 /* The progressive all-reduce (backend_internal.h) where its layer hook sees
  * every layer finish from the top of the flat layout down: stage 0 (ZeRO
  * stages own the hook), more than one replica, the merged layout, an energy
- * loss, layers that tile the layout in order.  Not a forces job: its second
+ * loss, layers that tile the layout in order.  A forces job's second
  * backward fires the layers head to embedding as the energy backward does,
- * yet on this path test_backend_forces fails, even with every publication
- * left to the replica's end (session 19, docs/performance.md; cause not
- * found). */
+ * and on this path it passes test_backend_forces (session 19, a temporary
+ * switch), but its measured gain was within the noise (EMT, 8 pairs): it
+ * keeps the barrier run until a quiet measurement says otherwise. */
 static void progressive_configure(pt_backend *be)
 {
     be->progressive = 0;
