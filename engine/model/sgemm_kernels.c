@@ -239,14 +239,21 @@ static _Thread_local float biaspad[PT_SGEMM_MAX_DIM] __attribute__((aligned(64))
 /* The regions the thread's next product prefetches (pt_sgemm_prefetch). */
 static _Thread_local pt_sgemm_pf pf_next;
 
+/* [p, p + bytes) as pf's next region, in whole lines (the caller checks
+ * there is room) */
+static void pf_add(pt_sgemm_pf *pf, const void *p, size_t bytes)
+{
+    const uintptr_t lo = (uintptr_t)p & ~(uintptr_t)63, hi = (uintptr_t)p + bytes;
+    pf->p[pf->n] = (const char *)lo;
+    pf->left[pf->n] = (long)((hi - lo + 63) / 64);
+    pf->lines += pf->left[pf->n];
+    pf->n++;
+}
+
 void pt_sgemm_prefetch(const void *p, size_t bytes)
 {
     if (!p || !bytes || pf_next.n == PT_SGEMM_PF_MAX) return;
-    const uintptr_t lo = (uintptr_t)p & ~(uintptr_t)63, hi = (uintptr_t)p + bytes;
-    pf_next.p[pf_next.n] = (const char *)lo;
-    pf_next.left[pf_next.n] = (long)((hi - lo + 63) / 64);
-    pf_next.lines += pf_next.left[pf_next.n];
-    pf_next.n++;
+    pf_add(&pf_next, p, bytes);
 }
 
 long pt_sgemm_prefetch_pending(void)
@@ -303,14 +310,30 @@ static void run_vec(int avx512, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, i
     if (ta == CblasTrans) {
         const int passes = (k + PT_SGEMM_KC - 1) / PT_SGEMM_KC;
         const long total = pf ? pf->lines : 0;
+        /* a weight gradient over more rows than L2 kept (a node layer's
+         * after the edge pipeline, water's 8 packs: u, m, h_t 451 KB)
+         * fetches each next pass's rows of A and B while this pass's tiles
+         * run, kept in cache (prefetcht0); not when the caller gave regions
+         * (the filter's chunks), nor for operands L2 holds */
+        const int ahead =
+            !pf && (size_t)k * (size_t)ldb * sizeof(float) >= PT_SGEMM_AHEAD_A_BYTES;
         for (int r0 = 0, i = 1; r0 < k; r0 += PT_SGEMM_KC, i++) {
             int kc = k - r0 < PT_SGEMM_KC ? k - r0 : PT_SGEMM_KC;
             if (pf) /* an even share of the lines per pass */
                 pf->lines = (total * i + passes - 1) / passes -
                             (total * (i - 1) + passes - 1) / passes;
+            pt_sgemm_pf next, *use = pf;
+            if (ahead && r0 + kc < k) {
+                const int kc2 = k - r0 - kc < PT_SGEMM_KC ? k - r0 - kc : PT_SGEMM_KC;
+                memset(&next, 0, sizeof next);
+                next.keep = 1;
+                pf_add(&next, a + (long)(r0 + kc) * lda, (size_t)kc2 * lda * sizeof(float));
+                pf_add(&next, b + (long)(r0 + kc) * ldb, (size_t)kc2 * ldb * sizeof(float));
+                use = &next;
+            }
             (avx512 ? pt_sgemm_avx512_tn : pt_sgemm_avx2_tn)(m, n, kc, a + (long)r0 * lda, lda,
                                                              b + (long)r0 * ldb, ldb,
-                                                             r0 == 0 ? beta : 1.0f, c, ldc, pf);
+                                                             r0 == 0 ? beta : 1.0f, c, ldc, use);
         }
         return;
     }

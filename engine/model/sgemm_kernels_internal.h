@@ -25,6 +25,7 @@ typedef struct pt_sgemm_pf {
     long left[PT_SGEMM_PF_MAX]; /* lines still to fetch in each region */
     int n, cur;
     long lines, tile_lines;
+    int keep; /* 1: prefetcht0, kept in cache (a TN product's own next pass) */
 } pt_sgemm_pf;
 
 /* the next tile's share: prefetchnta, a hint only (the bits do not depend
@@ -44,7 +45,10 @@ static inline void pt_sgemm_pf_tile(pt_sgemm_pf *pf)
     while (todo > 0 && pf->cur < pf->n) {
         long take = pf->left[pf->cur] < todo ? pf->left[pf->cur] : todo;
         const char *q = pf->p[pf->cur];
-        for (long i = 0; i < take; i++) __builtin_prefetch(q + 64 * i, 0, 0);
+        if (pf->keep)
+            for (long i = 0; i < take; i++) __builtin_prefetch(q + 64 * i, 0, 3);
+        else
+            for (long i = 0; i < take; i++) __builtin_prefetch(q + 64 * i, 0, 0);
         pf->p[pf->cur] = q + 64 * take;
         pf->left[pf->cur] -= take;
         todo -= take;
@@ -60,7 +64,8 @@ long pt_sgemm_prefetch_pending(void);
  * no bias), _A its rows of A.  Hints only: no result depends on them. */
 #define PT_SGEMM_AHEAD_START 1
 #define PT_SGEMM_AHEAD_A 2
-/* A's size from which a forward (W_ONCE) fetches its rows ahead: a
+/* An operand's size from which a forward (W_ONCE) fetches its next
+ * tile's A rows, and a weight gradient (TN) its next pass's rows: a
  * quarter of the Zen 5's 1 MB L2 (sgemm_kernels.c) */
 #define PT_SGEMM_AHEAD_A_BYTES ((size_t)256 << 10)
 

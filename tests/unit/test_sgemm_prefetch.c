@@ -8,7 +8,9 @@
  *     its transpose), whose result stays the scalar reference's bits on
  *     AVX-512 and AVX2; a product OpenBLAS runs leaves them to the next;
  *   - NULL, empty and fifth regions are ignored; starts off a line are
- *     rounded down to it (the last line counted once). */
+ *     rounded down to it (the last line counted once);
+ *   - a TN product over more rows than L2 keeps fetches its own next
+ *     pass when no regions are pending, with the reference's bits. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -86,7 +88,8 @@ static void test_requests(void **state)
 }
 
 /* one product with regions pending (a big one: more lines than tiles ×
- * their share can carry, and a small one) against the scalar reference */
+ * their share can carry, and a small one; none when region is NULL)
+ * against the scalar reference */
 static void check(pt_sgemm_impl impl, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n,
                   int k, float beta, int bias, const char *region, size_t bytes)
 {
@@ -101,8 +104,10 @@ static void check(pt_sgemm_impl impl, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, in
     else
         assert_int_equal(pt_sgemm_run(PT_SGEMM_SCALAR, ta, tb, m, n, k, a, ac, b, bc, beta, want,
                                       n), 0);
-    pt_sgemm_prefetch(region, bytes);
-    pt_sgemm_prefetch(region + 64 * 3, 64 * 2);
+    if (region) {
+        pt_sgemm_prefetch(region, bytes);
+        pt_sgemm_prefetch(region + 64 * 3, 64 * 2);
+    }
     int rc = bias ? pt_sgemm_bias_run(impl, ta, tb, m, n, k, a, ac, b, bc, bs, got, n)
                   : pt_sgemm_run(impl, ta, tb, m, n, k, a, ac, b, bc, beta, got, n);
     assert_int_equal(rc, 0);
@@ -138,12 +143,39 @@ static void test_products(void **state)
     free(region);
 }
 
+/* A weight gradient over more rows than PT_SGEMM_AHEAD_A_BYTES (655 rows
+ * of 100 floats and up) fetches each next pass's rows itself when the
+ * caller gave no regions, and takes the caller's when it did: the bits
+ * stay the reference's either way, at pass (64-row) edges and past them,
+ * with beta 0 and 1, and nothing is left pending. */
+static void test_tn_next_pass(void **state)
+{
+    (void)state;
+    const size_t big = 64 * 4096;
+    char *region = malloc(big);
+    assert_non_null(region);
+    memset(region, 1, big);
+    const int rows[] = {655, 656, 704, 705, 1128};
+    const pt_sgemm_impl vec[] = {PT_SGEMM_AVX512, PT_SGEMM_AVX2};
+    for (int v = 0; v < 2; v++) {
+        if (!pt_sgemm_supported(vec[v])) continue;
+        for (int r = 0; r < 5; r++) {
+            check(vec[v], CblasTrans, CblasNoTrans, 100, 100, rows[r], 1.0f, 0, NULL, 0);
+            check(vec[v], CblasTrans, CblasNoTrans, 100, 100, rows[r], 0.0f, 0, NULL, 0);
+            check(vec[v], CblasTrans, CblasNoTrans, 50, 100, rows[r], 1.0f, 0, NULL, 0);
+            check(vec[v], CblasTrans, CblasNoTrans, 100, 100, rows[r], 1.0f, 0, region, big);
+        }
+    }
+    free(region);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_walk),
         cmocka_unit_test(test_requests),
         cmocka_unit_test(test_products),
+        cmocka_unit_test(test_tn_next_pass),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
