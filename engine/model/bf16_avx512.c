@@ -16,7 +16,9 @@
 
 #include <string.h>
 
-#pragma GCC target("avx512f,avx512bf16,avx512bw,avx512vl")
+/* fma: the 4-lane tail (tile_run_q) uses _mm_fmadd_ps, an FMA instruction,
+ * not AVX-512F; the release build has it from -march, make asan does not */
+#pragma GCC target("avx512f,avx512bf16,avx512bw,avx512vl,fma")
 
 #include "engine/model/bf16_avx512_vec.h"
 
