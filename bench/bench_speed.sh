@@ -13,6 +13,12 @@
 #                   and DDP, each reported, the ratio best against best
 #                   (FORCES=emt,water for both of its cases; FORCES= skips)
 #   SPLIT_CASES=water_lpfhp  cases also run in a second micro-batch split
+#   CASES="qm9_lpfhp qm9_tuple water_lpfhp"  the cases run (a subset for a
+#                   short run, e.g. CASES=qm9_lpfhp ROUNDS=1 FORCES=: QM9
+#                   tuple has no peer runs of its own, so alone it prints none)
+#   ONE_CORE=1      the one-core runs (below) after each case's runs in every
+#                   round (0 skips them: ~40 s a round with all three cases)
+#   ONE_CORE_CPU=0  the CPU they are pinned to (taskset -c)
 #
 # For seed 000's SchNet (H=F=100, T=4, G=25, cutoff 6 Å, 32 neighbours, sum
 # readout) on the QM9 subset (LPFHP and tuple packing) and on the water
@@ -85,6 +91,29 @@
 #               16 (pair)", has the biases measured on this host.
 #               bench/paired.py holds the arithmetic (tested by
 #               tests/bench/test_paired.py).
+#   one core    the paired fraction split in the same run: after each
+#               case's runs of the round (the existing runs keep their order),
+#               `packtrain bench` with 1 replica x 1 thread (fp32) on the
+#               micro-batches one replica runs in the 2-replica step (round
+#               1's split of the plan's run: QM9 LPFHP 8 x1, tuple 6 x1, water
+#               2 x4), pinned to ONE_CORE_CPU with taskset, between two runs of
+#               the paired yardstick's sgemm_kernels call as 1 process pinned to
+#               the same CPU: fraction_one_core (+ _range, _rounds, _cpu) by
+#               the same statistics as fraction_paired (means, wall clock; by
+#               CPU time).  two_core_over_one_core: the round's 2-replica run
+#               of the same split (graphs/s) over `cores` x the one-core run's
+#               (1 = perfect scaling); yardstick_two_over_one: the paired
+#               yardstick's summed rate over `cores` x the one-process one's.
+#               Then fraction_paired = fraction_one_core x
+#               two_core_over_one_core / yardstick_two_over_one (exact per
+#               round when the plan's split is the best one, and up to the
+#               runs' FLOPs per graph; one_core_check holds the product):
+#               what one core's step reaches, and what the step loses by
+#               running beside the other replica beyond what the products
+#               alone lose.  bench/paired.py's one_core_round.  Also
+#               one_core_graphs_per_s, one_core_split, the pinned yardstick's
+#               wall GF/s before/after, and one_core_wall_s: what the block
+#               (2 pinned yardsticks + the run) took in each round.
 #   profile     one replica's step split by kind of work (bench/schnet_profile.c).
 # Printed first (stderr) and kept in every JSON line: date, CPU, cores, its
 # AVX-512 / AVX512-BF16 flags, OPENBLAS_CORETYPE, the commit, the load
@@ -103,6 +132,14 @@ peer_steps=${PEER_STEPS:-20}
 warmup=5
 cores=$(nproc)
 py=/usr/bin/python3
+run_cases=${CASES:-qm9_lpfhp qm9_tuple water_lpfhp}
+for c in $run_cases; do
+  case $c in qm9_lpfhp|qm9_tuple|water_lpfhp) ;;
+    *) echo "bench_speed: unknown case '$c' in CASES (qm9_lpfhp qm9_tuple water_lpfhp)" >&2; exit 2 ;;
+  esac
+done
+[ -n "${run_cases// /}" ] || { echo "bench_speed: CASES is empty" >&2; exit 2; }
+want() { [[ " $run_cases " == *" $1 "* ]]; }
 for prog in schnet_profile sgemm_rate sgemm_kernels; do
   if [ ! -x "$bdir/$prog" ]; then
     echo "bench_speed: $bdir/$prog missing: run 'make bench' (or make BUILD=... <dir>/bench/$prog)" >&2
@@ -238,10 +275,46 @@ yard() {
 }
 paired_seconds=${PAIRED_SECONDS:-0.5}
 
+# yard1 TAG WHEN: the same yardstick as one process pinned to the one-core
+# run's CPU, its lines in $tmp/TAG.yard.WHEN.1
+yard1() {
+  local tag=$1 when=$2 impl chunk U N
+  read -r impl chunk <"$tmp/$tag.yardpick"
+  read -r U N _ <"$tmp/$tag.shapes"
+  local extra=("$impl")
+  [ "$chunk" != 0 ] && extra+=("$chunk")
+  taskset -c "$one_cpu" "$bdir/sgemm_kernels" "$U" "$N" "$paired_seconds" "${extra[@]}" \
+    >"$tmp/$tag.yard.$when.1"
+}
+one_core=${ONE_CORE:-1}
+one_cpu=${ONE_CORE_CPU:-0}
+
 # packtrain_run NAME DATA ROUND [OUT]: one `packtrain bench` run of job NAME
+# (prefixed by the array pin, empty but in one_core_run)
+pin=()
 packtrain_run() {
-  "$bin" bench "$2" --config "$tmp/$1.json" --steps "$steps" --warmup "$warmup" \
+  "${pin[@]}" "$bin" bench "$2" --config "$tmp/$1.json" --steps "$steps" --warmup "$warmup" \
     >"$tmp/${4:-$1}.pt.$3" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
+}
+
+# one_core_run TAG DATA ROUND: the one-core run of case TAG between its two
+# pinned yardstick runs; its job is made in round 1 from that round's
+# 2-replica run of the plan's split (its micro-batches and accumulation), so
+# the replica runs the same micro-batches as each of the 2-replica step's
+one_core_run() {
+  local tag=$1 data=$2 round=$3 target method b a
+  if [ ! -f "$tmp/$tag.c1.json" ]; then
+    read -r target method <"$tmp/$tag.case"
+    read -r b a < <("$py" -c 'import json,sys; r=json.load(open(sys.argv[1]))["backend"]; print(r["micro_packs"], r["gradient_accumulation"])' "$tmp/$tag.pt.$round")
+    job "$tag.c1" "$target" "$method" 1 "$b" 1 fp32 "$a"
+  fi
+  local t0=$EPOCHREALTIME
+  yard1 "$tag" "c1b$round"
+  pin=(taskset -c "$one_cpu")
+  packtrain_run "$tag.c1" "$data" "$round"
+  pin=()
+  yard1 "$tag" "c1a$round"
+  echo "$t0 $EPOCHREALTIME" >>"$tmp/$tag.c1.wall"
 }
 
 # peer DS SRC KEY ROUND: the PyTorch peer in each layout, as many graphs per
@@ -277,7 +350,7 @@ echo "bench_speed: $(cat "$tmp/conditions.json")" >&2
 bf16=$("$py" -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["avx512_bf16"]))' "$tmp/conditions.json")
 
 "$bin" ingest ../shared/data/qm9_13k.extxyz.gz --out "$tmp/qm9.ptd" >/dev/null
-"$bin" ingest ../shared/data/water_20k.extxyz.gz --out "$tmp/water.ptd" >/dev/null
+want water_lpfhp && "$bin" ingest ../shared/data/water_20k.extxyz.gz --out "$tmp/water.ptd" >/dev/null
 
 # cases also run in a second micro-batch split (SPLIT_CASES; water's packs
 # hold ~4,500 edge slots, QM9's ~800: QM9's micro-batches already fit)
@@ -294,6 +367,7 @@ setup_case() {
   local mb=$b
   [ "$5" = 16 ] && mb='"auto"'
   job "$tag" "$target" "$method" "$replicas" "$mb" "$cores"
+  echo "$target $method" >"$tmp/$tag.case"
   job "$tag.prof" "$target" "$method" 1 "$b" 1
   job "$tag.bf16" "$target" "$method" "$replicas" "$mb" "$cores" bf16
   # the same global batch in another split: the plan's "auto" halves large
@@ -322,9 +396,9 @@ setup_case() {
 }
 # packs per step: ≈32 QM9 molecules (LPFHP packs hold ~2, tuple packs ~3;
 # tuple's 11 become ceil(11 / cores) a replica: 6 + 6 on 2 cores, ~35)
-setup_case qm9_lpfhp "$tmp/qm9.ptd" energy_U0 lpfhp 16
-setup_case qm9_tuple "$tmp/qm9.ptd" energy_U0 tuple 11
-setup_case water_lpfhp "$tmp/water.ptd" energy lpfhp 16
+want qm9_lpfhp && setup_case qm9_lpfhp "$tmp/qm9.ptd" energy_U0 lpfhp 16
+want qm9_tuple && setup_case qm9_tuple "$tmp/qm9.ptd" energy_U0 tuple 11
+want water_lpfhp && setup_case water_lpfhp "$tmp/water.ptd" energy lpfhp 16
 job qm9_lpfhp.r1 energy_U0 lpfhp 1 16 "$cores"
 
 # the rounds: each packtrain case followed by its peer, so both share the load
@@ -349,6 +423,7 @@ for round in $(seq "$rounds"); do
     if [ $have_torch = 1 ] && [ "$tag" = water_lpfhp ]; then
       peer water ../shared/data/water_20k.extxyz.gz energy "$round"
     fi
+    if [ "$one_core" = 1 ]; then one_core_run "$tag" "$data" "$round"; fi
   done
   cut -d' ' -f1 /proc/loadavg >>"$tmp/loadavg"
 done
@@ -359,11 +434,12 @@ for c in "${cases[@]}"; do
   gemm "$tag" $(cat "$tmp/$tag.shapes")
 done
 
-"$py" - "$tmp" "$cores" "$bdir/schnet_profile" "$rounds" "$bf16" <<'PY'
+"$py" - "$tmp" "$cores" "$bdir/schnet_profile" "$rounds" "$bf16" "$run_cases" <<'PY'
 import json, os, statistics, subprocess, sys
 sys.path.insert(0, "bench")
 import paired as pf
 tmp, cores, rounds, bf16 = sys.argv[1], int(sys.argv[2]), int(sys.argv[4]), sys.argv[5] == "1"
+run_cases = sys.argv[6].split()
 H, F, T, G = 100, 100, 4, 25
 
 def train_flops(n, e, u=None):
@@ -445,12 +521,60 @@ def paired(tag):
             "yardstick_best_over_mean": round(statistics.median(env), 3),
             "packtrain_best5_over_mean": round(statistics.median(pbest), 3) if pbest else None}
 
+def one_core(tag):
+    """fraction_one_core and the 2-over-1 scalings (bench/paired.py's
+    one_core_round), per round: the one-core run against its pinned
+    one-process bracket, the round's 2-replica run of the same split (the
+    plan's) against the paired bracket; None when ONE_CORE=0"""
+    impl = open(f"{tmp}/{tag}.yardpick").read().split()[0]
+    per = []
+    for k in range(1, rounds + 1):
+        one, many = load(f"{tmp}/{tag}.c1.pt.{k}"), load(f"{tmp}/{tag}.pt.{k}")
+        if not one or not many:
+            continue
+        fl = [train_flops(ns_, e_, r["filter_rows_per_graph"])
+              for r in (one, many) for _, e_, ns_, _ in [counts(r)]]
+        y1 = [pf.yardstick_sum([[json.loads(l) for l in open(f"{tmp}/{tag}.yard.c1{w}{k}.1")]])
+              for w in "ba"]
+        yn = [yard_of(tag, f"{w}{k}") for w in "ba"]
+        per.append((pf.one_core_round(one, many, fl[0], fl[1], y1, yn, impl, cores),
+                    one["graphs_per_s"], [round(y[impl]["wall"], 1) for y in y1]))
+    if not per:
+        return {"fraction_one_core": None}
+    col = lambda key: [p[0][key] for p in per]
+    fr, sc, ys = col("fraction_one_core"), col("two_core_over_one_core"), col("yardstick_two_over_one")
+    return {"fraction_one_core": pf.spread(fr)["median"],
+            "fraction_one_core_range": pf.spread(fr)["range"],
+            "fraction_one_core_rounds": [round(x, 3) for x in fr],
+            "fraction_one_core_cpu": pf.spread(col("fraction_one_core_cpu"))["median"],
+            "fraction_one_core_cpu_range": pf.spread(col("fraction_one_core_cpu"))["range"],
+            "one_core_graphs_per_s": [round(p[1], 1) for p in per],
+            "one_core_split": f"{one_split[tag]}",
+            # what the one-core block (2 yardsticks + the run) added to each round
+            "one_core_wall_s": [round(float(b) - float(a), 1) for a, b in
+                                (l.split() for l in open(f"{tmp}/{tag}.c1.wall"))],
+            "one_core_yardstick_wall_gflops_before_after": [p[2] for p in per],
+            "two_core_over_one_core": pf.spread(sc)["median"],
+            "two_core_over_one_core_rounds": [round(x, 3) for x in sc],
+            "yardstick_two_over_one": pf.spread(ys)["median"],
+            "yardstick_two_over_one_rounds": [round(x, 3) for x in ys],
+            # the product the paired fraction splits into, per round: equal
+            # to the plan's split's paired fraction up to the runs' FLOPs per graph
+            "one_core_check": [round(f * s_ / y, 3) for f, s_, y in zip(fr, sc, ys)]}
+
 cond = json.load(open(f"{tmp}/conditions.json"))
 core = subprocess.run([sys.argv[3], "--corename"], capture_output=True, text=True).stdout.strip()
 loads = [float(x) for x in open(f"{tmp}/loadavg").read().split()]
 LAYOUTS = [(f"t{cores}", f"{cores} threads"), ("t1", "1 thread"), ("ddp", f"DDP {cores}x1")]
 rows = []
-for tag, ds in [("qm9_lpfhp", "qm9"), ("qm9_tuple", "qm9"), ("water_lpfhp", "water")]:
+one_split = {}
+for tag in run_cases:
+    j = load(f"{tmp}/{tag}.c1.json")
+    if j:
+        one_split[tag] = (f"{j['batching']['model_batch_size']} packs "
+                          f"x{j['backend']['gradient_accumulation']}")
+for tag, ds in [(t, d) for t, d in [("qm9_lpfhp", "qm9"), ("qm9_tuple", "qm9"),
+                                     ("water_lpfhp", "water")] if t in run_cases]:
     # packtrain's splits of the same global batch: the plan's micro-batches
     # and, for SPLIT_CASES, micro-batches of 2 packs; the best run counts
     split = lambda r: (f"{r['backend']['micro_packs']} packs x"
@@ -519,6 +643,7 @@ for tag, ds in [("qm9_lpfhp", "qm9"), ("qm9_tuple", "qm9"), ("water_lpfhp", "wat
     out["gemm_best_gflops"] = round(gemm_best, 1)
     out["fraction_of_best_gemm"] = round(gps * train_flops(ns, e, u) / (gemm_best * 1e9), 3)
     out.update(paired(tag))
+    out.update(one_core(tag))
     oruns = runs_of(f"{tag}.openblas.pt")
     out["openblas_products_graphs_per_s"] = round(max(r["graphs_per_s"] for r in oruns), 1)
     out["openblas_products_runs"] = [round(r["graphs_per_s"], 1) for r in oruns]
@@ -553,6 +678,16 @@ for r in rows:
           f"{r['executed_gflops']:>9.1f} {r['gemm_best_gflops']:>9.1f} {r['fraction_of_best_gemm']:>7.0%} "
           f"{r['fraction_paired']:>5.0%} ({r['fraction_paired_range'][0]:.0%}-{r['fraction_paired_range'][1]:.0%}) "
           f"{r['fraction_paired_cpu']:>6.0%}")
+if any(r["fraction_one_core"] is not None for r in rows):
+    print(f"{'case':<12} {'1 core (range)':>15} {'by CPU':>6} {'1-core g/s':>10} "
+          f"{f'{cores} over 1':>8} {f'yard {cores}/1':>8} {'product':>7} {'s/round':>7}  (split)")
+for r in rows:
+    if r["fraction_one_core"] is not None:
+        print(f"{r['case']:<12} {r['fraction_one_core']:>5.0%} ({r['fraction_one_core_range'][0]:.0%}-"
+              f"{r['fraction_one_core_range'][1]:.0%}) {r['fraction_one_core_cpu']:>6.0%} "
+              f"{max(r['one_core_graphs_per_s']):>10.0f} {r['two_core_over_one_core']:>8.3f} "
+              f"{r['yardstick_two_over_one']:>8.3f} {statistics.median(r['one_core_check']):>7.0%} "
+              f"{statistics.median(r['one_core_wall_s']):>7.1f}  ({r['one_core_split']})")
 for r in rows:
     if len(r["packtrain_by_split"]) > 1:
         print(f"{r['case']}: packtrain by micro-batch split (packs x accumulation), fp32 "
@@ -562,6 +697,11 @@ print("ratio: packtrain's best over the peer's best layout (best against best); 
 print("paired: each round's fp32 FLOP/s over the yardstick run right before and after it, "
       "both mean rates by the wall clock; median (range) over the rounds; by CPU: both sides "
       "by CPU time (reads through a shared machine's load)")
+if any(r["fraction_one_core"] is not None for r in rows):
+    print("1 core: one replica x 1 thread pinned to one CPU against 1 pinned yardstick process, "
+          "as paired; 2 over 1: the 2-replica step's graphs/s over 2 x the one-core run's "
+          "(same split); yard 2/1: the same for the yardstick; product: 1 core x 2 over 1 / "
+          "yard 2/1 = the paired fraction of that split")
 PY
 
 # energy + forces: the same per-layout peer comparison, by the script that

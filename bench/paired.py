@@ -18,6 +18,11 @@ window, the luckier its best), and packtrain's rounds (0.3 s of QM9, ~3 s
 of water) and the yardstick's (~6 s) are not the same length; so means it
 is (docs/performance.md, "Session 16 (pair)", has the measured biases).
 
+The same arithmetic splits it (one_core_round): one replica on one pinned
+core against one pinned yardstick process gives one core's fraction, and the
+2-replica step's rate over twice the one-core run's, beside the yardstick's
+own 2-over-1 scaling, gives what running beside the other replica costs.
+
 Inputs are the parsed JSON lines of the programs: `sgemm_kernels` (one list
 of lines per process run at once) and `packtrain bench` (one object).
 """
@@ -120,3 +125,40 @@ def ab_summary(pairs, lower_is_better=True):
             "b_better": sum(1 for a, b in pairs if better(a, b)),
             "a_better": sum(1 for a, b in pairs if better(b, a)),
             "ties": sum(1 for a, b in pairs if a == b)}
+
+
+def one_core_round(one, many, flops_one, flops_many, yard_one, yard_many, impl, cores):
+    """One round's split of the paired fraction into one core's and what
+    running `cores` replicas at once adds (bench_speed.sh's one-core run).
+
+    one:  the `packtrain bench` run of 1 replica x 1 thread pinned to one
+          CPU, on the packs one replica runs in the `cores`-replica step;
+    many: that round's `cores`-replica run;
+    flops_one, flops_many: each run's executed FLOPs per graph;
+    yard_one:  (before, after) yardstick_sum of 1 sgemm_kernels process
+               pinned to the same CPU, right before and after `one`;
+    yard_many: (before, after) of the `cores` processes around `many`.
+
+    Returns fraction_one_core (one's executed FLOP/s over its bracket, both
+    by the wall clock), its CPU-time variant, two_core_over_one_core (many's
+    graphs/s over `cores` x one's: 1 is perfect scaling) and
+    yardstick_two_over_one (the yardstick's own scaling, `cores` processes'
+    summed rate over `cores` x one's).  With these, when flops_one ==
+    flops_many, many's paired fraction is exactly
+    fraction_one_core * two_core_over_one_core / yardstick_two_over_one:
+    below one core's fraction by what the step loses to running beside
+    other replicas beyond what the products alone lose."""
+    if cores < 1:
+        raise ValueError("cores must be at least 1")
+    if one["graphs_per_s"] <= 0:
+        raise ValueError("the one-core run's graphs_per_s must be positive")
+    w1 = bracket(yard_one[0], yard_one[1], impl, "wall")
+    wn = bracket(yard_many[0], yard_many[1], impl, "wall")
+    if w1 <= 0:
+        raise ValueError("the one-core yardstick's rate must be positive")
+    return {"fraction_one_core": fraction(one["graphs_per_s"], flops_one, w1),
+            "fraction_one_core_cpu": fraction(cpu_graphs_per_s(one, 1), flops_one,
+                                              bracket(yard_one[0], yard_one[1], impl, "mean")),
+            "two_core_over_one_core": many["graphs_per_s"] / (cores * one["graphs_per_s"]),
+            "yardstick_two_over_one": wn / (cores * w1),
+            "fraction_many": fraction(many["graphs_per_s"], flops_many, wn)}

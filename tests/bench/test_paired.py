@@ -7,6 +7,7 @@ definitions imply.
 Prints "N passed, N failed" last (suite "bench" of tests/run_all.sh)."""
 import json
 import os
+import re
 import subprocess
 import sys
 import unittest
@@ -129,6 +130,91 @@ class AB(unittest.TestCase):
     def test_no_pairs(self):
         with self.assertRaises(ValueError):
             pf.ab_summary([])
+
+
+def run(gps, cpu_ms_per_step, graphs=100, steps=10):
+    """a `packtrain bench` result with the fields one_core_round reads"""
+    return {"graphs_per_s": gps, "graphs": graphs, "steps": steps, "cpu_ms_per_step": cpu_ms_per_step}
+
+
+def yard(wall, mean, impl="auto"):
+    return {impl: {"wall": wall, "mean": mean}}
+
+
+class OneCore(unittest.TestCase):
+    def test_known_split(self):
+        # one core: 1000 graphs/s x 200 MFLOP = 200 GF/s against a bracket of
+        # (240 + 260) / 2 = 250 GF/s: 0.8.  By CPU: 100 graphs in 10 steps of
+        # 12.5 ms CPU on 1 core = 800 graphs/s = 160 GF/s of (190 + 210) / 2: 0.8.
+        # Two replicas: 1800 graphs/s over 2 x 1000 = 0.9; the yardstick's 2
+        # processes (470 + 480) / 2 = 475 over 2 x 250 = 0.95; 1800 x 200e6 =
+        # 360 GF/s over 475: 0.7579 = 0.8 x 0.9 / 0.95.
+        r = pf.one_core_round(run(1000.0, 12.5), run(1800.0, 99.0), 200e6, 200e6,
+                              (yard(240.0, 190.0), yard(260.0, 210.0)),
+                              (yard(470.0, 1.0), yard(480.0, 1.0)), "auto", 2)
+        self.assertAlmostEqual(r["fraction_one_core"], 0.8)
+        self.assertAlmostEqual(r["fraction_one_core_cpu"], 0.8)
+        self.assertAlmostEqual(r["two_core_over_one_core"], 0.9)
+        self.assertAlmostEqual(r["yardstick_two_over_one"], 0.95)
+        self.assertAlmostEqual(r["fraction_many"], 360.0 / 475.0)
+        self.assertAlmostEqual(r["fraction_many"], 0.8 * 0.9 / 0.95)
+
+    def test_perfect_scaling_keeps_the_fraction(self):
+        # both sides scale by exactly `cores`: the paired fraction is one core's
+        r = pf.one_core_round(run(500.0, 10.0), run(2000.0, 10.0), 1e8, 1e8,
+                              (yard(100.0, 100.0), yard(100.0, 100.0)),
+                              (yard(400.0, 400.0), yard(400.0, 400.0)), "auto", 4)
+        self.assertAlmostEqual(r["two_core_over_one_core"], 1.0)
+        self.assertAlmostEqual(r["yardstick_two_over_one"], 1.0)
+        self.assertAlmostEqual(r["fraction_many"], r["fraction_one_core"])
+        self.assertAlmostEqual(r["fraction_one_core"], 0.5)
+
+    def test_the_implementation_asked_is_used(self):
+        y = {"auto": {"wall": 100.0, "mean": 100.0}, "avx512": {"wall": 200.0, "mean": 200.0}}
+        r = pf.one_core_round(run(1000.0, 10.0), run(2000.0, 10.0), 1e8, 1e8,
+                              (y, y), (y, y), "avx512", 2)
+        self.assertAlmostEqual(r["fraction_one_core"], 0.5)
+
+    def test_bad_inputs(self):
+        y = (yard(100.0, 100.0), yard(100.0, 100.0))
+        with self.assertRaises(ValueError):
+            pf.one_core_round(run(0.0, 10.0), run(1.0, 10.0), 1e8, 1e8, y, y, "auto", 2)
+        with self.assertRaises(ValueError):
+            pf.one_core_round(run(1.0, 10.0), run(1.0, 10.0), 1e8, 1e8, y, y, "auto", 0)
+        with self.assertRaises(ValueError):
+            pf.one_core_round(run(1.0, 10.0), run(1.0, 10.0), 1e8, 1e8,
+                              (yard(0.0, 1.0), yard(0.0, 1.0)), y, "auto", 2)
+        with self.assertRaises(ValueError):   # no CPU time: cpu_graphs_per_s refuses
+            pf.one_core_round(run(1.0, 0.0), run(1.0, 10.0), 1e8, 1e8, y, y, "auto", 2)
+        with self.assertRaises(KeyError):     # an implementation the yardstick lacks
+            pf.one_core_round(run(1.0, 10.0), run(1.0, 10.0), 1e8, 1e8, y, y, "avx2", 2)
+
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "bench_speed.sh")
+
+
+class BenchSpeedScript(unittest.TestCase):
+    """bench_speed.sh without running it: its bash and embedded Python parse,
+    and a CASES it does not know stops it before any work."""
+    def test_bash_syntax(self):
+        subprocess.run(["bash", "-n", SCRIPT], check=True)
+
+    def test_embedded_python_compiles(self):
+        text = open(SCRIPT).read()
+        blocks = re.findall(r"<<'PY'\n(.*?)\nPY\n", text, re.S)
+        self.assertGreaterEqual(len(blocks), 4)
+        for i, b in enumerate(blocks):
+            compile(b, f"bench_speed.sh heredoc {i}", "exec")
+        # the summary reads the one-core split through paired.py
+        self.assertTrue(any("one_core_round" in b for b in blocks))
+
+    def test_unknown_case_refused(self):
+        for cases in ("qm9", "qm9_lpfhp nope", " "):
+            p = subprocess.run(["bash", SCRIPT, "/bin/true", "/nonexistent"],
+                               env=dict(os.environ, CASES=cases),
+                               capture_output=True, text=True)
+            self.assertEqual(p.returncode, 2, cases)
+            self.assertIn("CASES", p.stderr, cases)
 
 
 class SgemmKernelsStats(unittest.TestCase):
