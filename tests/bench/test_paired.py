@@ -200,7 +200,8 @@ class BenchSpeedScript(unittest.TestCase):
         subprocess.run(["bash", "-n", SCRIPT], check=True)
 
     def test_embedded_python_compiles(self):
-        text = open(SCRIPT).read()
+        with open(SCRIPT) as f:
+            text = f.read()
         blocks = re.findall(r"<<'PY'\n(.*?)\nPY\n", text, re.S)
         self.assertGreaterEqual(len(blocks), 4)
         for i, b in enumerate(blocks):
