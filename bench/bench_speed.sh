@@ -259,39 +259,30 @@ print(best[1], best[2])
 PY
 }
 
-# yard TAG WHEN: the paired yardstick beside a packtrain round, `cores`
-# processes at once, each one's lines in $tmp/TAG.yard.WHEN.I
+# yard TAG WHEN [N]: the paired yardstick beside a packtrain round, N
+# processes at once (default `cores`), each one's lines in $tmp/TAG.yard.WHEN.I,
+# each prefixed by the array pin (empty but in one_core_run: one process
+# pinned to the one-core run's CPU)
 yard() {
-  local tag=$1 when=$2 i pids=() impl chunk U N
+  local tag=$1 when=$2 n=${3:-$cores} i pids=() impl chunk U N
   read -r impl chunk <"$tmp/$tag.yardpick"
   read -r U N _ <"$tmp/$tag.shapes"
   local extra=("$impl")
   [ "$chunk" != 0 ] && extra+=("$chunk")
-  for i in $(seq "$cores"); do
-    "$bdir/sgemm_kernels" "$U" "$N" "$paired_seconds" "${extra[@]}" >"$tmp/$tag.yard.$when.$i" &
+  for i in $(seq "$n"); do
+    "${pin[@]}" "$bdir/sgemm_kernels" "$U" "$N" "$paired_seconds" "${extra[@]}" >"$tmp/$tag.yard.$when.$i" &
     pids+=($!)
   done
   wait "${pids[@]}"
 }
+pin=()
 paired_seconds=${PAIRED_SECONDS:-0.5}
 
-# yard1 TAG WHEN: the same yardstick as one process pinned to the one-core
-# run's CPU, its lines in $tmp/TAG.yard.WHEN.1
-yard1() {
-  local tag=$1 when=$2 impl chunk U N
-  read -r impl chunk <"$tmp/$tag.yardpick"
-  read -r U N _ <"$tmp/$tag.shapes"
-  local extra=("$impl")
-  [ "$chunk" != 0 ] && extra+=("$chunk")
-  taskset -c "$one_cpu" "$bdir/sgemm_kernels" "$U" "$N" "$paired_seconds" "${extra[@]}" \
-    >"$tmp/$tag.yard.$when.1"
-}
 one_core=${ONE_CORE:-1}
 one_cpu=${ONE_CORE_CPU:-0}
 
 # packtrain_run NAME DATA ROUND [OUT]: one `packtrain bench` run of job NAME
 # (prefixed by the array pin, empty but in one_core_run)
-pin=()
 packtrain_run() {
   "${pin[@]}" "$bin" bench "$2" --config "$tmp/$1.json" --steps "$steps" --warmup "$warmup" \
     >"$tmp/${4:-$1}.pt.$3" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
@@ -309,11 +300,11 @@ one_core_run() {
     job "$tag.c1" "$target" "$method" 1 "$b" 1 fp32 "$a"
   fi
   local t0=$EPOCHREALTIME
-  yard1 "$tag" "c1b$round"
   pin=(taskset -c "$one_cpu")
+  yard "$tag" "c1b$round" 1
   packtrain_run "$tag.c1" "$data" "$round"
+  yard "$tag" "c1a$round" 1
   pin=()
-  yard1 "$tag" "c1a$round"
   echo "$t0 $EPOCHREALTIME" >>"$tmp/$tag.c1.wall"
 }
 
